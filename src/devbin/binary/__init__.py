@@ -1,0 +1,6 @@
+"""Bounds-checked byte access (reading) and checked emission (writing)."""
+
+from devbin.binary.view import Buffer, ByteView, Cursor
+from devbin.binary.writer import Emitter, align_up, sleb, uleb
+
+__all__ = ["Buffer", "ByteView", "Cursor", "Emitter", "align_up", "sleb", "uleb"]

@@ -1,0 +1,99 @@
+"""The one exception family of devbin.
+
+Every parser reports bad input by raising a :class:`DeviceBinaryError` (or a
+subclass).  No parser lets ``IndexError``, ``struct.error``, ``KeyError``,
+``UnicodeDecodeError``, ``RecursionError`` or ``MemoryError`` escape: the byte
+reader in :mod:`devbin.binary` checks every offset and size *before* it reads,
+and the few places that call into other libraries translate their errors here.
+
+Messages follow one grammar so that a user can act on them::
+
+    <format>: <where>: <message> (at offset 0x<off>, value 0x<val>)
+
+for example ``elf: section [7] '.nv.info': sh_offset 0x1f00 + sh_size 0x400
+exceeds file size 0x2000``.  ``where`` is a path through containers, such as
+``lib.a(k.o)`` or ``fatbin[2] sm_90``; callers that open a member prefix it with
+:meth:`DeviceBinaryError.within`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DeviceBinaryError",
+    "FormatError",
+    "NotThisFormat",
+    "TruncatedError",
+    "UnsupportedVersion",
+    "UsageError",
+]
+
+
+class DeviceBinaryError(Exception):
+    """Base of every error devbin raises on purpose.
+
+    Attributes are structured so that tools can report them without parsing
+    the message: ``fmt`` (format name), ``where`` (location path), ``offset``
+    (byte offset in the buffer the parser was given, if known) and ``value``
+    (the offending value, if any).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        fmt: str = "",
+        where: str = "",
+        offset: int | None = None,
+        value: object = None,
+    ) -> None:
+        self.message = message
+        self.fmt = fmt
+        self.where = where
+        self.offset = offset
+        self.value = value
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        parts = [p for p in (self.fmt, self.where) if p]
+        head = ": ".join(parts + [self.message])
+        tail = []
+        if self.offset is not None:
+            tail.append(f"at offset {self.offset:#x}")
+        if self.value is not None:
+            v = self.value
+            tail.append(f"value {v:#x}" if isinstance(v, int) and not isinstance(v, bool) else f"value {v!r}")
+        return f"{head} ({', '.join(tail)})" if tail else head
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def within(self, outer: str) -> DeviceBinaryError:
+        """Prefix the location with an enclosing container path and return self."""
+        if outer:
+            self.where = f"{outer}: {self.where}" if self.where else outer
+            self.args = (self.render(),)
+        return self
+
+
+class FormatError(DeviceBinaryError):
+    """The bytes break a rule of their format (bad magic, bad offset, bad count)."""
+
+
+class TruncatedError(FormatError):
+    """A read ran past the end of the buffer: the file is cut short or a size lies."""
+
+
+class NotThisFormat(FormatError):
+    """The bytes are not of the format asked for (wrong magic).
+
+    Sniffers catch this to fall through to the next candidate; it is a
+    distinct type so that "not an ELF" is never confused with "a corrupt ELF".
+    """
+
+
+class UnsupportedVersion(FormatError):
+    """The format is recognised but its version is newer than this reader knows."""
+
+
+class UsageError(DeviceBinaryError):
+    """A caller asked for something impossible (bad argument, bad model)."""

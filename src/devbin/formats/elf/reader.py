@@ -1,0 +1,449 @@
+"""ELF read view: ELF32/ELF64, little and big endian.
+
+``ElfFile(buf)`` parses and validates every *table* at open (file header,
+section and program header tables, section names, symbol tables, relocation
+tables); section *contents* stay lazy ``memoryview`` windows over ``buf``, so
+opening a 2 GiB library copies nothing.
+
+Quirks handled here, each in its own small function:
+
+* extended numbering (:func:`_section0_counts`): when a file has 65,280 or
+  more sections, ``e_shnum`` is 0 and the real count is section 0's
+  ``sh_size``; ``e_shstrndx == SHN_XINDEX`` means section 0's ``sh_link``;
+  ``e_phnum == PN_XNUM`` means section 0's ``sh_info``;
+* symbols whose ``st_shndx`` is ``SHN_XINDEX`` take their section index from
+  the ``SHT_SYMTAB_SHNDX`` section linked to their table;
+* unknown section types, flags, OS/ABI and machine values are kept raw and
+  named by range (``SHT_LOPROC+0x2``); they are never an error.
+
+Errors are :class:`devbin.errors.FormatError` with format ``elf``, a location
+such as ``section [7] '.nv.info'`` and the file offset.  Non-critical problems
+(an unresolvable name, a bad link on an unknown section) go to ``diag``; the
+default raises, an inspector may pass a callback that collects warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from devbin.binary import Buffer, ByteView
+from devbin.errors import FormatError, NotThisFormat
+from devbin.formats.elf import constants as C
+from devbin.formats.elf import layout as L
+
+Diag = Callable[[FormatError], None]
+
+
+def _raise(err: FormatError) -> None:
+    raise err
+
+
+@dataclass(frozen=True, slots=True)
+class ElfHeader:
+    """The file header; ``e_shnum``/``e_shstrndx``/``e_phnum`` are the *resolved* values."""
+
+    ei_class: int
+    ei_data: int
+    ei_version: int
+    ei_osabi: int
+    ei_abiversion: int
+    e_type: int
+    e_machine: int
+    e_version: int
+    e_entry: int
+    e_phoff: int
+    e_shoff: int
+    e_flags: int
+    e_ehsize: int
+    e_phentsize: int
+    e_phnum: int
+    e_shentsize: int
+    e_shnum: int
+    e_shstrndx: int
+    raw_e_phnum: int
+    raw_e_shnum: int
+    raw_e_shstrndx: int
+
+    @property
+    def is64(self) -> bool:
+        return self.ei_class == C.ELFCLASS64
+
+    @property
+    def little(self) -> bool:
+        return self.ei_data == C.ELFDATA2LSB
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One section header plus a lazy view of its contents."""
+
+    index: int
+    name: str
+    sh_name: int
+    sh_type: int
+    sh_flags: int
+    sh_addr: int
+    sh_offset: int
+    sh_size: int
+    sh_link: int
+    sh_info: int
+    sh_addralign: int
+    sh_entsize: int
+    view: ByteView = field(repr=False, compare=False)
+
+    @property
+    def data(self) -> memoryview:
+        """The section's bytes in the file (empty for ``SHT_NOBITS``)."""
+        return self.view.bytes_at(0, len(self.view))
+
+    @property
+    def file_size(self) -> int:
+        """Bytes the section occupies in the file (0 for ``SHT_NOBITS``)."""
+        return 0 if self.sh_type == C.SHT_NOBITS else self.sh_size
+
+    @property
+    def is_alloc(self) -> bool:
+        return bool(self.sh_flags & C.SHF_ALLOC)
+
+    @property
+    def where(self) -> str:
+        return f"section [{self.index}] {self.name!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    index: int
+    p_type: int
+    p_flags: int
+    p_offset: int
+    p_vaddr: int
+    p_paddr: int
+    p_filesz: int
+    p_memsz: int
+    p_align: int
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    index: int
+    name: str
+    st_name: int
+    st_value: int
+    st_size: int
+    st_info: int
+    st_other: int
+    st_shndx: int  # resolved through SHT_SYMTAB_SHNDX when the raw value is SHN_XINDEX
+
+    @property
+    def bind(self) -> int:
+        return self.st_info >> 4
+
+    @property
+    def type(self) -> int:
+        return self.st_info & 0xF
+
+    @property
+    def visibility(self) -> int:
+        return self.st_other & 0x3
+
+    @property
+    def defined(self) -> bool:
+        return self.st_shndx != C.SHN_UNDEF
+
+
+@dataclass(frozen=True, slots=True)
+class Relocation:
+    r_offset: int
+    r_sym: int
+    r_type: int
+    r_addend: int | None  # None for SHT_REL
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    name: str
+    n_type: int
+    desc: bytes
+    offset: int  # of the note header within its section
+
+
+class SymbolTable(Sequence[Symbol]):
+    """A decoded ``SHT_SYMTAB``/``SHT_DYNSYM``: sized, indexable, with a name lookup."""
+
+    def __init__(self, section: Section, symbols: list[Symbol]) -> None:
+        self.section = section
+        self._symbols = symbols
+
+    def __len__(self) -> int:
+        return len(self._symbols)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        return self._symbols[i]
+
+    def __iter__(self) -> Iterator[Symbol]:
+        return iter(self._symbols)
+
+    @cached_property
+    def _by_name(self) -> dict[str, Symbol]:
+        out: dict[str, Symbol] = {}
+        for s in self._symbols:
+            if s.name and (s.name not in out or (not out[s.name].defined and s.defined)):
+                out[s.name] = s
+        return out
+
+    def get(self, name: str) -> Symbol | None:
+        """The symbol named ``name`` (a defined one wins over an undefined one), or None."""
+        return self._by_name.get(name)
+
+
+class ElfFile:
+    """A parsed, validated, read-only ELF file over ``buf`` (bytes, bytearray, memoryview, mmap)."""
+
+    def __init__(self, buf: Buffer | ByteView, *, where: str = "", diag: Diag | None = None) -> None:
+        self.view = buf if isinstance(buf, ByteView) else ByteView(buf, fmt="elf", where=where)
+        if isinstance(buf, ByteView):
+            self.view = ByteView(buf, fmt="elf", where=where or buf.where, base=buf.base)
+        self.where = where
+        self._diag = diag or _raise
+        self.header = self._parse_header()
+        self.view = self.view.with_order(self.header.little)
+        self._shdrs = self._parse_section_headers()
+        self.segments: tuple[Segment, ...] = self._parse_program_headers()
+        self.sections: tuple[Section, ...] = self._name_sections()
+        self._by_name = {}
+        for s in self.sections:
+            self._by_name.setdefault(s.name, s)
+        self.symbol_tables: dict[int, SymbolTable] = {
+            s.index: self._parse_symbols(s) for s in self.sections if s.sh_type in (C.SHT_SYMTAB, C.SHT_DYNSYM)
+        }
+        self.relocation_tables: dict[int, list[Relocation]] = {
+            s.index: self._parse_relocations(s) for s in self.sections if s.sh_type in (C.SHT_REL, C.SHT_RELA)
+        }
+
+    # -- public accessors -----------------------------------------------------
+    @property
+    def size(self) -> int:
+        return len(self.view)
+
+    def section(self, name: str) -> Section | None:
+        """The first section named ``name``, or None."""
+        return self._by_name.get(name)
+
+    def sections_of_type(self, sh_type: int) -> list[Section]:
+        return [s for s in self.sections if s.sh_type == sh_type]
+
+    @property
+    def symtab(self) -> SymbolTable | None:
+        """The static symbol table (``SHT_SYMTAB``), or None."""
+        for idx, table in self.symbol_tables.items():
+            if self.sections[idx].sh_type == C.SHT_SYMTAB:
+                return table
+        return None
+
+    @property
+    def dynsym(self) -> SymbolTable | None:
+        for idx, table in self.symbol_tables.items():
+            if self.sections[idx].sh_type == C.SHT_DYNSYM:
+                return table
+        return None
+
+    def notes(self, section: Section) -> list[Note]:
+        """Decode the notes of an ``SHT_NOTE`` section (4-byte aligned name and descriptor)."""
+        return parse_notes(section.view.sub(0, len(section.view), where=section.where), self.header.little)
+
+    def bytes(self) -> bytes:
+        return self.view.tobytes()
+
+    # -- parsing ----------------------------------------------------------------
+    def _err(self, message: str, offset: int | None = None, value: object = None, where: str | None = None) -> FormatError:
+        return self.view.error(message, offset, value, where=where)
+
+    def _parse_header(self) -> ElfHeader:
+        v = self.view
+        if not v.startswith(C.ELFMAG):
+            raise v.error("not an ELF file (bad magic)", 0, cls=NotThisFormat)
+        v.check(0, L.EI_NIDENT, "e_ident")
+        ei_class, ei_data, ei_version, ei_osabi, ei_abiversion = v.unpack("BBBBB", 4)
+        if ei_class not in (C.ELFCLASS32, C.ELFCLASS64):
+            raise v.error("unknown ELF class EI_CLASS", 4, ei_class)
+        if ei_data not in (C.ELFDATA2LSB, C.ELFDATA2MSB):
+            raise v.error("unknown ELF data encoding EI_DATA", 5, ei_data)
+        v = v.with_order(ei_data == C.ELFDATA2LSB)
+        lay = L.EHDR[ei_class]
+        vals = dict(zip(lay.fields, v.unpack(lay.fmt, L.EI_NIDENT, "ELF header"), strict=True))
+        phnum, shnum, shstrndx = _section0_counts(v, ei_class, vals)
+        return ElfHeader(
+            ei_class=ei_class, ei_data=ei_data, ei_version=ei_version, ei_osabi=ei_osabi,
+            ei_abiversion=ei_abiversion, e_phnum=phnum, e_shnum=shnum, e_shstrndx=shstrndx,
+            raw_e_phnum=vals["e_phnum"], raw_e_shnum=vals["e_shnum"], raw_e_shstrndx=vals["e_shstrndx"],
+            **{k: vals[k] for k in lay.fields if k not in ("e_phnum", "e_shnum", "e_shstrndx")},
+        )
+
+    def _parse_section_headers(self) -> list[dict[str, int]]:
+        h = self.header
+        if h.e_shnum == 0:
+            return []
+        lay = L.SHDR[h.ei_class]
+        if h.e_shentsize != lay.size:
+            raise self._err(f"e_shentsize must be {lay.size:#x}", None, h.e_shentsize)
+        rows = self.view.iter_unpack(lay.fmt, h.e_shoff, h.e_shnum, "section header table")
+        return [dict(zip(lay.fields, r, strict=True)) for r in rows]
+
+    def _parse_program_headers(self) -> tuple[Segment, ...]:
+        h = self.header
+        if h.e_phnum == 0:
+            return ()
+        lay = L.PHDR[h.ei_class]
+        if h.e_phentsize != lay.size:
+            raise self._err(f"e_phentsize must be {lay.size:#x}", None, h.e_phentsize)
+        rows = self.view.iter_unpack(lay.fmt, h.e_phoff, h.e_phnum, "program header table")
+        segs = []
+        for i, r in enumerate(rows):
+            d = dict(zip(lay.fields, r, strict=True))
+            if d["p_filesz"] and (d["p_offset"] > self.size or d["p_filesz"] > self.size - d["p_offset"]):
+                raise self._err(
+                    f"segment [{i}]: p_offset {d['p_offset']:#x} + p_filesz {d['p_filesz']:#x} exceeds file size "
+                    f"{self.size:#x}", h.e_phoff + i * lay.size,
+                )
+            segs.append(Segment(index=i, **d))
+        return tuple(segs)
+
+    def _name_sections(self) -> tuple[Section, ...]:
+        h = self.header
+        rows = self._shdrs
+        strtab: ByteView | None = None
+        if rows and h.e_shstrndx != C.SHN_UNDEF:
+            if h.e_shstrndx >= len(rows):
+                self._diag(self._err("e_shstrndx is not a valid section index", None, h.e_shstrndx))
+            else:
+                strtab = self._content_view(h.e_shstrndx, rows[h.e_shstrndx])
+        out = []
+        for i, r in enumerate(rows):
+            view = self._content_view(i, r)
+            name = ""
+            if strtab is not None and (r["sh_name"] or i):
+                try:
+                    name = strtab.cstr(r["sh_name"], "section name")
+                except FormatError as e:
+                    self._diag(e.within(f"section [{i}]"))
+                    name = f"<corrupt:{r['sh_name']:#x}>"
+            out.append(Section(index=i, name=name, view=view, **r))
+        return tuple(out)
+
+    def _content_view(self, index: int, r: dict[str, int]) -> ByteView:
+        where = f"section [{index}]"
+        size = 0 if r["sh_type"] in (C.SHT_NOBITS, C.SHT_NULL) else r["sh_size"]
+        off = r["sh_offset"] if size else 0
+        if size and (off > self.size or size > self.size - off):
+            raise self._err(
+                f"sh_offset {off:#x} + sh_size {size:#x} exceeds file size {self.size:#x}",
+                self.header.e_shoff + index * L.SHDR[self.header.ei_class].size, where=where,
+            )
+        return self.view.sub(off, size, where=where)
+
+    def _linked(self, sec: Section, want: tuple[int, ...], what: str) -> Section | None:
+        if sec.sh_link >= len(self.sections) or self.sections[sec.sh_link].sh_type not in want:
+            self._diag(self._err(f"sh_link {sec.sh_link} does not point at a {what}", None, sec.sh_link,
+                                 where=sec.where))
+            return None
+        return self.sections[sec.sh_link]
+
+    def _parse_symbols(self, sec: Section) -> SymbolTable:
+        ec = self.header.ei_class
+        lay = L.SYM[ec]
+        if sec.sh_entsize != lay.size:
+            raise self._err(f"invalid sh_entsize: expected {lay.size}, but got {sec.sh_entsize}", where=sec.where)
+        if sec.sh_size % lay.size:
+            raise self._err(f"sh_size {sec.sh_size:#x} is not a multiple of sh_entsize {lay.size}", where=sec.where)
+        strsec = self._linked(sec, (C.SHT_STRTAB,), "string table")
+        strings = strsec.view if strsec is not None else None
+        shndx_words = self._xindex_table(sec)
+        n = sec.sh_size // lay.size
+        syms = []
+        for i, row in enumerate(sec.view.iter_unpack(lay.fmt, 0, n, "symbol table")):
+            d = dict(zip(lay.fields, row, strict=True))
+            name = ""
+            if d["st_name"] and strings is not None:
+                try:
+                    name = strings.cstr(d["st_name"], "symbol name")
+                except FormatError as e:
+                    self._diag(e.within(f"{sec.where}: symbol [{i}]"))
+                    name = f"<corrupt:{d['st_name']:#x}>"
+            shndx = d["st_shndx"]
+            if shndx == C.SHN_XINDEX and shndx_words is not None:
+                if i < len(shndx_words):
+                    shndx = shndx_words[i]
+                else:
+                    self._diag(self._err(f"symbol [{i}] has no SHT_SYMTAB_SHNDX entry", where=sec.where))
+            syms.append(Symbol(index=i, name=name, **{**d, "st_shndx": shndx}))
+        return SymbolTable(sec, syms)
+
+    def _xindex_table(self, symsec: Section) -> list[int] | None:
+        for s in self.sections:
+            if s.sh_type == C.SHT_SYMTAB_SHNDX and s.sh_link == symsec.index:
+                return [w for (w,) in s.view.iter_unpack("I", 0, len(s.view) // 4, "SHT_SYMTAB_SHNDX")]
+        return None
+
+    def _parse_relocations(self, sec: Section) -> list[Relocation]:
+        ec = self.header.ei_class
+        rela = sec.sh_type == C.SHT_RELA
+        lay = (L.RELA if rela else L.REL)[ec]
+        if sec.sh_entsize not in (lay.size, 0):
+            raise self._err(f"invalid sh_entsize: expected {lay.size}, but got {sec.sh_entsize}", where=sec.where)
+        if sec.sh_size % lay.size:
+            raise self._err(f"sh_size {sec.sh_size:#x} is not a multiple of {lay.size}", where=sec.where)
+        out = []
+        for row in sec.view.iter_unpack(lay.fmt, 0, sec.sh_size // lay.size, "relocation table"):
+            info = row[1]
+            out.append(Relocation(row[0], L.r_sym(ec, info), L.r_type(ec, info), row[2] if rela else None))
+        return out
+
+
+def _section0_counts(v: ByteView, ei_class: int, vals: dict[str, int]) -> tuple[int, int, int]:
+    """Resolve e_phnum/e_shnum/e_shstrndx through section 0 (extended numbering).
+
+    Section 0 is a special case because the section count itself may live in
+    section 0's ``sh_size`` when the file has 65,280 or more sections.
+    """
+    phnum, shnum, shstrndx = vals["e_phnum"], vals["e_shnum"], vals["e_shstrndx"]
+    needs0 = phnum == C.PN_XNUM or shstrndx == C.SHN_XINDEX or (shnum == 0 and vals["e_shoff"] != 0)
+    if not needs0:
+        return phnum, shnum, shstrndx
+    if vals["e_shoff"] == 0:
+        raise v.error("extended numbering used but e_shoff is 0")
+    lay = L.SHDR[ei_class]
+    if vals["e_shentsize"] != lay.size:
+        raise v.error(f"e_shentsize must be {lay.size:#x}", None, vals["e_shentsize"])
+    s0 = dict(zip(lay.fields, v.unpack(lay.fmt, vals["e_shoff"], "section header 0"), strict=True))
+    if shnum == 0:
+        shnum = s0["sh_size"]
+    if shstrndx == C.SHN_XINDEX:
+        shstrndx = s0["sh_link"]
+    if phnum == C.PN_XNUM and s0["sh_info"]:
+        phnum = s0["sh_info"]
+    return phnum, shnum, shstrndx
+
+
+def parse_notes(view: ByteView, little: bool = True) -> list[Note]:
+    """Notes: ``namesz, descsz, type`` (u32 each), name and descriptor each padded to 4."""
+    view = view.with_order(little)
+    out = []
+    cur = view.cursor()
+    while cur.remaining > 0:
+        start = cur.pos
+        if cur.remaining < 12:
+            raise view.error("truncated note header", start)
+        namesz, descsz, ntype = cur.u32(), cur.u32(), cur.u32()
+        name_raw = bytes(cur.bytes(namesz, "note name"))
+        cur.skip(min(-namesz % 4, cur.remaining), "note padding")
+        desc = bytes(cur.bytes(descsz, "note descriptor"))
+        cur.skip(min(-descsz % 4, cur.remaining), "note padding")
+        name = name_raw.rstrip(b"\0").decode("utf-8", "backslashreplace")
+        out.append(Note(name, ntype, desc, start))
+    return out
+
+
+def open_elf(buf: Buffer, *, where: str = "", diag: Diag | None = None) -> ElfFile:
+    return ElfFile(buf, where=where, diag=diag)
