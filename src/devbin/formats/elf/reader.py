@@ -257,8 +257,11 @@ class ElfFile:
         return self.view.tobytes()
 
     # -- parsing ----------------------------------------------------------------
+    def _loc(self, inner: str) -> str:
+        return f"{self.where}: {inner}" if self.where else inner
+
     def _err(self, message: str, offset: int | None = None, value: object = None, where: str | None = None) -> FormatError:
-        return self.view.error(message, offset, value, where=where)
+        return self.view.error(message, offset, value, where=None if where is None else self._loc(where))
 
     def _parse_header(self) -> ElfHeader:
         v = self.view
@@ -327,19 +330,19 @@ class ElfFile:
                 try:
                     name = strtab.cstr(r["sh_name"], "section name")
                 except FormatError as e:
-                    self._diag(e.within(f"section [{i}]"))
+                    self._diag(e.within(self._loc(f"section [{i}]")))
                     name = f"<corrupt:{r['sh_name']:#x}>"
             out.append(Section(index=i, name=name, view=view, **r))
         return tuple(out)
 
     def _content_view(self, index: int, r: dict[str, int]) -> ByteView:
-        where = f"section [{index}]"
+        where = self._loc(f"section [{index}]")
         size = 0 if r["sh_type"] in (C.SHT_NOBITS, C.SHT_NULL) else r["sh_size"]
         off = r["sh_offset"] if size else 0
         if size and (off > self.size or size > self.size - off):
             raise self._err(
                 f"sh_offset {off:#x} + sh_size {size:#x} exceeds file size {self.size:#x}",
-                self.header.e_shoff + index * L.SHDR[self.header.ei_class].size, where=where,
+                self.header.e_shoff + index * L.SHDR[self.header.ei_class].size, where=f"section [{index}]",
             )
         return self.view.sub(off, size, where=where)
 
@@ -369,7 +372,7 @@ class ElfFile:
                 try:
                     name = strings.cstr(d["st_name"], "symbol name")
                 except FormatError as e:
-                    self._diag(e.within(f"{sec.where}: symbol [{i}]"))
+                    self._diag(e.within(self._loc(f"{sec.where}: symbol [{i}]")))
                     name = f"<corrupt:{d['st_name']:#x}>"
             shndx = d["st_shndx"]
             if shndx == C.SHN_XINDEX and shndx_words is not None:

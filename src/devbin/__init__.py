@@ -1,0 +1,20 @@
+"""devbin: device binaries (cubins, AMDGPU code objects, containers, archives).
+
+Two API levels, by a naming rule: the unified, vendor-neutral level lives in
+:mod:`devbin.model` (``CodeObject``, ``Function``, ``CallGraph`` ...); the
+format level lives under :mod:`devbin.formats` with one package per on-disk
+format (``formats.elf``, ``formats.devsec`` ...), each exposing the raw,
+spec-named fields.  A unified object can always be traced back to the format
+objects it came from.
+
+Entry points: :func:`devbin.open_file` (a path, memory-mapped, as a context
+manager) and :func:`devbin.parse` (bytes or a memoryview).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from devbin.api import open_file, parse  # noqa: E402
+
+__all__ = ["__version__", "open_file", "parse"]

@@ -1,0 +1,5 @@
+"""``python -m devbin`` runs the command-line interface."""
+
+from devbin.cli.main import entry
+
+entry()

@@ -1,0 +1,49 @@
+"""Top-level entry points: ``parse`` bytes, ``open_file`` a path (memory-mapped)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from devbin.binary import Buffer
+from devbin.detect import ELF, UNKNOWN, detect
+from devbin.errors import FormatError, NotThisFormat
+from devbin.formats.elf.reader import Diag, ElfFile
+
+
+def parse(data: Buffer, *, where: str = "", diag: Diag | None = None) -> ElfFile:
+    """Parse a device binary held in memory.
+
+    Only ELF (cubins, AMDGPU code objects, any ELF) is read so far; other
+    recognised formats raise a clear error naming the format.
+    """
+    kind = detect(data)
+    if kind == ELF:
+        return ElfFile(data, where=where, diag=diag)
+    if kind == UNKNOWN:
+        raise NotThisFormat("not a recognised device binary (unknown magic)", fmt="detect", where=where, offset=0)
+    raise FormatError(f"{kind} files are recognised but not readable by this version of devbin", fmt=kind,
+                      where=where)
+
+
+@contextmanager
+def open_file(path: str | os.PathLike[str], *, diag: Diag | None = None) -> Iterator[ElfFile]:
+    """Open and parse ``path``; the file is memory-mapped for the duration of the ``with`` block."""
+    where = os.fspath(path)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            yield parse(b"", where=where, diag=diag)
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            yield parse(mm, where=where, diag=diag)
+        finally:
+            try:
+                mm.close()
+            except BufferError:
+                # Views into the map are still alive (the caller kept section data); the map
+                # is released when they are garbage-collected.
+                pass

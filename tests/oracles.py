@@ -1,0 +1,107 @@
+"""Run the real tools (GNU readelf, llvm-readobj/llvm-readelf) and normalise their listings.
+
+Every tolerated difference between devbin and a tool lives here, named:
+
+* ``KNOWN_VENDOR_WARNINGS``: GNU readelf warns about NVIDIA's own cubins
+  (``.text.<f>`` keeps a *symbol* index, with the register count in the top
+  byte, in ``sh_info``, which readelf expects to be a section index).  A file
+  devbin edits may show these warnings only if the input already did.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+KNOWN_VENDOR_WARNINGS = re.compile(r"Unexpected value \(\d+\) in info field")
+
+
+def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+
+
+def warnings_of(tool: str, path: Path, *opts: str) -> list[str]:
+    """Lines of stderr/stdout that are warnings or errors."""
+    p = run([tool, *opts, str(path)])
+    lines = (p.stderr + "\n" + p.stdout).splitlines()
+    return [ln.strip() for ln in lines if re.search(r"\b(warning|error)\b", ln, re.I)]
+
+
+def llvm_json(readobj: str, path: Path) -> dict[str, Any]:
+    p = run([readobj, "--elf-output-style=JSON", "-S", "--symbols", "-r", str(path)])
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    return data[0]  # type: ignore[no-any-return]
+
+
+def llvm_sections(doc: dict[str, Any]) -> list[tuple[int, str, int, int, int, int, int, int]]:
+    out = []
+    for item in doc["Sections"]:
+        s = item["Section"]
+        out.append((s["Index"], s["Name"]["Name"], s["Type"]["Value"], s["Flags"]["Value"], s["Offset"], s["Size"],
+                    s["Link"], s["Info"]))
+    return out
+
+
+def llvm_symbols(doc: dict[str, Any]) -> list[tuple[str, int, int, int]]:
+    out = []
+    for item in doc.get("Symbols", []):
+        s = item["Symbol"]
+        sec = s.get("Section", {})
+        shndx = sec.get("Value", 0) if isinstance(sec, dict) else 0
+        out.append((s["Name"]["Name"] if isinstance(s["Name"], dict) else s["Name"], s["Value"], s["Size"], shndx))
+    return out
+
+
+def llvm_relocation_counts(doc: dict[str, Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in doc.get("Relocations", []):
+        sec = item["SectionIndex"] if "SectionIndex" in item else None
+        name = item.get("SectionName") or str(sec)
+        out[name] = len(item.get("Relocs", []))
+    return out
+
+
+_SEC_RE = re.compile(
+    r"^\s*\[\s*(\d+)\]\s+(\S*)\s+(\S+)\s+([0-9a-f]+)\s+([0-9a-f]+)\s+([0-9a-f]+)\s+([0-9a-f]+)\s+(\S*)\s+(\d+)\s+(\d+)"
+    r"\s+(\d+)$"
+)
+
+
+def readelf_sections(path: Path) -> list[tuple[int, str, int, int, int, int]]:
+    """(index, name, offset, size, link, info) from ``readelf -S -W``."""
+    p = run(["readelf", "-S", "-W", str(path)])
+    out = []
+    for ln in p.stdout.splitlines():
+        m = _SEC_RE.match(ln)
+        if m:
+            out.append((int(m[1]), m[2], int(m[5], 16), int(m[6], 16), int(m[9]), int(m[10])))
+    return out
+
+
+def readelf_symbols(path: Path) -> list[tuple[str, int, int, str]]:
+    """(name, value, size, ndx) from ``readelf -s -W`` for the static symbol table."""
+    p = run(["readelf", "-s", "-W", str(path)])
+    out = []
+    in_symtab = False
+    for ln in p.stdout.splitlines():
+        if ln.startswith("Symbol table"):
+            in_symtab = "'.symtab'" in ln
+            continue
+        parts = ln.split()
+        if in_symtab and len(parts) >= 7 and parts[0].endswith(":") and parts[0][:-1].isdigit():
+            name = parts[7] if len(parts) > 7 else ""
+            size = int(parts[2], 16) if parts[2].startswith("0x") else int(parts[2])
+            out.append((name, int(parts[1], 16), size, parts[6]))
+    return out
+
+
+def readelf_relocation_counts(path: Path) -> dict[str, int]:
+    p = run(["readelf", "-r", "-W", str(path)])
+    out: dict[str, int] = {}
+    for m in re.finditer(r"Relocation section '([^']+)' at offset 0x[0-9a-f]+ contains (\d+) entr", p.stdout):
+        out[m[1]] = int(m[2])
+    return out
