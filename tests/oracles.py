@@ -47,20 +47,24 @@ def llvm_sections(doc: dict[str, Any]) -> list[tuple[int, str, int, int, int, in
 
 
 def llvm_symbols(doc: dict[str, Any]) -> list[tuple[str, int, int, int]]:
+    """(name, value, size, shndx).  llvm-readobj names an unnamed ``STT_SECTION`` symbol after its
+    section; devbin keeps the symbol's own (empty) name, so such names are blanked here."""
     out = []
     for item in doc.get("Symbols", []):
         s = item["Symbol"]
         sec = s.get("Section", {})
         shndx = sec.get("Value", 0) if isinstance(sec, dict) else 0
-        out.append((s["Name"]["Name"] if isinstance(s["Name"], dict) else s["Name"], s["Value"], s["Size"], shndx))
+        name = s["Name"]["Name"] if isinstance(s["Name"], dict) else s["Name"]
+        if s["Type"]["Value"] == 3 and isinstance(s["Name"], dict) and s["Name"]["Value"] == 0:
+            name = ""
+        out.append((name, s["Value"], s["Size"], shndx))
     return out
 
 
 def llvm_relocation_counts(doc: dict[str, Any]) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in doc.get("Relocations", []):
-        sec = item["SectionIndex"] if "SectionIndex" in item else None
-        name = item.get("SectionName") or str(sec)
+        name = item.get("SectionName") or str(item.get("SectionIndex"))
         out[name] = len(item.get("Relocs", []))
     return out
 
@@ -91,12 +95,29 @@ def readelf_symbols(path: Path) -> list[tuple[str, int, int, str]]:
         if ln.startswith("Symbol table"):
             in_symtab = "'.symtab'" in ln
             continue
+        ln = re.sub(r"\[<other>: [0-9a-fx]+\]", "", ln)
+        ln = re.sub(r"<(processor|OS) specific>: (\d+)", r"\1-\2", ln)
         parts = ln.split()
         if in_symtab and len(parts) >= 7 and parts[0].endswith(":") and parts[0][:-1].isdigit():
             name = parts[7] if len(parts) > 7 else ""
             size = int(parts[2], 16) if parts[2].startswith("0x") else int(parts[2])
             out.append((name, int(parts[1], 16), size, parts[6]))
     return out
+
+
+def nvdisasm_added_lines(before: str, after: str) -> list[str]:
+    """Lines nvdisasm printed for the edited cubin that it did not print for the original.
+
+    Raises AssertionError if any line of the original listing disappeared or changed.
+    """
+    import difflib
+
+    added = []
+    for ln in difflib.ndiff(before.splitlines(), after.splitlines()):
+        assert not ln.startswith("- "), f"nvdisasm line lost: {ln[2:]!r}"
+        if ln.startswith("+ "):
+            added.append(ln[2:])
+    return added
 
 
 def readelf_relocation_counts(path: Path) -> dict[str, int]:

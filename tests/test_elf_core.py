@@ -12,6 +12,7 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.edit import ElfEditor, NewSection
 from devbin.formats.elf.model import ElfModel, RelocSpec, SectionSpec, SymbolSpec
 from devbin.formats.elf.writer import write
+
 from tests.elfbuild import patch_header, patch_section, small_elf, small_model
 
 
@@ -230,8 +231,9 @@ def models(draw: st.DrawFn) -> ElfModel:
                                     other=draw(st.integers(0, 255)), section=sec))
     if m.e_type == C.ET_REL and m.symbols:
         target = draw(st.sampled_from(names))
-        m.relocations[target] = [RelocSpec(draw(st.integers(0, 2**31)), f"sym{draw(st.integers(0, len(m.symbols) - 1))}",
-                                           draw(st.integers(0, 200)), draw(st.integers(-(2**31), 2**31 - 1)))]
+        sym = f"sym{draw(st.integers(0, len(m.symbols) - 1))}"
+        m.relocations[target] = [RelocSpec(draw(st.integers(0, 2**31)), sym, draw(st.integers(0, 200)),
+                                           draw(st.integers(-(2**31), 2**31 - 1)))]
         m.use_rela = draw(st.booleans())
     return m
 

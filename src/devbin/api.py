@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Iterator
@@ -41,9 +42,7 @@ def open_file(path: str | os.PathLike[str], *, diag: Diag | None = None) -> Iter
         try:
             yield parse(mm, where=where, diag=diag)
         finally:
-            try:
+            # Views into the map may still be alive (the caller kept section data); then the
+            # map is released when they are garbage-collected.
+            with contextlib.suppress(BufferError):
                 mm.close()
-            except BufferError:
-                # Views into the map are still alive (the caller kept section data); the map
-                # is released when they are garbage-collected.
-                pass

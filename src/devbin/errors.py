@@ -55,7 +55,7 @@ class DeviceBinaryError(Exception):
 
     def render(self) -> str:
         parts = [p for p in (self.fmt, self.where) if p]
-        head = ": ".join(parts + [self.message])
+        head = ": ".join([*parts, self.message])
         tail = []
         if self.offset is not None:
             tail.append(f"at offset {self.offset:#x}")

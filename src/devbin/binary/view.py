@@ -52,7 +52,7 @@ class ByteView:
     ``little`` selects the byte order of the integer readers.
     """
 
-    __slots__ = ("_mv", "base", "fmt", "where", "little")
+    __slots__ = ("_mv", "base", "fmt", "little", "where")
 
     def __init__(
         self,
@@ -210,7 +210,8 @@ class ByteView:
         return _find(self._mv, needle, start, stop)
 
     def startswith(self, prefix: bytes, offset: int = 0) -> bool:
-        return offset >= 0 and len(self._mv) - offset >= len(prefix) and self._mv[offset : offset + len(prefix)] == prefix
+        n = len(prefix)
+        return offset >= 0 and len(self._mv) - offset >= n and self._mv[offset : offset + n] == prefix
 
     def cursor(self, offset: int = 0) -> Cursor:
         return Cursor(self, offset)
@@ -240,7 +241,7 @@ class Cursor:
     encodings longer than 10 bytes (more than 64 bits).
     """
 
-    __slots__ = ("view", "pos")
+    __slots__ = ("pos", "view")
 
     def __init__(self, view: ByteView, pos: int = 0) -> None:
         self.view = view
@@ -323,7 +324,8 @@ class Cursor:
         """A ULEB128 count, capped so ``count * item_min_size`` fits in what remains."""
         at = self.pos
         n = self.uleb(what)
-        if n * max(item_min_size, 1) > self.remaining if item_min_size > 0 else n > self.remaining + 1:
+        too_many = n * item_min_size > self.remaining if item_min_size > 0 else n > self.remaining + 1
+        if too_many:
             raise self.view.error(f"{what}: {n} items cannot fit in the {self.remaining} bytes left", at, n)
         return n
 

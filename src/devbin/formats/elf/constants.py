@@ -137,6 +137,19 @@ SHT_DEVBIN_NAMES = {
     0x8DB00001: "SHT_DEVBIN_FUNC", 0x8DB00002: "SHT_DEVBIN_CALLGRAPH",
     0x8DB00003: "SHT_DEVBIN_PROTO", 0x8DB00004: "SHT_DEVBIN_META",
 }
+# Section types that, like SHT_NOBITS, occupy no file bytes: their sh_offset/sh_size describe
+# memory only (NVIDIA's shared/global/local memory sections overlap whatever follows them in
+# the file).  Readers give them empty contents; editors do not treat their range as in use.
+NOBITS_LIKE_BY_MACHINE: Mapping[int, frozenset[int]] = {
+    EM_CUDA: frozenset({0x70000007, 0x70000009, 0x7000000A, 0x70000015}),
+}
+
+
+def occupies_file(sh_type: int, machine: int) -> bool:
+    """False for SHT_NULL, SHT_NOBITS and the machine's NOBITS-like types."""
+    return sh_type not in (SHT_NULL, SHT_NOBITS) and sh_type not in NOBITS_LIKE_BY_MACHINE.get(machine, ())
+
+
 SHT_X86_64_NAMES = {0x70000001: "SHT_X86_64_UNWIND"}
 SHT_BY_MACHINE: Mapping[int, Mapping[int, str]] = {EM_CUDA: SHT_CUDA_NAMES, EM_X86_64: SHT_X86_64_NAMES}
 
@@ -163,9 +176,17 @@ STT_BY_MACHINE: Mapping[int, Mapping[int, str]] = {
 STV_NAMES = {0: "STV_DEFAULT", 1: "STV_INTERNAL", 2: "STV_HIDDEN", 3: "STV_PROTECTED"}
 OSABI_NAMES = {
     0: "ELFOSABI_NONE", 1: "ELFOSABI_HPUX", 2: "ELFOSABI_NETBSD", 3: "ELFOSABI_GNU", 6: "ELFOSABI_SOLARIS",
-    9: "ELFOSABI_FREEBSD", 0x33: "ELFOSABI_CUDA", 0x41: "ELFOSABI_CUDA_V2", 64: "ELFOSABI_AMDGPU_HSA",
-    65: "ELFOSABI_AMDGPU_PAL", 66: "ELFOSABI_AMDGPU_MESA3D", 97: "ELFOSABI_ARM", 255: "ELFOSABI_STANDALONE",
+    9: "ELFOSABI_FREEBSD", 97: "ELFOSABI_ARM", 255: "ELFOSABI_STANDALONE",
 }
+# OS/ABI values are reused by different machines (0x41 is CUDA's v2 ABI and AMDGPU's PAL).
+OSABI_BY_MACHINE: Mapping[int, Mapping[int, str]] = {
+    EM_CUDA: {0x33: "ELFOSABI_CUDA", 0x41: "ELFOSABI_CUDA_V2"},
+    EM_AMDGPU: {64: "ELFOSABI_AMDGPU_HSA", 65: "ELFOSABI_AMDGPU_PAL", 66: "ELFOSABI_AMDGPU_MESA3D"},
+}
+
+
+def osabi_name(value: int, machine: int = EM_NONE) -> str:
+    return OSABI_BY_MACHINE.get(machine, {}).get(value) or OSABI_NAMES.get(value) or f"{value:#x}"
 SHN_NAMES = {0: "SHN_UNDEF", 0xFFF1: "SHN_ABS", 0xFFF2: "SHN_COMMON", 0xFFFF: "SHN_XINDEX"}
 
 # Relocation type names for the device machines (shared/reference §2.10 and llvm-amdgpu §4.6).

@@ -19,7 +19,7 @@ def header_dict(elf: ElfFile) -> dict[str, Any]:
         "class": "ELF64" if h.is64 else "ELF32",
         "data": "little" if h.little else "big",
         "osabi": h.ei_osabi,
-        "osabi_name": C.simple_name(C.OSABI_NAMES, h.ei_osabi),
+        "osabi_name": C.osabi_name(h.ei_osabi, h.e_machine),
         "abiversion": h.ei_abiversion,
         "type": h.e_type,
         "type_name": C.simple_name(C.ET_NAMES, h.e_type),

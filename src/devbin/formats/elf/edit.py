@@ -32,13 +32,14 @@ changes 420 bytes and cuobjdump then reports REG:0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import struct
+from dataclasses import dataclass
 
 from devbin.binary import Emitter, align_up
 from devbin.errors import UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
-from devbin.formats.elf.reader import ElfFile, Section
+from devbin.formats.elf.reader import ElfFile, ElfHeader, Section
 
 __all__ = ["ElfEditor", "NewSection"]
 
@@ -215,7 +216,7 @@ class ElfEditor:
         freed: list[tuple[int, int]] = []
         if h.e_shnum:
             freed.append((h.e_shoff, h.e_shnum * L.SHDR[ec].size))
-        for i, e in enumerate(entries):
+        for e in entries:
             o = e.orig
             if o is None or not o.file_size:
                 continue
@@ -292,21 +293,18 @@ class ElfEditor:
                     changed = True
             if changed:
                 e.data = bytes(raw)
-        for i, e in enumerate(self._entries):
+        for e in self._entries:
             if e.removed or e.sh_type not in (C.SHT_SYMTAB_SHNDX, C.SHT_GROUP):
                 continue
             raw = bytearray(e.data if e.data is not None else bytes(e.orig.data))  # type: ignore[union-attr]
             fmt = ("<" if little else ">") + "I"
             start = 4 if e.sh_type == C.SHT_GROUP else 0  # a group starts with its flag word
-            import struct
-
             for off in range(start, len(raw) - 3, 4):
                 (w,) = struct.unpack_from(fmt, raw, off)
                 if 0 < w < C.SHN_LORESERVE or (e.sh_type == C.SHT_GROUP and w):
                     struct.pack_into(fmt, raw, off, index_map.get(w, w))
             if e.orig is None or bytes(raw) != bytes(e.orig.data):
                 e.data = bytes(raw)
-            del i
 
 
 def _info_is_index(e: _Entry) -> bool:
@@ -316,9 +314,7 @@ def _info_is_index(e: _Entry) -> bool:
 
 def _intern(table: bytearray, name: str) -> int:
     raw = name.encode("utf-8") + b"\0"
-    at = table.find(raw)
-    while at > 0 and table[at - 1] != 0 and False:
-        break
+    at = table.find(raw)  # any occurrence works: a suffix of another name is a valid name
     if at >= 0:
         return at
     if not table or table[-1] != 0:
@@ -337,30 +333,20 @@ def _zero_uncovered(buf: bytearray, off: int, size: int, covered: list[tuple[int
 
 
 def _raw_shndx(raw: bytearray, i: int, lay: L.Layout, pos: int, little: bool) -> int:
-    import struct
-
     return struct.unpack_from(("<" if little else ">") + lay.fmt, raw, i * lay.size)[pos]  # type: ignore[no-any-return]
 
 
 def _set_raw_shndx(raw: bytearray, i: int, lay: L.Layout, pos: int, little: bool, value: int) -> None:
-    import struct
-
     fmt = ("<" if little else ">") + lay.fmt
     vals = list(struct.unpack_from(fmt, raw, i * lay.size))
     vals[pos] = value
     struct.pack_into(fmt, raw, i * lay.size, *vals)
 
 
-def _patch_header(data: bytearray, h: object, values: dict[str, int]) -> None:
-    import struct
-
-    hdr = h  # ElfHeader
-    ec = hdr.ei_class  # type: ignore[attr-defined]
-    lay = L.EHDR[ec]
-    fmt = ("<" if hdr.little else ">") + lay.fmt  # type: ignore[attr-defined]
+def _patch_header(data: bytearray, h: ElfHeader, values: dict[str, int]) -> None:
+    lay = L.EHDR[h.ei_class]
+    fmt = ("<" if h.little else ">") + lay.fmt
     vals = dict(zip(lay.fields, struct.unpack_from(fmt, data, L.EI_NIDENT), strict=True))
     vals.update(values)
     struct.pack_into(fmt, data, L.EI_NIDENT, *(vals[f] for f in lay.fields))
 
-
-_ = replace

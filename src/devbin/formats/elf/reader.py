@@ -100,8 +100,8 @@ class Section:
 
     @property
     def file_size(self) -> int:
-        """Bytes the section occupies in the file (0 for ``SHT_NOBITS``)."""
-        return 0 if self.sh_type == C.SHT_NOBITS else self.sh_size
+        """Bytes the section occupies in the file (0 for ``SHT_NOBITS`` and NOBITS-like types)."""
+        return len(self.view)
 
     @property
     def is_alloc(self) -> bool:
@@ -260,7 +260,8 @@ class ElfFile:
     def _loc(self, inner: str) -> str:
         return f"{self.where}: {inner}" if self.where else inner
 
-    def _err(self, message: str, offset: int | None = None, value: object = None, where: str | None = None) -> FormatError:
+    def _err(self, message: str, offset: int | None = None, value: object = None,
+             where: str | None = None) -> FormatError:
         return self.view.error(message, offset, value, where=None if where is None else self._loc(where))
 
     def _parse_header(self) -> ElfHeader:
@@ -337,7 +338,7 @@ class ElfFile:
 
     def _content_view(self, index: int, r: dict[str, int]) -> ByteView:
         where = self._loc(f"section [{index}]")
-        size = 0 if r["sh_type"] in (C.SHT_NOBITS, C.SHT_NULL) else r["sh_size"]
+        size = r["sh_size"] if C.occupies_file(r["sh_type"], self.header.e_machine) else 0
         off = r["sh_offset"] if size else 0
         if size and (off > self.size or size > self.size - off):
             raise self._err(

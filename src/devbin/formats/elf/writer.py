@@ -18,13 +18,14 @@ taken as given: the writer lays them out but does not generate them.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from devbin.binary import Emitter, align_up
 from devbin.errors import UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
-from devbin.formats.elf.model import ElfModel, SectionSpec, SymbolSpec
+from devbin.formats.elf.model import ElfModel, SymbolSpec
 
 __all__ = ["plan", "emit", "write"]
 
@@ -178,8 +179,6 @@ def _rebase_symbols(p: Plan, model: ElfModel) -> None:
     lay = L.SYM[ec]
     symtab = next(s for s in p.sections if s.name == ".symtab")
     out = Emitter(model.little)
-    import struct
-
     fmt = ("<" if model.little else ">") + lay.fmt
     for row in struct.iter_unpack(fmt, symtab.data):
         vals = dict(zip(lay.fields, row, strict=True))
@@ -299,5 +298,3 @@ def write(model: ElfModel) -> bytes:
     """Plan and emit ``model``; deterministic."""
     return emit(plan(model))
 
-
-_ = SectionSpec
