@@ -1,0 +1,160 @@
+"""Run every fuzz target for a time budget; save and report any crash.
+
+    python3 fuzz/run_all.py --seconds 60
+
+Seeds: synthetic files from the test builders, the committed fixtures and the
+committed crashers (tests/crashers/).  With atheris installed each target runs
+coverage-guided in its own process; otherwise a deterministic mutation loop
+(seeded PRNG: bit flips, byte sets to boundary values, truncation, splices,
+integer fields set to 0/0xffff/0xffffffff) runs in process.  A crash is
+written to fuzz/crashes/ and the run exits 1: commit the input under
+tests/crashers/ with a test saying what went wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+TARGETS = ["fuzz_elf", "fuzz_devsec"]
+
+
+def seeds() -> Iterator[bytes]:
+    from tests.elfbuild import small_elf
+
+    for ec in (1, 2):
+        for little in (True, False):
+            yield small_elf(elfclass=ec, little=little)
+    for folder in (ROOT / "tests" / "fixtures", ROOT / "tests" / "crashers", ROOT / "src" / "devbin" / "samples"):
+        if folder.is_dir():
+            for p in sorted(folder.iterdir()):
+                if p.is_file() and p.suffix not in (".py", ".sh", ".md", ".cu", ".ptx", ".c", ".cl"):
+                    yield p.read_bytes()
+    try:
+        from devbin.samples import sample_elf_bytes
+
+        yield sample_elf_bytes()
+    except ImportError:
+        pass
+
+
+_BOUNDARY = (0, 1, 0x7F, 0x80, 0xFF)
+
+
+def mutate(rng: random.Random, data: bytes, pool: list[bytes]) -> bytes:
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        op = rng.randrange(6)
+        if not buf:
+            buf += bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
+            continue
+        i = rng.randrange(len(buf))
+        if op == 0:
+            buf[i] ^= 1 << rng.randrange(8)
+        elif op == 1:
+            buf[i] = rng.choice(_BOUNDARY)
+        elif op == 2:
+            del buf[rng.randrange(len(buf)):]
+        elif op == 3:
+            width = rng.choice((2, 4, 8))
+            val = rng.choice((0, (1 << (8 * width)) - 1, 1 << (8 * width - 1), rng.randrange(1 << 16)))
+            buf[i:i + width] = val.to_bytes(width, "little")
+        elif op == 4:
+            other = rng.choice(pool)
+            j = rng.randrange(len(other) or 1)
+            buf[i:] = other[j:j + rng.randint(1, 256)]
+        else:
+            buf.insert(i, rng.randrange(256))
+    return bytes(buf)
+
+
+def run_python(name: str, fn: Callable[[bytes], None], pool: list[bytes], seconds: float, seed: int) -> int:
+    rng = random.Random(seed)
+    deadline = time.monotonic() + seconds
+    runs = 0
+    for s in pool:
+        check(name, fn, s)
+    while time.monotonic() < deadline:
+        check(name, fn, mutate(rng, rng.choice(pool), pool))
+        runs += 1
+    return runs
+
+
+def check(name: str, fn: Callable[[bytes], None], data: bytes) -> None:
+    try:
+        fn(data)
+    except Exception:
+        crash_dir = ROOT / "fuzz" / "crashes"
+        crash_dir.mkdir(exist_ok=True)
+        path = crash_dir / f"{name}-{hashlib.sha1(data).hexdigest()[:16]}"
+        path.write_bytes(data)
+        traceback.print_exc()
+        print(f"run_all: CRASH in {name}; input saved to {path}", file=sys.stderr)
+        sys.exit(1)
+
+
+def run_atheris(name: str, pool: list[bytes], seconds: int) -> None:
+    with tempfile.TemporaryDirectory() as corpus:
+        for i, s in enumerate(pool):
+            Path(corpus, f"seed{i}").write_bytes(s)
+        crash_dir = ROOT / "fuzz" / "crashes"
+        crash_dir.mkdir(exist_ok=True)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+        cmd = [sys.executable, str(ROOT / "fuzz" / f"{name}.py"), corpus, f"-max_total_time={seconds}",
+               f"-artifact_prefix={crash_dir}/{name}-", "-print_final_stats=1", "-rss_limit_mb=4096",
+               "-max_len=65536"]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        stats = [ln for ln in proc.stderr.splitlines() if ln.startswith("stat::number_of_executed_units")]
+        print(f"  {name}: atheris exit {proc.returncode}; {stats[0] if stats else ''}")
+        if proc.returncode != 0:
+            print(proc.stderr[-6000:], file=sys.stderr)
+            print(f"run_all: CRASH in {name}; see {crash_dir}", file=sys.stderr)
+            sys.exit(1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=int, default=60, help="total budget, shared by the targets")
+    ap.add_argument("--engine", choices=("auto", "atheris", "python"), default="auto")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    pool = list(seeds())
+    names = [n for n in TARGETS if (ROOT / "fuzz" / f"{n}.py").exists()]
+    per = max(args.seconds // max(len(names), 1), 1)
+    engine = args.engine
+    if engine == "auto":
+        try:
+            import atheris  # noqa: F401
+
+            engine = "atheris"
+        except ImportError:
+            engine = "python"
+    print(f"run_all: {len(names)} targets, {per} s each, engine {engine}, {len(pool)} seeds")
+    for name in names:
+        mod = importlib.import_module(f"fuzz.{name}")
+        # Always replay the seeds in process first: cheap, and it catches regressions directly.
+        for s in pool:
+            check(name, mod.TestOneInput, s)
+        if engine == "atheris":
+            run_atheris(name, pool, per)
+        else:
+            runs = run_python(name, mod.TestOneInput, pool, per, args.seed)
+            print(f"  {name}: {runs} inputs, no crash")
+    print("run_all: no crashes")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Prepare a Debian 12 (bookworm) machine to run devbin's whole test suite.
+#
+#  1. Debian packages for the oracle tools and fixture compilers (LLVM 19 and 22,
+#     lld, binutils, gcc).  Skipped entirely when every tool is already on PATH,
+#     so a second run is fast.
+#  2. python3 -m pip install -e '.[test]' (test deps, plus the PyPI wheels that
+#     carry cuobjdump and nvdisasm), and nvidia-cuda-nvcc (ptxas, nvlink,
+#     fatbinary) when no CUDA toolkit ptxas is on PATH.  Skipped when nothing
+#     changed since the last successful run (stamp in build/); set
+#     DEVBIN_FORCE_SETUP=1 to redo it.
+#  3. A short summary of the tool versions found.
+#
+# Idempotent; safe to rerun.  Needs root or sudo for apt-get.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+log() { printf 'setup-test-env: %s\n' "$*"; }
+die() { printf 'setup-test-env: error: %s\n' "$*" >&2; exit 1; }
+
+# --- 1. Debian packages -------------------------------------------------------
+# tool on PATH -> Debian package that provides it
+declare -A tool_pkg=(
+    [clang-19]=clang-19
+    [clang-offload-bundler-19]=clang-tools-19
+    [clang-offload-packager-19]=clang-tools-19
+    [ld.lld-19]=lld-19
+    [llvm-readelf-19]=llvm-19
+    [clang-offload-bundler-22]=clang-tools-22
+    [llvm-readelf-22]=llvm-22
+    [ar]=binutils
+    [nm]=binutils
+    [readelf]=binutils
+    [gcc]=gcc
+)
+
+missing_pkgs=()
+for tool in "${!tool_pkg[@]}"; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        pkg="${tool_pkg[$tool]}"
+        [[ " ${missing_pkgs[*]-} " == *" $pkg "* ]] || missing_pkgs+=("$pkg")
+    fi
+done
+
+if ((${#missing_pkgs[@]} == 0)); then
+    log "Debian tools already present, skipping apt-get"
+elif ! command -v apt-get >/dev/null 2>&1; then
+    # Not Debian: leave it to the user.  Oracle tests skip locally and fail in CI.
+    msg="apt-get not available; install these packages by other means: ${missing_pkgs[*]}"
+    [[ -n "${CI:-}" ]] && die "$msg"
+    log "warning: $msg"
+else
+    sudo_cmd=()
+    if [[ "$(id -u)" != 0 ]]; then
+        command -v sudo >/dev/null 2>&1 || die "not root and no sudo: cannot install ${missing_pkgs[*]}"
+        sudo_cmd=(sudo)
+    fi
+    log "installing Debian packages: ${missing_pkgs[*]}"
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null
+fi
+
+# --- 2. Python packages ---------------------------------------------------------
+[[ -f pyproject.toml ]] || die "no pyproject.toml in $root"
+
+extra_pkgs=()
+have_toolkit_ptxas() {
+    command -v ptxas >/dev/null 2>&1 && return 0
+    local d
+    for d in ${CUDA_HOME:+"$CUDA_HOME/bin"} ${CUDA_PATH:+"$CUDA_PATH/bin"} /usr/local/cuda/bin; do
+        [[ -x "$d/ptxas" ]] && return 0
+    done
+    return 1
+}
+if ! have_toolkit_ptxas; then
+    # No CUDA toolkit: the wheel supplies ptxas/nvlink/fatbinary (no cicc, so no nvcc
+    # front end; the fixtures then assemble the committed PTX in tests/sources/ptx).
+    extra_pkgs+=(nvidia-cuda-nvcc)
+fi
+
+stamp_dir="$root/build"
+stamp="$stamp_dir/.setup-test-env.stamp"
+want_stamp="$(
+    {
+        command -v python3
+        python3 --version
+        sha256sum pyproject.toml
+        echo "${extra_pkgs[*]-}"
+    } | sha256sum | cut -d' ' -f1
+)"
+# The editable install must still point at this checkout.
+installed_here() {
+    python3 - "$root/src" <<'PY'
+import os, sys
+try:
+    import devbin
+except Exception:
+    sys.exit(1)
+here = os.path.realpath(sys.argv[1])
+sys.exit(0 if any(os.path.realpath(p).startswith(here) for p in devbin.__path__) else 1)
+PY
+}
+
+if [[ -z "${DEVBIN_FORCE_SETUP:-}" && -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]] && installed_here; then
+    log "Python packages up to date (stamp $(realpath --relative-to="$root" "$stamp")), skipping pip"
+else
+    log "python3 -m pip install -e '.[test]' ${extra_pkgs[*]-}"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check -e '.[test]' "${extra_pkgs[@]}"
+    mkdir -p "$stamp_dir"
+    echo "$want_stamp" >"$stamp"
+fi
+
+# --- 3. Summary -----------------------------------------------------------------
+PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}" python3 - <<'PY'
+import re
+import subprocess
+import sys
+
+from devbin.tools import find_tool
+
+TOOLS = [
+    ("nvcc", ()), ("ptxas", ()), ("nvlink", ()), ("fatbinary", ()), ("cuobjdump", ()), ("nvdisasm", ()),
+    ("clang-19", ()), ("ld.lld-19", ()), ("llvm-readelf-19", ()), ("llvm-readelf-22", ()),
+    ("clang-offload-bundler-19", ()), ("clang-offload-packager-19", ()),
+    ("readelf", ()), ("ar", ()), ("nm", ()), ("gcc", ()), ("ruff", ()),
+]
+
+
+def version_of(path: str) -> str:
+    try:
+        p = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"(--version failed: {e})"
+    lines = [ln.strip() for ln in (p.stdout + p.stderr).splitlines() if ln.strip()]
+    for pattern in (r"(release|version) \d+\.\d", r"\d+\.\d"):
+        for ln in lines:
+            if re.search(pattern, ln, re.I):
+                return ln
+    return lines[0] if lines else "(no version output)"
+
+
+print(f"setup-test-env: python3 {sys.version.split()[0]} ({sys.executable})")
+for name, versions in TOOLS:
+    path = find_tool(name, versions=versions)
+    print(f"  {name:26} {version_of(path) + '  [' + path + ']' if path else 'MISSING'}")
+PY

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The whole test suite: environment setup, lint, tests, and a short fuzz run.
+#
+#   bash scripts/test.sh
+#
+# Steps (stops at the first failure):
+#   1. scripts/setup-test-env.sh   Debian tools + pip install -e '.[test]' (fast when done)
+#   2. ruff check src tests
+#   3. python3 -m pytest -q        "no tests collected" (exit 5) counts as a failure
+#   4. python3 fuzz/run_all.py --seconds $DEVBIN_FUZZ_SECONDS (default 60), if present
+# With CI set (CI=true), tests that need a missing oracle tool fail instead of skipping.
+# Sized for ~15 minutes on 2 cores; each step has a hard time limit.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+fuzz_seconds="${DEVBIN_FUZZ_SECONDS:-60}"
+t0=$SECONDS
+step() { printf '\n== %s  [%ds]\n' "$*" "$((SECONDS - t0))"; }
+fail() { printf '\ntest.sh: FAILED: %s  [%ds]\n' "$*" "$((SECONDS - t0))" >&2; exit 1; }
+
+step "setup: scripts/setup-test-env.sh"
+bash scripts/setup-test-env.sh || fail "scripts/setup-test-env.sh"
+
+step "lint: ruff check src tests"
+python3 -m ruff check src tests || fail "ruff check src tests"
+
+step "tests: python3 -m pytest -q"
+rc=0
+timeout --kill-after=30 720 python3 -m pytest -q || rc=$?
+case "$rc" in
+    0) ;;
+    5) fail "pytest collected no tests (exit 5)" ;;
+    124 | 137) fail "pytest ran past its 720 s limit" ;;
+    *) fail "pytest (exit $rc)" ;;
+esac
+
+if [[ -f fuzz/run_all.py ]]; then
+    step "fuzz: python3 fuzz/run_all.py --seconds $fuzz_seconds"
+    rc=0
+    # run_all.py spends the budget per target, so the hard limit is generous.
+    fuzz_limit=$((fuzz_seconds * 2 + 120 > 600 ? fuzz_seconds * 2 + 120 : 600))
+    timeout --kill-after=30 "$fuzz_limit" python3 fuzz/run_all.py --seconds "$fuzz_seconds" || rc=$?
+    case "$rc" in
+        0) ;;
+        124 | 137) fail "fuzz/run_all.py ran past its ${fuzz_limit} s limit" ;;
+        *) fail "fuzz/run_all.py (exit $rc)" ;;
+    esac
+else
+    step "fuzz: skipped (fuzz/run_all.py not found)"
+fi
+
+printf '\ntest.sh: all steps passed  [%ds]\n' "$((SECONDS - t0))"
