@@ -15,6 +15,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from devbin.api import open_file, parse  # noqa: E402
+from devbin.api import open_file, parse
 
 __all__ = ["__version__", "open_file", "parse"]

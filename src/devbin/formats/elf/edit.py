@@ -36,7 +36,7 @@ import struct
 from dataclasses import dataclass
 
 from devbin.binary import Emitter, align_up
-from devbin.errors import UsageError
+from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
 from devbin.formats.elf.reader import ElfFile, ElfHeader, Section
@@ -194,6 +194,9 @@ class ElfEditor:
             entries[i].sh_link = self._find(name)
         # 2. section names: reuse strings of the existing table, append the rest.
         shstr_i = self._shstrndx()
+        if not 0 < shstr_i < len(entries) or entries[shstr_i].sh_type != C.SHT_STRTAB:
+            raise FormatError("cannot rewrite section names: e_shstrndx does not point at a string table",
+                              fmt="elf", value=shstr_i)
         shstr = entries[shstr_i]
         table = bytearray(shstr.data if shstr.data is not None else bytes(shstr.orig.data))  # type: ignore[union-attr]
         for i in kept:
@@ -230,7 +233,7 @@ class ElfEditor:
         for i in kept:
             e = entries[i]
             if e.data is not None and e.sh_type != C.SHT_NOBITS:
-                pos = align_up(pos, max(e.sh_addralign, 1))
+                pos = align_up(pos, _placement_alignment(e))
                 e.sh_offset = pos
                 pos += len(e.data)
                 placed.append(i)
@@ -305,6 +308,23 @@ class ElfEditor:
                     struct.pack_into(fmt, raw, off, index_map.get(w, w))
             if e.orig is None or bytes(raw) != bytes(e.orig.data):
                 e.data = bytes(raw)
+
+
+_MAX_ALIGN = 1 << 16
+
+
+def _placement_alignment(e: _Entry) -> int:
+    """The alignment to place a moved section at.
+
+    ``sh_addralign`` is kept as read, whatever it holds; but to *place* the
+    section it must be a power of two of sane size.  A corrupt value is an
+    error rather than a file padded to exabytes.
+    """
+    a = max(e.sh_addralign, 1)
+    if a & (a - 1) or a > _MAX_ALIGN:
+        raise FormatError(f"cannot place section {e.name!r}: sh_addralign is not a power of two up to "
+                          f"{_MAX_ALIGN:#x}", fmt="elf", value=e.sh_addralign)
+    return a
 
 
 def _info_is_index(e: _Entry) -> bool:
