@@ -32,6 +32,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 TARGETS = ["fuzz_elf", "fuzz_devsec"]
 
 
+def available_targets() -> list[str]:
+    return [n for n in TARGETS if (ROOT / "fuzz" / f"{n}.py").exists()]
+
+
 def seeds() -> Iterator[bytes]:
     from tests.elfbuild import small_elf
 
@@ -132,7 +136,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     pool = list(seeds())
-    names = [n for n in TARGETS if (ROOT / "fuzz" / f"{n}.py").exists()]
+    names = available_targets()
     per = max(args.seconds // max(len(names), 1), 1)
     engine = args.engine
     if engine == "auto":

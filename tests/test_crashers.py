@@ -1,0 +1,44 @@
+"""Inputs the fuzzers once crashed on.  Each must now give a clean DeviceBinaryError or succeed.
+
+* ``elf-edit-huge-sh_addralign.bin``: ``.shstrtab`` with sh_addralign 2**63; adding a section
+  made the editor pad the output to an exabyte (MemoryError).  Now: FormatError naming the section.
+* ``elf-edit-bad-e_shstrndx.bin``: e_shstrndx past the section table (tolerated by the reader as a
+  warning); adding a section indexed past the end (IndexError).  Now: FormatError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fuzz import run_all
+
+CRASHERS = sorted((Path(__file__).parent / "crashers").glob("*.bin"))
+
+
+@pytest.mark.parametrize("path", CRASHERS, ids=[p.name for p in CRASHERS])
+@pytest.mark.parametrize("target", run_all.available_targets())
+def test_crasher_is_handled(path: Path, target: str) -> None:
+    import importlib
+
+    mod = importlib.import_module(f"fuzz.{target}")
+    mod.TestOneInput(path.read_bytes())
+
+
+def test_crashers_exist() -> None:
+    assert len(CRASHERS) >= 2
+
+
+@pytest.mark.parametrize("name,needle", [("elf-edit-huge-sh_addralign.bin", "sh_addralign"),
+                                          ("elf-edit-bad-e_shstrndx.bin", "e_shstrndx")])
+def test_crasher_gives_the_named_error(name: str, needle: str) -> None:
+    from devbin.errors import DeviceBinaryError, FormatError
+    from devbin.formats.elf.edit import ElfEditor, NewSection
+    from devbin.formats.elf.reader import ElfFile
+
+    seen: list[DeviceBinaryError] = []
+    ed = ElfEditor(ElfFile((Path(__file__).parent / "crashers" / name).read_bytes(), diag=seen.append))
+    ed.add_section(NewSection(".devbin.meta", b"x"))
+    with pytest.raises(FormatError, match=needle):
+        ed.write()
