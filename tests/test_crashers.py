@@ -30,7 +30,7 @@ def test_crashers_exist() -> None:
     assert len(CRASHERS) >= 2
 
 
-@pytest.mark.parametrize("name,needle", [("elf-edit-huge-sh_addralign.bin", "sh_addralign"),
+@pytest.mark.parametrize("name,needle", [("elf-edit-huge-sh_addralign.bin", "e_shstrndx|sh_addralign"),
                                           ("elf-edit-bad-e_shstrndx.bin", "e_shstrndx")])
 def test_crasher_gives_the_named_error(name: str, needle: str) -> None:
     from devbin.errors import DeviceBinaryError, FormatError
@@ -41,4 +41,18 @@ def test_crasher_gives_the_named_error(name: str, needle: str) -> None:
     ed = ElfEditor(ElfFile((Path(__file__).parent / "crashers" / name).read_bytes(), diag=seen.append))
     ed.add_section(NewSection(".devbin.meta", b"x"))
     with pytest.raises(FormatError, match=needle):
+        ed.write()
+
+
+def test_huge_alignment_of_a_moved_section_is_an_error() -> None:
+    from devbin.errors import FormatError
+    from devbin.formats.elf.edit import ElfEditor, NewSection
+    from devbin.formats.elf.reader import ElfFile
+    from tests.elfbuild import patch_section, small_elf
+
+    base = small_elf()
+    shstrndx = ElfFile(base).header.e_shstrndx
+    ed = ElfEditor(ElfFile(patch_section(base, shstrndx, sh_addralign=1 << 63)))
+    ed.add_section(NewSection(".devbin.meta", b"x"))
+    with pytest.raises(FormatError, match="sh_addralign"):
         ed.write()
