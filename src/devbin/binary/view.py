@@ -20,6 +20,7 @@ Rules this module enforces, so that parsers do not have to:
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 from typing import Final
@@ -28,7 +29,7 @@ from devbin.errors import FormatError, TruncatedError
 
 __all__ = ["ByteView", "Cursor", "Buffer"]
 
-Buffer = bytes | bytearray | memoryview
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 _STRUCTS: dict[tuple[bool, str], struct.Struct] = {}
 
@@ -131,7 +132,7 @@ class ByteView:
         """Unpack a ``struct`` format (no byte-order prefix) at ``offset``."""
         st = _struct(self.little, fmt)
         self.check(offset, st.size, what)
-        return st.unpack_from(self._mv, offset)  # type: ignore[return-value]
+        return st.unpack_from(self._mv, offset)
 
     def iter_unpack(self, fmt: str, offset: int, count: int, what: str = "table") -> Iterator[tuple[int, ...]]:
         """Iterate ``count`` records of a ``struct`` format starting at ``offset``."""
@@ -139,7 +140,7 @@ class ByteView:
         self.check_count(count, st.size, offset, what)
         if count == 0:
             return iter(())
-        return st.iter_unpack(self._mv[offset : offset + count * st.size])  # type: ignore[return-value]
+        return st.iter_unpack(self._mv[offset : offset + count * st.size])
 
     def _int(self, fmt: str, offset: int) -> int:
         st = _struct(self.little, fmt)

@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from devbin.binary import Buffer, ByteView
-from devbin.errors import FormatError, NotThisFormat
+from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
 
-Diag = Callable[[FormatError], None]
+Diag = Callable[[DeviceBinaryError], None]
 
 
-def _raise(err: FormatError) -> None:
+def _raise(err: DeviceBinaryError) -> None:
     raise err
 
 
@@ -212,7 +212,7 @@ class ElfFile:
         self._shdrs = self._parse_section_headers()
         self.segments: tuple[Segment, ...] = self._parse_program_headers()
         self.sections: tuple[Section, ...] = self._name_sections()
-        self._by_name = {}
+        self._by_name: dict[str, Section] = {}
         for s in self.sections:
             self._by_name.setdefault(s.name, s)
         self.symbol_tables: dict[int, SymbolTable] = {

@@ -98,15 +98,15 @@ def plan(model: ElfModel) -> Plan:
     order = {orig: new + 1 for new, (orig, _) in enumerate(syms)}
     strtab = _StrTab()
     sym_rows: list[dict[str, int]] = [dict(st_name=0, st_value=0, st_size=0, st_info=0, st_other=0, st_shndx=0)]
-    for _, s in syms:
+    for _, sym in syms:
         sym_rows.append(dict(
-            st_name=strtab.add(s.name), st_value=s.value, st_size=s.size, st_info=(s.bind << 4) | (s.type & 0xF),
-            st_other=s.other, st_shndx=_shndx(s, index),
+            st_name=strtab.add(sym.name), st_value=sym.value, st_size=sym.size,
+            st_info=(sym.bind << 4) | (sym.type & 0xF), st_other=sym.other, st_shndx=_shndx(sym, index),
         ))
     by_name: dict[str, int] = {}
-    for orig, s in enumerate(model.symbols):
-        by_name.setdefault(s.name, order[orig])
-    n_local = 1 + sum(1 for _, s in syms if s.bind == C.STB_LOCAL)
+    for orig, sym in enumerate(model.symbols):
+        by_name.setdefault(sym.name, order[orig])
+    n_local = 1 + sum(1 for _, sym in syms if sym.bind == C.STB_LOCAL)
     # relocation sections
     rel_lay = (L.RELA if model.use_rela else L.REL)[ec]
     for target in sorted(model.relocations, key=lambda n: index.get(n, 1 << 30)):
