@@ -27,7 +27,7 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
 from devbin.formats.elf.model import ElfModel, SymbolSpec
 
-__all__ = ["plan", "emit", "write"]
+__all__ = ["plan", "emit", "symbol_indices", "write"]
 
 
 @dataclass(slots=True)
@@ -93,8 +93,7 @@ def plan(model: ElfModel) -> Plan:
         p.sections.append(_Sec(s.name, s.sh_type, s.flags, b"" if s.sh_type == C.SHT_NOBITS else bytes(s.data),
                                size, s.addr or 0, max(s.align, 1), s.entsize))
     index = {sec.name: i for i, sec in reversed(list(enumerate(p.sections))) if i}
-    # symbols: locals first
-    syms = sorted(enumerate(model.symbols), key=lambda t: (t[1].bind != C.STB_LOCAL, t[0]))
+    syms = _sorted_symbols(model)
     order = {orig: new + 1 for new, (orig, _) in enumerate(syms)}
     strtab = _StrTab()
     sym_rows: list[dict[str, int]] = [dict(st_name=0, st_value=0, st_size=0, st_info=0, st_other=0, st_shndx=0)]
@@ -103,9 +102,7 @@ def plan(model: ElfModel) -> Plan:
             st_name=strtab.add(sym.name), st_value=sym.value, st_size=sym.size,
             st_info=(sym.bind << 4) | (sym.type & 0xF), st_other=sym.other, st_shndx=_shndx(sym, index),
         ))
-    by_name: dict[str, int] = {}
-    for orig, sym in enumerate(model.symbols):
-        by_name.setdefault(sym.name, order[orig])
+    by_name = symbol_indices(model)
     n_local = 1 + sum(1 for _, sym in syms if sym.bind == C.STB_LOCAL)
     # relocation sections
     rel_lay = (L.RELA if model.use_rela else L.REL)[ec]
@@ -186,6 +183,23 @@ def _rebase_symbols(p: Plan, model: ElfModel) -> None:
             vals["st_value"] += p.sections[vals["st_shndx"]].addr
         out.pack(lay.fmt, *(vals[f] for f in lay.fields))
     symtab.data = out.getvalue()
+
+
+def _sorted_symbols(model: ElfModel) -> list[tuple[int, SymbolSpec]]:
+    """Symbols in file order: locals first (``sh_info`` counts them), then the rest, stably."""
+    return sorted(enumerate(model.symbols), key=lambda t: (t[1].bind != C.STB_LOCAL, t[0]))
+
+
+def symbol_indices(model: ElfModel) -> dict[str, int]:
+    """The ``.symtab`` index each symbol name will get (the first symbol of a name wins).
+
+    Lets a caller encode sections that refer to symbols by index (devbin's own
+    sections) before the file is written.
+    """
+    out: dict[str, int] = {}
+    for new, (_, s) in enumerate(_sorted_symbols(model)):
+        out.setdefault(s.name, new + 1)
+    return out
 
 
 def _shndx(s: SymbolSpec, index: dict[str, int]) -> int:
