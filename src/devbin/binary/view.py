@@ -108,10 +108,7 @@ class ByteView:
             raise self.error(f"{what}: negative offset or size {size:#x}", max(offset, 0), offset, cls=TruncatedError)
         if offset > n or size > n - offset:
             raise self.error(
-                f"{what}: {size:#x} bytes at {self.base + offset:#x} run past the end ({self.base + n:#x})",
-                offset if offset <= n else None,
-                size,
-                cls=TruncatedError,
+                f"{what}: {size:#x} bytes run past the end ({self.base + n:#x})", offset, size, cls=TruncatedError
             )
 
     def check_count(self, count: int, item_size: int, offset: int, what: str = "table") -> None:

@@ -1,0 +1,1 @@
+"""What is specific to one architecture family (one package per vendor)."""

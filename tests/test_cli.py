@@ -1,0 +1,130 @@
+"""The command line: golden text and JSON, errors, pipes, the tour."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devbin.cli.main import main
+from devbin.samples import sample_elf_bytes
+
+GOLDEN = Path(__file__).parent / "golden"
+FIXTURES = Path(__file__).parent / "fixtures"
+UPDATE = bool(os.environ.get("DEVBIN_UPDATE_GOLDEN"))
+
+
+def _run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out)
+    return code, out.getvalue()
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(text)
+    assert path.exists(), f"missing golden {path}; run with DEVBIN_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"output differs from {path} (DEVBIN_UPDATE_GOLDEN=1 regenerates)"
+
+
+@pytest.fixture()
+def sample_o(tmp_path: Path) -> Path:
+    p = tmp_path / "sample.o"
+    p.write_bytes(sample_elf_bytes())
+    return p
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("which", ["sample.o", "sample_sm90.cubin"])
+def test_inspect_golden(which: str, fmt: str, sample_o: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = sample_o if which == "sample.o" else FIXTURES / which
+    monkeypatch.chdir(path.parent)
+    args = ["inspect", path.name] + (["--json"] if fmt == "json" else [])
+    code, text = _run(*args)
+    assert code == 0
+    _golden(f"{which}.inspect.{'json' if fmt == 'json' else 'txt'}", text)
+
+
+def test_json_and_text_show_the_same_facts(sample_o: Path) -> None:
+    _, text = _run("inspect", str(sample_o))
+    _, js = _run("inspect", str(sample_o), "--json")
+    data = json.loads(js)
+    for s in data["sections"]:
+        assert s["name"] in text
+    for f in data["devbin"]["functions"]:
+        assert f" {f['name']}  [" in text
+    assert data["devbin"]["target"]["target_id"] == "sample"
+    assert isinstance(data["header"]["flags"], int) and data["header"]["machine_name"] == "EM_NONE"
+
+
+def test_inspect_is_deterministic(sample_o: Path) -> None:
+    assert _run("inspect", str(sample_o), "--json") == _run("inspect", str(sample_o), "--json")
+
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"", "not a recognised device binary"),
+        (b"hello world", "not a recognised device binary"),
+        (b"\x7fELF\x02\x01\x01", "e_ident"),
+        (b"!<arch>\n", "ar files are recognised but not readable"),
+    ],
+)
+def test_errors_are_one_line(tmp_path: Path, content: bytes, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "bad.bin"
+    p.write_bytes(content)
+    code, out = _run("inspect", str(p))
+    err = capsys.readouterr().err
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("devbin: error: ") and needle in err
+
+
+def test_missing_file_and_truncated_elf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = _run("inspect", str(tmp_path / "nope.o"))
+    err = capsys.readouterr().err
+    assert code == 1 and "nope.o" in err and err.count("\n") == 1
+    p = tmp_path / "cut.o"
+    p.write_bytes(sample_elf_bytes()[:1500])
+    code, _ = _run("inspect", str(p))
+    err = capsys.readouterr().err
+    assert code == 1 and "cut.o" in err and "offset" in err and err.count("\n") == 1
+
+
+def test_traceback_flag_raises(tmp_path: Path) -> None:
+    from devbin.errors import DeviceBinaryError
+
+    p = tmp_path / "bad.bin"
+    p.write_bytes(b"junk")
+    with pytest.raises(DeviceBinaryError):
+        main(["--traceback", "inspect", str(p)], io.StringIO())
+
+
+def test_closed_pipe_exits_quietly(sample_o: Path) -> None:
+    cmd = f"{sys.executable} -m devbin inspect {sample_o} | head -n 1"
+    p = subprocess.run(["bash", "-c", "set -o pipefail; " + cmd], capture_output=True, text=True, check=False,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    assert p.stdout.count("\n") == 1
+    assert p.stderr == "" and p.returncode == 0
+
+
+def test_tour(tmp_path: Path) -> None:
+    code, text = _run("tour", "--out", str(tmp_path))
+    assert code == 0
+    assert "decoded model equals the original" in text
+    assert "every loadable byte, symbol and relocation unchanged" in text
+    assert (tmp_path / "sample.o").exists() and (tmp_path / "sample_sm90.annotated.cubin").exists()
+    code, js = _run("tour", "--out", str(tmp_path), "--json")
+    data = json.loads(js)
+    assert code == 0 and data["sample"]["round_trip_equal"] and data["cubin"]["loader_differences"] == []
+
+
+def test_help_and_module_entry() -> None:
+    p = subprocess.run([sys.executable, "-m", "devbin", "--help"], capture_output=True, text=True, check=False,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    assert p.returncode == 0 and "inspect" in p.stdout and "tour" in p.stdout
