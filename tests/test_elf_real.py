@@ -149,3 +149,32 @@ def test_cuobjdump_and_nvdisasm_still_read_annotated_cubins(cubins: dict[str, Pa
         added = oracles.nvdisasm_added_lines(d0.stdout, d1.stdout)
         assert any(".devbin.func" in ln for ln in added), name
         assert all(not ln.strip() or ".devbin." in ln or ".byte" in ln or ln.startswith("//---") for ln in added), name
+
+
+@pytest.mark.parametrize("elfclass", [1, 2])
+@pytest.mark.parametrize("little", [True, False])
+@pytest.mark.parametrize("e_type", [C.ET_REL, C.ET_DYN])
+def test_tools_accept_new_files_devbin_writes(tmp_path: Path, elfclass: int, little: bool, e_type: int) -> None:
+    from devbin.formats.elf.writer import write
+    from tests.elfbuild import small_model
+
+    readelf = require_tool("readelf")
+    llvm_readelf = require_tool("llvm-readelf", versions=("19",))
+    readobj = require_tool("llvm-readobj", versions=("19",))
+    path = tmp_path / "new.o"
+    path.write_bytes(write(small_model(elfclass, little, e_type)))
+    assert oracles.warnings_of(readelf, path, "-a", "-W") == []
+    assert oracles.warnings_of(llvm_readelf, path, "-a") == []
+    elf = ElfFile(path.read_bytes())
+    ours = [(s.index, s.name, s.sh_type, s.sh_flags, s.sh_offset, s.sh_size, s.sh_link, s.sh_info)
+            for s in elf.sections]
+    assert ours == oracles.llvm_sections(oracles.llvm_json(readobj, path))
+
+
+def test_tools_accept_the_sample_with_devbin_sections(tmp_path: Path) -> None:
+    from devbin.samples import sample_elf_bytes
+
+    path = tmp_path / "sample.o"
+    path.write_bytes(sample_elf_bytes())
+    assert oracles.warnings_of(require_tool("readelf"), path, "-a", "-W") == []
+    assert oracles.warnings_of(require_tool("llvm-readelf", versions=("19",)), path, "-a") == []
