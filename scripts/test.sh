@@ -26,6 +26,9 @@ bash scripts/setup-test-env.sh || fail "scripts/setup-test-env.sh"
 step "lint: ruff check src tests"
 python3 -m ruff check src tests || fail "ruff check src tests"
 
+step "types: python3 -m mypy (strict, src/devbin)"
+python3 -m mypy || fail "mypy"
+
 step "tests: python3 -m pytest -q"
 rc=0
 timeout --kill-after=30 720 python3 -m pytest -q || rc=$?

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import overload
 
 from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat
@@ -179,7 +180,13 @@ class SymbolTable(Sequence[Symbol]):
     def __len__(self) -> int:
         return len(self._symbols)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+    @overload
+    def __getitem__(self, i: int) -> Symbol: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Symbol]: ...
+
+    def __getitem__(self, i: int | slice) -> Symbol | list[Symbol]:
         return self._symbols[i]
 
     def __iter__(self) -> Iterator[Symbol]:
