@@ -1,4 +1,4 @@
-"""Fuzz target: the ELF reader, its describer, note decoder and the in-place editor.
+"""Fuzz target: the ELF reader, the inspect report and its text printer, notes, the in-place editor.
 
 Contract under test: for any bytes, devbin either succeeds or raises
 :class:`devbin.errors.DeviceBinaryError`; nothing else may escape.
@@ -8,13 +8,16 @@ Run with atheris (coverage-guided):  python fuzz/fuzz_elf.py CORPUS_DIR -max_tot
 
 from __future__ import annotations
 
+import io
 import sys
 
+from devbin.cli.render import render_elf
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.describe import describe
 from devbin.formats.elf.edit import ElfEditor, NewSection
 from devbin.formats.elf.reader import ElfFile
+from devbin.report import inspect_elf
 
 
 def TestOneInput(data: bytes) -> None:  # atheris' required name
@@ -22,6 +25,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
         warnings: list[DeviceBinaryError] = []
         elf = ElfFile(data, diag=warnings.append)
         describe(elf)
+        render_elf(inspect_elf(elf, file="fuzz", warnings=warnings), io.StringIO())
         for sec in elf.sections:
             if sec.sh_type == C.SHT_NOTE:
                 elf.notes(sec)
