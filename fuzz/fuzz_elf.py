@@ -44,6 +44,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
 def main() -> None:
     import atheris
 
+    atheris.instrument_all()  # coverage feedback for the already imported devbin modules
     atheris.Setup(sys.argv, TestOneInput)
     atheris.Fuzz()
 

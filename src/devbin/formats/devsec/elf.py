@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from devbin.binary import ByteView
-from devbin.errors import FormatError, UsageError
+from devbin.errors import FormatError, UnsupportedVersion, UsageError
 from devbin.formats.devsec import constants as C
-from devbin.formats.devsec.reader import decode
+from devbin.formats.devsec.reader import decode, read_header
 from devbin.formats.devsec.writer import encode
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.edit import ElfEditor, NewSection
@@ -111,6 +111,11 @@ def annotate(elf: ElfFile, obj: CodeObject) -> bytes:
             raise UsageError(f"function {name!r} has no symbol in the file")
         return index[name]
 
+    for name, s in devbin_sections(elf).items():
+        hdr = read_header(ByteView(s.data, fmt=C.FMT, where=s.where, base=s.sh_offset))
+        if hdr.major != C.VERSION_MAJOR:
+            raise UnsupportedVersion(f"will not overwrite {name} of format major {hdr.major} (this devbin writes "
+                                     f"{C.VERSION_MAJOR})", fmt=C.FMT, where=s.where, value=hdr.major)
     encoded = encode(obj, symbol_index, len(table) if table is not None else 0)
     ed = ElfEditor(elf)
     wanted = {e.name for e in encoded}
