@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from fuzz import run_all
 
 CRASHERS = sorted((Path(__file__).parent / "crashers").glob("*.bin"))
@@ -48,6 +47,7 @@ def test_huge_alignment_of_a_moved_section_is_an_error() -> None:
     from devbin.errors import FormatError
     from devbin.formats.elf.edit import ElfEditor, NewSection
     from devbin.formats.elf.reader import ElfFile
+
     from tests.elfbuild import patch_section, small_elf
 
     base = small_elf()

@@ -156,6 +156,7 @@ def test_cuobjdump_and_nvdisasm_still_read_annotated_cubins(cubins: dict[str, Pa
 @pytest.mark.parametrize("e_type", [C.ET_REL, C.ET_DYN])
 def test_tools_accept_new_files_devbin_writes(tmp_path: Path, elfclass: int, little: bool, e_type: int) -> None:
     from devbin.formats.elf.writer import write
+
     from tests.elfbuild import small_model
 
     readelf = require_tool("readelf")
