@@ -47,12 +47,33 @@ def seeds() -> Iterator[bytes]:
             for p in sorted(folder.iterdir()):
                 if p.is_file() and p.suffix not in (".py", ".sh", ".md", ".cu", ".ptx", ".c", ".cl"):
                     yield p.read_bytes()
-    try:
-        from devbin.samples import sample_elf_bytes
+    from devbin.samples import sample_elf_bytes
 
-        yield sample_elf_bytes()
-    except ImportError:
-        pass
+    yield sample_elf_bytes()
+
+
+def real_seeds(folder: Path) -> Iterator[bytes]:
+    """Real cubins, AMDGPU code objects and host objects, built as the tests build them.
+
+    A missing compiler only drops those seeds (the run says so); the committed
+    fixtures above always seed.
+    """
+    from tests import conftest
+
+    for build in (conftest.build_host_objects, conftest.build_amdgpu_objects,
+                  lambda out: conftest.build_cubins(out, from_ptx=conftest.cubins_from_ptx())):
+        sub = Path(tempfile.mkdtemp(dir=folder))
+        try:
+            files = build(sub)
+        except BaseException as e:  # pytest.skip/fail outcomes are BaseExceptions
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            print(f"run_all: some real seeds not built: {e}")
+            continue
+        for p in files.values():
+            data = p.read_bytes()
+            if len(data) <= 1 << 20:
+                yield data
 
 
 _BOUNDARY = (0, 1, 0x7F, 0x80, 0xFF)
@@ -135,7 +156,8 @@ def main() -> None:
     ap.add_argument("--engine", choices=("auto", "atheris", "python"), default="auto")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    pool = list(seeds())
+    scratch = tempfile.mkdtemp(prefix="devbin-fuzz-")
+    pool = list(seeds()) + list(real_seeds(Path(scratch)))
     names = available_targets()
     per = max(args.seconds // max(len(names), 1), 1)
     engine = args.engine

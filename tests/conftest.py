@@ -162,7 +162,11 @@ def cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def amdgpu_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """AMDGPU code objects (.o, linked .so, bundles) built from tests/sources/*.cl with LLVM 19."""
-    out = tmp_path_factory.mktemp("amdgpu")
+    return build_amdgpu_objects(tmp_path_factory.mktemp("amdgpu"))
+
+
+def build_amdgpu_objects(out: Path) -> dict[str, Path]:
+    """Build the ``amdgpu_objects`` fixture set into ``out``."""
     clang = require_tool("clang-19")
     lld = require_tool("ld.lld-19")
     bundler = require_tool("clang-offload-bundler-19")
@@ -231,7 +235,11 @@ def _gcc_m32_works(gcc: str, cwd: Path) -> bool:
 @pytest.fixture(scope="session")
 def host_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Host (non-device) ELF files built with gcc from tests/sources/host.c."""
-    out = tmp_path_factory.mktemp("host")
+    return build_host_objects(tmp_path_factory.mktemp("host"))
+
+
+def build_host_objects(out: Path) -> dict[str, Path]:
+    """Build the ``host_objects`` fixture set into ``out``."""
     gcc = require_tool("gcc")
     ar = require_tool("ar")
     obj, so, archive = out / "host.o", out / "libhost.so", out / "libhost.a"
