@@ -120,6 +120,22 @@ def nvdisasm_added_lines(before: str, after: str) -> list[str]:
     return added
 
 
+def readelf_notes(path: Path) -> list[tuple[str, str, int]]:
+    """(section, owner, descriptor size) from ``readelf -n -W``."""
+    p = run(["readelf", "-n", "-W", str(path)])
+    out = []
+    section = ""
+    for ln in p.stdout.splitlines():
+        m = re.match(r"Displaying notes found in: (\S+)", ln)
+        if m:
+            section = m[1]
+            continue
+        m = re.match(r"^  (\S.*?)\s+0x([0-9a-f]+)\t", ln)
+        if m:
+            out.append((section, m[1], int(m[2], 16)))
+    return out
+
+
 def readelf_relocation_counts(path: Path) -> dict[str, int]:
     p = run(["readelf", "-r", "-W", str(path)])
     out: dict[str, int] = {}

@@ -179,3 +179,17 @@ def test_tools_accept_the_sample_with_devbin_sections(tmp_path: Path) -> None:
     path.write_bytes(sample_elf_bytes())
     assert oracles.warnings_of(require_tool("readelf"), path, "-a", "-W") == []
     assert oracles.warnings_of(require_tool("llvm-readelf", versions=("19",)), path, "-a") == []
+
+
+def test_notes_agree_with_readelf(real_objects: dict[str, Path]) -> None:
+    from devbin.formats.elf.describe import notes_list
+
+    require_tool("readelf")
+    seen = 0
+    for name, path in _elf_files(real_objects).items():
+        elf = ElfFile(path.read_bytes())
+        ours = [(n["section"], n["owner"], n["size"]) for n in notes_list(elf)]
+        theirs = oracles.readelf_notes(path)
+        assert ours == theirs, name
+        seen += len(ours)
+    assert seen > 0

@@ -55,6 +55,13 @@ def render_elf(r: dict[str, Any], out: TextIO) -> None:
         for x in rels:
             add = "" if x["addend"] is None else f" {x['addend']:+#x}"
             w(f"  {x['offset']:016x} {x['type_name']:28} {x['symbol_name'] or x['symbol']}{add}\n")
+    if r["notes"]:
+        w(f"\nNotes ({len(r['notes'])}):\n")
+        for n in r["notes"]:
+            if "error" in n:
+                w(f"  {n['section']}: cannot decode: {n['error']}\n")
+            else:
+                w(f"  {n['section']:24} {n['owner']:16} {n['type_name']:24} {n['size']} bytes\n")
     if r.get("devbin_error"):
         w(f"\nDevbin sections: cannot decode: {r['devbin_error']}\n")
     elif r.get("devbin") is not None:

@@ -276,5 +276,19 @@ def shn_name(value: int) -> str:
     return _ranged("shn", value, "") if value >= SHN_LORESERVE else str(value)
 
 
+# Note types are named per owner (the note's name field).
+NOTE_NAMES: Mapping[str, Mapping[int, str]] = {
+    "GNU": {1: "NT_GNU_ABI_TAG", 2: "NT_GNU_HWCAP", 3: "NT_GNU_BUILD_ID", 4: "NT_GNU_GOLD_VERSION",
+            5: "NT_GNU_PROPERTY_TYPE_0"},
+    "AMDGPU": {32: "NT_AMDGPU_METADATA"},
+    "AMD": {1: "NT_AMD_HSA_CODE_OBJECT_VERSION", 3: "NT_AMD_HSA_ISA_VERSION", 4: "NT_AMD_HSA_METADATA"},
+    "NVIDIA Corp": {1000: "NT_NV_CUINFO", 2000: "NT_NV_TKINFO"},
+}
+
+
+def note_type_name(owner: str, n_type: int) -> str:
+    return NOTE_NAMES.get(owner, {}).get(n_type) or f"{n_type:#x}"
+
+
 def reloc_name(machine: int, rtype: int) -> str:
     return RELOC_NAMES.get(machine, {}).get(rtype) or f"{rtype:#x}"

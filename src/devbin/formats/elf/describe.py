@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 
@@ -119,6 +120,26 @@ def relocations_list(elf: ElfFile) -> list[dict[str, Any]]:
     return out
 
 
+def notes_list(elf: ElfFile) -> list[dict[str, Any]]:
+    """Every note of every ``SHT_NOTE`` section; a section whose notes do not decode gets an ``error``."""
+    out: list[dict[str, Any]] = []
+    for sec in elf.sections_of_type(C.SHT_NOTE):
+        try:
+            notes = elf.notes(sec)
+        except DeviceBinaryError as e:
+            out.append({"section": sec.name, "error": str(e)})
+            continue
+        for n in notes:
+            out.append({
+                "section": sec.name,
+                "owner": n.name,
+                "type": n.n_type,
+                "type_name": C.note_type_name(n.name, n.n_type),
+                "size": len(n.desc),
+            })
+    return out
+
+
 def describe(elf: ElfFile) -> dict[str, Any]:
     """Everything ``devbin inspect`` shows about the ELF layer."""
     return {
@@ -127,4 +148,5 @@ def describe(elf: ElfFile) -> dict[str, Any]:
         "segments": segments_list(elf),
         "symbols": symbols_list(elf),
         "relocations": relocations_list(elf),
+        "notes": notes_list(elf),
     }
