@@ -159,6 +159,41 @@ def cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return build_cubins(tmp_path_factory.mktemp("cubins"), from_ptx=cubins_from_ptx())
 
 
+WIDE_ARCHS = ("sm_75", "sm_86", "sm_90a", "sm_100", "sm_120")
+
+
+def build_wide_cubins(out: Path, *, from_ptx: bool) -> dict[str, Path]:
+    """Relocatable and executable cubins of tests/sources/kernels.cu for more architectures.
+
+    With nvcc: every arch in WIDE_ARCHS.  From PTX only (no cicc): ptxas assembles the sm_80 PTX for
+    the archs at or above sm_80 that need no arch-specific PTX (sm_86, sm_100, sm_120).
+    """
+    built: dict[str, Path] = {}
+    commands: list[list[str | os.PathLike[str]]] = []
+    for arch in WIDE_ARCHS:
+        rdc, exe = out / f"kernels.{arch}.rdc.cubin", out / f"kernels.{arch}.cubin"
+        if not from_ptx:
+            nvcc = require_tool("nvcc")
+            gencode = f"-gencode=arch=compute_{arch[3:]},code={arch}"
+            commands += [[nvcc, gencode, "-cubin", "-rdc=true", "-o", rdc, SOURCES / "kernels.cu"],
+                         [nvcc, gencode, "-cubin", "-o", exe, SOURCES / "kernels.cu"]]
+        elif not arch.endswith("a") and int(arch[3:]) >= 80:
+            ptxas = require_tool("ptxas")
+            commands += [[ptxas, f"-arch={arch}", "-c", "-o", rdc, PTX_DIR / "kernels.sm_80.ptx"],
+                         [ptxas, f"-arch={arch}", "-o", exe, PTX_DIR / "kernels-whole.sm_80.ptx"]]
+        else:
+            continue
+        built |= {f"{arch}_rdc": rdc, f"{arch}_exec": exe}
+    _run_all(commands, out)
+    return _check_built(built)
+
+
+@pytest.fixture(scope="session")
+def wide_cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Cubins for sm_75, sm_86, sm_90a, sm_100, sm_120 (see build_wide_cubins)."""
+    return build_wide_cubins(tmp_path_factory.mktemp("wide"), from_ptx=cubins_from_ptx())
+
+
 @pytest.fixture(scope="session")
 def amdgpu_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """AMDGPU code objects (.o, linked .so, bundles) built from tests/sources/*.cl with LLVM 19."""

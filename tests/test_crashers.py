@@ -45,14 +45,15 @@ def test_crasher_gives_the_named_error(name: str, needle: str) -> None:
 
 def test_huge_alignment_of_a_moved_section_is_an_error() -> None:
     from devbin.errors import FormatError
-    from devbin.formats.elf.edit import ElfEditor, NewSection
+    from devbin.formats.elf.edit import ElfEditor
     from devbin.formats.elf.reader import ElfFile
 
     from tests.elfbuild import patch_section, small_elf
 
     base = small_elf()
-    shstrndx = ElfFile(base).header.e_shstrndx
-    ed = ElfEditor(ElfFile(patch_section(base, shstrndx, sh_addralign=1 << 63)))
-    ed.add_section(NewSection(".devbin.meta", b"x"))
+    comment = ElfFile(base).section(".comment")
+    assert comment is not None
+    ed = ElfEditor(ElfFile(patch_section(base, comment.index, sh_addralign=1 << 63)))
+    ed.replace_section(".comment", b"moved")
     with pytest.raises(FormatError, match="sh_addralign"):
         ed.write()

@@ -80,7 +80,14 @@ def test_many_sections_use_extended_numbering() -> None:
     ed = ElfEditor(elf)
     ed.add_section(NewSection(".devbin.meta", b"x"))
     elf2 = ElfFile(ed.write())
-    assert len(elf2.sections) == n + 3 and elf2.sections[-1].name == ".devbin.meta"
+    # + .devbin.meta + a new name table (the original is left as it was)
+    assert len(elf2.sections) == n + 4 and elf2.sections[-2].name == ".devbin.meta"
+    assert elf2.header.e_shstrndx == n + 3 and elf2.sections[-1].name == ".shstrtab"
+    # a second edit that needs a new name replaces the appended table instead of adding another
+    ed2 = ElfEditor(elf2)
+    ed2.add_section(NewSection(".devbin.func", b"y"))
+    elf3 = ElfFile(ed2.write())
+    assert len(elf3.sections) == n + 5 and elf3.header.e_shstrndx == n + 3
 
 
 # -- malformed inputs: one field each -------------------------------------------------------------

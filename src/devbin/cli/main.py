@@ -14,11 +14,14 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from devbin import __version__
-from devbin.cli import inspect_cmd, tour_cmd
+from devbin.cli import annotate_cmd, callgraph_cmd, inspect_cmd, resources_cmd, tour_cmd
 from devbin.errors import DeviceBinaryError
 
 COMMANDS = {
     "inspect": inspect_cmd,
+    "resources": resources_cmd,
+    "callgraph": callgraph_cmd,
+    "annotate": annotate_cmd,
     "tour": tour_cmd,
 }
 

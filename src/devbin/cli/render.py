@@ -89,7 +89,13 @@ def _value(a: dict[str, Any]) -> str:
 
 
 def _type(t: dict[str, Any]) -> str:
-    return f"{t['kind']}{t['size'] * 8}" if t["kind"] in ("int", "float") else t["kind"]
+    if t["kind"] in ("int", "float"):
+        return f"{t['kind']}{t['size'] * 8}"
+    if t["kind"] == "bits":
+        return f"b{t['size'] * 8}"
+    if t["kind"] == "aggregate":
+        return f"b8[{t['size']}]"
+    return str(t["kind"])
 
 
 def _proto(p: dict[str, Any]) -> str:
@@ -115,7 +121,7 @@ def render_code_object(d: dict[str, Any], out: TextIO) -> None:
         if attrs:
             w(f"      {' '.join(attrs)}\n")
         if "params" in f:
-            ps = ", ".join(f"{p['kind']}@{p['offset']}:{p['size']}" for p in f["params"])
+            ps = ", ".join(f"{_type(p)}@{p['offset']}" for p in f["params"])
             w(f"      params: {ps}\n")
     cg = d["callgraph"]
     if any(cg[k] for k in ("direct", "indirect_sites", "address_taken", "external", "unknown_blocks")):

@@ -43,6 +43,7 @@ class TypeKind(IntEnum):
     POINTER = 3
     AGGREGATE = 4
     VECTOR = 5
+    BITS = 6  # untyped bits of a size class (PTX .b32/.b64), when the source type is not recorded
 
 
 class CallConv(IntEnum):

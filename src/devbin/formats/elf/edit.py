@@ -9,9 +9,14 @@ without disturbing anything the vendor's loader reads.  The rules, in order:
    header table, every byte covered by a segment, and every section that was
    not replaced or removed.  Symbol values, relocations and loadable bytes are
    therefore unchanged.
-3. New and replaced section contents (and ``.shstrtab`` when a new name is
-   needed) are appended after the last byte of (2), each at its alignment, in
-   section-index order; then comes a new section header table.  Bytes that
+3. New and replaced section contents are appended after the last byte of
+   (2), each at its alignment, in section-index order; then comes a new
+   section header table.  When a new section name is needed, the vendor's
+   name table stays where it is, untouched: a new ``.shstrtab`` holding the
+   old names plus the new ones is appended as the last section and
+   ``e_shstrndx`` points at it (a later edit replaces that one), so
+   every original section header keeps its bytes and ``cuobjdump -elf``
+   lists the original sections exactly as before.  Bytes that
    belonged only to a removed or replaced section, or to the old section
    header table, and that no segment covers, are zeroed so no stale data is
    left behind.
@@ -41,7 +46,9 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
 from devbin.formats.elf.reader import ElfFile, ElfHeader, Section
 
-__all__ = ["ElfEditor", "NewSection"]
+__all__ = ["APPENDED_NAME_TABLE", "ElfEditor", "NewSection"]
+
+APPENDED_NAME_TABLE = ".shstrtab"
 
 
 @dataclass(slots=True)
@@ -176,13 +183,26 @@ class ElfEditor:
     def _shstrndx(self) -> int:
         return self.elf.header.e_shstrndx if self.elf.sections else 1
 
+    def _is_appended_name_table(self, i: int) -> bool:
+        """True when section ``i`` is a name table an earlier edit appended.
+
+        Such a table is named ``.shstrtab`` and starts with the whole of an earlier string
+        table (the one it extended); replacing it then loses nothing of the vendor's.
+        """
+        e = self._entries[i]
+        if e.name != APPENDED_NAME_TABLE or e.orig is None:
+            return False
+        mine = bytes(e.orig.data)
+        return any(o.orig is not None and o.sh_type == C.SHT_STRTAB and 1 < len(o.orig.data) < len(mine)
+                   and mine.startswith(bytes(o.orig.data)) for o in self._entries[1:i])
+
     def write(self) -> bytes:
         """Plan the new layout, then emit it.  Unchanged input gives identical bytes."""
         if not self._changed:
             return self.elf.bytes()
         h = self.elf.header
         ec = h.ei_class
-        entries = self._entries
+        entries = list(self._entries)  # write() may append a name table; keep the editor reusable
         # 1. index map (old -> new) for removals; reject dangling references.
         index_map: dict[int, int] = {}
         kept: list[int] = []
@@ -204,8 +224,19 @@ class ElfEditor:
             if e.orig is None or e.name != e.orig.name:
                 e.sh_name = _intern(table, e.name)
         if bytes(table) != (bytes(shstr.orig.data) if shstr.orig is not None and shstr.data is None else shstr.data):
-            shstr.data = bytes(table)
-            shstr.sh_size = len(table)
+            if shstr.orig is not None and not self._is_appended_name_table(shstr_i):
+                # Leave the vendor's name table (and its section header) exactly as it was: the new
+                # names go into a new table appended as the last section, and e_shstrndx points there.
+                sh_name = _intern(table, APPENDED_NAME_TABLE)
+                new = _Entry(None, APPENDED_NAME_TABLE, C.SHT_STRTAB, 0, 0, 0, len(table), 0, 0, 1, 0,
+                             sh_name=sh_name, data=bytes(table))
+                entries.append(new)
+                index_map[len(entries) - 1] = len(kept)
+                kept.append(len(entries) - 1)
+                shstr_i = len(entries) - 1
+            else:
+                shstr.data = bytes(table)
+                shstr.sh_size = len(table)
         # 3. symbol tables, SHT_SYMTAB_SHNDX and groups: patch section indices in place (same size).
         if any(index_map[i] != i for i in kept):
             self._renumber_contents(index_map)

@@ -1,0 +1,1 @@
+"""Analyses over the unified model (vendor-neutral)."""

@@ -1,0 +1,107 @@
+"""The call graph of a code object as nodes and "potentially calls" edges.
+
+An indirect call site with prototype P potentially calls every
+address-taken function whose prototype equals P: the rule nvlink uses
+(``nvlink --dump-callgraph``) and the one a device linker needs for
+dead-code elimination.  Edges are listed direct calls first, in the order
+the call graph gives them, then the indirect candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from devbin.model import CodeObject, FunctionKind, StdAttr
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    number: int
+    name: str
+    kind: str  # "kernel", "device", "indirect_target", "external"
+    registers: int | None
+    address_taken: bool
+    calls: tuple[str, ...]
+
+
+_KINDS = {int(FunctionKind.KERNEL): "kernel", int(FunctionKind.DEVICE): "device",
+          int(FunctionKind.INDIRECT_TARGET): "indirect_target"}
+
+
+def nodes(obj: CodeObject) -> list[Node]:
+    """One node per function (in the code object's order), then one per external callee."""
+    cg = obj.callgraph
+    taken = [(name, proto) for name, proto in cg.address_taken]
+    taken_names = {n for n, _ in taken}
+    calls: dict[str, list[str]] = {}
+    for caller, callee in cg.direct:
+        calls.setdefault(caller, []).append(callee)
+    for caller, proto in cg.indirect_sites:
+        calls.setdefault(caller, []).extend(n for n, p in reversed(taken) if p == proto)
+    out: list[Node] = []
+    known = set()
+    for f in obj.functions:
+        kind = _KINDS.get(int(f.kind), f"kind {int(f.kind)}")
+        out.append(Node(len(out) + 1, f.name, kind, f.uint(StdAttr.REGS_GENERAL), f.name in taken_names,
+                        tuple(calls.get(f.name, ()))))
+        known.add(f.name)
+    externals = [e for e in cg.external if e not in known]
+    for caller_calls in calls.values():
+        externals += [c for c in caller_calls if c not in known and c not in externals]
+    for name in externals:
+        out.append(Node(len(out) + 1, name, "external", None, name in taken_names, ()))
+    return out
+
+
+def format_text(obj: CodeObject, arch: str) -> str:
+    """The layout of ``nvlink --dump-callgraph``."""
+    ns = nodes(obj)
+    number = {n.name: n.number for n in ns}
+    lines = [
+        f"callgraph for {arch}:",
+        "# A: s -> B // s (number A) potentially calls B",
+        "# s [N]     // s uses N registers",
+        "# ^s        // s is entry point",
+        "# &s        // s has address taken",
+    ]
+    for n in ns:
+        mark = ("^" if n.kind == "kernel" else "") + ("&" if n.address_taken else "")
+        regs = f" [{n.registers}]" if n.registers is not None else " [?]"
+        callees = " ".join(str(number[c]) for c in n.calls)
+        lines.append(f"{n.number}: {mark}{n.name}{regs} ->" + (f" {callees}" if callees else ""))
+    return "\n".join(lines) + "\n"
+
+
+def to_dict(obj: CodeObject, arch: str) -> dict[str, Any]:
+    return {
+        "arch": arch,
+        "nodes": [{"number": n.number, "name": n.name, "kind": n.kind, "registers": n.registers,
+                   "address_taken": n.address_taken, "calls": list(n.calls)} for n in nodes(obj)],
+    }
+
+
+def _dot_id(name: str) -> str:
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def format_dot(obj: CodeObject, arch: str) -> str:
+    """Graphviz: kernels as boxes, address-taken functions dashed, externals grey, indirect edges dotted."""
+    ns = nodes(obj)
+    direct = set(obj.callgraph.direct)
+    lines = [f"digraph {_dot_id('callgraph ' + arch)} {{", "  node [fontname=monospace];"]
+    for n in ns:
+        attrs = [f"label={_dot_id(n.name + (f' [{n.registers}]' if n.registers is not None else ''))}"]
+        if n.kind == "kernel":
+            attrs.append("shape=box")
+        if n.address_taken:
+            attrs.append("style=dashed")
+        if n.kind == "external":
+            attrs.append("color=grey")
+        lines.append(f"  {_dot_id(n.name)} [{', '.join(attrs)}];")
+    for n in ns:
+        for c in dict.fromkeys(n.calls):
+            style = "" if (n.name, c) in direct else " [style=dotted]"
+            lines.append(f"  {_dot_id(n.name)} -> {_dot_id(c)}{style};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

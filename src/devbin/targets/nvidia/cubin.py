@@ -1,0 +1,323 @@
+"""A read view of an NVIDIA cubin: functions and their resources, call graph, prototypes.
+
+What comes from where (shared/reference/nvidia-formats.md §2, checked against
+``cuobjdump -res-usage`` and ``ptxas -v`` in tests/test_nvidia_cubin.py):
+
+* SM: ``e_flags`` bits 8..15 in the CUDA 13 ABI (OS/ABI 0x41, ABI version 8),
+  the low byte in the old one (OS/ABI 0x33, ABI version 7).  The ``a``
+  variant is ``.nv.compat`` attribute 0x09 = 1 (CUDA 13 does not put it in
+  ``e_flags``); the virtual architecture is in ``.note.nv.cuinfo``.
+* Functions: one per ``.text.<name>`` section, in section order (the order
+  cuobjdump prints).  The section's ``sh_info`` holds the function's symbol
+  index in its low 24 bits and, on sm_7x/8x, the register count in the top
+  byte.  Kernels have ``STO_CUDA_ENTRY`` (0x10) in ``st_other``.
+* Registers: for a kernel, ``EIATTR_REGCOUNT`` (global ``.nv.info``); for a
+  device function, the ``sh_info`` top byte (0 on sm_90+, where cuobjdump also
+  prints ``REG:0``), and ``EIATTR_REGCOUNT`` is kept as ``regcount``.
+* Stack: ``EIATTR_MIN_STACK_SIZE`` (linked/executable cubins, per kernel;
+  0xFFFFFFFF = not statically known) else ``EIATTR_MAX_STACK_SIZE``
+  (relocatable cubins); the frame is ``EIATTR_FRAME_SIZE``.
+* Shared / local / constant memory: the sizes of ``.nv.shared.<f>``,
+  ``.nv.local.<f>`` and ``.nv.constant<N>.<f>`` (tied to the function by
+  ``sh_info`` = its text section, else by name); module-wide: ``.nv.global`` +
+  ``.nv.global.init`` (GLOBAL) and ``.nv.constant<N>`` without a function.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from devbin.binary import ByteView
+from devbin.errors import DeviceBinaryError, FormatError
+from devbin.formats.elf import constants as C
+from devbin.formats.elf.reader import ElfFile, Section, Symbol
+from devbin.targets.nvidia import eiattr as E
+from devbin.targets.nvidia.nvcallgraph import NvCallGraph, parse_callgraph, parse_prototype_section
+from devbin.targets.nvidia.nvinfo import KParam, NvInfoRecord, decode_kparam, parse_nvinfo
+
+STO_CUDA_ENTRY = 0x10
+SHT_CUDA_INFO = 0x70000000
+SHT_CUDA_CALLGRAPH = 0x70000001
+SHT_CUDA_PROTOTYPE = 0x70000002
+SHT_CUDA_COMPAT = 0x70000086
+STACK_UNKNOWN = 0xFFFFFFFF
+NT_NV_CUINFO = 1000
+
+_CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.+))?$")
+
+
+@dataclass(slots=True)
+class CubinFunction:
+    name: str
+    symbol: int
+    text_section: int
+    is_entry: bool
+    size: int
+    registers: int = 0
+    regcount: int | None = None
+    frame_size: int | None = None
+    min_stack_size: int | None = None
+    max_stack_size: int | None = None
+    crs_stack_size: int | None = None
+    shared: int = 0
+    local: int = 0
+    constant_banks: dict[int, int] = field(default_factory=dict)
+    param_size: int | None = None
+    param_cbank: tuple[int, int, int] | None = None  # (section symbol, offset in bank, size)
+    params: list[KParam] = field(default_factory=list)
+    max_threads: tuple[int, int, int] | None = None
+    reqntid: tuple[int, int, int] | None = None
+    cluster_dims: tuple[int, int, int] | None = None
+    max_registers: int | None = None
+    num_barriers: int | None = None
+    exit_offsets: list[int] = field(default_factory=list)
+    externs: list[str] = field(default_factory=list)
+    cuda_api_version: int | None = None
+    records: list[NvInfoRecord] = field(default_factory=list)  # its .nv.info.<f> records, all of them
+
+    @property
+    def stack(self) -> int:
+        """What cuobjdump prints as STACK."""
+        if self.min_stack_size is not None:
+            return self.min_stack_size
+        return self.max_stack_size or 0
+
+
+@dataclass(frozen=True, slots=True)
+class CubinCallGraph:
+    """``.nv.callgraph`` with symbol indices resolved to names."""
+
+    direct: tuple[tuple[str, str], ...]
+    address_taken: tuple[tuple[str, str], ...]  # (function, prototype string)
+    indirect: tuple[tuple[str, str], ...]  # (caller, call-site prototype string)
+    address_refs: tuple[tuple[str, str], ...]
+    unknown_blocks: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+
+
+class Cubin:
+    """An ELF file with ``e_machine == EM_CUDA`` seen as a cubin."""
+
+    def __init__(self, elf: ElfFile) -> None:
+        if elf.header.e_machine != C.EM_CUDA:
+            raise FormatError(f"not a cubin: e_machine is {elf.header.e_machine}, not EM_CUDA (190)", fmt="cubin",
+                              where=elf.where)
+        self.elf = elf
+        symtab = elf.symtab
+        if symtab is None:
+            raise FormatError("cubin has no symbol table", fmt="cubin", where=elf.where)
+        self.symtab = symtab
+        self.global_records: list[NvInfoRecord] = []
+        info = elf.section(".nv.info")
+        if info is not None and info.sh_type == SHT_CUDA_INFO:
+            self.global_records = parse_nvinfo(info.view)
+        self.functions: list[CubinFunction] = self._functions()
+
+    # -- header facts -----------------------------------------------------------------
+    @property
+    def abi_version(self) -> int:
+        return self.elf.header.ei_abiversion
+
+    @property
+    def sm(self) -> int:
+        h = self.elf.header
+        if h.ei_abiversion >= 8 or h.ei_osabi == C.ELFOSABI_CUDA_V2:
+            return (h.e_flags >> 8) & 0xFF
+        return h.e_flags & 0xFF
+
+    @cached_property
+    def compat_records(self) -> list[NvInfoRecord]:
+        sec = self.elf.section(".nv.compat")
+        return parse_nvinfo(sec.view) if sec is not None else []
+
+    @property
+    def arch_specific(self) -> bool:
+        """The ``a`` variant (sm_90a, sm_100a): ``.nv.compat`` attribute 0x09 = 1 in CUDA 13."""
+        for r in self.compat_records:
+            if r.attr == 0x09 and r.value == 1:
+                return True
+        return bool(self.abi_version < 8 and self.elf.header.e_flags & 0x800)
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.sm}{'a' if self.arch_specific else ''}"
+
+    @cached_property
+    def cuinfo(self) -> tuple[int, int] | None:
+        """(virtual SM, tool version x10) from ``.note.nv.cuinfo``, if present."""
+        sec = self.elf.section(".note.nv.cuinfo")
+        if sec is None:
+            return None
+        for n in self.elf.notes(sec):
+            if n.n_type == NT_NV_CUINFO and len(n.desc) >= 8:
+                _, virt, tool = ByteView(n.desc, fmt="cubin", where=".note.nv.cuinfo").unpack("HHI", 0)
+                return virt, tool
+        return None
+
+    @property
+    def virtual_arch(self) -> str | None:
+        info = self.cuinfo
+        return f"compute_{info[0]}" if info else None
+
+    @property
+    def is_relocatable(self) -> bool:
+        return self.elf.header.e_type == C.ET_REL
+
+    # -- functions ----------------------------------------------------------------------
+    def _symbol(self, i: int) -> Symbol | None:
+        return self.symtab[i] if 0 <= i < len(self.symtab) else None
+
+    def _functions(self) -> list[CubinFunction]:
+        elf = self.elf
+        funcs: list[CubinFunction] = []
+        by_section: dict[int, CubinFunction] = {}
+        for sec in elf.sections:
+            if not sec.name.startswith(".text.") or sec.sh_type != C.SHT_PROGBITS:
+                continue
+            sym = self._symbol(sec.sh_info & 0xFFFFFF)
+            name = sym.name if sym is not None and sym.name else sec.name[len(".text."):]
+            entry = bool(sym is not None and sym.st_other & STO_CUDA_ENTRY)
+            f = CubinFunction(name, sec.sh_info & 0xFFFFFF, sec.index, entry, sym.st_size if sym else sec.sh_size)
+            f.registers = sec.sh_info >> 24
+            funcs.append(f)
+            by_section[sec.index] = f
+        by_symbol = {f.symbol: f for f in funcs}
+        by_name = {f.name: f for f in funcs}
+        for rec in self.global_records:
+            if rec.attr in E.INDEXED and len(rec.payload) >= 8:
+                sym_i, value = rec.words()[:2]
+                g = by_symbol.get(sym_i)
+                if g is None:
+                    continue
+                if rec.attr == E.CODES["REGCOUNT"]:
+                    g.regcount = value
+                elif rec.attr == E.CODES["FRAME_SIZE"]:
+                    g.frame_size = value
+                elif rec.attr == E.CODES["MIN_STACK_SIZE"]:
+                    g.min_stack_size = value
+                else:
+                    g.max_stack_size = value
+        for f in funcs:
+            if f.is_entry and f.regcount is not None:
+                f.registers = f.regcount
+        for sec in elf.sections:
+            owner = self._owner(sec, by_section, by_name)
+            if owner is None:
+                continue
+            if sec.sh_type == SHT_CUDA_INFO:
+                self._apply_records(owner, parse_nvinfo(sec.view))
+            elif sec.name.startswith(".nv.shared.") and not sec.name.startswith(".nv.shared.reserved"):
+                owner.shared += sec.sh_size
+            elif sec.name.startswith(".nv.local."):
+                owner.local += sec.sh_size
+            else:
+                m = _CONST_RE.match(sec.name)
+                if m and m[2] is not None:
+                    owner.constant_banks[int(m[1])] = owner.constant_banks.get(int(m[1]), 0) + sec.sh_size
+        return funcs
+
+    @staticmethod
+    def _owner(sec: Section, by_section: dict[int, CubinFunction],
+               by_name: dict[str, CubinFunction]) -> CubinFunction | None:
+        for prefix in (".nv.info.", ".nv.shared.", ".nv.local.", ".nv.constant"):
+            if sec.name.startswith(prefix):
+                break
+        else:
+            return None
+        if sec.sh_flags & C.SHF_INFO_LINK and sec.sh_info in by_section:
+            return by_section[sec.sh_info]
+        suffix = sec.name.split(".", 3)[-1] if sec.name.count(".") >= 3 else ""
+        return by_name.get(suffix)
+
+    def _apply_records(self, f: CubinFunction, records: list[NvInfoRecord]) -> None:
+        f.records = records
+        codes = E.CODES
+        for r in records:
+            try:
+                words = r.words() if r.payload else []
+            except DeviceBinaryError:
+                words = []
+            if r.attr == codes["CBANK_PARAM_SIZE"]:
+                f.param_size = r.value
+            elif r.attr == codes["PARAM_CBANK"] and len(words) >= 2:
+                f.param_cbank = (words[0], words[1] & 0xFFFF, words[1] >> 16)
+            elif r.attr in (codes["KPARAM_INFO"], codes["KPARAM_INFO_V2"]):
+                p = decode_kparam(r)
+                if p is not None:
+                    f.params.append(p)
+            elif r.attr in E.DIM3 and len(words) >= 3:
+                dims = (words[0], words[1], words[2])
+                if r.attr == codes["MAX_THREADS"]:
+                    f.max_threads = dims
+                elif r.attr == codes["REQNTID"]:
+                    f.reqntid = dims
+                else:
+                    f.cluster_dims = dims
+            elif r.attr == codes["MAXREG_COUNT"]:
+                f.max_registers = r.value
+            elif r.attr == codes["NUM_BARRIERS"]:
+                f.num_barriers = r.value
+            elif r.attr == codes["EXIT_INSTR_OFFSETS"]:
+                f.exit_offsets = words
+            elif r.attr == codes["EXTERNS"]:
+                f.externs = [s.name for w in words if (s := self._symbol(w)) is not None]
+            elif r.attr == codes["CRS_STACK_SIZE"] and words:
+                f.crs_stack_size = words[0]
+            elif r.attr == codes["CUDA_API_VERSION"] and words:
+                f.cuda_api_version = words[0]
+        f.params.sort(key=lambda p: p.ordinal)
+
+    # -- module-wide ----------------------------------------------------------------------
+    @property
+    def global_bytes(self) -> int:
+        return sum(s.sh_size for s in self.elf.sections if s.name in (".nv.global", ".nv.global.init"))
+
+    @property
+    def common_constant_banks(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for s in self.elf.sections:
+            m = _CONST_RE.match(s.name)
+            if m and m[2] is None:
+                out[int(m[1])] = out.get(int(m[1]), 0) + s.sh_size
+        return out
+
+    def function(self, name: str) -> CubinFunction | None:
+        return next((f for f in self.functions if f.name == name), None)
+
+    # -- call graph and prototypes ---------------------------------------------------------
+    def string_at(self, offset: int) -> str:
+        strtab = self.elf.sections[self.symtab.section.sh_link]
+        return strtab.view.cstr(offset, "prototype string")
+
+    def _name(self, i: int) -> str:
+        s = self._symbol(i)
+        if s is None:
+            raise FormatError("call graph names a symbol outside the symbol table", fmt="cubin", value=i)
+        return s.name
+
+    @cached_property
+    def raw_callgraph(self) -> NvCallGraph | None:
+        sec = next((s for s in self.elf.sections if s.sh_type == SHT_CUDA_CALLGRAPH), None)
+        return parse_callgraph(sec.view) if sec is not None else None
+
+    @cached_property
+    def callgraph(self) -> CubinCallGraph | None:
+        cg = self.raw_callgraph
+        if cg is None:
+            return None
+        return CubinCallGraph(
+            direct=tuple((self._name(a), self._name(b)) for a, b in cg.direct),
+            address_taken=tuple((self._name(a), self.string_at(b)) for a, b in cg.address_taken),
+            indirect=tuple((self._name(a), self.string_at(b)) for a, b in cg.indirect),
+            address_refs=tuple((self._name(a), self._name(b)) for a, b in cg.address_refs),
+            unknown_blocks=tuple((m, tuple(p)) for m, p in cg.unknown),
+        )
+
+    @cached_property
+    def prototypes(self) -> dict[str, str]:
+        """Function name -> prototype string, from ``.nv.prototype``."""
+        sec = next((s for s in self.elf.sections if s.sh_type == SHT_CUDA_PROTOTYPE), None)
+        if sec is None:
+            return {}
+        return {self._name(s): self.string_at(o) for s, o in parse_prototype_section(sec.view)}

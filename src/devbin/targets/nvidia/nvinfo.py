@@ -1,0 +1,104 @@
+"""NVIDIA ``.nv.info`` / ``.nv.info.<function>`` / ``.nv.compat`` records.
+
+Layout (shared/reference/nvidia-formats.md §2.4): records packed back to
+back to ``sh_size``, each starting with ``u8 fmt, u8 attr`` then
+
+* ``EIFMT_NVAL`` (1): ``u16 0``, no payload (a flag);
+* ``EIFMT_BVAL`` (2): the value in the next byte, then a zero byte;
+* ``EIFMT_HVAL`` (3): a ``u16`` value;
+* ``EIFMT_SVAL`` (4): a ``u16`` payload length, then that many bytes.
+
+Records are not padded in the format itself, but every payload seen is a
+multiple of 4, which keeps them 4-byte aligned.  Unknown codes and formats
+are kept: an unknown ``fmt`` cannot be sized, so the rest of the section is
+kept as one opaque record (never an error, never dropped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from devbin.binary import ByteView
+from devbin.targets.nvidia import eiattr as E
+
+
+@dataclass(frozen=True, slots=True)
+class NvInfoRecord:
+    offset: int  # of the record in its section
+    fmt: int
+    attr: int
+    value: int | None  # BVAL/HVAL value
+    payload: bytes  # SVAL payload (or, for an unsizeable record, every byte from here to the end)
+
+    @property
+    def name(self) -> str:
+        return E.eiattr_name(self.attr)
+
+    @property
+    def raw_size(self) -> int:
+        return 4 + (len(self.payload) if self.fmt == E.EIFMT_SVAL else 0)
+
+    def words(self, view_where: str = "") -> list[int]:
+        """The payload as little-endian u32 words (a trailing partial word is ignored)."""
+        v = ByteView(self.payload, fmt="nv.info", where=view_where)
+        return [w for (w,) in v.iter_unpack("I", 0, len(self.payload) // 4)]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"offset": self.offset, "fmt": self.fmt, "fmt_name": E.EIFMT_NAMES.get(self.fmt, f"{self.fmt:#x}"),
+                "attr": self.attr, "name": self.name, "value": self.value, "payload": self.payload.hex()}
+
+
+def parse_nvinfo(view: ByteView) -> list[NvInfoRecord]:
+    """All records of one section; never fails on unknown codes or formats."""
+    out: list[NvInfoRecord] = []
+    cur = view.cursor()
+    while cur.remaining > 0:
+        at = cur.pos
+        if cur.remaining < 4:
+            out.append(NvInfoRecord(at, -1, -1, None, bytes(cur.bytes(cur.remaining))))
+            break
+        fmt, attr = cur.u8(), cur.u8()
+        if fmt in (E.EIFMT_NVAL, E.EIFMT_HVAL):
+            value = cur.u16()
+            out.append(NvInfoRecord(at, fmt, attr, value if fmt == E.EIFMT_HVAL else None, b""))
+        elif fmt == E.EIFMT_BVAL:
+            value = cur.u8()
+            cur.skip(1)
+            out.append(NvInfoRecord(at, fmt, attr, value, b""))
+        elif fmt == E.EIFMT_SVAL:
+            size = cur.u16()
+            out.append(NvInfoRecord(at, fmt, attr, None, bytes(cur.bytes(size, f"{E.eiattr_name(attr)} payload"))))
+        else:
+            cur.pos = at
+            out.append(NvInfoRecord(at, fmt, attr, None, bytes(cur.bytes(cur.remaining))))
+            break
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class KParam:
+    """One kernel parameter from ``KPARAM_INFO`` (0x17) or ``KPARAM_INFO_V2`` (0x45)."""
+
+    ordinal: int
+    offset: int
+    size: int
+    log2_align: int
+    space: int
+    cbank: int
+    in_cbank: bool
+
+
+def decode_kparam(rec: NvInfoRecord) -> KParam | None:
+    """``KPARAM_INFO``: u32 index, u16 ordinal, u16 offset, u32 packed (bits 0-7 log2 align, 8-11 space,
+    12-16 cbank, bit 17 *not* in a cbank, bits 18-31 size).  ``KPARAM_INFO_V2``: u32 index, u16 ordinal,
+    u16 offset, u16 size, u16 attributes."""
+    if len(rec.payload) < 12:
+        return None
+    v = ByteView(rec.payload, fmt="nv.info")
+    _, ordinal, offset = v.unpack("IHH", 0)
+    if rec.attr == E.CODES["KPARAM_INFO_V2"]:
+        size, _attrs = v.unpack("HH", 8)
+        return KParam(ordinal, offset, size, 0, 0, 0, True)
+    (packed,) = v.unpack("I", 8)
+    return KParam(ordinal, offset, packed >> 18, packed & 0xFF, (packed >> 8) & 0xF, (packed >> 12) & 0x1F,
+                  not packed & (1 << 17))
