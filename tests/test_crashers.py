@@ -4,6 +4,8 @@
   made the editor pad the output to an exabyte (MemoryError).  Now: FormatError naming the section.
 * ``elf-edit-bad-e_shstrndx.bin``: e_shstrndx past the section table (tolerated by the reader as a
   warning); adding a section indexed past the end (IndexError).  Now: FormatError.
+* ``cubin-symtab-link-out-of-range.bin``: a cubin whose ``.symtab`` sh_link is past the section table;
+  reading a prototype string indexed the section list (IndexError).  Now: FormatError.
 """
 
 from __future__ import annotations

@@ -11,9 +11,13 @@ from typing import Any
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.devsec.elf import devbin_sections, read_code_object
+from devbin.formats.elf import constants as C
 from devbin.formats.elf.describe import describe
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import CodeObject
+from devbin.targets.nvidia.cubin import Cubin
+from devbin.targets.nvidia.describe import describe_cubin
+from devbin.targets.nvidia.importer import import_cubin
 
 
 def code_object_dict(obj: CodeObject) -> dict[str, Any]:
@@ -40,11 +44,23 @@ def inspect_elf(elf: ElfFile, *, file: str = "", warnings: list[DeviceBinaryErro
     out: dict[str, Any] = {"file": file, "format": "elf"}
     out.update(describe(elf))
     out["devbin"] = None
+    out["devbin_source"] = None
     out["devbin_error"] = None
+    out["nvidia"] = None
     if devbin_sections(elf):
         try:
             obj = read_code_object(elf)
             out["devbin"] = code_object_dict(obj) if obj is not None else None
+            out["devbin_source"] = "devbin sections"
+        except DeviceBinaryError as e:
+            out["devbin_error"] = str(e)
+    if elf.header.e_machine == C.EM_CUDA:
+        try:
+            cubin = Cubin(elf)
+            out["nvidia"] = describe_cubin(cubin)
+            if out["devbin"] is None:
+                out["devbin"] = code_object_dict(import_cubin(elf))
+                out["devbin_source"] = "imported from the cubin's NVIDIA sections"
         except DeviceBinaryError as e:
             out["devbin_error"] = str(e)
     out["warnings"] = [str(w) for w in (warnings or [])]

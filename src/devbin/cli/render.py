@@ -62,10 +62,12 @@ def render_elf(r: dict[str, Any], out: TextIO) -> None:
                 w(f"  {n['section']}: cannot decode: {n['error']}\n")
             else:
                 w(f"  {n['section']:24} {n['owner']:16} {n['type_name']:24} {n['size']} bytes\n")
+    if r.get("nvidia"):
+        render_nvidia(r["nvidia"], out)
     if r.get("devbin_error"):
-        w(f"\nDevbin sections: cannot decode: {r['devbin_error']}\n")
+        w(f"\nDevice model: cannot decode: {r['devbin_error']}\n")
     elif r.get("devbin") is not None:
-        render_code_object(r["devbin"], out)
+        render_code_object(r["devbin"], out, r.get("devbin_source") or "devbin sections")
     else:
         w("\nDevbin sections: none\n")
     for msg in r.get("warnings", []):
@@ -102,10 +104,35 @@ def _proto(p: dict[str, Any]) -> str:
     return f"{_type(p['ret'])}({', '.join(_type(x) for x in p['params'])}) [{p['callconv']}]"
 
 
-def render_code_object(d: dict[str, Any], out: TextIO) -> None:
+def render_nvidia(n: dict[str, Any], out: TextIO) -> None:
+    w = out.write
+    w(f"\nNVIDIA cubin: {n['arch']} (ELF ABI version {n['abi_version']}), virtual arch {n['virtual_arch'] or '?'}, "
+      f"{'relocatable' if n['relocatable'] else 'executable'}\n")
+    if n["toolkit"]:
+        tk = n["toolkit"]
+        w(f"  built by {tk['tool']} {tk['version']} ({tk['branch']}), options: {tk['options'].strip()}\n")
+    for sec in n["nv_info"]:
+        w(f"  {sec['section']}:\n")
+        for r in sec["records"]:
+            if r.get("decoded"):
+                val = r["decoded"]
+            elif r["fmt"] in (2, 3):
+                val = str(r["value"])
+            elif r["fmt"] == 1:
+                val = ""
+            else:
+                val = r["payload"]
+            w(f"    {r['name']:36} {r['fmt_name']:10} {val}\n")
+    for ref in n.get("address_refs") or []:
+        w(f"  address reference: {ref['function']} -> &{ref['references']}\n")
+    if n.get("callgraph_error"):
+        w(f"  .nv.callgraph: cannot decode: {n['callgraph_error']}\n")
+
+
+def render_code_object(d: dict[str, Any], out: TextIO, source: str = "devbin sections") -> None:
     w = out.write
     t = d.get("target")
-    w("\nDevbin sections:\n")
+    w(f"\nDevice model ({source}):\n")
     if t:
         w(f"  target: {t['target_id']} (vendor {t['vendor'] or '?'})\n")
     if d["metadata"]:

@@ -287,8 +287,12 @@ class Cubin:
 
     # -- call graph and prototypes ---------------------------------------------------------
     def string_at(self, offset: int) -> str:
-        strtab = self.elf.sections[self.symtab.section.sh_link]
-        return strtab.view.cstr(offset, "prototype string")
+        """The string at ``offset`` in the symbol table's string table (where prototype strings live)."""
+        link = self.symtab.section.sh_link
+        if not 0 < link < len(self.elf.sections):
+            raise FormatError("the symbol table links to no string table", fmt="cubin", where=self.elf.where,
+                              value=link)
+        return self.elf.sections[link].view.cstr(offset, "prototype string")
 
     def _name(self, i: int) -> str:
         s = self._symbol(i)
