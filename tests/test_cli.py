@@ -118,10 +118,11 @@ def test_tour(tmp_path: Path) -> None:
     assert code == 0
     assert "decoded model equals the original" in text
     assert "every loadable byte, symbol and relocation unchanged" in text
-    assert (tmp_path / "sample.o").exists() and (tmp_path / "sample_sm90.annotated.cubin").exists()
+    assert (tmp_path / "sample.o").exists() and (tmp_path / "sample_sm90_rdc.annotated.cubin").exists()
     code, js = _run("tour", "--out", str(tmp_path), "--json")
     data = json.loads(js)
     assert code == 0 and data["sample"]["round_trip_equal"] and data["cubin"]["loader_differences"] == []
+    assert data["cubin"]["round_trip_equal"] and data["cubin"]["callgraph"]["nodes"][1]["calls"] == ["axpy_one"]
 
 
 def test_help_and_module_entry() -> None:

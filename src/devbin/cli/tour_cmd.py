@@ -5,9 +5,13 @@
    prototypes, metadata).
 2. Writes it as a new ELF object carrying devbin's device sections.
 3. Reads the file back and checks the decoded model equals the original.
-4. Annotates the shipped sm_90 cubin (built by ptxas from sample.ptx) in
-   place and checks that every byte the CUDA loader reads is unchanged.
-5. Prints `devbin inspect` of both files.
+4. Imports a real cubin it ships (sm_90, relocatable, built by ptxas from
+   sample.ptx): its functions, registers, stack, parameters and call graph
+   from NVIDIA's .nv.info/.nv.callgraph/.nv.prototype sections.
+5. Annotates that cubin with the devbin sections in place, checks that every
+   byte the CUDA loader reads is unchanged and that reading the sections
+   back gives the imported model.
+6. Prints `devbin inspect` of both files.
 
 Files are written to --out (default: ./devbin-tour).
 """
@@ -18,13 +22,17 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
+from devbin.analysis.callgraph import format_text
+from devbin.analysis.callgraph import to_dict as graph_dict
 from devbin.cli.render import dump_json, render_elf
 from devbin.formats.devsec.elf import annotate, devbin_sections, read_code_object
 from devbin.formats.elf.compare import loader_differences
 from devbin.formats.elf.reader import ElfFile
 from devbin.report import inspect_elf
 from devbin.samples import sample_code_object, sample_cubin_bytes, sample_elf_bytes
-from devbin.targets.nvidia import code_object_from_symbols
+from devbin.targets.nvidia.cubin import Cubin
+from devbin.targets.nvidia.importer import import_cubin
+from devbin.targets.nvidia.resources import usage
 
 HELP = "build, write, read back and print the shipped sample device code objects"
 
@@ -45,14 +53,18 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     back = read_code_object(elf)
     round_trip = back == model
 
-    cubin = sample_cubin_bytes()
-    cubin_in = ElfFile(cubin, where="sample_sm90.cubin")
-    annotated = annotate(cubin_in, code_object_from_symbols(cubin_in))
-    cubin_path = folder / "sample_sm90.annotated.cubin"
-    (folder / "sample_sm90.cubin").write_bytes(cubin)
+    cubin = sample_cubin_bytes(relocatable=True)
+    cubin_in = ElfFile(cubin, where="sample_sm90_rdc.cubin")
+    imported = import_cubin(cubin_in)
+    annotated = annotate(cubin_in, imported)
+    cubin_path = folder / "sample_sm90_rdc.annotated.cubin"
+    (folder / "sample_sm90_rdc.cubin").write_bytes(cubin)
     cubin_path.write_bytes(annotated)
     cubin_out = ElfFile(annotated, where=str(cubin_path))
     diffs = loader_differences(cubin_in, cubin_out)
+    cubin_back = read_code_object(cubin_out)
+    cubin_round_trip = cubin_back is not None and cubin_back.functions == imported.functions \
+        and cubin_back.callgraph == imported.callgraph
 
     result: dict[str, Any] = {
         "sample": {
@@ -68,6 +80,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             "size_after": len(annotated),
             "sections": {n: s.sh_size for n, s in devbin_sections(cubin_out).items()},
             "loader_differences": diffs,
+            "round_trip_equal": cubin_round_trip,
+            "resources": usage(Cubin(cubin_in)),
+            "callgraph": graph_dict(imported, imported.target.target_id if imported.target else "?"),
         },
         "inspect": [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path))],
     }
@@ -82,12 +97,18 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         w(f"2. wrote {s['file']} ({s['size']} bytes); devbin sections: "
           + ", ".join(f"{n} {b} B" for n, b in s["sections"].items()) + "\n")
         w(f"3. read back: decoded model {'equals' if round_trip else 'DIFFERS FROM'} the original\n")
-        w(f"4. annotated the shipped sm_90 cubin: {c['size_before']} -> {c['size_after']} bytes, "
+        w("4. imported the shipped sm_90 relocatable cubin (ptxas -c sample.ptx):\n")
+        for f in c["resources"]["functions"]:
+            w(f"   {f['kind']:7} {f['name']}: REG {f['registers']} (EIATTR_REGCOUNT {f['regcount']}), "
+              f"STACK {f['stack']}, SHARED {f['shared']}, LOCAL {f['local']}\n")
+        w("   " + format_text(imported, c["resources"]["arch"]).replace("\n", "\n   ").rstrip() + "\n")
+        w(f"5. annotated it: {c['size_before']} -> {c['size_after']} bytes, "
           + ", ".join(f"{n} {b} B" for n, b in c["sections"].items()) + "; "
-          + ("every loadable byte, symbol and relocation unchanged" if not diffs else "; ".join(diffs)) + "\n")
+          + ("every loadable byte, symbol and relocation unchanged" if not diffs else "; ".join(diffs))
+          + f"; read back {'equals' if cubin_round_trip else 'DIFFERS FROM'} the imported model\n")
         w(f"   -> {c['file']}\n")
-        w("5. devbin inspect of both:\n\n")
+        w("6. devbin inspect of both:\n\n")
         for rep in result["inspect"]:
             render_elf(rep, out)
             w("\n")
-    return 0 if round_trip and not diffs else 1
+    return 0 if round_trip and cubin_round_trip and not diffs else 1

@@ -6,9 +6,11 @@
   metadata.  It is synthetic: the facts are realistic, the code bytes are not
   (the object's ``.text`` holds zero bytes of the declared sizes), so it is
   written for ``EM_NONE`` and no vendor tool will try to run it.
-* ``sample_sm90.cubin``: a real cubin, built by ``ptxas -arch=sm_90`` from the
-  committed ``sample.ptx`` (``tests/fixtures/make-fixtures.sh``), for showing
-  that devbin annotates a vendor file without disturbing it.
+* ``sample_sm90.cubin`` and ``sample_sm90_rdc.cubin``: real cubins, built by
+  ``ptxas -arch=sm_90`` (and ``-c``, relocatable, which keeps the device
+  function separate, with a call graph) from the committed ``sample.ptx``
+  (``tests/fixtures/make-fixtures.sh``): the tour imports their metadata and
+  annotates them without disturbing what the driver reads.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ def sample_elf_bytes() -> bytes:
     return write(with_devbin_sections(sample_elf_model(obj), obj))
 
 
-def sample_cubin_bytes() -> bytes:
-    """The shipped sm_90 cubin (built by ptxas from ``sample.ptx``)."""
-    return resources.files(__package__).joinpath("sample_sm90.cubin").read_bytes()
+def sample_cubin_bytes(relocatable: bool = False) -> bytes:
+    """A shipped sm_90 cubin built by ptxas from ``sample.ptx``: executable, or relocatable (``ptxas -c``)."""
+    name = "sample_sm90_rdc.cubin" if relocatable else "sample_sm90.cubin"
+    return resources.files(__package__).joinpath(name).read_bytes()

@@ -64,11 +64,6 @@ def read_code_object(elf: ElfFile, *, target: Target | None = None) -> CodeObjec
     return _with_symbol_facts(elf, table, obj) if table is not None else obj
 
 
-_BINDINGS = {EC.STB_LOCAL: "local", EC.STB_GLOBAL: "global", EC.STB_WEAK: "weak"}
-_VISIBILITY = {EC.STV_DEFAULT: "default", EC.STV_INTERNAL: "internal", EC.STV_HIDDEN: "hidden",
-               EC.STV_PROTECTED: "protected"}
-
-
 def _with_symbol_facts(elf: ElfFile, table: SymbolTable, obj: CodeObject) -> CodeObject:
     """Fill what the symbol table knows (section, offset, size, binding, visibility) into each function.
 
@@ -83,9 +78,8 @@ def _with_symbol_facts(elf: ElfFile, table: SymbolTable, obj: CodeObject) -> Cod
             continue
         s = table[i]
         sec = elf.sections[s.st_shndx].name if 0 < s.st_shndx < len(elf.sections) else ""
-        funcs.append(replace(f, section=sec, offset=s.st_value, size=s.st_size,
-                             binding=_BINDINGS.get(s.bind, str(s.bind)),
-                             visibility=_VISIBILITY.get(s.visibility, str(s.visibility))))
+        funcs.append(replace(f, section=sec, offset=s.st_value, size=s.st_size, binding=EC.binding_word(s.bind),
+                             visibility=EC.visibility_word(s.visibility)))
     return replace(obj, functions=tuple(funcs))
 
 

@@ -266,6 +266,19 @@ def simple_name(table: Mapping[int, str], value: int) -> str:
     return table.get(value, f"{value:#x}")
 
 
+_BINDING_WORDS = {STB_LOCAL: "local", STB_GLOBAL: "global", STB_WEAK: "weak"}
+_VISIBILITY_WORDS = {STV_DEFAULT: "default", STV_INTERNAL: "internal", STV_HIDDEN: "hidden", STV_PROTECTED: "protected"}
+
+
+def binding_word(bind: int) -> str:
+    """The model's word for a symbol binding: ``local``/``global``/``weak``, else the number."""
+    return _BINDING_WORDS.get(bind, str(bind))
+
+
+def visibility_word(vis: int) -> str:
+    return _VISIBILITY_WORDS.get(vis, str(vis))
+
+
 def stt_name(value: int, machine: int = EM_NONE) -> str:
     return STT_BY_MACHINE.get(machine, {}).get(value) or STT_NAMES.get(value) or f"{value:#x}"
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from devbin import __version__
 from devbin.errors import DeviceBinaryError
+from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import (
     Applies,
@@ -168,8 +169,12 @@ def import_cubin(elf: ElfFile, *, diag: Diag | None = None) -> CodeObject:
         kind = FunctionKind.KERNEL if f.is_entry else (
             FunctionKind.INDIRECT_TARGET if f.name in address_taken_names else FunctionKind.DEVICE)
         p = fn_proto.get(f.name)
+        sym = cubin.symtab[f.symbol] if 0 < f.symbol < len(cubin.symtab) else None
         functions.append(Function(f.name, kind, tuple(_attributes(f, protos.index(p) if p else None)),
-                                  section=elf.sections[f.text_section].name, size=f.size))
+                                  section=elf.sections[f.text_section].name, size=f.size,
+                                  offset=sym.st_value if sym else 0,
+                                  binding=C.binding_word(sym.bind) if sym else "global",
+                                  visibility=C.visibility_word(sym.visibility) if sym else "default"))
     external = {callee for _, callee in direct if callee not in defined}
     for f in cubin.functions:
         external.update(e for e in f.externs if e not in defined)
