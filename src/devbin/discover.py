@@ -1,0 +1,585 @@
+"""Find every device image in files, folders, ``ar`` archives and zip files (wheels, eggs).
+
+``discover(paths)`` yields one :class:`Found` per device image, in a deterministic
+order: paths in the order given, folders walked in sorted name order, members in
+archive order, sections in section-table order, fatbins and entries in file order.
+
+Where images are looked for, by the first bytes of each file or member:
+
+* **host ELF** (objects, shared libraries, executables), shared/reference/nvidia-formats.md
+  §1.1 and §3:
+
+  - sections ``.nv_fatbin`` (whole-program and ``nvcc -dlink`` output; a linked program
+    holds several fatbins back to back, each 8-aligned) and ``__nv_relfatbin`` (``-rdc``
+    objects).  Zero bytes between or after the fatbins are section padding and skipped.
+  - ``.nvFatBinSegment``: 24-byte ``__fatBinC_Wrapper_t`` records (version 1, or 2 for the
+    ``-dlink`` "link" wrapper).  Each is reported in :attr:`ScanReport.wrappers` together
+    with the fatbin it points at.  In a relocatable object the pointer on disk is 0 and the
+    real target is a relocation at wrapper+8, so it is resolved through the relocation's
+    symbol and addend; in executables and libraries it is an address, resolved through the
+    section addresses.  A fatbin a wrapper points at that the section walk did not find is
+    parsed there and reported.
+  - every other ``SHT_PROGBITS`` section (``.rodata``, ``.data`` ...), where libraries keep
+    fatbins for ``cuModuleLoadData``: the fatbin magic ``50 ed 55 ba`` is looked for at
+    8-aligned addresses, and a hit counts only when the whole fatbin parses, it has at
+    least one entry and every entry has the entry version 0x0101 and a known kind, so random
+    bytes that happen to hold the magic are not reported.
+* **bare cubins** (ELF, ``e_machine`` 190): one :class:`Found` of kind ``elf`` with the SM
+  from ``e_flags`` (ABI v8 / OS/ABI 0x41: bits 8..15; older: the low byte).
+  **AMDGPU code objects** (``e_machine`` 224) are listed as kind ``amdgpu``.
+* **bare fatbins** (one or several back to back).
+* **ar archives** (regular, BSD, thin): every member, recursively.  Thin members are read
+  from disk only when they lie inside the archive's folder (``follow_thin_outside`` lifts
+  that); from :func:`discover_bytes` they cannot be read and are reported as warnings.
+* **zip files** (``.whl``, ``.egg``, ``.zip``, also a zip inside a zip): members are read
+  into memory one at a time, never extracted to disk; a member whose first bytes are no
+  known magic is skipped after reading those bytes only.
+
+Display paths: ``dir/file.so``, ``lib.a(k.o)``, ``pkg.whl!torch/lib/libx.so``,
+``outer.zip!inner.whl!x.so``.
+
+A corrupt or unreadable member yields nothing and adds a line to
+:attr:`ScanReport.warnings`; the scan goes on.  Only a top-level path that cannot be
+opened raises (``OSError``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import mmap
+import os
+import stat
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from devbin.binary import Buffer, ByteView
+from devbin.detect import AR, AR_THIN, CUDA_FATBIN, ELF, detect
+from devbin.errors import DeviceBinaryError
+from devbin.formats.ar import ArchiveFile
+from devbin.formats.elf import constants as EC
+from devbin.formats.elf.reader import ElfFile, Section
+from devbin.formats.fatbin import Fatbin, FatbinEntry, parse_fatbin, parse_wrapper
+from devbin.formats.fatbin import constants as FC
+
+__all__ = ["ElfImage", "Found", "ScanReport", "WrapperInfo", "discover", "discover_bytes"]
+
+FATBIN_SECTIONS: tuple[str, ...] = (".nv_fatbin", "__nv_relfatbin")
+WRAPPER_SECTION = ".nvFatBinSegment"
+FATBIN_MAGIC = b"\x50\xed\x55\xba"
+ZIP_MAGICS: tuple[bytes, ...] = (b"PK\x03\x04", b"PK\x05\x06")
+
+#: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
+MAX_DEPTH = 12
+#: Zip members larger than this are not read (a warning says so).
+MAX_MEMBER_SIZE = 8 << 30
+
+_SNIFF = 8
+_EM_CUDA = 190
+_EM_AMDGPU = 224
+
+# EF_AMDGPU_MACH (e_flags bits 0..7), shared/reference/llvm-amdgpu-formats.md §4.1.
+_AMDGPU_MACH: dict[int, str] = {
+    0x2C: "gfx900", 0x2D: "gfx902", 0x2E: "gfx904", 0x2F: "gfx906", 0x30: "gfx908", 0x31: "gfx909",
+    0x32: "gfx90c", 0x33: "gfx1010", 0x34: "gfx1011", 0x35: "gfx1012", 0x36: "gfx1030", 0x37: "gfx1031",
+    0x38: "gfx1032", 0x39: "gfx1033", 0x3D: "gfx1035", 0x3E: "gfx1034", 0x3F: "gfx90a", 0x40: "gfx940",
+    0x41: "gfx1100", 0x42: "gfx1013", 0x43: "gfx1150", 0x44: "gfx1103", 0x45: "gfx1036", 0x46: "gfx1101",
+    0x47: "gfx1102", 0x48: "gfx1200", 0x49: "gfx1250", 0x4A: "gfx1151", 0x4B: "gfx941", 0x4C: "gfx942",
+    0x4E: "gfx1201", 0x4F: "gfx950", 0x51: "gfx9-generic", 0x52: "gfx10-1-generic", 0x53: "gfx10-3-generic",
+    0x54: "gfx11-generic", 0x55: "gfx1152", 0x58: "gfx1153", 0x59: "gfx12-generic", 0x5F: "gfx9-4-generic",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ElfImage:
+    """Facts of a bare device ELF (a cubin or an AMDGPU code object)."""
+
+    machine: int
+    e_type: int
+    e_flags: int
+    osabi: int
+    abi_version: int
+    size: int
+    arch: str
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One device image.
+
+    ``path`` is the display path of the innermost file; ``container`` where in it the
+    image sits (``.nv_fatbin``, ``__nv_relfatbin``, ``.rodata`` or another section name,
+    or for a bare cubin/fatbin ``file``, ``ar`` or ``zip`` by what holds it);
+    ``fatbin_index`` counts the fatbins of that container from 0 (None for a bare cubin);
+    ``fatbin_offset`` is the fatbin's offset in the innermost file; ``entry_index`` the
+    entry's index in its fatbin.  ``size`` is the bytes on disk (the payload area of a
+    fatbin entry, the whole file of a bare ELF) and ``uncompressed_size`` the image size
+    after decompression (equal to ``size`` when stored plain).  ``wrapper_version`` is the
+    version of the ``.nvFatBinSegment`` wrapper that points at the fatbin, if one does.
+    """
+
+    path: str
+    container: str
+    kind: str
+    arch: str
+    size: int
+    uncompressed_size: int
+    compression: str = "none"
+    identifier: str = ""
+    fatbin_index: int | None = None
+    fatbin_offset: int | None = None
+    entry_index: int | None = None
+    wrapper_version: int | None = None
+    entry: FatbinEntry | None = field(default=None, compare=False, repr=False)
+    elf: ElfImage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WrapperInfo:
+    """One 24-byte ``.nvFatBinSegment`` wrapper and the fatbin it points at.
+
+    ``offset`` is the wrapper's file offset; ``target_section``/``target_offset`` (file
+    offset) say where its data pointer leads, or are ``""``/None when it could not be
+    resolved; ``found`` says whether a fatbin was found there.
+    """
+
+    path: str
+    index: int
+    offset: int
+    version: int
+    target_section: str
+    target_offset: int | None
+    found: bool
+
+
+@dataclass
+class ScanReport:
+    """What a scan noticed besides the images: warnings, wrappers, counts."""
+
+    warnings: list[str] = field(default_factory=list)
+    wrappers: list[WrapperInfo] = field(default_factory=list)
+    files: int = 0
+    members: int = 0
+
+    def warn(self, path: str, message: str) -> None:
+        """Add ``message``, prefixed with ``path`` unless it names the path already (errors do)."""
+        self.warnings.append(message if not path or path in message else f"{path}: {message}")
+
+
+Progress = Callable[[int, int], None]
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def discover(
+    paths: Iterable[str | Path],
+    *,
+    progress: Progress | None = None,
+    report: ScanReport | None = None,
+    follow_thin_outside: bool = False,
+) -> Iterator[Found]:
+    """Yield every device image in ``paths`` (files or folders), see the module docstring.
+
+    ``progress(done, total)`` is called with ``done = 0`` first and after each file;
+    ``total`` is the number of files, folders expanded.  ``report`` collects warnings and
+    wrappers.  Raises ``OSError`` for a top-level path that does not exist or cannot be
+    read; problems below it become warnings.
+    """
+    rep = report if report is not None else ScanReport()
+    files: list[tuple[str, Path, bool]] = []  # display path, path, given explicitly
+    for p in paths:
+        path = Path(p)
+        st = path.stat()  # raises OSError for a missing top-level path
+        if stat.S_ISDIR(st.st_mode):
+            files.extend((d, f, False) for d, f in _walk(str(p), path, rep))
+        else:
+            files.append((str(p), path, True))
+    scanner = _Scanner(rep, follow_thin_outside)
+    total = len(files)
+    if progress is not None:
+        progress(0, total)
+    for done, (display, path, explicit) in enumerate(files, 1):
+        rep.files += 1
+        try:
+            yield from scanner.scan_path(path, display)
+        except OSError as e:
+            if explicit:
+                raise
+            rep.warn(display, f"cannot read: {e}")
+        if progress is not None:
+            progress(done, total)
+
+
+def discover_bytes(data: Buffer, where: str, *, report: ScanReport | None = None) -> Iterator[Found]:
+    """Yield every device image in ``data`` (any of the formats above), named ``where``."""
+    rep = report if report is not None else ScanReport()
+    yield from _Scanner(rep, False).scan(data, where, origin="file", depth=0, disk=None)
+
+
+def _walk(display: str, root: Path, rep: ScanReport) -> Iterator[tuple[str, Path]]:
+    """Regular files under ``root`` in sorted order; symlinks are not followed (a link inside
+    the tree leads to something walked anyway, a link out of it must not be followed)."""
+    try:
+        with os.scandir(root) as it:
+            entries = sorted(it, key=lambda d: d.name)
+    except OSError as e:
+        rep.warn(display, f"cannot list folder: {e}")
+        return
+    for ent in entries:
+        sub_display = os.path.join(display, ent.name)
+        try:
+            if ent.is_symlink():
+                continue
+            if ent.is_dir(follow_symlinks=False):
+                yield from _walk(sub_display, Path(ent.path), rep)
+            elif ent.is_file(follow_symlinks=False):
+                yield sub_display, Path(ent.path)
+        except OSError as err:
+            rep.warn(sub_display, f"cannot read: {err}")
+
+
+# --------------------------------------------------------------------------- scanning
+
+
+class _Scanner:
+    def __init__(self, rep: ScanReport, follow_thin_outside: bool) -> None:
+        self.rep = rep
+        self.follow_thin_outside = follow_thin_outside
+
+    # -- files on disk ----------------------------------------------------------
+    def scan_path(self, path: Path, display: str, origin: str = "file", depth: int = 0) -> Iterator[Found]:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF)
+            if head.startswith(ZIP_MAGICS):
+                yield from self._zip(f, display, depth)
+                return
+            if _kind(head) is None:
+                return
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            yield from self.scan(mm, display, origin=origin, depth=depth, disk=path)
+        finally:
+            # Found entries may still hold views into the map; then it goes with them.
+            with contextlib.suppress(BufferError):
+                mm.close()
+
+    # -- any buffer --------------------------------------------------------------
+    def scan(self, data: Buffer, path: str, *, origin: str, depth: int, disk: Path | None) -> Iterator[Found]:
+        view = ByteView(data, where=path)
+        kind = _kind(bytes(view.bytes_at(0, min(_SNIFF, len(view)))))
+        if kind is None:
+            return
+        if depth > MAX_DEPTH:
+            self.rep.warn(path, f"nested more than {MAX_DEPTH} containers deep; not opened")
+            return
+        if kind == "zip":
+            yield from self._zip(io.BytesIO(view.bytes_at(0, len(view))), path, depth)
+            return
+        try:
+            if kind == ELF:
+                yield from self._elf(view, path, origin)
+            elif kind == CUDA_FATBIN:
+                yield from self._bare_fatbins(view, path, origin)
+            elif kind in (AR, AR_THIN):
+                yield from self._archive(view, path, depth, disk)
+        except DeviceBinaryError as e:
+            self.rep.warn(path, str(e))
+
+    # -- ar ------------------------------------------------------------------------
+    def _archive(self, view: ByteView, path: str, depth: int, disk: Path | None) -> Iterator[Found]:
+        ar = ArchiveFile(view, where=path, diag=lambda e: self.rep.warn(path, str(e)))
+        for m in ar.files:
+            where = ar.member_where(m)
+            self.rep.members += 1
+            if not m.thin:
+                yield from self.scan(m.data, where, origin="ar", depth=depth + 1, disk=None)
+                continue
+            if disk is None:
+                self.rep.warn(where, "thin archive member: its data is outside the archive and cannot be read here")
+                continue
+            try:
+                target = ar.thin_member_path(m, disk, allow_outside=self.follow_thin_outside)
+            except DeviceBinaryError as e:
+                self.rep.warn(where, f"{e}; not followed")
+                continue
+            try:
+                yield from self.scan_path(target, where, origin="ar", depth=depth + 1)
+            except OSError as e:
+                self.rep.warn(where, f"cannot read thin member {str(target)!r}: {e}")
+
+    # -- zip ------------------------------------------------------------------------
+    def _zip(self, fileobj: IO[bytes], path: str, depth: int) -> Iterator[Found]:
+        try:
+            zf = zipfile.ZipFile(fileobj)
+            infos = zf.infolist()
+        except Exception as e:  # zipfile raises many types on corrupt input
+            self.rep.warn(path, f"not a readable zip file: {type(e).__name__}: {e}")
+            return
+        with zf:
+            for info in infos:
+                if info.is_dir():
+                    continue
+                where = f"{path}!{info.filename}"
+                self.rep.members += 1
+                data = self._zip_member(zf, info, where)
+                if data is not None:
+                    yield from self.scan(data, where, origin="zip", depth=depth + 1, disk=None)
+
+    def _zip_member(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytes | None:
+        """The member's bytes when its first bytes name a format devbin looks into, else None."""
+        try:
+            with zf.open(info) as fh:
+                head = fh.read(_SNIFF)
+                if _kind(head) is None:
+                    return None
+                if info.file_size > MAX_MEMBER_SIZE:
+                    self.rep.warn(where, f"member of {info.file_size} bytes is larger than the limit; skipped")
+                    return None
+                fh.seek(0)  # re-reads the first bytes rather than copying a large member twice
+                return fh.read()
+        except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption
+            self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
+            return None
+
+    # -- bare fatbins ------------------------------------------------------------
+    def _bare_fatbins(self, view: ByteView, path: str, origin: str) -> Iterator[Found]:
+        fresh = ByteView(view, fmt="fatbin", where=path)
+        for index, offset, fb in self._walk_fatbins(fresh, path, path):
+            yield from _entries(fb, path, origin, index, offset, None)
+
+    # -- ELF -------------------------------------------------------------------------
+    def _elf(self, view: ByteView, path: str, origin: str) -> Iterator[Found]:
+        elf = ElfFile(ByteView(view, where=path), where=path, diag=lambda e: self.rep.warn(path, str(e)))
+        h = elf.header
+        if h.e_machine == _EM_CUDA:
+            yield _bare_elf(elf, path, origin, _cuda_arch(h.ei_osabi, h.ei_abiversion, h.e_flags))
+            return
+        if h.e_machine == _EM_AMDGPU:
+            yield _bare_elf(elf, path, origin, _amdgpu_arch(h.e_flags), kind="amdgpu")
+            return
+        yield from _HostElf(self.rep, elf, path).scan(self)
+
+    def _walk_fatbins(self, view: ByteView, path: str, label: str) -> Iterator[tuple[int, int, Fatbin]]:
+        """Fatbins stored back to back from offset 0 of ``view``; zero padding between them is
+        skipped.  Yields ``(index, offset in view, fatbin)``; a corrupt fatbin ends the walk
+        with a warning (its size is unknown, so nothing after it can be trusted)."""
+        pos = 0
+        index = 0
+        n = len(view)
+        while pos + 4 <= n:
+            if not view.startswith(FATBIN_MAGIC, pos):
+                nxt = view.find(FATBIN_MAGIC, pos)
+                gap_end = n if nxt < 0 else nxt
+                if any(view.bytes_at(pos, gap_end - pos)):
+                    self.rep.warn(path, f"{label}: bytes that are no fatbin at offset {view.base + pos:#x}; "
+                                        "the rest is not read")
+                    return
+                if nxt < 0:
+                    return
+                pos = nxt
+            try:
+                fb = parse_fatbin(view.sub(pos, n - pos), where=f"{label} fatbin #{index}")
+            except DeviceBinaryError as e:
+                self.rep.warn(path, str(e))
+                return
+            yield index, pos, fb
+            index += 1
+            pos += max(fb.size, 8)
+            pos += -pos % 8
+
+
+class _HostElf:
+    """The fatbin search in one host ELF (see the module docstring)."""
+
+    def __init__(self, rep: ScanReport, elf: ElfFile, path: str) -> None:
+        self.rep = rep
+        self.elf = elf
+        self.path = path
+        # (section index, offset in section) of every fatbin found, with its wrapper version.
+        self.seen: dict[tuple[int, int], int | None] = {}
+        self.counts: dict[int, int] = {}
+
+    def scan(self, scanner: _Scanner) -> Iterator[Found]:
+        elf = self.elf
+        wrappers = self._wrappers()
+        pointed = {(sec, off): ver for (_, ver, sec, off) in wrappers if sec is not None and off is not None}
+        results: list[Found] = []
+        for sec in elf.sections:
+            if sec.name in FATBIN_SECTIONS and sec.file_size:
+                for index, offset, fb in scanner._walk_fatbins(sec.view, self.path, sec.name):
+                    results.extend(self._found(sec, index, offset, fb, pointed))
+        for sec in elf.sections:
+            if self._scannable(sec):
+                results.extend(self._scan_section(sec, pointed))
+        for key, ver in pointed.items():
+            if key not in self.seen:
+                results.extend(self._at_pointer(key, ver))
+        for i, (off, ver, w_sec, w_off) in enumerate(wrappers):
+            target = elf.sections[w_sec].name if w_sec is not None else ""
+            t_off = elf.sections[w_sec].sh_offset + w_off if w_sec is not None and w_off is not None else None
+            self.rep.wrappers.append(WrapperInfo(self.path, i, off, ver, target, t_off,
+                                                 (w_sec, w_off) in self.seen if w_sec is not None else False))
+        yield from results
+
+    def _found(self, sec: Section, index: int, offset: int, fb: Fatbin,
+               pointed: dict[tuple[int, int], int]) -> list[Found]:
+        ver = pointed.get((sec.index, offset))
+        self.seen[(sec.index, offset)] = ver
+        self.counts[sec.index] = index + 1
+        return list(_entries(fb, self.path, sec.name, index, sec.sh_offset + offset, ver))
+
+    @staticmethod
+    def _scannable(sec: Section) -> bool:
+        return (sec.sh_type == EC.SHT_PROGBITS and sec.file_size >= FC.FATBIN_HEADER_SIZE + FC.ENTRY_HEADER_SIZE
+                and sec.name not in (*FATBIN_SECTIONS, WRAPPER_SECTION))
+
+    def _scan_section(self, sec: Section, pointed: dict[tuple[int, int], int]) -> Iterator[Found]:
+        """Fatbins at 8-aligned addresses of a data section, accepted only when they validate."""
+        view = sec.view
+        n = len(view)
+        pos = 0
+        while pos < n:
+            hit = view.find(FATBIN_MAGIC, pos)
+            if hit < 0:
+                return
+            if (sec.sh_addr + hit) % 8:
+                pos = hit + 1
+                continue
+            fb = _strict_fatbin(view, hit, f"{sec.name}+{hit:#x}")
+            if fb is None:
+                pos = hit + 8
+                continue
+            yield from self._found(sec, self.counts.get(sec.index, 0), hit, fb, pointed)
+            pos = hit + max(fb.size, 8)
+
+    def _at_pointer(self, key: tuple[int, int], ver: int) -> list[Found]:
+        """A wrapper points at a fatbin outside the sections walked: parse it there."""
+        sec_index, off = key
+        sec = self.elf.sections[sec_index]
+        try:
+            fb = parse_fatbin(sec.view.sub(off, len(sec.view) - off), where=f"{sec.name}+{off:#x}")
+        except DeviceBinaryError as e:
+            self.rep.warn(self.path, f"fatbin wrapper points at {sec.name}+{off:#x}, which holds no fatbin: {e}")
+            return []
+        return self._found(sec, self.counts.get(sec_index, 0), off, fb, {key: ver})
+
+    # -- wrappers -----------------------------------------------------------------
+    def _wrappers(self) -> list[tuple[int, int, int | None, int | None]]:
+        """``(file offset, version, target section index, offset in it)`` per wrapper."""
+        out: list[tuple[int, int, int | None, int | None]] = []
+        if not self.elf.header.is64:  # the 24-byte layout is the 64-bit host's; 32-bit hosts are long gone
+            return out
+        for sec in self.elf.sections:
+            if sec.name != WRAPPER_SECTION or not sec.file_size:
+                continue
+            size = FC.WRAPPER_SIZE
+            if sec.file_size % size:
+                self.rep.warn(self.path, f"{WRAPPER_SECTION} size {sec.file_size:#x} is not a multiple of {size}")
+            relocs = self._relocations_for(sec)
+            for i in range(sec.file_size // size):
+                try:
+                    w = parse_wrapper(sec.view.sub(i * size, size), where=f"{WRAPPER_SECTION}[{i}]")
+                except DeviceBinaryError as e:
+                    self.rep.warn(self.path, str(e))
+                    continue
+                target = self._resolve(i * size + 8, w.data_ptr, relocs)
+                out.append((sec.sh_offset + i * size, w.version, *target))
+        return out
+
+    def _relocations_for(self, sec: Section) -> dict[int, tuple[int, int]]:
+        """Relocations applying to ``sec``: offset -> (target section index, offset in it)."""
+        elf = self.elf
+        out: dict[int, tuple[int, int]] = {}
+        for rel_index, relocs in elf.relocation_tables.items():
+            rsec = elf.sections[rel_index]
+            if rsec.sh_info != sec.index:
+                continue
+            table = elf.symbol_tables.get(rsec.sh_link)
+            for r in relocs:
+                if table is None or r.r_sym >= len(table):
+                    continue
+                sym = table[r.r_sym]
+                if not 0 < sym.st_shndx < len(elf.sections):
+                    continue
+                addend = r.r_addend
+                if addend is None:  # SHT_REL: the addend is stored in place
+                    try:
+                        addend = sec.view.u64(r.r_offset) if elf.header.is64 else sec.view.u32(r.r_offset)
+                    except DeviceBinaryError:
+                        continue
+                out[r.r_offset] = (sym.st_shndx, sym.st_value + addend)
+        return out
+
+    def _resolve(self, field_off: int, data_ptr: int,
+                 relocs: dict[int, tuple[int, int]]) -> tuple[int | None, int | None]:
+        if field_off in relocs:
+            idx, off = relocs[field_off]
+            return idx, off
+        if self.elf.header.e_type == EC.ET_REL or data_ptr == 0:
+            return None, None
+        for s in self.elf.sections:
+            if s.is_alloc and s.file_size and s.sh_addr <= data_ptr < s.sh_addr + s.file_size:
+                return s.index, data_ptr - s.sh_addr
+        return None, None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _kind(head: bytes) -> str | None:
+    """The container or image format the first bytes announce, or None."""
+    if head.startswith(ZIP_MAGICS):
+        return "zip"
+    k = detect(head)
+    return k if k in (ELF, CUDA_FATBIN, AR, AR_THIN) else None
+
+
+def _strict_fatbin(view: ByteView, offset: int, where: str) -> Fatbin | None:
+    """The fatbin at ``offset`` when everything in it validates, else None (a scan hit in data)."""
+    try:
+        fb = parse_fatbin(view.sub(offset, len(view) - offset), where=where)
+    except DeviceBinaryError:
+        return None
+    if fb.header_size != FC.FATBIN_HEADER_SIZE or not fb.entries:
+        return None
+    for e in fb.entries:
+        if e.version != FC.ENTRY_VERSION or e.kind not in FC.KIND_NAMES or (e.offset - view.base - offset) % 8:
+            return None
+    return fb
+
+
+def _entries(fb: Fatbin, path: str, container: str, index: int, offset: int,
+             wrapper_version: int | None) -> Iterator[Found]:
+    for e in fb.entries:
+        yield Found(
+            path=path, container=container, kind=e.kind_name, arch=e.arch_name, size=e.payload_size,
+            uncompressed_size=e.uncompressed_size if e.is_compressed else len(e.raw_payload),
+            compression=e.compression, identifier=e.identifier, fatbin_index=index, fatbin_offset=offset,
+            entry_index=e.index, wrapper_version=wrapper_version, entry=e,
+        )
+
+
+def _bare_elf(elf: ElfFile, path: str, origin: str, arch: str, kind: str = "elf") -> Found:
+    h = elf.header
+    info = ElfImage(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
+                    abi_version=h.ei_abiversion, size=elf.size, arch=arch)
+    return Found(path=path, container=origin, kind=kind, arch=arch, size=elf.size, uncompressed_size=elf.size,
+                 elf=info)
+
+
+def _cuda_arch(osabi: int, abi_version: int, flags: int) -> str:
+    """SM from a cubin's ``e_flags``: bits 8..15 in ABI v8 (OS/ABI 0x41), else the low byte."""
+    sm = (flags >> 8) & 0xFF if abi_version >= 8 or osabi == EC.ELFOSABI_CUDA_V2 else flags & 0xFF
+    return f"sm_{sm}"
+
+
+def _amdgpu_arch(flags: int) -> str:
+    mach = flags & 0xFF
+    return _AMDGPU_MACH.get(mach, f"amdgpu-mach-{mach:#x}")
