@@ -58,7 +58,7 @@ from typing import IO
 
 from devbin.binary import Buffer, ByteView
 from devbin.detect import AR, AR_THIN, CUDA_FATBIN, ELF, detect
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile, Section
@@ -135,6 +135,31 @@ class Found:
     wrapper_version: int | None = None
     entry: FatbinEntry | None = field(default=None, compare=False, repr=False)
     elf: ElfImage | None = None
+    bare: memoryview | None = field(default=None, compare=False, repr=False)  # a bare ELF's bytes
+
+    def image_view(self, max_size: int = 1 << 30) -> memoryview | bytes:
+        """The image for parsing, zero-copy when stored plain (see ``FatbinEntry.image_view``)."""
+        if self.entry is not None:
+            return self.entry.image_view(max_size=max_size)
+        if self.bare is not None:
+            return self.bare
+        raise UsageError(f"{self.path}: no image bytes for this {self.kind} entry")
+
+    def extract_view(self, max_size: int = 1 << 30) -> memoryview | bytes:
+        """What :meth:`image` returns, without copying an image stored plain."""
+        if self.entry is not None:
+            return self.entry.extract_view(max_size=max_size)
+        if self.bare is not None:
+            return self.bare
+        raise UsageError(f"{self.path}: no image bytes for this {self.kind} entry")
+
+    def image(self, max_size: int = 1 << 30) -> bytes:
+        """The image's bytes, decompressed: what ``cuobjdump -xelf``/``-xptx`` writes for it."""
+        if self.entry is not None:
+            return self.entry.data(max_size=max_size)
+        if self.bare is not None:
+            return bytes(self.bare)
+        raise UsageError(f"{self.path}: no image bytes for this {self.kind} entry")
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,7 +596,7 @@ def _bare_elf(elf: ElfFile, path: str, origin: str, arch: str, kind: str = "elf"
     info = ElfImage(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
                     abi_version=h.ei_abiversion, size=elf.size, arch=arch)
     return Found(path=path, container=origin, kind=kind, arch=arch, size=elf.size, uncompressed_size=elf.size,
-                 elf=info)
+                 elf=info, bare=elf.view.bytes_at(0, elf.size))
 
 
 def _cuda_arch(osabi: int, abi_version: int, flags: int) -> str:

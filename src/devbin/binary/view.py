@@ -34,6 +34,7 @@ Buffer = bytes | bytearray | memoryview | mmap.mmap
 _STRUCTS: dict[tuple[bool, str], struct.Struct] = {}
 
 _MAX_LEB_BYTES: Final = 10  # 64-bit values need at most 10 LEB128 bytes
+_FIND_COPY_LIMIT: Final = 1 << 20
 
 
 def _struct(little: bool, fmt: str) -> struct.Struct:
@@ -53,7 +54,7 @@ class ByteView:
     ``little`` selects the byte order of the integer readers.
     """
 
-    __slots__ = ("_mv", "base", "fmt", "little", "where")
+    __slots__ = ("_blob", "_mv", "base", "fmt", "little", "where")
 
     def __init__(
         self,
@@ -70,6 +71,7 @@ class ByteView:
         if mv.ndim != 1 or mv.itemsize != 1:
             mv = mv.cast("B")
         self._mv: memoryview = mv
+        self._blob: bytes | None = None  # a copy for find(), made once, for small views only
         self.base = base
         self.fmt = fmt
         self.where = where
@@ -204,7 +206,11 @@ class ByteView:
         stop = len(self._mv) if end is None else min(end, len(self._mv))
         if start < 0 or start > stop:
             return -1
-        # memoryview has no find(); bytes(...) of the searched window only.
+        if len(self._mv) <= _FIND_COPY_LIMIT:
+            # memoryview has no find(): copy a small view once (string tables are searched many times).
+            if self._blob is None:
+                self._blob = self._mv.tobytes()
+            return self._blob.find(needle, start, stop)
         return _find(self._mv, needle, start, stop)
 
     def startswith(self, prefix: bytes, offset: int = 0) -> bool:
@@ -216,8 +222,9 @@ class ByteView:
 
 
 def _find(mv: memoryview, needle: bytes, start: int, stop: int) -> int:
-    # Scan in chunks so that a huge view is never copied whole.
-    chunk = 1 << 16
+    # Scan in growing chunks: a short string (the usual case: a name) costs a copy of 256
+    # bytes, and a huge view is never copied whole.
+    chunk = 256
     pos = start
     overlap = max(len(needle) - 1, 0)
     while pos < stop:
@@ -228,6 +235,7 @@ def _find(mv: memoryview, needle: bytes, start: int, stop: int) -> int:
         if hi >= stop:
             break
         pos += chunk
+        chunk = min(chunk * 16, 1 << 20)
     return -1
 
 

@@ -14,13 +14,6 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from devbin.api import open_file
-from devbin.errors import UsageError
-from devbin.formats.devsec.elf import annotate
-from devbin.formats.elf.compare import loader_differences
-from devbin.formats.elf.reader import ElfFile
-from devbin.targets.nvidia.importer import import_cubin
-
 HELP = "write the devbin sections into a copy of a cubin"
 
 
@@ -31,6 +24,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.api import open_file
+    from devbin.errors import UsageError
+    from devbin.formats.devsec.elf import annotate
+    from devbin.formats.elf.compare import loader_differences
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.targets.nvidia.importer import import_cubin
     if Path(args.output).resolve() == Path(args.file).resolve():
         raise UsageError("refusing to overwrite the input; give another --output")
     with open_file(args.file) as elf:

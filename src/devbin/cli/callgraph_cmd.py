@@ -12,13 +12,6 @@ import argparse
 import json
 from typing import TextIO
 
-from devbin.analysis.callgraph import format_dot, format_text, to_dict
-from devbin.api import open_file
-from devbin.errors import FormatError
-from devbin.formats.devsec.elf import read_code_object
-from devbin.formats.elf import constants as C
-from devbin.targets.nvidia.importer import import_cubin
-
 HELP = "print the call graph with registers, entry points and address-taken functions"
 
 
@@ -30,6 +23,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.analysis.callgraph import format_dot, format_text, to_dict
+    from devbin.api import open_file
+    from devbin.errors import FormatError
+    from devbin.formats.devsec.elf import read_code_object
+    from devbin.formats.elf import constants as C
+    from devbin.targets.nvidia.importer import import_cubin
     with open_file(args.file) as elf:
         if elf.header.e_machine == C.EM_CUDA:
             obj = import_cubin(elf)

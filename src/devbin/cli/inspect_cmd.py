@@ -11,11 +11,6 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from devbin.api import open_file
-from devbin.cli.render import dump_json, render_elf
-from devbin.errors import DeviceBinaryError
-from devbin.report import inspect_elf
-
 HELP = "print the ELF summary and the devbin sections of a file"
 
 
@@ -25,6 +20,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.api import open_file
+    from devbin.cli.render import dump_json, render_elf
+    from devbin.errors import DeviceBinaryError
+    from devbin.report import inspect_elf
     warnings: list[DeviceBinaryError] = []
     with open_file(args.file, diag=warnings.append) as elf:
         report = inspect_elf(elf, file=args.file, warnings=warnings)

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from devbin import __version__
-from devbin.cli import annotate_cmd, callgraph_cmd, inspect_cmd, resources_cmd, tour_cmd
+from devbin.cli import annotate_cmd, callgraph_cmd, extract_cmd, inspect_cmd, list_cmd, resources_cmd, tour_cmd
 from devbin.errors import DeviceBinaryError
 
 COMMANDS = {
     "inspect": inspect_cmd,
+    "list": list_cmd,
+    "extract": extract_cmd,
     "resources": resources_cmd,
     "callgraph": callgraph_cmd,
     "annotate": annotate_cmd,

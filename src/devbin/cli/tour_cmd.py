@@ -22,18 +22,6 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
-from devbin.analysis.callgraph import format_text
-from devbin.analysis.callgraph import to_dict as graph_dict
-from devbin.cli.render import dump_json, render_elf
-from devbin.formats.devsec.elf import annotate, devbin_sections, read_code_object
-from devbin.formats.elf.compare import loader_differences
-from devbin.formats.elf.reader import ElfFile
-from devbin.report import inspect_elf
-from devbin.samples import sample_code_object, sample_cubin_bytes, sample_elf_bytes
-from devbin.targets.nvidia.cubin import Cubin
-from devbin.targets.nvidia.importer import import_cubin
-from devbin.targets.nvidia.resources import usage
-
 HELP = "build, write, read back and print the shipped sample device code objects"
 
 
@@ -43,6 +31,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.analysis.callgraph import format_text
+    from devbin.analysis.callgraph import to_dict as graph_dict
+    from devbin.cli.render import dump_json, render_elf
+    from devbin.formats.devsec.elf import annotate, devbin_sections, read_code_object
+    from devbin.formats.elf.compare import loader_differences
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.report import inspect_elf
+    from devbin.samples import sample_code_object, sample_cubin_bytes, sample_elf_bytes
+    from devbin.targets.nvidia.cubin import Cubin
+    from devbin.targets.nvidia.importer import import_cubin
+    from devbin.targets.nvidia.resources import usage
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     model = sample_code_object()

@@ -92,17 +92,21 @@ class Section:
     sh_info: int
     sh_addralign: int
     sh_entsize: int
-    view: ByteView = field(repr=False, compare=False)
+    file_size: int = field(repr=False)  # bytes in the file: 0 for SHT_NOBITS and NOBITS-like types
+    file_view: ByteView = field(repr=False, compare=False)  # the whole file; bounds checked at open
+    loc: str = field(default="", repr=False, compare=False)
+
+    @property
+    def view(self) -> ByteView:
+        """A bounded view of the section's bytes (made on demand: most sections are never read)."""
+        off = self.sh_offset if self.file_size else 0
+        return self.file_view.sub(off, self.file_size, where=f"{self.loc}section [{self.index}]")
 
     @property
     def data(self) -> memoryview:
         """The section's bytes in the file (empty for ``SHT_NOBITS``)."""
-        return self.view.bytes_at(0, len(self.view))
-
-    @property
-    def file_size(self) -> int:
-        """Bytes the section occupies in the file (0 for ``SHT_NOBITS`` and NOBITS-like types)."""
-        return len(self.view)
+        off = self.sh_offset if self.file_size else 0
+        return self.file_view.bytes_at(off, self.file_size)
 
     @property
     def is_alloc(self) -> bool:
@@ -225,11 +229,20 @@ class ElfFile:
         self.symbol_tables: dict[int, SymbolTable] = {
             s.index: self._parse_symbols(s) for s in self.sections if s.sh_type in (C.SHT_SYMTAB, C.SHT_DYNSYM)
         }
-        self.relocation_tables: dict[int, list[Relocation]] = {
-            s.index: self._parse_relocations(s) for s in self.sections if s.sh_type in (C.SHT_REL, C.SHT_RELA)
-        }
+        for s in self.sections:
+            if s.sh_type in (C.SHT_REL, C.SHT_RELA):
+                self._check_relocation_table(s)
 
     # -- public accessors -----------------------------------------------------
+    @cached_property
+    def relocation_tables(self) -> dict[int, list[Relocation]]:
+        """Every ``SHT_REL``/``SHT_RELA`` table, by section index.
+
+        Their shape (entry size, size a multiple of it, within the file) is checked at
+        open; the entries are decoded on first use, since most readers never need them.
+        """
+        return {s.index: self._parse_relocations(s) for s in self.sections if s.sh_type in (C.SHT_REL, C.SHT_RELA)}
+
     @property
     def size(self) -> int:
         return len(self.view)
@@ -331,8 +344,9 @@ class ElfFile:
             else:
                 strtab = self._content_view(h.e_shstrndx, rows[h.e_shstrndx])
         out = []
+        loc = f"{self.where}: " if self.where else ""
         for i, r in enumerate(rows):
-            view = self._content_view(i, r)
+            size = self._file_size(i, r)
             name = ""
             if strtab is not None and (r["sh_name"] or i):
                 try:
@@ -340,11 +354,11 @@ class ElfFile:
                 except FormatError as e:
                     self._diag(e.within(self._loc(f"section [{i}]")))
                     name = f"<corrupt:{r['sh_name']:#x}>"
-            out.append(Section(index=i, name=name, view=view, **r))
+            out.append(Section(index=i, name=name, file_size=size, file_view=self.view, loc=loc, **r))
         return tuple(out)
 
-    def _content_view(self, index: int, r: dict[str, int]) -> ByteView:
-        where = self._loc(f"section [{index}]")
+    def _file_size(self, index: int, r: dict[str, int]) -> int:
+        """The bytes section ``index`` takes in the file, checked to lie inside it."""
         size = r["sh_size"] if C.occupies_file(r["sh_type"], self.header.e_machine) else 0
         off = r["sh_offset"] if size else 0
         if size and (off > self.size or size > self.size - off):
@@ -352,7 +366,12 @@ class ElfFile:
                 f"sh_offset {off:#x} + sh_size {size:#x} exceeds file size {self.size:#x}",
                 self.header.e_shoff + index * L.SHDR[self.header.ei_class].size, where=f"section [{index}]",
             )
-        return self.view.sub(off, size, where=where)
+        return size
+
+    def _content_view(self, index: int, r: dict[str, int]) -> ByteView:
+        off = r["sh_offset"]
+        return self.view.sub(off if self._file_size(index, r) else 0, self._file_size(index, r),
+                             where=self._loc(f"section [{index}]"))
 
     def _linked(self, sec: Section, want: tuple[int, ...], what: str) -> Section | None:
         if sec.sh_link >= len(self.sections) or self.sections[sec.sh_link].sh_type not in want:
@@ -397,14 +416,17 @@ class ElfFile:
                 return [w for (w,) in s.view.iter_unpack("I", 0, len(s.view) // 4, "SHT_SYMTAB_SHNDX")]
         return None
 
-    def _parse_relocations(self, sec: Section) -> list[Relocation]:
-        ec = self.header.ei_class
-        rela = sec.sh_type == C.SHT_RELA
-        lay = (L.RELA if rela else L.REL)[ec]
+    def _check_relocation_table(self, sec: Section) -> None:
+        lay = (L.RELA if sec.sh_type == C.SHT_RELA else L.REL)[self.header.ei_class]
         if sec.sh_entsize not in (lay.size, 0):
             raise self._err(f"invalid sh_entsize: expected {lay.size}, but got {sec.sh_entsize}", where=sec.where)
         if sec.sh_size % lay.size:
             raise self._err(f"sh_size {sec.sh_size:#x} is not a multiple of {lay.size}", where=sec.where)
+
+    def _parse_relocations(self, sec: Section) -> list[Relocation]:
+        ec = self.header.ei_class
+        rela = sec.sh_type == C.SHT_RELA
+        lay = (L.RELA if rela else L.REL)[ec]
         out = []
         for row in sec.view.iter_unpack(lay.fmt, 0, sec.sh_size // lay.size, "relocation table"):
             info = row[1]

@@ -133,24 +133,33 @@ class FatbinEntry:
         """Absolute offset of the payload."""
         return self.offset + self.header_size
 
+    def image_view(self, max_size: int = C.DEFAULT_MAX) -> memoryview | bytes:
+        """The image without a copy when it is stored plain (a window of the fatbin), else decompressed.
+
+        Unlike :meth:`data` it is not trimmed to cuobjdump's extent: for parsing, not for writing out.
+        """
+        if self.is_compressed:
+            return _decompress(self.compression, self.raw_payload, self.uncompressed_size, max_size=max_size,
+                               where=self.where, offset=self.payload_offset)
+        return self.raw_payload
+
     def data(self, max_size: int = C.DEFAULT_MAX) -> bytes:
         """The image as ``cuobjdump -xelf``/``-xptx`` writes it (see the module docstring).
 
         Compressed payloads are decompressed, refusing an ``uncompressed_size``
         above ``max_size``; corrupt data raises :class:`FormatError`.
         """
-        if self.is_compressed:
-            image = _decompress(
-                self.compression, self.raw_payload, self.uncompressed_size, max_size=max_size, where=self.where,
-                offset=self.payload_offset,
-            )
-        else:
-            image = bytes(self.raw_payload)
+        return bytes(self.extract_view(max_size))
+
+    def extract_view(self, max_size: int = C.DEFAULT_MAX) -> memoryview | bytes:
+        """:meth:`data` without a copy when the image is stored plain (a window of the fatbin)."""
+        image = self.image_view(max_size)
+        view = ByteView(image, where=self.where)
         if self.kind == C.KIND_PTX:
-            end = image.find(b"\0")
+            end = view.find(b"\0")
             return image if end < 0 else image[:end]
         if self.kind == C.KIND_ELF:
-            size = elf_image_size(ByteView(image))
+            size = elf_image_size(view)
             return image if size is None else image[:size]
         return image
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from devbin.binary import ByteView
-from devbin.errors import DeviceBinaryError, FormatError
+from devbin.errors import FormatError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, Symbol
 from devbin.targets.nvidia import eiattr as E
@@ -46,6 +46,10 @@ STACK_UNKNOWN = 0xFFFFFFFF
 NT_NV_CUINFO = 1000
 
 _CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.+))?$")
+_APPLIED = frozenset(E.CODES[n] for n in (
+    "CBANK_PARAM_SIZE", "PARAM_CBANK", "KPARAM_INFO", "KPARAM_INFO_V2", "MAX_THREADS", "REQNTID", "CTA_PER_CLUSTER",
+    "MAXREG_COUNT", "NUM_BARRIERS", "EXIT_INSTR_OFFSETS", "EXTERNS", "CRS_STACK_SIZE", "CUDA_API_VERSION",
+))
 
 
 @dataclass(slots=True)
@@ -99,7 +103,9 @@ class CubinCallGraph:
 class Cubin:
     """An ELF file with ``e_machine == EM_CUDA`` seen as a cubin."""
 
-    def __init__(self, elf: ElfFile) -> None:
+    def __init__(self, elf: ElfFile, *, records: bool = True) -> None:
+        """``records=False`` skips the per-function ``.nv.info.<f>`` records (parameters, launch
+        bounds ...): what resource usage needs comes from the global ``.nv.info`` and the sections."""
         if elf.header.e_machine != C.EM_CUDA:
             raise FormatError(f"not a cubin: e_machine is {elf.header.e_machine}, not EM_CUDA (190)", fmt="cubin",
                               where=elf.where)
@@ -112,6 +118,7 @@ class Cubin:
         info = elf.section(".nv.info")
         if info is not None and info.sh_type == SHT_CUDA_INFO:
             self.global_records = parse_nvinfo(info.view)
+        self._records = records
         self.functions: list[CubinFunction] = self._functions()
 
     # -- header facts -----------------------------------------------------------------
@@ -206,7 +213,8 @@ class Cubin:
             if owner is None:
                 continue
             if sec.sh_type == SHT_CUDA_INFO:
-                self._apply_records(owner, parse_nvinfo(sec.view))
+                if self._records:
+                    self._apply_records(owner, parse_nvinfo(sec.view))
             elif sec.name.startswith(".nv.shared.") and not sec.name.startswith(".nv.shared.reserved"):
                 owner.shared += sec.sh_size
             elif sec.name.startswith(".nv.local."):
@@ -234,10 +242,9 @@ class Cubin:
         f.records = records
         codes = E.CODES
         for r in records:
-            try:
-                words = r.words() if r.payload else []
-            except DeviceBinaryError:
-                words = []
+            if r.attr not in _APPLIED:
+                continue
+            words = r.words() if r.payload else []
             if r.attr == codes["CBANK_PARAM_SIZE"]:
                 f.param_size = r.value
             elif r.attr == codes["PARAM_CBANK"] and len(words) >= 2:

@@ -51,26 +51,24 @@ class NvInfoRecord:
 def parse_nvinfo(view: ByteView) -> list[NvInfoRecord]:
     """All records of one section; never fails on unknown codes or formats."""
     out: list[NvInfoRecord] = []
-    cur = view.cursor()
-    while cur.remaining > 0:
-        at = cur.pos
-        if cur.remaining < 4:
-            out.append(NvInfoRecord(at, -1, -1, None, bytes(cur.bytes(cur.remaining))))
+    end = len(view)
+    at = 0
+    while at < end:
+        if end - at < 4:
+            out.append(NvInfoRecord(at, -1, -1, None, bytes(view.bytes_at(at, end - at))))
             break
-        fmt, attr = cur.u8(), cur.u8()
-        if fmt in (E.EIFMT_NVAL, E.EIFMT_HVAL):
-            value = cur.u16()
-            out.append(NvInfoRecord(at, fmt, attr, value if fmt == E.EIFMT_HVAL else None, b""))
+        fmt, attr, half = view.unpack("BBH", at)  # one read per record: this runs for every cubin
+        if fmt == E.EIFMT_SVAL:
+            out.append(NvInfoRecord(at, fmt, attr, None, bytes(view.bytes_at(at + 4, half, "EIATTR payload"))))
+            at += 4 + half
+        elif fmt in (E.EIFMT_NVAL, E.EIFMT_HVAL):
+            out.append(NvInfoRecord(at, fmt, attr, half if fmt == E.EIFMT_HVAL else None, b""))
+            at += 4
         elif fmt == E.EIFMT_BVAL:
-            value = cur.u8()
-            cur.skip(1)
-            out.append(NvInfoRecord(at, fmt, attr, value, b""))
-        elif fmt == E.EIFMT_SVAL:
-            size = cur.u16()
-            out.append(NvInfoRecord(at, fmt, attr, None, bytes(cur.bytes(size, f"{E.eiattr_name(attr)} payload"))))
+            out.append(NvInfoRecord(at, fmt, attr, half & 0xFF, b""))
+            at += 4
         else:
-            cur.pos = at
-            out.append(NvInfoRecord(at, fmt, attr, None, bytes(cur.bytes(cur.remaining))))
+            out.append(NvInfoRecord(at, fmt, attr, None, bytes(view.bytes_at(at, end - at))))
             break
     return out
 

@@ -1,0 +1,107 @@
+"""Extract device images to files, named and laid out as `cuobjdump -xelf all` / `-xptx all` does.
+
+Names are <stem>.<n>.<arch>.cubin|ptx (n counts each kind from 1 through the
+whole input file, archive members included; stem is the input file name
+without its last extension), or <identifier base name>.<arch>.<ext> when the
+image carries an identifier.  Cubins are written trimmed to their last
+section and PTX up to its first NUL, byte for byte as cuobjdump writes them.
+A name that would leave DIR (a path separator, "..", a control character)
+is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from devbin.cli.progress import progress_bar
+
+if TYPE_CHECKING:
+    from devbin.discover import Found
+
+
+HELP = "extract cubins and PTX like cuobjdump -xelf/-xptx"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="a file or folder")
+    p.add_argument("--arch", help="only images of this architecture (sm_90 also matches compute_90 PTX)")
+    p.add_argument("--kind", choices=("elf", "ptx"), help="only ELF (cubins) or only PTX")
+    p.add_argument("-o", "--output", default=".", metavar="DIR", help="folder to write into (default: .)")
+    p.add_argument("--max-size", type=int, default=1 << 30, help="refuse images larger than this once decompressed")
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
+
+
+def _arch_matches(found: str, wanted: str | None) -> bool:
+    if wanted is None:
+        return True
+    return found == wanted or found.split("_", 1)[-1] == wanted.split("_", 1)[-1]
+
+
+def safe_name(name: str) -> str:
+    """``name`` if it is one plain file name; UsageError otherwise."""
+    from devbin.errors import UsageError
+    if (not name or name in (".", "..") or "/" in name or "\\" in name or os.sep in name
+            or any(ord(c) < 32 or ord(c) == 127 for c in name)):
+        raise UsageError(f"refusing to write an image named {name!r}: it would not stay inside the output folder")
+    return name
+
+
+def _unit(path: str) -> str:
+    """The file whose images are numbered together: an archive, not its member (``lib.a(k.o)`` -> ``lib.a``)."""
+    return path.rsplit("(", 1)[0] if path.endswith(")") else path
+
+
+def _stem(unit: str) -> str:
+    return os.path.splitext(os.path.basename(unit.rsplit("!", 1)[-1]))[0]
+
+
+def names(images: list[Found]) -> list[str]:
+    """cuobjdump's file name for each image: numbered per kind through each file (an archive counts as one)."""
+    from devbin.formats.fatbin import extract_name
+    counters: dict[tuple[str, str], int] = {}
+    out = []
+    for f in images:
+        unit = _unit(f.path)
+        key = (unit, "ptx" if f.kind == "ptx" else "elf")
+        counters[key] = counters.get(key, 0) + 1
+        if f.entry is not None:
+            out.append(extract_name(f.entry, _stem(unit), counters[key]))
+        else:
+            out.append(f"{_stem(f.path)}.{f.arch}.cubin")
+    return out
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.discover import ScanReport, discover
+    from devbin.errors import UsageError
+    folder = Path(args.output)
+    report = ScanReport()
+    with progress_bar("scanning") as progress:
+        images = [f for f in discover([args.path], progress=progress, report=report) if f.kind in ("elf", "ptx")]
+    written: list[dict[str, Any]] = []
+    for f, name in zip(images, names(images), strict=True):
+        if (args.kind and f.kind != args.kind) or not _arch_matches(f.arch, args.arch):
+            continue
+        if any(Path(w["file"]).name == name for w in written):
+            raise UsageError(f"two images would both be written as {name!r} (from {f.path}); "
+                             "extract the files one at a time or narrow with --arch/--kind")
+        data = f.extract_view(max_size=args.max_size)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / safe_name(name)
+        target.write_bytes(data)
+        written.append({"file": str(target), "kind": f.kind, "arch": f.arch, "size": len(data), "from": f.path})
+    if args.json:
+        out.write(json.dumps({"written": written, "warnings": report.warnings}, indent=2) + "\n")
+    else:
+        counts = {"elf": 0, "ptx": 0}
+        for w in written:
+            counts[w["kind"]] += 1
+            label = "ELF file" if w["kind"] == "elf" else "PTX file"
+            out.write(f"Extracting {label} {counts[w['kind']]:4}: {Path(w['file']).name}\n")
+        for warning in report.warnings:
+            out.write(f"warning: {warning}\n")
+    return 0

@@ -1,0 +1,64 @@
+"""List every device image in files, archives, wheels/zips and folders.
+
+One line per image: where it is (file, container section, fatbin and entry
+index), kind (elf, ptx, ltoir), architecture, bytes on disk, bytes once
+decompressed, compression and identifier.  Nothing is extracted to disk;
+zips and archives are read in memory.  --json prints the same facts; a
+progress bar goes to stderr when it is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any, TextIO
+
+from devbin.cli.progress import progress_bar
+
+if TYPE_CHECKING:
+    from devbin.discover import Found
+
+
+HELP = "list every device image (cubin, PTX, LTO-IR) in files, archives, wheels and folders"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def found_dict(f: Found) -> dict[str, Any]:
+    return {
+        "path": f.path,
+        "container": f.container,
+        "fatbin_index": f.fatbin_index,
+        "entry_index": f.entry_index,
+        "fatbin_offset": f.fatbin_offset,
+        "kind": f.kind,
+        "arch": f.arch,
+        "size": f.size,
+        "uncompressed_size": f.uncompressed_size,
+        "compression": f.compression,
+        "identifier": f.identifier,
+        "wrapper_version": f.wrapper_version,
+    }
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.discover import ScanReport, discover
+    report = ScanReport()
+    with progress_bar("scanning") as progress:
+        found = [found_dict(f) for f in discover(args.paths, progress=progress, report=report)]
+    if args.json:
+        out.write(json.dumps({"images": found, "warnings": report.warnings}, indent=2) + "\n")
+        return 0
+    out.write(f"{'path':40} {'container':16} {'index':>7} {'kind':5} {'arch':11} {'size':>10} {'uncompr.':>10} "
+              f"{'compr.':6} identifier\n")
+    for f in found:
+        index = "-" if f["fatbin_index"] is None else f"{f['fatbin_index']}.{f['entry_index']}"
+        out.write(f"{f['path'][-40:]:40} {f['container'][:16]:16} {index:>7} {f['kind']:5} {f['arch']:11} "
+                  f"{f['size']:>10} {f['uncompressed_size']:>10} {f['compression']:6} {f['identifier']}\n")
+    out.write(f"{len(found)} images\n")
+    for w in report.warnings:
+        out.write(f"warning: {w}\n")
+    return 0
