@@ -1,0 +1,148 @@
+"""devbin list / extract / resources against cuobjdump on host objects, archives, fatbins and cubins."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from devbin.cli.main import main
+
+from tests import oracles
+from tests.conftest import SOURCES, require_tool
+
+
+def _devbin(*argv: str) -> str:
+    out = io.StringIO()
+    assert main(list(argv), out) == 0
+    return out.getvalue()
+
+
+@pytest.fixture(scope="session")
+def host_inputs(tmp_path_factory: pytest.TempPathFactory, cubins: dict[str, Path]) -> dict[str, Path]:
+    """nvcc-built host files: object, -rdc object, compressed fatbins (size/speed), multi-arch, a static library."""
+    nvcc = require_tool("nvcc")
+    ar = require_tool("ar")
+    out = tmp_path_factory.mktemp("hostcuda")
+    src, ext = str(SOURCES / "kernels.cu"), str(SOURCES / "extfn.cu")
+    files = {
+        "obj": (["-c", "-arch=sm_80"], src, "k.o"),
+        "rdc_obj": (["-c", "-rdc=true", "-arch=sm_90"], ext, "e.o"),
+        "multi_fatbin": (["-fatbin", "-gencode=arch=compute_80,code=sm_80",
+                          "-gencode=arch=compute_90,code=[sm_90,compute_90]"], src, "multi.fatbin"),
+        "size_fatbin": (["-fatbin", "--compress-mode=size", "-arch=sm_86"], src, "small.fatbin"),
+        "speed_fatbin": (["-fatbin", "--compress-mode=speed", "-arch=sm_120"], src, "fast.fatbin"),
+        "arch_a_fatbin": (["-fatbin", "-gencode=arch=compute_90a,code=sm_90a"], src, "hopper.fatbin"),
+    }
+    built = {}
+    for key, (flags, source, name) in files.items():
+        p = oracles.run([nvcc, *flags, "-o", str(out / name), source])
+        assert p.returncode == 0, p.stderr
+        built[key] = out / name
+    lib = out / "libk.a"
+    assert oracles.run([ar, "rcs", str(lib), str(built["obj"]), str(built["rdc_obj"])]).returncode == 0
+    built["archive"] = lib
+    built["cubin"] = cubins["sm_90_rdc"]
+    return built
+
+
+def _cuobjdump_list(path: Path) -> list[tuple[str, str]]:
+    cuobjdump = require_tool("cuobjdump")
+    p = oracles.run([cuobjdump, "-lelf", "-lptx", str(path)])
+    out = []
+    for ln in p.stdout.splitlines():
+        m = re.match(r"^(ELF|PTX) file\s+\d+: (\S+)$", ln)
+        if m:
+            arch = re.search(r"\.(sm_\d+[af]?)\.(cubin|ptx)$", m[2])
+            assert arch is not None, ln
+            out.append((m[1].lower(), arch[1]))
+    return out
+
+
+def test_list_equals_cuobjdump(host_inputs: dict[str, Path]) -> None:
+    for name, path in host_inputs.items():
+        data = json.loads(_devbin("list", "--json", str(path)))
+        ours = [(i["kind"], i["arch"].replace("compute_", "sm_")) for i in data["images"]]
+        assert sorted(ours) == sorted(_cuobjdump_list(path)), name
+        assert data["warnings"] == [], name
+
+
+def test_extract_equals_cuobjdump_byte_for_byte(host_inputs: dict[str, Path], tmp_path: Path) -> None:
+    cuobjdump = require_tool("cuobjdump")
+    for name, path in host_inputs.items():
+        if path.suffix == ".a":
+            continue  # cuobjdump -x on an archive writes per-member names; compared on the members instead
+        theirs, ours = tmp_path / f"{name}.cuobjdump", tmp_path / f"{name}.devbin"
+        theirs.mkdir()
+        for opt in ("-xelf", "-xptx"):
+            p = oracles.run(["bash", "-c", f"cd {theirs} && {cuobjdump} {opt} all {path}"])
+            assert p.returncode in (0, 255), p.stderr  # 255: "no PTX/ELF found", as for a bare cubin
+        _devbin("extract", str(path), "-o", str(ours))
+        a = {p.name: p.read_bytes() for p in theirs.iterdir()}
+        b = {p.name: p.read_bytes() for p in ours.iterdir()} if ours.exists() else {}
+        assert sorted(a) == sorted(b), name
+        for fname in a:
+            assert a[fname] == b[fname], (name, fname)
+
+
+def test_extract_filters(host_inputs: dict[str, Path], tmp_path: Path) -> None:
+    _devbin("extract", str(host_inputs["multi_fatbin"]), "--kind", "elf", "--arch", "sm_90", "-o", str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["multi.2.sm_90.cubin"]
+
+
+def test_extract_refuses_names_that_escape(tmp_path: Path) -> None:
+    from devbin.cli.extract_cmd import safe_name
+    from devbin.errors import UsageError
+
+    for bad in ("../x.cubin", "a/b.cubin", "..", "x\n.ptx", ""):
+        with pytest.raises(UsageError):
+            safe_name(bad)
+    assert safe_name("k.1.sm_90.cubin") == "k.1.sm_90.cubin"
+
+
+def test_resources_cuobjdump_format_equals_cuobjdump(host_inputs: dict[str, Path]) -> None:
+    cuobjdump = require_tool("cuobjdump")
+    for name, path in host_inputs.items():
+        theirs = oracles.run([cuobjdump, "-res-usage", str(path)]).stdout
+        ours = _devbin("resources", "--format", "cuobjdump", str(path))
+        if path.suffix == ".a":  # cuobjdump names members by the archive's absolute path
+            theirs = theirs.replace(os.path.abspath(path), str(path))
+            ours = ours.replace(os.path.abspath(path), str(path))
+        assert ours == theirs, name
+
+
+def test_resources_json_and_text(host_inputs: dict[str, Path]) -> None:
+    data = json.loads(_devbin("resources", "--json", str(host_inputs["multi_fatbin"])))
+    assert [c["arch"] for c in data["cubins"]] == ["sm_80", "sm_90"]
+    text = _devbin("resources", str(host_inputs["multi_fatbin"]))
+    for fn in data["cubins"][0]["functions"]:
+        assert fn["name"] in text
+
+
+def test_callgraph_formats(cubins: dict[str, Path]) -> None:
+    path = str(cubins["sm_90_rdc"])
+    text = _devbin("callgraph", path)
+    assert text.startswith("callgraph for sm_90:") and "^apply_op [24] ->" in text
+    data = json.loads(_devbin("callgraph", "--json", path))
+    apply_op = next(n for n in data["nodes"] if n["name"] == "apply_op")
+    assert sorted(apply_op["calls"]) == ["op_add", "op_mul", "op_sub"]
+    dot = _devbin("callgraph", "--dot", path)
+    assert dot.startswith("digraph") and '"apply_op" -> "op_add" [style=dotted];' in dot
+
+
+def test_list_inside_a_wheel(host_inputs: dict[str, Path], tmp_path: Path) -> None:
+    import zipfile
+
+    whl = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.write(host_inputs["archive"], "pkg/lib/libk.a")
+        z.write(host_inputs["multi_fatbin"], "pkg/kernels.fatbin")
+    data = json.loads(_devbin("list", "--json", str(whl)))
+    paths = {i["path"] for i in data["images"]}
+    assert f"{whl}!pkg/kernels.fatbin" in paths
+    assert any(p.startswith(f"{whl}!pkg/lib/libk.a(") for p in paths)
+    assert len(data["images"]) == len(_cuobjdump_list(host_inputs["archive"])) + 3
