@@ -175,14 +175,29 @@ class Note:
 
 
 class SymbolTable(Sequence[Symbol]):
-    """A decoded ``SHT_SYMTAB``/``SHT_DYNSYM``: sized, indexable, with a name lookup."""
+    """A ``SHT_SYMTAB``/``SHT_DYNSYM``: sized, indexable, with a name lookup.
 
-    def __init__(self, section: Section, symbols: list[Symbol]) -> None:
+    The table's shape (entry size, size, string table link) is checked at open;
+    each symbol is decoded the first time it is asked for, so a reader that
+    needs a few symbols of a large table (a cubin's functions, a library's
+    exports) does not pay for all of them.
+    """
+
+    def __init__(self, section: Section, count: int, decode: Callable[[int], Symbol]) -> None:
         self.section = section
-        self._symbols = symbols
+        self._count = count
+        self._decode = decode
+        self._cache: list[Symbol | None] = [None] * count
 
     def __len__(self) -> int:
-        return len(self._symbols)
+        return self._count
+
+    def _at(self, i: int) -> Symbol:
+        s = self._cache[i]
+        if s is None:
+            s = self._decode(i)
+            self._cache[i] = s
+        return s
 
     @overload
     def __getitem__(self, i: int) -> Symbol: ...
@@ -191,15 +206,21 @@ class SymbolTable(Sequence[Symbol]):
     def __getitem__(self, i: slice) -> list[Symbol]: ...
 
     def __getitem__(self, i: int | slice) -> Symbol | list[Symbol]:
-        return self._symbols[i]
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(*i.indices(self._count))]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError(i)  # Sequence protocol: callers check len() first, as for a list
+        return self._at(i)
 
     def __iter__(self) -> Iterator[Symbol]:
-        return iter(self._symbols)
+        return (self._at(i) for i in range(self._count))
 
     @cached_property
     def _by_name(self) -> dict[str, Symbol]:
         out: dict[str, Symbol] = {}
-        for s in self._symbols:
+        for s in self:
             if s.name and (s.name not in out or (not out[s.name].defined and s.defined)):
                 out[s.name] = s
         return out
@@ -389,11 +410,11 @@ class ElfFile:
             raise self._err(f"sh_size {sec.sh_size:#x} is not a multiple of sh_entsize {lay.size}", where=sec.where)
         strsec = self._linked(sec, (C.SHT_STRTAB,), "string table")
         strings = strsec.view if strsec is not None else None
-        shndx_words = self._xindex_table(sec)
-        n = sec.sh_size // lay.size
-        syms = []
-        for i, row in enumerate(sec.view.iter_unpack(lay.fmt, 0, n, "symbol table")):
-            d = dict(zip(lay.fields, row, strict=True))
+        view = sec.view
+        xindex: list[list[int] | None] = []
+
+        def decode(i: int) -> Symbol:
+            d = dict(zip(lay.fields, view.unpack(lay.fmt, i * lay.size, "symbol"), strict=True))
             name = ""
             if d["st_name"] and strings is not None:
                 try:
@@ -402,13 +423,17 @@ class ElfFile:
                     self._diag(e.within(self._loc(f"{sec.where}: symbol [{i}]")))
                     name = f"<corrupt:{d['st_name']:#x}>"
             shndx = d["st_shndx"]
-            if shndx == C.SHN_XINDEX and shndx_words is not None:
-                if i < len(shndx_words):
-                    shndx = shndx_words[i]
-                else:
+            if shndx == C.SHN_XINDEX:
+                if not xindex:
+                    xindex.append(self._xindex_table(sec))
+                words = xindex[0]
+                if words is not None and i < len(words):
+                    shndx = words[i]
+                elif words is not None:
                     self._diag(self._err(f"symbol [{i}] has no SHT_SYMTAB_SHNDX entry", where=sec.where))
-            syms.append(Symbol(index=i, name=name, **{**d, "st_shndx": shndx}))
-        return SymbolTable(sec, syms)
+            return Symbol(index=i, name=name, **{**d, "st_shndx": shndx})
+
+        return SymbolTable(sec, sec.sh_size // lay.size, decode)
 
     def _xindex_table(self, symsec: Section) -> list[int] | None:
         for s in self.sections:
