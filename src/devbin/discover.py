@@ -139,26 +139,21 @@ class Found:
 
     def image_view(self, max_size: int = 1 << 30) -> memoryview | bytes:
         """The image for parsing, zero-copy when stored plain (see ``FatbinEntry.image_view``)."""
-        if self.entry is not None:
-            return self.entry.image_view(max_size=max_size)
-        if self.bare is not None:
-            return self.bare
-        raise UsageError(f"{self.path}: no image bytes for this {self.kind} entry")
+        return self._view(max_size, trimmed=False)
 
     def extract_view(self, max_size: int = 1 << 30) -> memoryview | bytes:
         """What :meth:`image` returns, without copying an image stored plain."""
-        if self.entry is not None:
-            return self.entry.extract_view(max_size=max_size)
-        if self.bare is not None:
-            return self.bare
-        raise UsageError(f"{self.path}: no image bytes for this {self.kind} entry")
+        return self._view(max_size, trimmed=True)
 
     def image(self, max_size: int = 1 << 30) -> bytes:
         """The image's bytes, decompressed: what ``cuobjdump -xelf``/``-xptx`` writes for it."""
+        return bytes(self._view(max_size, trimmed=True))
+
+    def _view(self, max_size: int, *, trimmed: bool) -> memoryview | bytes:
         if self.entry is not None:
-            return self.entry.data(max_size=max_size)
+            return self.entry.extract_view(max_size) if trimmed else self.entry.image_view(max_size)
         if self.bare is not None:
-            return bytes(self.bare)
+            return self.bare
         raise UsageError(f"{self.path}: no image bytes for this {self.kind} entry")
 
 
