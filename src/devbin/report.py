@@ -63,5 +63,13 @@ def inspect_elf(elf: ElfFile, *, file: str = "", warnings: list[DeviceBinaryErro
                 out["devbin_source"] = "imported from the cubin's NVIDIA sections"
         except DeviceBinaryError as e:
             out["devbin_error"] = str(e)
+    elif elf.header.e_machine == C.EM_AMDGPU and out["devbin"] is None:
+        from devbin.targets.amdgpu.importer import import_amdgpu
+
+        try:
+            out["devbin"] = code_object_dict(import_amdgpu(elf, diag=lambda e: None))
+            out["devbin_source"] = "imported from the code object's AMDGPU metadata note and symbols"
+        except DeviceBinaryError as e:
+            out["devbin_error"] = str(e)
     out["warnings"] = [str(w) for w in (warnings or [])]
     return out

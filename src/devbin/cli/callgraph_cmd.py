@@ -1,4 +1,4 @@
-"""Print the call graph of a cubin (or of any code object with devbin sections).
+"""Print the call graph of a cubin, an AMDGPU code object, or any code object with devbin sections.
 
 Each function with its register count, entry points (^) and address-taken
 functions (&); an indirect call potentially reaches every address-taken
@@ -30,13 +30,18 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.formats.elf import constants as C
     from devbin.targets.nvidia.importer import import_cubin
     with open_file(args.file) as elf:
-        if elf.header.e_machine == C.EM_CUDA:
-            obj = import_cubin(elf)
-        else:
-            found = read_code_object(elf)
-            if found is None:
-                raise FormatError("no call graph: not a cubin and no devbin sections", fmt="elf", where=args.file)
+        found = read_code_object(elf)
+        if found is not None:
             obj = found
+        elif elf.header.e_machine == C.EM_CUDA:
+            obj = import_cubin(elf)
+        elif elf.header.e_machine == C.EM_AMDGPU:
+            from devbin.targets.amdgpu.importer import import_amdgpu
+
+            obj = import_amdgpu(elf)
+        else:
+            raise FormatError("no call graph: not a cubin or AMDGPU code object, and no devbin sections", fmt="elf",
+                              where=args.file)
     arch = obj.target.target_id if obj.target else "unknown"
     if args.json:
         out.write(json.dumps(to_dict(obj, arch), indent=2) + "\n")

@@ -81,6 +81,12 @@ def _value(a: dict[str, Any]) -> str:
     v = a["value"]
     if a["name"] == "callconv" and isinstance(v, int):
         return _CALLCONV.get(v, str(v))
+    if a["form"] == "bytes" and isinstance(v, str):  # hex in JSON; show text when it is text
+        try:
+            text = bytes.fromhex(v).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return v
+        return repr(text) if text.isprintable() else v
     if a["form"] == "dim3":
         return "x".join(str(x) for x in v)
     if a["form"] == "flag":

@@ -1,0 +1,35 @@
+"""LLVM OffloadBinary (magic ``10 FF 10 AD``): read view, writer and host-object lookup.
+
+``parse_offload_binary``/``iter_offload_binaries`` read (``reader.py``),
+``find_in_elf`` reads the ``.llvm.offloading`` sections of host objects,
+``write_offload_binary`` lays out new blobs as LLVM does (``writer.py``), and
+``constants.py`` names image kinds and both offload-kind numberings.
+"""
+
+from __future__ import annotations
+
+from devbin.formats.offload import constants
+from devbin.formats.offload.reader import (
+    OffloadBinary,
+    OffloadEntry,
+    find_in_elf,
+    is_offload_binary,
+    iter_offload_binaries,
+    offloading_sections,
+    parse_offload_binary,
+)
+from devbin.formats.offload.writer import OffloadImage, build_string_table, write_offload_binary
+
+__all__ = [
+    "OffloadBinary",
+    "OffloadEntry",
+    "OffloadImage",
+    "build_string_table",
+    "constants",
+    "find_in_elf",
+    "is_offload_binary",
+    "iter_offload_binaries",
+    "offloading_sections",
+    "parse_offload_binary",
+    "write_offload_binary",
+]
