@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
-TARGETS = ["fuzz_elf", "fuzz_devsec", "fuzz_fatbin", "fuzz_ar"]
+TARGETS = ["fuzz_elf", "fuzz_devsec", "fuzz_fatbin", "fuzz_ar", "fuzz_offload", "fuzz_amdgpu", "fuzz_bundle"]
 
 
 def available_targets() -> list[str]:

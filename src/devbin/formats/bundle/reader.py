@@ -1,0 +1,416 @@
+"""Read views of clang-offload-bundler bundles (``llvm-amdgpu-formats.md`` §2).
+
+Binary bundle (little-endian)::
+
+    +0x00  24  magic "__CLANG_OFFLOAD_BUNDLE__" (no NUL)
+    +0x18  u64 N: number of entries
+    +0x20  N entries, back to back:
+             u64 offset (from the bundle start), u64 size, u64 id_len, id_len bytes of ID (no NUL)
+    ...    the images at their offsets (the bundler pads each to ``-bundle-align``; HIP uses 4096)
+
+The entry count is capped against the bytes left (each entry needs at least 24
+bytes) before anything is built; every image's ``offset + size`` must lie in
+the buffer.  Images are zero-copy views.  The bundler does not check that
+images avoid the table or each other (an empty host entry shares its offset
+with the next image), so neither does devbin.
+
+Compressed bundle ("CCOB", all fields little-endian)::
+
+    field                   v1       v2        v3
+    magic "CCOB"            0..3     0..3      0..3
+    version u16             4        4         4
+    method u16              6        6         6     (0 zlib, 1 zstd: llvm::compression::Format)
+    total size (w/ header)  -        u32 @8    u64 @8
+    uncompressed size       u32 @8   u32 @12   u64 @16
+    hash                    u64 @12  u64 @16   u64 @24  (first 8 bytes of MD5(uncompressed), LE)
+    payload from            20       24        32
+
+v1 has no total size, so its payload runs to the end of the buffer given.
+LLVM 19 writes v2, LLVM 22 v3; LLVM 19 cannot read v3.
+
+Text bundle (``-type`` s, i, ll, ...): each part is
+``\\n<comment> __CLANG_OFFLOAD_BUNDLE____START__ <id>\\n<content>\\n<comment>
+__CLANG_OFFLOAD_BUNDLE____END__ <id>\\n``; the bundler adds the newline before
+the end marker itself, so unbundling drops exactly one.
+
+Bundle IDs are ``<kind>-<triple>[-<target id>]`` with the triple in 4-field
+form (an empty environment gives ``--``), e.g. ``hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+``
+and ``host-x86_64-unknown-linux-gnu-``.  :class:`BundleId` splits them without
+judging the target ID (AMDGPU rules live elsewhere).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from devbin.binary import ByteView, align_up
+from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion
+from devbin.formats.bundle import constants as C
+from devbin.formats.bundle.compress import decompress, truncated_md5
+
+if TYPE_CHECKING:
+    from devbin.formats.elf.reader import ElfFile
+
+__all__ = [
+    "Bundle",
+    "BundleEntry",
+    "BundleId",
+    "CompressedHeader",
+    "TextBundlePart",
+    "bundles_in_elf",
+    "hip_fatbin_bundles",
+    "iter_hip_fatbin",
+    "parse_any_bundle",
+    "parse_bundle",
+    "parse_bundle_id",
+    "parse_compressed_bundle",
+    "parse_compressed_header",
+    "parse_text_bundle",
+]
+
+_FMT = "bundle"
+#: First letters of a 4th triple field that is really a processor: the old 3-field form
+#: ``hip-amdgcn-amd-amdhsa-gfx906`` (no environment).  Only used to split, never to judge.
+_PROCESSOR_PREFIXES = ("gfx", "sm_")
+
+ViewLike = ByteView | bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class BundleId:
+    """A bundle entry ID split into offload kind, triple and target ID; ``raw`` is kept verbatim."""
+
+    raw: str
+    kind: str
+    triple: str
+    target_id: str
+
+    @property
+    def is_host(self) -> bool:
+        return self.kind == "host"
+
+    @property
+    def processor(self) -> str:
+        """The target ID up to its first ``:`` (``gfx90a`` for ``gfx90a:xnack+``)."""
+        return self.target_id.split(":", 1)[0]
+
+    def __str__(self) -> str:
+        return self.raw
+
+
+def parse_bundle_id(raw: str) -> BundleId:
+    """Split ``<kind>-<arch>-<vendor>-<os>-<env>[-<target id>]``; never fails.
+
+    The target ID may itself contain ``-`` (``gfx90a:xnack-``), so the split stops
+    after the four triple fields.  An ID with fewer fields keeps what it has
+    (missing parts are empty strings).
+    """
+    kind, _, rest = raw.partition("-")
+    parts = rest.split("-", 4)
+    if len(parts) == 5:
+        return BundleId(raw, kind, "-".join(parts[:4]), parts[4])
+    if len(parts) == 4 and (parts[3].startswith(_PROCESSOR_PREFIXES) or ":" in parts[3]):
+        return BundleId(raw, kind, "-".join(parts[:3]), parts[3])
+    return BundleId(raw, kind, rest, "")
+
+
+@dataclass(frozen=True)
+class BundleEntry:
+    """One entry: its ID, where its image lies in the (uncompressed) bundle, and the image."""
+
+    index: int
+    id: str
+    offset: int
+    size: int
+    view: ByteView = field(repr=False, compare=False)
+
+    @property
+    def bundle_id(self) -> BundleId:
+        return parse_bundle_id(self.id)
+
+    @property
+    def data(self) -> memoryview:
+        """The image bytes (a window on the bundle, not a copy)."""
+        return self.view.bytes_at(0, len(self.view))
+
+
+@dataclass(frozen=True)
+class CompressedHeader:
+    """The CCOB header fields, raw."""
+
+    version: int
+    method: int
+    total_size: int | None  # None for v1 (no such field)
+    uncompressed_size: int
+    hash: int
+    header_size: int
+
+    @property
+    def method_name(self) -> str:
+        return C.METHOD_NAMES.get(self.method, f"method {self.method}")
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A binary bundle: entries in table order.
+
+    ``offset`` is where the bundle starts in the buffer it was found in (non-zero
+    in a ``.hip_fatbin`` with several bundles); ``size`` the bytes it occupies
+    there (the CCOB total size for a compressed bundle; else the end of the
+    table or of the last image, whichever is later).  ``compressed`` holds the
+    CCOB header when the bundle was compressed; the entries then view the
+    decompressed bytes, ``raw``.
+    """
+
+    entries: tuple[BundleEntry, ...]
+    size: int
+    offset: int = 0
+    compressed: CompressedHeader | None = None
+    raw: ByteView | None = field(default=None, repr=False, compare=False)
+
+    def ids(self) -> list[str]:
+        """The entry IDs in table order (what ``clang-offload-bundler --list`` prints)."""
+        return [e.id for e in self.entries]
+
+    def entry(self, bundle_id: str) -> BundleEntry | None:
+        """The first entry whose ID is exactly ``bundle_id``, or None."""
+        for e in self.entries:
+            if e.id == bundle_id:
+                return e
+        return None
+
+    @property
+    def host(self) -> BundleEntry | None:
+        for e in self.entries:
+            if e.bundle_id.is_host:
+                return e
+        return None
+
+
+def _as_view(view: ViewLike, where: str) -> ByteView:
+    if isinstance(view, ByteView):
+        return ByteView(view, fmt=_FMT, where=where or view.where, base=view.base, little=True)
+    return ByteView(view, fmt=_FMT, where=where)
+
+
+def _loc(where: str, inner: str) -> str:
+    return f"{where}: {inner}" if where else inner
+
+
+def _decode_id(raw: memoryview) -> str:
+    # IDs are ASCII in practice; a corrupt byte is shown as \\xNN, never fatal.
+    return bytes(raw).decode("utf-8", "backslashreplace")
+
+
+def parse_bundle(view: ViewLike, *, where: str = "") -> Bundle:
+    """Parse the binary bundle at offset 0 of ``view`` (bytes after it are ignored).
+
+    Raises :class:`NotThisFormat` for a wrong magic, :class:`TruncatedError` when
+    the table or an image runs past the buffer, :class:`FormatError` otherwise.
+    """
+    v = _as_view(view, where)
+    if not v.startswith(C.BUNDLE_MAGIC):
+        raise v.error("not a clang offload bundle (bad magic)", 0, cls=NotThisFormat)
+    count = v.u64(len(C.BUNDLE_MAGIC))
+    # Each entry needs at least its 24 fixed bytes: a lying count fails here, before any list.
+    if count * C.ENTRY_FIXED_SIZE > len(v) - C.HEADER_SIZE:
+        raise v.error(f"{count} entries cannot fit in the {len(v) - C.HEADER_SIZE} bytes left", 24, count)
+    cur = v.cursor(C.HEADER_SIZE)
+    raw: list[tuple[int, int, int, str]] = []
+    for i in range(count):
+        at = cur.pos
+        offset, size, id_len = cur.u64(), cur.u64(), cur.u64()
+        ident = _decode_id(cur.bytes(id_len, f"entry {i} id"))
+        raw.append((at, offset, size, ident))
+    end = cur.pos
+    entries = []
+    for i, (at, offset, size, ident) in enumerate(raw):
+        loc = _loc(v.where, f"entry {i} {ident!r}")
+        if offset > len(v) or size > len(v) - offset:
+            raise v.error(f"entry {i} {ident!r}: image at {offset:#x} + size {size:#x} runs past the end "
+                          f"({v.base + len(v):#x})", at, offset, cls=TruncatedError)
+        entries.append(BundleEntry(i, ident, offset, size, v.sub(offset, size, where=loc)))
+        end = max(end, offset + size)
+    return Bundle(entries=tuple(entries), size=end, raw=v)
+
+
+def parse_compressed_header(view: ViewLike, *, where: str = "") -> CompressedHeader:
+    """Read and check a CCOB header (magic, version, total size against the buffer)."""
+    v = _as_view(view, where)
+    if not v.startswith(C.CCOB_MAGIC):
+        raise v.error("not a compressed offload bundle (bad magic)", 0, cls=NotThisFormat)
+    version, method = v.unpack("HH", 4, "CCOB header")
+    total: int | None
+    if version == 1:
+        uncompressed, hsh = v.unpack("IQ", 8, "CCOB v1 header")
+        total = None
+    elif version == 2:
+        total, uncompressed, hsh = v.unpack("IIQ", 8, "CCOB v2 header")
+    elif version == 3:
+        total, uncompressed, hsh = v.unpack("QQQ", 8, "CCOB v3 header")
+    else:
+        raise v.error("unsupported compressed bundle version", 4, version, cls=UnsupportedVersion)
+    hsize = C.CCOB_HEADER_SIZE[version]
+    if total is not None:
+        if total < hsize:
+            raise v.error(f"total size smaller than the v{version} header ({hsize} bytes)", 8, total)
+        v.check(0, total, "CCOB total size")
+    if method not in C.METHOD_NAMES:
+        raise v.error("unknown compression method", 6, method)
+    return CompressedHeader(version, method, total, uncompressed, hsh, hsize)
+
+
+def parse_compressed_bundle(
+    view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX, check_hash: bool = True,
+) -> Bundle:
+    """Decompress a CCOB bundle (v1, v2, v3; zlib or zstd) and parse the binary bundle inside.
+
+    The decompressed size is capped by ``max_size``; the truncated-MD5 hash is
+    checked unless ``check_hash`` is false.  Entry offsets refer to the
+    decompressed bundle (``Bundle.raw``).
+    """
+    v = _as_view(view, where)
+    h = parse_compressed_header(v)
+    end = len(v) if h.total_size is None else h.total_size
+    payload = v.bytes_at(h.header_size, end - h.header_size, "CCOB payload")
+    data = decompress(h.method, payload, h.uncompressed_size, max_size=max_size, where=v.where,
+                      offset=v.base + h.header_size)
+    if check_hash:
+        got = truncated_md5(data)
+        if got != h.hash:
+            raise v.error(f"hash mismatch: the decompressed bundle hashes to {got:#018x}", 12 if h.version == 1
+                          else 16 if h.version == 2 else 24, h.hash)
+    inner = ByteView(data, fmt=_FMT, where=_loc(v.where, "decompressed"))
+    b = parse_bundle(inner)
+    return Bundle(entries=b.entries, size=end, compressed=h, raw=inner)
+
+
+def parse_any_bundle(view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX) -> Bundle:
+    """A binary or compressed bundle, by magic; anything else is :class:`NotThisFormat`."""
+    v = _as_view(view, where)
+    if v.startswith(C.CCOB_MAGIC):
+        return parse_compressed_bundle(v, max_size=max_size)
+    return parse_bundle(v)
+
+
+def _all_zero(v: ByteView, pos: int) -> bool:
+    n = len(v)
+    while pos < n:
+        size = min(1 << 16, n - pos)
+        if any(v.bytes_at(pos, size)):
+            return False
+        pos += size
+    return True
+
+
+def iter_hip_fatbin(
+    view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX, align: int = C.HIP_FATBIN_ALIGN,
+) -> Iterator[Bundle]:
+    """Bundles back to back in a ``.hip_fatbin`` section, each starting on an ``align`` boundary.
+
+    A linked HIP program concatenates the ``.hip_fatbin`` sections of its objects
+    (each 4096-aligned), so several bundles, plain or compressed, follow each
+    other with zero padding.  The walk stops at the end or where only zero bytes
+    remain; anything else between bundles is a :class:`FormatError`.  A CCOB v1
+    bundle has no total size, so it takes the rest of the section.
+    ``Bundle.offset`` is the offset in ``view``.
+    """
+    v = _as_view(view, where)
+    pos = 0
+    index = 0
+    n = len(v)
+    while pos < n:
+        if _all_zero(v, pos):
+            return
+        sub = v.sub(pos, n - pos, where=_loc(v.where, f"bundle #{index}"))
+        if not (sub.startswith(C.CCOB_MAGIC) or sub.startswith(C.BUNDLE_MAGIC)):
+            cls = NotThisFormat if index == 0 else FormatError
+            raise sub.error("no clang offload bundle here (bad magic)", 0, cls=cls)
+        b = parse_any_bundle(sub, max_size=max_size)
+        yield Bundle(entries=b.entries, size=b.size, offset=pos, compressed=b.compressed, raw=b.raw)
+        pos = align_up(pos + max(b.size, 1), align)
+        index += 1
+
+
+def hip_fatbin_bundles(elf: ElfFile, *, max_size: int = C.DEFAULT_MAX) -> list[Bundle]:
+    """Every bundle in the ``.hip_fatbin`` section of a host ELF; [] without one."""
+    sec = elf.section(C.HIP_FATBIN_SECTION)
+    if sec is None or not sec.file_size:
+        return []
+    return list(iter_hip_fatbin(sec.view.sub(0, sec.file_size, fmt=_FMT), max_size=max_size))
+
+
+def bundles_in_elf(elf: ElfFile) -> Bundle:
+    """The entries of an object-type bundle: one ``__CLANG_OFFLOAD_BUNDLE__<id>`` section each.
+
+    ``clang-offload-bundler -type=o`` with a real host object copies it and adds
+    one ``SHF_EXCLUDE`` section per entry; the host entry's section is a 1-byte
+    placeholder (unbundling the host gives back the host object itself).
+    Entries come in section order; ``offset`` is the section's file offset.
+    An ELF without such sections gives a bundle with no entries.
+    """
+    entries: list[BundleEntry] = []
+    for sec in elf.sections:
+        if sec.name.startswith(C.SECTION_PREFIX) and len(sec.name) > len(C.SECTION_PREFIX):
+            ident = sec.name[len(C.SECTION_PREFIX):]
+            off = sec.sh_offset if sec.file_size else 0
+            entries.append(BundleEntry(len(entries), ident, off, sec.file_size, sec.view))
+    return Bundle(entries=tuple(entries), size=elf.size, raw=elf.view)
+
+
+@dataclass(frozen=True)
+class TextBundlePart:
+    """One part of a text bundle: its ID, comment leader and content (without the added newline)."""
+
+    id: str
+    comment: str
+    content: str
+
+    @property
+    def bundle_id(self) -> BundleId:
+        return parse_bundle_id(self.id)
+
+
+def parse_text_bundle(text: str | bytes, *, where: str = "") -> list[TextBundlePart]:
+    """Split a text bundle into its parts (see the module docstring for the layout).
+
+    Bytes are decoded as UTF-8 with ``surrogateescape`` (encode the content the same
+    way to get the original bytes back).  Text outside the markers is ignored, as
+    the bundler ignores it.  No start marker at all is :class:`NotThisFormat`; an
+    unterminated part or an end marker for another ID is a :class:`FormatError`.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    parts: list[TextBundlePart] = []
+    pos = 0
+    start_tag = f" {C.TEXT_START} "
+    end_tag = f" {C.TEXT_END} "
+    while True:
+        i = text.find(start_tag, pos)
+        if i < 0:
+            break
+        line_start = text.rfind("\n", 0, i) + 1
+        comment = text[line_start:i]
+        line_end = text.find("\n", i)
+        if line_end < 0:
+            raise FormatError("start marker line has no end", fmt=_FMT, where=where, offset=i)
+        ident = text[i + len(start_tag):line_end]
+        marker = f"\n{comment}{end_tag}{ident}"
+        j = text.find(marker, line_end)
+        # The end marker must be a whole line: followed by a newline or the end of the text.
+        while j >= 0 and j + len(marker) < len(text) and text[j + len(marker)] != "\n":
+            j = text.find(marker, j + 1)
+        if j < 0:
+            other = text.find(end_tag, line_end)
+            msg = f"part {ident!r} has no end marker" if other < 0 else f"part {ident!r} ends with another ID"
+            raise FormatError(msg, fmt=_FMT, where=where, offset=i)
+        parts.append(TextBundlePart(ident, comment, text[line_end + 1:j]))
+        pos = j + len(marker)
+    if not parts:
+        if end_tag in text:
+            raise FormatError("end marker without a start marker", fmt=_FMT, where=where,
+                              offset=text.find(end_tag))
+        raise NotThisFormat("not a text offload bundle (no start marker)", fmt=_FMT, where=where)
+    return parts
