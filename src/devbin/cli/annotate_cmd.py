@@ -1,10 +1,13 @@
-"""Write devbin's device sections into a copy of a cubin.
+"""Write devbin's device sections into a copy of a cubin or an AMDGPU code object.
 
-The cubin's metadata (.nv.info, .nv.callgraph, .nv.prototype, symbols and
-memory sections) is imported into the unified model and written as the
-devbin sections through the ELF editor, which keeps every byte the CUDA
-driver reads in place: the output is checked before it is written, and
-`cuobjdump -res-usage` and `nvdisasm` read it as they read the input.
+The vendor's metadata (a cubin's .nv.info, .nv.callgraph, .nv.prototype and
+memory sections; an AMDGPU object's metadata note, kernel descriptors,
+symbols and call relocations) is imported into the unified model and written
+as the devbin sections through the ELF editor, which keeps every byte the
+vendor's loader reads in place: the output is checked before it is written.
+`cuobjdump -res-usage` and `nvdisasm` read an annotated cubin as they read the
+input; `ld.lld-19` links an annotated AMDGPU object and `llvm-readelf-19
+--notes` reads it exactly as before.
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-HELP = "write the devbin sections into a copy of a cubin"
+HELP = "write the devbin sections into a copy of a cubin or AMDGPU code object"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a cubin")
+    p.add_argument("file", help="a cubin or an AMDGPU code object")
     p.add_argument("-o", "--output", required=True, help="where to write the annotated copy")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
 
@@ -29,11 +32,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.formats.devsec.elf import annotate
     from devbin.formats.elf.compare import loader_differences
     from devbin.formats.elf.reader import ElfFile
-    from devbin.targets.nvidia.importer import import_cubin
+    from devbin.importers import import_code_object
     if Path(args.output).resolve() == Path(args.file).resolve():
         raise UsageError("refusing to overwrite the input; give another --output")
     with open_file(args.file) as elf:
-        obj = import_cubin(elf)
+        obj = import_code_object(elf)
         data = annotate(elf, obj)
         diffs = loader_differences(elf, ElfFile(data, where=args.output))
         size_in = elf.size
@@ -46,5 +49,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps(result, indent=2) + "\n")
     else:
         out.write(f"{args.output}: {len(obj.functions)} functions ({len(obj.kernels)} kernels) described; "
-                  f"{size_in} -> {len(data)} bytes; nothing the driver reads moved\n")
+                  f"{size_in} -> {len(data)} bytes; nothing the loader reads moved\n")
     return 0

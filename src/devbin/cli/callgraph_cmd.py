@@ -27,18 +27,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.api import open_file
     from devbin.errors import FormatError
     from devbin.formats.devsec.elf import read_code_object
-    from devbin.formats.elf import constants as C
-    from devbin.targets.nvidia.importer import import_cubin
+    from devbin.importers import can_import, import_code_object
     with open_file(args.file) as elf:
         found = read_code_object(elf)
         if found is not None:
             obj = found
-        elif elf.header.e_machine == C.EM_CUDA:
-            obj = import_cubin(elf)
-        elif elf.header.e_machine == C.EM_AMDGPU:
-            from devbin.targets.amdgpu.importer import import_amdgpu
-
-            obj = import_amdgpu(elf)
+        elif can_import(elf):
+            obj = import_code_object(elf)
         else:
             raise FormatError("no call graph: not a cubin or AMDGPU code object, and no devbin sections", fmt="elf",
                               where=args.file)

@@ -197,6 +197,7 @@ def code_object_facts(elf: ElfFile, *, diag: Diag | None = None) -> AmdgpuFacts:
     if md is not None and md.target:
         try:
             triple, tid = parse_note_target(md.target)
+            triple = triple.rstrip("-")  # an empty environment: amdgcn-amd-amdhsa- is amdgcn-amd-amdhsa
             target_id = str(tid)
         except DeviceBinaryError as e:
             diag(e)
