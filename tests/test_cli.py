@@ -122,6 +122,8 @@ def test_tour(tmp_path: Path) -> None:
     code, js = _run("tour", "--out", str(tmp_path), "--json")
     data = json.loads(js)
     assert code == 0 and data["sample"]["round_trip_equal"] and data["cubin"]["loader_differences"] == []
+    assert data["amdgpu"]["round_trip_equal"] and data["amdgpu"]["loader_differences"] == []
+    assert data["amdgpu"]["callgraph"]["nodes"][1]["calls"] == ["axpy_one"]
     assert data["cubin"]["round_trip_equal"] and data["cubin"]["callgraph"]["nodes"][1]["calls"] == ["axpy_one"]
 
 

@@ -11,7 +11,10 @@
 5. Annotates that cubin with the devbin sections in place, checks that every
    byte the CUDA loader reads is unchanged and that reading the sections
    back gives the imported model.
-6. Prints `devbin inspect` of both files.
+6. Does the same for an AMDGPU code object it ships (gfx90a, built by
+   clang-19 from sample.cl): kernels from the metadata note and kernel
+   descriptor, the device function, the call graph from relocations.
+7. Prints `devbin inspect` of the three files.
 
 Files are written to --out (default: ./devbin-tour).
 """
@@ -37,8 +40,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.formats.devsec.elf import annotate, devbin_sections, read_code_object
     from devbin.formats.elf.compare import loader_differences
     from devbin.formats.elf.reader import ElfFile
-    from devbin.report import inspect_elf
-    from devbin.samples import sample_code_object, sample_cubin_bytes, sample_elf_bytes
+    from devbin.importers import import_code_object
+    from devbin.model import StdAttr
+    from devbin.report import code_object_dict, inspect_elf
+    from devbin.samples import sample_amdgpu_bytes, sample_code_object, sample_cubin_bytes, sample_elf_bytes
     from devbin.targets.nvidia.cubin import Cubin
     from devbin.targets.nvidia.importer import import_cubin
     from devbin.targets.nvidia.resources import usage
@@ -83,8 +88,31 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             "resources": usage(Cubin(cubin_in)),
             "callgraph": graph_dict(imported, imported.target.target_id if imported.target else "?"),
         },
-        "inspect": [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path))],
     }
+    amd = sample_amdgpu_bytes()
+    amd_in = ElfFile(amd, where="sample_gfx90a.o")
+    amd_model = import_code_object(amd_in)
+    amd_annotated = annotate(amd_in, amd_model)
+    amd_path = folder / "sample_gfx90a.annotated.o"
+    (folder / "sample_gfx90a.o").write_bytes(amd)
+    amd_path.write_bytes(amd_annotated)
+    amd_out = ElfFile(amd_annotated, where=str(amd_path))
+    amd_diffs = loader_differences(amd_in, amd_out)
+    amd_back = read_code_object(amd_out)
+    amd_round_trip = amd_back is not None and amd_back.functions == amd_model.functions \
+        and amd_back.callgraph == amd_model.callgraph
+    amd_arch = amd_model.target.target_id if amd_model.target else "?"
+    result["amdgpu"] = {
+        "file": str(amd_path),
+        "size_before": len(amd),
+        "size_after": len(amd_annotated),
+        "loader_differences": amd_diffs,
+        "round_trip_equal": amd_round_trip,
+        "model": code_object_dict(amd_model),
+        "callgraph": graph_dict(amd_model, amd_arch),
+    }
+    result["inspect"] = [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path)),
+                         inspect_elf(amd_out, file=str(amd_path))]
     if args.json:
         dump_json(result, out)
     else:
@@ -106,8 +134,22 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
           + ("every loadable byte, symbol and relocation unchanged" if not diffs else "; ".join(diffs))
           + f"; read back {'equals' if cubin_round_trip else 'DIFFERS FROM'} the imported model\n")
         w(f"   -> {c['file']}\n")
-        w("6. devbin inspect of both:\n\n")
+        a = result["amdgpu"]
+        w(f"6. imported the shipped AMDGPU code object ({amd_arch}, clang-19 sample.cl):\n")
+        for f in amd_model.functions:
+            regs = (f"VGPR {f.uint(StdAttr.REGS_GENERAL)}, SGPR {f.uint(StdAttr.REGS_SCALAR)}, "
+                    f"private {f.uint(StdAttr.PRIVATE_BYTES)}, group {f.uint(StdAttr.SHARED_BYTES)}, "
+                    f"kernarg {f.uint(StdAttr.PARAM_BYTES)}" if f.is_kernel
+                    else "per-function resources not in an LLVM 19 object (see devbin cc)")
+            w(f"   {'kernel' if f.is_kernel else 'device':7} {f.name}: {regs}\n")
+        w("   " + format_text(amd_model, amd_arch).replace("\n", "\n   ").rstrip() + "\n")
+        w(f"   annotated: {a['size_before']} -> {a['size_after']} bytes; "
+          + ("every loadable byte, symbol and relocation unchanged" if not amd_diffs else "; ".join(amd_diffs))
+          + f"; read back {'equals' if amd_round_trip else 'DIFFERS FROM'} the imported model\n")
+        w(f"   -> {a['file']}\n")
+        w("7. devbin inspect of the three files:\n\n")
         for rep in result["inspect"]:
             render_elf(rep, out)
             w("\n")
-    return 0 if round_trip and cubin_round_trip and not diffs else 1
+    ok = round_trip and cubin_round_trip and amd_round_trip and not diffs and not amd_diffs
+    return 0 if ok else 1

@@ -36,7 +36,7 @@ from devbin.model import (
     encode_param_layout,
 )
 
-__all__ = ["sample_code_object", "sample_cubin_bytes", "sample_elf_bytes", "sample_elf_model"]
+__all__ = ["sample_amdgpu_bytes", "sample_code_object", "sample_cubin_bytes", "sample_elf_bytes", "sample_elf_model"]
 
 _I32 = ParamType(TypeKind.INT, 4, 4)
 _F32 = ParamType(TypeKind.FLOAT, 4, 4)
@@ -123,6 +123,11 @@ def sample_elf_bytes() -> bytes:
 
     obj = sample_code_object()
     return write(with_devbin_sections(sample_elf_model(obj), obj))
+
+
+def sample_amdgpu_bytes() -> bytes:
+    """The shipped AMDGPU code object (gfx90a, code object v5) built by clang-19 from ``sample.cl``."""
+    return resources.files(__package__).joinpath("sample_gfx90a.o").read_bytes()
 
 
 def sample_cubin_bytes(relocatable: bool = False) -> bytes:
