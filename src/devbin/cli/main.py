@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from devbin import __version__
-from devbin.cli import annotate_cmd, callgraph_cmd, extract_cmd, inspect_cmd, list_cmd, resources_cmd, tour_cmd
+from devbin.cli import annotate_cmd, callgraph_cmd, cc_cmd, extract_cmd, inspect_cmd, list_cmd, resources_cmd, tour_cmd
 from devbin.errors import DeviceBinaryError
 
 COMMANDS = {
@@ -25,6 +25,7 @@ COMMANDS = {
     "callgraph": callgraph_cmd,
     "annotate": annotate_cmd,
     "tour": tour_cmd,
+    "cc": cc_cmd,
 }
 
 

@@ -1,5 +1,11 @@
 """Registers, stack, shared, local and constant memory per function, for every cubin found.
 
+AMDGPU code objects get SGPR/VGPR/AGPR, private/group/kernarg segment, dynamic
+stack and spills per function: from the devbin sections when the object has
+them (`devbin cc` output: device functions included), else from the metadata
+note and LLVM 20+ resource symbols.  What the file does not say prints `?`
+(JSON null).  --format cuobjdump prints cubins only.
+
 PATH may be a cubin, a fatbin, a host object, library or executable, an ar
 archive, a wheel/zip or a folder.  --format cuobjdump prints exactly the
 lines of `cuobjdump -res-usage` (fatbin entry headers included), so scripts
@@ -19,7 +25,7 @@ if TYPE_CHECKING:
     from devbin.discover import Found
 
 
-HELP = "print per-function resource usage of every cubin found"
+HELP = "print per-function resource usage of every cubin and AMDGPU code object found"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,6 +59,80 @@ def _member_line(f: Found) -> str | None:
     return f"\nmember {archive}:{member}:\n"
 
 
+_AMD_COLUMNS = ("sgpr", "vgpr", "agpr", "private_segment", "group_segment", "kernarg_segment", "dynamic_stack",
+                "sgpr_spill", "vgpr_spill")
+
+
+def _is_amdgpu(f: Found) -> bool:
+    from devbin.errors import DeviceBinaryError
+    from devbin.formats.elf import constants as C
+    from devbin.formats.elf.reader import ElfFile
+    try:
+        return ElfFile(f.image_view(), where=f.path).header.e_machine == C.EM_AMDGPU
+    except DeviceBinaryError:
+        return False
+
+
+def _amdgpu_usage(f: Found) -> dict[str, Any]:
+    """Per-function AMDGPU resources: from the devbin sections when present, else from the vendor's facts.
+
+    Every value the file does not give is ``None`` (text: ``?``), never a guess.
+    """
+    from devbin.formats.devsec.elf import read_code_object
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.model import StdAttr
+    from devbin.targets.amdgpu.importer import (
+        AMD_SGPR_SPILL,
+        AMD_VGPR_SPILL,
+        code_object_facts,
+    )
+    elf = ElfFile(f.image_view(), where=f.path)
+    facts = code_object_facts(elf)
+    obj = read_code_object(elf)
+    rows: list[dict[str, Any]] = []
+    if obj is not None:
+        source = "devbin-sections"
+        for fn in obj.functions:
+            known = fn.has(StdAttr.REGS_GENERAL) or fn.has(StdAttr.REGS_SCALAR)
+            rows.append({
+                "name": fn.name, "kind": "kernel" if fn.is_kernel else "device",
+                "sgpr": fn.uint(StdAttr.REGS_SCALAR), "vgpr": fn.uint(StdAttr.REGS_GENERAL),
+                "agpr": fn.uint(StdAttr.REGS_ACCUM), "private_segment": fn.uint(StdAttr.PRIVATE_BYTES),
+                "group_segment": fn.uint(StdAttr.SHARED_BYTES), "kernarg_segment": fn.uint(StdAttr.PARAM_BYTES),
+                # a flag is recorded only when true: its absence means "no" only where the kernel's note said so
+                "dynamic_stack": True if fn.has(StdAttr.DYNAMIC_STACK) else (False if fn.is_kernel and known
+                                                                            else None),
+                "sgpr_spill": fn.uint(AMD_SGPR_SPILL), "vgpr_spill": fn.uint(AMD_VGPR_SPILL),
+                "source": "devbin-sections" if known else "unknown",
+            })
+    else:
+        source = "vendor"
+        for r in facts.resources:
+            d = r.to_dict()
+            rows.append({"name": r.name, "kind": r.kind, **{k: d[k] for k in _AMD_COLUMNS}, "source": r.source})
+    return {"path": f.path, "container": f.container, "target-id": facts.target_id, "source": source,
+            "functions": rows}
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "?"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
+def _write_amdgpu(a: dict[str, Any], out: TextIO) -> None:
+    out.write(f"{a['path']} ({a['target-id']}, from {a['source']}):\n")
+    out.write(f"  {'function':32} {'kind':7} {'SGPR':>5} {'VGPR':>5} {'AGPR':>5} {'PRIVATE':>8} {'GROUP':>6} "
+              f"{'KERNARG':>7} {'DYNSTACK':>8} {'SSPILL':>6} {'VSPILL':>6}\n")
+    for fn in a["functions"]:
+        c = {k: _cell(fn[k]) for k in _AMD_COLUMNS}
+        out.write(f"  {fn['name'][:32]:32} {fn['kind']:7} {c['sgpr']:>5} {c['vgpr']:>5} {c['agpr']:>5} "
+                  f"{c['private_segment']:>8} {c['group_segment']:>6} {c['kernarg_segment']:>7} "
+                  f"{c['dynamic_stack']:>8} {c['sgpr_spill']:>6} {c['vgpr_spill']:>6}\n")
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.discover import ScanReport, discover
     from devbin.errors import DeviceBinaryError
@@ -62,10 +142,17 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.targets.nvidia.resources import format_cuobjdump, usage
     report = ScanReport()
     results: list[dict[str, Any]] = []
+    amd: list[dict[str, Any]] = []
     text: list[str] = []
     last_member = None
     with progress_bar("scanning") as progress:
         for f in discover(args.paths, progress=progress, report=report):
+            if f.kind == "amdgpu" or (f.kind == "elf" and f.entry is None and _is_amdgpu(f)):
+                try:
+                    amd.append(_amdgpu_usage(f))
+                except DeviceBinaryError as e:
+                    report.warn(f.path, str(e))
+                continue
             if f.kind not in ("elf", "ptx"):
                 continue
             member = _member_line(f)
@@ -89,7 +176,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             results.append(u)
             text.append(format_cuobjdump(u))
     if args.json:
-        out.write(json.dumps({"cubins": results, "warnings": report.warnings}, indent=2) + "\n")
+        doc: dict[str, Any] = {"cubins": results}
+        if amd:
+            doc["amdgpu"] = amd
+        doc["warnings"] = report.warnings
+        out.write(json.dumps(doc, indent=2) + "\n")
         return 0
     if args.format == "cuobjdump":
         out.write("".join(text))
@@ -104,6 +195,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             banks = " ".join(f"[{c['bank']}]:{c['size']}" for c in fn["constant"])
             out.write(f"  {fn['name'][:32]:32} {fn['kind']:7} {fn['registers']:>4} {fn['stack']:>6} "
                       f"{fn['shared']:>7} {fn['local']:>6}  {banks}\n")
+    for a in amd:
+        _write_amdgpu(a, out)
     for w in report.warnings:
         out.write(f"warning: {w}\n")
     return 0
