@@ -28,6 +28,36 @@ Where images are looked for, by the first bytes of each file or member:
   from ``e_flags`` (ABI v8 / OS/ABI 0x41: bits 8..15; older: the low byte).
   **AMDGPU code objects** (``e_machine`` 224) are listed as kind ``amdgpu``.
 * **bare fatbins** (one or several back to back).
+* **LLVM offloading containers** (the ``container`` field names which; the image
+  ``kind`` is decided from the image's bytes, see :func:`_image_kind`):
+
+  - ``.llvm.offloading`` sections (``SHT_LLVM_OFFLOADING`` or that name) of host ELF
+    files: LLVM OffloadBinaries back to back; every entry is one image.
+  - bare OffloadBinary files (``clang-offload-packager`` output, also back to back),
+    container ``offload``.
+  - ``.hip_fatbin`` sections: clang offload bundles, plain or compressed (CCOB), back to
+    back, each 4096-aligned; container ``.hip_fatbin``.
+  - ``__CLANG_OFFLOAD_BUNDLE__<id>`` sections of object-type bundles
+    (``clang-offload-bundler -type=o`` with a host object); container
+    ``__CLANG_OFFLOAD_BUNDLE__``.  The host entry (a 1-byte placeholder: the host object is
+    the file itself) is not reported.
+  - bare bundles (``__CLANG_OFFLOAD_BUNDLE__`` binary bundles, ``CCOB`` compressed ones),
+    container ``bundle``; compressed bundles are decompressed in memory under
+    :data:`MAX_BUNDLE_SIZE`.
+
+  Image kinds: ``amdgpu`` (an AMDGPU code object, ``e_machine`` 224, as for a bare one),
+  ``elf`` (a cubin, ``e_machine`` 190), ``host`` (any other ELF, or a bundle's host
+  entry), ``bitcode`` (LLVM bitcode, raw or wrapped), ``ptx``, ``fatbin`` (a CUDA fatbin,
+  not opened further), ``spirv``, else ``data``.  Empty host entries of bundles are
+  skipped.  ``arch`` is the container's target ID (``gfx90a:xnack-``, ``sm_90``), or,
+  when the container names none, the one the image's ``e_flags`` give.  ``bundle_id``
+  holds the raw bundle entry ID (``hipv4-amdgcn-amd-amdhsa--gfx90a``), ``triple`` the
+  target triple, ``offload_kind`` the producer (``hip``, ``openmp``, ``cuda``...).
+  ``fatbin_index``/``fatbin_offset`` count and place the OffloadBinary or bundle in its
+  container (the offset of a bundle in the innermost file; 0 for a bare one),
+  ``entry_index`` is the entry's index in it.
+  Images from these containers come after the NVIDIA ones of the same file, in
+  section-table order.
 * **ar archives** (regular, BSD, thin): every member, recursively.  Thin members are read
   from disk only when they lie inside the archive's folder (``follow_thin_outside`` lifts
   that); from :func:`discover_bytes` they cannot be read and are reported as warnings.
@@ -57,8 +87,19 @@ from pathlib import Path
 from typing import IO
 
 from devbin.binary import Buffer, ByteView
-from devbin.detect import AR, AR_THIN, CUDA_FATBIN, ELF, detect
-from devbin.errors import DeviceBinaryError, UsageError
+from devbin.detect import (
+    AR,
+    AR_THIN,
+    CUDA_FATBIN,
+    ELF,
+    OFFLOAD_BINARY,
+    OFFLOAD_BUNDLE,
+    OFFLOAD_BUNDLE_COMPRESSED,
+    detect,
+)
+from devbin.errors import DeviceBinaryError, FormatError, UsageError
+from devbin.formats import bundle as _bundle
+from devbin.formats import offload as _offload
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile, Section
@@ -77,7 +118,11 @@ MAX_DEPTH = 12
 #: Zip members larger than this are not read (a warning says so).
 MAX_MEMBER_SIZE = 8 << 30
 
-_SNIFF = 8
+#: Cap on a compressed (CCOB) bundle once decompressed.
+MAX_BUNDLE_SIZE = 1 << 30
+
+_SNIFF = 24  # the longest magic: __CLANG_OFFLOAD_BUNDLE__
+_SCANNED = (ELF, CUDA_FATBIN, AR, AR_THIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED)
 _EM_CUDA = 190
 _EM_AMDGPU = 224
 
@@ -119,6 +164,13 @@ class Found:
     fatbin entry, the whole file of a bare ELF) and ``uncompressed_size`` the image size
     after decompression (equal to ``size`` when stored plain).  ``wrapper_version`` is the
     version of the ``.nvFatBinSegment`` wrapper that points at the fatbin, if one does.
+
+    Images from LLVM containers (``container_format`` ``offload`` or ``bundle``; empty for
+    NVIDIA fatbins and bare ELF files) also carry ``triple``, ``bundle_id`` (bundles only)
+    and ``offload_kind``; ``fatbin_index``/``fatbin_offset`` then count and place the
+    OffloadBinary or bundle.  ``size`` is the image's size in its container; inside a
+    compressed bundle that is its size once decompressed, ``compression`` names the
+    bundle's method (``zlib``/``zstd``) and ``uncompressed_size`` equals ``size``.
     """
 
     path: str
@@ -136,6 +188,12 @@ class Found:
     entry: FatbinEntry | None = field(default=None, compare=False, repr=False)
     elf: ElfImage | None = None
     bare: memoryview | None = field(default=None, compare=False, repr=False)  # a bare ELF's bytes
+    container_format: str = ""
+    triple: str = ""
+    bundle_id: str = ""
+    offload_kind: str = ""
+    image_kind: str = ""  # an OffloadBinary entry's image kind (object, bitcode, cubin, fatbinary, ptx ...)
+    payload: memoryview | None = field(default=None, compare=False, repr=False)  # an LLVM container's image
 
     def image_view(self, max_size: int = 1 << 30) -> memoryview | bytes:
         """The image for parsing, zero-copy when stored plain (see ``FatbinEntry.image_view``)."""
@@ -154,6 +212,11 @@ class Found:
             return self.entry.extract_view(max_size) if trimmed else self.entry.image_view(max_size)
         if self.bare is not None:
             return self.bare
+        if self.payload is not None:
+            if len(self.payload) > max_size:
+                raise FormatError(f"{self.path}: {self.container} image of {len(self.payload)} bytes is larger "
+                                  f"than the limit of {max_size} bytes", fmt=self.container_format, where=self.path)
+            return self.payload
         raise UsageError(f"{self.path}: no image bytes for this {self.kind} entry")
 
 
@@ -309,6 +372,10 @@ class _Scanner:
                 yield from self._bare_fatbins(view, path, origin)
             elif kind in (AR, AR_THIN):
                 yield from self._archive(view, path, depth, disk)
+            elif kind == OFFLOAD_BINARY:
+                yield from self._offload_blobs(view, path, "offload", 0)
+            elif kind in (OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
+                yield from self._bundles(view, path, "bundle", 0)
         except DeviceBinaryError as e:
             self.rep.warn(path, str(e))
 
@@ -384,7 +451,78 @@ class _Scanner:
         if h.e_machine == _EM_AMDGPU:
             yield _bare_elf(elf, path, origin, _amdgpu_arch(h.e_flags), kind="amdgpu")
             return
-        yield from _HostElf(self.rep, elf, path).scan(self)
+        try:
+            yield from _HostElf(self.rep, elf, path).scan(self)
+        except DeviceBinaryError as e:
+            self.rep.warn(path, str(e))
+        yield from self._llvm_in_elf(elf, path)
+
+    # -- LLVM offloading containers ---------------------------------------------------
+    def _llvm_in_elf(self, elf: ElfFile, path: str) -> Iterator[Found]:
+        """``.llvm.offloading``, ``.hip_fatbin`` and ``__CLANG_OFFLOAD_BUNDLE__<id>`` sections."""
+        prefix = _bundle.constants.SECTION_PREFIX
+        object_bundle = False
+        for sec in elf.sections:
+            try:
+                if not sec.file_size:
+                    continue
+                if sec.sh_type == _offload.constants.SHT_LLVM_OFFLOADING or sec.name.startswith(
+                        _offload.constants.SECTION_NAME):
+                    view = sec.view.sub(0, sec.file_size, fmt="offload", where=sec.name)
+                    yield from self._offload_blobs(view, path, sec.name, sec.sh_offset)
+                elif sec.name == _bundle.constants.HIP_FATBIN_SECTION:
+                    view = sec.view.sub(0, sec.file_size, fmt="bundle", where=sec.name)
+                    yield from self._bundles(view, path, sec.name, sec.sh_offset)
+                elif sec.name.startswith(prefix) and len(sec.name) > len(prefix):
+                    object_bundle = True
+            except DeviceBinaryError as e:
+                self.rep.warn(path, f"{sec.name}: {e}")
+        if not object_bundle:
+            return
+        try:
+            b = _bundle.bundles_in_elf(elf)
+        except DeviceBinaryError as e:
+            self.rep.warn(path, str(e))
+            return
+        for ent in b.entries:
+            f = _bundle_found(b, ent, path, prefix, 0, ent.offset, skip_host=True)
+            if f is not None:
+                yield f
+
+    def _offload_blobs(self, view: ByteView, path: str, container: str, base: int) -> Iterator[Found]:
+        """OffloadBinaries back to back in ``view`` (at file offset ``base``); a corrupt one ends the walk."""
+        it = _offload.iter_offload_binaries(ByteView(view, fmt="offload", where=container, base=view.base))
+        index = 0
+        while True:
+            try:
+                ob = next(it)
+            except StopIteration:
+                return
+            except DeviceBinaryError as e:
+                self.rep.warn(path, f"{container}: {e}")
+                return
+            for oe in ob.entries:
+                yield _offload_found(oe, path, container, index, base + ob.offset)
+            index += 1
+
+    def _bundles(self, view: ByteView, path: str, container: str, base: int) -> Iterator[Found]:
+        """Bundles (plain or CCOB) back to back in ``view``, each 4096-aligned; a corrupt one ends the walk."""
+        it = _bundle.iter_hip_fatbin(ByteView(view, fmt="bundle", where=container, base=view.base),
+                                     max_size=MAX_BUNDLE_SIZE)
+        index = 0
+        while True:
+            try:
+                b = next(it)
+            except StopIteration:
+                return
+            except DeviceBinaryError as e:
+                self.rep.warn(path, f"{container}: {e}")
+                return
+            for be in b.entries:
+                f = _bundle_found(b, be, path, container, index, base + b.offset, skip_host=False)
+                if f is not None:
+                    yield f
+            index += 1
 
     def _walk_fatbins(self, view: ByteView, path: str, label: str) -> Iterator[tuple[int, int, Fatbin]]:
         """Fatbins stored back to back from offset 0 of ``view``; zero padding between them is
@@ -558,7 +696,7 @@ def _kind(head: bytes) -> str | None:
     if head.startswith(ZIP_MAGICS):
         return "zip"
     k = detect(head)
-    return k if k in (ELF, CUDA_FATBIN, AR, AR_THIN) else None
+    return k if k in _SCANNED else None
 
 
 def _strict_fatbin(view: ByteView, offset: int, where: str) -> Fatbin | None:
@@ -603,3 +741,67 @@ def _cuda_arch(osabi: int, abi_version: int, flags: int) -> str:
 def _amdgpu_arch(flags: int) -> str:
     mach = flags & 0xFF
     return _AMDGPU_MACH.get(mach, f"amdgpu-mach-{mach:#x}")
+
+
+# --------------------------------------------------------------------------- LLVM containers
+
+_ELF_MAGIC = b"\x7fELF"
+_BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
+_SPIRV_MAGIC = b"\x03\x02\x23\x07"
+
+
+def _image_kind(data: memoryview, *, host: bool = False, ptx: bool = False) -> tuple[str, str]:
+    """``(kind, arch from the image)`` of an image found in an LLVM container, by its bytes.
+
+    ``host``: the container says it is a host entry; ``ptx``: it says the image is PTX.
+    The arch is ``""`` unless the image is a device ELF whose ``e_flags`` name one.
+    """
+    v = ByteView(data, fmt="elf")
+    if host:
+        return "host", ""
+    if v.startswith(_ELF_MAGIC):
+        try:
+            little = v.u8(5) != 2  # EI_DATA: 2 is big-endian
+            ev = ByteView(data, fmt="elf", little=little)
+            machine = ev.u16(18)
+            flags = ev.u32(48 if ev.u8(4) == 2 else 36)  # e_flags by EI_CLASS
+            osabi, abi_version = ev.u8(7), ev.u8(8)
+        except DeviceBinaryError:
+            return "data", ""
+        if machine == _EM_AMDGPU:
+            return "amdgpu", _amdgpu_arch(flags)
+        if machine == _EM_CUDA:
+            return "elf", _cuda_arch(osabi, abi_version, flags)
+        return "host", ""
+    if v.startswith(_BITCODE_MAGICS[0]) or v.startswith(_BITCODE_MAGICS[1]):
+        return "bitcode", ""
+    if v.startswith(FATBIN_MAGIC):
+        return "fatbin", ""
+    if v.startswith(_SPIRV_MAGIC):
+        return "spirv", ""
+    if ptx:
+        return "ptx", ""
+    return "data", ""
+
+
+def _offload_found(e: _offload.OffloadEntry, path: str, container: str, index: int, offset: int) -> Found:
+    kind, elf_arch = _image_kind(e.image, ptx=e.image_kind == _offload.constants.IMG_PTX)
+    return Found(path=path, container=container, kind=kind, arch=e.arch or elf_arch, size=e.image_size,
+                 uncompressed_size=e.image_size, fatbin_index=index, fatbin_offset=offset, entry_index=e.index,
+                 container_format="offload", triple=e.triple, offload_kind=e.producer,
+                 image_kind=e.image_kind_name, payload=e.image)
+
+
+def _bundle_found(b: _bundle.Bundle, e: _bundle.BundleEntry, path: str, container: str, index: int,
+                  offset: int, *, skip_host: bool) -> Found | None:
+    """The Found for one bundle entry, or None for a host entry that is empty (or, in an object-type
+    bundle, the placeholder standing for the file itself)."""
+    bid = e.bundle_id
+    if bid.is_host and (skip_host or e.size == 0):
+        return None
+    data = e.data
+    kind, elf_arch = _image_kind(data, host=bid.is_host, ptx=bid.triple.startswith("nvptx"))
+    return Found(path=path, container=container, kind=kind, arch=bid.target_id or elf_arch, size=e.size,
+                 uncompressed_size=e.size, compression=b.compressed.method_name if b.compressed else "none",
+                 fatbin_index=index, fatbin_offset=offset, entry_index=e.index, container_format="bundle",
+                 triple=bid.triple, bundle_id=e.id, offload_kind=bid.kind, payload=data)

@@ -1,12 +1,31 @@
 """Extract device images to files, named and laid out as `cuobjdump -xelf all` / `-xptx all` does.
 
-Names are <stem>.<n>.<arch>.cubin|ptx (n counts each kind from 1 through the
-whole input file, archive members included; stem is the input file name
-without its last extension), or <identifier base name>.<arch>.<ext> when the
-image carries an identifier.  Cubins are written trimmed to their last
-section and PTX up to its first NUL, byte for byte as cuobjdump writes them.
-A name that would leave DIR (a path separator, "..", a control character)
-is refused.
+NVIDIA fatbin entries: names are <stem>.<n>.<arch>.cubin|ptx (n counts each
+kind from 1 through the whole input file, archive members included; stem is
+the input file name without its last extension), or <identifier base
+name>.<arch>.<ext> when the image carries an identifier.  Cubins are written
+trimmed to their last section and PTX up to its first NUL, byte for byte as
+cuobjdump writes them.  A bare cubin is written as <stem>.<arch>.cubin.
+
+Images in LLVM containers are written byte for byte as the LLVM tools
+extract them:
+
+* OffloadBinary entries (bare packager output or .llvm.offloading sections)
+  take clang-offload-packager's own default name, <stem>-<triple>-<arch>.<n>.<ext>,
+  ext by the entry's image kind (o, bc, cubin, fatbin, s; bin for others) and
+  n counting OffloadBinary images from 0 through the input file (what the
+  packager writes for one --image filter that matches them all).
+* clang-offload-bundler names nothing itself (every output is given with
+  -output), so bundle entries (.hip_fatbin, bare and compressed bundles,
+  __CLANG_OFFLOAD_BUNDLE__ sections) are named <stem>.<n>.<target id>.<ext>:
+  n counts bundle images from 1 through the input file, the target ID has
+  ':' replaced by '_' (the triple stands in when there is none), and ext is o
+  (AMDGPU code objects, host objects), cubin, ptx, bc, fatbin, spv or bin.
+
+Any character of a triple or target ID other than letters, digits and
+"._+-" (and ':' in packager names) becomes '_'; a name that would still leave
+DIR (a path separator, "..", a control character) is refused, and so are two
+images that would get the same name.
 """
 
 from __future__ import annotations
@@ -23,13 +42,21 @@ if TYPE_CHECKING:
     from devbin.discover import Found
 
 
-HELP = "extract cubins and PTX like cuobjdump -xelf/-xptx"
+HELP = ("extract cubins and PTX like cuobjdump -xelf/-xptx, and the images of LLVM offload binaries "
+        "and clang offload bundles")
+
+KINDS = ("elf", "ptx", "amdgpu", "bitcode", "host", "fatbin", "spirv", "data")
+
+_OFFLOAD_EXT = {"object": "o", "bitcode": "bc", "cubin": "cubin", "fatbinary": "fatbin", "ptx": "s"}
+_BUNDLE_EXT = {"amdgpu": "o", "host": "o", "elf": "cubin", "ptx": "ptx", "bitcode": "bc", "fatbin": "fatbin",
+               "spirv": "spv"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="a file or folder")
-    p.add_argument("--arch", help="only images of this architecture (sm_90 also matches compute_90 PTX)")
-    p.add_argument("--kind", choices=("elf", "ptx"), help="only ELF (cubins) or only PTX")
+    p.add_argument("--arch", help="only images of this architecture (sm_90 also matches compute_90 PTX, "
+                                  "gfx90a also matches gfx90a:xnack-)")
+    p.add_argument("--kind", choices=KINDS, help="only images of this kind (elf: cubins)")
     p.add_argument("-o", "--output", default=".", metavar="DIR", help="folder to write into (default: .)")
     p.add_argument("--max-size", type=int, default=1 << 30, help="refuse images larger than this once decompressed")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
@@ -38,7 +65,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _arch_matches(found: str, wanted: str | None) -> bool:
     if wanted is None:
         return True
-    return found == wanted or found.split("_", 1)[-1] == wanted.split("_", 1)[-1]
+    return (found == wanted or found.split("_", 1)[-1] == wanted.split("_", 1)[-1]
+            or found.split(":", 1)[0] == wanted)
+
+
+def _clean(text: str, keep: str = "._+-") -> str:
+    """``text`` with every character but ASCII letters, digits and ``keep`` replaced by ``_``."""
+    return "".join(c if (c.isascii() and c.isalnum()) or c in keep else "_" for c in text)
 
 
 def safe_name(name: str) -> str:
@@ -63,9 +96,22 @@ def names(images: list[Found]) -> list[str]:
     """cuobjdump's file name for each image: numbered per kind through each file (an archive counts as one)."""
     from devbin.formats.fatbin import extract_name
     counters: dict[tuple[str, str], int] = {}
-    out = []
+    out: list[str] = []
     for f in images:
         unit = _unit(f.path)
+        if f.container_format == "offload":
+            base = f"{_stem(unit)}-{_clean(f.triple)}-{_clean(f.arch, '._+-:')}"
+            key = (unit, "offload")
+            n = counters.get(key, 0)
+            counters[key] = n + 1
+            out.append(f"{base}.{n}.{_OFFLOAD_EXT.get(f.image_kind, 'bin')}")
+            continue
+        if f.container_format == "bundle":
+            key = (unit, "bundle")
+            counters[key] = counters.get(key, 0) + 1
+            target = _clean((f.arch or f.triple or "none").replace(":", "_"))
+            out.append(f"{_stem(unit)}.{counters[key]}.{target}.{_BUNDLE_EXT.get(f.kind, 'bin')}")
+            continue
         key = (unit, "ptx" if f.kind == "ptx" else "elf")
         counters[key] = counters.get(key, 0) + 1
         if f.entry is not None:
@@ -75,13 +121,18 @@ def names(images: list[Found]) -> list[str]:
     return out
 
 
+_LABELS = {"elf": "ELF file", "ptx": "PTX file", "amdgpu": "AMDGPU code object", "bitcode": "bitcode file",
+           "host": "host file"}
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.discover import ScanReport, discover
     from devbin.errors import UsageError
     folder = Path(args.output)
     report = ScanReport()
     with progress_bar("scanning") as progress:
-        images = [f for f in discover([args.path], progress=progress, report=report) if f.kind in ("elf", "ptx")]
+        images = [f for f in discover([args.path], progress=progress, report=report)
+                  if f.kind in ("elf", "ptx") or f.container_format]
     written: list[dict[str, Any]] = []
     for f, name in zip(images, names(images), strict=True):
         if (args.kind and f.kind != args.kind) or not _arch_matches(f.arch, args.arch):
@@ -97,10 +148,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         out.write(json.dumps({"written": written, "warnings": report.warnings}, indent=2) + "\n")
     else:
-        counts = {"elf": 0, "ptx": 0}
+        counts: dict[str, int] = {}
         for w in written:
-            counts[w["kind"]] += 1
-            label = "ELF file" if w["kind"] == "elf" else "PTX file"
+            counts[w["kind"]] = counts.get(w["kind"], 0) + 1
+            label = _LABELS.get(w["kind"], f"{w['kind']} file")
             out.write(f"Extracting {label} {counts[w['kind']]:4}: {Path(w['file']).name}\n")
         for warning in report.warnings:
             out.write(f"warning: {warning}\n")

@@ -1,10 +1,15 @@
 """List every device image in files, archives, wheels/zips and folders.
 
 One line per image: where it is (file, container section, fatbin and entry
-index), kind (elf, ptx, ltoir), architecture, bytes on disk, bytes once
-decompressed, compression and identifier.  Nothing is extracted to disk;
-zips and archives are read in memory.  --json prints the same facts; a
-progress bar goes to stderr when it is a terminal.
+index), kind (elf, ptx, ltoir, amdgpu, bitcode, host ...), architecture
+(SM or AMDGPU target ID), bytes on disk, bytes once decompressed, compression
+and identifier.  Images in LLVM containers (.llvm.offloading, OffloadBinary
+files, .hip_fatbin, clang offload bundles, plain or compressed) are listed
+too: their "index" is <container #>.<entry #>, and the identifier column shows
+the bundle entry ID or the OffloadBinary triple.  Nothing is extracted to
+disk; zips and archives are read in memory.  --json prints the same facts
+(plus container_format, triple, bundle_id, offload_kind); a progress bar goes
+to stderr when it is a terminal.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ if TYPE_CHECKING:
     from devbin.discover import Found
 
 
-HELP = "list every device image (cubin, PTX, LTO-IR) in files, archives, wheels and folders"
+HELP = ("list every device image (cubin, PTX, LTO-IR, AMDGPU code objects, offload bundles and binaries) "
+        "in files, archives, wheels and folders")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +47,10 @@ def found_dict(f: Found) -> dict[str, Any]:
         "compression": f.compression,
         "identifier": f.identifier,
         "wrapper_version": f.wrapper_version,
+        "container_format": f.container_format,
+        "triple": f.triple,
+        "bundle_id": f.bundle_id,
+        "offload_kind": f.offload_kind,
     }
 
 
@@ -56,8 +66,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
               f"{'compr.':6} identifier\n")
     for f in found:
         index = "-" if f["fatbin_index"] is None else f"{f['fatbin_index']}.{f['entry_index']}"
+        ident = f["identifier"] or f["bundle_id"] or f["triple"]
         out.write(f"{f['path'][-40:]:40} {f['container'][:16]:16} {index:>7} {f['kind']:5} {f['arch']:11} "
-                  f"{f['size']:>10} {f['uncompressed_size']:>10} {f['compression']:6} {f['identifier']}\n")
+                  f"{f['size']:>10} {f['uncompressed_size']:>10} {f['compression']:6} {ident}\n")
     out.write(f"{len(found)} images\n")
     for w in report.warnings:
         out.write(f"warning: {w}\n")
