@@ -79,18 +79,19 @@ def test_standard_ids_and_one_byte_keys() -> None:
 
 
 def test_vendor_registration() -> None:
-    info = register_vendor_attribute(0x0205, "amdgpu.test_vgpr_spill", AttrForm.UINT, Applies.BOTH)
-    assert register_vendor_attribute(0x0205, "amdgpu.test_vgpr_spill", AttrForm.UINT, Applies.BOTH) == info
-    assert Attribute(0x0205, 3).name == "amdgpu.test_vgpr_spill"
-    assert Attribute(0x0205, 3).form == AttrForm.UINT
+    # Ids of the experimental namespace (0x7f): real vendor packages own their namespaces' ids.
+    info = register_vendor_attribute(0x7FA5, "experimental.test_vgpr_spill", AttrForm.UINT, Applies.BOTH)
+    assert register_vendor_attribute(0x7FA5, "experimental.test_vgpr_spill", AttrForm.UINT, Applies.BOTH) == info
+    assert Attribute(0x7FA5, 3).name == "experimental.test_vgpr_spill"
+    assert Attribute(0x7FA5, 3).form == AttrForm.UINT
     with pytest.raises(UsageError):
-        register_vendor_attribute(0x0205, "amdgpu.other", AttrForm.UINT, Applies.BOTH)
+        register_vendor_attribute(0x7FA5, "experimental.other", AttrForm.UINT, Applies.BOTH)
     with pytest.raises(UsageError):
-        register_vendor_attribute(0x0206, "amdgpu.test_vgpr_spill", AttrForm.UINT, Applies.BOTH)
+        register_vendor_attribute(0x7FA6, "experimental.test_vgpr_spill", AttrForm.UINT, Applies.BOTH)
     with pytest.raises(UsageError):
         register_vendor_attribute(0x0042, "std.nope", AttrForm.UINT, Applies.BOTH)  # namespace 0 is the spec's
     with pytest.raises(UsageError):
-        register_vendor_attribute(0x0207, "amdgpu.opaque", 6, Applies.BOTH)
+        register_vendor_attribute(0x7FA7, "experimental.opaque", 6, Applies.BOTH)
 
 
 def test_attribute_values() -> None:
