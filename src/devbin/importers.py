@@ -31,6 +31,12 @@ def _amdgpu(elf: ElfFile, diag: Diag | None) -> CodeObject:
 IMPORTERS: dict[int, Callable[[ElfFile, Diag | None], CodeObject]] = {C.EM_CUDA: _nvidia, C.EM_AMDGPU: _amdgpu}
 
 
+def load_vendor_attribute_names() -> None:
+    """Import every vendor package so their attribute ids have names (they register at import)."""
+    import devbin.targets.amdgpu.importer
+    import devbin.targets.nvidia.importer  # noqa: F401
+
+
 def can_import(elf: ElfFile) -> bool:
     return elf.header.e_machine in IMPORTERS
 

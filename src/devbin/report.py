@@ -48,6 +48,9 @@ def inspect_elf(elf: ElfFile, *, file: str = "", warnings: list[DeviceBinaryErro
     out["devbin_error"] = None
     out["nvidia"] = None
     if devbin_sections(elf):
+        from devbin.importers import load_vendor_attribute_names
+
+        load_vendor_attribute_names()  # so vendor attributes print with their names
         try:
             obj = read_code_object(elf)
             out["devbin"] = code_object_dict(obj) if obj is not None else None
