@@ -213,6 +213,20 @@ class ByteView:
             return self._blob.find(needle, start, stop)
         return _find(self._mv, needle, start, stop)
 
+    def is_zero_from(self, offset: int) -> bool:
+        """True when every byte from ``offset`` to the end is zero (padding after back-to-back containers).
+
+        Checked in 64 KiB windows so a large tail is never copied whole.
+        """
+        n = len(self._mv)
+        pos = max(offset, 0)
+        while pos < n:
+            size = min(1 << 16, n - pos)
+            if any(self._mv[pos : pos + size]):
+                return False
+            pos += size
+        return True
+
     def startswith(self, prefix: bytes, offset: int = 0) -> bool:
         n = len(prefix)
         return offset >= 0 and len(self._mv) - offset >= n and self._mv[offset : offset + n] == prefix

@@ -295,15 +295,6 @@ def parse_any_bundle(view: ViewLike, *, where: str = "", max_size: int = C.DEFAU
     return parse_bundle(v)
 
 
-def _all_zero(v: ByteView, pos: int) -> bool:
-    n = len(v)
-    while pos < n:
-        size = min(1 << 16, n - pos)
-        if any(v.bytes_at(pos, size)):
-            return False
-        pos += size
-    return True
-
 
 def iter_hip_fatbin(
     view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX, align: int = C.HIP_FATBIN_ALIGN,
@@ -322,7 +313,7 @@ def iter_hip_fatbin(
     index = 0
     n = len(v)
     while pos < n:
-        if _all_zero(v, pos):
+        if v.is_zero_from(pos):
             return
         sub = v.sub(pos, n - pos, where=_loc(v.where, f"bundle #{index}"))
         if not (sub.startswith(C.CCOB_MAGIC) or sub.startswith(C.BUNDLE_MAGIC)):

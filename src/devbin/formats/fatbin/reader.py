@@ -299,7 +299,7 @@ def iter_fatbins(view: ByteView | bytes | bytearray | memoryview, *, where: str 
     index = 0
     n = len(v)
     while pos < n:
-        if _all_zero(v, pos):
+        if v.is_zero_from(pos):
             return
         sub = v.sub(pos, n - pos, where=_loc(v.where, f"fatbin #{index}"))
         fb = parse_fatbin(sub)
@@ -308,16 +308,6 @@ def iter_fatbins(view: ByteView | bytes | bytearray | memoryview, *, where: str 
         pos = align_up(pos + fb.size, 8)
         index += 1
 
-
-def _all_zero(v: ByteView, pos: int) -> bool:
-    chunk = 1 << 16
-    n = len(v)
-    while pos < n:
-        size = min(chunk, n - pos)
-        if any(v.bytes_at(pos, size)):
-            return False
-        pos += size
-    return True
 
 
 def elf_image_size(view: ByteView) -> int | None:

@@ -242,7 +242,7 @@ def iter_offload_binaries(
     index = 0
     n = len(v)
     while pos < n:
-        if _all_zero(v, pos):
+        if v.is_zero_from(pos):
             return
         sub = v.sub(pos, n - pos, where=_loc(v.where, f"offload #{index}"))
         ob = parse_offload_binary(sub)
@@ -251,16 +251,6 @@ def iter_offload_binaries(
         pos = align_up(pos + ob.size, C.ALIGNMENT)
         index += 1
 
-
-def _all_zero(v: ByteView, pos: int) -> bool:
-    chunk = 1 << 16
-    n = len(v)
-    while pos < n:
-        size = min(chunk, n - pos)
-        if any(v.bytes_at(pos, size)):
-            return False
-        pos += size
-    return True
 
 
 def is_offload_binary(view: ByteView | bytes | bytearray | memoryview) -> bool:
