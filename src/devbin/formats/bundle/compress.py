@@ -22,32 +22,22 @@ against clang-offload-bundler 19 and 22 in ``tests/test_bundle.py``).
 from __future__ import annotations
 
 import hashlib
-import io
 import zlib
 
 import zstandard
 
 from devbin.errors import FormatError, UsageError
 from devbin.formats.bundle import constants as C
+from devbin.formats.zstdcap import decompress_capped
 
 __all__ = ["compress", "decompress", "truncated_md5"]
 
 _FMT = "bundle"
-_CHUNK = 1 << 20
-_ZSTD_MIN_WINDOW = 1 << 10
-_ZSTD_MAX_WINDOW = 1 << 31
 
 
 def truncated_md5(data: bytes | bytearray | memoryview) -> int:
     """The CCOB hash: the first 8 bytes of MD5(``data``) as a little-endian u64."""
     return int.from_bytes(hashlib.md5(data).digest()[:8], "little")
-
-
-def _window_limit(size: int, max_size: int) -> int:
-    want = max(_ZSTD_MIN_WINDOW, 1 << max(size - 1, 1).bit_length(), 1 << 20)
-    cap = max(_ZSTD_MIN_WINDOW, 1 << max(max_size - 1, 1).bit_length())
-    # Long-distance matching windows can be as large as the input (rounded up), never more.
-    return min(want, cap, _ZSTD_MAX_WINDOW)
 
 
 def decompress(
@@ -64,16 +54,7 @@ def decompress(
                   uncompressed_size)
     out = bytearray()
     if method == C.METHOD_ZSTD:
-        try:
-            dctx = zstandard.ZstdDecompressor(max_window_size=_window_limit(uncompressed_size, max_size))
-            with dctx.stream_reader(io.BytesIO(bytes(data)), read_across_frames=True) as reader:
-                while len(out) <= uncompressed_size:
-                    chunk = reader.read(min(_CHUNK, uncompressed_size + 1 - len(out)))
-                    if not chunk:
-                        break
-                    out += chunk
-        except Exception as e:  # zstandard.ZstdError, ValueError, MemoryError: library boundary
-            raise err(f"corrupt zstd data: {e}") from None
+        out += decompress_capped(data, uncompressed_size, max_size, fmt=_FMT, where=where, offset=offset)
     elif method == C.METHOD_ZLIB:
         try:
             d = zlib.decompressobj()

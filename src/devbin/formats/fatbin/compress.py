@@ -22,20 +22,16 @@ recorded one.  Every exception the compression libraries raise becomes a
 
 from __future__ import annotations
 
-import io
-
 import lz4.block  # type: ignore[import-untyped]
 import zstandard
 
 from devbin.errors import FormatError, UsageError
 from devbin.formats.fatbin.constants import DEFAULT_MAX
+from devbin.formats.zstdcap import decompress_capped
 
 __all__ = ["DEFAULT_MAX", "compress", "decompress", "decompress_lz4", "decompress_zstd"]
 
 _FMT = "fatbin"
-_ZSTD_MIN_WINDOW = 1 << 10  # ZSTD_WINDOWLOG_MIN
-_ZSTD_MAX_WINDOW = 1 << 31  # ZSTD_WINDOWLOG_MAX_64
-_CHUNK = 1 << 20
 
 
 def _check_size(uncompressed_size: int, max_size: int, where: str, offset: int | None) -> None:
@@ -76,11 +72,6 @@ def decompress_lz4(
     return bytes(out)
 
 
-def _window_limit(uncompressed_size: int, max_size: int) -> int:
-    want = max(_ZSTD_MIN_WINDOW, 1 << max(uncompressed_size - 1, 1).bit_length(), 1 << 20)
-    cap = max(_ZSTD_MIN_WINDOW, 1 << max(max_size - 1, 1).bit_length())
-    return min(want, cap, _ZSTD_MAX_WINDOW)
-
 
 def decompress_zstd(
     data: bytes | memoryview, uncompressed_size: int, *, max_size: int = DEFAULT_MAX, where: str = "",
@@ -88,17 +79,7 @@ def decompress_zstd(
 ) -> bytes:
     """Decode zstd frame(s) into exactly ``uncompressed_size`` bytes, reading at most one byte more."""
     _check_size(uncompressed_size, max_size, where, offset)
-    out = bytearray()
-    try:
-        dctx = zstandard.ZstdDecompressor(max_window_size=_window_limit(uncompressed_size, max_size))
-        with dctx.stream_reader(io.BytesIO(bytes(data)), read_across_frames=True) as reader:
-            while len(out) <= uncompressed_size:
-                chunk = reader.read(min(_CHUNK, uncompressed_size + 1 - len(out)))
-                if not chunk:
-                    break
-                out += chunk
-    except Exception as e:  # zstandard.ZstdError, ValueError, MemoryError: library boundary
-        raise FormatError(f"corrupt zstd data: {e}", fmt=_FMT, where=where, offset=offset) from None
+    out = decompress_capped(data, uncompressed_size, max_size, fmt=_FMT, where=where, offset=offset)
     if len(out) != uncompressed_size:
         raise _mismatch(len(out), uncompressed_size, "zstd", where, offset)
     return bytes(out)
