@@ -27,7 +27,7 @@ from typing import Final
 
 from devbin.errors import FormatError, TruncatedError
 
-__all__ = ["ByteView", "Cursor", "Buffer"]
+__all__ = ["Buffer", "ByteView", "Cursor", "format_view", "join_where"]
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
@@ -251,6 +251,22 @@ def _find(mv: memoryview, needle: bytes, start: int, stop: int) -> int:
         pos += chunk
         chunk = min(chunk * 16, 1 << 20)
     return -1
+
+
+def format_view(data: Buffer | ByteView, fmt: str, where: str = "") -> ByteView:
+    """``data`` as a little-endian view named for format ``fmt``.
+
+    A container reader's entry point: a view handed in keeps its absolute ``base`` (and its
+    ``where`` unless one is given), so errors still name file offsets.
+    """
+    if isinstance(data, ByteView):
+        return ByteView(data, fmt=fmt, where=where or data.where, base=data.base, little=True)
+    return ByteView(data, fmt=fmt, where=where)
+
+
+def join_where(outer: str, inner: str) -> str:
+    """A location path: ``lib.a(k.o): fatbin[2] sm_90``."""
+    return f"{outer}: {inner}" if outer else inner
 
 
 class Cursor:

@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from devbin.binary import ByteView, align_up
+from devbin.binary import ByteView, align_up, format_view, join_where
 from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion
 from devbin.formats.bundle import constants as C
 from devbin.formats.bundle.compress import decompress, truncated_md5
@@ -189,14 +189,6 @@ class Bundle:
         return None
 
 
-def _as_view(view: ViewLike, where: str) -> ByteView:
-    if isinstance(view, ByteView):
-        return ByteView(view, fmt=_FMT, where=where or view.where, base=view.base, little=True)
-    return ByteView(view, fmt=_FMT, where=where)
-
-
-def _loc(where: str, inner: str) -> str:
-    return f"{where}: {inner}" if where else inner
 
 
 def _decode_id(raw: memoryview) -> str:
@@ -210,7 +202,7 @@ def parse_bundle(view: ViewLike, *, where: str = "") -> Bundle:
     Raises :class:`NotThisFormat` for a wrong magic, :class:`TruncatedError` when
     the table or an image runs past the buffer, :class:`FormatError` otherwise.
     """
-    v = _as_view(view, where)
+    v = format_view(view, _FMT, where)
     if not v.startswith(C.BUNDLE_MAGIC):
         raise v.error("not a clang offload bundle (bad magic)", 0, cls=NotThisFormat)
     count = v.u64(len(C.BUNDLE_MAGIC))
@@ -227,7 +219,7 @@ def parse_bundle(view: ViewLike, *, where: str = "") -> Bundle:
     end = cur.pos
     entries = []
     for i, (at, offset, size, ident) in enumerate(raw):
-        loc = _loc(v.where, f"entry {i} {ident!r}")
+        loc = join_where(v.where, f"entry {i} {ident!r}")
         if offset > len(v) or size > len(v) - offset:
             raise v.error(f"entry {i} {ident!r}: image at {offset:#x} + size {size:#x} runs past the end "
                           f"({v.base + len(v):#x})", at, offset, cls=TruncatedError)
@@ -238,7 +230,7 @@ def parse_bundle(view: ViewLike, *, where: str = "") -> Bundle:
 
 def parse_compressed_header(view: ViewLike, *, where: str = "") -> CompressedHeader:
     """Read and check a CCOB header (magic, version, total size against the buffer)."""
-    v = _as_view(view, where)
+    v = format_view(view, _FMT, where)
     if not v.startswith(C.CCOB_MAGIC):
         raise v.error("not a compressed offload bundle (bad magic)", 0, cls=NotThisFormat)
     version, method = v.unpack("HH", 4, "CCOB header")
@@ -271,7 +263,7 @@ def parse_compressed_bundle(
     checked unless ``check_hash`` is false.  Entry offsets refer to the
     decompressed bundle (``Bundle.raw``).
     """
-    v = _as_view(view, where)
+    v = format_view(view, _FMT, where)
     h = parse_compressed_header(v)
     end = len(v) if h.total_size is None else h.total_size
     payload = v.bytes_at(h.header_size, end - h.header_size, "CCOB payload")
@@ -282,14 +274,14 @@ def parse_compressed_bundle(
         if got != h.hash:
             raise v.error(f"hash mismatch: the decompressed bundle hashes to {got:#018x}", 12 if h.version == 1
                           else 16 if h.version == 2 else 24, h.hash)
-    inner = ByteView(data, fmt=_FMT, where=_loc(v.where, "decompressed"))
+    inner = ByteView(data, fmt=_FMT, where=join_where(v.where, "decompressed"))
     b = parse_bundle(inner)
     return Bundle(entries=b.entries, size=end, compressed=h, raw=inner)
 
 
 def parse_any_bundle(view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX) -> Bundle:
     """A binary or compressed bundle, by magic; anything else is :class:`NotThisFormat`."""
-    v = _as_view(view, where)
+    v = format_view(view, _FMT, where)
     if v.startswith(C.CCOB_MAGIC):
         return parse_compressed_bundle(v, max_size=max_size)
     return parse_bundle(v)
@@ -308,14 +300,14 @@ def iter_hip_fatbin(
     bundle has no total size, so it takes the rest of the section.
     ``Bundle.offset`` is the offset in ``view``.
     """
-    v = _as_view(view, where)
+    v = format_view(view, _FMT, where)
     pos = 0
     index = 0
     n = len(v)
     while pos < n:
         if v.is_zero_from(pos):
             return
-        sub = v.sub(pos, n - pos, where=_loc(v.where, f"bundle #{index}"))
+        sub = v.sub(pos, n - pos, where=join_where(v.where, f"bundle #{index}"))
         if not (sub.startswith(C.CCOB_MAGIC) or sub.startswith(C.BUNDLE_MAGIC)):
             cls = NotThisFormat if index == 0 else FormatError
             raise sub.error("no clang offload bundle here (bad magic)", 0, cls=cls)

@@ -49,7 +49,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from devbin.binary import ByteView, align_up
+from devbin.binary import ByteView, align_up, format_view, join_where
 from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion
 from devbin.formats.elf.constants import occupies_file
 from devbin.formats.fatbin import constants as C
@@ -179,14 +179,6 @@ class Fatbin:
         return [e for e in self.entries if e.kind == kind]
 
 
-def _as_view(view: ByteView | bytes | bytearray | memoryview, where: str) -> ByteView:
-    if isinstance(view, ByteView):
-        return ByteView(view, fmt=_FMT, where=where or view.where, base=view.base, little=True)
-    return ByteView(view, fmt=_FMT, where=where)
-
-
-def _loc(where: str, inner: str) -> str:
-    return f"{where}: {inner}" if where else inner
 
 
 def parse_fatbin(view: ByteView | bytes | bytearray | memoryview, *, where: str = "") -> Fatbin:
@@ -196,7 +188,7 @@ def parse_fatbin(view: ByteView | bytes | bytearray | memoryview, *, where: str 
     for a header version other than 1, :class:`TruncatedError` or
     :class:`FormatError` for sizes and offsets that do not fit.
     """
-    v = _as_view(view, where)
+    v = format_view(view, _FMT, where)
     where = v.where
     if len(v) < 4 or v.u32(0) != C.FATBIN_MAGIC:
         got = v.u32(0) if len(v) >= 4 else None
@@ -224,7 +216,7 @@ def parse_fatbin(view: ByteView | bytes | bytearray | memoryview, *, where: str 
 
 
 def _parse_entry(fv: ByteView, pos: int, index: int, where: str) -> FatbinEntry:
-    loc = _loc(where, f"fatbin[{index}]")
+    loc = join_where(where, f"fatbin[{index}]")
     remaining = len(fv) - pos
     if remaining < C.ENTRY_HEADER_SIZE:
         raise fv.error(
@@ -235,7 +227,7 @@ def _parse_entry(fv: ByteView, pos: int, index: int, where: str) -> FatbinEntry:
      ident_off, ident_len, flags, reserved, uncompressed_size) = fv.unpack(_ENTRY_FMT, pos, "entry header")
     prefix = "compute_" if kind in (C.KIND_PTX, C.KIND_LTOIR) else "sm_"
     variant = "a" if flags & C.FLAG_ARCH_SPECIFIC else "f" if flags & C.FLAG_FAMILY else ""
-    loc = _loc(where, f"fatbin[{index}] {prefix}{arch}{variant}")
+    loc = join_where(where, f"fatbin[{index}] {prefix}{arch}{variant}")
     if header_size < C.ENTRY_HEADER_SIZE:
         raise fv.error(f"entry header_size below {C.ENTRY_HEADER_SIZE:#x}", pos + 4, header_size, where=loc)
     if header_size > remaining:
@@ -294,14 +286,14 @@ def iter_fatbins(view: ByteView | bytes | bytearray | memoryview, *, where: str 
     the end or where only zero bytes remain (section padding).  ``Fatbin.offset``
     is the offset in ``view``.
     """
-    v = _as_view(view, where)
+    v = format_view(view, _FMT, where)
     pos = 0
     index = 0
     n = len(v)
     while pos < n:
         if v.is_zero_from(pos):
             return
-        sub = v.sub(pos, n - pos, where=_loc(v.where, f"fatbin #{index}"))
+        sub = v.sub(pos, n - pos, where=join_where(v.where, f"fatbin #{index}"))
         fb = parse_fatbin(sub)
         yield Fatbin(offset=pos, size=fb.size, version=fb.version, header_size=fb.header_size,
                      fat_size=fb.fat_size, entries=fb.entries)

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from devbin.binary import ByteView, align_up
+from devbin.binary import ByteView, align_up, format_view, join_where
 from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.offload import constants as C
@@ -138,14 +138,6 @@ class OffloadBinary:
     entries: tuple[OffloadEntry, ...]
 
 
-def _as_view(view: ByteView | bytes | bytearray | memoryview, where: str) -> ByteView:
-    if isinstance(view, ByteView):
-        return ByteView(view, fmt=_FMT, where=where or view.where, base=view.base, little=True)
-    return ByteView(view, fmt=_FMT, where=where)
-
-
-def _loc(where: str, inner: str) -> str:
-    return f"{where}: {inner}" if where else inner
 
 
 def _text(raw: memoryview) -> str:
@@ -159,7 +151,7 @@ def parse_offload_binary(view: ByteView | bytes | bytearray | memoryview, *, whe
     for a version above 2, :class:`TruncatedError`/:class:`FormatError` for
     sizes, counts and offsets that do not fit in the blob.
     """
-    v = _as_view(view, where)
+    v = format_view(view, _FMT, where)
     where = v.where
     if not v.startswith(C.MAGIC):
         got = v.u32(0) if len(v) >= 4 else None
@@ -182,7 +174,7 @@ def parse_offload_binary(view: ByteView | bytes | bytearray | memoryview, *, whe
     for i in range(count):
         at = entries_offset + i * C.ENTRY_SIZE
         rec = bv.unpack(_ENTRY_FMT, at, "entry")
-        loc = _loc(where, f"offload[{i}]")
+        loc = join_where(where, f"offload[{i}]")
         _img_kind, _ofk, _flags, str_off, num_strings, img_off, img_size = rec
         if str_off > size or num_strings > (size - str_off) // str_size:
             raise bv.error("string entries run past the end of the binary", at + 8, str_off,
@@ -198,7 +190,7 @@ def parse_offload_binary(view: ByteView | bytes | bytearray | memoryview, *, whe
 
 def _read_entry(bv: ByteView, index: int, at: int, rec: tuple[int, ...], version: int, where: str) -> OffloadEntry:
     img_kind, ofk, flags, str_off, num_strings, img_off, img_size = rec
-    loc = _loc(where, f"offload[{index}]")
+    loc = join_where(where, f"offload[{index}]")
     strings: list[tuple[str, str]] = []
     if version == C.VERSION_1:
         for key_off, val_off in bv.iter_unpack("QQ", str_off, num_strings, "string entries"):
@@ -237,14 +229,14 @@ def iter_offload_binaries(
     cleanly at the end or where only zero bytes remain (section padding).
     ``OffloadBinary.offset`` is the offset in ``view``; entry offsets are absolute.
     """
-    v = _as_view(view, where)
+    v = format_view(view, _FMT, where)
     pos = 0
     index = 0
     n = len(v)
     while pos < n:
         if v.is_zero_from(pos):
             return
-        sub = v.sub(pos, n - pos, where=_loc(v.where, f"offload #{index}"))
+        sub = v.sub(pos, n - pos, where=join_where(v.where, f"offload #{index}"))
         ob = parse_offload_binary(sub)
         yield OffloadBinary(offset=pos, version=ob.version, size=ob.size, entries_offset=ob.entries_offset,
                             entry_field=ob.entry_field, entries=ob.entries)
@@ -282,6 +274,6 @@ def find_in_elf(elf: ElfFile) -> list[OffloadBinary]:
     found: list[OffloadBinary] = []
     for sec in offloading_sections(elf):
         v = sec.view
-        found.extend(iter_offload_binaries(ByteView(v, fmt=_FMT, where=_loc(elf.where, sec.where), base=v.base)))
+        found.extend(iter_offload_binaries(ByteView(v, fmt=_FMT, where=join_where(elf.where, sec.where), base=v.base)))
     return found
 
