@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.model import CodeObject
 
 HELP = "build, write, read back and print the shipped sample device code objects"
 
@@ -33,19 +37,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
+def _annotate_and_check(elf: ElfFile, model: CodeObject, folder: Path, stem: str,
+                        ext: str) -> tuple[ElfFile, Path, list[str], bool]:
+    """Write ``elf`` and its annotated copy to ``folder``; return the copy, its path, what a loader
+    would see differently (must be nothing) and whether the sections read back as ``model``."""
+    from devbin.formats.devsec.elf import annotate, read_code_object
+    from devbin.formats.elf.compare import loader_differences
+    from devbin.formats.elf.reader import ElfFile
+
+    path = folder / f"{stem}.annotated{ext}"
+    (folder / f"{stem}{ext}").write_bytes(elf.bytes())
+    path.write_bytes(annotate(elf, model))
+    out = ElfFile(path.read_bytes(), where=str(path))
+    back = read_code_object(out)
+    same = back is not None and back.functions == model.functions and back.callgraph == model.callgraph
+    return out, path, loader_differences(elf, out), same
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.analysis.callgraph import format_text
     from devbin.analysis.callgraph import to_dict as graph_dict
     from devbin.cli.render import dump_json, render_elf
-    from devbin.formats.devsec.elf import annotate, devbin_sections, read_code_object
-    from devbin.formats.elf.compare import loader_differences
+    from devbin.formats.devsec.elf import devbin_sections, read_code_object
     from devbin.formats.elf.reader import ElfFile
     from devbin.importers import import_code_object
     from devbin.model import StdAttr
     from devbin.report import code_object_dict, inspect_elf
     from devbin.samples import sample_amdgpu_bytes, sample_code_object, sample_cubin_bytes, sample_elf_bytes
     from devbin.targets.nvidia.cubin import Cubin
-    from devbin.targets.nvidia.importer import import_cubin
     from devbin.targets.nvidia.resources import usage
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
@@ -59,16 +78,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     cubin = sample_cubin_bytes(relocatable=True)
     cubin_in = ElfFile(cubin, where="sample_sm90_rdc.cubin")
-    imported = import_cubin(cubin_in)
-    annotated = annotate(cubin_in, imported)
-    cubin_path = folder / "sample_sm90_rdc.annotated.cubin"
-    (folder / "sample_sm90_rdc.cubin").write_bytes(cubin)
-    cubin_path.write_bytes(annotated)
-    cubin_out = ElfFile(annotated, where=str(cubin_path))
-    diffs = loader_differences(cubin_in, cubin_out)
-    cubin_back = read_code_object(cubin_out)
-    cubin_round_trip = cubin_back is not None and cubin_back.functions == imported.functions \
-        and cubin_back.callgraph == imported.callgraph
+    imported = import_code_object(cubin_in)
+    cubin_out, cubin_path, diffs, cubin_round_trip = _annotate_and_check(cubin_in, imported, folder,
+                                                                         "sample_sm90_rdc", ".cubin")
+    annotated_size = cubin_out.size
 
     result: dict[str, Any] = {
         "sample": {
@@ -81,7 +94,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "cubin": {
             "file": str(cubin_path),
             "size_before": len(cubin),
-            "size_after": len(annotated),
+            "size_after": annotated_size,
             "sections": {n: s.sh_size for n, s in devbin_sections(cubin_out).items()},
             "loader_differences": diffs,
             "round_trip_equal": cubin_round_trip,
@@ -92,20 +105,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     amd = sample_amdgpu_bytes()
     amd_in = ElfFile(amd, where="sample_gfx90a.o")
     amd_model = import_code_object(amd_in)
-    amd_annotated = annotate(amd_in, amd_model)
-    amd_path = folder / "sample_gfx90a.annotated.o"
-    (folder / "sample_gfx90a.o").write_bytes(amd)
-    amd_path.write_bytes(amd_annotated)
-    amd_out = ElfFile(amd_annotated, where=str(amd_path))
-    amd_diffs = loader_differences(amd_in, amd_out)
-    amd_back = read_code_object(amd_out)
-    amd_round_trip = amd_back is not None and amd_back.functions == amd_model.functions \
-        and amd_back.callgraph == amd_model.callgraph
+    amd_out, amd_path, amd_diffs, amd_round_trip = _annotate_and_check(amd_in, amd_model, folder, "sample_gfx90a",
+                                                                       ".o")
     amd_arch = amd_model.target.target_id if amd_model.target else "?"
     result["amdgpu"] = {
         "file": str(amd_path),
         "size_before": len(amd),
-        "size_after": len(amd_annotated),
+        "size_after": amd_out.size,
         "loader_differences": amd_diffs,
         "round_trip_equal": amd_round_trip,
         "model": code_object_dict(amd_model),
