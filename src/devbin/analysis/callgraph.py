@@ -38,7 +38,7 @@ def nodes(obj: CodeObject) -> list[Node]:
     for caller, callee in cg.direct:
         calls.setdefault(caller, []).append(callee)
     for caller, proto in cg.indirect_sites:
-        calls.setdefault(caller, []).extend(n for n, p in reversed(taken) if p == proto)
+        calls.setdefault(caller, []).extend(n for n, p in reversed(taken) if p.matches(proto))
     out: list[Node] = []
     known = set()
     for f in obj.functions:

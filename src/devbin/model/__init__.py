@@ -29,6 +29,7 @@ from devbin.model.codeobject import CodeObject, SectionVersion
 from devbin.model.function import Function, FunctionKind
 from devbin.model.metadata import STANDARD_KEYS, TARGET_KEYS, Metadata, MetaValue
 from devbin.model.prototype import (
+    UNKNOWN_PROTOTYPE,
     CallConv,
     KernelParam,
     ParamType,
@@ -65,6 +66,7 @@ __all__ = [
     "StdAttr",
     "Target",
     "TypeKind",
+    "UNKNOWN_PROTOTYPE",
     "attr_by_name",
     "attr_info",
     "decode_param_layout",

@@ -8,7 +8,8 @@ graphs with the same facts compare equal:
 * ``indirect_sites``: ``(caller, prototype)``: the caller makes indirect calls
   through pointers of that prototype;
 * ``address_taken``: ``(function, prototype)``: the function's address is
-  taken, so any indirect call site with an equal prototype may reach it;
+  taken, so any indirect call site with a matching prototype may reach it
+  (equal, or either one unknown: :meth:`Prototype.matches`);
 * ``external``: callees that are not defined in this object.
 
 ``unknown_blocks`` holds call-graph blocks of a newer format minor, as
@@ -87,8 +88,8 @@ class CallGraph:
         address-taken function whose prototype matches one of its indirect call sites."""
         out = {callee for caller, callee in self.direct if caller == name}
         if indirect:
-            protos = {p for caller, p in self.indirect_sites if caller == name}
-            out.update(fn for fn, p in self.address_taken if p in protos)
+            protos = [p for caller, p in self.indirect_sites if caller == name]
+            out.update(fn for fn, p in self.address_taken if any(p.matches(q) for q in protos))
         return tuple(sorted(out))
 
     def callers(self, name: str) -> tuple[str, ...]:

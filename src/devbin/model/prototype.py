@@ -27,6 +27,7 @@ __all__ = [
     "ParamType",
     "Prototype",
     "TypeKind",
+    "UNKNOWN_PROTOTYPE",
     "decode_param_layout",
     "encode_param_layout",
     "enum_name",
@@ -51,11 +52,15 @@ class CallConv(IntEnum):
 
     ``DEFAULT`` is the vendor's device-function ABI; ``KERNEL`` the launch ABI;
     ``INTERNAL`` a convention private to one object (callable only from it).
+    ``UNKNOWN`` marks a prototype the producer did not record (AMDGPU objects
+    carry none): such a prototype matches every other one (see
+    :meth:`Prototype.matches`), so resolving indirect calls stays conservative.
     """
 
     DEFAULT = 0
     KERNEL = 1
     INTERNAL = 2
+    UNKNOWN = 3
 
 
 def enum_name(value: int, enum: type[IntEnum]) -> str:
@@ -128,6 +133,18 @@ class Prototype:
     def sort_key(self) -> tuple[Any, ...]:
         return (self.callconv, self.ret.sort_key(), len(self.params), tuple(p.sort_key() for p in self.params))
 
+    @property
+    def is_unknown(self) -> bool:
+        return self.callconv == CallConv.UNKNOWN
+
+    def matches(self, other: Prototype) -> bool:
+        """Whether an indirect call through one may reach a function of the other.
+
+        Equal prototypes match; an unknown one (``CallConv.UNKNOWN``) matches any,
+        because nothing rules the call out.
+        """
+        return self == other or self.is_unknown or other.is_unknown
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "callconv": enum_name(self.callconv, CallConv),
@@ -187,3 +204,7 @@ def decode_param_layout(data: ByteView | bytes) -> tuple[KernelParam, ...]:
     if not cur.at_end():
         raise view.error("param_layout: trailing bytes", cur.pos, cur.remaining, cls=FormatError)
     return tuple(out)
+
+
+UNKNOWN_PROTOTYPE = Prototype(callconv=CallConv.UNKNOWN)
+"""The prototype of a function or call site whose signature the producer did not record."""

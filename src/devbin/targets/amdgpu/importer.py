@@ -12,8 +12,19 @@
   external.  (Relocations do not say whether code calls or only takes the
   address; LLVM uses the same ``s_getpc_b64`` pair for both.)  ``ABS64``/
   ``RELATIVE64`` from data to a function make it address-taken.  AMDGPU
-  objects carry no prototypes, so address-taken entries use the empty
-  prototype ``Prototype()`` as "unknown".
+  objects carry no prototypes, so address-taken functions and indirect call
+  sites get :data:`~devbin.model.UNKNOWN_PROTOTYPE`, which matches any.
+  Indirect call sites are known only where the producer says a function makes
+  indirect calls (LLVM 20+ ``f.has_indirect_call`` symbols, the devbin
+  sections of ``devbin cc`` output, ``.llvm.callgraph`` callee type ids); an
+  LLVM 19 object does not say, so a consumer must treat its address-taken
+  functions as reachable from any indirect call.
+* LLVM 22's ``.llvm.callgraph`` (``-fexperimental-call-graph-section``,
+  :mod:`devbin.formats.elf.llvm_callgraph`): each function's type id becomes
+  the ``amdgpu.llvm_type_id`` attribute (only for records flagged "indirect
+  target", LLVM's word for "not local", so it does not make a function
+  address-taken); callee lists, where present, add direct edges and indirect
+  call sites.
 """
 
 from __future__ import annotations
@@ -25,8 +36,10 @@ from typing import TypeGuard
 from devbin import __version__
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats.elf import constants as C
+from devbin.formats.elf.llvm_callgraph import CallGraphRecord, read_llvm_callgraph
 from devbin.formats.elf.reader import ElfFile, Symbol, SymbolTable
 from devbin.model import (
+    UNKNOWN_PROTOTYPE,
     Applies,
     AttrForm,
     Attribute,
@@ -37,7 +50,6 @@ from devbin.model import (
     FunctionKind,
     KernelParam,
     Metadata,
-    Prototype,
     StdAttr,
     Target,
     TypeKind,
@@ -70,6 +82,7 @@ AMD_USES_VCC = 0x209
 AMD_USES_FLAT_SCRATCH = 0x20A
 AMD_HAS_INDIRECT_CALL = 0x20B
 AMD_LANGUAGE = 0x20C
+AMD_LLVM_TYPE_ID = 0x20D
 
 for _id, _name, _form, _ap, _doc in (
     (AMD_SGPR_SPILL, "amdgpu.sgpr_spill_count", AttrForm.UINT, Applies.BOTH, "SGPRs spilled (.sgpr_spill_count)"),
@@ -85,6 +98,8 @@ for _id, _name, _form, _ap, _doc in (
     (AMD_USES_FLAT_SCRATCH, "amdgpu.uses_flat_scratch", AttrForm.FLAG, Applies.BOTH, "uses flat scratch"),
     (AMD_HAS_INDIRECT_CALL, "amdgpu.has_indirect_call", AttrForm.FLAG, Applies.BOTH, "makes indirect calls"),
     (AMD_LANGUAGE, "amdgpu.language", AttrForm.BYTES, Applies.KERNEL, "source language (.language)"),
+    (AMD_LLVM_TYPE_ID, "amdgpu.llvm_type_id", AttrForm.UINT, Applies.BOTH,
+     "type id of the function's signature (.llvm.callgraph); equal ids, equal signatures"),
 ):
     register_vendor_attribute(_id, _name, _form, _ap, _doc)
 
@@ -106,6 +121,7 @@ class AmdgpuFacts:
     device_functions: tuple[str, ...]
     resources: tuple[FunctionResources, ...]
     callgraph: CallGraph
+    llvm_callgraph: tuple[CallGraphRecord, ...] = ()
 
 
 def _symtab(elf: ElfFile) -> SymbolTable | None:
@@ -127,7 +143,8 @@ def _containing(funcs: list[Symbol], shndx: int, addr: int) -> Symbol | None:
     return None
 
 
-def _callgraph(elf: ElfFile, funcs: dict[str, Symbol]) -> CallGraph:
+def _callgraph(elf: ElfFile, funcs: dict[str, Symbol], resources: tuple[FunctionResources, ...],
+               records: tuple[CallGraphRecord, ...]) -> CallGraph:
     flist = list(funcs.values())
     rel = elf.header.e_type == C.ET_REL
     direct: set[tuple[str, str]] = set()
@@ -155,13 +172,21 @@ def _callgraph(elf: ElfFile, funcs: dict[str, Symbol]) -> CallGraph:
                     external.add(sym.name)
                 if callee is not None and callee != "":
                     direct.add((caller.name, callee))
-            elif not code and r.r_type in (R_ABS64, R_RELATIVE64):
+            elif not code and r.r_type in (R_ABS64, R_RELATIVE64) and (
+                    target_sec is None or target_sec.sh_flags & C.SHF_ALLOC):  # not .llvm.callgraph, debug info
                 if sym is not None and sym.type == C.STT_FUNC and sym.defined:
                     taken.add(sym.name)
                 elif r.r_type == R_RELATIVE64 and r.r_addend is not None and not rel:
                     taken.update(f.name for f in flist if f.st_value == r.r_addend)
-    return CallGraph(direct=tuple(direct), address_taken=tuple((n, Prototype()) for n in taken),
-                     external=tuple(external))
+    indirect = {r.name for r in resources if r.has_indirect_call}
+    for rec in records:
+        if rec.function is None:
+            continue
+        direct.update((rec.function, c) for c in rec.direct_callees if c is not None)
+        if rec.indirect_type_ids:
+            indirect.add(rec.function)
+    return CallGraph(direct=tuple(direct), address_taken=tuple((n, UNKNOWN_PROTOTYPE) for n in taken),
+                     indirect_sites=tuple((n, UNKNOWN_PROTOTYPE) for n in indirect), external=tuple(external))
 
 
 def _u64(v: int | None) -> TypeGuard[int]:
@@ -224,8 +249,14 @@ def code_object_facts(elf: ElfFile, *, diag: Diag | None = None) -> AmdgpuFacts:
     rsyms = resource_symbols(symtab)
     names = list(dict.fromkeys([*kernels, *funcs]))
     resources = tuple(function_resources(n, kernels.get(n), rsyms.get(n)) for n in names)
+    records: tuple[CallGraphRecord, ...] = ()
+    try:
+        records = read_llvm_callgraph(elf)
+    except DeviceBinaryError as e:
+        diag(e)
     return AmdgpuFacts(flags, md, target_id, triple, descriptors, tuple(kernels),
-                       tuple(n for n in funcs if n not in kernels), resources, _callgraph(elf, funcs))
+                       tuple(n for n in funcs if n not in kernels), resources,
+                       _callgraph(elf, funcs, resources, records), records)
 
 
 def _layout(k: KernelMeta) -> bytes | None:
@@ -243,7 +274,8 @@ def _layout(k: KernelMeta) -> bytes | None:
     return encode_param_layout(params) if params else None
 
 
-def _attributes(r: FunctionResources, k: KernelMeta | None, kd: KernelDescriptor | None) -> list[Attribute]:
+def _attributes(r: FunctionResources, k: KernelMeta | None, kd: KernelDescriptor | None,
+                type_id: int | None) -> list[Attribute]:
     a: list[Attribute] = []
     for attr_id, v in ((StdAttr.REGS_GENERAL, r.vgpr), (StdAttr.REGS_SCALAR, r.sgpr), (StdAttr.REGS_ACCUM, r.agpr),
                        (StdAttr.PRIVATE_BYTES, r.private_segment), (StdAttr.SHARED_BYTES, r.group_segment),
@@ -274,6 +306,8 @@ def _attributes(r: FunctionResources, k: KernelMeta | None, kd: KernelDescriptor
     if kd is not None:
         a += [Attribute(AMD_RSRC1, kd.compute_pgm_rsrc1.raw), Attribute(AMD_RSRC2, kd.compute_pgm_rsrc2.raw),
               Attribute(AMD_RSRC3, kd.compute_pgm_rsrc3.raw), Attribute(AMD_KCP, kd.kernel_code_properties)]
+    if type_id:
+        a.append(Attribute(AMD_LLVM_TYPE_ID, type_id))
     a.append(Attribute(StdAttr.CALLCONV, CallConv.KERNEL if k is not None else CallConv.DEFAULT))
     return a
 
@@ -284,6 +318,7 @@ def import_amdgpu(elf: ElfFile, *, diag: Diag | None = None) -> CodeObject:
     symtab = _symtab(elf)
     funcs = _funcs(symtab)
     taken = {n for n, _ in facts.callgraph.address_taken}
+    type_ids = {rec.function: rec.type_id for rec in facts.llvm_callgraph if rec.function and rec.indirect_target}
     out = []
     for r in facts.resources:
         k = facts.metadata.kernel(r.name) if facts.metadata is not None and r.name in facts.kernels else None
@@ -291,7 +326,8 @@ def import_amdgpu(elf: ElfFile, *, diag: Diag | None = None) -> CodeObject:
             FunctionKind.INDIRECT_TARGET if r.name in taken else FunctionKind.DEVICE)
         sym = funcs.get(r.name)
         sec = elf.sections[sym.st_shndx].name if sym is not None and 0 < sym.st_shndx < len(elf.sections) else ""
-        out.append(Function(r.name, kind, tuple(_attributes(r, k, facts.descriptors.get(r.name))), section=sec,
+        attrs = _attributes(r, k, facts.descriptors.get(r.name), type_ids.get(r.name))
+        out.append(Function(r.name, kind, tuple(attrs), section=sec,
                             offset=sym.st_value if sym else 0, size=sym.st_size if sym else 0,
                             binding=C.binding_word(sym.bind) if sym else "global",
                             visibility=C.visibility_word(sym.visibility) if sym else "default"))
