@@ -36,7 +36,10 @@ Where images are looked for, by the first bytes of each file or member:
   - bare OffloadBinary files (``clang-offload-packager`` output, also back to back),
     container ``offload``.
   - ``.hip_fatbin`` sections: clang offload bundles, plain or compressed (CCOB), back to
-    back, each 4096-aligned; container ``.hip_fatbin``.
+    back, each 4096-aligned; container ``.hip_fatbin``.  A linked library has one bundle
+    per translation unit there.  The ``.hipFatBinSegment`` wrappers (the NVIDIA layout,
+    magic "HIPF") are reported in :attr:`ScanReport.wrappers` like NVIDIA's, and a bundle
+    a wrapper points at gets its ``wrapper_version``.
   - ``__CLANG_OFFLOAD_BUNDLE__<id>`` sections of object-type bundles
     (``clang-offload-bundler -type=o`` with a host object); container
     ``__CLANG_OFFLOAD_BUNDLE__``.  The host entry (a 1-byte placeholder: the host object is
@@ -82,7 +85,7 @@ import os
 import stat
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
@@ -105,11 +108,13 @@ from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import Fatbin, FatbinEntry, parse_fatbin, parse_wrapper
 from devbin.formats.fatbin import constants as FC
+from devbin.formats.fatbin.wrapper import HIP_WRAPPER_MAGIC
 
 __all__ = ["ElfImage", "Found", "ScanReport", "WrapperInfo", "discover", "discover_bytes"]
 
 FATBIN_SECTIONS: tuple[str, ...] = (".nv_fatbin", "__nv_relfatbin")
 WRAPPER_SECTION = ".nvFatBinSegment"
+HIP_WRAPPER_SECTION = ".hipFatBinSegment"
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
 ZIP_MAGICS: tuple[bytes, ...] = (b"PK\x03\x04", b"PK\x05\x06")
 
@@ -222,11 +227,12 @@ class Found:
 
 @dataclass(frozen=True, slots=True)
 class WrapperInfo:
-    """One 24-byte ``.nvFatBinSegment`` wrapper and the fatbin it points at.
+    """One 24-byte ``.nvFatBinSegment`` wrapper and the fatbin it points at, or one
+    ``.hipFatBinSegment`` wrapper and the offload bundle it points at (``section``).
 
     ``offset`` is the wrapper's file offset; ``target_section``/``target_offset`` (file
     offset) say where its data pointer leads, or are ``""``/None when it could not be
-    resolved; ``found`` says whether a fatbin was found there.
+    resolved; ``found`` says whether a fatbin (a bundle, for HIP) was found there.
     """
 
     path: str
@@ -236,6 +242,7 @@ class WrapperInfo:
     target_section: str
     target_offset: int | None
     found: bool
+    section: str = WRAPPER_SECTION
 
 
 @dataclass
@@ -472,7 +479,8 @@ class _Scanner:
                     yield from self._offload_blobs(view, path, sec.name, sec.sh_offset)
                 elif sec.name == _bundle.constants.HIP_FATBIN_SECTION:
                     view = sec.view.sub(0, sec.file_size, fmt="bundle", where=sec.name)
-                    yield from self._bundles(view, path, sec.name, sec.sh_offset)
+                    pointed = self._hip_wrappers(elf, path, sec)
+                    yield from self._bundles(view, path, sec.name, sec.sh_offset, pointed)
                 elif sec.name.startswith(prefix) and len(sec.name) > len(prefix):
                     object_bundle = True
             except DeviceBinaryError as e:
@@ -505,8 +513,28 @@ class _Scanner:
                 yield _offload_found(oe, path, container, index, base + ob.offset)
             index += 1
 
-    def _bundles(self, view: ByteView, path: str, container: str, base: int) -> Iterator[Found]:
-        """Bundles (plain or CCOB) back to back in ``view``, each 4096-aligned; a corrupt one ends the walk."""
+    def _hip_wrappers(self, elf: ElfFile, path: str, hip_fatbin: Section) -> dict[int, int]:
+        """``.hipFatBinSegment`` wrappers: each is reported (``found`` when a bundle starts where it
+        points); returns ``{offset in .hip_fatbin: wrapper version}``."""
+        pointed: dict[int, int] = {}
+        host = _HostElf(self.rep, elf, path)
+        for i, (off, ver, w_sec, w_off) in enumerate(host._wrappers(HIP_WRAPPER_SECTION, HIP_WRAPPER_MAGIC)):
+            found = False
+            if w_sec == hip_fatbin.index and w_off is not None:
+                view = hip_fatbin.view
+                found = view.startswith(_bundle.constants.BUNDLE_MAGIC, w_off) or view.startswith(
+                    _bundle.constants.CCOB_MAGIC, w_off)
+                if found:
+                    pointed[w_off] = ver
+            target = elf.sections[w_sec].name if w_sec is not None else ""
+            t_off = elf.sections[w_sec].sh_offset + w_off if w_sec is not None and w_off is not None else None
+            self.rep.wrappers.append(WrapperInfo(path, i, off, ver, target, t_off, found, HIP_WRAPPER_SECTION))
+        return pointed
+
+    def _bundles(self, view: ByteView, path: str, container: str, base: int,
+                 pointed: dict[int, int] | None = None) -> Iterator[Found]:
+        """Bundles (plain or CCOB) back to back in ``view``, each 4096-aligned; a corrupt one ends the walk.
+        ``pointed`` gives the HIP wrapper version of a bundle by its offset in ``view``."""
         it = _bundle.iter_hip_fatbin(ByteView(view, fmt="bundle", where=container, base=view.base),
                                      max_size=MAX_BUNDLE_SIZE)
         index = 0
@@ -518,10 +546,11 @@ class _Scanner:
             except DeviceBinaryError as e:
                 self.rep.warn(path, f"{container}: {e}")
                 return
+            ver = (pointed or {}).get(b.offset)
             for be in b.entries:
                 f = _bundle_found(b, be, path, container, index, base + b.offset, skip_host=False)
                 if f is not None:
-                    yield f
+                    yield f if ver is None else replace(f, wrapper_version=ver)
             index += 1
 
     def _walk_fatbins(self, view: ByteView, path: str, label: str) -> Iterator[tuple[int, int, Fatbin]]:
@@ -629,21 +658,22 @@ class _HostElf:
         return self._found(sec, self.counts.get(sec_index, 0), off, fb, {key: ver})
 
     # -- wrappers -----------------------------------------------------------------
-    def _wrappers(self) -> list[tuple[int, int, int | None, int | None]]:
+    def _wrappers(self, section: str = WRAPPER_SECTION,
+                  magic: int = FC.WRAPPER_MAGIC) -> list[tuple[int, int, int | None, int | None]]:
         """``(file offset, version, target section index, offset in it)`` per wrapper."""
         out: list[tuple[int, int, int | None, int | None]] = []
         if not self.elf.header.is64:  # the 24-byte layout is the 64-bit host's; 32-bit hosts are long gone
             return out
         for sec in self.elf.sections:
-            if sec.name != WRAPPER_SECTION or not sec.file_size:
+            if sec.name != section or not sec.file_size:
                 continue
             size = FC.WRAPPER_SIZE
             if sec.file_size % size:
-                self.rep.warn(self.path, f"{WRAPPER_SECTION} size {sec.file_size:#x} is not a multiple of {size}")
+                self.rep.warn(self.path, f"{section} size {sec.file_size:#x} is not a multiple of {size}")
             relocs = self._relocations_for(sec)
             for i in range(sec.file_size // size):
                 try:
-                    w = parse_wrapper(sec.view.sub(i * size, size), where=f"{WRAPPER_SECTION}[{i}]")
+                    w = parse_wrapper(sec.view.sub(i * size, size), where=f"{section}[{i}]", magic=magic)
                 except DeviceBinaryError as e:
                     self.rep.warn(self.path, str(e))
                     continue

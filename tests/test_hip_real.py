@@ -1,0 +1,101 @@
+"""Real HIP fat binaries: ``.hip_fatbin`` and ``.hipFatBinSegment`` made by clang-19's HIP driver.
+
+Built at test time from tests/sources/hip_kernels.hip (no HIP headers needed).  Two
+translation units, one compressed, linked into one ``.so``: its ``.hip_fatbin`` holds
+two bundles back to back, each 4096-aligned, which clang-offload-bundler reads only one
+at a time.  Oracles: clang-offload-bundler-19 on each bundle cut out of the section,
+readelf's section table and dynamic relocations.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from devbin.discover import ScanReport, discover
+from devbin.formats.elf.reader import ElfFile
+
+from tests.conftest import SOURCES, require_tool
+
+ARCHS = ("gfx90a:xnack+", "gfx1030")
+IDS = {f"hipv4-amdgcn-amd-amdhsa--{a}" for a in ARCHS}
+
+
+@pytest.fixture(scope="module")
+def hip(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("hip")
+    clang = require_tool("clang-19")
+    base = [clang, "-x", "hip", "-nogpuinc", "-nogpulib", *(f"--offload-arch={a}" for a in ARCHS), "-fPIC", "-O2",
+            "-c", str(SOURCES / "hip_kernels.hip")]
+    built = {"square_o": out / "square.o", "cube_o": out / "cube.o", "so": out / "libhip.so"}
+    subprocess.run([*base, "-DNAME=square", "-o", str(built["square_o"])], check=True)
+    subprocess.run([*base, "-DNAME=cube", "--offload-compress", "-o", str(built["cube_o"])], check=True)
+    subprocess.run([clang, "-shared", "-o", str(built["so"]), str(built["square_o"]), str(built["cube_o"])],
+                   check=True)
+    return built
+
+
+def _bundler(*args: str) -> str:
+    return subprocess.run([require_tool("clang-offload-bundler-19"), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def test_two_bundles_in_one_section(hip: dict[str, Path], tmp_path: Path) -> None:
+    rep = ScanReport()
+    found = list(discover([hip["so"]], report=rep))
+    assert not rep.warnings
+    assert [(f.fatbin_index, f.bundle_id, f.compression) for f in found] == [
+        (0, "hipv4-amdgcn-amd-amdhsa--gfx1030", "none"), (0, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", "none"),
+        (1, "hipv4-amdgcn-amd-amdhsa--gfx1030", "zstd"), (1, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", "zstd")]
+    elf = ElfFile(hip["so"].read_bytes())
+    sec = next(s for s in elf.sections if s.name == ".hip_fatbin")
+    section = bytes(sec.data)
+    starts = sorted({f.fatbin_offset - sec.sh_offset for f in found})
+    assert starts[0] == 0 and all(s % 4096 == 0 for s in starts)
+    # Each bundle cut out of the section: the bundler lists the same IDs and unbundles the same bytes.
+    ends = [*starts[1:], len(section)]
+    for index, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        piece = tmp_path / f"bundle{index}.hipfb"
+        piece.write_bytes(section[start:end])
+        listed = set(_bundler("--list", "--type=o", f"--input={piece}").split())
+        assert listed - {"host-x86_64-unknown-linux--"} == IDS
+        for f in (f for f in found if f.fatbin_index == index):
+            assert f.bundle_id is not None
+            out = tmp_path / f"{index}.{f.arch}.o"
+            _bundler("--unbundle", "--type=o", f"--input={piece}", f"--targets={f.bundle_id}", f"--output={out}")
+            assert out.read_bytes() == f.image(), (index, f.arch)
+    # The bundler reads only the first bundle of the whole section.
+    whole = tmp_path / "whole.hipfb"
+    whole.write_bytes(section)
+    assert set(_bundler("--list", "--type=o", f"--input={whole}").split()) - {"host-x86_64-unknown-linux--"} \
+        == IDS
+
+
+def _relative_relocs(so: Path) -> dict[int, int]:
+    text = subprocess.run([require_tool("readelf"), "-rW", str(so)], check=True, capture_output=True,
+                          text=True).stdout
+    return {int(o, 16): int(a, 16) for o, a in re.findall(r"^([0-9a-f]+)\s+\S+\s+R_X86_64_RELATIVE\s+([0-9a-f]+)$",
+                                                          text, re.M)}
+
+
+def test_hip_wrappers_point_at_the_bundles(hip: dict[str, Path]) -> None:
+    for key, n in (("so", 2), ("square_o", 1), ("cube_o", 1)):
+        rep = ScanReport()
+        found = list(discover([hip[key]], report=rep))
+        ws = [w for w in rep.wrappers if w.section == ".hipFatBinSegment"]
+        assert len(ws) == n and all(w.found and w.version == 1 and w.target_section == ".hip_fatbin" for w in ws)
+        assert sorted(w.target_offset for w in ws) == sorted({f.fatbin_offset for f in found})
+        assert all(f.wrapper_version == 1 for f in found)
+    # In the .so each wrapper's data pointer is a R_X86_64_RELATIVE whose addend is the bundle's address.
+    elf = ElfFile(hip["so"].read_bytes())
+    seg = next(s for s in elf.sections if s.name == ".hipFatBinSegment")
+    fb = next(s for s in elf.sections if s.name == ".hip_fatbin")
+    relocs = _relative_relocs(hip["so"])
+    rep = ScanReport()
+    list(discover([hip["so"]], report=rep))
+    for w in rep.wrappers:
+        addend = relocs[seg.sh_addr + (w.offset - seg.sh_offset) + 8]
+        assert w.target_offset == addend - fb.sh_addr + fb.sh_offset
