@@ -26,7 +26,30 @@ without disturbing anything the vendor's loader reads.  The rules, in order:
    section index (``SHT_REL``/``SHT_RELA`` or ``SHF_INFO_LINK``), symbol
    ``st_shndx`` (in place: tables keep their size), ``SHT_SYMTAB_SHNDX`` words
    and ``SHT_GROUP`` members.  A section still referenced cannot be removed.
-   Allocated sections can be neither removed nor replaced.
+   Allocated sections can be neither removed nor replaced, with one exception:
+5. :meth:`ElfEditor.replace_relocatable_section` replaces an allocated section of
+   a *relocatable object* (``ET_REL`` with no program headers).  Such a file has
+   no segments and no addresses yet: the linker places every section, so an
+   allocated section may move and change size like any other (nvcc's
+   ``.nv_fatbin``/``__nv_relfatbin``, clang's ``.hip_fatbin`` are ``SHF_ALLOC``
+   in objects; ``devbin prune`` rewrites them).  What refers to offsets *inside*
+   the section is fixed up through an offset map the caller gives (old offset ->
+   new offset, for the offsets that stay meaningful, typically the start and end of
+   each container in the section): the ``st_value``/``st_size`` of every symbol
+   defined in the section (nvcc's ``fatbinData``), and the addend of every
+   ``SHT_RELA`` relocation whose symbol is defined in the section (the
+   ``.nvFatBinSegment`` wrapper's ``R_X86_64_64 .nv_fatbin + 0``).  A symbol or a
+   relocation target at an offset the map does not name, an ``SHT_REL``
+   relocation whose in-place addend would have to change, and a relocation
+   section that applies *to* the replaced section (its offsets would be stale)
+   are errors: the edit is refused rather than leaving a dangling reference.
+6. :meth:`ElfEditor.compact_relocatable` asks for the *compact* layout of an
+   ``ET_REL`` object instead of (3): every section with file bytes is placed
+   again, in its original file order, at ``align_up(end of the previous one,
+   sh_addralign)`` right after the ELF header, and the section header table
+   follows.  Nothing in a relocatable object refers to file offsets except
+   ``sh_offset`` and ``e_shoff``, so this is safe, and a section that shrank
+   makes the file smaller (rule 3 would leave a zeroed hole and append).
 
 Why not rebuild the file from a model, as LIEF does?  Vendor ELF carries
 semantics no generic writer knows (NVIDIA keeps the register count in the top
@@ -38,6 +61,7 @@ changes 420 bytes and cuobjdump then reports REG:0.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from devbin.binary import Emitter, align_up
@@ -100,6 +124,7 @@ class ElfEditor:
         ]
         self._pending_links: dict[int, str] = {}
         self._changed = False
+        self._compact = False
 
     # -- queries ------------------------------------------------------------------
     def _find(self, key: str | int) -> int:
@@ -149,6 +174,103 @@ class ElfEditor:
         e.data = bytes(data)
         e.sh_size = len(data)
         self._changed = True
+
+    def replace_relocatable_section(self, key: str | int, data: bytes, offset_map: Mapping[int, int]) -> None:
+        """Give a section of an ``ET_REL`` object new contents even when it is allocated (rule 5 above).
+
+        ``offset_map`` maps old offsets in the section to new ones; every symbol defined in the
+        section and every relocation target in it must sit at a mapped offset (and a sized symbol
+        must end at one).  The section's symbols and ``SHT_RELA`` addends are rewritten to match.
+        """
+        h = self.elf.header
+        if h.e_type != C.ET_REL or self.elf.segments:
+            raise UsageError("only a relocatable object (ET_REL, no program headers) can have allocated "
+                             "sections replaced; linked files keep their layout")
+        i = self._find(key)
+        e = self._entries[i]
+        if e.sh_type == C.SHT_NOBITS:
+            raise UsageError(f"cannot give SHT_NOBITS section {e.name!r} contents")
+        for j, other in enumerate(self._entries):
+            if not other.removed and other.sh_type in (C.SHT_REL, C.SHT_RELA) and other.sh_info == i and j:
+                raise UsageError(f"cannot rewrite section {e.name!r}: relocation section [{j}] {other.name!r} "
+                                 "applies to it, and its offsets would no longer fit")
+
+        def moved(offset: int, what: str) -> int:
+            if offset not in offset_map:
+                raise UsageError(f"cannot rewrite section {e.name!r}: {what} points at offset {offset:#x}, "
+                                 "which is no container boundary")
+            return offset_map[offset]
+
+        ec = h.ei_class
+        sym_lay = L.SYM[ec]
+        order = "<" if h.little else ">"
+        in_section: dict[int, dict[int, int]] = {}  # symtab index -> symbol index -> new st_value
+        for t_index, table in self.elf.symbol_tables.items():
+            if self._entries[t_index].removed:
+                continue
+            raw: bytearray | None = None
+            values: dict[int, int] = {}
+            for sym in table:
+                if sym.index == 0 or sym.st_shndx != i:
+                    continue
+                new_value = moved(sym.st_value, f"symbol {sym.name or sym.index!r}")
+                new_size = sym.st_size
+                if sym.st_size:
+                    new_size = moved(sym.st_value + sym.st_size, f"the end of symbol {sym.name or sym.index!r}")
+                    new_size -= new_value
+                values[sym.index] = new_value
+                if (new_value, new_size) != (sym.st_value, sym.st_size):
+                    if raw is None:
+                        cur = self._entries[t_index]
+                        raw = bytearray(cur.data if cur.data is not None else bytes(table.section.data))
+                    fields = dict(zip(sym_lay.fields, struct.unpack_from(order + sym_lay.fmt, raw,
+                                                                         sym.index * sym_lay.size), strict=True))
+                    fields["st_value"], fields["st_size"] = new_value, new_size
+                    struct.pack_into(order + sym_lay.fmt, raw, sym.index * sym_lay.size,
+                                     *(fields[f] for f in sym_lay.fields))
+            in_section[t_index] = values
+            if raw is not None:
+                self._entries[t_index].data = bytes(raw)
+        for r_index, relocs in self.elf.relocation_tables.items():
+            rsec = self._entries[r_index]
+            if rsec.removed:
+                continue
+            values = in_section.get(rsec.sh_link, {})
+            sym_table = self.elf.symbol_tables.get(rsec.sh_link)
+            if not values or sym_table is None:
+                continue
+            rel_raw: bytearray | None = None
+            lay = L.RELA[ec]
+            for row, r in enumerate(relocs):
+                if r.r_sym not in values:
+                    continue
+                old_value = sym_table[r.r_sym].st_value
+                addend = r.r_addend
+                if addend is None:
+                    if values[r.r_sym] != old_value:
+                        raise UsageError(f"cannot rewrite section {e.name!r}: SHT_REL relocation in "
+                                         f"{rsec.name!r} has its addend in place and the target moved")
+                    continue
+                target = moved(old_value + addend, f"relocation {row} of {rsec.name!r}")
+                new_addend = target - values[r.r_sym]
+                if new_addend == addend:
+                    continue
+                if rel_raw is None:
+                    rel_raw = bytearray(rsec.data if rsec.data is not None
+                                        else bytes(self.elf.sections[r_index].data))
+                r_offset, r_info, _ = struct.unpack_from(order + lay.fmt, rel_raw, row * lay.size)
+                struct.pack_into(order + lay.fmt, rel_raw, row * lay.size, r_offset, r_info, new_addend)
+            if rel_raw is not None:
+                rsec.data = bytes(rel_raw)
+        e.data = bytes(data)
+        e.sh_size = len(data)
+        self._changed = True
+
+    def compact_relocatable(self) -> None:
+        """Write with the compact layout of rule 6 (``ET_REL`` without program headers only)."""
+        if self.elf.header.e_type != C.ET_REL or self.elf.segments:
+            raise UsageError("the compact layout is only for relocatable objects without program headers")
+        self._compact = True
 
     def set_or_add(self, new: NewSection) -> None:
         """Replace the section named ``new.name`` if it exists, else add it."""
@@ -240,6 +362,8 @@ class ElfEditor:
         # 3. symbol tables, SHT_SYMTAB_SHNDX and groups: patch section indices in place (same size).
         if any(index_map[i] != i for i in kept):
             self._renumber_contents(index_map)
+        if self._compact:
+            return self._write_compact(entries, kept, index_map, shstr_i)
         # 4. fixed ranges: everything the loader may read keeps its place.
         fixed_end = L.EHDR_SIZE[ec]
         if h.e_phnum:
@@ -298,6 +422,76 @@ class ElfEditor:
                 "sh_addralign": e.sh_addralign, "sh_entsize": e.sh_entsize,
             }
             out.pack(lay.fmt, *(values[f] for f in lay.fields))
+        data = bytearray(out.getvalue())
+        new_str = index_map[shstr_i]
+        hdr = {
+            "e_shoff": shoff,
+            "e_shnum": 0 if count >= C.SHN_LORESERVE else count,
+            "e_shstrndx": C.SHN_XINDEX if new_str >= C.SHN_LORESERVE else new_str,
+            "e_shentsize": lay.size,
+        }
+        _patch_header(data, h, hdr)
+        return bytes(data)
+
+    def _write_compact(self, entries: list[_Entry], kept: list[int], index_map: dict[int, int],
+                       shstr_i: int) -> bytes:
+        """Rule 6: every section placed again in original file order, then the section header table."""
+        h = self.elf.header
+        ec = h.ei_class
+        original = self.elf.bytes()
+
+        def file_order(i: int) -> tuple[int, int]:
+            o = entries[i].orig
+            return (0, o.sh_offset) if o is not None else (1, i)
+
+        pos = L.EHDR_SIZE[ec]
+        placed: list[tuple[int, bytes]] = []
+        for i in sorted(kept[1:], key=file_order):
+            e = entries[i]
+            if e.sh_type == C.SHT_NOBITS or (e.data is None and (e.orig is None or not e.orig.file_size)):
+                if e.orig is not None and e.sh_type != C.SHT_NOBITS:
+                    e.sh_offset = pos  # an empty section: any offset in the file will do
+                continue
+            data = e.data if e.data is not None else bytes(e.orig.data)  # type: ignore[union-attr]
+            pos = align_up(pos, _placement_alignment(e))
+            e.sh_offset = pos
+            e.sh_size = len(data) if e.data is not None else e.sh_size
+            placed.append((i, data))
+            pos += len(data)
+        shoff = align_up(pos, 8 if ec == C.ELFCLASS64 else 4)
+        out = Emitter(h.little)
+        out.write(original[:L.EHDR_SIZE[ec]])
+        for i, data in placed:
+            out.pad_to(entries[i].sh_offset, entries[i].name)
+            out.write(data)
+        out.pad_to(shoff, "section header table")
+        self._emit_headers(out, entries, kept, index_map, shstr_i)
+        return self._finish(out, kept, index_map, shstr_i, shoff)
+
+    def _emit_headers(self, out: Emitter, entries: list[_Entry], kept: list[int], index_map: dict[int, int],
+                      shstr_i: int) -> None:
+        count = len(kept)
+        lay = L.SHDR[self.elf.header.ei_class]
+        for new_i, i in enumerate(kept):
+            e = entries[i]
+            link = index_map.get(e.sh_link, e.sh_link) if e.sh_link else 0
+            info = index_map.get(e.sh_info, e.sh_info) if _info_is_index(e) and e.sh_info else e.sh_info
+            size = e.sh_size
+            if new_i == 0:  # extended numbering lives in section 0
+                size = count if count >= C.SHN_LORESERVE else (e.sh_size if e.orig is not None else 0)
+                new_str = index_map[shstr_i]
+                link = new_str if new_str >= C.SHN_LORESERVE else (e.sh_link if e.orig is not None else 0)
+            values = {
+                "sh_name": e.sh_name, "sh_type": e.sh_type, "sh_flags": e.sh_flags, "sh_addr": e.sh_addr,
+                "sh_offset": e.sh_offset, "sh_size": size, "sh_link": link, "sh_info": info,
+                "sh_addralign": e.sh_addralign, "sh_entsize": e.sh_entsize,
+            }
+            out.pack(lay.fmt, *(values[f] for f in lay.fields))
+
+    def _finish(self, out: Emitter, kept: list[int], index_map: dict[int, int], shstr_i: int, shoff: int) -> bytes:
+        h = self.elf.header
+        lay = L.SHDR[h.ei_class]
+        count = len(kept)
         data = bytearray(out.getvalue())
         new_str = index_map[shstr_i]
         hdr = {

@@ -1,0 +1,78 @@
+"""Keep only some GPU architectures of a file, like nvprune and lipo -thin.
+
+Works on bare fatbins, LLVM OffloadBinaries, clang offload bundles (plain and
+compressed), host objects (.o), static libraries (.a) and, beyond nvprune,
+shared libraries and executables.  Give --keep or --drop with a comma list.
+
+Matching (nvprune -arch semantics for NVIDIA):
+  sm_90        the sm_90 cubin and the compute_90 PTX/LTO-IR (sm_90a is another arch)
+  compute_90   only the compute_90 PTX/LTO-IR
+  gfx90a       every gfx90a target: gfx90a, gfx90a:xnack+, gfx90a:xnack- ...
+  gfx90a:xnack+  only that exact target ID
+Host entries of bundles always stay.  A selection that leaves no device image
+is refused.
+
+Objects and archives shrink: the fatbin/offload sections are rewritten and the
+symbols and relocations pointing at them fixed up; archives are written again
+deterministically (GNU format, symbol table rebuilt).  Shared libraries and
+executables cannot move their code: each container is pruned in place and the
+freed bytes zero-filled, so the file keeps its size ("file bytes saved: 0")
+and the bytes freed inside the sections are reported.
+
+-o OUT writes the result; the input is never overwritten unless --in-place.
+--dry-run prints what would be dropped and the bytes saved per architecture
+without writing anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TextIO
+
+from devbin.errors import UsageError
+
+HELP = "keep only the named GPU architectures (like nvprune / lipo -thin) in fatbins, bundles, objects, libraries"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="input file")
+    sel = p.add_mutually_exclusive_group(required=True)
+    sel.add_argument("--keep", metavar="ARCHS", help="comma list of architectures to keep (sm_90,gfx90a ...)")
+    sel.add_argument("--drop", metavar="ARCHS", help="comma list of architectures to remove")
+    p.add_argument("-o", "--output", metavar="OUT", help="write the pruned file here")
+    p.add_argument("--in-place", action="store_true", help="allow OUT to be the input file (or omit -o)")
+    p.add_argument("--dry-run", action="store_true", help="write nothing; print the bytes saved per architecture")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.prune import prune_file
+
+    output = args.output
+    if output is None and args.in_place:
+        output = args.path
+    if output is None and not args.dry_run:
+        raise UsageError("give -o OUT (or --dry-run, or --in-place)")
+    result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
+                        in_place=args.in_place)
+    if args.json:
+        doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
+               **result.to_dict()}
+        out.write(json.dumps(doc, indent=2) + "\n")
+        return 0
+    out.write(f"{'where':48} {'container':16} {'kind':8} {'arch':16} {'size':>10}  action\n")
+    for i in result.images:
+        out.write(f"{i.where[-48:]:48} {i.container[:16]:16} {i.kind[:8]:8} {i.arch or '-':16} {i.size:>10}  "
+                  f"{'keep' if i.kept else 'drop'}\n")
+    for arch, saved in result.saved_by_arch().items():
+        out.write(f"saved {saved} bytes of {arch}\n")
+    out.write(f"container bytes freed: {result.container_bytes_freed}\n")
+    out.write(f"file bytes saved: {result.file_bytes_saved} ({result.input_size} -> {result.output_size})\n")
+    if args.dry_run:
+        out.write("dry run: nothing written\n")
+    else:
+        out.write(f"wrote {output}\n")
+    for n in result.notes:
+        out.write(f"note: {n}\n")
+    return 0

@@ -1,0 +1,309 @@
+"""devbin prune: arch matching, every container kind, oracles (nvcc link, binutils, LLVM tools), fuzzing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import subprocess
+from io import StringIO
+from pathlib import Path
+
+import pytest
+
+import devbin
+from conftest import SOURCES, require_tool
+from devbin.binary import ByteView
+from devbin.cli.main import main
+from devbin.discover import discover_bytes
+from devbin.errors import DeviceBinaryError, UsageError
+from devbin.formats import bundle as B
+from devbin.formats.ar import ArchiveFile
+from devbin.formats.ar.writer import ArMember, write_archive
+from devbin.formats.fatbin import FatbinImage, write_fatbin
+from devbin.formats.fatbin import constants as FC
+from devbin.formats.offload import constants as OC
+from devbin.formats.offload.writer import OffloadImage, write_offload_binary
+from devbin.prune import Selection, _Ctx, _prune_fatbin, arch_matches, prune, prune_file, rewrite_bundle
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+KERNEL = r"""
+#include <cstdio>
+__global__ void k(int *p) { p[threadIdx.x] = threadIdx.x * 3; }
+int main(int argc, char **) {
+    printf("hello\n");
+    if (argc < 2) return 0;  // no CUDA call unless asked: runs on a machine without a GPU
+    int *d; cudaMalloc(&d, 64); k<<<1, 16>>>(d); return cudaDeviceSynchronize();
+}
+"""
+GENCODE = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+
+
+def _archs(data: bytes) -> list[tuple[str, str]]:
+    return [(f.kind, f.arch) for f in discover_bytes(data, "x")]
+
+
+def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, check=True)
+
+
+# --------------------------------------------------------------------------- matching
+
+
+@pytest.mark.parametrize(("spec", "arch", "hit"), [
+    ("sm_90", "sm_90", True), ("sm_90", "compute_90", True), ("sm_90", "sm_90a", False),
+    ("sm_90", "sm_80", False), ("compute_90", "sm_90", False), ("compute_90", "compute_90", True),
+    ("sm_90a", "compute_90a", True), ("gfx90a", "gfx90a", True), ("gfx90a", "gfx90a:xnack+", True),
+    ("gfx90a", "gfx90a:sramecc-:xnack-", True), ("gfx90a:xnack+", "gfx90a:xnack+", True),
+    ("gfx90a:xnack+", "gfx90a:xnack-", False), ("gfx90a:xnack+", "gfx90a", False), ("gfx90a", "gfx942", False),
+    ("gfx90a", "sm_90", False), ("sm_90", "", False),
+])
+def test_arch_matches(spec: str, arch: str, hit: bool) -> None:
+    assert arch_matches(spec, arch) is hit
+
+
+def test_selection_needs_one_of_keep_drop() -> None:
+    with pytest.raises(UsageError):
+        Selection()
+    with pytest.raises(UsageError):
+        Selection(keep=("sm_90",), drop=("sm_80",))
+    with pytest.raises(UsageError):
+        prune(b"", keep=",")
+
+
+# --------------------------------------------------------------------------- bare containers
+
+
+def _fatbin() -> bytes:
+    cubin = (FIXTURES / "sample_sm90.cubin").read_bytes()
+    ptx = (FIXTURES / "sample.ptx").read_bytes()
+    return write_fatbin([FatbinImage(FC.KIND_ELF, 80, cubin, minor=8), FatbinImage(FC.KIND_ELF, 90, cubin),
+                         FatbinImage(FC.KIND_PTX, 90, ptx)])
+
+
+def test_fatbin_rewrite_keeping_all_is_identical() -> None:
+    for data in (_fatbin(), (FIXTURES / "sample.fatbin").read_bytes()):
+        ctx = _Ctx(Selection(drop=("sm_1",)))
+        assert _prune_fatbin(ByteView(data), ctx, "x", "fatbin") == data
+        assert prune(data, drop="sm_12").data == data
+
+
+def test_fatbin_prune() -> None:
+    data = _fatbin()
+    r = prune(data, keep="sm_90")
+    assert _archs(r.data) == [("elf", "sm_90"), ("ptx", "compute_90")]
+    assert r.saved_by_arch() == {"sm_80": len(data) - len(r.data)}
+    assert r.file_bytes_saved == len(data) - len(r.data) == r.container_bytes_freed
+    assert _archs(prune(data, keep="compute_90").data) == [("ptx", "compute_90")]
+    assert _archs(prune(data, drop="sm_90").data) == [("elf", "sm_80")]
+    with pytest.raises(UsageError, match="leaves no device image"):
+        prune(data, keep="sm_70")
+    assert "sm_70 matches no image in x" in prune(data, keep="sm_90,sm_70", where="x").notes
+
+
+def test_offload_binary_prune() -> None:
+    imgs = [OffloadImage.of(b"\x7fELF" + bytes(60), image_kind=OC.IMG_OBJECT, offload_kind=OC.OFK_HIP_LEGACY,
+                            strings={"arch": a, "triple": "amdgcn-amd-amdhsa"})
+            for a in ("gfx90a:xnack+", "gfx90a:xnack-", "gfx942")]
+    for version in (OC.VERSION_1, OC.VERSION_2):
+        data = write_offload_binary(imgs, version=version)
+        assert prune(data, drop="gfx1030").data == data
+        r = prune(data, keep="gfx90a")
+        assert [f.arch for f in discover_bytes(r.data, "x")] == ["gfx90a:xnack+", "gfx90a:xnack-"]
+        r = prune(data, keep="gfx90a:xnack-,gfx942")
+        assert [f.arch for f in discover_bytes(r.data, "x")] == ["gfx90a:xnack-", "gfx942"]
+    assert prune(write_offload_binary(imgs), keep="gfx942").data == write_offload_binary(imgs[2:])
+
+
+def _bundle_entries() -> list[tuple[str, bytes]]:
+    return [("host-x86_64-unknown-linux-gnu-", b""),
+            ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", b"A" * 5000),
+            ("hipv4-amdgcn-amd-amdhsa--gfx942", b"B" * 3000)]
+
+
+@pytest.mark.parametrize("align", [1, 4096])
+def test_bundle_rewrite_identical_and_prune(align: int) -> None:
+    data = B.write_bundle(_bundle_entries(), align=align)
+    b = B.parse_bundle(data)
+    assert rewrite_bundle(b, b.entries) == data
+    r = prune(data, keep="gfx942")
+    assert r.data == B.write_bundle([_bundle_entries()[0], _bundle_entries()[2]], align=align)
+    assert B.parse_bundle(r.data).ids() == ["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx942"]
+
+
+@pytest.mark.parametrize(("method", "version"), [("zlib", 2), ("zstd", 3)])
+def test_compressed_bundle_keeps_method_and_version(method: str, version: int) -> None:
+    data = B.write_compressed_bundle(_bundle_entries(), method=method, version=version, align=4096)
+    assert prune(data, drop="gfx1030").data == data
+    r = prune(data, drop="gfx942")
+    b = B.parse_any_bundle(r.data)
+    assert b.compressed is not None and (b.compressed.method_name, b.compressed.version) == (method, version)
+    assert [e.id for e in b.entries] == ["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+"]
+    assert bytes(b.entries[1].data) == b"A" * 5000
+
+
+def test_bad_input_raises_devbin_errors() -> None:
+    rng = random.Random(1234)
+    seeds = [_fatbin(), B.write_bundle(_bundle_entries(), align=64),
+             B.write_compressed_bundle(_bundle_entries(), method="zlib"),
+             write_offload_binary([OffloadImage.of(b"x" * 40, strings={"arch": "gfx90a"})] * 2),
+             write_archive([ArMember("a.fatbin", _fatbin()), ArMember("b.txt", b"plain text\n")])]
+    for seed in seeds:
+        for _ in range(150):
+            data = bytearray(seed)
+            for _ in range(rng.randint(1, 6)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            if rng.random() < 0.3:
+                del data[rng.randrange(len(data)):]
+            with contextlib.suppress(DeviceBinaryError):
+                prune(bytes(data), keep="gfx90a,sm_90")
+    with pytest.raises(UsageError):
+        prune(b"hello world", keep="sm_90")
+    with pytest.raises(UsageError, match="bare device ELF"):
+        prune((FIXTURES / "sample_sm90.cubin").read_bytes(), keep="sm_90")
+
+
+# --------------------------------------------------------------------------- ar writer
+
+
+def test_ar_writer_matches_binutils_deterministic(tmp_path: Path) -> None:
+    ar = require_tool("ar")
+    gcc = require_tool("gcc")
+    names = ["h.o", "a_member_name_longer_than_fifteen.o"]
+    for n in names:
+        _run(gcc, "-c", "-O2", "-o", tmp_path / n, SOURCES / "host.c")
+    _run(ar, "rcsD", tmp_path / "ref.a", *names, cwd=tmp_path)
+    ref = (tmp_path / "ref.a").read_bytes()
+    members = [ArMember(m.name, bytes(m.data)) for m in ArchiveFile(ref).files]
+    assert write_archive(members) == ref
+    odd = [*members[:1], ArMember("odd", b"abc")]
+    assert write_archive(odd) == write_archive(odd)  # run to run
+    assert ArchiveFile(write_archive(odd)).files[1].name == "odd"
+    with pytest.raises(UsageError):
+        write_archive([ArMember("a/b.o", b"")])
+
+
+# --------------------------------------------------------------------------- NVIDIA host files (nvcc oracle)
+
+
+@pytest.fixture(scope="module")
+def nv_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    nvcc = require_tool("nvcc")
+    out = tmp_path_factory.mktemp("prune_nv")
+    (out / "k.cu").write_text(KERNEL)
+    (out / "lib.cu").write_text("__global__ void kl(float *p) { p[threadIdx.x] *= 2.0f; }\n"
+                                "void launch(float *p) { kl<<<1, 32>>>(p); }\n")
+    _run(nvcc, *GENCODE, "-c", "k.cu", "-o", "k.o", cwd=out)
+    _run(nvcc, *GENCODE, "-rdc=true", "-c", "lib.cu", "-o", "librdc.o", cwd=out)
+    _run(nvcc, *GENCODE, "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "lib.so", cwd=out)
+    _run(nvcc, *GENCODE, "k.o", "-o", "k.exe", cwd=out)
+    _run(require_tool("ar"), "rcs", "libk.a", "k.o", "librdc.o", cwd=out)
+    return out
+
+
+def _readelf_clean(path: Path) -> None:
+    res = subprocess.run([require_tool("readelf"), "-a", "-W", str(path)], capture_output=True, text=True)
+    assert res.returncode == 0 and not res.stderr, res.stderr
+
+
+def test_host_object_prune_links_and_runs(nv_build: Path) -> None:
+    nvcc = require_tool("nvcc")
+    src = nv_build / "k.o"
+    out = nv_build / "k90.o"
+    r = prune_file(src, out, keep="sm_90")
+    assert r.file_bytes_saved > 0 and set(r.saved_by_arch()) == {"sm_80"}
+    data = out.read_bytes()
+    assert _archs(data) == [("elf", "sm_90"), ("ptx", "compute_90")]
+    _readelf_clean(out)
+    _run(nvcc, "-gencode", "arch=compute_90,code=sm_90", "k90.o", "-o", "k90.exe", cwd=nv_build)
+    assert _run(nv_build / "k90.exe").stdout == "hello\n"
+    linked = [(f.kind, f.arch) for f in discover_bytes((nv_build / "k90.exe").read_bytes(), "x")]
+    assert ("elf", "sm_80") not in linked and ("elf", "sm_90") in linked
+    # nothing dropped: the object comes back byte for byte
+    assert prune(src.read_bytes(), drop="sm_75").data == src.read_bytes()
+
+
+def test_rdc_object_prune(nv_build: Path) -> None:
+    r = prune((nv_build / "librdc.o").read_bytes(), drop="sm_90", where="librdc.o")
+    assert _archs(r.data) == [("elf", "sm_80")]
+    (nv_build / "librdc80.o").write_bytes(r.data)
+    _readelf_clean(nv_build / "librdc80.o")
+    rel = _run(require_tool("readelf"), "-rW", nv_build / "librdc80.o").stdout
+    assert "__nv_relfatbin + 0" in rel
+
+
+def test_archive_prune(nv_build: Path) -> None:
+    out = nv_build / "libk90.a"
+    prune_file(nv_build / "libk.a", out, keep="sm_90")
+    assert _run(require_tool("ar"), "t", out).stdout.split() == ["k.o", "librdc.o"]
+    assert _run(require_tool("llvm-ar-19"), "t", out).stdout.split() == ["k.o", "librdc.o"]
+    index = _run(require_tool("nm"), "-s", out).stdout
+    assert "main in k.o" in index
+    assert {a for _, a in _archs(out.read_bytes())} == {"sm_90", "compute_90"}
+    assert prune_file(nv_build / "libk.a", None, keep="sm_90").data == out.read_bytes()  # deterministic
+
+
+@pytest.mark.parametrize("name", ["lib.so", "k.exe"])
+def test_linked_files_pruned_in_place(nv_build: Path, name: str) -> None:
+    src = nv_build / name
+    out = nv_build / f"p_{name}"
+    r = prune_file(src, out, drop="sm_80")
+    assert r.file_bytes_saved == 0 and r.container_bytes_freed == r.saved_by_arch()["sm_80"] > 0
+    data = out.read_bytes()
+    assert len(data) == src.stat().st_size
+    assert "sm_80" not in {a for _, a in _archs(data)}
+    _readelf_clean(out)
+    if name == "k.exe":
+        assert _run(out).stdout == "hello\n"
+
+
+# --------------------------------------------------------------------------- AMD / LLVM host files
+
+
+def test_llvm_containers_with_llvm_tools(amdgpu_objects: dict[str, Path], tmp_path: Path) -> None:
+    bundler = require_tool("clang-offload-bundler-19")
+    objdump = require_tool("llvm-objdump-19")
+    hipfb = tmp_path / "k.hipfb"
+    prune_file(amdgpu_objects["hipfb"], hipfb, keep="gfx942")
+    ids = _run(bundler, "--list", "-type=o", f"-input={hipfb}").stdout.split()
+    assert sorted(ids) == ["hipv4-amdgcn-amd-amdhsa--gfx942", "host-x86_64-unknown-linux-gnu-"]
+    _run(bundler, "-unbundle", "-type=o", f"-input={hipfb}", "-targets=hipv4-amdgcn-amd-amdhsa--gfx942",
+         f"-output={tmp_path / 'g.o'}")
+    assert (tmp_path / "g.o").read_bytes() == amdgpu_objects["gfx942_obj"].read_bytes()
+
+    obj = tmp_path / "bundled.o"
+    prune_file(amdgpu_objects["bundled_obj"], obj, drop="gfx942")
+    ids = _run(bundler, "--list", "-type=o", f"-input={obj}").stdout.split()
+    assert sorted(ids) == ["hipv4-amdgcn-amd-amdhsa--gfx90a", "host-x86_64-unknown-linux-gnu-"]
+    _readelf_clean(obj)
+
+    pkg = tmp_path / "k.offload.bin"
+    prune_file(amdgpu_objects["offload_package"], pkg, keep="gfx90a")
+    listing = _run(objdump, "--offloading", pkg).stdout
+    assert "gfx90a" in listing and "gfx942" not in listing
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli(tmp_path: Path) -> None:
+    src = tmp_path / "a.fatbin"
+    src.write_bytes(_fatbin())
+    buf = StringIO()
+    assert main(["prune", str(src), "--drop", "sm_80", "--dry-run", "--json"], out=buf) == 0
+    doc = json.loads(buf.getvalue())
+    assert doc["dry_run"] and doc["output"] is None and list(doc["saved_by_arch"]) == ["sm_80"]
+    assert not (tmp_path / "b.fatbin").exists()
+    buf = StringIO()
+    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(tmp_path / "b.fatbin")], out=buf) == 0
+    assert "saved" in buf.getvalue() and (tmp_path / "b.fatbin").exists()
+    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(src)], out=StringIO()) == 1
+    assert src.read_bytes() == _fatbin()
+    assert main(["prune", str(src), "--keep", "sm_90"], out=StringIO()) == 1
+    assert main(["prune", str(src), "--keep", "sm_90", "--in-place"], out=StringIO()) == 0
+    assert _archs(src.read_bytes()) == [("elf", "sm_90"), ("ptx", "compute_90")]
+
+
+def test_api_export() -> None:
+    assert devbin.prune is prune
