@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
-TARGETS = ["fuzz_elf", "fuzz_devsec", "fuzz_fatbin", "fuzz_ar", "fuzz_offload", "fuzz_amdgpu", "fuzz_bundle"]
+TARGETS = ["fuzz_elf", "fuzz_devsec", "fuzz_fatbin", "fuzz_ar", "fuzz_offload", "fuzz_amdgpu", "fuzz_bundle",
+           "fuzz_wrapped"]
 
 
 def available_targets() -> list[str]:

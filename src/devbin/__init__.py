@@ -15,6 +15,19 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from typing import Any
+
 from devbin.api import open_file, parse
 
-__all__ = ["__version__", "open_file", "parse"]
+__all__ = ["__version__", "open_file", "pack", "parse", "prune"]
+
+
+def __getattr__(name: str) -> Any:
+    """``devbin.pack`` and ``devbin.prune`` are imported on first use, so ``import devbin`` stays cheap."""
+    if name == "pack":
+        from devbin.packaging import pack
+        return pack
+    if name == "prune":
+        from devbin.prune import prune
+        return prune
+    raise AttributeError(f"module 'devbin' has no attribute {name!r}")

@@ -9,24 +9,39 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from devbin.binary import Buffer
-from devbin.detect import ELF, UNKNOWN, detect
+from devbin.detect import ELF, UNKNOWN, WRAPPED, detect
 from devbin.errors import FormatError, NotThisFormat
 from devbin.formats.elf.reader import Diag, ElfFile
+from devbin.formats.wrapped import parse_wrapped
 
 
 def parse(data: Buffer, *, where: str = "", diag: Diag | None = None) -> ElfFile:
     """Parse a device binary held in memory.
 
-    Only ELF (cubins, AMDGPU code objects, any ELF) is read so far; other
-    recognised formats raise a clear error naming the format.
+    Reads ELF (cubins, AMDGPU code objects, any ELF), also inside a devbin
+    wrapped single image (the metadata is read by :func:`wrapped_metadata`);
+    other recognised formats raise a clear error naming the format (the
+    container commands read them through :mod:`devbin.discover`).
     """
     kind = detect(data)
     if kind == ELF:
         return ElfFile(data, where=where, diag=diag)
+    if kind == WRAPPED:
+        w = parse_wrapped(data, where=where)
+        if detect(w.image) != ELF:
+            raise FormatError("the wrapped image is not an ELF code object", fmt="wrapped", where=where)
+        return ElfFile(w.image, where=f"{where} (wrapped)" if where else "", diag=diag)
     if kind == UNKNOWN:
         raise NotThisFormat("not a recognised device binary (unknown magic)", fmt="detect", where=where, offset=0)
     raise FormatError(f"{kind} files are recognised but not readable by this version of devbin", fmt=kind,
                       where=where)
+
+
+def wrapped_metadata(data: Buffer) -> tuple[tuple[str, str], ...] | None:
+    """The key/value pairs of a devbin wrapped image, in file order; None for any other file."""
+    if detect(data) != WRAPPED:
+        return None
+    return parse_wrapped(data).metadata
 
 
 @contextmanager

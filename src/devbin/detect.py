@@ -17,6 +17,7 @@ OFFLOAD_BUNDLE = "clang-offload-bundle"
 OFFLOAD_BUNDLE_COMPRESSED = "clang-offload-bundle-compressed"
 AR = "ar"
 AR_THIN = "ar-thin"
+WRAPPED = "devbin-wrapped"
 UNKNOWN = "unknown"
 
 # (magic, offset, format), longest first where prefixes overlap.
@@ -29,6 +30,7 @@ _MAGICS: tuple[tuple[bytes, int, str], ...] = (
     (b"\xb1\x43\x62\x46", 0, CUDA_FATBIN_WRAPPER),
     (b"\x10\xff\x10\xad", 0, OFFLOAD_BINARY),
     (b"CCOB", 0, OFFLOAD_BUNDLE_COMPRESSED),
+    (b"DEVBINW\0", 0, WRAPPED),
 )
 
 

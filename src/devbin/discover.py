@@ -98,6 +98,7 @@ from devbin.detect import (
     OFFLOAD_BINARY,
     OFFLOAD_BUNDLE,
     OFFLOAD_BUNDLE_COMPRESSED,
+    WRAPPED,
     detect,
 )
 from devbin.errors import DeviceBinaryError, FormatError, UsageError
@@ -109,6 +110,7 @@ from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import Fatbin, FatbinEntry, parse_fatbin, parse_wrapper
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.wrapper import HIP_WRAPPER_MAGIC
+from devbin.formats.wrapped import parse_wrapped
 
 __all__ = ["ElfImage", "Found", "ScanReport", "WrapperInfo", "discover", "discover_bytes"]
 
@@ -127,7 +129,7 @@ MAX_MEMBER_SIZE = 8 << 30
 MAX_BUNDLE_SIZE = 1 << 30
 
 _SNIFF = 24  # the longest magic: __CLANG_OFFLOAD_BUNDLE__
-_SCANNED = (ELF, CUDA_FATBIN, AR, AR_THIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED)
+_SCANNED = (ELF, CUDA_FATBIN, AR, AR_THIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED, WRAPPED)
 _EM_CUDA = 190
 _EM_AMDGPU = 224
 
@@ -198,6 +200,7 @@ class Found:
     bundle_id: str = ""
     offload_kind: str = ""
     image_kind: str = ""  # an OffloadBinary entry's image kind (object, bitcode, cubin, fatbinary, ptx ...)
+    metadata: tuple[tuple[str, str], ...] = ()  # key/value pairs: an OffloadBinary's string map, a wrapper's
     payload: memoryview | None = field(default=None, compare=False, repr=False)  # an LLVM container's image
 
     def image_view(self, max_size: int = 1 << 30) -> memoryview | bytes:
@@ -383,8 +386,23 @@ class _Scanner:
                 yield from self._offload_blobs(view, path, "offload", 0)
             elif kind in (OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
                 yield from self._bundles(view, path, "bundle", 0)
+            elif kind == WRAPPED:
+                yield from self._wrapped(view, path, depth)
         except DeviceBinaryError as e:
             self.rep.warn(path, str(e))
+
+    # -- devbin wrapped single image ------------------------------------------------
+    def _wrapped(self, view: ByteView, path: str, depth: int) -> Iterator[Found]:
+        """A device image is reported with the wrapper's metadata; a container inside is opened."""
+        w = parse_wrapped(view, where=path)
+        inner = _kind(bytes(w.image[:_SNIFF]))
+        kind, elf_arch = _image_kind(w.image, ptx=(w.get("ImageKind") or "").lower() == "ptx")
+        if inner not in (None, ELF) or kind == "host":
+            yield from self.scan(w.image, f"{path}!wrapped", origin="wrapped", depth=depth + 1, disk=None)
+            return
+        yield Found(path=path, container="wrapped", kind=kind, arch=w.get("TargetID") or elf_arch,
+                    size=len(w.image), uncompressed_size=len(w.image), fatbin_offset=w.header_size,
+                    container_format="wrapped", triple=w.get("Triple") or "", metadata=w.metadata, payload=w.image)
 
     # -- ar ------------------------------------------------------------------------
     def _archive(self, view: ByteView, path: str, depth: int, disk: Path | None) -> Iterator[Found]:
@@ -819,7 +837,7 @@ def _offload_found(e: _offload.OffloadEntry, path: str, container: str, index: i
     return Found(path=path, container=container, kind=kind, arch=e.arch or elf_arch, size=e.image_size,
                  uncompressed_size=e.image_size, fatbin_index=index, fatbin_offset=offset, entry_index=e.index,
                  container_format="offload", triple=e.triple, offload_kind=e.producer,
-                 image_kind=e.image_kind_name, payload=e.image)
+                 image_kind=e.image_kind_name, metadata=e.strings, payload=e.image)
 
 
 def _bundle_found(b: _bundle.Bundle, e: _bundle.BundleEntry, path: str, container: str, index: int,

@@ -4,11 +4,13 @@ One line per image: where it is (file, container section, fatbin and entry
 index), kind (elf, ptx, ltoir, amdgpu, bitcode, host ...), architecture
 (SM or AMDGPU target ID), bytes on disk, bytes once decompressed, compression
 and identifier.  Images in LLVM containers (.llvm.offloading, OffloadBinary
-files, .hip_fatbin, clang offload bundles, plain or compressed) are listed
+files, .hip_fatbin, clang offload bundles, plain or compressed, devbin wrapped
+images) are listed
 too: their "index" is <container #>.<entry #>, and the identifier column shows
 the bundle entry ID or the OffloadBinary triple.  Nothing is extracted to
 disk; zips and archives are read in memory.  --json prints the same facts
-(plus container_format, triple, bundle_id, offload_kind); a progress bar goes
+(plus container_format, triple, bundle_id, offload_kind, and the key/value
+metadata an OffloadBinary or devbin wrapped image carries); a progress bar goes
 to stderr when it is a terminal.
 """
 
@@ -51,6 +53,7 @@ def found_dict(f: Found) -> dict[str, Any]:
         "triple": f.triple,
         "bundle_id": f.bundle_id,
         "offload_kind": f.offload_kind,
+        "metadata": dict(f.metadata),
     }
 
 

@@ -14,7 +14,18 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from devbin import __version__
-from devbin.cli import annotate_cmd, callgraph_cmd, cc_cmd, extract_cmd, inspect_cmd, list_cmd, resources_cmd, tour_cmd
+from devbin.cli import (
+    annotate_cmd,
+    callgraph_cmd,
+    cc_cmd,
+    extract_cmd,
+    inspect_cmd,
+    list_cmd,
+    pack_cmd,
+    prune_cmd,
+    resources_cmd,
+    tour_cmd,
+)
 from devbin.errors import DeviceBinaryError
 
 COMMANDS = {
@@ -26,6 +37,8 @@ COMMANDS = {
     "annotate": annotate_cmd,
     "tour": tour_cmd,
     "cc": cc_cmd,
+    "pack": pack_cmd,
+    "prune": prune_cmd,
 }
 
 

@@ -1,0 +1,81 @@
+"""Pack device images of any kind into one multi-target package, with metadata beside each.
+
+  devbin pack -o app.offload --image file=k.sm_90.cubin --image file=k.ptx \\
+              --image file=k.gfx90a.o,Team=kernels
+
+Each --image is file=PATH followed by KEY=VALUE pairs (no commas in values), as in
+clang-offload-packager.  A file may be a cubin, PTX, an AMDGPU code object, LLVM
+bitcode, a devbin-annotated object, or a container (fatbin, OffloadBinary,
+bundle, wrapped image, host object): a container contributes every image in it.
+Keys read by pack itself: tu= (which translation unit the image came from; by
+default its file), kind= (offload kind: cuda, hip, openmp, sycl).
+
+Every image gets Producer, CompileOptions, LinkOptions, TargetID, VendorId and
+VendorName, filled from the image itself (empty when it does not record them),
+then the keys you give.  --format picks the container: offload (LLVM
+OffloadBinary, the default: it has a string map and LLVM tools read it),
+fatbin (NVIDIA images only; CompileOptions goes in each entry's options
+string), bundle (clang offload bundle; no metadata), wrapped (devbin's
+single-image wrapper: one image with its metadata, for runtimes that take one
+image).  Keys a container cannot store are named in a warning.
+
+--ptx decides which PTX goes in (default highest: the PTX of the highest
+virtual arch, which every newer GPU can JIT; see docs/PACKAGING.md).
+Contradictory options across images (relocatable vs whole-program, debug vs
+optimised, fast-math, FTZ, xnack/sramecc, code object versions, arch sets and
+PTX across translation units) are warnings; --strict makes them errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TextIO
+
+HELP = "pack device images into one multi-target package (OffloadBinary, fatbin, bundle, wrapped)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", required=True, help="the package to write")
+    p.add_argument("--image", action="append", default=[], metavar="file=PATH[,KEY=VALUE...]", required=True,
+                   help="an image (or container) and its metadata; repeat for each")
+    p.add_argument("--format", choices=("offload", "fatbin", "bundle", "wrapped"), default="offload",
+                   help="container to write (default: offload)")
+    p.add_argument("--ptx", default="highest", metavar="POLICY",
+                   help="none | highest | lowest | all | sm_XX,... (default: highest)")
+    p.add_argument("--strict", action="store_true", help="make option contradictions errors")
+    p.add_argument("--offload-version", type=int, choices=(1, 2), default=1,
+                   help="OffloadBinary version (default 1: what every LLVM since 15 reads)")
+    p.add_argument("--compress", choices=("none", "zstd", "zlib", "lz4"), default="none",
+                   help="compression (fatbin: zstd, lz4; bundle: zstd, zlib)")
+    p.add_argument("--json", action="store_true", help="print what was packed as JSON")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    import os
+
+    from devbin.errors import UsageError
+    from devbin.packaging import PackInput, pack
+    inputs = [PackInput.from_spec(s) for s in args.image]
+    if any(os.path.abspath(i.name) == os.path.abspath(args.output) for i in inputs):
+        raise UsageError(f"{args.output}: the output is also an input; choose another -o")
+    res = pack(inputs, format=args.format, ptx=args.ptx, strict=args.strict, offload_version=args.offload_version,
+               compression=args.compress)
+    tmp = args.output + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(res.data)
+    os.replace(tmp, args.output)
+    if args.json:
+        out.write(json.dumps({"output": args.output, **res.to_dict()}, indent=2) + "\n")
+        return 0
+    out.write(f"{args.output}: {res.format}, {len(res.images)} image(s), {len(res.data)} bytes\n")
+    for img in res.images:
+        out.write(f"  {img.facts.kind:<7} {img.facts.arch or '?':<16} {len(img.data):>9}  {img.label}\n")
+    for img in res.dropped:
+        out.write(f"  left out by --ptx {args.ptx}: {img.label} ({img.facts.arch})\n")
+    for w in res.warnings:
+        print(f"devbin: warning: {w}", file=sys.stderr)
+    for finding in res.findings:
+        print(f"devbin: warning: {finding}", file=sys.stderr)
+    return 0

@@ -1,0 +1,303 @@
+"""``devbin pack``: many device images -> one multi-target package with metadata.
+
+Steps, each a small function: read the inputs (a device image is one image; a
+container -- fatbin, OffloadBinary, bundle, wrapped image, host object -- gives
+every image in it, with the metadata it already carries); learn each image's
+facts (:mod:`devbin.packaging.facts`); apply the PTX policy (:mod:`devbin.packaging.ptx`);
+check option consistency (:mod:`devbin.packaging.consistency`); build each image's
+metadata; write the container.
+
+Metadata written for every image, in this order, then the user's own keys in
+the order given (a user key of the same name replaces the standard value):
+``Producer``, ``CompileOptions``, ``LinkOptions``, ``TargetID``, ``VendorId``,
+``VendorName``; an empty value means the image does not record it.  In an
+OffloadBinary LLVM's own keys ``triple`` and ``arch`` come first, so LLVM tools
+(``llvm-objdump --offloading``, the linker wrapper) read the package as theirs.
+A CUDA fatbin has room only for an options string per entry (``CompileOptions``
+goes there); a clang offload bundle has none: keys that cannot be stored are
+named in a warning, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from devbin.detect import ELF, UNKNOWN, detect
+from devbin.errors import UsageError
+from devbin.packaging.consistency import Finding, ImageSettings, check_consistency, settings_from_options
+from devbin.packaging.facts import ImageFacts, image_facts, parse_sm
+from devbin.packaging.ptx import DEFAULT_PTX_POLICY, choose_ptx, parse_ptx_policy
+
+__all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "pack", "parse_image_spec"]
+
+FORMATS = ("offload", "fatbin", "bundle", "wrapped")
+STANDARD_KEYS = ("Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName")
+_CONTROL_KEYS = ("file", "tu", "kind")
+DEFAULT_TU = "(loose images)"  # read by pack itself, not stored as metadata
+_OFFLOAD_KINDS_V1 = {"none": 0, "openmp": 1, "cuda": 2, "hip": 3}
+_OFFLOAD_KINDS_V2 = {"none": 0, "openmp": 1, "cuda": 2, "hip": 4, "sycl": 8}
+
+
+@dataclass(frozen=True, slots=True)
+class PackInput:
+    """One ``--image``: the bytes, a display name, and the user's ``key=value`` pairs."""
+
+    data: bytes
+    name: str
+    keys: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_spec(cls, spec: str) -> PackInput:
+        path, keys = parse_image_spec(spec)
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise UsageError(f"--image {path}: {e.strerror or e}") from None
+        return cls(data, path, keys)
+
+
+def parse_image_spec(spec: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``file=k.cubin,key=value,...`` -> ``("k.cubin", (("key", "value"), ...))``.
+
+    Values cannot contain commas (as in ``clang-offload-packager --image``)."""
+    path = ""
+    keys: list[tuple[str, str]] = []
+    for part in spec.split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise UsageError(f"--image: expected key=value, got {part!r} in {spec!r}")
+        if key == "file":
+            path = value
+        elif any(k == key for k, _ in keys):
+            raise UsageError(f"--image: key {key!r} given twice in {spec!r}")
+        else:
+            keys.append((key, value))
+    if not path:
+        raise UsageError(f"--image: no file= in {spec!r}")
+    return path, tuple(keys)
+
+
+@dataclass(frozen=True, slots=True)
+class PackedImage:
+    label: str
+    tu: str
+    facts: ImageFacts
+    metadata: tuple[tuple[str, str], ...]
+    data: bytes = field(repr=False)
+    offload_kind: str = ""
+
+    def get(self, key: str) -> str:
+        return next((v for k, v in self.metadata if k == key), "")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"image": self.label, "tu": self.tu, "kind": self.facts.kind, "arch": self.facts.arch,
+                "size": len(self.data), "metadata": dict(self.metadata)}
+
+
+@dataclass(frozen=True, slots=True)
+class PackResult:
+    data: bytes = field(repr=False)
+    format: str
+    images: tuple[PackedImage, ...]
+    dropped: tuple[PackedImage, ...]  # PTX left out by the policy
+    warnings: tuple[str, ...]
+    findings: tuple[Finding, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"format": self.format, "size": len(self.data), "images": [i.to_dict() for i in self.images],
+                "dropped": [i.to_dict() for i in self.dropped], "warnings": list(self.warnings),
+                "findings": [{"option": f.option, "message": f.message, "images": list(f.images)}
+                             for f in self.findings]}
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _expand(inp: PackInput) -> list[tuple[str, bytes, tuple[tuple[str, str], ...]]]:
+    """``(label, image bytes, metadata the container already carries)`` per image of one input."""
+    kind = detect(inp.data)
+    single = kind == UNKNOWN or (kind == ELF and image_facts(inp.data, where=inp.name).kind != "data")
+    if single:
+        return [(inp.name, inp.data, ())]
+    from devbin.discover import ScanReport, discover_bytes
+    rep = ScanReport()
+    out = []
+    for f in discover_bytes(inp.data, inp.name, report=rep):
+        if f.kind == "host":
+            continue
+        carried = list(f.metadata)
+        if f.entry is not None and f.entry.options and not any(k == "CompileOptions" for k, _ in carried):
+            carried.append(("CompileOptions", f.entry.options.strip()))
+        label = f"{inp.name}[{f.arch or f.kind}]"
+        out.append((label, f.image(), tuple(carried)))
+    if not out:
+        detail = "; ".join(rep.warnings)
+        raise UsageError(f"{inp.name}: no device image found" + (f" ({detail})" if detail else ""))
+    return out
+
+
+def _metadata(facts: ImageFacts, carried: Sequence[tuple[str, str]], user: Sequence[tuple[str, str]],
+              llvm_keys: bool) -> tuple[tuple[str, str], ...]:
+    extra = dict(facts.extra)
+    std = {"Producer": facts.producer or extra.get("producer", ""),
+           "CompileOptions": facts.compile_options or extra.get("compile-options", ""),
+           "LinkOptions": extra.get("link-options", ""),
+           "TargetID": facts.arch, "VendorId": facts.vendor_id, "VendorName": facts.vendor_name}
+    pairs: dict[str, str] = {}
+    if llvm_keys:
+        pairs["triple"] = facts.triple
+        pairs["arch"] = facts.arch
+    pairs.update(std)
+    for k, v in carried:  # what a container already said about the image wins over what the image says
+        if v or k not in pairs:
+            pairs[k] = v
+    for k, v in user:
+        if k not in _CONTROL_KEYS:
+            pairs[k] = v
+    if not llvm_keys:
+        pairs.pop("triple", None)
+        pairs.pop("arch", None)
+    elif "TargetID" in dict(user) and "arch" not in dict(user):
+        pairs["arch"] = pairs["TargetID"]
+    return tuple(pairs.items())
+
+
+def _offload_kind(facts: ImageFacts, user: dict[str, str]) -> str:
+    k = user.get("kind", "").lower()
+    if k:
+        return k
+    return {"nvidia": "cuda", "amd": "hip"}.get(facts.vendor, "none")
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def _write_offload(images: Sequence[PackedImage], version: int) -> bytes:
+    from devbin.formats.offload import constants as OC
+    from devbin.formats.offload.writer import OffloadImage, write_offload_binary
+    kinds = _OFFLOAD_KINDS_V1 if version == 1 else _OFFLOAD_KINDS_V2
+    image_kinds = {"cubin": OC.IMG_CUBIN, "amdgpu": OC.IMG_OBJECT, "ptx": OC.IMG_PTX, "bitcode": OC.IMG_BITCODE,
+                   "ltoir": OC.IMG_BITCODE}
+    out = []
+    for img in images:
+        if img.offload_kind not in kinds:
+            raise UsageError(f"{img.label}: offload kind {img.offload_kind!r} is not one of "
+                             f"{', '.join(kinds)} (OffloadBinary version {version})")
+        out.append(OffloadImage.of(img.data, image_kind=image_kinds.get(img.facts.kind, OC.IMG_NONE),
+                                   offload_kind=kinds[img.offload_kind], strings=img.metadata))
+    return write_offload_binary(out, version=version)
+
+
+def _write_fatbin(images: Sequence[PackedImage], compression: str) -> tuple[bytes, list[str]]:
+    from devbin.formats.fatbin import constants as FC
+    from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
+    kinds = {"cubin": FC.KIND_ELF, "ptx": FC.KIND_PTX, "ltoir": FC.KIND_LTOIR}
+    out = []
+    lost: set[str] = set()
+    for img in images:
+        sm = parse_sm(img.facts.arch)
+        if img.facts.kind not in kinds or sm is None:
+            raise UsageError(f"{img.label}: a CUDA fatbin holds NVIDIA cubins, PTX and LTO-IR only "
+                             f"(this is {img.facts.kind} for {img.facts.arch or 'no known arch'})")
+        data = img.data.rstrip(b"\0") if img.facts.kind == "ptx" else img.data
+        out.append(FatbinImage(kinds[img.facts.kind], sm[0], data, options=img.get("CompileOptions"),
+                               variant=sm[1], compression=compression))
+        lost.update(k for k, v in img.metadata if v and k != "CompileOptions")
+    warnings = [f"a CUDA fatbin stores only CompileOptions (in each entry's options string); not stored: "
+                f"{', '.join(sorted(lost))}"] if lost else []
+    return write_fatbin(out), warnings
+
+
+def _bundle_id(img: PackedImage) -> str:
+    triple = img.facts.triple or "unknown-unknown-unknown"
+    if triple.count("-") == 2:
+        triple += "-"  # bundle IDs spell the environment, empty or not
+    okind = {"hip": "hipv4", "none": "openmp"}.get(img.offload_kind, img.offload_kind)
+    return f"{okind}-{triple}-{img.facts.arch}"
+
+
+def _write_bundle(images: Sequence[PackedImage], compression: str) -> tuple[bytes, list[str]]:
+    from devbin.formats.bundle.writer import write_bundle, write_compressed_bundle
+    entries = [(_bundle_id(i), i.data) for i in images]
+    ids = [e[0] for e in entries]
+    dup = sorted({x for x in ids if ids.count(x) > 1})
+    if dup:
+        raise UsageError(f"a bundle needs one image per target; given twice: {', '.join(dup)}")
+    lost = sorted({k for i in images for k, v in i.metadata if v})
+    warnings = [f"a clang offload bundle has no metadata; not stored: {', '.join(lost)}"] if lost else []
+    if compression == "none":
+        return write_bundle(entries), warnings
+    return write_compressed_bundle(entries, method=compression), warnings
+
+
+# --------------------------------------------------------------------------- pack
+
+
+def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = "offload",
+         ptx: str = DEFAULT_PTX_POLICY, strict: bool = False, offload_version: int = 1,
+         compression: str = "none") -> PackResult:
+    """Pack ``inputs`` (``PackInput``s, or paths) into one container (see the module docstring).
+
+    ``strict`` turns option contradictions into a :class:`~devbin.errors.UsageError`.
+    """
+    if format not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    if offload_version not in (1, 2):
+        raise UsageError("OffloadBinary version must be 1 or 2")
+    allowed = {"offload": ("none",), "wrapped": ("none",), "fatbin": ("none", "zstd", "lz4"),
+               "bundle": ("none", "zstd", "zlib")}[format]
+    if compression not in allowed:
+        raise UsageError(f"--compress {compression} is not available for {format} (choose {', '.join(allowed)})")
+    policy = parse_ptx_policy(ptx)
+    if not inputs:
+        raise UsageError("nothing to pack: give at least one --image")
+    staged: list[tuple[str, str, bytes, ImageFacts, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]] = []
+    for raw in inputs:
+        inp = raw if isinstance(raw, PackInput) else PackInput(Path(raw).read_bytes(), os.fspath(raw))
+        user = dict(inp.keys)
+        expanded = _expand(inp)
+        # A container is one translation unit's output; loose images share one unless tu= says otherwise.
+        tu = user.get("tu") or (inp.name if expanded[0][2] or len(expanded) > 1 else DEFAULT_TU)
+        for label, data, carried in expanded:
+            facts = image_facts(data, where=label)
+            if facts.kind == "data" and not user.get("TargetID"):
+                raise UsageError(f"{label}: not a device image devbin knows (cubin, PTX, AMDGPU code object, "
+                                 "bitcode); give its TargetID= (and triple=) to pack it anyway")
+            staged.append((label, tu, data, facts, carried, inp.keys))
+    choice = choose_ptx([s[3] for s in staged], policy)
+    warnings = list(choice.warnings)
+    packed: list[PackedImage] = []
+    for label, tu, data, facts, carried, keys in staged:
+        md = _metadata(facts, carried, keys, llvm_keys=format == "offload")
+        packed.append(PackedImage(label, tu, facts, md, data, _offload_kind(facts, dict(keys))))
+    kept = tuple(packed[i] for i in choice.keep)
+    dropped = tuple(packed[i] for i in choice.dropped)
+    findings = check_consistency([_settings(p) for p in packed])  # PTX left out still tells how a TU was built
+    if strict and findings:
+        raise UsageError("contradictory options (--strict): " + " | ".join(str(f) for f in findings))
+    if format == "offload":
+        data = _write_offload(kept, offload_version)
+    elif format == "fatbin":
+        data, more = _write_fatbin(kept, compression)
+        warnings += more
+    elif format == "bundle":
+        data, more = _write_bundle(kept, compression)
+        warnings += more
+    else:
+        if len(kept) != 1:
+            raise UsageError(f"a wrapped image holds exactly one image; {len(kept)} to pack "
+                             "(use --format offload, fatbin or bundle for several)")
+        from devbin.formats.wrapped import write_wrapped
+        data = write_wrapped(kept[0].data, kept[0].metadata)
+    return PackResult(data, format, kept, dropped, tuple(warnings), tuple(findings))
+
+
+def _settings(p: PackedImage) -> ImageSettings:
+    opts = settings_from_options(p.get("CompileOptions"))
+    reloc = p.facts.relocatable if p.facts.relocatable is not None else opts["relocatable"]
+    return ImageSettings(p.label, p.tu, p.facts.arch, p.facts.kind, reloc, opts["debug"], opts["fast_math"],
+                         opts["ftz"], p.facts.code_object_version)

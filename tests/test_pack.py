@@ -1,0 +1,177 @@
+"""devbin pack, the wrapped single image, the PTX policy and option checks, against the real tools.
+
+Packages devbin writes are read by llvm-objdump-19 --offloading / clang-offload-packager-19,
+cuobjdump and clang-offload-bundler-19, with image bytes identical both ways.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from devbin.cli.main import main
+from devbin.discover import discover
+from devbin.errors import DeviceBinaryError, UsageError
+from devbin.formats.wrapped import parse_wrapped, write_wrapped
+from devbin.packaging import PackInput, check_consistency, choose_ptx, pack
+from devbin.packaging.consistency import ImageSettings, settings_from_options
+from devbin.packaging.facts import ImageFacts, image_facts
+
+from tests.conftest import PTX_DIR, require_tool
+
+
+@pytest.fixture(scope="module")
+def images(cubins: dict[str, Path], amdgpu_objects: dict[str, Path]) -> dict[str, Path]:
+    return {"sm_80": cubins["sm_80_exec"], "sm_90": cubins["sm_90_exec"], "ptx80": PTX_DIR / "kernels-whole.sm_80.ptx",
+            "ptx90": PTX_DIR / "kernels-whole.sm_90.ptx", "gfx90a": amdgpu_objects["gfx90a_obj"],
+            "gfx942": amdgpu_objects["gfx942_obj"]}
+
+
+def _run(*argv: str | Path) -> str:
+    return subprocess.run([str(a) for a in argv], check=True, capture_output=True, text=True).stdout
+
+
+def test_offload_package_read_by_llvm(images: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "app.offload"
+    specs = [f"file={images[k]}" for k in ("sm_80", "sm_90", "ptx80", "ptx90", "gfx90a")]
+    specs[4] += ",Team=kernels"
+    assert main(["pack", "-o", str(out), *[a for s in specs for a in ("--image", s)]]) == 0
+    listing = _run(require_tool("llvm-objdump-19"), "--offloading", out)
+    blocks = [b for b in listing.split("OFFLOADING IMAGE")[1:]]
+    archs = [next(line.split()[1] for line in b.splitlines() if line.startswith("arch")) for b in blocks]
+    assert archs == ["sm_80", "sm_90", "compute_90", "gfx90a"]  # --ptx highest left compute_80 out
+    kinds = [next(line.split()[1] for line in b.splitlines() if line.startswith("kind")) for b in blocks]
+    assert kinds == ["cubin", "cubin", "ptx", "elf"]
+    # The packager extracts the same bytes, and devbin reads the metadata back.
+    packager = require_tool("clang-offload-packager-19")
+    x = tmp_path / "x.o"
+    _run(packager, out, f"--image=file={x},arch=gfx90a")
+    assert x.read_bytes() == images["gfx90a"].read_bytes()
+    found = list(discover([out]))
+    md = dict(found[3].metadata)
+    assert md["Team"] == "kernels" and md["TargetID"] == "gfx90a" and md["VendorId"] == "0x1002"
+    assert md["VendorName"] == "AMD" and md["Producer"].startswith(("clang", "Debian clang", "Ubuntu clang"))
+    cub = dict(found[0].metadata)
+    assert cub["VendorName"] == "NVIDIA" and "ptxas" in cub["Producer"] and "sm_80" in cub["CompileOptions"]
+    assert {"Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName"} <= set(cub)
+    assert found[0].image() == images["sm_80"].read_bytes()
+
+
+def test_fatbin_package_read_by_cuobjdump(images: dict[str, Path], tmp_path: Path) -> None:
+    cuobjdump = require_tool("cuobjdump")
+    out = tmp_path / "app.fatbin"
+    res = pack([images["sm_80"], images["sm_90"], images["ptx80"], images["ptx90"]], format="fatbin", ptx="all")
+    out.write_bytes(res.data)
+    listing = _run(cuobjdump, "-lelf", "-lptx", out)
+    assert listing.count("ELF file") == 2 and listing.count("PTX file") == 2
+    assert any("not stored" in w for w in res.warnings)  # Producer etc. cannot go into a fatbin
+    subprocess.run([cuobjdump, "-xelf", "all", str(out)], check=True, capture_output=True, cwd=tmp_path)
+    got = sorted(p.read_bytes() for p in tmp_path.glob("*.cubin"))
+    assert got == sorted([images["sm_80"].read_bytes(), images["sm_90"].read_bytes()])
+    with pytest.raises(UsageError):
+        pack([images["gfx90a"]], format="fatbin")
+
+
+def test_bundle_package_read_by_bundler(images: dict[str, Path], tmp_path: Path) -> None:
+    bundler = require_tool("clang-offload-bundler-19")
+    for compression in ("none", "zstd"):
+        out = tmp_path / f"app.{compression}.hipfb"
+        out.write_bytes(pack([images["gfx90a"], images["gfx942"]], format="bundle", compression=compression).data)
+        ids = set(_run(bundler, "--list", "--type=o", f"--input={out}").split())
+        assert {"hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx942"} <= ids
+        x = tmp_path / "x.o"
+        _run(bundler, "--unbundle", "--type=o", f"--input={out}", "--targets=hipv4-amdgcn-amd-amdhsa--gfx942",
+             f"--output={x}")
+        assert x.read_bytes() == images["gfx942"].read_bytes()
+
+
+def test_wrapped_image_everywhere(images: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "k.wrapped"
+    assert main(["pack", "--format", "wrapped", "-o", str(out), "--image", f"file={images['sm_90']},Team=x"]) == 0
+    capsys.readouterr()
+    w = parse_wrapped(out.read_bytes())
+    assert bytes(w.image) == images["sm_90"].read_bytes() and w.get("Team") == "x"
+    assert w.get("VendorName") == "NVIDIA" and w.get("TargetID") == "sm_90"
+    # Every command takes it, and gives what it gives for the plain cubin.
+    for cmd in (["resources"], ["callgraph"], ["list", "--json"]):
+        assert main([*cmd, str(images["sm_90"])]) == 0
+        plain = capsys.readouterr().out
+        assert main([*cmd, str(out)]) == 0
+        wrapped = capsys.readouterr().out
+        if cmd[0] == "list":
+            w_img, p_img = json.loads(wrapped)["images"][0], json.loads(plain)["images"][0]
+            assert w_img["kind"] == p_img["kind"] == "elf" and w_img["metadata"]["Team"] == "x"
+        else:
+            assert wrapped.replace(str(out), str(images["sm_90"])) == plain
+    assert main(["extract", "-o", str(tmp_path / "x"), str(out)]) == 0
+    extracted = [p for p in (tmp_path / "x").rglob("*") if p.is_file()]
+    assert [p.read_bytes() for p in extracted] == [images["sm_90"].read_bytes()]
+    with pytest.raises(UsageError):
+        pack([images["sm_80"], images["sm_90"]], format="wrapped")
+
+
+@given(st.binary(max_size=300), st.lists(st.tuples(st.text(min_size=1, max_size=20), st.text(max_size=40)),
+                                         max_size=8, unique_by=lambda p: p[0]))
+def test_property_wrapped_round_trip(image: bytes, pairs: list[tuple[str, str]]) -> None:
+    data = write_wrapped(image, pairs)
+    w = parse_wrapped(data)
+    assert bytes(w.image) == image and list(w.metadata) == pairs and w.size == len(data)
+    assert w.header_size % 16 == 0
+
+
+def test_wrapped_bad_input() -> None:
+    good = write_wrapped(b"\x7fELF", [("a", "b")])
+    for bad in (good[:20], good[:-1], good[:8] + b"\x02" + good[9:], good[:32] + b"\x7f" + good[33:],
+                good[:0x0C] + b"\x11" + good[0x0D:]):
+        with pytest.raises(DeviceBinaryError):
+            parse_wrapped(bad)
+    with pytest.raises(UsageError):
+        write_wrapped(b"", [("a", "1"), ("a", "2")])
+
+
+def _facts(kind: str, arch: str) -> ImageFacts:
+    return ImageFacts(kind, "nvidia", arch)
+
+
+@pytest.mark.parametrize(("policy", "kept_ptx", "warns"), [
+    ("highest", ["compute_90"], False), ("lowest", ["compute_80"], False), ("all", ["compute_80", "compute_90a",
+     "compute_90"], False), ("none", [], True), ("sm_80", ["compute_80"], False)])
+def test_ptx_policy(policy: str, kept_ptx: list[str], warns: bool) -> None:
+    facts = [_facts("cubin", "sm_80"), _facts("cubin", "sm_90"), _facts("ptx", "compute_80"),
+             _facts("ptx", "compute_90a"), _facts("ptx", "compute_90")]
+    choice = choose_ptx(facts, policy if policy in ("highest", "lowest", "all", "none") else frozenset({80}))
+    assert [facts[i].arch for i in choice.keep if facts[i].kind == "ptx"] == kept_ptx
+    assert bool(choice.warnings) == warns
+    # Only arch-specific PTX: no GPU newer than sm_90 can JIT it.
+    assert choose_ptx([_facts("cubin", "sm_90"), _facts("ptx", "compute_90a")], "highest").warnings
+
+
+def test_option_settings_and_findings(tmp_path: Path) -> None:
+    assert settings_from_options("-arch sm_90 -G") == {"relocatable": None, "debug": True, "fast_math": None,
+                                                      "ftz": None}
+    assert settings_from_options("-O 3 -rdc=true --use_fast_math")["ftz"] is True
+    assert settings_from_options("-fgpu-rdc -fno-gpu-flush-denormals-to-zero")["ftz"] is False
+    imgs = [ImageSettings("a.o", "a", "gfx90a:xnack+", "amdgpu", code_object_version=5),
+            ImageSettings("b.o", "b", "gfx90a:xnack-", "amdgpu", code_object_version=4),
+            ImageSettings("c.cubin", "a", "sm_90", "cubin", relocatable=True, ftz=True),
+            ImageSettings("d.cubin", "b", "sm_90", "cubin", relocatable=False, ftz=False)]
+    options = {f.option for f in check_consistency(imgs)}
+    assert options == {"relocatable", "ftz", "code-object-version", "xnack/sramecc", "arch"}
+    assert not check_consistency(imgs[:1])
+    # Real cubins: ptxas -g vs -O3 from the same PTX, recorded in .note.nv.tkinfo.
+    ptxas = require_tool("ptxas")
+    for name, flag in (("g", "-g"), ("o", "-O3")):
+        subprocess.run([ptxas, "-arch", "sm_90", flag, str(PTX_DIR / "kernels-whole.sm_90.ptx"), "-o",
+                        str(tmp_path / f"{name}.cubin")], check=True, capture_output=True)
+    res = pack([PackInput((tmp_path / "g.cubin").read_bytes(), "g.cubin", (("tu", "a"),)),
+                PackInput((tmp_path / "o.cubin").read_bytes(), "o.cubin", (("tu", "b"),))])
+    assert [f.option for f in res.findings] == ["debug"]
+    with pytest.raises(UsageError, match="debug"):
+        pack([PackInput((tmp_path / "g.cubin").read_bytes(), "g.cubin"),
+              PackInput((tmp_path / "o.cubin").read_bytes(), "o.cubin")], strict=True)
+    assert image_facts((tmp_path / "g.cubin").read_bytes()).relocatable is False
