@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import devbin
+import devbin.packaging
 from conftest import SOURCES, require_tool
 from devbin.binary import ByteView
 from devbin.cli.main import main
@@ -24,7 +25,7 @@ from devbin.formats.fatbin import FatbinImage, write_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
-from devbin.prune import Selection, _Ctx, _prune_fatbin, arch_matches, prune, prune_file, rewrite_bundle
+from devbin.pruning import Selection, _Ctx, _prune_fatbin, arch_matches, prune, prune_file, rewrite_bundle
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -307,3 +308,4 @@ def test_cli(tmp_path: Path) -> None:
 
 def test_api_export() -> None:
     assert devbin.prune is prune
+    assert devbin.pack is devbin.packaging.pack  # functions, not the modules that hold them

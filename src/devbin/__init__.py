@@ -28,6 +28,6 @@ def __getattr__(name: str) -> Any:
         from devbin.packaging import pack
         return pack
     if name == "prune":
-        from devbin.prune import prune
+        from devbin.pruning import prune
         return prune
     raise AttributeError(f"module 'devbin' has no attribute {name!r}")
