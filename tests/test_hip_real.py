@@ -99,3 +99,20 @@ def test_hip_wrappers_point_at_the_bundles(hip: dict[str, Path]) -> None:
     for w in rep.wrappers:
         addend = relocs[seg.sh_addr + (w.offset - seg.sh_offset) + 8]
         assert w.target_offset == addend - fb.sh_addr + fb.sh_offset
+
+
+def test_prune_real_hip_library_in_place(hip: dict[str, Path], tmp_path: Path) -> None:
+    # Pruning a linked .so keeps every address: each bundle is rewritten where it was, zero-filled behind.
+    from devbin.pruning import prune_file
+    out = tmp_path / "libhip.gfx1030.so"
+    res = prune_file(hip["so"], out, keep="gfx1030")
+    assert res.file_bytes_saved == 0 and out.stat().st_size == hip["so"].stat().st_size
+    rep = ScanReport()
+    found = list(discover([out], report=rep))
+    assert not rep.warnings
+    assert [(f.fatbin_index, f.arch, f.compression) for f in found] == [(0, "gfx1030", "none"),
+                                                                         (1, "gfx1030", "zstd")]
+    assert all(w.found for w in rep.wrappers)  # the wrappers still point at bundle starts
+    before = {f.compression: f.image() for f in discover([hip["so"]]) if f.arch == "gfx1030"}
+    assert {f.compression: f.image() for f in found} == before
+    subprocess.run([require_tool("readelf"), "-a", "-W", str(out)], check=True, capture_output=True)

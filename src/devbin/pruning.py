@@ -54,8 +54,9 @@ file lacks).
   Shrinking the file is not attempted: nvcc puts ``.nv_fatbin`` in the middle
   of the read-only segment (``.rodata .nv_fatbin __nv_module_id .eh_frame_hdr``),
   so there is no case to shrink in practice.  A ``.hip_fatbin`` bundle that
-  would shrink past a 4096 boundary with another bundle after it is refused:
-  readers walk that section in 4096 steps and would stop at the gap.
+  shrinks past a 4096 boundary leaves whole zero blocks before the next bundle,
+  which devbin's reader skips; clang-offload-bundler reads one bundle at a
+  time anyway.
 * ``ar`` archive (GNU/System V; BSD and thin archives are refused): every member
   is pruned (members without device code are copied); when anything changed the
   archive is written again with :mod:`devbin.formats.ar.writer` (symbol table
@@ -421,6 +422,14 @@ def rewrite_bundle(b: _bundle.Bundle, keep: Sequence[_bundle.BundleEntry]) -> by
     return write_compressed_bundle(raw, method=h.method_name, version=h.version)
 
 
+def _bundle_kind(bid: _bundle.BundleId) -> str:
+    """What a bundle entry holds, in the words ``devbin list`` uses: host, amdgpu, nvptx, or the arch."""
+    if bid.is_host:
+        return "host"
+    arch = bid.triple.split("-", 1)[0]
+    return "amdgpu" if arch == "amdgcn" else arch
+
+
 def _bundles(view: ByteView, ctx: _Ctx, where: str, container: str, align: int) -> Iterator[_Piece]:
     it = _bundle.iter_hip_fatbin(view, where=f"{where}: {container}", max_size=_MAX_BUNDLE,
                                  align=max(align, 1))
@@ -428,8 +437,8 @@ def _bundles(view: ByteView, ctx: _Ctx, where: str, container: str, align: int) 
         keep: list[_bundle.BundleEntry] = []
         for e in b.entries:
             bid = e.bundle_id
-            kind = "host" if bid.is_host else bid.triple
-            if ctx.decide(where, container, kind, "" if bid.is_host else bid.target_id, e.size, force=bid.is_host):
+            arch = "" if bid.is_host else bid.target_id
+            if ctx.decide(where, container, _bundle_kind(bid), arch, e.size, force=bid.is_host):
                 keep.append(e)
         unchanged = len(keep) == len(b.entries)
         yield b.offset, b.size, bytes(view.bytes_at(b.offset, b.size)) if unchanged else rewrite_bundle(b, keep)
@@ -501,7 +510,7 @@ def _prune_elf(view: ByteView, ctx: _Ctx, where: str, depth: int) -> bytes:
             continue
         if kind == "bundle-section":
             bid = _bundle.parse_bundle_id(sec.name[len(_bundle.constants.SECTION_PREFIX):])
-            keep = ctx.decide(where, sec.name, "host" if bid.is_host else bid.triple,
+            keep = ctx.decide(where, sec.name, _bundle_kind(bid),
                               "" if bid.is_host else bid.target_id, sec.file_size, force=bid.is_host)
             if not keep:
                 if not relocatable:
@@ -532,9 +541,6 @@ def _in_place(buf: bytearray, sec: Section, pieces: list[_Piece], align: int, ki
     for i, (off, size, new) in enumerate(pieces):
         if len(new) > size:
             raise UsageError(f"{where}: {sec.name}+{off:#x}: the pruned container is larger than the original")
-        if kind == "bundle" and i + 1 < len(pieces) and align_up(max(len(new), 1), align) < align_up(size, align):
-            raise UsageError(f"{where}: {sec.name}+{off:#x}: pruning this bundle in place would leave a "
-                             f"{align}-byte gap before the next bundle, which .hip_fatbin readers stop at")
         if not new and kind == "offload" and i + 1 < len(pieces):
             raise UsageError(f"{where}: {sec.name}+{off:#x}: dropping a whole OffloadBinary in place would "
                              "leave a gap that readers stop at")

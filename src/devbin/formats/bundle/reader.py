@@ -296,7 +296,9 @@ def iter_hip_fatbin(
     A linked HIP program concatenates the ``.hip_fatbin`` sections of its objects
     (each 4096-aligned), so several bundles, plain or compressed, follow each
     other with zero padding.  The walk stops at the end or where only zero bytes
-    remain; anything else between bundles is a :class:`FormatError`.  A CCOB v1
+    remain; whole zero ``align`` blocks between bundles are skipped (``devbin prune``
+    leaves them when it shrinks a bundle in a linked file, whose layout cannot move);
+    anything else between bundles is a :class:`FormatError`.  A CCOB v1
     bundle has no total size, so it takes the rest of the section.
     ``Bundle.offset`` is the offset in ``view``.
     """
@@ -307,6 +309,10 @@ def iter_hip_fatbin(
     while pos < n:
         if v.is_zero_from(pos):
             return
+        block = min(align, n - pos)
+        if not any(v.bytes_at(pos, block)):  # a zero block: padding left where a bundle shrank in place
+            pos += block
+            continue
         sub = v.sub(pos, n - pos, where=join_where(v.where, f"bundle #{index}"))
         if not (sub.startswith(C.CCOB_MAGIC) or sub.startswith(C.BUNDLE_MAGIC)):
             cls = NotThisFormat if index == 0 else FormatError
