@@ -73,7 +73,7 @@ def test_inspect_is_deterministic(sample_o: Path) -> None:
         (b"", "not a recognised device binary"),
         (b"hello world", "not a recognised device binary"),
         (b"\x7fELF\x02\x01\x01", "e_ident"),
-        (b"!<arch>\n", "ar files are recognised but not readable"),
+        (b"!<arch>\n", "no device images found"),
     ],
 )
 def test_errors_are_one_line(tmp_path: Path, content: bytes, needle: str, capsys: pytest.CaptureFixture[str]) -> None:

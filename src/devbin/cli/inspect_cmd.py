@@ -1,7 +1,22 @@
 """Print what a device binary holds: the ELF summary and devbin's device sections.
 
+FILE may be a device code object (a cubin, an AMDGPU code object, any ELF
+with devbin sections), printed as it is; or a container of device images:
+a CUDA fatbin, an LLVM OffloadBinary (clang-offload-packager output), a
+clang offload bundle (binary or compressed), a host object, library or
+executable with .nv_fatbin, .llvm.offloading, .hip_fatbin or offload bundle
+sections, or an ar archive (also zip/wheel files).  Each code object found
+in a container (cubins, AMDGPU code objects; as `devbin list` finds them) is
+printed after a header line naming it, exactly as if it had been extracted
+and inspected on its own; PTX, bitcode and other images are skipped with a
+note.  A devbin wrapped image (`devbin pack --format wrapped`) and images in
+an OffloadBinary print their key/value metadata first, one `key: value` per
+line, as a plugin's debug log would.
+
 Text by default; --json prints the same facts as JSON (stable key order,
-integers as integers, names beside raw values).  Problems that do not stop
+integers as integers, names beside raw values); for a container that is
+{"file": FILE, "images": [{"path", "container", ..., <the single-file
+report>}], "skipped": [...], "warnings": [...]}.  Problems that do not stop
 the reading (a bad section name, an undecodable devbin section) are reported
 as warnings and the rest is still shown.
 """
@@ -9,14 +24,155 @@ as warnings and the rest is still shown.
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
 
-HELP = "print the ELF summary and the devbin sections of a file"
+if TYPE_CHECKING:
+    from devbin.discover import Found
+    from devbin.formats.elf.reader import Diag, ElfFile
+
+HELP = ("print the ELF summary and the devbin sections of a code object, or of every code object "
+        "in a fatbin, offload bundle or binary, host object or archive")
+
+#: Image kinds that are ELF code objects; every other kind is skipped with a note.
+CODE_OBJECT_KINDS = ("elf", "amdgpu")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a device code object (cubin, AMDGPU code object, any ELF)")
+    p.add_argument("file", help="a device code object (cubin, AMDGPU code object, any ELF), or a container of them "
+                                "(fatbin, OffloadBinary, offload bundle, host object/library, ar archive)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+# --------------------------------------------------------------------------- containers (shared with callgraph)
+
+
+@dataclass
+class Images:
+    """The device images of a container file: the code objects and the images skipped."""
+
+    file: str
+    code_objects: list[Found] = field(default_factory=list)
+    skipped: list[Found] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def image_label(f: Found) -> str:
+    """Where an image is, as `devbin list` gives it: the path, and container and index inside a container."""
+    if f.fatbin_index is None:
+        return f.path
+    return f"{f.path} [{f.container} {f.fatbin_index}.{f.entry_index}]"
+
+
+def image_header(f: Found) -> str:
+    """The line printed before each code object of a container."""
+    return f"=== {image_label(f)}: {f.kind} {f.arch or '?'} ==="
+
+
+def image_dict(f: Found) -> dict[str, Any]:
+    """The facts of ``f`` that head its entry in the JSON ``images`` list."""
+    return {"path": f.path, "container": f.container, "fatbin_index": f.fatbin_index,
+            "entry_index": f.entry_index, "kind": f.kind, "arch": f.arch}
+
+
+def skipped_note(f: Found) -> str:
+    return f"note: {image_label(f)}: skipped {f.kind} image ({f.arch or 'no arch'}): not an ELF code object\n"
+
+
+def _is_code_object_elf(elf: ElfFile) -> bool:
+    from devbin.formats.devsec.elf import devbin_sections
+    from devbin.formats.elf import constants as C
+    return elf.header.e_machine in (C.EM_CUDA, C.EM_AMDGPU) or bool(devbin_sections(elf))
+
+
+def container_images(path: str) -> Images | None:
+    """The device images in ``path``, or None when ``path`` is to be read as one code object (as before).
+
+    One code object: a cubin, an AMDGPU code object, any ELF with devbin sections; also any
+    other ELF (or a file of no known format, or a broken ELF) in which no device image is found,
+    so that reading it gives the single-file output or error.  Fatbin entries of OffloadBinaries
+    are opened in turn.  A container with no device image at all raises FormatError.
+    """
+    from devbin.api import open_file
+    from devbin.detect import ELF, UNKNOWN, WRAPPED, detect
+    from devbin.discover import ZIP_MAGICS, ScanReport, discover, discover_bytes
+    from devbin.errors import DeviceBinaryError, FormatError
+
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+    kind = detect(head)
+    is_zip = head.startswith(ZIP_MAGICS)
+    if kind in (ELF, WRAPPED) or (kind == UNKNOWN and not is_zip):
+        try:
+            with open_file(path) as elf:
+                if _is_code_object_elf(elf):
+                    return None
+        except DeviceBinaryError:
+            if kind != WRAPPED:
+                raise  # a broken ELF or an unknown file: the error single-file reading gives
+    report = ScanReport()
+    found = list(discover([path], report=report))
+    if kind in (ELF, WRAPPED) and not found:
+        return None  # a host ELF with no device images: printed (or refused) as one file, as before
+    images = Images(file=path, warnings=report.warnings)
+    for f in found:
+        if f.kind == "fatbin":  # a CUDA fatbin inside an OffloadBinary: its entries are the images
+            try:
+                inner = list(discover_bytes(f.image_view(), image_label(f), report=report))
+            except DeviceBinaryError as e:
+                report.warn(f.path, str(e))
+                inner = []
+            if inner:
+                found_inner = [g for g in inner if g.kind in CODE_OBJECT_KINDS]
+                images.code_objects += found_inner
+                images.skipped += [g for g in inner if g.kind not in CODE_OBJECT_KINDS]
+                continue
+        (images.code_objects if f.kind in CODE_OBJECT_KINDS else images.skipped).append(f)
+    if not images.code_objects and not images.skipped:
+        what = "zip" if is_zip else kind
+        extra = f" ({report.warnings[0]})" if report.warnings else ""
+        raise FormatError(f"no device images found in this {what} file{extra}", fmt=what, where=path)
+    return images
+
+
+def open_image(f: Found, diag: Diag | None = None) -> ElfFile:
+    """The ELF of a code object image: the bytes `devbin extract` writes for it."""
+    from devbin.formats.elf.reader import ElfFile
+    return ElfFile(f.extract_view(), where=image_label(f), diag=diag)
+
+
+def write_container_tail(images: Images, errors: list[str], out: TextIO) -> None:
+    """The skipped-image notes and warnings that close a container's text output."""
+    for f in images.skipped:
+        out.write(skipped_note(f))
+    for w in [*images.warnings, *errors]:
+        out.write(f"warning: {w}\n")
+    if not images.code_objects:
+        out.write(f"note: {images.file}: no ELF code object found\n")
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _wrapped_metadata(path: str) -> tuple[tuple[str, str], ...] | None:
+    """The metadata of a devbin wrapped image (its header only is read); None for any other file."""
+    from devbin.detect import WRAPPED, detect
+    from devbin.formats.wrapped import parse_wrapped
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if detect(head) != WRAPPED:
+            return None
+        f.seek(0)
+        data = f.read()
+    return parse_wrapped(data, where=path).metadata
+
+
+def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:
+    """Key/value metadata the way a plugin's debug log prints it: ``key: value``, one per line."""
+    out.write("Metadata:\n")
+    for key, value in pairs:
+        out.write(f"  {key}: {value}\n")
+    out.write("\n")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -24,11 +180,44 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.cli.render import dump_json, render_elf
     from devbin.errors import DeviceBinaryError
     from devbin.report import inspect_elf
-    warnings: list[DeviceBinaryError] = []
-    with open_file(args.file, diag=warnings.append) as elf:
-        report = inspect_elf(elf, file=args.file, warnings=warnings)
+    images = container_images(args.file)
+    if images is None:
+        warnings: list[DeviceBinaryError] = []
+        meta = _wrapped_metadata(args.file)
+        with open_file(args.file, diag=warnings.append) as elf:
+            report = inspect_elf(elf, file=args.file, warnings=warnings)
+        if meta is not None:
+            report = {"metadata": dict(meta), **report}
+        if args.json:
+            dump_json(report, out)
+        else:
+            if meta is not None:
+                write_metadata(meta, out)
+            render_elf(report, out)
+        return 0
+    reports: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for f in images.code_objects:
+        image_warnings: list[DeviceBinaryError] = []
+        try:
+            elf = open_image(f, diag=image_warnings.append)
+            r = inspect_elf(elf, file=image_label(f), warnings=image_warnings)
+        except DeviceBinaryError as e:
+            errors.append(str(e))
+            continue
+        reports.append({**image_dict(f), **({"metadata": dict(f.metadata)} if f.metadata else {}), **r})
+        if not args.json:
+            if len(reports) > 1:
+                out.write("\n")
+            out.write(image_header(f) + "\n")
+            if f.metadata:
+                write_metadata(f.metadata, out)
+            render_elf(r, out)
     if args.json:
-        dump_json(report, out)
+        dump_json({"file": args.file, "images": reports, "skipped": [image_dict(f) for f in images.skipped],
+                   "warnings": [*images.warnings, *errors]}, out)
     else:
-        render_elf(report, out)
-    return 0
+        if reports and (images.skipped or images.warnings or errors):
+            out.write("\n")
+        write_container_tail(images, errors, out)
+    return 1 if errors else 0

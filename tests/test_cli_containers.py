@@ -1,0 +1,270 @@
+"""`devbin inspect` and `devbin callgraph` on containers: fatbins, offload bundles and binaries, host files, archives.
+
+The oracle for each code object in a container is the command's output on the image
+`devbin extract` writes for it: the container output must be exactly that, after a header
+line naming the image (as `devbin list` names it), with the file name in inspect's first
+line (and JSON "file") replaced by that name.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import FIXTURES
+from devbin.cli.main import main
+from devbin.formats.bundle import write_bundle, write_compressed_bundle
+from devbin.formats.fatbin import FatbinImage, write_fatbin
+from devbin.formats.fatbin import constants as FC
+from devbin.formats.offload import OffloadImage, write_offload_binary
+from devbin.formats.offload import constants as OC
+
+AMD = (FIXTURES / "sample_gfx90a.o").read_bytes()
+CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()
+PTX = (FIXTURES / "sample.ptx").read_bytes()
+
+
+def _run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out)
+    return code, out.getvalue()
+
+
+def _label(img: dict[str, Any]) -> str:
+    if img["fatbin_index"] is None:
+        return str(img["path"])
+    return f"{img['path']} [{img['container']} {img['fatbin_index']}.{img['entry_index']}]"
+
+
+def _code_objects(path: Path, tmp: Path) -> list[tuple[dict[str, Any], Path]]:
+    """(`devbin list` facts, extracted file) for every ELF code object in ``path``, in discovery order."""
+    code, text = _run("list", "--json", str(path))
+    assert code == 0
+    listed = [i for i in json.loads(text)["images"] if i["kind"] in ("elf", "ptx") or i["container_format"]]
+    out = tmp / f"x-{path.name}"
+    code, text = _run("extract", str(path), "-o", str(out), "--json")
+    assert code == 0
+    written = json.loads(text)["written"]
+    assert len(written) == len(listed)
+    return [(i, Path(w["file"])) for i, w in zip(listed, written, strict=True) if i["kind"] in ("elf", "amdgpu")]
+
+
+def _expected_text(command: str, path: Path, tmp: Path) -> tuple[str, int]:
+    """What the container output must start with: per image, header + the single-file output; and the count."""
+    blocks = []
+    images = _code_objects(path, tmp)
+    for info, file in images:
+        code, single = _run(command, str(file))
+        assert code == 0
+        if command == "inspect":
+            assert single.startswith(f"{file}: ")
+            single = _label(info) + single[len(str(file)):]
+            if info["metadata"]:  # an OffloadBinary's string map comes first, `key: value` per line
+                single = "Metadata:\n" + "".join(f"  {k}: {v}\n" for k, v in info["metadata"].items()) + "\n" \
+                    + single
+        blocks.append(f"=== {_label(info)}: {info['kind']} {info['arch']} ===\n{single}")
+    return "\n".join(blocks), len(images)
+
+
+def _check_text(command: str, path: Path, tmp: Path, n_images: int) -> str:
+    expected, count = _expected_text(command, path, tmp)
+    assert count == n_images
+    code, text = _run(command, str(path))
+    assert code == 0
+    assert text.startswith(expected)
+    rest = text[len(expected):]
+    assert all(line.startswith(("note: ", "warning: ")) for line in rest.splitlines() if line), rest
+    assert text.count("\n=== ") + text.startswith("=== ") == n_images
+    return text
+
+
+def _check_json(command: str, path: Path, tmp: Path, n_images: int) -> dict[str, Any]:
+    code, text = _run(command, "--json", str(path))
+    assert code == 0
+    doc = json.loads(text)
+    assert list(doc) == ["file", "images", "skipped", "warnings"] and doc["file"] == str(path)
+    images = _code_objects(path, tmp)
+    assert len(doc["images"]) == len(images) == n_images
+    for got, (info, file) in zip(doc["images"], images, strict=True):
+        code, single_text = _run(command, "--json", str(file))
+        assert code == 0
+        single = json.loads(single_text)
+        head = {k: info[k] for k in ("path", "container", "fatbin_index", "entry_index", "kind", "arch")}
+        if command == "inspect":
+            assert single["file"] == str(file)
+            single["file"] = _label(info)
+            if info["metadata"]:
+                head["metadata"] = info["metadata"]
+            assert got == {**head, **single}
+        else:
+            assert got == {**head, **single}  # the graph's own "arch" (the target ID) wins
+    return doc
+
+
+# --------------------------------------------------------------------------- inputs built with devbin's writers
+
+
+@pytest.fixture()
+def bundle(tmp_path: Path) -> Path:
+    p = tmp_path / "two.hipfb"
+    p.write_bytes(write_bundle([("hipv4-amdgcn-amd-amdhsa--gfx90a", AMD),
+                                ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", AMD)], align=4096))
+    return p
+
+
+@pytest.fixture()
+def fatbin(tmp_path: Path) -> Path:
+    p = tmp_path / "k.fatbin"
+    p.write_bytes(write_fatbin([FatbinImage(FC.KIND_ELF, 90, CUBIN), FatbinImage(FC.KIND_PTX, 90, PTX),
+                                FatbinImage(FC.KIND_ELF, 90, CUBIN, compression="zstd")]))
+    return p
+
+
+@pytest.fixture()
+def offload(tmp_path: Path) -> Path:
+    p = tmp_path / "k.offload.bin"
+    strings = {"triple": "amdgcn-amd-amdhsa", "arch": "gfx90a"}
+    p.write_bytes(write_offload_binary([OffloadImage.of(AMD, offload_kind=OC.OFK_HIP, strings=strings),
+                                        OffloadImage.of(AMD, offload_kind=OC.OFK_HIP, strings=strings)]))
+    return p
+
+
+@pytest.mark.parametrize("command", ["inspect", "callgraph"])
+def test_bundle_of_two_amdgpu_images(command: str, bundle: Path, tmp_path: Path) -> None:
+    text = _check_text(command, bundle, tmp_path, 2)
+    assert f"=== {bundle} [bundle 0.1]: amdgpu gfx90a ===" in text
+    assert f"=== {bundle} [bundle 0.2]: amdgpu gfx90a:xnack+ ===" in text
+    _check_json(command, bundle, tmp_path, 2)
+
+
+@pytest.mark.parametrize("command", ["inspect", "callgraph"])
+def test_compressed_bundle(command: str, tmp_path: Path) -> None:
+    p = tmp_path / "c.hipfb"
+    p.write_bytes(write_compressed_bundle([("hipv4-amdgcn-amd-amdhsa--gfx90a", AMD)], method="zlib"))
+    _check_text(command, p, tmp_path, 1)
+
+
+@pytest.mark.parametrize("command", ["inspect", "callgraph"])
+def test_fatbin_with_cubins_and_ptx(command: str, fatbin: Path, tmp_path: Path) -> None:
+    text = _check_text(command, fatbin, tmp_path, 2)
+    assert f"note: {fatbin} [file 0.1]: skipped ptx image" in text
+    doc = _check_json(command, fatbin, tmp_path, 2)
+    assert [s["kind"] for s in doc["skipped"]] == ["ptx"]
+
+
+@pytest.mark.parametrize("command", ["inspect", "callgraph"])
+def test_offload_binary(command: str, offload: Path, tmp_path: Path) -> None:
+    _check_text(command, offload, tmp_path, 2)
+    _check_json(command, offload, tmp_path, 2)
+
+
+def test_offload_binary_holding_a_fatbin(tmp_path: Path) -> None:
+    p = tmp_path / "cuda.offload.bin"
+    fb = write_fatbin([FatbinImage(FC.KIND_ELF, 90, CUBIN)])
+    p.write_bytes(write_offload_binary([OffloadImage.of(fb, image_kind=OC.IMG_FATBINARY, offload_kind=OC.OFK_CUDA,
+                                                        strings={"triple": "nvptx64-nvidia-cuda", "arch": "sm_90"})]))
+    code, text = _run("callgraph", str(p))
+    assert code == 0 and text.count("=== ") == 1 and "callgraph for sm_90:" in text
+    _, single = _run("callgraph", str(FIXTURES / "sample_sm90.cubin"))
+    assert text.endswith(single)
+
+
+def test_archive_of_code_objects(tmp_path: Path) -> None:
+    ar = shutil.which("ar")
+    if ar is None:
+        pytest.skip("no ar")
+    for name, data in (("a.o", AMD), ("c.cubin", CUBIN)):
+        (tmp_path / name).write_bytes(data)
+    lib = tmp_path / "libk.a"
+    subprocess.run([ar, "rc", str(lib), "a.o", "c.cubin"], cwd=tmp_path, check=True)
+    # `devbin extract` writes no bare archive members: the oracle is the member files themselves.
+    blocks = []
+    for member, kind, arch in (("a.o", "amdgpu", "gfx90a"), ("c.cubin", "elf", "sm_90")):
+        code, single = _run("callgraph", str(tmp_path / member))
+        assert code == 0
+        blocks.append(f"=== {lib}({member}): {kind} {arch} ===\n{single}")
+    code, text = _run("callgraph", str(lib))
+    assert code == 0 and text == "\n".join(blocks)
+
+
+def test_dot_has_one_cluster_per_image(bundle: Path, tmp_path: Path) -> None:
+    code, text = _run("callgraph", "--dot", str(bundle))
+    assert code == 0
+    assert text.startswith("digraph ") and "subgraph cluster_0 {" in text and "subgraph cluster_1 {" in text
+    assert '"0:saxpy" -> "0:axpy_one";' in text and '"1:saxpy" -> "1:axpy_one";' in text
+    dot = shutil.which("dot")
+    if dot is not None:
+        proc = subprocess.run([dot, "-Tsvg"], input=text, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_single_code_objects_are_unchanged(tmp_path: Path) -> None:
+    for path in (FIXTURES / "sample_sm90.cubin", FIXTURES / "sample_gfx90a.o"):
+        for command in ("inspect", "callgraph"):
+            code, text = _run(command, str(path))
+            assert code == 0 and "=== " not in text
+            code, js = _run(command, "--json", str(path))
+            assert code == 0 and "images" not in json.loads(js)
+
+
+@pytest.mark.parametrize("content", [b"!<arch>\n", write_bundle([("host-x86_64-unknown-linux-gnu", b"")])])
+def test_nothing_found_is_a_one_line_error(content: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "empty.bin"
+    p.write_bytes(content)
+    for command in ("inspect", "callgraph"):
+        code, out = _run(command, str(p))
+        err = capsys.readouterr().err
+        assert code == 1 and out == ""
+        assert err.count("\n") == 1 and err.startswith("devbin: error: ") and "no device images found" in err
+
+
+def test_only_ptx_says_so(tmp_path: Path) -> None:
+    p = tmp_path / "ptx.fatbin"
+    p.write_bytes(write_fatbin([FatbinImage(FC.KIND_PTX, 90, PTX)]))
+    code, text = _run("inspect", str(p))
+    assert code == 0 and "skipped ptx image" in text and "no ELF code object found" in text
+    code, text = _run("callgraph", "--json", str(p))
+    assert code == 0 and json.loads(text)["images"] == []
+
+
+def test_help_names_the_containers() -> None:
+    for command in ("inspect", "callgraph"):
+        proc = subprocess.run(["devbin", command, "--help"], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:  # not installed as a script: go through the module
+            import sys
+            proc = subprocess.run([sys.executable, "-m", "devbin", command, "--help"], capture_output=True, text=True,
+                                  check=True)
+        assert "fatbin" in proc.stdout and "OffloadBinary" in proc.stdout and "bundle" in proc.stdout
+
+
+# --------------------------------------------------------------------------- inputs built with the real tools
+
+
+@pytest.mark.parametrize("which,n", [("hipfb", 2), ("bundled_obj", 2), ("offload_package", 2)])
+@pytest.mark.parametrize("command", ["inspect", "callgraph"])
+def test_llvm_tool_containers(which: str, n: int, command: str, amdgpu_objects: dict[str, Path],
+                              tmp_path: Path) -> None:
+    path = amdgpu_objects[which]
+    _check_text(command, path, tmp_path, n)
+    _check_json(command, path, tmp_path, n)
+
+
+@pytest.mark.parametrize("command", ["inspect", "callgraph"])
+def test_fatbin_of_built_cubins(command: str, cubins: dict[str, Path], tmp_path: Path) -> None:
+    p = tmp_path / "built.fatbin"
+    p.write_bytes(write_fatbin([FatbinImage(FC.KIND_ELF, 80, cubins["sm_80_exec"].read_bytes()),
+                                FatbinImage(FC.KIND_ELF, 90, cubins["sm_90_linked"].read_bytes())]))
+    _check_text(command, p, tmp_path, 2)
+    _check_json(command, p, tmp_path, 2)
+
+
+def test_host_object_without_device_images_is_read_as_before(host_objects: dict[str, Path]) -> None:
+    path = host_objects["x86_64_obj"]
+    code, text = _run("inspect", str(path))
+    assert code == 0 and text.startswith(f"{path}: ELF64") and "=== " not in text
