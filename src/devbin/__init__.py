@@ -19,15 +19,19 @@ from typing import Any
 
 from devbin.api import open_file, parse
 
-__all__ = ["__version__", "open_file", "pack", "parse", "prune"]
+__all__ = ["__version__", "open_file", "pack", "parse", "prune", "select"]
 
 
 def __getattr__(name: str) -> Any:
-    """``devbin.pack`` and ``devbin.prune`` are imported on first use, so ``import devbin`` stays cheap."""
+    """``devbin.pack``, ``devbin.prune`` and ``devbin.select`` are imported on first use (``import devbin``
+    stays cheap)."""
     if name == "pack":
         from devbin.packaging import pack
         return pack
     if name == "prune":
         from devbin.pruning import prune
         return prune
+    if name == "select":
+        from devbin.selection import select
+        return select
     raise AttributeError(f"module 'devbin' has no attribute {name!r}")

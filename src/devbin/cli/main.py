@@ -16,6 +16,7 @@ from typing import TextIO
 from devbin import __version__
 from devbin.cli import (
     annotate_cmd,
+    ar_cmd,
     callgraph_cmd,
     cc_cmd,
     extract_cmd,
@@ -24,6 +25,7 @@ from devbin.cli import (
     pack_cmd,
     prune_cmd,
     resources_cmd,
+    select_cmd,
     tour_cmd,
 )
 from devbin.errors import DeviceBinaryError
@@ -39,6 +41,8 @@ COMMANDS = {
     "cc": cc_cmd,
     "pack": pack_cmd,
     "prune": prune_cmd,
+    "ar": ar_cmd,
+    "select": select_cmd,
 }
 
 

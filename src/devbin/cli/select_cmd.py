@@ -1,0 +1,64 @@
+"""Name the device image a driver would load from a package on a given GPU.
+
+The device is an NVIDIA sm_XY (sm_86, sm_120; sm_90a and sm_100f name the 9.0 and
+10.0 GPUs, the suffixes describe code, not devices) or an AMDGPU target id
+(gfx90a:xnack+, gfx942:sramecc+:xnack-, gfx1101; features not given are unknown).
+
+NVIDIA: SASS for sm_XY runs on the same major with equal or higher minor, sm_XYa only
+on exactly X.Y, sm_XYf on the family (major X, minor >= Y); otherwise PTX of the
+highest virtual arch not above the device is JIT-compiled (compute_XY on cc >= X.Y,
+compute_XYa on X.Y only, compute_XYf within major X).  SASS is preferred over PTX, then
+the highest compute capability, then a over f over plain.
+
+AMD: the exact processor with compatible xnack/sramecc (an image's unspecified feature
+matches either setting, a set one must equal the device's), most specific first; then
+the family's generic target (gfx9-generic, gfx10-3-generic, gfx11-generic,
+gfx12-generic ...) when its generic version is high enough.
+
+The choice is made per module (a fatbin, an offload bundle, an OffloadBinary, a bare
+cubin or code object), as the runtime registers each with the driver.  --explain adds
+one line per candidate image: name, arch, verdict (chosen, usable, rejected, other) and
+reason.  No compatible image is an error that names what the package holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+HELP = "name the image a driver would pick for a device (sm_86, sm_90a, gfx90a:xnack+, gfx1101)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="a file or folder (fatbin, cubin, code object, bundle, host object, library ...)")
+    p.add_argument("--device", required=True, metavar="DEVICE",
+                   help="the GPU: sm_XY (sm_86, sm_90a, sm_100f, sm_120) or gfxNNN[:sramecc±][:xnack±]")
+    p.add_argument("--explain", action="store_true", help="list every candidate image with its verdict and reason")
+    p.add_argument("--json", action="store_true", help="print the decision as JSON")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.cli.render import dump_json
+    from devbin.selection import select
+
+    sel = select(args.path, args.device, strict=False)
+    err = sel.error()
+    if args.json:
+        dump_json(sel.to_dict(), out)
+    else:
+        if args.explain:
+            out.write(f"device: {sel.device.description}\n")
+            if sel.device.note:
+                out.write(f"note: {sel.device.note}\n")
+            for line in sel.explain():
+                out.write(line.rstrip() + "\n")
+        for m in sel.modules:
+            if m.chosen is None:
+                continue
+            c = m.chosen
+            how = "PTX, JIT-compiled" if c.jit else "SASS" if c.kind == "elf" else "code object"
+            out.write(f"{c.name}: {c.arch} ({how})\n")
+    if err is not None:
+        out.flush()
+        raise err
+    return 0

@@ -1,0 +1,348 @@
+"""Image selection (`devbin select`, `devbin.select`): the driver's rules as a table, and real packages.
+
+The table rows come from the vendors' documented rules:
+
+NVIDIA (CUDA C++ Programming Guide, "Binary Compatibility", "PTX Compatibility",
+"Feature Availability"; NVIDIA blog "NVIDIA Blackwell and NVIDIA CUDA 12.9 Introduce
+Family-Specific Architecture Features"):
+  [B] "a cubin object generated for compute capability X.y will only execute on devices of
+      compute capability X.z where z >= y"
+  [P] PTX for a compute capability can always be compiled to binary code of greater or equal
+      compute capability (JIT by the driver)
+  [A] arch-specific (a) code runs only on exactly its compute capability
+  [F] family-specific (f) code runs on the same major with equal or higher minor
+      (sm_100f on 10.0 and 10.3, sm_103f on 10.3 only, sm_120f on 12.0 and 12.1)
+  [J] the driver JIT-compiles PTX only when no compatible cubin is present
+AMD (shared/reference/llvm-amdgpu-formats.md):
+  [X] §3.2: unspecified (any) object features match anything; a specified one must equal
+      the device's (clang isCompatibleTargetID, ROCr Isa::IsCompatible)
+  [G] §3.3: generic target of the device's family, generic version >= minimum (1)
+  [O] §3.3/§6.5: prefer the exact processor, fall back to the family generic image
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import devbin
+from conftest import PTX_DIR, SOURCES, require_tool
+from devbin.cli.main import main
+from devbin.errors import DeviceBinaryError, UsageError
+from devbin.selection import CHOSEN, OTHER, REJECTED, USABLE, Image, NoImageError, decide, parse_device
+
+
+def _img(spec: str, module: str = "m") -> Image:
+    """``sm_80`` (SASS), ``compute_90a`` (PTX), ``lto_90`` (LTO-IR), ``gfx11-generic@2`` (AMD, generic v2)."""
+    arch, _, ver = spec.partition("@")
+    if arch.startswith("sm_"):
+        kind = "elf"
+    elif arch.startswith("compute_"):
+        kind = "ptx"
+    elif arch.startswith("lto_"):
+        kind, arch = "ltoir", "compute_" + arch[4:]
+    else:
+        kind = "amdgpu"
+    return Image(name=spec, kind=kind, arch=arch, module=module, generic_version=int(ver or 1))
+
+
+NVIDIA_ROWS: list[tuple[list[str], str, str | None]] = [
+    # [B] same major, equal or higher minor; the closest (highest) SASS wins
+    (["sm_80", "sm_86", "compute_80"], "sm_86", "sm_86"),
+    (["sm_80", "sm_86"], "sm_89", "sm_86"),
+    (["sm_86", "sm_80"], "sm_87", "sm_86"),
+    (["sm_80"], "sm_86", "sm_80"),
+    (["sm_86"], "sm_80", None),  # [B] lower minor does not run
+    (["sm_80"], "sm_90", None),  # [B] another major never runs
+    (["sm_100", "sm_103"], "sm_103", "sm_103"),
+    (["sm_100"], "sm_103", "sm_100"),
+    # [J] SASS before PTX; [P] PTX JIT on any cc >= its own, the highest one not above the device
+    (["sm_80", "compute_80"], "sm_90", "compute_80"),
+    (["compute_70", "compute_80", "sm_80"], "sm_90", "compute_80"),
+    (["compute_80", "compute_90"], "sm_86", "compute_80"),
+    (["compute_90"], "sm_86", None),
+    (["sm_75", "compute_75"], "sm_80", "compute_75"),
+    (["compute_100"], "sm_120", "compute_100"),
+    (["sm_90", "compute_90"], "sm_90", "sm_90"),
+    # [A] a variants: only exactly that compute capability, SASS and PTX alike
+    (["sm_90a"], "sm_90", "sm_90a"),
+    (["sm_90a"], "sm_90a", "sm_90a"),
+    (["sm_90a", "compute_90a"], "sm_100", None),
+    (["sm_90a", "compute_90"], "sm_100", "compute_90"),
+    (["compute_90a", "compute_80"], "sm_90", "compute_90a"),
+    (["compute_90a", "compute_80"], "sm_100", "compute_80"),
+    (["sm_100a"], "sm_103", None),
+    (["sm_100a"], "sm_100f", "sm_100a"),  # a device named sm_100f is the 10.0 GPU
+    (["sm_90", "sm_90a"], "sm_90", "sm_90a"),  # tie at one cc: the more specific variant (documented choice)
+    # [F] f variants: the family = same major, minor >= own
+    (["sm_100f"], "sm_100", "sm_100f"),
+    (["sm_100f"], "sm_103", "sm_100f"),
+    (["sm_103f"], "sm_100", None),
+    (["sm_100f"], "sm_120", None),
+    (["sm_120f", "compute_120f"], "sm_121", "sm_120f"),
+    (["compute_100f"], "sm_103", "compute_100f"),
+    (["compute_100f"], "sm_120", None),  # f PTX does not cross majors, plain PTX does
+    (["compute_100f", "compute_90"], "sm_120", "compute_90"),
+    (["sm_110f"], "sm_110", "sm_110f"),
+    # LTO-IR is not loaded by the driver
+    (["lto_90"], "sm_90", None),
+    (["lto_90", "compute_90"], "sm_90", "compute_90"),
+]
+
+
+@pytest.mark.parametrize(("images", "device", "expected"), NVIDIA_ROWS)
+def test_nvidia_rules(images: list[str], device: str, expected: str | None) -> None:
+    sel = decide([_img(s) for s in images], device)
+    got = sel.chosen.name if sel.chosen is not None else None
+    assert got == expected, "\n".join(sel.explain())
+    assert sel.ok == (expected is not None)
+    if expected is not None:
+        assert sel.chosen is not None
+        assert sel.jit == expected.startswith("compute_")
+        assert sum(c.verdict == CHOSEN for c in sel.candidates) == 1
+    else:
+        assert all(c.verdict == REJECTED for c in sel.candidates)
+        assert isinstance(sel.error(), NoImageError)
+
+
+AMD_ROWS: list[tuple[list[str], str, str | None]] = [
+    # [X] any matches either setting; set must equal the device's
+    (["gfx90a"], "gfx90a:xnack+", "gfx90a"),
+    (["gfx90a"], "gfx90a:xnack-", "gfx90a"),
+    (["gfx90a:xnack+"], "gfx90a:xnack-", None),
+    (["gfx90a:xnack+"], "gfx90a:xnack+", "gfx90a:xnack+"),
+    (["gfx90a:sramecc-"], "gfx90a:sramecc+:xnack+", None),
+    (["gfx90a:sramecc+"], "gfx90a:sramecc+:xnack+", "gfx90a:sramecc+"),
+    (["gfx90a"], "gfx908", None),
+    # most specific match first
+    (["gfx90a", "gfx90a:xnack+"], "gfx90a:xnack+", "gfx90a:xnack+"),
+    (["gfx90a:xnack-", "gfx90a:sramecc+:xnack-"], "gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-"),
+    (["gfx942:sramecc+:xnack-", "gfx942"], "gfx942:sramecc+:xnack+", "gfx942"),
+    # device features not given = unknown: a sure (any) match first, then the ROCm default xnack-
+    (["gfx90a:xnack+", "gfx90a"], "gfx90a", "gfx90a"),
+    (["gfx90a:xnack+", "gfx90a:xnack-"], "gfx90a", "gfx90a:xnack-"),
+    (["gfx942:xnack+"], "gfx942", "gfx942:xnack+"),
+    # processors without the features: moot
+    (["gfx1101"], "gfx1101", "gfx1101"),
+    (["gfx1100"], "gfx1101", None),
+    # [G][O] exact processor, then the family's generic target with a high enough generic version
+    (["gfx1100", "gfx11-generic"], "gfx1100", "gfx1100"),
+    (["gfx1100", "gfx11-generic"], "gfx1101", "gfx11-generic"),
+    (["gfx11-generic@0"], "gfx1101", None),
+    (["gfx11-generic@1", "gfx11-generic@2"], "gfx1151", "gfx11-generic@2"),
+    (["gfx10-3-generic"], "gfx1031", "gfx10-3-generic"),
+    (["gfx10-3-generic", "gfx10-1-generic"], "gfx1010", "gfx10-1-generic"),
+    (["gfx12-generic"], "gfx1201", "gfx12-generic"),
+    (["gfx12-generic"], "gfx1101", None),
+    (["gfx9-generic"], "gfx906:xnack-", "gfx9-generic"),
+    (["gfx9-generic"], "gfx90a", None),  # gfx90a is in no generic family
+    (["gfx9-generic:xnack+"], "gfx906:xnack-", None),
+    (["gfx9-generic:xnack-", "gfx906:xnack+"], "gfx906:xnack-", "gfx9-generic:xnack-"),
+    (["gfx9-4-generic"], "gfx942:sramecc+:xnack-", "gfx9-4-generic"),
+]
+
+
+@pytest.mark.parametrize(("images", "device", "expected"), AMD_ROWS)
+def test_amd_rules(images: list[str], device: str, expected: str | None) -> None:
+    sel = decide([_img(s) for s in images], device)
+    got = sel.chosen.name if sel.chosen is not None else None
+    assert got == expected, "\n".join(sel.explain())
+    assert sel.ok == (expected is not None)
+    assert sel.jit is False
+
+
+def test_verdicts_and_reasons() -> None:
+    sel = decide([_img("sm_80"), _img("sm_86"), _img("compute_80"), _img("sm_90a"), _img("gfx90a")], "sm_86")
+    verdicts = {c.name: c.verdict for c in sel.candidates}
+    assert verdicts == {"sm_80": USABLE, "sm_86": CHOSEN, "compute_80": USABLE, "sm_90a": REJECTED, "gfx90a": OTHER}
+    reasons = {c.name: c.reason for c in sel.candidates}
+    assert "closer" in reasons["sm_80"]
+    assert "SASS preferred over PTX" in reasons["compute_80"]
+    assert "exactly 9.0" in reasons["sm_90a"]
+    assert "AMDGPU" in reasons["gfx90a"]
+    lines = sel.explain()
+    assert len(lines) == 5
+    assert all(c.verdict in ln and c.arch in ln for c, ln in zip(sel.candidates, lines, strict=True))
+
+
+def test_per_module_choice_and_error() -> None:
+    imgs = [_img("sm_80", "a"), _img("compute_80", "a"), _img("sm_90", "b"), _img("gfx90a", "c")]
+    sel = decide(imgs, "sm_86")
+    assert [m.chosen.name if m.chosen else None for m in sel.modules] == ["sm_80", None, None]
+    assert [m.relevant for m in sel.modules] == [True, True, False]  # an AMD bundle is not a failure on NVIDIA
+    err = sel.error()
+    assert isinstance(err, NoImageError) and isinstance(err, UsageError)
+    assert "in b" in str(err) and "sm_90" in str(err)
+    ok = decide(imgs[:2] + imgs[3:], "sm_86")
+    assert ok.ok and ok.error() is None
+    none = decide([_img("gfx90a")], "sm_86")
+    assert "no NVIDIA image for sm_86; it holds gfx90a" in str(none.error())
+
+
+@pytest.mark.parametrize("bad", ["", "sm_8", "sm_86x", "nvidia", "gfx9-generic", "gfx1030:xnack+", "gfx90a:foo+",
+                                 "compute_86"])
+def test_bad_device(bad: str) -> None:
+    with pytest.raises(UsageError):
+        parse_device(bad)
+
+
+def test_device_names() -> None:
+    assert parse_device("sm_90a").cc == (9, 0)
+    assert parse_device("sm_100f").cc == (10, 0)
+    assert parse_device("sm_120").cc == (12, 0)
+    assert parse_device("8.6").cc == (8, 6)
+    assert "describes code" in parse_device("sm_90a").note
+    d = parse_device("gfx90a:xnack+")
+    assert d.target is not None and d.target.xnack is True and d.target.sramecc is None
+    assert parse_device("gfx1101").note == ""
+
+
+# --------------------------------------------------------------------------- real tools
+
+
+def _cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out), out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def nv_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A fatbin made by the real fatbinary: SASS sm_80, sm_86, sm_90a, sm_100f and PTX compute_80, compute_90."""
+    ptxas, fatbinary = require_tool("ptxas"), require_tool("fatbinary")
+    out = tmp_path_factory.mktemp("select_nv")
+    ptx80, ptx90 = PTX_DIR / "kernels-whole.sm_80.ptx", PTX_DIR / "kernels-whole.sm_90.ptx"
+    cubins = {}
+    for arch in ("sm_80", "sm_86", "sm_90a", "sm_100f"):
+        cubins[arch] = out / f"k.{arch}.cubin"
+        subprocess.run([ptxas, f"-arch={arch}", "-o", str(cubins[arch]), str(ptx80)], check=True)
+    fb = out / "pkg.fatbin"
+    images = [f"--image3=kind=elf,sm={a[3:]},file={p}" for a, p in cubins.items()]
+    images += [f"--image3=kind=ptx,sm=80,file={ptx80}", f"--image3=kind=ptx,sm=90,file={ptx90}"]
+    subprocess.run([fatbinary, "-64", f"--create={fb}", *images], check=True)
+    return {"fatbin": fb, **cubins}
+
+
+@pytest.mark.parametrize(("device", "arch", "jit"), [
+    ("sm_80", "sm_80", False), ("sm_86", "sm_86", False), ("sm_89", "sm_86", False), ("sm_90", "sm_90a", False),
+    ("sm_90a", "sm_90a", False), ("sm_100", "sm_100f", False), ("sm_103", "sm_100f", False),
+    ("sm_100f", "sm_100f", False), ("sm_120", "compute_90", True), ("sm_121", "compute_90", True),
+])
+def test_fatbin_selection(nv_package: dict[str, Path], device: str, arch: str, jit: bool) -> None:
+    sel = devbin.select(nv_package["fatbin"], device)
+    assert sel.chosen is not None and sel.chosen.arch == arch and sel.jit is jit
+    assert len(sel.candidates) == 6
+    code, text = _cli("select", str(nv_package["fatbin"]), "--device", device)
+    assert code == 0 and text.strip().endswith(f": {arch} ({'PTX, JIT-compiled' if jit else 'SASS'})")
+
+
+def test_fatbin_explain_json_and_bytes(nv_package: dict[str, Path]) -> None:
+    fb = nv_package["fatbin"]
+    code, text = _cli("select", str(fb), "--device", "sm_120", "--explain")
+    assert code == 0
+    lines = text.splitlines()
+    assert lines[0] == "device: sm_120 (NVIDIA, compute capability 12.0)"
+    rows = [ln for ln in lines if ln.startswith(str(fb)) and "  " in ln]
+    assert len(rows) == 6
+    assert any("sm_100f" in r and "rejected" in r and "family-specific" in r for r in rows)
+    assert any("compute_90" in r and "chosen" in r and "JIT" in r for r in rows)
+    assert any("compute_80" in r and "usable" in r for r in rows)
+    code, js = _cli("select", str(fb), "--device", "sm_86", "--json")
+    data = json.loads(js)
+    assert data["ok"] and data["chosen"]["arch"] == "sm_86" and data["jit"] is False
+    assert [c["verdict"] for c in data["candidates"]] == ["usable", "chosen", "rejected", "rejected", "usable",
+                                                          "rejected"]
+    assert all(c["reason"] for c in data["candidates"])
+    sel = devbin.select(fb.read_bytes(), "sm_86", name="pkg")
+    assert sel.chosen is not None and sel.chosen.arch == "sm_86" and sel.source == "pkg"
+
+
+def test_fatbin_no_match(nv_package: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    fb = nv_package["fatbin"]
+    with pytest.raises(NoImageError, match=r"sm_75.*holds sm_80, sm_86, sm_90a, sm_100f, compute_80, compute_90"):
+        devbin.select(fb, "sm_75")
+    code, _ = _cli("select", str(fb), "--device", "sm_75")
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.count("\n") == 0 and err.startswith("devbin: error: ") and "sm_75" in err
+    code, js = _cli("select", str(fb), "--device", "sm_75", "--json")
+    assert code == 1 and json.loads(js)["ok"] is False and json.loads(js)["chosen"] is None
+    code, _ = _cli("select", str(fb), "--device", "sm_8x")
+    assert code == 1 and "not an NVIDIA" in capsys.readouterr().err
+
+
+def test_bare_arch_specific_cubin(nv_package: dict[str, Path]) -> None:
+    """A bare sm_90a cubin: CUDA 13 marks `a` only in .nv.compat (reference §1.4); it runs on 9.0 only."""
+    cubin = nv_package["sm_90a"]
+    sel = devbin.select(cubin, "sm_90")
+    assert sel.chosen is not None and sel.chosen.arch == "sm_90a"
+    with pytest.raises(NoImageError):
+        devbin.select(cubin, "sm_100")
+
+
+@pytest.fixture(scope="module")
+def amd_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A HIP fat binary from clang-offload-bundler-19: gfx90a:xnack+, gfx90a:xnack-, gfx11-generic (COV6), gfx1030."""
+    clang, bundler = require_tool("clang-19"), require_tool("clang-offload-bundler-19")
+    out = tmp_path_factory.mktemp("select_amd")
+    cflags = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c"]
+    targets = ["gfx90a:xnack+", "gfx90a:xnack-", "gfx11-generic", "gfx1030"]
+    objs = []
+    for i, t in enumerate(targets):
+        obj = out / f"k{i}.o"
+        extra = ["-mcode-object-version=6"] if t.endswith("generic") else []
+        subprocess.run([clang, *cflags, f"-mcpu={t}", *extra, "-o", str(obj), str(SOURCES / "amdgpu_kernels.cl")],
+                       check=True, capture_output=True)
+        objs.append(obj)
+    hipfb = out / "pkg.hipfb"
+    ids = ",".join(["host-x86_64-unknown-linux-gnu", *(f"hipv4-amdgcn-amd-amdhsa--{t}" for t in targets)])
+    subprocess.run([bundler, "-type=o", "-bundle-align=4096", f"-targets={ids}", "-input=/dev/null",
+                    *(f"-input={o}" for o in objs), f"-output={hipfb}"], check=True)
+    return hipfb
+
+
+@pytest.mark.parametrize(("device", "arch"), [
+    ("gfx90a:xnack+", "gfx90a:xnack+"), ("gfx90a:xnack-", "gfx90a:xnack-"),
+    ("gfx90a:sramecc+:xnack+", "gfx90a:xnack+"),
+    ("gfx90a", "gfx90a:xnack-"),  # unknown xnack: ROCm's default (off)
+    ("gfx1030", "gfx1030"), ("gfx1101", "gfx11-generic"), ("gfx1151", "gfx11-generic"),
+])
+def test_bundle_selection(amd_bundle: Path, device: str, arch: str) -> None:
+    sel = devbin.select(amd_bundle, device)
+    assert sel.chosen is not None and sel.chosen.arch == arch and not sel.jit
+    code, text = _cli("select", str(amd_bundle), "--device", device)
+    assert code == 0 and text.strip().endswith(f": {arch} (code object)")
+
+
+def test_bundle_generic_version_from_eflags(amd_bundle: Path) -> None:
+    sel = devbin.select(amd_bundle, "gfx1101")
+    assert sel.chosen is not None and sel.chosen.image.generic_version == 1
+    _, js = _cli("select", str(amd_bundle), "--device", "gfx1101", "--json")
+    assert json.loads(js)["chosen"]["generic_version"] == 1
+
+
+def test_bundle_explain_and_errors(amd_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = _cli("select", str(amd_bundle), "--device", "gfx90a:xnack+", "--explain")
+    assert code == 0
+    rows = [ln for ln in text.splitlines() if ln.startswith(str(amd_bundle)) and "  " in ln]
+    assert len(rows) == 4
+    assert "chosen" in rows[0] and "rejected" in rows[1] and "xnack-, device has xnack+" in rows[1]
+    assert "gfx11-generic covers" in rows[2] and "rejected" in rows[3]
+    code, _ = _cli("select", str(amd_bundle), "--device", "gfx1031")
+    err = capsys.readouterr().err
+    assert code == 1 and "gfx90a:xnack+, gfx90a:xnack-, gfx11-generic, gfx1030" in err
+    code, _ = _cli("select", str(amd_bundle), "--device", "sm_90")
+    assert code == 1 and "no NVIDIA image for sm_90" in capsys.readouterr().err
+    code, _ = _cli("select", str(amd_bundle), "--device", "gfx11-generic")
+    assert code == 1 and "generic code target" in capsys.readouterr().err
+
+
+def test_conftest_bundle_any_features(amdgpu_objects: dict[str, Path]) -> None:
+    """The fixture bundle's gfx90a/gfx942 code objects leave xnack/sramecc any: they match every setting."""
+    for dev, arch in [("gfx942:sramecc+:xnack-", "gfx942"), ("gfx90a:xnack+", "gfx90a"), ("gfx90a", "gfx90a")]:
+        sel = devbin.select(amdgpu_objects["hipfb"], dev)
+        assert sel.chosen is not None and sel.chosen.arch == arch
+    with pytest.raises(DeviceBinaryError, match="gfx1030"):
+        devbin.select(amdgpu_objects["hipfb"], "gfx1030")
