@@ -180,3 +180,14 @@ def test_option_settings_and_findings(tmp_path: Path) -> None:
         pack([PackInput((tmp_path / "g.cubin").read_bytes(), "g.cubin"),
               PackInput((tmp_path / "o.cubin").read_bytes(), "o.cubin")], strict=True)
     assert image_facts((tmp_path / "g.cubin").read_bytes()).relocatable is False
+
+
+def test_select_from_a_packed_offload_binary(images: dict[str, Path]) -> None:
+    import devbin
+    data = pack([images[k] for k in ("sm_80", "sm_90", "ptx90", "gfx90a")]).data
+    picks = {dev: devbin.select(data, dev) for dev in ("sm_86", "sm_90", "sm_120", "gfx90a:xnack-")}
+    assert {d: (s.chosen.arch if s.chosen else None, s.jit) for d, s in picks.items()} == {
+        "sm_86": ("sm_80", False), "sm_90": ("sm_90", False), "sm_120": ("compute_90", True),
+        "gfx90a:xnack-": ("gfx90a", False)}
+    with pytest.raises(UsageError, match="sm_80"):
+        devbin.select(data, "sm_75")

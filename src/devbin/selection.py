@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.targets.amdgpu import matching as amd
 from devbin.targets.amdgpu.targetid import TargetId, parse_target_id, supported_features
@@ -379,9 +380,13 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
 
 
 def _module_name(f: Found) -> str:
+    """The module an image belongs to.  OffloadBinaries back to back (LLVM ≤ 22 writes one image
+    per blob) make one module: the runtime picks among all of them, as among a fatbin's entries."""
     if f.fatbin_index is None:
         return f.path
-    if f.container in ("file", "ar", "zip", "bundle", "offload"):
+    if f.container_format == "offload":
+        return f.path if f.container == "offload" else f"{f.path}:{f.container}"
+    if f.container in ("file", "ar", "zip", "bundle"):
         return f"{f.path}[{f.fatbin_index}]"
     return f"{f.path}:{f.container}[{f.fatbin_index}]"
 
@@ -392,11 +397,14 @@ def _amd_elf_facts(f: Found) -> tuple[int, int, int] | None:
         view = f.image_view()
     except DeviceBinaryError:
         return None
-    head = bytes(view[:64])
-    if len(head) < 52 or head[:4] != b"\x7fELF":
+    v = ByteView(view, fmt="elf")
+    try:
+        if not v.startswith(b"\x7fELF"):
+            return None
+        ei_class = v.u8(4)
+        return v.u8(8), v.u32(48 if ei_class == 2 else 36), ei_class
+    except DeviceBinaryError:
         return None
-    flags_at = 48 if head[4] == 2 else 36
-    return head[8], int.from_bytes(head[flags_at:flags_at + 4], "little"), head[4]
 
 
 _XNACK_V4 = {0x100: None, 0x200: False, 0x300: True}
@@ -439,7 +447,10 @@ def _nv_bare_arch(f: Found) -> str:
 def image_of(f: Found) -> Image:
     """The :class:`Image` for a discovered image."""
     module = _module_name(f)
-    name = f"{module}#{f.entry_index}" if f.entry_index is not None else module
+    if f.container_format == "offload" and f.fatbin_index is not None:  # one module of many blobs
+        name = f"{module}#{f.fatbin_index}.{f.entry_index}"
+    else:
+        name = f"{module}#{f.entry_index}" if f.entry_index is not None else module
     arch, generic_version = f.arch, 1
     if f.kind == "amdgpu":
         arch, generic_version = _amd_image(f)

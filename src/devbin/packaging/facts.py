@@ -23,22 +23,25 @@ from dataclasses import dataclass, field
 
 from devbin.binary import ByteView
 from devbin.detect import ELF, detect
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
+from devbin.targets.nvidia.archs import parse_arch
 
 __all__ = ["NVIDIA_VENDOR_ID", "AMD_VENDOR_ID", "ImageFacts", "image_facts", "parse_sm"]
 
 NVIDIA_VENDOR_ID = "0x10de"  # PCI vendor IDs
 AMD_VENDOR_ID = "0x1002"
 _BITCODE = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
-_SM = re.compile(r"^(?:sm|compute)_(\d+)([af]?)$")
 
 
 def parse_sm(name: str) -> tuple[int, str] | None:
-    """``sm_90a`` / ``compute_100f`` -> ``(90, "a")`` / ``(100, "f")``; None if not an SM name."""
-    m = _SM.match(name.strip())
-    return (int(m[1]), m[2]) if m else None
+    """``sm_90a`` / ``compute_100f`` -> ``(90, "a")`` / ``(100, "f")``; None if not an NVIDIA arch name."""
+    try:
+        a = parse_arch(name)
+    except UsageError:
+        return None
+    return a.major * 10 + a.minor, a.variant
 
 
 @dataclass(frozen=True, slots=True)
