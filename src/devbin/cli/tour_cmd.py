@@ -14,7 +14,10 @@
 6. Does the same for an AMDGPU code object it ships (gfx90a, built by
    clang-19 from sample.cl): kernels from the metadata note and kernel
    descriptor, the device function, the call graph from relocations.
-7. Prints `devbin inspect` of the three files.
+7. Packs the samples into one multi-target package with metadata, picks the
+   image a driver would load for three GPUs and prunes the package
+   (:mod:`devbin.cli.tour_packaging`).
+8. Prints `devbin inspect` of the three code objects.
 
 Files are written to --out (default: ./devbin-tour).
 """
@@ -117,6 +120,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "model": code_object_dict(amd_model),
         "callgraph": graph_dict(amd_model, amd_arch),
     }
+    from devbin.cli.tour_packaging import packaging_tour
+    result["packaging"], packaging_lines, packaging_ok = packaging_tour(folder)
     result["inspect"] = [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path)),
                          inspect_elf(amd_out, file=str(amd_path))]
     if args.json:
@@ -153,9 +158,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
           + ("every loadable byte, symbol and relocation unchanged" if not amd_diffs else "; ".join(amd_diffs))
           + f"; read back {'equals' if amd_round_trip else 'DIFFERS FROM'} the imported model\n")
         w(f"   -> {a['file']}\n")
-        w("7. devbin inspect of the three files:\n\n")
+        for line in packaging_lines:
+            w(line + "\n")
+        w("11. devbin inspect of the three code objects:\n\n")
         for rep in result["inspect"]:
             render_elf(rep, out)
             w("\n")
-    ok = round_trip and cubin_round_trip and amd_round_trip and not diffs and not amd_diffs
+    ok = round_trip and cubin_round_trip and amd_round_trip and not diffs and not amd_diffs and packaging_ok
     return 0 if ok else 1

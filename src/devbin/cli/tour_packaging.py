@@ -1,0 +1,75 @@
+"""The packaging half of ``devbin tour``: pack the shipped samples, select per GPU, prune.
+
+8. Packs the shipped sm_90 cubin, its PTX and the gfx90a code object into one LLVM
+   OffloadBinary with metadata (``devbin pack``), and the cubin alone into a wrapped
+   image whose metadata prints the way a plugin's debug log would.
+9. Picks the image a driver would load for sm_90, sm_120 (no SASS: the PTX is
+   JIT-compiled) and gfx90a:xnack+, with ``--explain`` for sm_120 (``devbin select``).
+10. Prunes the package to sm_90 (``devbin prune --keep sm_90``) and reports the bytes
+    saved per architecture.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["packaging_tour"]
+
+EXPECTED = {"sm_90": ("sm_90", False), "sm_120": ("compute_90", True), "gfx90a:xnack+": ("gfx90a", False)}
+
+
+def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
+    """``(JSON facts, text lines, everything as expected)``."""
+    import importlib.resources as resources
+
+    from devbin.formats.wrapped import parse_wrapped
+    from devbin.packaging import PackInput, pack
+    from devbin.pruning import prune
+    from devbin.selection import select
+
+    samples = resources.files("devbin.samples")
+    inputs = [PackInput(samples.joinpath(n).read_bytes(), n)
+              for n in ("sample_sm90.cubin", "sample.ptx", "sample_gfx90a.o")]
+    package = pack(inputs)
+    pkg_path = folder / "app.offload"
+    pkg_path.write_bytes(package.data)
+    wrapped = pack(inputs[:1], format="wrapped")
+    wrapped_path = folder / "sample_sm90.wrapped"
+    wrapped_path.write_bytes(wrapped.data)
+
+    picks = {dev: select(package.data, dev, name=str(pkg_path)) for dev in EXPECTED}
+    got = {dev: (s.chosen.arch if s.chosen else "", s.jit) for dev, s in picks.items()}
+
+    pruned = prune(package.data, keep="sm_90", where=str(pkg_path))
+    pruned_path = folder / "app.sm_90.offload"
+    pruned_path.write_bytes(pruned.data)
+    kept = sorted({i.arch for i in pruned.images if i.kept})
+
+    ok = got == EXPECTED and kept == ["compute_90", "sm_90"] and not package.findings
+    facts: dict[str, Any] = {
+        "pack": {"file": str(pkg_path), **package.to_dict()},
+        "wrapped": {"file": str(wrapped_path), "metadata": dict(parse_wrapped(wrapped.data).metadata)},
+        "select": {dev: s.to_dict() for dev, s in picks.items()},
+        "prune": {"file": str(pruned_path), "input_size": pruned.input_size, "output_size": pruned.output_size,
+                  "saved_by_arch": pruned.saved_by_arch(), "kept": kept},
+    }
+    lines = [f"8. packed the three samples into {pkg_path} (LLVM OffloadBinary, {len(package.data)} bytes):"]
+    for img in package.images:
+        lines.append(f"   {img.facts.kind:6} {img.facts.arch:11} {len(img.data):6} B  Producer: {img.get('Producer')}")
+    for w in package.warnings:
+        lines.append(f"   warning: {w}")
+    lines.append(f"   the cubin alone as a wrapped image ({wrapped_path}); its metadata, as a plugin logs it:")
+    lines += [f"     {k}: {v}" for k, v in parse_wrapped(wrapped.data).metadata]
+    lines.append("9. the image a driver would load (devbin select):")
+    for dev, s in picks.items():
+        c = s.chosen
+        how = "PTX, JIT-compiled" if s.jit else "SASS" if c is not None and c.kind == "elf" else "code object"
+        lines.append(f"   {dev:14} -> {c.arch if c else 'none'} ({how})")
+    lines.append("   --explain for sm_120:")
+    lines += ["     " + line.rstrip() for line in picks["sm_120"].explain()]
+    lines.append(f"10. pruned to sm_90 (devbin prune --keep sm_90): {pruned.input_size} -> {pruned.output_size} "
+                 f"bytes, kept {', '.join(kept)}; saved "
+                 + ", ".join(f"{a} {n} B" for a, n in sorted(pruned.saved_by_arch().items())))
+    lines.append(f"    -> {pruned_path}")
+    return facts, lines, ok
