@@ -1,0 +1,300 @@
+"""Build and read super-archives: one GNU ar file holding N per-target libraries (docs/FORMAT.md §16).
+
+  devbin ar create -o lib.a --target gfx90a=libgfx90a.a --target gfx1030=libgfx1030.a
+  devbin ar create -o lib.a --target gfx90a=k.o l.o --target generic=g.bc --chain gfx90a=gfx90a:generic
+  devbin ar add lib.a --target gfx942=libgfx942.a -o lib2.a
+  devbin ar remove lib.a gfx1030 -o lib2.a
+  devbin ar list lib.a            (or a host .so that embeds one; --json)
+  devbin ar extract lib.a --target gfx90a -o libgfx90a.a
+  devbin ar symbols lib.a --target gfx90a [--json]
+  devbin ar embed lib.a --into libruntime.so -o libruntime.new.so
+
+--target T=PATH [PATH...]: each PATH is a standard archive (its members, in order) or a loose
+file (one member, named after the file); repeating --target T appends.  --chain T=a:b:c stores
+T's fallback chain (":" splits, except before a target-id feature such as "xnack+", so
+gfx90a:xnack+:generic is two entries; "," also splits).  The "/" index lists the first
+target's symbols unless --index-target or --no-index say otherwise.  No command overwrites one
+of its inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, TextIO
+
+HELP = "build, list, extract and embed multi-target super-archives (one copy of each unique member)"
+
+_FEATURE = re.compile(r"^[A-Za-z0-9_]+[+-]$")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="ar_command", metavar="ACTION")
+    sub.required = True
+
+    def targets_args(q: argparse.ArgumentParser, required: bool) -> None:
+        q.add_argument("--target", action="append", nargs="+", required=required, metavar="T=PATH",
+                       help="target T from an archive or loose files (T=PATH [PATH...]; repeatable)")
+        q.add_argument("--chain", action="append", default=[], metavar="T=a:b:c", help="fallback chain of target T")
+
+    c = sub.add_parser("create", help="build a super-archive from per-target archives or objects")
+    targets_args(c, True)
+    c.add_argument("-o", "--output", required=True, help="the super-archive to write")
+    idx = c.add_mutually_exclusive_group()
+    idx.add_argument("--index-target", metavar="T", help="the target the '/' index lists (default: the first)")
+    idx.add_argument("--no-index", action="store_true", help="write no '/' index")
+
+    a = sub.add_parser("add", help="add targets to a super-archive (written to a new file)")
+    a.add_argument("archive")
+    targets_args(a, True)
+    a.add_argument("-o", "--output", required=True)
+
+    r = sub.add_parser("remove", help="remove targets from a super-archive (written to a new file)")
+    r.add_argument("archive")
+    r.add_argument("targets", nargs="+", metavar="TARGET")
+    r.add_argument("-o", "--output", required=True)
+
+    ls = sub.add_parser("list", help="targets, members, sharing and bytes saved")
+    ls.add_argument("archive", help="a super-archive, or a host ELF that embeds one")
+    ls.add_argument("--json", action="store_true")
+
+    x = sub.add_parser("extract", help="write one target as a standard archive")
+    x.add_argument("archive")
+    x.add_argument("--target", required=True)
+    x.add_argument("-o", "--output", required=True)
+
+    s = sub.add_parser("symbols", help="one target's symbol table")
+    s.add_argument("archive")
+    s.add_argument("--target", required=True)
+    s.add_argument("--json", action="store_true")
+
+    e = sub.add_parser("embed", help="store a super-archive in a section of a host ELF (e.g. a .so)")
+    e.add_argument("archive")
+    e.add_argument("--into", required=True, metavar="HOST", help="the host ELF")
+    e.add_argument("-o", "--output", required=True)
+    e.add_argument("--section", default=None, help="section name (default .devbin.superarchive)")
+    e.add_argument("--json", action="store_true")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _usage(message: str) -> Exception:
+    from devbin.errors import UsageError
+
+    return UsageError(message, fmt="ar")
+
+
+def _split_eq(text: str, what: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise _usage(f"{what} {text!r}: expected T=VALUE")
+    return name, value
+
+
+def parse_chain(value: str) -> tuple[str, ...]:
+    """``a:b:c`` (or ``a,b,c``) as entries; a ``:feature+``/``:feature-`` piece stays with the entry before it."""
+    if "," in value:
+        return tuple(v for v in value.split(",") if v)
+    out: list[str] = []
+    for piece in value.split(":"):
+        if out and _FEATURE.match(piece):
+            out[-1] += ":" + piece
+        elif piece:
+            out.append(piece)
+    return tuple(out)
+
+
+def _load_targets(specs: list[list[str]], chains: list[str], inputs: list[Path]) -> list[Any]:
+    from devbin.formats.ar import is_archive
+    from devbin.superarchive import InputMember, TargetInput, member_from_object, members_from_archive
+
+    order: list[str] = []
+    members: dict[str, list[InputMember]] = {}
+    for spec in specs:
+        name, first = _split_eq(spec[0], "--target")
+        paths = ([first] if first else []) + spec[1:]
+        if not paths:
+            raise _usage(f"--target {name}: no input files")
+        if name not in members:
+            order.append(name)
+            members[name] = []
+        for p in paths:
+            path = Path(p)
+            data = path.read_bytes()
+            inputs.append(path)
+            if is_archive(data):
+                members[name] += members_from_archive(data, where=str(path))
+            else:
+                members[name].append(member_from_object(path.name, data))
+    chain_of: dict[str, tuple[str, ...]] = {}
+    for text in chains:
+        name, value = _split_eq(text, "--chain")
+        if name not in members:
+            raise _usage(f"--chain {name}: no --target {name}")
+        chain_of[name] = parse_chain(value)
+    return [TargetInput(n, tuple(members[n]), chain_of.get(n, ())) for n in order]
+
+
+def _write(path: str, data: bytes, inputs: list[Path]) -> None:
+    out = Path(path)
+    for p in inputs:
+        try:
+            same = out.exists() and os.path.samefile(out, p)
+        except OSError:
+            same = False
+        if same or out.resolve() == p.resolve():
+            raise _usage(f"refusing to overwrite input {str(p)!r}; choose another -o")
+    out.write_bytes(data)
+
+
+def _open(path: str) -> Any:
+    from devbin.superarchive import open as sa_open
+
+    return sa_open(Path(path).read_bytes(), where=path)
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def _create(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.superarchive import create
+
+    inputs: list[Path] = []
+    targets = _load_targets(args.target, args.chain, inputs)
+    index: str | bool = False if args.no_index else (args.index_target or True)
+    _write(args.output, create(targets, index=index), inputs)
+    return 0
+
+
+def _add(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.superarchive import create
+
+    lib = _open(args.archive)
+    inputs: list[Path] = [Path(args.archive)]
+    new = _load_targets(args.target, args.chain, inputs)
+    have = set(lib.targets())
+    for t in new:
+        if t.name in have:
+            raise _usage(f"target {t.name!r} is already in {args.archive}; remove it first")
+    targets = lib.to_targets() + new
+    index: str | bool = lib.index_target if lib.index_target is not None else False
+    _write(args.output, create(targets, index=index, extra=lib.manifest.extra), inputs)
+    return 0
+
+
+def _remove(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.superarchive import create
+
+    lib = _open(args.archive)
+    for t in args.targets:
+        lib.target(t)  # a clear error for an unknown target
+    targets = [t for t in lib.to_targets() if t.name not in args.targets]
+    index: str | bool = False
+    if lib.index_target is not None:
+        index = lib.index_target if lib.index_target not in args.targets else True
+    _write(args.output, create(targets, index=index, extra=lib.manifest.extra), [Path(args.archive)])
+    return 0
+
+
+def list_facts(lib: Any) -> dict[str, Any]:
+    """The facts `devbin ar list` prints (also its --json)."""
+    sharing = lib.sharing()
+    saved = lib.input_bytes - lib.stored_bytes
+    return {
+        "embedded": lib.embedded,
+        "index_target": lib.index_target,
+        "index": lib.index_status(),
+        "targets": [
+            {"name": t.name, "chain": list(t.chain), "members": len(t.members), "symbols": len(t.symbols)}
+            for t in lib.manifest.targets
+        ],
+        "members": [
+            {"ordinal": r.ordinal, "name": r.name, "size": r.size, "sha256": r.sha256.hex(),
+             "storage": r.storage.kind, "targets": list(sharing[r.ordinal])}
+            for r in lib.records()
+        ],
+        "input_bytes": lib.input_bytes,
+        "stored_bytes": lib.stored_bytes,
+        "saved_bytes": saved,
+        "archive_bytes": lib.archive.size,
+    }
+
+
+def _list(args: argparse.Namespace, out: TextIO) -> int:
+    facts = list_facts(_open(args.archive))
+    if args.json:
+        json.dump(facts, out, indent=2)
+        out.write("\n")
+        return 0
+    refs = sum(t["members"] for t in facts["targets"])
+    where = " (embedded)" if facts["embedded"] else ""
+    out.write(f"{args.archive}{where}: super-archive, {len(facts['targets'])} targets, "
+              f"{len(facts['members'])} unique members ({refs} uses), index: "
+              f"{facts['index_target'] or 'none'} ({facts['index']})\n")
+    out.write("targets:\n")
+    width = max((len(t["name"]) for t in facts["targets"]), default=6)
+    for t in facts["targets"]:
+        chain = " -> ".join(t["chain"]) or "-"
+        out.write(f"  {t['name']:<{width}}  {t['members']:>4} members  {t['symbols']:>5} symbols  chain: {chain}\n")
+    out.write("members:\n")
+    nwidth = max((len(m["name"]) for m in facts["members"]), default=4)
+    for m in facts["members"]:
+        out.write(f"  [{m['ordinal']}] {m['name']:<{nwidth}}  {m['size']:>9}  {m['storage']:<5}  "
+                  f"{m['sha256'][:12]}  {' '.join(m['targets'])}\n")
+    pct = 100.0 * facts["saved_bytes"] / facts["input_bytes"] if facts["input_bytes"] else 0.0
+    out.write(f"bytes: {facts['input_bytes']} in the targets' members, {facts['stored_bytes']} stored, "
+              f"{facts['saved_bytes']} saved ({pct:.1f}%); archive {facts['archive_bytes']} bytes\n")
+    return 0
+
+
+def _extract(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.formats.ar.writer import ArMember, write_archive
+
+    lib = _open(args.archive)
+    t = lib.target(args.target)
+    syms: dict[int, list[str]] = {}
+    for s, pos in t.symbols:
+        syms.setdefault(pos, []).append(s)
+    members = [ArMember(tm.name, bytes(lib.member_data(tm.ordinal)), tuple(syms.get(pos, ())))
+               for pos, tm in enumerate(t.members)]
+    _write(args.output, write_archive(members), [Path(args.archive)])
+    return 0
+
+
+def _symbols(args: argparse.Namespace, out: TextIO) -> int:
+    lib = _open(args.archive)
+    syms = lib.symbols(args.target)
+    if args.json:
+        json.dump({"target": args.target, "symbols": [{"name": s.name, "ordinal": s.ordinal, "member": s.member}
+                                                      for s in syms]}, out, indent=2)
+        out.write("\n")
+        return 0
+    for s in syms:
+        out.write(f"{s.name} in {s.member} [{s.ordinal}]\n")
+    return 0
+
+
+def _embed(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.superarchive import SECTION, embed
+
+    data = Path(args.archive).read_bytes()
+    _open(args.archive)  # refuse to embed something that is not a valid super-archive
+    section = args.section or SECTION
+    result = embed(Path(args.into).read_bytes(), data, section=section, where=args.into)
+    _write(args.output, result, [Path(args.archive), Path(args.into)])
+    if args.json:
+        json.dump({"output": args.output, "section": section, "bytes": len(data)}, out, indent=2)
+        out.write("\n")
+    return 0
+
+
+_ACTIONS = {"create": _create, "add": _add, "remove": _remove, "list": _list, "extract": _extract,
+            "symbols": _symbols, "embed": _embed}
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    return _ACTIONS[args.ar_command](args, out)
