@@ -71,7 +71,7 @@ def gpu(tmp_path_factory: pytest.TempPathFactory, amdgpu_objects: dict[str, Path
     args = ["ar", "create", "-o", str(out / "lib.sa")]
     for gfx in AMDGPU_ARCHS:
         args += ["--target", f"{gfx}={libs[gfx]}"]
-    args += ["--chain", "gfx90a=gfx90a:xnack+:gfx90a:generic"]
+    args += ["--chain", "gfx90a=gfx90a:gfx1030"]
     assert _cli(*args)[0] == 0
     return {"dir": out, "sa": out / "lib.sa", **{f"lib{g}": p for g, p in libs.items()}}
 
@@ -124,7 +124,8 @@ def test_list_symbols_and_bytes_saved(gpu: dict[str, Path]) -> None:
     assert facts["saved_bytes"] == 2 * bc
     assert facts["input_bytes"] == sum(len(b) for g in AMDGPU_ARCHS for b in _inputs(gpu, g))
     assert [t["name"] for t in facts["targets"]] == list(AMDGPU_ARCHS)
-    assert facts["targets"][0]["chain"] == ["gfx90a:xnack+", "gfx90a", "generic"]
+    assert facts["targets"][0]["chain"] == ["gfx90a", "gfx1030"] and facts["targets"][0]["chain_declared"]
+    assert facts["targets"][1]["chain"] == ["gfx1030"] and not facts["targets"][1]["chain_declared"]
     assert facts["index_target"] == "gfx90a" and facts["index"] in ("target", "absent")
     code, text = _cli("ar", "list", str(gpu["sa"]))
     assert code == 0 and "saved" in text
@@ -135,14 +136,14 @@ def test_list_symbols_and_bytes_saved(gpu: dict[str, Path]) -> None:
     assert {s["name"] for s in syms} == {s.name for s in lib.symbols("gfx942")}
     for s in lib.symbols("gfx942"):
         assert s.member in MEMBER_NAMES
-    assert lib.chain("gfx1030") == ()
+    assert lib.chain("gfx1030") == ("gfx1030",) and lib.declared_chain("gfx1030") == ()
 
 
 def test_deterministic(gpu: dict[str, Path], tmp_path: Path) -> None:
     args = ["ar", "create", "-o", str(tmp_path / "again.sa")]
     for gfx in AMDGPU_ARCHS:
         args += ["--target", f"{gfx}={gpu['lib' + gfx]}"]
-    args += ["--chain", "gfx90a=gfx90a:xnack+:gfx90a:generic"]
+    args += ["--chain", "gfx90a=gfx90a:gfx1030"]
     assert _cli(*args)[0] == 0
     assert (tmp_path / "again.sa").read_bytes() == gpu["sa"].read_bytes()
 
@@ -161,14 +162,20 @@ def test_create_from_loose_objects(gpu: dict[str, Path], tmp_path: Path) -> None
 
 def test_add_and_remove(gpu: dict[str, Path], tmp_path: Path) -> None:
     small = tmp_path / "small.sa"
-    assert _cli("ar", "remove", str(gpu["sa"]), "gfx1030", "gfx942", "-o", str(small))[0] == 0
+    code, text = _cli("ar", "remove", str(gpu["sa"]), "gfx1030", "gfx942", "-o", str(small))
+    assert code == 0 and "note: gfx1030 removed from the chain of gfx90a" in text
     lib = sa.open(small.read_bytes())
     assert lib.targets() == ("gfx90a",)
     assert [r.name for r in lib.records()] == list(MEMBER_NAMES)  # unique again: original names
     back = tmp_path / "back.sa"
     assert _cli("ar", "add", str(small), "--target", f"gfx1030={gpu['libgfx1030']}",
                 "--target", f"gfx942={gpu['libgfx942']}", "-o", str(back))[0] == 0
-    assert back.read_bytes() == gpu["sa"].read_bytes()
+    fresh = tmp_path / "fresh.sa"
+    args = ["ar", "create", "-o", str(fresh)]
+    for gfx in AMDGPU_ARCHS:
+        args += ["--target", f"{gfx}={gpu['lib' + gfx]}"]
+    assert _cli(*args)[0] == 0
+    assert back.read_bytes() == fresh.read_bytes()  # the removed chain entry stays removed
     assert _cli("ar", "add", str(small), "--target", f"gfx90a={gpu['libgfx90a']}", "-o", str(back))[0] == 1
     assert _cli("ar", "remove", str(small), "gfx90a", "-o", str(small))[0] == 1  # refuses to overwrite its input
 

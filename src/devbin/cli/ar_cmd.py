@@ -6,7 +6,10 @@
   devbin ar remove lib.a gfx1030 -o lib2.a
   devbin ar list lib.a            (or a host .so that embeds one; --json)
   devbin ar extract lib.a --target gfx90a -o libgfx90a.a
-  devbin ar symbols lib.a --target gfx90a [--json]
+  devbin ar symbols lib.a --target gfx90a [--chain] [--json]
+  devbin ar resolve lib.a --target gfx1030 [--object user.o] [-u SYMBOL] [--explain SYMBOL] [--json]
+  devbin ar view lib.a --target gfx1030 -o DIR        (one archive per chain level, for ld.lld)
+  devbin ar view lib.a --target gfx1030 --single -o view.a
   devbin ar embed lib.a --into libruntime.so -o libruntime.new.so
 
 --target T=PATH [PATH...]: each PATH is a standard archive (its members, in order) or a loose
@@ -15,6 +18,12 @@ T's fallback chain (":" splits, except before a target-id feature such as "xnack
 gfx90a:xnack+:generic is two entries; "," also splits).  The "/" index lists the first
 target's symbols unless --index-target or --no-index say otherwise.  No command overwrites one
 of its inputs.
+
+Chains: a target without --chain falls back by the vendors' rules among the archive's targets
+(gfx1030 -> gfx10-3-generic -> generic; sm_86 -> sm_80 -> compute_86 -> ... -> generic).
+resolve pulls members as a linker given one archive per chain level in order would: the first
+definition in chain order wins and every pulled member's references are looked up from the
+top of the chain again (docs/FORMAT.md §16.5).
 """
 
 from __future__ import annotations
@@ -69,7 +78,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s = sub.add_parser("symbols", help="one target's symbol table")
     s.add_argument("archive")
     s.add_argument("--target", required=True)
+    s.add_argument("--chain", action="store_true",
+                   help="every symbol visible through the target's chain, with the level defining it")
     s.add_argument("--json", action="store_true")
+
+    rv = sub.add_parser("resolve", help="pull members for symbols/objects through a target's fallback chain")
+    rv.add_argument("archive")
+    rv.add_argument("--target", required=True)
+    rv.add_argument("-u", "--undefined", dest="symbols", action="append", default=[], metavar="SYMBOL",
+                    help="a symbol to resolve, as a linker's -u (repeatable)")
+    rv.add_argument("--object", action="append", default=[], metavar="FILE",
+                    help="an ELF object whose references are resolved (the user's code; repeatable)")
+    rv.add_argument("--explain", action="append", default=[], metavar="SYMBOL",
+                    help="show the walk for SYMBOL through the chain, and what its member pulled in (repeatable)")
+    rv.add_argument("--json", action="store_true")
+
+    v = sub.add_parser("view", help="a target's chain as standard archives a linker (ld.lld) takes")
+    v.add_argument("archive")
+    v.add_argument("--target", required=True)
+    v.add_argument("-o", "--output", required=True, help="a folder (one archive per level), or a file with --single")
+    v.add_argument("--single", action="store_true", help="one archive, members in chain order")
+    v.add_argument("--json", action="store_true")
 
     e = sub.add_parser("embed", help="store a super-archive in a section of a host ELF (e.g. a .so)")
     e.add_argument("archive")
@@ -162,16 +191,19 @@ def _open(path: str) -> Any:
 
 def _create(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.superarchive import create
+    from devbin.superarchive.chains import check_chains
 
     inputs: list[Path] = []
     targets = _load_targets(args.target, args.chain, inputs)
     index: str | bool = False if args.no_index else (args.index_target or True)
+    check_chains([(t.name, t.chain) for t in targets])
     _write(args.output, create(targets, index=index), inputs)
     return 0
 
 
 def _add(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.superarchive import create
+    from devbin.superarchive.chains import check_chains
 
     lib = _open(args.archive)
     inputs: list[Path] = [Path(args.archive)]
@@ -181,18 +213,27 @@ def _add(args: argparse.Namespace, out: TextIO) -> int:
         if t.name in have:
             raise _usage(f"target {t.name!r} is already in {args.archive}; remove it first")
     targets = lib.to_targets() + new
+    check_chains([(t.name, t.chain) for t in targets])
     index: str | bool = lib.index_target if lib.index_target is not None else False
     _write(args.output, create(targets, index=index, extra=lib.manifest.extra), inputs)
     return 0
 
 
 def _remove(args: argparse.Namespace, out: TextIO) -> int:
+    from dataclasses import replace
+
     from devbin.superarchive import create
 
     lib = _open(args.archive)
     for t in args.targets:
         lib.target(t)  # a clear error for an unknown target
     targets = [t for t in lib.to_targets() if t.name not in args.targets]
+    for i, t in enumerate(targets):
+        dropped = [c for c in t.chain if c in args.targets]
+        if dropped:
+            kept = tuple(c for c in t.chain if c not in args.targets)
+            targets[i] = replace(t, chain=() if kept in ((), (t.name,)) else kept)
+            out.write(f"note: {', '.join(dropped)} removed from the chain of {t.name}\n")
     index: str | bool = False
     if lib.index_target is not None:
         index = lib.index_target if lib.index_target not in args.targets else True
@@ -209,7 +250,8 @@ def list_facts(lib: Any) -> dict[str, Any]:
         "index_target": lib.index_target,
         "index": lib.index_status(),
         "targets": [
-            {"name": t.name, "chain": list(t.chain), "members": len(t.members), "symbols": len(t.symbols)}
+            {"name": t.name, "chain": list(lib.chain(t.name)), "chain_declared": bool(t.chain),
+             "members": len(t.members), "symbols": len(t.symbols)}
             for t in lib.manifest.targets
         ],
         "members": [
@@ -238,7 +280,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
     out.write("targets:\n")
     width = max((len(t["name"]) for t in facts["targets"]), default=6)
     for t in facts["targets"]:
-        chain = " -> ".join(t["chain"]) or "-"
+        chain = " -> ".join(t["chain"]) + ("" if t["chain_declared"] else "  (default)")
         out.write(f"  {t['name']:<{width}}  {t['members']:>4} members  {t['symbols']:>5} symbols  chain: {chain}\n")
     out.write("members:\n")
     nwidth = max((len(m["name"]) for m in facts["members"]), default=4)
@@ -252,21 +294,32 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _extract(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.formats.ar.writer import ArMember, write_archive
+    from devbin.superarchive.views import target_archive
 
     lib = _open(args.archive)
-    t = lib.target(args.target)
-    syms: dict[int, list[str]] = {}
-    for s, pos in t.symbols:
-        syms.setdefault(pos, []).append(s)
-    members = [ArMember(tm.name, bytes(lib.member_data(tm.ordinal)), tuple(syms.get(pos, ())))
-               for pos, tm in enumerate(t.members)]
-    _write(args.output, write_archive(members), [Path(args.archive)])
+    _write(args.output, target_archive(lib, args.target), [Path(args.archive)])
     return 0
 
 
 def _symbols(args: argparse.Namespace, out: TextIO) -> int:
     lib = _open(args.archive)
+    if args.chain:
+        chain = lib.chain(args.target)
+        rows: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for level in chain:
+            for sym in lib.symbols(level):
+                if sym.name not in seen:
+                    seen.add(sym.name)
+                    rows.append({"name": sym.name, "level": level, "ordinal": sym.ordinal, "member": sym.member})
+        if args.json:
+            json.dump({"target": args.target, "chain": list(chain), "symbols": rows}, out, indent=2)
+            out.write("\n")
+            return 0
+        out.write(f"chain: {' -> '.join(chain)}\n")
+        for r in rows:
+            out.write(f"{r['name']} in {r['level']}({r['member']}) [{r['ordinal']}]\n")
+        return 0
     syms = lib.symbols(args.target)
     if args.json:
         json.dump({"target": args.target, "symbols": [{"name": s.name, "ordinal": s.ordinal, "member": s.member}
@@ -275,6 +328,115 @@ def _symbols(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     for s in syms:
         out.write(f"{s.name} in {s.member} [{s.ordinal}]\n")
+    return 0
+
+
+def _definition(d: Any) -> dict[str, Any] | None:
+    if d is None:
+        return None
+    return {"level": d.level, "member": d.member, "ordinal": d.ordinal}
+
+
+def _lookup_json(lk: Any) -> dict[str, Any]:
+    return {"symbol": lk.symbol, "needed_by": lk.needed_by, "outcome": lk.outcome,
+            "taken": _definition(lk.taken), "defined_by": lk.defined_by,
+            "walk": [{"level": level, "definition": _definition(d)} for level, d in lk.walk]}
+
+
+def resolve_facts(res: Any, explain: list[str]) -> dict[str, Any]:
+    """The facts `devbin ar resolve` prints (also its --json)."""
+    return {
+        "target": res.target,
+        "chain": list(res.chain),
+        "pulled": [{"level": p.definition.level, "member": p.definition.member, "ordinal": p.definition.ordinal,
+                    "symbol": p.symbol, "needed_by": p.needed_by, "references_read": p.references_read}
+                   for p in res.pulled],
+        "undefined": [{"symbol": s, "referenced_by": list(by)} for s, by in res.undefined],
+        "duplicates": [{"symbol": s, "first": a, "second": b} for s, a, b in res.duplicates],
+        "explain": {sym: [dict(_lookup_json(lk), depth=depth) for depth, lk in res.explain(sym)] for sym in explain},
+    }
+
+
+def _walk_text(lk: Any) -> str:
+    parts: list[str] = []
+    for level, d in lk.walk:
+        if d is None:
+            parts.append(f"{level}: -")
+        elif lk.taken is not None and d == lk.taken:
+            parts.append(f"{level}: {d.member} [taken]")
+        else:
+            parts.append(f"{level}: {d.member}")
+    return "; ".join(parts)
+
+
+def _resolve(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.superarchive.resolve import RootObject
+
+    lib = _open(args.archive)
+    objects = [RootObject.from_elf(Path(p).name, Path(p).read_bytes()) for p in args.object]
+    symbols = list(args.symbols) or ([] if objects else list(args.explain))
+    if not symbols and not objects:
+        raise _usage("ar resolve: name a -u SYMBOL, an --object or an --explain SYMBOL")
+    res = lib.resolve(args.target, symbols, objects)
+    facts = resolve_facts(res, list(args.explain))
+    if args.json:
+        json.dump(facts, out, indent=2)
+        out.write("\n")
+        return 1 if facts["undefined"] or facts["duplicates"] else 0
+    out.write(f"target {res.target}, chain: {' -> '.join(res.chain)}\n")
+    out.write(f"pulled {len(res.pulled)} members:\n")
+    for p in facts["pulled"]:
+        note = "" if p["references_read"] else "  (not ELF: its references are not read)"
+        out.write(f"  {p['level']}({p['member']}) [{p['ordinal']}]  for {p['symbol']} "
+                  f"(needed by {p['needed_by']}){note}\n")
+    for sym in args.explain:
+        rows = res.explain(sym)
+        out.write(f"explain {sym}:\n")
+        if not rows:
+            out.write("  not referenced by anything resolved here\n")
+        for depth, lk in rows:
+            pad = "  " * (depth + 1)
+            if lk.outcome == "pulled" and lk.taken is not None:
+                what = f"pulled {lk.taken.label}"
+            elif lk.outcome == "defined":
+                what = f"already defined by {lk.defined_by}"
+            else:
+                what = lk.outcome
+            out.write(f"{pad}{lk.symbol} (needed by {lk.needed_by}) -> {what}\n")
+            out.write(f"{pad}  walk: {_walk_text(lk)}\n")
+    for u in facts["undefined"]:
+        out.write(f"undefined: {u['symbol']} (referenced by {', '.join(u['referenced_by'])})\n")
+    for d in facts["duplicates"]:
+        out.write(f"duplicate: {d['symbol']} defined by {d['first']} and {d['second']}\n")
+    return 1 if facts["undefined"] or facts["duplicates"] else 0
+
+
+def _view(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.superarchive.views import level_archives, single_archive
+
+    lib = _open(args.archive)
+    inputs = [Path(args.archive)]
+    if args.single:
+        _write(args.output, single_archive(lib, args.target), inputs)
+        files = [args.output]
+    else:
+        folder = Path(args.output)
+        folder.mkdir(parents=True, exist_ok=True)
+        files = []
+        for la in level_archives(lib, args.target):
+            path = folder / la.file_name
+            _write(str(path), la.data, inputs)
+            files.append(str(path))
+    facts = {"target": args.target, "chain": list(lib.chain(args.target)), "archives": files,
+             "link": "ld.lld-19 ... " + " ".join(files)}
+    if args.json:
+        json.dump(facts, out, indent=2)
+        out.write("\n")
+        return 0
+    out.write(f"target {args.target}, chain: {' -> '.join(facts['chain'])}\n")
+    for f in files:
+        out.write(f"  {f}\n")
+    out.write(f"link in this order: {facts['link']}\n")
     return 0
 
 
@@ -293,7 +455,7 @@ def _embed(args: argparse.Namespace, out: TextIO) -> int:
 
 
 _ACTIONS = {"create": _create, "add": _add, "remove": _remove, "list": _list, "extract": _extract,
-            "symbols": _symbols, "embed": _embed}
+            "symbols": _symbols, "resolve": _resolve, "view": _view, "embed": _embed}
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

@@ -23,8 +23,9 @@ buffer (for an mmap, keep the map open while views are alive).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from devbin.binary import Buffer, ByteView
 from devbin.errors import FormatError, NotThisFormat, UnsupportedVersion, UsageError
@@ -41,6 +42,9 @@ from devbin.superarchive.manifest import (
     TargetRecord,
     decode_manifest,
 )
+
+if TYPE_CHECKING:
+    from devbin.superarchive.resolve import Resolution, RootObject
 
 __all__ = ["SuperArchive", "SuperSymbol", "is_superarchive"]
 
@@ -140,9 +144,37 @@ class SuperArchive:
         """The target whose symbols the ``/`` index was written with (None: no index written)."""
         return self.manifest.index_target
 
-    def chain(self, target: str) -> tuple[str, ...]:
-        """The fallback chain stored for ``target`` (free strings; devbin does not resolve them here)."""
+    def declared_chain(self, target: str) -> tuple[str, ...]:
+        """The fallback chain stored for ``target`` as declared at build time (may be empty)."""
         return self.target(target).chain
+
+    def chain(self, target: str) -> tuple[str, ...]:
+        """The levels searched for ``target``, itself first: the declared chain, or the default one
+        derived from the vendors' rules (:mod:`devbin.superarchive.chains`)."""
+        from devbin.superarchive.chains import effective_chain
+
+        return effective_chain(target, self.target(target).chain, self.targets())
+
+    def lookup(self, target: str, symbol: str) -> tuple[str, SuperSymbol] | None:
+        """The first definition of ``symbol`` through ``target``'s chain: (level, symbol entry), or None.
+
+        This is the static answer (rule 1 of :mod:`devbin.superarchive.resolve`); what a link
+        pulls in also depends on the other members pulled, which :meth:`resolve` computes.
+        """
+        for level in self.chain(target):
+            t = self.target(level)
+            for s, pos in t.symbols:
+                if s == symbol:
+                    tm = t.members[pos]
+                    return level, SuperSymbol(s, tm.ordinal, tm.name)
+        return None
+
+    def resolve(self, target: str, symbols: Sequence[str] = (), objects: Sequence[RootObject] = ()) -> Resolution:
+        """Layered resolution of ``symbols`` and ``objects``' references through ``target``'s chain."""
+        from devbin.superarchive.resolve import resolve
+
+        return resolve(self, target, list(symbols), list(objects))
+
 
     def members(self, target: str) -> tuple[TargetMember, ...]:
         """The members of ``target`` in its input order: ordinal and the name it had in that target."""

@@ -1,0 +1,128 @@
+"""Fallback chains: which targets of a super-archive a target falls back to, in order.
+
+A chain is a list of target names of the same super-archive, searched in order for every
+symbol (docs/FORMAT.md §16.5).  The first entry is the target itself: a declared chain that
+does not start with it gets it prepended, so ``--chain gfx1030=gfx10-3-generic:generic``
+and ``--chain gfx1030=gfx1030:gfx10-3-generic:generic`` mean the same.
+
+When no chain is declared for a target, one is derived from the vendors' loading rules,
+among the targets the archive holds (a target not in the archive is never a level):
+
+* **AMDGPU** (``gfxNNN[:feature±...]``): the target, then every other AMDGPU target whose
+  code runs on that device (``targets.amdgpu.matching.match``): the same processor with fewer
+  pinned features (``gfx90a`` under ``gfx90a:xnack+``; never ``xnack+`` under ``xnack-``),
+  then the family's generic target (``gfx10-3-generic`` under ``gfx1030``), best match first.
+* **NVIDIA** (``sm_XY[a|f]``): the target, then SASS that runs on that GPU (same major,
+  lower minor; ``f`` family variants; never another GPU's ``a`` variant), highest first, then
+  PTX (``compute_XY``) not above it, highest first (what the driver would JIT).  A PTX or
+  LTO-IR target falls back only to the same kind at a lower or equal compute capability.
+* Finally a target literally named ``generic`` (an arch-neutral bottom layer: bitcode, PTX
+  for the lowest arch, data), when the archive has one.
+
+Chains are *stored* as declared (free strings); defaults are computed when read, so adding
+a ``generic`` target later extends every defaulted chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from devbin.errors import DeviceBinaryError, UsageError
+
+__all__ = ["GENERIC", "check_chains", "default_chain", "effective_chain"]
+
+GENERIC = "generic"
+
+
+def _amd_chain(target: str, others: Sequence[str]) -> list[str] | None:
+    from devbin.targets.amdgpu.matching import match
+    from devbin.targets.amdgpu.targetid import parse_target_id
+
+    if not target.startswith("gfx"):
+        return None
+    try:
+        device = parse_target_id(target)
+    except DeviceBinaryError:
+        return None
+    ranked: list[tuple[tuple[int, ...], int, str]] = []
+    for i, name in enumerate(others):
+        if not name.startswith("gfx"):
+            continue
+        try:
+            image = parse_target_id(name)
+        except DeviceBinaryError:
+            continue
+        if device.is_generic:
+            ok = image.processor == device.processor and all(
+                image.feature(f) is None or image.feature(f) == device.feature(f) for f in ("sramecc", "xnack"))
+            if ok:
+                ranked.append(((0, -len(image.features)), i, name))
+            continue
+        verdict = match(image, device)
+        if verdict.ok and not verdict.conditional:
+            ranked.append((verdict.rank, i, name))
+    return [name for _, _, name in sorted(ranked)]
+
+
+def _nv_chain(target: str, others: Sequence[str]) -> list[str] | None:
+    from devbin.targets.nvidia.archs import parse_arch, preference, runs_on
+
+    try:
+        arch = parse_arch(target)
+    except DeviceBinaryError:
+        return None
+    ranked: list[tuple[tuple[int, ...], int, str]] = []
+    for i, name in enumerate(others):
+        try:
+            image = parse_arch(name)
+        except DeviceBinaryError:
+            continue
+        if arch.kind != "sass":
+            # a PTX / LTO-IR level falls back to the same kind at a lower or equal capability
+            if image.kind != arch.kind or image.cc > arch.cc or (image.variant and image.variant != arch.variant):
+                continue
+        elif image.kind == "ltoir" or not runs_on(image, arch.cc)[0]:
+            continue
+        elif image.variant == "a" and arch.variant != "a":
+            continue  # sm_90a code needs the exact GPU's arch-specific features; a plain sm_90 library may not
+        key = preference(image)
+        ranked.append((tuple(-k for k in key), i, name))
+    return [name for _, _, name in sorted(ranked)]
+
+
+def default_chain(target: str, targets: Sequence[str]) -> tuple[str, ...]:
+    """The chain derived from the vendors' rules for ``target`` among ``targets`` (see the module docstring)."""
+    others = [t for t in targets if t != target and t != GENERIC]
+    lower = _amd_chain(target, others)
+    if lower is None:
+        lower = _nv_chain(target, others)
+    chain = [target, *(lower or [])]
+    if target != GENERIC and GENERIC in targets:
+        chain.append(GENERIC)
+    return tuple(chain)
+
+
+def effective_chain(target: str, declared: Sequence[str], targets: Sequence[str]) -> tuple[str, ...]:
+    """The levels searched for ``target``: its declared chain (itself first) or the default one.
+
+    A declared entry that names no target of the archive is a UsageError (a typo would
+    otherwise silently drop a level); an entry given twice counts once.
+    """
+    if not declared:
+        return default_chain(target, targets)
+    known = set(targets)
+    out: list[str] = [target]
+    for entry in declared:
+        if entry not in known:
+            raise UsageError(f"the chain of {target!r} names {entry!r}, which is not a target of this super-archive "
+                             f"(targets: {', '.join(targets) or 'none'})", fmt="superarchive")
+        if entry not in out:
+            out.append(entry)
+    return tuple(out)
+
+
+def check_chains(chains: Sequence[tuple[str, Sequence[str]]]) -> None:
+    """Refuse a declared chain entry that names no target: ``chains`` is (target, declared chain) per target."""
+    names = [t for t, _ in chains]
+    for target, declared in chains:
+        effective_chain(target, declared, names)
