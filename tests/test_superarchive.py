@@ -96,14 +96,16 @@ def test_standard_tools_list_it(gpu: dict[str, Path]) -> None:
     assert lib.sharing()[next(r.ordinal for r in lib.records() if r.name == "neutral.bc")] == AMDGPU_ARCHS
 
 
-def test_ar_x_gives_back_real_objects(gpu: dict[str, Path], tmp_path: Path) -> None:
-    _run([require_tool("ar"), "x", gpu["sa"]], tmp_path)
+@pytest.mark.parametrize("tool", ["ar", "llvm-ar-19"])
+def test_ar_x_gives_back_real_objects(gpu: dict[str, Path], tmp_path: Path, tool: str) -> None:
+    _run([require_tool(tool), "x", gpu["sa"]], tmp_path)
     inputs = {_sha(b) for gfx in AMDGPU_ARCHS for b in _inputs(gpu, gfx)}
     files = sorted(p for p in tmp_path.iterdir() if p.name != MANIFEST_NAME)
     assert len(files) == 7
     assert {_sha(p.read_bytes()) for p in files} == inputs
     for p in files:
         assert p.read_bytes()[:4] in (b"\x7fELF", b"BC\xc0\xde")
+    assert (tmp_path / MANIFEST_NAME).read_bytes() == bytes(sa.open(gpu["sa"].read_bytes()).files[0].data)
 
 
 def test_extract_per_target_archive(gpu: dict[str, Path], tmp_path: Path) -> None:
