@@ -5,9 +5,12 @@ Contract under test: for any bytes, :func:`devbin.superarchive.open` and
 :class:`devbin.errors.DeviceBinaryError`.  Everything is consumed: targets, members,
 symbols, chains, sharing, member data and the ``/`` index check.
 
-Each input is read (a) as it is, (b) as a manifest, and (c) as the body of a manifest with
+Each input is read (a) as it is, (b) as a manifest, (c) as the body of a manifest with
 a valid header and checksum, stored as the first member of a well-formed archive, so that
-mutated bytes reach the MessagePack schema checks and the archive-versus-manifest checks.
+mutated bytes reach the MessagePack schema checks and the archive-versus-manifest checks,
+and (d) spliced into a member of a *packed* archive (docs/FORMAT.md §16.6) whose manifest
+record is fixed up (size, SHA-256), so that mutated bytes reach the frame-table parser, the
+reference checks, the capped zstd decoder and the delta bases.
 
 Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_superarchive.py CORPUS_DIR -max_total_time=60
 """
@@ -15,12 +18,13 @@ Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_superarch
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import sys
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.ar.writer import ArMember, write_archive
-from devbin.superarchive import MANIFEST_NAME, InputMember, TargetInput, create, decode_manifest
+from devbin.superarchive import MANIFEST_NAME, InputMember, TargetInput, create, decode_manifest, encode_manifest
 from devbin.superarchive import open as sa_open
 from devbin.superarchive.manifest import HEADER_SIZE
 
@@ -30,6 +34,12 @@ _BASE = create([
                 ("gfx942", "generic")),
 ], index=False)
 _BODY = sa_open(_BASE).files[0].data.tobytes()[HEADER_SIZE:]
+_KERNEL = bytes(range(64)) * 6
+_PACKED = create([
+    TargetInput(f"t{i}", (InputMember("k.o", _KERNEL[i:] + _KERNEL[:i] + bytes([i]) * 9),
+                          InputMember("n.bc", b"neutral" * 20)))
+    for i in range(3)
+], storage="packed")
 
 
 def _read(data: bytes) -> None:
@@ -68,11 +78,27 @@ def _wrapped(body: bytes) -> bytes:
     return write_archive([ArMember(MANIFEST_NAME, manifest, ()), *members])
 
 
+def _packed_spliced(data: bytes) -> bytes:
+    """The packed archive with ``data`` written into one member's stored bytes (record fixed up)."""
+    lib = sa_open(_PACKED, verify="lazy")
+    stored = [m.data.tobytes() for m in lib.files[1:]]
+    o = 1 + (data[0] if data else 0) % len(stored)
+    at = (data[1] if len(data) > 1 else 0) % (len(stored[o - 1]) + 1)
+    blob = stored[o - 1][:at] + data[2:] + stored[o - 1][at + max(0, len(data) - 2):]
+    stored[o - 1] = blob
+    records = list(lib.manifest.members)
+    records[o - 1] = dataclasses.replace(records[o - 1], size=len(blob), sha256=hashlib.sha256(blob).digest())
+    manifest = encode_manifest(dataclasses.replace(lib.manifest, members=tuple(records)))
+    return write_archive([ArMember(MANIFEST_NAME, manifest, ()),
+                          *(ArMember(m.name, b, ()) for m, b in zip(lib.files[1:], stored, strict=True))])
+
+
 def TestOneInput(data: bytes) -> None:  # atheris' required name
     _read(data)
     _manifest(data)
     _read(_wrapped(data))
     _read(_wrapped(_spliced(data[:16])))
+    _read(_packed_spliced(data[:64]))
 
 
 def main() -> None:

@@ -51,6 +51,11 @@ def seeds() -> Iterator[bytes]:
     from devbin.samples import sample_elf_bytes
 
     yield sample_elf_bytes()
+    from devbin.superarchive import InputMember, TargetInput, create
+
+    # A packed super-archive (zstd frames, shared sections, deltas) for the archive targets.
+    yield create([TargetInput(f"t{i}", (InputMember("k.o", small_elf(elfclass=2, little=i == 0)),
+                                        InputMember("n.bc", b"neutral" * 20))) for i in range(2)], storage="packed")
 
 
 def real_seeds(folder: Path) -> Iterator[bytes]:

@@ -55,6 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     idx = c.add_mutually_exclusive_group()
     idx.add_argument("--index-target", metavar="T", help="the target the '/' index lists (default: the first)")
     idx.add_argument("--no-index", action="store_true", help="write no '/' index")
+    c.add_argument("--storage", choices=("plain", "packed"), default="plain",
+                   help="plain: members as they are (ar x gives objects); packed: zstd frames, identical "
+                        "sections stored once, deltas against sibling targets (no '/' index)")
+    c.add_argument("--level", type=int, default=19, help="zstd level for --storage packed (1-22, default 19)")
+    c.add_argument("--no-delta", action="store_true", help="packed: compress each section on its own (no deltas)")
 
     a = sub.add_parser("add", help="add targets to a super-archive (written to a new file)")
     a.add_argument("archive")
@@ -195,9 +200,10 @@ def _create(args: argparse.Namespace, out: TextIO) -> int:
 
     inputs: list[Path] = []
     targets = _load_targets(args.target, args.chain, inputs)
-    index: str | bool = False if args.no_index else (args.index_target or True)
+    index: str | bool | None = False if args.no_index else args.index_target
     check_chains([(t.name, t.chain) for t in targets])
-    _write(args.output, create(targets, index=index), inputs)
+    _write(args.output, create(targets, index=index, storage=args.storage, level=args.level,
+                               delta=not args.no_delta), inputs)
     return 0
 
 

@@ -2,7 +2,9 @@
 
 A container records the uncompressed size; the decoder reads at most one byte more than
 that (so a lying size is caught without decoding a bomb) and limits the window it accepts
-to what the recorded size and the caller's cap allow.
+to what the recorded size and the caller's cap allow.  The super-archive's packed members
+(devbin.superarchive.packed) use the same decoder with a raw-content dictionary (a delta
+against a sibling's bytes, as ``zstd --patch-from``) and magicless frames.
 """
 
 from __future__ import annotations
@@ -26,11 +28,21 @@ def window_limit(uncompressed_size: int, max_size: int) -> int:
 
 
 def decompress_capped(data: bytes | memoryview, uncompressed_size: int, max_size: int, *, fmt: str, where: str = "",
-                      offset: int | None = None) -> bytearray:
-    """Decode zstd frame(s), stopping one byte past ``uncompressed_size``; the caller checks the length."""
+                      offset: int | None = None, dictionary: bytes | None = None,
+                      magicless: bool = False) -> bytearray:
+    """Decode zstd frame(s), stopping one byte past ``uncompressed_size``; the caller checks the length.
+
+    ``dictionary``: raw-content dictionary bytes (matches may reach into it, so the window
+    accepted grows by its size); ``magicless``: frames written without the 4-byte magic.
+    """
     out = bytearray()
     try:
-        dctx = zstandard.ZstdDecompressor(max_window_size=window_limit(uncompressed_size, max_size))
+        window = window_limit(uncompressed_size + (len(dictionary) if dictionary else 0), max_size)
+        dict_data = (zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+                     if dictionary else None)
+        dctx = zstandard.ZstdDecompressor(max_window_size=window, dict_data=dict_data,
+                                          format=zstandard.FORMAT_ZSTD1_MAGICLESS if magicless
+                                          else zstandard.FORMAT_ZSTD1)
         with dctx.stream_reader(io.BytesIO(bytes(data)), read_across_frames=True) as reader:
             while len(out) <= uncompressed_size:
                 chunk = reader.read(min(_CHUNK, uncompressed_size + 1 - len(out)))

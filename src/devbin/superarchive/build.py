@@ -20,6 +20,10 @@ Rules (docs/FORMAT.md §16):
   so ``extract --target`` gives the inputs back under their own names.
 * **Symbols**: for an ELF member, its defined global symbols (what ``ar s`` indexes); for
   anything else (LLVM bitcode, text), the entries an input archive's index gave it, if any.
+* **Storage**: ``plain`` stores each unique member as it is; ``packed``
+  (:mod:`devbin.superarchive.packed`) stores it as zstd frames with sub-member dedup and
+  deltas against siblings.  Dedup, order and names are the same for both; a packed archive
+  has no ``/`` index (its members are not objects a linker could load).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError, UsageError
@@ -43,6 +47,7 @@ from devbin.superarchive.manifest import (
     TargetRecord,
     encode_manifest,
 )
+from devbin.superarchive.packed import PackOptions, pack_members
 
 __all__ = [
     "InputMember",
@@ -52,6 +57,8 @@ __all__ = [
     "members_from_archive",
     "plan_superarchive",
 ]
+
+StorageKind = Literal["plain", "packed"]
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-")
 
@@ -82,7 +89,7 @@ class SuperPlan:
     manifest: Manifest
     ar_members: tuple[ArMember, ...]
     input_bytes: int  # member bytes summed over every target (what N separate archives hold)
-    stored_bytes: int  # member bytes stored once each
+    stored_bytes: int  # bytes of the unique members as stored (packed: compressed)
 
 
 def _symbols_of(name: str, data: bytes) -> tuple[str, ...]:
@@ -164,7 +171,14 @@ def assign_names(uniques: Sequence[tuple[bytes, str, str]]) -> list[str]:
     return [n for n in names if n is not None]
 
 
-def _index_name(targets: Sequence[TargetInput], index: str | bool) -> str | None:
+def _index_name(targets: Sequence[TargetInput], index: str | bool | None, storage: str) -> str | None:
+    if storage == "packed":
+        if index is None or index is False:
+            return None
+        raise UsageError("a packed super-archive has no '/' index (its members are compressed, not objects a "
+                         "linker can load); pass index=False, or use plain storage", fmt=FMT)
+    if index is None:
+        index = True
     if index is False:
         return None
     if index is True:
@@ -177,22 +191,28 @@ def _index_name(targets: Sequence[TargetInput], index: str | bool) -> str | None
 def plan_superarchive(
     targets: Sequence[TargetInput],
     *,
-    index: str | bool = True,
+    index: str | bool | None = None,
     extra: Mapping[str, Any] | None = None,
     member_extra: Mapping[bytes, Mapping[str, Any]] | None = None,
+    storage: StorageKind = "plain",
+    pack: PackOptions | None = None,
 ) -> SuperPlan:
     """Plan a super-archive of ``targets``.
 
-    ``index``: True puts the first target's symbols in the ``/`` index, a name picks that
-    target, False writes no index.  ``extra`` (top level) and ``member_extra`` (by SHA-256)
-    carry unknown manifest keys over from an archive being rewritten.
+    ``index``: True (the default for plain storage) puts the first target's symbols in the
+    ``/`` index, a name picks that target, False writes no index; packed storage writes no
+    index and refuses True or a name.  ``extra`` (top level) and ``member_extra`` (by SHA-256
+    of the content) carry unknown manifest keys over from an archive being rewritten.
+    ``storage``: ``"plain"`` or ``"packed"``; ``pack``: the packed writer's knobs.
     """
+    if storage not in ("plain", "packed"):
+        raise UsageError(f"unknown storage {storage!r} (plain or packed)", fmt=FMT)
     seen: set[str] = set()
     for t in targets:
         if not isinstance(t.name, str) or not t.name or t.name in seen:
             raise UsageError(f"target name {t.name!r} is empty or given twice", fmt=FMT)
         seen.add(t.name)
-    index_target = _index_name(targets, index)
+    index_target = _index_name(targets, index, storage)
     by_hash: dict[bytes, int] = {}
     uniques: list[tuple[bytes, str, str]] = []
     datas: list[bytes] = []
@@ -211,8 +231,15 @@ def plan_superarchive(
         t_members.append(row)
     names = assign_names(uniques)
     member_extra = member_extra or {}
+    if storage == "packed":
+        packed = pack_members([(first, d) for (_, first, _), d in zip(uniques, datas, strict=True)], pack)
+        stored = [p.stored for p in packed]
+        storages = [p.storage for p in packed]
+    else:
+        stored, storages = datas, [Storage("plain")] * len(datas)
     records = tuple(
-        MemberRecord(i + 1, names[i], len(datas[i]), sha, Storage("plain"), dict(member_extra.get(sha, {})))
+        MemberRecord(i + 1, names[i], len(stored[i]), hashlib.sha256(stored[i]).digest() if storage == "packed"
+                     else sha, storages[i], dict(member_extra.get(sha, {})))
         for i, (sha, _, _) in enumerate(uniques)
     )
     trecords = tuple(
@@ -230,5 +257,5 @@ def plan_superarchive(
             index_syms.setdefault(rec.members[pos].ordinal, []).append(s)
     ar_members = [ArMember(MANIFEST_NAME, encode_manifest(manifest), ())]
     ar_members += [ArMember(r.name, d, tuple(index_syms.get(r.ordinal, ())))
-                   for r, d in zip(records, datas, strict=True)]
-    return SuperPlan(manifest, tuple(ar_members), input_bytes, sum(len(d) for d in datas))
+                   for r, d in zip(records, stored, strict=True)]
+    return SuperPlan(manifest, tuple(ar_members), input_bytes, sum(len(d) for d in stored))

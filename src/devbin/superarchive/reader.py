@@ -42,6 +42,8 @@ from devbin.superarchive.manifest import (
     TargetRecord,
     decode_manifest,
 )
+from devbin.superarchive.packed import KIND as PACKED
+from devbin.superarchive.packed import PackedReader, content_size_of
 
 if TYPE_CHECKING:
     from devbin.superarchive.resolve import Resolution, RootObject
@@ -87,6 +89,7 @@ class SuperArchive:
         self._records = self.manifest.members
         self._check_structure()
         self._hashed: set[int] = set()
+        self._packed: PackedReader | None = None
         if verify == "full":
             self.verify()
 
@@ -175,7 +178,6 @@ class SuperArchive:
 
         return resolve(self, target, list(symbols), list(objects))
 
-
     def members(self, target: str) -> tuple[TargetMember, ...]:
         """The members of ``target`` in its input order: ordinal and the name it had in that target."""
         return self.target(target).members
@@ -212,7 +214,8 @@ class SuperArchive:
         """A member's content: the one way to read member data.
 
         Checks the hash (once per member) and decodes its storage kind.  For ``plain`` the
-        result is a zero-copy window over the buffer the archive was opened on.
+        result is a zero-copy window over the buffer the archive was opened on; ``packed``
+        members are decoded (their own frames plus the base frames they name) into new bytes.
         """
         record = self.record(ordinal)
         self._check_hash(record)
@@ -220,8 +223,18 @@ class SuperArchive:
         kind = record.storage.kind
         if kind == "plain":
             return stored
+        if kind == PACKED:
+            if self._packed is None:
+                self._packed = PackedReader(self._records, self._stored_view)
+            return memoryview(self._packed.content(ordinal))
         raise UnsupportedVersion(f"member [{ordinal}] {record.name!r}: storage kind {kind!r} is not supported "
                                  "by this devbin", fmt=FMT, where=self.archive.member_where(self.files[ordinal]))
+
+    def _stored_view(self, ordinal: int) -> ByteView:
+        record = self.record(ordinal)
+        self._check_hash(record)
+        m = self.files[ordinal]
+        return ByteView(m.data, fmt=FMT, where=self.archive.member_where(m), base=m.view.base)
 
     def index_status(self) -> str:
         """``"target"``: the ``/`` index lists exactly the index target's symbols; ``"absent"``: no index;
@@ -239,11 +252,12 @@ class SuperArchive:
     # -- sizes --------------------------------------------------------------------------------
     @property
     def input_bytes(self) -> int:
-        """Member bytes summed over every target: what N separate archives would hold."""
-        return sum(self._records[tm.ordinal - 1].size for t in self.manifest.targets for tm in t.members)
+        """Member content bytes summed over every target: what N separate archives would hold."""
+        return sum(content_size_of(self._records[tm.ordinal - 1]) for t in self.manifest.targets for tm in t.members)
 
     @property
     def stored_bytes(self) -> int:
+        """Bytes of the unique members as the archive holds them (packed: compressed)."""
         return sum(r.size for r in self._records)
 
     # -- conversion to the editable model ----------------------------------------------------------

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from devbin.formats.ar.writer import write_archive
-from devbin.superarchive.build import SuperPlan, TargetInput, plan_superarchive
+from devbin.superarchive.build import StorageKind, SuperPlan, TargetInput, plan_superarchive
+from devbin.superarchive.packed import PackOptions
 
 __all__ = ["create", "write_superarchive"]
 
@@ -26,8 +27,17 @@ def write_superarchive(plan: SuperPlan) -> bytes:
 def create(
     targets: Sequence[TargetInput],
     *,
-    index: str | bool = True,
+    index: str | bool | None = None,
     extra: Mapping[str, Any] | None = None,
+    storage: StorageKind = "plain",
+    level: int = 19,
+    delta: bool = True,
+    max_depth: int = 2,
 ) -> bytes:
-    """Plan and write a super-archive of ``targets`` (see :func:`plan_superarchive` for ``index``)."""
-    return write_superarchive(plan_superarchive(targets, index=index, extra=extra))
+    """Plan and write a super-archive of ``targets`` (see :func:`plan_superarchive` for ``index``).
+
+    ``storage="packed"`` compresses members (zstd ``level``, deltas against siblings unless
+    ``delta`` is False, chains at most ``max_depth`` long; docs/FORMAT.md §16.6).
+    """
+    pack = PackOptions(level=level, delta=delta, max_depth=max_depth) if storage == "packed" else None
+    return write_superarchive(plan_superarchive(targets, index=index, extra=extra, storage=storage, pack=pack))
