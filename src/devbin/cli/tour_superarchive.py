@@ -1,0 +1,111 @@
+"""The super-archive step of ``devbin tour``.
+
+11. Builds one super-archive from per-GPU sample libraries (``devbin ar create``): the sm_90
+    cubin with its PTX, the PTX alone as ``compute_90`` (one copy stored for both), and a
+    three-level AMDGPU library (``gfx90a:xnack+`` over ``gfx90a`` over ``base``, from
+    tests/sources/layers); prints the bytes saved (plain, then packed), the chains (``sm_90`` falls back to
+    ``compute_90`` by NVIDIA's rules, the AMD chain is declared), resolves the sample user
+    object's ``cos16`` through the ``gfx90a:xnack+`` chain with ``--explain``, and writes the
+    per-level view a linker takes (``devbin ar view``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EXPECTED_PULLS", "superarchive_tour"]
+
+#: (level, member, symbol) the resolution must pull (tests/sources/layers/README.md).
+EXPECTED_PULLS = {("base", "cos16.o", "cos16"), ("gfx90a", "cos8.o", "cos8"), ("gfx90a:xnack+", "cos1.o", "cos1"),
+                  ("base", "pack.o", "vadd"), ("base", "poly.o", "poly")}
+
+
+def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], list[str], bool]:
+    """``(JSON facts, text lines, everything as expected)``."""
+    import importlib.resources as resources
+
+    import devbin.superarchive as sa
+    from devbin.superarchive.resolve import RootObject
+    from devbin.superarchive.views import level_archives
+
+    samples = resources.files("devbin.samples")
+
+    def lib(name: str) -> tuple[sa.InputMember, ...]:
+        return sa.members_from_archive(samples.joinpath(name).read_bytes(), where=name)
+
+    def obj(name: str) -> sa.InputMember:
+        return sa.member_from_object(name, samples.joinpath(name).read_bytes())
+
+    targets = [
+        sa.TargetInput("sm_90", (obj("sample_sm90_rdc.cubin"), obj("sample.ptx"))),
+        sa.TargetInput("compute_90", (obj("sample.ptx"),)),
+        sa.TargetInput("gfx90a:xnack+", lib("sample_layer_top.a"), ("gfx90a", "base")),
+        sa.TargetInput("gfx90a", lib("sample_layer_mid.a"), ("base",)),
+        sa.TargetInput("base", lib("sample_layer_base.a")),
+    ]
+    data = sa.create(targets, index="gfx90a:xnack+")
+    path = folder / "device-libs.a"
+    path.write_bytes(data)
+    archive = sa.open(path.read_bytes(), where=str(path))
+    packed = sa.create(targets, storage="packed")
+    packed_path = folder / "device-libs.packed.a"
+    packed_path.write_bytes(packed)
+    packed_archive = sa.open(packed_path.read_bytes(), where=str(packed_path))
+    packed_same = all(bytes(packed_archive.member_data(r.ordinal)) == bytes(archive.member_data(r.ordinal))
+                      for r in archive.records())
+    user = RootObject.from_elf("sample_layer_user.o", samples.joinpath("sample_layer_user.o").read_bytes())
+    res = archive.resolve("gfx90a:xnack+", objects=[user])
+    view_dir = folder / "device-libs.gfx90a_xnack+"
+    view_dir.mkdir(exist_ok=True)
+    views = []
+    for la in level_archives(archive, "gfx90a:xnack+"):
+        (view_dir / la.file_name).write_bytes(la.data)
+        views.append(str(view_dir / la.file_name))
+
+    pulled = {(p.definition.level, p.definition.member, p.symbol) for p in res.pulled}
+    ok = pulled == EXPECTED_PULLS and not res.undefined and not res.duplicates \
+        and archive.chain("sm_90") == ("sm_90", "compute_90") and packed_same
+    saved = archive.input_bytes - archive.stored_bytes
+    facts: dict[str, Any] = {
+        "file": str(path),
+        "archive_bytes": len(data),
+        "input_bytes": archive.input_bytes,
+        "stored_bytes": archive.stored_bytes,
+        "saved_bytes": saved,
+        "packed": {"file": str(packed_path), "archive_bytes": len(packed), "stored_bytes": packed_archive.stored_bytes,
+                   "members_equal": packed_same},
+        "targets": {t: {"chain": list(archive.chain(t)), "members": len(archive.members(t))}
+                    for t in archive.targets()},
+        "resolve": {
+            "target": res.target,
+            "pulled": [{"level": p.definition.level, "member": p.definition.member, "symbol": p.symbol,
+                        "needed_by": p.needed_by} for p in res.pulled],
+            "explain_cos16": [{"depth": d, "symbol": lk.symbol, "needed_by": lk.needed_by,
+                               "taken": lk.taken.label if lk.taken else None,
+                               "walk": [[level, d2.member if d2 else None] for level, d2 in lk.walk]}
+                              for d, lk in res.explain("cos16")],
+        },
+        "view": views,
+    }
+    lines = [f"{step}. built a super-archive of {len(targets)} per-GPU sample libraries: {path} "
+             f"({len(data)} bytes, a valid GNU ar; devbin ar create)"]
+    for t in archive.targets():
+        n = len(archive.members(t))
+        lines.append(f"   {t:14} {n} member{'s' if n != 1 else ''}, chain {' -> '.join(archive.chain(t))}"
+                     + ("" if archive.declared_chain(t) else "  (default)"))
+    lines.append(f"   {archive.input_bytes} bytes in the libraries' members, {archive.stored_bytes} stored: "
+                 f"{saved} bytes saved (sample.ptx is stored once for sm_90 and compute_90)")
+    lines.append(f"   packed storage (--storage packed: zstd, identical sections once, deltas): {len(packed)} bytes, "
+                 f"every member {'reads back identical' if packed_same else 'DIFFERS'} -> {packed_path}")
+    lines.append("   resolving the sample user object through gfx90a:xnack+ (devbin ar resolve --explain cos16):")
+    for d, lk in res.explain("cos16"):
+        pad = "     " + "  " * d
+        walk = "; ".join(f"{level}: {d2.member if d2 else '-'}" for level, d2 in lk.walk)
+        lines.append(f"{pad}{lk.symbol} (needed by {lk.needed_by}) -> {lk.taken.label if lk.taken else lk.outcome}"
+                     f"   [{walk}]")
+    others = [p for p in res.pulled if p.symbol != "cos16" and p.symbol not in ("cos8", "cos1")]
+    lines.append("     also pulled: " + ", ".join(f"{p.definition.label} for {p.symbol}" for p in others))
+    lines.append(f"   per-level view for ld.lld (devbin ar view): {' '.join(Path(v).name for v in views)}")
+    lines.append(f"   -> {view_dir}")
+    return facts, lines, ok
