@@ -3,7 +3,8 @@
 Contract under test: for any bytes, :func:`devbin.superarchive.open` and
 :func:`devbin.superarchive.decode_manifest` either succeed or raise
 :class:`devbin.errors.DeviceBinaryError`.  Everything is consumed: targets, members,
-symbols, chains, sharing, member data and the ``/`` index check.
+symbols, chains, sharing, member data, the ``/`` index check, layered resolution through
+every target's chain (which parses pulled members as ELF) and the per-target views.
 
 Each input is read (a) as it is, (b) as a manifest, (c) as the body of a manifest with
 a valid header and checksum, stored as the first member of a well-formed archive, so that
@@ -27,11 +28,12 @@ from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.superarchive import MANIFEST_NAME, InputMember, TargetInput, create, decode_manifest, encode_manifest
 from devbin.superarchive import open as sa_open
 from devbin.superarchive.manifest import HEADER_SIZE
+from devbin.superarchive.views import level_archives, single_archive
 
 _BASE = create([
     TargetInput("gfx90a", (InputMember("k.o", b"kernel-a", ("f", "g")), InputMember("n.bc", b"neutral", ()))),
     TargetInput("gfx942:xnack+", (InputMember("k.o", b"kernel-b", ("f",)), InputMember("n.bc", b"neutral", ())),
-                ("gfx942", "generic")),
+                ("gfx90a",)),
 ], index=False)
 _BODY = sa_open(_BASE).files[0].data.tobytes()[HEADER_SIZE:]
 _KERNEL = bytes(range(64)) * 6
@@ -54,6 +56,14 @@ def _read(data: bytes) -> None:
         _ = (lib.input_bytes, lib.stored_bytes)
         for r in lib.records():
             bytes(lib.member_data(r.ordinal))
+        for t in lib.targets():
+            wanted = [s.name for s in lib.symbols(t)[:3]] or ["f"]
+            res = lib.resolve(t, wanted)
+            for s in wanted:
+                res.explain(s)
+            lib.lookup(t, wanted[0])
+            level_archives(lib, t)
+            single_archive(lib, t)
     except DeviceBinaryError:
         pass
 

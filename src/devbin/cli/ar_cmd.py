@@ -196,12 +196,10 @@ def _open(path: str) -> Any:
 
 def _create(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.superarchive import create
-    from devbin.superarchive.chains import check_chains
 
     inputs: list[Path] = []
     targets = _load_targets(args.target, args.chain, inputs)
     index: str | bool | None = False if args.no_index else args.index_target
-    check_chains([(t.name, t.chain) for t in targets])
     _write(args.output, create(targets, index=index, storage=args.storage, level=args.level,
                                delta=not args.no_delta), inputs)
     return 0
@@ -209,7 +207,6 @@ def _create(args: argparse.Namespace, out: TextIO) -> int:
 
 def _add(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.superarchive import create
-    from devbin.superarchive.chains import check_chains
 
     lib = _open(args.archive)
     inputs: list[Path] = [Path(args.archive)]
@@ -219,7 +216,6 @@ def _add(args: argparse.Namespace, out: TextIO) -> int:
         if t.name in have:
             raise _usage(f"target {t.name!r} is already in {args.archive}; remove it first")
     targets = lib.to_targets() + new
-    check_chains([(t.name, t.chain) for t in targets])
     index: str | bool = lib.index_target if lib.index_target is not None else False
     _write(args.output, create(targets, index=index, extra=lib.manifest.extra), inputs)
     return 0

@@ -212,6 +212,9 @@ def plan_superarchive(
         if not isinstance(t.name, str) or not t.name or t.name in seen:
             raise UsageError(f"target name {t.name!r} is empty or given twice", fmt=FMT)
         seen.add(t.name)
+    from devbin.superarchive.chains import check_chains
+
+    check_chains([(t.name, t.chain) for t in targets])
     index_target = _index_name(targets, index, storage)
     by_hash: dict[bytes, int] = {}
     uniques: list[tuple[bytes, str, str]] = []
