@@ -125,6 +125,12 @@ def test_tour(tmp_path: Path) -> None:
     assert data["amdgpu"]["round_trip_equal"] and data["amdgpu"]["loader_differences"] == []
     assert data["amdgpu"]["callgraph"]["nodes"][1]["calls"] == ["axpy_one"]
     assert data["cubin"]["round_trip_equal"] and data["cubin"]["callgraph"]["nodes"][1]["calls"] == ["axpy_one"]
+    sa = data["superarchive"]
+    assert sa["saved_bytes"] == len((Path(__file__).parents[1] / "src/devbin/samples/sample.ptx").read_bytes())
+    assert sa["targets"]["sm_90"]["chain"] == ["sm_90", "compute_90"]
+    assert [(r["symbol"], r["taken"]) for r in sa["resolve"]["explain_cos16"]] == [
+        ("cos16", "base(cos16.o)"), ("cos8", "gfx90a(cos8.o)"), ("cos1", "gfx90a:xnack+(cos1.o)")]
+    assert "bytes saved" in text and "devbin ar resolve --explain cos16" in text
 
 
 def test_help_and_module_entry() -> None:

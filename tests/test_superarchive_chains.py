@@ -264,3 +264,16 @@ def test_symbols_through_the_chain_and_lookup(layers: dict[str, Path]) -> None:
     assert lib.lookup("base", "opt_hook") is None
     code, text = _cli("ar", "list", str(layers["sa"]))
     assert "chain: gfx90a:xnack+ -> gfx90a -> base" in text
+
+
+def test_shipped_layer_samples_match_their_recipe(layers: dict[str, Path]) -> None:
+    """src/devbin/samples/sample_layer_*.a (tests/fixtures/make-fixtures.sh) hold what clang-19 builds here."""
+    from devbin.formats.ar import ArchiveFile
+
+    shipped = Path(__file__).parents[1] / "src" / "devbin" / "samples"
+    for i, level in enumerate(("top", "mid", "base"), 1):
+        ar = ArchiveFile((shipped / f"sample_layer_{level}.a").read_bytes())
+        built = {_member_name(src): (layers["dir"] / f"level{i}" / _member_name(src)).read_bytes()
+                 for src in list(LEVELS.values())[i - 1][1]}
+        assert {m.name: bytes(m.data) for m in ar.files} == built
+    assert (shipped / "sample_layer_user.o").read_bytes() == layers["user"].read_bytes()
