@@ -199,7 +199,9 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path) -> None:
     assert plain_rows["helper_square"]["vgpr"] is None and plain_rows["helper_square"]["source"] == "unknown"
     text = _devbin("resources", str(plain))
     assert re.search(r"helper_square\s+device\s+\?\s+\?", text)
+    assert text.splitlines()[-1].startswith("? = not recorded in the file") and "devbin cc" in text.splitlines()[-1]
     text = _devbin("resources", str(cc))
+    assert "? = not recorded" not in text  # every function known: no footnote
     assert re.search(rf"helper_square\s+device\s+{infos['helper_square'].sgpr}\s+{infos['helper_square'].total_vgpr}",
                      text)
 

@@ -301,6 +301,29 @@ def test_archive_mode(tmp_path: Path, objs: dict[str, Path]) -> None:
     assert len(members) == 1
     assert bytes(members[0].data) == objs["gfx90a"].read_bytes()
 
+    # The bundler's per-target archives through devbin list and devbin extract (both targets in one run).
+    outs = {g: tmp_path / f"lib-{g}.a" for g in ("gfx90a", "gfx1030")}
+    _run([_bundler(), "--unbundle", "-type=a", f"-targets={_id('gfx90a')},{_id('gfx1030')}", f"-input={lib}",
+          *[f"-output={o}" for o in outs.values()]])
+    import io
+    import json
+
+    from devbin.cli.main import main
+
+    for g, path in outs.items():
+        (member,) = [m.name for m in ArchiveFile(path.read_bytes()).members if m.kind == "file"]
+        text = io.StringIO()
+        assert main(["list", "--json", str(path)], text) == 0
+        (img,) = json.loads(text.getvalue())["images"]
+        assert (img["path"], img["container"], img["kind"], img["arch"]) == (f"{path}({member})", "ar", "amdgpu", g)
+        text = io.StringIO()
+        assert main(["list", str(path)], text) == 0
+        assert f"{path.name}({member}) " in text.getvalue()  # the member name whole, never cut from the left
+        text = io.StringIO()
+        assert main(["extract", "--json", str(path), "-o", str(tmp_path / f"x-{g}")], text) == 0
+        (written,) = json.loads(text.getvalue())["written"]
+        assert Path(written["file"]).read_bytes() == objs[g].read_bytes()
+
 
 # --------------------------------------------------------------------------- .hip_fatbin: several bundles
 

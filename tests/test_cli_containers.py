@@ -46,7 +46,7 @@ def _code_objects(path: Path, tmp: Path) -> list[tuple[dict[str, Any], Path]]:
     """(`devbin list` facts, extracted file) for every ELF code object in ``path``, in discovery order."""
     code, text = _run("list", "--json", str(path))
     assert code == 0
-    listed = [i for i in json.loads(text)["images"] if i["kind"] in ("elf", "ptx") or i["container_format"]]
+    listed = [i for i in json.loads(text)["images"] if i["kind"] in ("elf", "ptx", "amdgpu") or i["container_format"]]
     out = tmp / f"x-{path.name}"
     code, text = _run("extract", str(path), "-o", str(out), "--json")
     assert code == 0

@@ -73,7 +73,10 @@ Display paths: ``dir/file.so``, ``lib.a(k.o)``, ``pkg.whl!torch/lib/libx.so``,
 
 A corrupt or unreadable member yields nothing and adds a line to
 :attr:`ScanReport.warnings`; the scan goes on.  Only a top-level path that cannot be
-opened raises (``OSError``).
+opened raises (``OSError``).  A file named explicitly that yields no image but warnings
+(truncated, corrupt) is also recorded in :attr:`ScanReport.failed`, so a command line can
+fail for it while a folder or zip scan (a zip is a folder of files) only warns about the
+files it skips.
 """
 
 from __future__ import annotations
@@ -256,6 +259,9 @@ class ScanReport:
     wrappers: list[WrapperInfo] = field(default_factory=list)
     files: int = 0
     members: int = 0
+    #: Files named explicitly (not found in a folder) that gave warnings and no image at all:
+    #: a truncated or corrupt file the user asked about.  The CLI exits 1 when there are any.
+    failed: list[str] = field(default_factory=list)
 
     def warn(self, path: str, message: str) -> None:
         """Add ``message``, prefixed with ``path`` unless it names the path already (errors do)."""
@@ -280,7 +286,8 @@ def discover(
     ``progress(done, total)`` is called with ``done = 0`` first and after each file;
     ``total`` is the number of files, folders expanded.  ``report`` collects warnings and
     wrappers.  Raises ``OSError`` for a top-level path that does not exist or cannot be
-    read; problems below it become warnings.
+    read; problems below it become warnings.  A file named in ``paths`` (not found in a
+    folder, not a zip) that yields no image and only warnings is also listed in ``report.failed``.
     """
     rep = report if report is not None else ScanReport()
     files: list[tuple[str, Path, bool]] = []  # display path, path, given explicitly
@@ -297,12 +304,17 @@ def discover(
         progress(0, total)
     for done, (display, path, explicit) in enumerate(files, 1):
         rep.files += 1
+        warned, images = len(rep.warnings), 0
         try:
-            yield from scanner.scan_path(path, display)
+            for found in scanner.scan_path(path, display):
+                images += 1
+                yield found
         except OSError as e:
             if explicit:
                 raise
             rep.warn(display, f"cannot read: {e}")
+        if explicit and not images and len(rep.warnings) > warned and not scanner.zip_opened:
+            rep.failed.append(display)
         if progress is not None:
             progress(done, total)
 
@@ -342,11 +354,14 @@ class _Scanner:
     def __init__(self, rep: ScanReport, follow_thin_outside: bool) -> None:
         self.rep = rep
         self.follow_thin_outside = follow_thin_outside
+        self.zip_opened = False  # the last top-level file was a zip (a folder of files: not in `failed`)
 
     # -- files on disk ----------------------------------------------------------
     def scan_path(self, path: Path, display: str, origin: str = "file", depth: int = 0) -> Iterator[Found]:
         with open(path, "rb") as f:
             head = f.read(_SNIFF)
+            if depth == 0:
+                self.zip_opened = head.startswith(ZIP_MAGICS)
             if head.startswith(ZIP_MAGICS):
                 yield from self._zip(f, display, depth)
                 return

@@ -5,7 +5,10 @@ kind from 1 through the whole input file, archive members included; stem is
 the input file name without its last extension), or <identifier base
 name>.<arch>.<ext> when the image carries an identifier.  Cubins are written
 trimmed to their last section and PTX up to its first NUL, byte for byte as
-cuobjdump writes them.  A bare cubin is written as <stem>.<arch>.cubin.
+cuobjdump writes them.  A bare cubin is written as <stem>.<arch>.cubin, a
+bare AMDGPU code object (a file, or an archive member such as the archives
+`clang-offload-bundler --unbundle -type=a` writes) as <stem>.<target id>.o,
+stem from the member's name for a member.
 
 Images in LLVM containers are written byte for byte as the LLVM tools
 extract them:
@@ -26,6 +29,11 @@ Any character of a triple or target ID other than letters, digits and
 "._+-" (and ':' in packager names) becomes '_'; a name that would still leave
 DIR (a path separator, "..", a control character) is refused, and so are two
 images that would get the same name.
+
+Exit status: 1 on an error, which includes a file named on the command line
+that cannot be opened or that gives no image, only warnings (truncated,
+corrupt); 0 otherwise, also when files found while walking a folder or a
+zip/wheel cannot be read (each becomes a warning); 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from devbin.cli.progress import progress_bar
+from devbin.cli.render import scan_status
 
 if TYPE_CHECKING:
     from devbin.discover import Found
@@ -112,6 +121,10 @@ def names(images: list[Found]) -> list[str]:
             target = _clean((f.arch or f.triple or "none").replace(":", "_"))
             out.append(f"{_stem(unit)}.{counters[key]}.{target}.{_BUNDLE_EXT.get(f.kind, 'bin')}")
             continue
+        if f.kind == "amdgpu":  # a bare code object: an archive member (bundler -type=a output) or a file
+            member = f.path[:-1].rsplit("(", 1)[1] if f.path.endswith(")") and "(" in f.path else f.path
+            out.append(f"{_stem(member)}.{_clean(f.arch.replace(':', '_'))}.o")
+            continue
         key = (unit, "ptx" if f.kind == "ptx" else "elf")
         counters[key] = counters.get(key, 0) + 1
         if f.entry is not None:
@@ -132,7 +145,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     report = ScanReport()
     with progress_bar("scanning") as progress:
         images = [f for f in discover([args.path], progress=progress, report=report)
-                  if f.kind in ("elf", "ptx") or f.container_format]
+                  if f.kind in ("elf", "ptx", "amdgpu") or f.container_format]
     written: list[dict[str, Any]] = []
     for f, name in zip(images, names(images), strict=True):
         if (args.kind and f.kind != args.kind) or not _arch_matches(f.arch, args.arch):
@@ -155,4 +168,4 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"Extracting {label} {counts[w['kind']]:4}: {Path(w['file']).name}\n")
         for warning in report.warnings:
             out.write(f"warning: {warning}\n")
-    return 0
+    return scan_status(report.failed)

@@ -176,3 +176,13 @@ def render_code_object(d: dict[str, Any], out: TextIO, source: str = "devbin sec
         w("  prototypes:\n")
         for i, p in enumerate(d["prototypes"]):
             w(f"    #{i} {_proto(p)}\n")
+
+
+
+def scan_status(failed: list[str]) -> int:
+    """The exit status of a scanning command (list, extract, resources): 1, after one error line per
+    file on stderr, when a file named on the command line gave no image and only warnings; else 0."""
+    import sys
+    for path in failed:
+        print(f"devbin: error: {path}: no device image could be read (see the warning)", file=sys.stderr)
+    return 1 if failed else 0

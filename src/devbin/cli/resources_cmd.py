@@ -4,12 +4,19 @@ AMDGPU code objects get SGPR/VGPR/AGPR, private/group/kernarg segment, dynamic
 stack and spills per function: from the devbin sections when the object has
 them (`devbin cc` output: device functions included), else from the metadata
 note and LLVM 20+ resource symbols.  What the file does not say prints `?`
-(JSON null).  --format cuobjdump prints cubins only.
+(JSON null, with "source": "unknown"), and a note after the tables points to
+`devbin cc`, which records device functions' resources when compiling.
+--format cuobjdump prints cubins only (warnings then go to stderr).
 
 PATH may be a cubin, a fatbin, a host object, library or executable, an ar
 archive, a wheel/zip or a folder.  --format cuobjdump prints exactly the
 lines of `cuobjdump -res-usage` (fatbin entry headers included), so scripts
 that parse them can switch; --json gives the same facts as data.
+
+Exit status: 1 on an error, which includes a file named on the command line
+that cannot be opened or that gives no image, only warnings (truncated,
+corrupt); 0 otherwise, also when files found while walking a folder or a
+zip/wheel cannot be read (each becomes a warning); 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from devbin.cli.progress import progress_bar
+from devbin.cli.render import scan_status
 
 if TYPE_CHECKING:
     from devbin.discover import Found
@@ -114,6 +123,11 @@ def _amdgpu_usage(f: Found) -> dict[str, Any]:
             "functions": rows}
 
 
+#: Printed once after the tables when a function's resources are unknown (JSON: ``"source": "unknown"``).
+UNKNOWN_NOTE = ("? = not recorded in the file (LLVM 19 writes no resource counts for AMDGPU device functions); "
+                "`devbin cc -- clang-19 ...` compiles and records them\n")
+
+
 def _cell(v: Any) -> str:
     if v is None:
         return "?"
@@ -181,10 +195,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             doc["amdgpu"] = amd
         doc["warnings"] = report.warnings
         out.write(json.dumps(doc, indent=2) + "\n")
-        return 0
+        return scan_status(report.failed)
     if args.format == "cuobjdump":
         out.write("".join(text))
-        return 0
+        for w in report.warnings:
+            print(f"warning: {w}", file=sys.stderr)  # stdout stays exactly cuobjdump's lines
+        return scan_status(report.failed)
     for u in results:
         where = u["path"] + (f" [{u['container']} {u['fatbin_index']}.{u['entry_index']}]"
                              if u["fatbin_index"] is not None else "")
@@ -197,6 +213,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                       f"{fn['shared']:>7} {fn['local']:>6}  {banks}\n")
     for a in amd:
         _write_amdgpu(a, out)
+    if any(fn["source"] == "unknown" for a in amd for fn in a["functions"]):
+        out.write(UNKNOWN_NOTE)
     for w in report.warnings:
         out.write(f"warning: {w}\n")
-    return 0
+    return scan_status(report.failed)
