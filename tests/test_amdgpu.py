@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import struct
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import msgpack  # type: ignore[import-untyped]
 import pytest
 import yaml
 
 from devbin.errors import DeviceBinaryError, FormatError
+from devbin.formats.elf import constants as C
+from devbin.formats.elf.edit import ElfEditor, NewSection
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import FunctionKind, StdAttr
 from devbin.targets.amdgpu import compatible, import_amdgpu, parse_offload_id, parse_target_id
 from devbin.targets.amdgpu.importer import code_object_facts
 from devbin.targets.amdgpu.mach import decode_flags, readelf_flag_names
-from devbin.targets.amdgpu.metadata import decode_metadata
+from devbin.targets.amdgpu.metadata import NT_AMDGPU_METADATA, KernelArg, KernelMeta, decode_metadata, metadata_notes
 from devbin.targets.amdgpu.resources import usage
 
 from tests.conftest import SOURCES, require_tool
@@ -36,7 +41,8 @@ def extra_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     built = {}
     for name, mcpu, extra in (("gfx1100", "gfx1100", []), ("gfx9-generic", "gfx9-generic", ["-mcode-object-version=6"]),
                               ("gfx11-generic", "gfx11-generic", ["-mcode-object-version=6"]),
-                              ("gfx90a_xnack+", "gfx90a:xnack+", []), ("gfx90a_xnack-", "gfx90a:sramecc-:xnack-", [])):
+                              ("gfx90a_xnack+", "gfx90a:xnack+", []), ("gfx90a_xnack-", "gfx90a:sramecc-:xnack-", []),
+                              ("gfx90a_v4", "gfx90a", ["-mcode-object-version=4"])):
         p = out / f"{name}.o"
         subprocess.run([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c",
                         f"-mcpu={mcpu}", *extra, "-o", str(p), str(SOURCES / "amdgpu_kernels.cl")],
@@ -59,28 +65,75 @@ def _all_objects(amdgpu_objects: dict[str, Path], extra: dict[str, Path]) -> lis
     return [amdgpu_objects[f"{g}_{k}"] for g in ARCHS for k in ("obj", "lib_obj", "so")] + list(extra.values())
 
 
+def _note_map(item: KernelMeta | KernelArg) -> dict[str, Any]:
+    """A decoded kernel (or argument) as the map the note holds: every field under its ``.key``, absent ones
+    left out, lists as lists, arguments as maps, and the unknown keys devbin kept raw."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(item):
+        v = getattr(item, f.name)
+        if f.name == "extra" or v is None:
+            continue
+        if f.name == "args":
+            v = [_note_map(a) for a in v]
+        elif isinstance(v, tuple):
+            v = list(v)
+        out[f".{f.name}"] = v
+    return {**out, **item.extra}
+
+
+def _check_metadata(p: Path) -> None:
+    """devbin's decoded kernels are, map for map and key for key, what llvm-readelf-19 --notes prints."""
+    docs = _note_yaml(p)
+    facts = code_object_facts(_elf(p))
+    assert facts.metadata is not None
+    want = [k for d in docs for k in (d.get("amdhsa.kernels") or [])]
+    got = [_note_map(k) for k in facts.metadata.kernels]
+    assert [k.get(".name") for k in got] == [k[".name"] for k in want], p
+    for g, w in zip(got, want, strict=True):
+        assert g == w, (p, w[".name"])
+    d0 = docs[0]
+    assert facts.metadata.target == d0["amdhsa.target"]
+    assert facts.metadata.version == tuple(d0["amdhsa.version"])
+    assert list(facts.metadata.printf) == [x for d in docs for x in d.get("amdhsa.printf", [])]
+    extra = {k: v for d in docs for k, v in d.items() if k not in ("amdhsa.version", "amdhsa.target",
+                                                                     "amdhsa.kernels", "amdhsa.printf")}
+    assert facts.metadata.extra == extra
+
+
 def test_metadata_matches_readelf(amdgpu_objects: dict[str, Path], extra_objects: dict[str, Path]) -> None:
     for p in _all_objects(amdgpu_objects, extra_objects):
-        facts = code_object_facts(_elf(p))
-        want = [k for d in _note_yaml(p) for k in (d.get("amdhsa.kernels") or [])]
-        assert facts.metadata is not None
-        got = facts.metadata.kernels
-        assert [k.name for k in got] == [k[".name"] for k in want], p
-        for g, w in zip(got, want, strict=True):
-            for key in (".symbol", ".kernarg_segment_size", ".kernarg_segment_align", ".group_segment_fixed_size",
-                        ".private_segment_fixed_size", ".wavefront_size", ".sgpr_count", ".vgpr_count",
-                        ".agpr_count", ".sgpr_spill_count", ".vgpr_spill_count", ".max_flat_workgroup_size",
-                        ".uses_dynamic_stack", ".language"):
-                assert getattr(g, key[1:]) == w.get(key), (p, g.name, key)
-            assert g.reqd_workgroup_size == (tuple(w[".reqd_workgroup_size"]) if ".reqd_workgroup_size" in w else None)
-            assert len(g.args) == len(w.get(".args", []))
-            for a, wa in zip(g.args, w.get(".args", []), strict=True):
-                assert (a.offset, a.size, a.value_kind, a.type_name, a.address_space, a.is_const) == (
-                    wa[".offset"], wa[".size"], wa[".value_kind"], wa.get(".type_name"), wa.get(".address_space"),
-                    wa.get(".is_const"))
-        d0 = _note_yaml(p)[0]
-        assert facts.metadata.target == d0["amdhsa.target"]
-        assert facts.metadata.version == tuple(d0["amdhsa.version"])
+        _check_metadata(p)
+
+
+def _note(desc: bytes) -> bytes:
+    name = b"AMDGPU\0"
+    return (struct.pack("<III", len(name), len(desc), NT_AMDGPU_METADATA) + name.ljust(8, b"\0")
+            + desc.ljust(-(-len(desc) // 4) * 4, b"\0"))
+
+
+def test_unknown_metadata_keys_kept_raw_as_readelf_reads_them(amdgpu_objects: dict[str, Path],
+                                                             tmp_path: Path) -> None:
+    """A second metadata note with keys LLVM 19 does not write (kernel, argument and root level): devbin keeps
+    them raw, and the decoded maps still equal llvm-readelf-19's, unknown keys included."""
+    src = amdgpu_objects["gfx90a_obj"]
+    elf = _elf(src)
+    root = msgpack.unpackb(bytes(metadata_notes(elf)[0].desc), raw=False)
+    kernel = dict(root["amdhsa.kernels"][0], **{".name": "future_kernel", ".future_map": {"a": 1, "b": [2, 3]},
+                                                ".future_str": "x", ".future_int": 7})
+    kernel[".args"] = [dict(kernel[".args"][0], **{".future_arg_key": 5, ".future_arg_list": [1, 2]})]
+    extra_root = {"amdhsa.version": root["amdhsa.version"], "amdhsa.target": root["amdhsa.target"],
+                  "amdhsa.kernels": [kernel], "amdhsa.future_root": ["r"]}
+    ed = ElfEditor(elf)
+    ed.add_section(NewSection(".note.future", _note(msgpack.packb(extra_root)), sh_type=C.SHT_NOTE, align=4))
+    out = tmp_path / "future.o"
+    out.write_bytes(ed.write())
+    facts = code_object_facts(_elf(out), diag=lambda e: None)  # no descriptor for the made-up kernel
+    assert facts.metadata is not None
+    k = facts.metadata.kernels[-1]
+    assert k.extra == {".future_map": {"a": 1, "b": [2, 3]}, ".future_str": "x", ".future_int": 7}
+    assert k.args[0].extra == {".future_arg_key": 5, ".future_arg_list": [1, 2]}
+    assert facts.metadata.extra == {"amdhsa.future_root": ["r"]}
+    _check_metadata(out)
 
 
 def test_descriptor_agrees_with_note(amdgpu_objects: dict[str, Path], extra_objects: dict[str, Path]) -> None:
@@ -101,7 +154,8 @@ def test_descriptor_agrees_with_note(amdgpu_objects: dict[str, Path], extra_obje
             assert k.vgpr_count is not None and kd.vgpr_blocks >= k.vgpr_count
             if kd.sgpr_blocks is not None:
                 assert k.sgpr_count is not None and kd.sgpr_blocks >= k.sgpr_count
-            assert kd.uses_dynamic_stack == bool(k.uses_dynamic_stack)
+            if k.uses_dynamic_stack is not None:  # code object v4 notes have no .uses_dynamic_stack (v5+)
+                assert kd.uses_dynamic_stack == k.uses_dynamic_stack
 
 
 def test_eflags_match_readelf(amdgpu_objects: dict[str, Path], extra_objects: dict[str, Path]) -> None:
@@ -115,6 +169,10 @@ def test_eflags_match_readelf(amdgpu_objects: dict[str, Path], extra_objects: di
     assert (f.processor, f.generic_version, f.code_object_version, f.is_generic) == ("gfx9-generic", 1, 6, True)
     h = _elf(extra_objects["gfx90a_xnack-"]).header
     assert decode_flags(h.e_flags, h.ei_osabi, h.ei_abiversion).target_id == "gfx90a:sramecc-:xnack-"
+    h = _elf(extra_objects["gfx90a_v4"]).header
+    f = decode_flags(h.e_flags, h.ei_osabi, h.ei_abiversion)
+    assert (f.processor, f.code_object_version, f.target_id) == ("gfx90a", 4, "gfx90a")
+    assert "ABI Version:                       2" in _readelf("-h", str(extra_objects["gfx90a_v4"]))  # v4 = ABI 2
 
 
 def test_import_and_callgraph(amdgpu_objects: dict[str, Path], extra_objects: dict[str, Path]) -> None:
