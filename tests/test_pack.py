@@ -18,7 +18,7 @@ from devbin.cli.main import main
 from devbin.discover import discover
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
-from devbin.packaging import PackInput, check_consistency, choose_ptx, pack
+from devbin.packaging import PackInput, PackResult, check_consistency, choose_ptx, pack
 from devbin.packaging.consistency import ImageSettings, settings_from_options
 from devbin.packaging.facts import ImageFacts, image_facts
 
@@ -191,3 +191,159 @@ def test_select_from_a_packed_offload_binary(images: dict[str, Path]) -> None:
         "gfx90a:xnack-": ("gfx90a", False)}
     with pytest.raises(UsageError, match="sm_80"):
         devbin.select(data, "sm_75")
+
+
+# --------------------------------------------------------------------------- translation units, LTO-IR, inputs
+
+
+def test_ptx_policy_per_translation_unit(images: dict[str, Path], capsys: pytest.CaptureFixture[str],
+                                         tmp_path: Path) -> None:
+    # Two units, each with its own SASS and its only PTX: both PTX stay (the review's command).
+    out = tmp_path / "tu.offload"
+    argv = ["pack", "-o", str(out)]
+    for key, tu in (("sm_80", "a"), ("ptx80", "a"), ("sm_90", "b"), ("ptx90", "b")):
+        argv += ["--image", f"file={images[key]},tu={tu}"]
+    assert main(argv) == 0
+    text = capsys.readouterr()
+    assert "left out" not in text.out and "no PTX" not in text.err
+    assert [f.arch for f in discover([out])] == ["sm_80", "compute_80", "sm_90", "compute_90"]
+    # The same images as loose images share one unit: only the highest PTX stays.
+    res = pack([images[k] for k in ("sm_80", "ptx80", "sm_90", "ptx90")])
+    assert [p.facts.arch for p in res.dropped] == ["compute_80"]
+    # The newer-GPU warning is per unit: unit a has SASS and no PTX of its own.
+    res = pack([PackInput(images["sm_80"].read_bytes(), "a.cubin", (("tu", "a"),)),
+                PackInput(images["sm_90"].read_bytes(), "b.cubin", (("tu", "b"),)),
+                PackInput(images["ptx90"].read_bytes(), "b.ptx", (("tu", "b"),))])
+    assert [w for w in res.warnings if "no PTX" in w] == [
+        "translation unit a: no PTX that a GPU newer than the highest SASS (sm_80) could JIT: this translation "
+        "unit's code runs only on the GPUs its SASS covers"]
+    # A listed policy: an arch no unit has is an error, one some unit lacks a warning.
+    groups = ["a", "a", "b"]
+    facts = [_facts("cubin", "sm_80"), _facts("ptx", "compute_80"), _facts("ptx", "compute_90")]
+    choice = choose_ptx(facts, frozenset({80}), groups)
+    assert choice.keep == (0, 1) and choice.warnings == ("translation unit b: has no PTX for compute_80",)
+    with pytest.raises(UsageError, match="compute_75"):
+        choose_ptx(facts, frozenset({75}), groups)
+
+
+def _nvcc(tmp_path: Path, *args: str | Path) -> None:
+    subprocess.run([require_tool("nvcc"), *[str(a) for a in args]], check=True, capture_output=True, cwd=tmp_path)
+
+
+def test_two_nvcc_fatbins_keep_each_units_ptx(tmp_path: Path) -> None:
+    from tests.conftest import SOURCES
+    for name, src in (("k", "kernels.cu"), ("e", "extfn.cu")):
+        _nvcc(tmp_path, "-fatbin", "-rdc=true", "-gencode", "arch=compute_80,code=[sm_80,compute_80]",
+              "-o", f"{name}.fatbin", SOURCES / src)
+    res = pack([tmp_path / "k.fatbin", tmp_path / "e.fatbin"], format="fatbin")
+    assert sorted((p.tu, p.facts.arch) for p in res.images if p.facts.kind == "ptx") == [
+        (str(tmp_path / "e.fatbin"), "compute_80"), (str(tmp_path / "k.fatbin"), "compute_80")]
+    assert not res.dropped
+    # nvcc's PTX entries say --compile-only: relocatable PTX is named in a warning.
+    assert sum("relocatable PTX" in w for w in res.warnings) == 2
+    # The fatbin written carries each image's CompileOptions in its entry's options string.
+    from devbin.formats.fatbin import parse_fatbin
+    entries = parse_fatbin(res.data).entries
+    ptx_entries = [e for e in entries if e.kind_name == "ptx"]
+    assert ptx_entries and all("--compile-only" in e.options for e in ptx_entries)
+    cubin_entries = [e for e in entries if e.kind_name == "elf"]
+    opts = [p.get("CompileOptions") for p in res.images if p.facts.kind == "cubin"]
+    assert all(opts) and [e.options for e in cubin_entries] == opts
+
+
+@pytest.fixture(scope="module")
+def dlto(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``nvcc -dlto -dc`` objects: default (fatbinary compresses LTO-IR), plain, and --use_fast_math."""
+    from tests.conftest import SOURCES
+    out = tmp_path_factory.mktemp("dlto")
+    builds = {"lto": [], "plain": ["-Xfatbin", "-compress=false"], "fast": ["--use_fast_math"]}
+    for name, extra in builds.items():
+        _nvcc(out, "-dlto", "-dc", "-arch=sm_90", *extra, "-o", f"{name}.o", SOURCES / "kernels.cu")
+    return {name: out / f"{name}.o" for name in builds}
+
+
+def test_pack_dlto_object(dlto: dict[str, Path], tmp_path: Path) -> None:
+    from devbin.formats.fatbin import constants as FC
+    from devbin.formats.fatbin import parse_fatbin
+    from devbin.packaging.facts import LTOIR_MAGIC
+    # What the real files carry: LTO-IR plain starts with NVIDIA's magic; compressed it is no zstd frame.
+    plain = [f for f in discover([dlto["plain"]]) if f.kind == "ltoir"]
+    assert len(plain) == 1 and plain[0].image().startswith(LTOIR_MAGIC)
+    stored = [f for f in discover([dlto["lto"]]) if f.kind == "ltoir"]
+    assert len(stored) == 1 and stored[0].entry is not None and stored[0].entry.compression == "zstd"
+    assert not bytes(stored[0].entry.raw_payload).startswith(b"\x28\xb5\x2f\xfd")
+    with pytest.raises(DeviceBinaryError, match="NVIDIA's own encoding"):
+        stored[0].image()
+    # The review's command: the default container takes it (as a one-entry fatbin holding the entry as stored).
+    out = tmp_path / "x.offload"
+    assert main(["pack", "-o", str(out), "--image", f"file={dlto['lto']}"]) == 0
+    found = list(discover([out]))
+    assert [(f.image_kind, f.arch) for f in found] == [("ptx", "compute_90"), ("fatbinary", "compute_90")]
+    inner = parse_fatbin(found[1].image()).entries
+    assert len(inner) == 1 and bytes(inner[0].payload_area) == bytes(stored[0].entry.payload_area)
+    assert (inner[0].flags, inner[0].uncompressed_size) == (stored[0].entry.flags, stored[0].entry.uncompressed_size)
+    # A fatbin copies the entry as stored, options string included; plain LTO-IR goes in decoded.
+    res = pack([dlto["lto"], dlto["plain"]], format="fatbin")
+    lto = [e for e in parse_fatbin(res.data).entries if e.kind == FC.KIND_LTOIR]
+    assert plain[0].entry is not None
+    assert [e.options for e in lto] == [stored[0].entry.options, plain[0].entry.options.strip()]
+    assert bytes(lto[0].payload_area) == bytes(stored[0].entry.payload_area)
+    assert lto[1].data() == plain[0].image()
+    assert [p.facts.arch for p in res.images if p.facts.kind == "ltoir"] == ["compute_90", "compute_90"]
+
+
+def test_fast_math_and_relocatable_from_real_dlto(dlto: dict[str, Path]) -> None:
+    # The LTO-IR entries' options string is NVVM's: -ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 by default,
+    # -ftz=1 -prec_div=0 -prec_sqrt=0 with --use_fast_math; the PTX entries say --compile-only.
+    res = check_pack([dlto["lto"], dlto["fast"]])
+    assert {f.option for f in res.findings} == {"fast-math", "ftz"}
+    fast = next(f for f in res.findings if f.option == "fast-math")
+    assert fast.images == (f"{dlto['lto']}[compute_90]", f"{dlto['fast']}[compute_90]")
+    assert all(p.facts.relocatable for p in res.images if p.facts.kind == "ptx")
+    assert not check_pack([dlto["lto"], dlto["plain"]]).findings
+
+
+def check_pack(paths: list[Path]) -> PackResult:
+    from devbin.packaging import check
+    return check(paths)
+
+
+def test_check_only_cli(dlto: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["pack", "--check-only", "--image", f"file={dlto['lto']}", "--image", f"file={dlto['fast']}"]) == 0
+    cap = capsys.readouterr()
+    assert "would be packed" in cap.out and "fast-math" in cap.err and not list(tmp_path.iterdir())
+    assert main(["pack", "--check-only", "--strict", "--image", f"file={dlto['lto']}", "--image",
+                 f"file={dlto['fast']}"]) != 0
+    assert "contradictory options (--strict): fast-math" in capsys.readouterr().err
+
+
+def test_pack_bitcode_and_annotated_object(cubins: dict[str, Path], tmp_path: Path) -> None:
+    # LLVM bitcode, from clang-19: kind only; the target keys come from the user.
+    clang = require_tool("clang-19")
+    from tests.conftest import SOURCES
+    bc = tmp_path / "k.bc"
+    subprocess.run([clang, "-c", "-emit-llvm", "--target=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib",
+                    "-x", "cl", "-cl-std=CL2.0", "-o", str(bc), str(SOURCES / "amdgpu_kernels.cl")],
+                   check=True, capture_output=True)
+    assert image_facts(bc.read_bytes()).kind == "bitcode"
+    out = tmp_path / "bc.offload"
+    res = pack([PackInput(bc.read_bytes(), "k.bc", (("triple", "amdgcn-amd-amdhsa"), ("TargetID", "gfx90a")))])
+    out.write_bytes(res.data)
+    listing = _run(require_tool("llvm-objdump-19"), "--offloading", out)
+    assert "llvm ir" in listing and "gfx90a" in listing
+    found = list(discover([out]))
+    assert found[0].image() == bc.read_bytes() and dict(found[0].metadata)["TargetID"] == "gfx90a"
+    # A devbin-annotated cubin: its .devbin.meta keys fill what the cubin leaves out.
+    from dataclasses import replace
+
+    from devbin.formats.devsec.elf import annotate
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.importers import import_code_object
+    elf = ElfFile(cubins["sm_90_exec"].read_bytes())
+    obj = import_code_object(elf)
+    obj = replace(obj, metadata=obj.metadata.set("link-options", "-lfoo").set("compile-options", "-O3 -lineinfo"))
+    res = pack([PackInput(annotate(elf, obj), "ann.cubin", (("Extra", "1"),))])
+    md = dict(res.images[0].metadata)
+    assert md["LinkOptions"] == "-lfoo" and md["Extra"] == "1" and md["TargetID"] == "sm_90"
+    # The cubin's own facts come first: ptxas and its options from .note.nv.tkinfo.
+    assert "ptxas" in md["Producer"] and md["CompileOptions"] != "-O3 -lineinfo"

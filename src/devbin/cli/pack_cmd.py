@@ -8,7 +8,8 @@ clang-offload-packager.  A file may be a cubin, PTX, an AMDGPU code object, LLVM
 bitcode, a devbin-annotated object, or a container (fatbin, OffloadBinary,
 bundle, wrapped image, host object): a container contributes every image in it.
 Keys read by pack itself: tu= (which translation unit the image came from; by
-default its file), kind= (offload kind: cuda, hip, openmp, sycl).
+default a container input is one unit of its own and loose images share one),
+kind= (offload kind: cuda, hip, openmp, sycl).
 
 Every image gets Producer, CompileOptions, LinkOptions, TargetID, VendorId and
 VendorName, filled from the image itself (empty when it does not record them),
@@ -19,8 +20,10 @@ string), bundle (clang offload bundle; no metadata), wrapped (devbin's
 single-image wrapper: one image with its metadata, for runtimes that take one
 image).  Keys a container cannot store are named in a warning.
 
---ptx decides which PTX goes in (default highest: the PTX of the highest
-virtual arch, which every newer GPU can JIT; see docs/PACKAGING.md).
+--ptx decides which PTX goes in, per translation unit (default highest: each
+unit's PTX of the highest virtual arch, which every newer GPU can JIT; see
+docs/PACKAGING.md).  --check-only runs the PTX policy and the option checks
+and writes nothing.
 Contradictory options across images (relocatable vs whole-program, debug vs
 optimised, fast-math, FTZ, xnack/sramecc, code object versions, arch sets and
 PTX across translation units) are warnings; --strict makes them errors.
@@ -31,13 +34,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from devbin.packaging import PackResult
 
 HELP = "pack device images into one multi-target package (OffloadBinary, fatbin, bundle, wrapped)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", required=True, help="the package to write")
+    p.add_argument("-o", "--output", help="the package to write (required unless --check-only)")
     p.add_argument("--image", action="append", default=[], metavar="file=PATH[,KEY=VALUE...]", required=True,
                    help="an image (or container) and its metadata; repeat for each")
     p.add_argument("--format", choices=("offload", "fatbin", "bundle", "wrapped"), default="offload",
@@ -45,6 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ptx", default="highest", metavar="POLICY",
                    help="none | highest | lowest | all | sm_XX,... (default: highest)")
     p.add_argument("--strict", action="store_true", help="make option contradictions errors")
+    p.add_argument("--check-only", action="store_true",
+                   help="apply the PTX policy and the option checks, print the result, write nothing")
     p.add_argument("--offload-version", type=int, choices=(1, 2), default=1,
                    help="OffloadBinary version (default 1: what every LLVM since 15 reads)")
     p.add_argument("--compress", choices=("none", "zstd", "zlib", "lz4"), default="none",
@@ -56,8 +64,19 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     import os
 
     from devbin.errors import UsageError
-    from devbin.packaging import PackInput, pack
+    from devbin.packaging import PackInput, check, pack
     inputs = [PackInput.from_spec(s) for s in args.image]
+    if args.check_only:
+        res = check(inputs, ptx=args.ptx, strict=args.strict, llvm_keys=args.format == "offload")
+        if args.json:
+            out.write(json.dumps(res.to_dict(), indent=2) + "\n")
+        else:
+            out.write(f"check only: {len(res.images)} image(s) would be packed, "
+                      f"{len(res.findings)} option contradiction(s)\n")
+            _report(res, args, out)
+        return 0
+    if not args.output:
+        raise UsageError("-o/--output is required (or --check-only)")
     if any(os.path.abspath(i.name) == os.path.abspath(args.output) for i in inputs):
         raise UsageError(f"{args.output}: the output is also an input; choose another -o")
     res = pack(inputs, format=args.format, ptx=args.ptx, strict=args.strict, offload_version=args.offload_version,
@@ -70,6 +89,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps({"output": args.output, **res.to_dict()}, indent=2) + "\n")
         return 0
     out.write(f"{args.output}: {res.format}, {len(res.images)} image(s), {len(res.data)} bytes\n")
+    _report(res, args, out)
+    return 0
+
+
+def _report(res: PackResult, args: argparse.Namespace, out: TextIO) -> None:
     for img in res.images:
         out.write(f"  {img.facts.kind:<7} {img.facts.arch or '?':<16} {len(img.data):>9}  {img.label}\n")
     for img in res.dropped:
@@ -78,4 +102,3 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         print(f"devbin: warning: {w}", file=sys.stderr)
     for finding in res.findings:
         print(f"devbin: warning: {finding}", file=sys.stderr)
-    return 0

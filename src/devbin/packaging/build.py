@@ -5,7 +5,13 @@ container -- fatbin, OffloadBinary, bundle, wrapped image, host object -- gives
 every image in it, with the metadata it already carries); learn each image's
 facts (:mod:`devbin.packaging.facts`); apply the PTX policy (:mod:`devbin.packaging.ptx`);
 check option consistency (:mod:`devbin.packaging.consistency`); build each image's
-metadata; write the container.
+metadata; write the container.  :func:`check` is every step but the last, for
+a linker that wants the same checks (and ``devbin pack --check-only``).
+
+Translation units: ``tu=KEY`` names an input's unit; by default a container
+input (fatbin, host object, OffloadBinary ...) is one unit of its own and
+loose images (a bare cubin, PTX file ...) share one.  The PTX policy is
+applied per unit, and option checks compare units.
 
 Metadata written for every image, in this order, then the user's own keys in
 the order given (a user key of the same name replaces the standard value):
@@ -22,16 +28,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from devbin.detect import ELF, UNKNOWN, detect
-from devbin.errors import UsageError
+from devbin.errors import FormatError, UsageError
+from devbin.formats.fatbin.reader import FatbinEntry
+from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
 from devbin.packaging.consistency import Finding, ImageSettings, check_consistency, settings_from_options
 from devbin.packaging.facts import ImageFacts, image_facts, parse_sm
 from devbin.packaging.ptx import DEFAULT_PTX_POLICY, choose_ptx, parse_ptx_policy
 
-__all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "pack", "parse_image_spec"]
+__all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "check", "pack",
+           "parse_image_spec"]
 
 FORMATS = ("offload", "fatbin", "bundle", "wrapped")
 STANDARD_KEYS = ("Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName")
@@ -89,6 +98,7 @@ class PackedImage:
     metadata: tuple[tuple[str, str], ...]
     data: bytes = field(repr=False)
     offload_kind: str = ""
+    stored: FatbinEntry | None = field(default=None, repr=False, compare=False)  # copied as stored
 
     def get(self, key: str) -> str:
         return next((v for k, v in self.metadata if k == key), "")
@@ -117,13 +127,24 @@ class PackResult:
 # --------------------------------------------------------------------------- inputs
 
 
-def _expand(inp: PackInput) -> list[tuple[str, bytes, tuple[tuple[str, str], ...]]]:
-    """``(label, image bytes, metadata the container already carries)`` per image of one input."""
+@dataclass(frozen=True, slots=True)
+class _Expanded:
+    label: str
+    data: bytes
+    carried: tuple[tuple[str, str], ...]  # metadata the container already carries
+    arch: str = ""  # the arch the container files the image under
+    from_container: bool = True
+    stored: FatbinEntry | None = None  # a fatbin entry to copy as stored (LTO-IR devbin cannot decode)
+
+
+def _expand(inp: PackInput) -> list[_Expanded]:
+    """Every image of one input, with the metadata its container already carries."""
     kind = detect(inp.data)
     single = kind == UNKNOWN or (kind == ELF and image_facts(inp.data, where=inp.name).kind != "data")
     if single:
-        return [(inp.name, inp.data, ())]
+        return [_Expanded(inp.name, inp.data, (), from_container=False)]
     from devbin.discover import ScanReport, discover_bytes
+    from devbin.formats.fatbin import constants as FC
     rep = ScanReport()
     out = []
     for f in discover_bytes(inp.data, inp.name, report=rep):
@@ -133,7 +154,14 @@ def _expand(inp: PackInput) -> list[tuple[str, bytes, tuple[tuple[str, str], ...
         if f.entry is not None and f.entry.options and not any(k == "CompileOptions" for k, _ in carried):
             carried.append(("CompileOptions", f.entry.options.strip()))
         label = f"{inp.name}[{f.arch or f.kind}]"
-        out.append((label, f.image(), tuple(carried)))
+        stored = None
+        try:
+            data = f.image()
+        except FormatError:
+            if f.entry is None or f.entry.kind != FC.KIND_LTOIR or not f.entry.is_compressed:
+                raise
+            data, stored = bytes(f.entry.raw_payload), f.entry  # NVIDIA's own LTO-IR encoding: copy it as is
+        out.append(_Expanded(label, data, tuple(carried), f.arch, stored=stored))
     if not out:
         detail = "; ".join(rep.warnings)
         raise UsageError(f"{inp.name}: no device image found" + (f" ({detail})" if detail else ""))
@@ -187,14 +215,33 @@ def _write_offload(images: Sequence[PackedImage], version: int) -> bytes:
         if img.offload_kind not in kinds:
             raise UsageError(f"{img.label}: offload kind {img.offload_kind!r} is not one of "
                              f"{', '.join(kinds)} (OffloadBinary version {version})")
+        if img.stored is not None:
+            out.append(OffloadImage.of(_stored_fatbin(img), image_kind=OC.IMG_FATBINARY,
+                                       offload_kind=kinds[img.offload_kind], strings=img.metadata))
+            continue
         out.append(OffloadImage.of(img.data, image_kind=image_kinds.get(img.facts.kind, OC.IMG_NONE),
                                    offload_kind=kinds[img.offload_kind], strings=img.metadata))
     return write_offload_binary(out, version=version)
 
 
+def _stored_image(img: PackedImage) -> FatbinImage:
+    """The fatbin entry of an image devbin cannot decode, to be written back exactly as it was stored."""
+    e = img.stored
+    assert e is not None
+    options = img.get("CompileOptions")
+    options = e.options if options == e.options.strip() else options  # unchanged: keep its exact bytes
+    return FatbinImage(e.kind, e.arch, img.data, identifier=e.identifier, options=options,
+                       variant=e.variant, compression=e.compression, flags=e.flags, major=e.major, minor=e.minor,
+                       stored_size=e.uncompressed_size)
+
+
+def _stored_fatbin(img: PackedImage) -> bytes:
+    """A one-entry fatbin holding a stored entry: how containers other than a fatbin carry it."""
+    return write_fatbin([_stored_image(img)])
+
+
 def _write_fatbin(images: Sequence[PackedImage], compression: str) -> tuple[bytes, list[str]]:
     from devbin.formats.fatbin import constants as FC
-    from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
     kinds = {"cubin": FC.KIND_ELF, "ptx": FC.KIND_PTX, "ltoir": FC.KIND_LTOIR}
     out = []
     lost: set[str] = set()
@@ -203,6 +250,10 @@ def _write_fatbin(images: Sequence[PackedImage], compression: str) -> tuple[byte
         if img.facts.kind not in kinds or sm is None:
             raise UsageError(f"{img.label}: a CUDA fatbin holds NVIDIA cubins, PTX and LTO-IR only "
                              f"(this is {img.facts.kind} for {img.facts.arch or 'no known arch'})")
+        if img.stored is not None:
+            out.append(_stored_image(img))
+            lost.update(k for k, v in img.metadata if v and k != "CompileOptions")
+            continue
         data = img.data.rstrip(b"\0") if img.facts.kind == "ptx" else img.data
         out.append(FatbinImage(kinds[img.facts.kind], sm[0], data, options=img.get("CompileOptions"),
                                variant=sm[1], compression=compression))
@@ -222,7 +273,7 @@ def _bundle_id(img: PackedImage) -> str:
 
 def _write_bundle(images: Sequence[PackedImage], compression: str) -> tuple[bytes, list[str]]:
     from devbin.formats.bundle.writer import write_bundle, write_compressed_bundle
-    entries = [(_bundle_id(i), i.data) for i in images]
+    entries = [(_bundle_id(i), _stored_fatbin(i) if i.stored is not None else i.data) for i in images]
     ids = [e[0] for e in entries]
     dup = sorted({x for x in ids if ids.count(x) > 1})
     if dup:
@@ -235,6 +286,50 @@ def _write_bundle(images: Sequence[PackedImage], compression: str) -> tuple[byte
 
 
 # --------------------------------------------------------------------------- pack
+
+
+def check(inputs: Sequence[PackInput | str | os.PathLike[str]], *, ptx: str = DEFAULT_PTX_POLICY,
+          strict: bool = False, llvm_keys: bool = True) -> PackResult:
+    """Everything :func:`pack` does except writing a container: read the inputs, apply the PTX
+    policy per translation unit, build the metadata and check option consistency.
+
+    For a linker (or ``devbin pack --check-only``): the result's ``images``/``dropped`` say what a
+    package would hold, ``warnings`` and ``findings`` what is wrong with it, ``data`` is empty and
+    ``format`` is ``"check"``.  ``strict`` makes option contradictions a :class:`~devbin.errors.UsageError`.
+    """
+    policy = parse_ptx_policy(ptx)
+    if not inputs:
+        raise UsageError("nothing to pack: give at least one --image")
+    staged: list[tuple[_Expanded, str, ImageFacts, tuple[tuple[str, str], ...]]] = []
+    for raw in inputs:
+        inp = raw if isinstance(raw, PackInput) else PackInput(Path(raw).read_bytes(), os.fspath(raw))
+        user = dict(inp.keys)
+        expanded = _expand(inp)
+        # A container is one translation unit's output; loose images share one unless tu= says otherwise.
+        tu = user.get("tu") or (inp.name if expanded[0].from_container else DEFAULT_TU)
+        for item in expanded:
+            facts = _facts(item, user)
+            if facts.kind == "data" and not user.get("TargetID"):
+                raise UsageError(f"{item.label}: not a device image devbin knows (cubin, PTX, AMDGPU code object, "
+                                 "bitcode, LTO-IR); give its TargetID= (and triple=) to pack it anyway")
+            staged.append((item, tu, facts, inp.keys))
+    choice = choose_ptx([s[2] for s in staged], policy, [s[1] for s in staged])
+    warnings = list(choice.warnings)
+    packed: list[PackedImage] = []
+    for item, tu, facts, keys in staged:
+        md = _metadata(facts, item.carried, keys, llvm_keys=llvm_keys)
+        packed.append(PackedImage(item.label, tu, facts, md, item.data, _offload_kind(facts, dict(keys)),
+                                  item.stored))
+    kept = tuple(packed[i] for i in choice.keep)
+    dropped = tuple(packed[i] for i in choice.dropped)
+    for p in kept:
+        if p.facts.kind == "ptx" and p.facts.relocatable:
+            warnings.append(f"{p.label}: relocatable PTX ({p.get('CompileOptions') or '-rdc'}): the driver cannot "
+                            "JIT it alone, so it helps no newer GPU (pack whole-program PTX, or --ptx none)")
+    findings = check_consistency([_settings(p) for p in packed])  # PTX left out still tells how a TU was built
+    if strict and findings:
+        raise UsageError("contradictory options (--strict): " + " | ".join(str(f) for f in findings))
+    return PackResult(b"", "check", kept, dropped, tuple(warnings), tuple(findings))
 
 
 def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = "offload",
@@ -252,33 +347,13 @@ def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = 
                "bundle": ("none", "zstd", "zlib")}[format]
     if compression not in allowed:
         raise UsageError(f"--compress {compression} is not available for {format} (choose {', '.join(allowed)})")
-    policy = parse_ptx_policy(ptx)
-    if not inputs:
-        raise UsageError("nothing to pack: give at least one --image")
-    staged: list[tuple[str, str, bytes, ImageFacts, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]] = []
-    for raw in inputs:
-        inp = raw if isinstance(raw, PackInput) else PackInput(Path(raw).read_bytes(), os.fspath(raw))
-        user = dict(inp.keys)
-        expanded = _expand(inp)
-        # A container is one translation unit's output; loose images share one unless tu= says otherwise.
-        tu = user.get("tu") or (inp.name if expanded[0][2] or len(expanded) > 1 else DEFAULT_TU)
-        for label, data, carried in expanded:
-            facts = image_facts(data, where=label)
-            if facts.kind == "data" and not user.get("TargetID"):
-                raise UsageError(f"{label}: not a device image devbin knows (cubin, PTX, AMDGPU code object, "
-                                 "bitcode); give its TargetID= (and triple=) to pack it anyway")
-            staged.append((label, tu, data, facts, carried, inp.keys))
-    choice = choose_ptx([s[3] for s in staged], policy)
-    warnings = list(choice.warnings)
-    packed: list[PackedImage] = []
-    for label, tu, data, facts, carried, keys in staged:
-        md = _metadata(facts, carried, keys, llvm_keys=format == "offload")
-        packed.append(PackedImage(label, tu, facts, md, data, _offload_kind(facts, dict(keys))))
-    kept = tuple(packed[i] for i in choice.keep)
-    dropped = tuple(packed[i] for i in choice.dropped)
-    findings = check_consistency([_settings(p) for p in packed])  # PTX left out still tells how a TU was built
-    if strict and findings:
-        raise UsageError("contradictory options (--strict): " + " | ".join(str(f) for f in findings))
+    checked = check(inputs, ptx=ptx, strict=strict, llvm_keys=format == "offload")
+    kept, dropped, findings = checked.images, checked.dropped, checked.findings
+    warnings = list(checked.warnings)
+    for p in kept:
+        if p.stored is not None and format != "fatbin":
+            warnings.append(f"{p.label}: LTO-IR stored in NVIDIA's own encoding, which devbin cannot decode; "
+                            "carried as a one-entry fatbin holding the entry as stored")
     if format == "offload":
         data = _write_offload(kept, offload_version)
     elif format == "fatbin":
@@ -292,8 +367,24 @@ def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = 
             raise UsageError(f"a wrapped image holds exactly one image; {len(kept)} to pack "
                              "(use --format offload, fatbin or bundle for several)")
         from devbin.formats.wrapped import write_wrapped
-        data = write_wrapped(kept[0].data, kept[0].metadata)
+        one = kept[0]
+        data = write_wrapped(_stored_fatbin(one) if one.stored is not None else one.data, one.metadata)
     return PackResult(data, format, kept, dropped, tuple(warnings), tuple(findings))
+
+
+def _facts(item: _Expanded, user: dict[str, str]) -> ImageFacts:
+    """The image's own facts; PTX also takes ``relocatable`` from its options (a fatbin entry's
+    ``--compile-only``), LTO-IR its arch from the entry that held it."""
+    if item.stored is not None:
+        facts = ImageFacts("ltoir", "nvidia", triple="nvptx64-nvidia-cuda")
+    else:
+        facts = image_facts(item.data, where=item.label)
+    if facts.kind == "ltoir" and not facts.arch and (item.arch or user.get("TargetID")):
+        facts = replace(facts, arch=item.arch or user.get("TargetID", ""))
+    if facts.kind == "ptx" and facts.relocatable is None:
+        options = user.get("CompileOptions") or dict(item.carried).get("CompileOptions", "")
+        facts = replace(facts, relocatable=settings_from_options(options)["relocatable"])
+    return facts
 
 
 def _settings(p: PackedImage) -> ImageSettings:

@@ -9,13 +9,17 @@ states is unknown and never contradicts anything.
 Checked among the images of one vendor (each finding names the option and the
 images on each side):
 
-* ``relocatable``: ``-rdc``/``-c``/``-fgpu-rdc`` (or an ``ET_REL`` image) vs whole-program;
+* ``relocatable``: ``-rdc``/``-c``/``-fgpu-rdc``/``--compile-only`` (the options of a PTX
+  entry from ``nvcc -dc``/``-rdc``/``-dlto``; or an ``ET_REL`` image) vs whole-program;
 * ``debug``: ``-G``/``-g``/``--device-debug``/``-O0`` vs optimised (``-O1``..``-O3``);
-* ``fast-math``: ``--use_fast_math``/``-ffast-math`` vs ``-fno-fast-math``;
+* ``fast-math``: ``--use_fast_math``/``-ffast-math`` vs ``-fno-fast-math``; in NVVM's
+  spelling (an ``nvcc -dlto`` LTO-IR entry's options) ``-ftz=1 -prec_div=0 -prec_sqrt=0``
+  vs ``-prec_div=1``/``-prec_sqrt=1``;
 * ``ftz``: ``-ftz=true``/``--use_fast_math``/``-f{cuda,gpu}-flush-denormals-to-zero`` vs
   ``-ftz=false``/``-fno-gpu-flush-denormals-to-zero``;
 * ``code-object-version``: AMDGPU code object versions;
-* per translation unit (``tu`` key; by default the input file an image came from):
+* per translation unit (``tu`` key; by default a container input is one unit of
+  its own and loose images share one):
   ``xnack``/``sramecc`` settings for the same processor, the set of target
   architectures, and which PTX archs are shipped (the PTX policy).
 """
@@ -67,6 +71,7 @@ def _tokens(options: str) -> list[str]:
 def settings_from_options(options: str) -> dict[str, bool | None]:
     """``relocatable``, ``debug``, ``fast_math`` and ``ftz`` as the options state them."""
     out: dict[str, bool | None] = {"relocatable": None, "debug": None, "fast_math": None, "ftz": None}
+    precise: dict[str, bool] = {}
     toks = _tokens(options)
     for i, t in enumerate(toks):
         key, _, val = t.partition("=")
@@ -92,7 +97,20 @@ def settings_from_options(options: str) -> dict[str, bool | None]:
             out["ftz"] = True
         elif t in ("-fno-cuda-flush-denormals-to-zero", "-fno-gpu-flush-denormals-to-zero"):
             out["ftz"] = False
+        elif key in _PREC:
+            precise[_PREC[key]] = (val or nxt).lower() in _TRUE
+    # NVVM's own spelling (the options string of an nvcc -dlto LTO-IR entry): --use_fast_math is
+    # -ftz=1 -prec_div=0 -prec_sqrt=0 -fmad=1, the default -ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1.
+    if out["fast_math"] is None and precise:
+        if out["ftz"] and precise.get("div") is False and precise.get("sqrt") is False:
+            out["fast_math"] = True
+        elif precise.get("div") or precise.get("sqrt"):
+            out["fast_math"] = False
     return out
+
+
+_PREC = {"-prec_div": "div", "-prec-div": "div", "--prec-div": "div",
+         "-prec_sqrt": "sqrt", "-prec-sqrt": "sqrt", "--prec-sqrt": "sqrt"}
 
 
 def _split(images: Sequence[ImageSettings], attr: str) -> dict[object, list[str]]:

@@ -10,6 +10,9 @@ Filled from the image's own bytes, never guessed:
 * PTX text: ``.target`` gives the virtual arch (``compute_XX``), the header comment
   the producer (``Cuda compilation tools, release ...``);
 * LLVM bitcode: kind only (target keys must come from the user);
+* NVIDIA LTO-IR (``nvcc -dlto``; magic ``ed 43 4e 7f``): kind and vendor; its
+  bytes are opaque, so the virtual arch comes from the fatbin entry that held
+  it (or the user's ``TargetID=``);
 * a devbin-annotated object: its ``.devbin.meta`` keys fill what the vendor's
   structures leave out (producer, compile options ...).
 
@@ -28,11 +31,12 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.targets.nvidia.archs import parse_arch
 
-__all__ = ["NVIDIA_VENDOR_ID", "AMD_VENDOR_ID", "ImageFacts", "image_facts", "parse_sm"]
+__all__ = ["LTOIR_MAGIC", "NVIDIA_VENDOR_ID", "AMD_VENDOR_ID", "ImageFacts", "image_facts", "parse_sm"]
 
 NVIDIA_VENDOR_ID = "0x10de"  # PCI vendor IDs
 AMD_VENDOR_ID = "0x1002"
 _BITCODE = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
+LTOIR_MAGIC = b"\xedCN\x7f"  # NVIDIA LTO-IR as nvcc -dlto stores it in a fatbin entry
 
 
 def parse_sm(name: str) -> tuple[int, str] | None:
@@ -132,6 +136,8 @@ def image_facts(data: bytes | memoryview, *, where: str = "") -> ImageFacts:
         return ImageFacts("data", extra=_devbin_meta(elf))
     if view.startswith(_BITCODE[0]) or view.startswith(_BITCODE[1]):
         return ImageFacts("bitcode")
+    if view.startswith(LTOIR_MAGIC):
+        return ImageFacts("ltoir", "nvidia", triple="nvptx64-nvidia-cuda")
     head = bytes(view.bytes_at(0, min(len(view), 4096)))
     if b".version" in head or b".target" in head:
         try:

@@ -16,11 +16,18 @@ above it.  So:
   means ``compute_XX``).
 
 PTX compiled in relocatable mode (``-rdc``) has unresolved external calls: the
-driver cannot JIT it alone, so it is no help to a newer GPU either; the policy
-cannot tell it from the text alone, so the docs say to leave it out.
+driver cannot JIT it alone, so it is no help to a newer GPU either.  The text
+does not say so, but a fatbin entry's options do (``nvcc -dc`` and ``-dlto``
+record ``--compile-only``); such PTX has ``ImageFacts.relocatable`` set, is
+passed over by ``highest``/``lowest`` when the unit has whole-program PTX of
+the same kind, and never counts as PTX a newer GPU could JIT (``devbin pack``
+also warns about each relocatable PTX it keeps).
 
-:func:`choose_ptx` also warns when no kept image can run on a GPU newer than
-the highest SASS: no PTX at all, or only arch-specific PTX.
+The policy applies per translation unit (``tu=``): each unit's code is
+different, so a unit keeps its own PTX even when another unit has PTX for a
+higher arch.  :func:`choose_ptx` also warns, per unit with SASS, when no kept
+image of that unit can run on a GPU newer than its highest SASS: no PTX at all,
+or only arch-specific PTX.
 """
 
 from __future__ import annotations
@@ -58,33 +65,65 @@ class PtxChoice:
     warnings: tuple[str, ...]
 
 
-def choose_ptx(facts: Sequence[ImageFacts], policy: str | frozenset[int]) -> PtxChoice:
-    """Apply ``policy`` to the PTX images among ``facts``; non-PTX images are always kept."""
-    ptx = [(i, parse_sm(f.arch)) for i, f in enumerate(facts) if f.kind == "ptx"]
-    known = [(i, sm) for i, sm in ptx if sm is not None]
-    keep_ptx: set[int]
-    if policy == "all":
-        keep_ptx = {i for i, _ in ptx}
-    elif policy == "none":
-        keep_ptx = set()
-    elif policy in ("highest", "lowest"):
-        portable = [(i, sm) for i, sm in known if not sm[1]] or known
-        pick = (max if policy == "highest" else min)(portable, key=lambda p: p[1][0], default=None)
-        keep_ptx = {pick[0]} if pick else set()
-    else:
-        assert isinstance(policy, frozenset)
-        keep_ptx = {i for i, sm in known if sm[0] in policy and not sm[1]}
-        missing = sorted(policy - {sm[0] for i, sm in known if i in keep_ptx})
+def choose_ptx(facts: Sequence[ImageFacts], policy: str | frozenset[int],
+               groups: Sequence[str] | None = None) -> PtxChoice:
+    """Apply ``policy`` to the PTX images among ``facts``, separately in each translation unit.
+
+    ``groups`` names the translation unit of each image (parallel to ``facts``;
+    None: all one unit).  Each unit keeps its own PTX by the policy: a unit's
+    only PTX is never dropped because another unit has a higher one, since the
+    two hold different code.  Non-PTX images are always kept.  The warning about
+    GPUs newer than the highest SASS is given per unit that has SASS.  A list
+    policy (``sm_80,sm_90``) is an error only when no unit has PTX for a listed
+    arch; a unit that lacks one gets a warning.
+    """
+    tus = list(groups) if groups is not None else [""] * len(facts)
+    if len(tus) != len(facts):
+        raise UsageError("choose_ptx: one translation unit per image expected")
+    order = list(dict.fromkeys(tus))
+    keep_ptx: set[int] = set()
+    warnings: list[str] = []
+    listed_found: set[int] = set()
+    for tu in order:
+        members = [i for i, t in enumerate(tus) if t == tu]
+        ptx = [(i, parse_sm(facts[i].arch)) for i in members if facts[i].kind == "ptx"]
+        known = [(i, sm) for i, sm in ptx if sm is not None]
+        chosen: set[int]
+        if policy == "all":
+            chosen = {i for i, _ in ptx}
+        elif policy == "none":
+            chosen = set()
+        elif policy in ("highest", "lowest"):
+            generic = [(i, sm) for i, sm in known if not sm[1]]
+            portable = [(i, sm) for i, sm in generic if not facts[i].relocatable] or generic or known
+            pick = (max if policy == "highest" else min)(portable, key=lambda p: p[1][0], default=None)
+            chosen = {pick[0]} if pick else set()
+        else:
+            assert isinstance(policy, frozenset)
+            chosen = {i for i, sm in known if sm[0] in policy and not sm[1]}
+            have = {sm[0] for i, sm in known if i in chosen}
+            listed_found |= have
+            lacking = sorted(policy - have)
+            if lacking and len(order) > 1:
+                warnings.append(f"{_unit(tu)}has no PTX for " + ", ".join(f"compute_{m}" for m in lacking))
+        keep_ptx |= chosen
+        sass = [sm for i in members if facts[i].kind == "cubin" and (sm := parse_sm(facts[i].arch)) is not None]
+        kept_portable = [sm for i, sm in known if i in chosen and not sm[1] and not facts[i].relocatable]
+        if sass and not kept_portable:
+            top = max(s[0] for s in sass)
+            warnings.append(f"{_unit(tu) if len(order) > 1 else ''}no PTX that a GPU newer than the highest SASS "
+                            f"(sm_{top}) could JIT: "
+                            + ("this translation unit's code" if len(order) > 1 else "the package")
+                            + " runs only on the GPUs its SASS covers")
+    if isinstance(policy, frozenset):
+        missing = sorted(policy - listed_found)
         if missing:
             raise UsageError("--ptx names " + ", ".join(f"compute_{m}" for m in missing)
                              + " but no PTX image for it was given")
     keep = tuple(i for i, f in enumerate(facts) if f.kind != "ptx" or i in keep_ptx)
-    dropped = tuple(i for i, _ in ptx if i not in keep_ptx)
-    warnings: list[str] = []
-    sass = [sm for f in facts if f.kind == "cubin" and (sm := parse_sm(f.arch)) is not None]
-    kept_portable = [sm for i, sm in known if i in keep_ptx and not sm[1]]
-    if sass and not kept_portable:
-        top = max(s[0] for s in sass)
-        warnings.append(f"no PTX that a GPU newer than the highest SASS (sm_{top}) could JIT: the package runs "
-                        f"only on the GPUs its SASS covers")
+    dropped = tuple(i for i, f in enumerate(facts) if f.kind == "ptx" and i not in keep_ptx)
     return PtxChoice(keep, dropped, tuple(warnings))
+
+
+def _unit(tu: str) -> str:
+    return f"translation unit {tu}: "

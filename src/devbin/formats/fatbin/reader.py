@@ -41,6 +41,15 @@ byte for byte (checked in ``tests/test_fatbin.py``):
 * PTX: the text up to its first NUL (the payload is NUL-terminated and
   zero-padded; ``uncompressed_size`` counts the NUL).
 * anything else (LTO-IR, unknown kinds): the payload, decompressed when flagged.
+
+LTO-IR from ``nvcc -dlto -dc`` (CUDA 13) starts with the magic ``ed 43 4e 7f``
+when stored plain (``-Xfatbin -compress=false``).  When ``fatbinary``
+compresses it (the default), the entry carries the LTO flag and the zstd (or,
+with ``-compress-mode=speed``, lz4) flag, but the payload is neither a zstd
+frame nor an lz4 block: a high-entropy encoding of NVIDIA's own whose first
+bytes differ from file to file.  Only NVIDIA's tools decode it; asking for
+such an entry's image raises :class:`FormatError` saying so, and
+:attr:`FatbinEntry.raw_payload` gives the stored bytes to copy the entry as is.
 """
 
 from __future__ import annotations
@@ -139,8 +148,17 @@ class FatbinEntry:
         Unlike :meth:`data` it is not trimmed to cuobjdump's extent: for parsing, not for writing out.
         """
         if self.is_compressed:
-            return _decompress(self.compression, self.raw_payload, self.uncompressed_size, max_size=max_size,
-                               where=self.where, offset=self.payload_offset)
+            try:
+                return _decompress(self.compression, self.raw_payload, self.uncompressed_size, max_size=max_size,
+                                   where=self.where, offset=self.payload_offset)
+            except FormatError as e:
+                if self.kind != C.KIND_LTOIR:
+                    raise
+                raise FormatError(
+                    f"LTO-IR stored in NVIDIA's own encoding: the flags say {self.compression} but the payload is "
+                    f"no {self.compression} data ({e.message}); nvcc -dlto writes it so when fatbinary compresses. "
+                    "devbin can copy the entry as stored but not decode it (build with -Xfatbin -compress=false "
+                    "for plain LTO-IR)", fmt=_FMT, where=self.where, offset=self.payload_offset) from None
         return self.raw_payload
 
     def data(self, max_size: int = C.DEFAULT_MAX) -> bytes:

@@ -61,7 +61,10 @@ class FatbinImage:
     ``compression``); ``major``/``minor`` replace the computed versions.
     ``squeeze=False`` stores PTX as given instead of the way ``fatbinary``
     squeezes it.  ``compat`` overrides the sm_100+ ``.nv.compat`` blob of an
-    ELF image (``b""`` for none).
+    ELF image (``b""`` for none).  ``stored_size`` says ``data`` is already
+    compressed with ``compression`` (to be stored as is) and is the size it
+    decompresses to: for entries copied from another fatbin, such as LTO-IR in
+    NVIDIA's own encoding, which devbin cannot decode.
     """
 
     kind: int
@@ -77,6 +80,7 @@ class FatbinImage:
     minor: int | None = None
     squeeze: bool = True
     compat: bytes | None = None
+    stored_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,10 @@ def _plan_entry(img: FatbinImage, at: int) -> PlannedEntry:
     # Payload.
     if img.compression == "none":
         stored, csize, usize = data, 0, 0
+    elif img.stored_size is not None:
+        if img.kind == C.KIND_PTX or not 0 <= img.stored_size <= _U32 or len(data) > _U32:
+            raise UsageError("fatbin: a pre-compressed image must be ELF or LTO-IR, with sizes below 4 GiB")
+        stored, csize, usize = data, len(data), img.stored_size
     else:
         stored = _compress_payload(img.compression, data)
         csize, usize = len(stored), len(data)
