@@ -147,16 +147,18 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         images = [f for f in discover([args.path], progress=progress, report=report)
                   if f.kind in ("elf", "ptx", "amdgpu") or f.container_format]
     written: list[dict[str, Any]] = []
+    taken: set[str] = set()
     for f, name in zip(images, names(images), strict=True):
         if (args.kind and f.kind != args.kind) or not _arch_matches(f.arch, args.arch):
             continue
-        if any(Path(w["file"]).name == name for w in written):
+        if name in taken:
             raise UsageError(f"two images would both be written as {name!r} (from {f.path}); "
                              "extract the files one at a time or narrow with --arch/--kind")
         data = f.extract_view(max_size=args.max_size)
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / safe_name(name)
         target.write_bytes(data)
+        taken.add(name)
         written.append({"file": str(target), "kind": f.kind, "arch": f.arch, "size": len(data), "from": f.path})
     if args.json:
         out.write(json.dumps({"written": written, "warnings": report.warnings}, indent=2) + "\n")

@@ -8,52 +8,54 @@ Errors print one line, ``devbin: error: <where>: <message>``, and exit 1;
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import TextIO
 
 from devbin import __version__
-from devbin.cli import (
-    annotate_cmd,
-    ar_cmd,
-    callgraph_cmd,
-    cc_cmd,
-    extract_cmd,
-    inspect_cmd,
-    list_cmd,
-    pack_cmd,
-    prune_cmd,
-    resources_cmd,
-    select_cmd,
-    tour_cmd,
-)
 from devbin.errors import DeviceBinaryError
 
+#: Subcommand -> module under devbin.cli.  Only the module of the command being run is imported
+#: (all of them for `devbin --help` or a misspelt command): a short command pays for nothing else.
 COMMANDS = {
-    "inspect": inspect_cmd,
-    "list": list_cmd,
-    "extract": extract_cmd,
-    "resources": resources_cmd,
-    "callgraph": callgraph_cmd,
-    "annotate": annotate_cmd,
-    "tour": tour_cmd,
-    "cc": cc_cmd,
-    "pack": pack_cmd,
-    "prune": prune_cmd,
-    "ar": ar_cmd,
-    "select": select_cmd,
+    "inspect": "inspect_cmd",
+    "list": "list_cmd",
+    "extract": "extract_cmd",
+    "resources": "resources_cmd",
+    "callgraph": "callgraph_cmd",
+    "annotate": "annotate_cmd",
+    "tour": "tour_cmd",
+    "cc": "cc_cmd",
+    "pack": "pack_cmd",
+    "prune": "prune_cmd",
+    "ar": "ar_cmd",
+    "select": "select_cmd",
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(name: str) -> ModuleType:
+    return importlib.import_module(f"devbin.cli.{COMMANDS[name]}")
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The subcommand in ``argv`` (the first word that is not an option) when it is a known one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser for every subcommand, or for ``only`` (the others are then left out)."""
     parser = argparse.ArgumentParser(prog="devbin", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"devbin {__version__}")
     parser.add_argument("--traceback", action="store_true", help="show the Python stack on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name, mod in COMMANDS.items():
+    for name in COMMANDS if only is None else (only,):
+        mod = command_module(name)
         p = sub.add_parser(name, help=mod.HELP, description=mod.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -64,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command_named(words)).parse_args(words)
     try:
         code: int = args.func(args, out)
         out.flush()
