@@ -118,6 +118,13 @@ def test_wrapped_image_everywhere(images: dict[str, Path], tmp_path: Path, capsy
     assert [p.read_bytes() for p in extracted] == [images["sm_90"].read_bytes()]
     with pytest.raises(UsageError):
         pack([images["sm_80"], images["sm_90"]], format="wrapped")
+    # annotate wraps its output again, with the input's metadata; the bare cubin gets the same sections.
+    assert main(["annotate", str(out), "-o", str(tmp_path / "a.wrapped")]) == 0
+    assert main(["annotate", str(images["sm_90"]), "-o", str(tmp_path / "a.cubin")]) == 0
+    capsys.readouterr()
+    aw = parse_wrapped((tmp_path / "a.wrapped").read_bytes())
+    assert aw.metadata == w.metadata and bytes(aw.image) == (tmp_path / "a.cubin").read_bytes()
+    assert bytes(aw.image) != bytes(w.image)
 
 
 @given(st.binary(max_size=300), st.lists(st.tuples(st.text(min_size=1, max_size=20), st.text(max_size=40)),

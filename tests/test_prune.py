@@ -259,6 +259,65 @@ def test_linked_files_pruned_in_place(nv_build: Path, name: str) -> None:
         assert _run(out).stdout == "hello\n"
 
 
+USE_LIB = r"""
+#include <cstdio>
+void launch(float *p);
+int main(int argc, char **) {
+    printf("hello\n");
+    if (argc < 2) return 0;  // launch only when asked (tests/test_gpu.py): runs on a machine without a GPU
+    float *d; cudaMalloc(&d, 32 * sizeof(float)); launch(d); return cudaDeviceSynchronize();
+}
+"""
+
+
+def build_pruned_library_users(nv_build: Path) -> dict[str, Path]:
+    """Programs linked against the pruned sm_90-only .so and .a; shared with tests/test_gpu.py."""
+    nvcc = require_tool("nvcc")
+    (nv_build / "use.cu").write_text(USE_LIB)
+    prune_file(nv_build / "lib.so", nv_build / "libp90.so", keep="sm_90")
+    prune_file(nv_build / "libk.a", nv_build / "libk90.a", keep="sm_90")
+    sm90 = ["-gencode", "arch=compute_90,code=sm_90"]
+    # The shared library: an ordinary host link; the loader finds libp90.so through the run path.
+    _run(nvcc, *sm90, "use.cu", "-o", "use_so.exe", "-L.", "-lp90", "-Xlinker", "-rpath,$ORIGIN", cwd=nv_build)
+    # The static library: -rdc, so nvlink device-links the archive's pruned relocatable cubin.
+    _run(nvcc, *sm90, "-rdc=true", "use.cu", "-o", "use_a.exe", "-L.", "-lk90", cwd=nv_build)
+    return {"so": nv_build / "use_so.exe", "a": nv_build / "use_a.exe"}
+
+
+def test_pruned_libraries_link_and_run(nv_build: Path) -> None:
+    exes = build_pruned_library_users(nv_build)
+    assert {a for _, a in _archs((nv_build / "libp90.so").read_bytes())} == {"sm_90", "compute_90"}
+    for exe in exes.values():
+        assert _run(exe).stdout == "hello\n"  # starts, runs its host code, exits 0 without a GPU
+    # The static link took its device code from the pruned archive: sm_90 only.
+    linked = {(f.kind, f.arch) for f in discover_bytes(exes["a"].read_bytes(), "x")}
+    assert ("elf", "sm_90") in linked and not any(a == "sm_80" for _, a in linked)
+    needed = _run(require_tool("readelf"), "-dW", exes["so"]).stdout
+    assert "libp90.so" in needed
+
+
+def test_wrapped_image_prune(tmp_path: Path) -> None:
+    from devbin.formats.wrapped import parse_wrapped, write_wrapped
+    # One image behind the header: nothing to prune, and the message says so.
+    cubin = next(f for f in discover_bytes(_fatbin(), "x") if f.kind == "elf").image()
+    with pytest.raises(UsageError, match="holds one device image"):
+        prune(write_wrapped(cubin, [("TargetID", "sm_80")]), keep="sm_80")
+    # A container behind the header is pruned and wrapped again with the same metadata.
+    w = write_wrapped(_fatbin(), [("Team", "x")])
+    r = prune(w, drop="sm_80")
+    back = parse_wrapped(r.data)
+    assert back.metadata == (("Team", "x"),)
+    assert _archs(bytes(back.image)) == _archs(prune(_fatbin(), drop="sm_80").data)
+    assert prune(w, keep="sm_80,sm_90").data == w
+    assert main(["prune", str(_write(tmp_path / "k.wrapped", write_wrapped(cubin))), "--keep", "sm_80", "-o",
+                 str(tmp_path / "o")], out=StringIO()) == 1
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
 # --------------------------------------------------------------------------- AMD / LLVM host files
 
 

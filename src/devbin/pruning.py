@@ -79,6 +79,7 @@ from devbin.detect import (
     OFFLOAD_BINARY,
     OFFLOAD_BUNDLE,
     OFFLOAD_BUNDLE_COMPRESSED,
+    WRAPPED,
     detect,
 )
 from devbin.errors import DeviceBinaryError, FormatError, UsageError
@@ -323,7 +324,25 @@ def _prune_any(view: ByteView, ctx: _Ctx, where: str, depth: int) -> bytes:
         return _prune_archive(view, ctx, where, depth)
     if kind == AR_THIN:
         raise UsageError(f"{where}: a thin archive holds no member data; prune the member files instead")
+    if kind == WRAPPED:
+        return _prune_wrapped(view, ctx, where, depth)
     raise UsageError(f"{where}: not a fatbin, OffloadBinary, offload bundle, ELF file or ar archive")
+
+
+def _prune_wrapped(view: ByteView, ctx: _Ctx, where: str, depth: int) -> bytes:
+    """A wrapped image holds one image: nothing to prune, unless that image is itself a container
+    (a fatbin, OffloadBinary or bundle), which is pruned and wrapped again with the same metadata."""
+    from devbin.formats.wrapped import parse_wrapped, write_wrapped
+    w = parse_wrapped(view, where=where)
+    inner = ByteView(w.image, where=f"{where}[wrapped]")
+    if detect(inner) not in (CUDA_FATBIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
+        target = w.get("TargetID") or w.get("arch") or "one architecture"
+        raise UsageError(f"{where}: a wrapped image holds one device image ({target}); there is nothing to prune "
+                         "in it (to keep or drop it, keep or drop the file)")
+    pruned = _prune_any(inner, ctx, f"{where}[wrapped]", depth + 1)
+    if pruned == bytes(w.image):
+        return bytes(view.bytes_at(0, len(view)))
+    return write_wrapped(pruned, w.metadata, flags=w.flags)
 
 
 def _bare(pieces: list[_Piece], view: ByteView, ctx: _Ctx, align: int, where: str) -> bytes:

@@ -7,7 +7,8 @@ as the devbin sections through the ELF editor, which keeps every byte the
 vendor's loader reads in place: the output is checked before it is written.
 `cuobjdump -res-usage` and `nvdisasm` read an annotated cubin as they read the
 input; `ld.lld-19` links an annotated AMDGPU object and `llvm-readelf-19
---notes` reads it exactly as before.
+--notes` reads it exactly as before.  A devbin wrapped image comes back
+wrapped, with the same metadata, around the annotated image.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ HELP = "write the devbin sections into a copy of a cubin or AMDGPU code object"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a cubin or an AMDGPU code object")
+    p.add_argument("file", help="a cubin or an AMDGPU code object (or a devbin wrapped image of one)")
     p.add_argument("-o", "--output", required=True, help="where to write the annotated copy")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
 
@@ -35,13 +36,21 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.importers import import_code_object
     if Path(args.output).resolve() == Path(args.file).resolve():
         raise UsageError("refusing to overwrite the input; give another --output")
-    with open_file(args.file) as elf:
+    from devbin.api import wrapped_metadata
+    from devbin.formats.wrapped import parse_wrapped, write_wrapped
+    raw = Path(args.file).read_bytes()
+    wrapped = wrapped_metadata(raw) is not None
+    with open_file(args.file) as elf:  # a wrapped image opens as the ELF inside it
         obj = import_code_object(elf)
         data = annotate(elf, obj)
         diffs = loader_differences(elf, ElfFile(data, where=args.output))
         size_in = elf.size
     if diffs:
         raise UsageError(f"internal error: the annotated file would differ where the driver reads: {diffs}")
+    if wrapped:  # wrap the annotated image again, with the input's metadata and flags
+        w = parse_wrapped(raw, where=args.file)
+        data = write_wrapped(data, w.metadata, flags=w.flags)
+        size_in = len(raw)
     Path(args.output).write_bytes(data)
     result = {"input": args.file, "output": args.output, "size_before": size_in, "size_after": len(data),
               "functions": len(obj.functions), "kernels": len(obj.kernels)}
