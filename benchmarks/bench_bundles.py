@@ -1,13 +1,13 @@
 """Listing and unbundling a bundle of many code objects: devbin against clang-offload-bundler-19.
 
-    python3 benchmarks/bench_bundles.py [--repeat 5]
+    python3 benchmarks/bench_bundles.py [--repeat 11] [--profile] [--no-bytecode]
 
 Compiles tests/fixtures/sample.cl with clang-19 for every processor in PROCESSORS, bundles the
 objects with clang-offload-bundler-19 (binary, HIP layout: 4 KiB alignment, empty host entry),
 and times (median wall time of fresh processes) `clang-offload-bundler-19 --list` against
 `devbin list`, and unbundling every target (one bundler run naming all targets, one
 `-output=` each) against one `devbin extract`.  The extracted files are compared byte for
-byte.  `--profile` also prints where one in-process `devbin extract` spends its time.
+byte.  `--profile` also prints where one `devbin extract` (a fresh process) spends its time.
 """
 
 from __future__ import annotations
