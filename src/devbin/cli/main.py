@@ -32,6 +32,7 @@ COMMANDS = {
     "pack": "pack_cmd",
     "prune": "prune_cmd",
     "ar": "ar_cmd",
+    "link": "link_cmd",
     "select": "select_cmd",
 }
 

@@ -1,0 +1,97 @@
+"""Link relocatable device code for one target: resolution, dead-code elimination, resources.
+
+  devbin link a.cubin b.cubin libdev.a --target sm_90 [--kernels k1,k2] [--keep SYM]
+  devbin link k.o lib.o --target gfx90a --map link.map --time-trace
+  devbin link user.o libs.a --target gfx90a:xnack+      (a super-archive: its chain for the target)
+
+Inputs, in command-line order: device relocatable objects (nvcc -rdc cubins, ptxas -c,
+clang -c AMDGPU objects; devbin-annotated or not), host objects carrying device code
+(nvcc -rdc -c), ar archives (nvcc -lib, llvm-ar) and super-archives.  Archive members are
+pulled only when they define a needed symbol; every archive acts as one group (a later
+member's reference can pull from an earlier archive).  Strong beats weak and common;
+two strong definitions and undefined references are errors (exit 1) naming every
+definer and every referring function.
+
+Roots: all kernels, or --kernels (like nvlink -kernels-used), plus --keep.  A function
+stays if called from a kept one, or if its address is taken and a reachable indirect
+call site has a matching prototype.  Resources per kernel: registers = max over what it
+reaches; stack = own frame + deepest call path; recursion marks the stack dynamic
+(--stack-budget adds a budget for it).  --map writes which member came from where and
+why; --time-trace prints each pass's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+HELP = "link device objects and archives for one target: resolution, dead-code elimination, resource usage"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="+", metavar="FILE", help="device objects, host objects, archives, super-archives")
+    p.add_argument("--target", metavar="T", help="sm_90, gfx90a, or a super-archive target such as gfx90a:xnack+ "
+                   "(default: the first object's architecture)")
+    p.add_argument("--kernels", metavar="K1,K2", help="the kernels to keep (default: every kernel)")
+    p.add_argument("--keep", action="append", default=[], metavar="SYMBOL",
+                   help="also keep this function or variable (a root; repeatable)")
+    p.add_argument("--stack-budget", type=int, metavar="BYTES",
+                   help="stack bytes to assume for recursion (added to the finite part)")
+    p.add_argument("--map", metavar="FILE", help="write the link map here")
+    p.add_argument("--time-trace", action="store_true", help="print the time of each pass")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _regs(r: dict[str, Any]) -> str:
+    parts = [f"{k} {v}" for k, v in r.items() if v is not None]
+    return ", ".join(parts) or "?"
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.cli.render import dump_json
+    from devbin.link.core import link
+
+    kernels = [k for k in args.kernels.split(",") if k] if args.kernels else None
+    result = link([Path(p) for p in args.inputs], target=args.target, kernels=kernels, keep=args.keep,
+                  stack_budget=args.stack_budget)
+    if args.map:
+        Path(args.map).write_text(result.link_map())
+    facts = result.to_dict()
+    if args.json:
+        dump_json(facts, out)
+        return 1 if facts["errors"] else 0
+    w = out.write
+    res = result.resolution
+    named = sum(1 for u in res.units if u.archive is None)
+    w(f"link for {facts['arch']}: {len(res.units)} units ({named} named, {len(res.pulls)} pulled from archives)\n")
+    for n in facts["notes"]:
+        w(f"note: {n}\n")
+    for e in facts["errors"]:
+        w(f"error: {e}\n")
+    for warn in facts["warnings"]:
+        w(f"warning: {warn}\n")
+    w(f"roots: {', '.join(facts['roots']) or 'none'}\n")
+    removed = facts["removed"]
+    w(f"dead code: {len(removed)} removed, {facts['removed_bytes']} bytes\n")
+    for r in removed:
+        w(f"  - {r['kind']:8} {r['name']}  [{r['unit']}]  {r['bytes']} bytes\n")
+    w("resources (own -> through the call graph):\n")
+    for u in facts["resources"]:
+        stack = f"{u['stack']}" + (" + dynamic" if u["dynamic"] else "")
+        if u["stack_budget_used"] is not None:
+            stack += f" (incl. budget {u['stack_budget_used']})"
+        w(f"  {u['kernel']}: registers {_regs(u['own_registers'])} -> {_regs(u['registers'])}; "
+          f"stack {u['own_stack'] if u['own_stack'] is not None else '?'} -> {stack}; "
+          f"reaches {len(u['reaches'])} functions\n")
+        for reason in u["reasons"]:
+            w(f"      dynamic: {reason}\n")
+        if u["unknown"]:
+            w(f"      no resource facts for: {', '.join(u['unknown'])} (compile with devbin cc, or clang 20+)\n")
+    if args.time_trace:
+        w("passes:\n")
+        for p in facts["passes"]:
+            w(f"  {p['name']:10} {p['seconds'] * 1000:9.3f} ms\n")
+    if args.map:
+        w(f"map: {args.map}\n")
+    return 1 if facts["errors"] else 0

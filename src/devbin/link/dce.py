@@ -1,0 +1,111 @@
+"""Dead-code elimination by the call graph (issue 7, part 3).
+
+Roots: every kernel, or the kernels named (``--kernels k1,k2``, like ``nvlink
+-kernels-used``), plus symbols to keep (``--keep``).  From them:
+
+* a function stays if a kept function calls it directly;
+* an **address-taken** function stays only if some *reachable* indirect call site has a
+  prototype that matches its own (:meth:`Prototype.matches`: equal, or either unknown),
+  the rule nvlink applies: a table of function pointers does not keep a function that no
+  live call site could call through it;
+* a data object stays if a kept function or kept data object refers to it.
+
+An indirect call site whose prototype matches no address-taken function at all is a
+warning naming the call site (a call that can reach nothing).  The result lists what
+was removed and the bytes saved per function (``st_size``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from devbin.errors import UsageError
+from devbin.link.graph import Node, ProgramGraph
+from devbin.model import Prototype
+
+__all__ = ["DeadCode", "eliminate", "prototype_text"]
+
+
+def _type_text(t: dict[str, object]) -> str:
+    kind, size = str(t["kind"]), int(str(t["size"]))
+    return {"int": f"i{size * 8}", "float": f"f{size * 8}", "bits": f"b{size * 8}", "pointer": "ptr"}.get(kind, kind)
+
+
+def prototype_text(p: Prototype) -> str:
+    """``b32(b32, b32)``-style text of a prototype (``?`` when the producer recorded none)."""
+    if p.is_unknown:
+        return "?"
+    d = p.to_dict()
+    params = d["params"]
+    assert isinstance(params, list)
+    return f"{_type_text(d['ret'])}({', '.join(_type_text(x) for x in params)})"
+
+
+@dataclass
+class DeadCode:
+    """What the pass decided: kept and removed node keys (sorted), why each was kept, warnings."""
+
+    roots: list[str]
+    kept: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)  # kept key -> "root" | "called by f" | ...
+    warnings: list[str] = field(default_factory=list)
+    removed_bytes: int = 0
+
+    def removed_nodes(self, graph: ProgramGraph) -> list[Node]:
+        return [graph.nodes[k] for k in self.removed]
+
+
+def eliminate(graph: ProgramGraph, *, kernels: Iterable[str] | None = None, keep: Iterable[str] = ()) -> DeadCode:
+    """Mark what ``graph``'s roots reach (see the module docstring)."""
+    names = {n.name: k for k, n in graph.nodes.items()}
+    if kernels is None:
+        roots = sorted(n.key for n in graph.kernels())
+    else:
+        roots = []
+        for k in kernels:
+            key = k if k in graph.nodes else names.get(k)
+            if key is None or not graph.nodes[key].is_kernel:
+                known = ", ".join(sorted(n.name for n in graph.kernels())) or "none"
+                raise UsageError(f"--kernels: {k!r} is not a kernel of this link (kernels: {known})", fmt="link")
+            roots.append(key)
+    for s in keep:
+        key = s if s in graph.nodes else names.get(s)
+        if key is None:
+            raise UsageError(f"--keep: no function or variable {s!r} in this link", fmt="link")
+        roots.append(key)
+    result = DeadCode(roots=list(dict.fromkeys(roots)))
+    why = result.why
+    work: list[str] = []
+
+    def mark(key: str, reason: str) -> None:
+        if key not in why:
+            why[key] = reason
+            work.append(key)
+
+    for r in result.roots:
+        mark(r, "root")
+    site_hits: dict[tuple[str, int], int] = {}
+    while work:
+        key = work.pop()
+        node = graph.nodes[key]
+        for callee in node.calls:
+            mark(callee, f"called by {node.name}")
+        for d in node.data:
+            mark(d, f"referred to by {node.name}")
+        for i, proto in enumerate(node.sites):
+            for fn, protos in graph.taken.items():
+                if any(proto.matches(p) for p in protos):
+                    site_hits[(key, i)] = site_hits.get((key, i), 0) + 1
+                    mark(fn, f"address taken, matches an indirect call in {node.name}")
+            site_hits.setdefault((key, i), 0)
+    for (key, i), hits in sorted(site_hits.items()):
+        if hits == 0:
+            proto = graph.nodes[key].sites[i]
+            result.warnings.append(f"indirect call site {i} in {graph.nodes[key].name} ({prototype_text(proto)}) "
+                                   "matches no address-taken function")
+    result.kept = sorted(why)
+    result.removed = sorted(k for k in graph.nodes if k not in why)
+    result.removed_bytes = sum(graph.nodes[k].size for k in result.removed)
+    return result

@@ -1,0 +1,117 @@
+"""The program's call graph across units, after symbol resolution.
+
+Nodes are functions and data objects, keyed by name for global symbols (after resolution
+one definition per name) and ``unit::name`` for local ones (two units may each have a
+static ``f``).  A global defined in a unit that lost resolution (a weak definition beaten
+by a strong one, the second of a duplicate) is not a node: its code is not used.
+
+Edges, from each unit's model (:class:`devbin.model.CallGraph`) and its relocations:
+
+* ``calls``: direct calls (the model's ``direct`` pairs, callees resolved across units);
+* ``data``: a function or data object refers to a data object (a relocation naming it);
+  an AMDGPU kernel "refers to" its descriptor ``<kernel>.kd``, so the two stay together;
+* ``sites``: the prototypes of a function's indirect call sites;
+* ``taken``: address-taken functions and their prototypes (the model's
+  ``address_taken``, plus any function a data object refers to, with an unknown prototype
+  when the model gives none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from devbin.link.resolution import Resolution
+from devbin.link.units import Unit
+from devbin.model import Function, Prototype
+from devbin.model.prototype import UNKNOWN_PROTOTYPE
+
+__all__ = ["Node", "ProgramGraph", "build_graph"]
+
+
+@dataclass
+class Node:
+    """A function or data object of the program: its key, display name, unit and model facts."""
+
+    key: str
+    name: str
+    unit: Unit
+    is_function: bool
+    size: int
+    function: Function | None = None
+    calls: list[str] = field(default_factory=list)
+    data: list[str] = field(default_factory=list)
+    sites: list[Prototype] = field(default_factory=list)
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.function is not None and self.function.is_kernel
+
+
+@dataclass
+class ProgramGraph:
+    nodes: dict[str, Node] = field(default_factory=dict)
+    taken: dict[str, list[Prototype]] = field(default_factory=dict)  # address-taken function -> prototypes
+    unresolved_calls: list[tuple[str, str]] = field(default_factory=list)  # (caller key, callee name)
+
+    def kernels(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.is_kernel]
+
+
+def build_graph(res: Resolution) -> ProgramGraph:
+    """The call graph of the units ``res`` loaded (see the module docstring)."""
+    g = ProgramGraph()
+    owners: dict[str, str] = {name: d.unit for name, d in res.definitions.items()}
+
+    def key(u: Unit, name: str) -> str | None:
+        if name in u.local_functions or (name in u.data_objects and name not in owners):
+            return f"{u.name}::{name}"
+        return name if name in owners else None
+
+    for u in res.units:
+        model = u.model
+        funcs = {f.name: f for f in model.functions}
+        for name in sorted(set(u.sizes)):
+            k = key(u, name)
+            if k is None or (k == name and owners.get(name) != u.name):
+                continue
+            is_fn = name in funcs or (name not in u.data_objects)
+            g.nodes[k] = Node(k, name, u, is_fn and name not in u.data_objects, u.sizes[name], funcs.get(name))
+    for k, node in g.nodes.items():
+        # AMDGPU: a kernel's descriptor <kernel>.kd is what the loader looks up; it lives and dies with the kernel
+        if not node.is_function and node.name.endswith(".kd") and node.unit.machine == "amdgpu":
+            owner = key(node.unit, node.name[:-3])
+            if owner is not None and owner in g.nodes:
+                g.nodes[owner].data.append(k)
+    for u in res.units:
+        model = u.model
+        for caller, callee in model.callgraph.direct:
+            ck, tk = key(u, caller), key(u, callee)
+            if ck is None or ck not in g.nodes or g.nodes[ck].unit is not u:
+                continue
+            if tk is None or tk not in g.nodes:
+                g.unresolved_calls.append((ck, callee))
+                continue
+            if tk != ck and tk not in g.nodes[ck].calls:
+                g.nodes[ck].calls.append(tk)
+        for caller, proto in model.callgraph.indirect_sites:
+            ck = key(u, caller)
+            if ck is not None and ck in g.nodes and g.nodes[ck].unit is u:
+                g.nodes[ck].sites.append(proto)
+        for fn, proto in model.callgraph.address_taken:
+            fk = key(u, fn)
+            if fk is not None and fk in g.nodes:
+                g.taken.setdefault(fk, []).append(proto)
+    for u in res.units:
+        for holder, target in u.references:
+            hk, tk = key(u, holder), key(u, target)
+            if hk is None or tk is None or hk == tk or hk not in g.nodes or tk not in g.nodes:
+                continue
+            if g.nodes[hk].unit is not u:
+                continue
+            src, dst = g.nodes[hk], g.nodes[tk]
+            if not dst.is_function:
+                if tk not in src.data:
+                    src.data.append(tk)
+            elif not src.is_function and tk not in g.taken:
+                g.taken[tk] = [UNKNOWN_PROTOTYPE]
+    return g

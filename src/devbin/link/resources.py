@@ -1,0 +1,205 @@
+"""Resource usage propagated through the call graph (issue 7, part 4).
+
+For each kernel, over everything it can reach (direct calls, and through each reachable
+indirect call site every address-taken function whose prototype matches):
+
+* **registers** (general, scalar, accumulation): the maximum over the kernel and every
+  function reached; a function whose count is unknown is listed (``unknown``), never
+  guessed;
+* **stack**: the kernel's own frame plus the deepest call path's frames.  A function's
+  cumulative stack is ``max(its compiler-reported stack, own frame + max over callees of
+  their cumulative stack)``.  The own frame is ``FRAME_SIZE`` where the producer records
+  it (NVIDIA ``EIATTR_FRAME_SIZE``); otherwise it is inferred as the reported stack minus
+  the deepest reported stack among the callees *in the same object* (compilers report a
+  function's stack including the callees they could see: LLVM's ScratchSize, nvcc's
+  MAX_STACK_SIZE), so callees the compiler saw are not counted twice and callees in other
+  objects -- the case LLVM gets wrong, llvm#139036 -- are added;
+* **flags**: dynamic stack OR-ed over everything reached.  A cycle (recursion) makes the
+  stack unbounded: the kernel is marked dynamic, with the cycle named, and the stack is
+  the finite part (one trip around each cycle) plus ``stack_budget`` when the user gave
+  one (reported as such).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from devbin.link.graph import Node, ProgramGraph
+from devbin.model import StdAttr
+
+__all__ = ["KernelUsage", "propagate"]
+
+_REGS = {"general": StdAttr.REGS_GENERAL, "scalar": StdAttr.REGS_SCALAR, "accum": StdAttr.REGS_ACCUM}
+
+
+@dataclass
+class KernelUsage:
+    """Propagated usage of one kernel: own values, totals, what it reaches, and why it is dynamic."""
+
+    kernel: str
+    own_registers: dict[str, int | None]
+    registers: dict[str, int | None]
+    own_stack: int | None
+    stack: int
+    dynamic: bool
+    reasons: list[str] = field(default_factory=list)
+    reaches: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)  # reached functions with no known resources
+    budget_used: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kernel": self.kernel, "own_registers": self.own_registers, "registers": self.registers,
+                "own_stack": self.own_stack, "stack": self.stack, "dynamic": self.dynamic, "reasons": self.reasons,
+                "stack_budget_used": self.budget_used, "reaches": self.reaches, "unknown": self.unknown}
+
+
+def _uint(node: Node, attr: int) -> int | None:
+    return node.function.uint(attr) if node.function is not None else None
+
+
+def _stack(node: Node) -> int | None:
+    """The compiler-reported stack: ``STACK_SIZE``; for AMDGPU the private segment (``PRIVATE_BYTES``:
+    LLVM's ScratchSize / private_segment_fixed_size, which is the stack there)."""
+    if node.unit.machine == "amdgpu":
+        v = _uint(node, StdAttr.STACK_SIZE)
+        return v if v is not None else _uint(node, StdAttr.PRIVATE_BYTES)
+    return _uint(node, StdAttr.STACK_SIZE)
+
+
+def _callees(graph: ProgramGraph, node: Node) -> list[str]:
+    out = list(node.calls)
+    for proto in node.sites:
+        for fn, protos in graph.taken.items():
+            if fn not in out and any(proto.matches(p) for p in protos):
+                out.append(fn)
+    return [c for c in out if graph.nodes[c].is_function]
+
+
+def _own_frame(graph: ProgramGraph, node: Node) -> int | None:
+    frame = _uint(node, StdAttr.FRAME_SIZE)
+    if frame is not None:
+        return frame
+    stack = _stack(node)
+    if stack is None:
+        return None
+    seen = [_stack(graph.nodes[c]) for c in node.calls if graph.nodes[c].unit is node.unit]
+    deepest = max((s for s in seen if s is not None), default=0)
+    return max(stack - deepest, 0)
+
+
+def _sccs(nodes: list[str], succ: dict[str, list[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components, iteratively; emitted callees-first (reverse topological)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for start in nodes:
+        if start in index:
+            continue
+        work: list[tuple[str, int]] = [(start, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on.add(v)
+            children = succ.get(v, [])
+            if i < len(children):
+                work.append((v, i + 1))
+                w = children[i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                comp: list[str] = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                out.append(comp)
+    return out
+
+
+def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | None = None,
+              with_reach: bool = True) -> list[KernelUsage]:
+    """:class:`KernelUsage` for each of ``kernels`` (node keys), in that order.
+
+    Linear in the size of the graph: one pass over its strongly connected components
+    (callees first) computes every function's cumulative stack, register maxima and
+    dynamic flag; ``with_reach`` adds each kernel's reachable set (output-sized).
+    """
+    funcs = [k for k, n in graph.nodes.items() if n.is_function]
+    callees = {k: _callees(graph, graph.nodes[k]) for k in funcs}
+    comps = _sccs(funcs, callees)
+    comp_of = {f: i for i, comp in enumerate(comps) for f in comp}
+    cum: list[int] = []
+    regs: list[dict[str, int | None]] = []
+    dyn: list[bool] = []
+    why: list[list[str]] = []
+    budget: list[bool] = []
+    for comp in comps:
+        members = set(comp)
+        cyclic = len(comp) > 1 or any(f in callees.get(f, []) for f in comp)
+        below = sorted({comp_of[c] for f in comp for c in callees.get(f, []) if c not in members})
+        deeper = max((cum[j] for j in below), default=0)
+        stack = 0
+        for f in comp:
+            node = graph.nodes[f]
+            frame = _own_frame(graph, node) or 0
+            stack = max(stack, _stack(node) or 0, frame + deeper)
+        if cyclic:
+            stack += sum(_own_frame(graph, graph.nodes[f]) or 0 for f in comp) - max(
+                (_own_frame(graph, graph.nodes[f]) or 0 for f in comp), default=0)
+        cum.append(stack)
+        r: dict[str, int | None] = {}
+        for name, attr in _REGS.items():
+            vals = [v for f in comp if (v := _uint(graph.nodes[f], attr)) is not None]
+            vals += [v for j in below if (v := regs[j][name]) is not None]
+            r[name] = max(vals) if vals else None
+        regs.append(r)
+        reasons = [f"{graph.nodes[f].name} has a dynamic stack" for f in comp
+                   if _uint(graph.nodes[f], StdAttr.DYNAMIC_STACK)]
+        if cyclic:
+            names = sorted(graph.nodes[f].name for f in comp)
+            reasons.append("recursion: " + (" <-> ".join(names) if len(names) > 1 else f"{names[0]} calls itself"))
+        for j in below:
+            reasons += why[j]
+        why.append(list(dict.fromkeys(reasons)))
+        dyn.append(bool(reasons))
+        budget.append(cyclic or any(budget[j] for j in below))
+    out: list[KernelUsage] = []
+    for k in kernels:
+        root = graph.nodes[k]
+        c = comp_of[k]
+        reach: list[str] = []
+        unknown: list[str] = []
+        if with_reach:
+            seen: set[str] = set()
+            todo = [k]
+            while todo:
+                cur = todo.pop()
+                if cur in seen:
+                    continue
+                seen.add(cur)
+                reach.append(graph.nodes[cur].name)
+                if _uint(graph.nodes[cur], StdAttr.REGS_GENERAL) is None:
+                    unknown.append(graph.nodes[cur].name)
+                todo.extend(reversed(callees.get(cur, [])))
+        total = cum[c]
+        used = None
+        if budget[c] and stack_budget is not None:
+            total += stack_budget
+            used = stack_budget
+        out.append(KernelUsage(root.name, {n: _uint(root, a) for n, a in _REGS.items()}, regs[c],
+                               _stack(root), total, dyn[c], why[c], reach, unknown, used))
+    return out

@@ -1,0 +1,1 @@
+int helper_b(int x) { return x * 3; }

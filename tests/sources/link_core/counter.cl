@@ -1,0 +1,1 @@
+__global int counter = 3;

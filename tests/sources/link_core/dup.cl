@@ -1,0 +1,1 @@
+int used_a(int x) { return x * 7; }

@@ -1,0 +1,1 @@
+int weak_fn(int x) { return x + 20; }

@@ -1,0 +1,1 @@
+int never(int x) { return x - 1; }

@@ -1,0 +1,1 @@
+__attribute__((weak)) int weak_fn(int x) { return x + 10; }

@@ -1,0 +1,169 @@
+"""devbin link: symbol resolution, dead-code elimination, resource propagation, the CLI.
+
+Inputs are built at test time: AMDGPU objects of tests/sources/link_core (clang-19) put in
+archives with llvm-ar-19, and NVIDIA relocatable cubins of tests/sources/kernels.cu and
+extfn.cu (nvcc -rdc).  Oracles: ``ld.lld-19 --why-extract`` for which archive members a
+link pulls (lld treats every archive as one group), and the sources for what is called.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from devbin.cli.main import main as cli_main
+from devbin.errors import UsageError
+from devbin.link.core import link
+
+from tests.conftest import SOURCES, cubins_from_ptx, require_tool
+
+CORE = SOURCES / "link_core"
+OBJECTS = ("main", "a", "b", "unused", "weak", "strong", "dup", "other", "counter")
+
+
+def _run(argv: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{' '.join(map(str, argv))}: {proc.stderr}"
+    return proc
+
+
+def _cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = cli_main(list(argv), out)
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def amd(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    clang = require_tool("clang-19")
+    ar = require_tool("llvm-ar-19")
+    out = tmp_path_factory.mktemp("link_core")
+    for name in OBJECTS:
+        _run([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-mcpu=gfx90a", "-c",
+              "-o", out / f"{name}.o", CORE / f"{name}.cl"], out)
+    _run([ar, "rcs", out / "lib1.a", "a.o", "unused.o"], out)
+    _run([ar, "rcs", out / "lib2.a", "b.o", "strong.o"], out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def nv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if cubins_from_ptx():
+        pytest.skip("no nvcc (cicc) here: these cubins need CUDA C++ compiled")
+    nvcc = require_tool("nvcc")
+    out = tmp_path_factory.mktemp("link_nv")
+    for src in ("kernels", "extfn"):
+        _run([nvcc, "-rdc=true", "-arch=sm_90", "-cubin", "-o", out / f"{src}.cubin", SOURCES / f"{src}.cu"], out)
+    return out
+
+
+def _lld_pulls(amd: Path, args: list[str]) -> set[tuple[str, str]]:
+    proc = _run([require_tool("ld.lld-19"), "-shared", "-o", amd / "why.so", *args, "--why-extract=-"], amd)
+    rows = [line.split("\t") for line in proc.stdout.splitlines()[1:]]
+    return {(ext, sym) for _, ext, sym in rows}
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+def test_archive_members_pulled_like_lld(amd: Path) -> None:
+    """lib2 before lib1: a.o (from lib1) needs helper_b from lib2, already read: group semantics."""
+    args = ["main.o", "weak.o", "lib2.a", "lib1.a", "counter.o", "other.o"]
+    result = link([amd / a for a in args])
+    pulled = {(Path(p.unit.split("(")[0]).name + "(" + p.unit.split("(")[1], p.symbol) for p in result.resolution.pulls}
+    assert pulled == _lld_pulls(amd, args) == {("lib1.a(a.o)", "used_a"), ("lib2.a(b.o)", "helper_b")}
+    assert result.errors == []
+    # the weak definition on the command line satisfies weak_fn: the strong one in lib2 is not pulled
+    assert result.resolution.definitions["weak_fn"].unit.endswith("weak.o")
+    assert next(p.needed_by for p in result.resolution.pulls if p.symbol == "helper_b").endswith("lib1.a(a.o)")
+
+
+def test_strong_beats_weak_whatever_the_order(amd: Path) -> None:
+    for order in (["weak.o", "strong.o"], ["strong.o", "weak.o"]):
+        result = link([amd / "main.o", *(amd / o for o in order), amd / "a.o", amd / "b.o", amd / "counter.o",
+                       amd / "other.o"])
+        assert result.resolution.definitions["weak_fn"].unit.endswith("strong.o")
+        assert result.errors == []
+
+
+def test_duplicate_and_undefined_are_errors_naming_everyone(amd: Path) -> None:
+    result = link([amd / n for n in ("main.o", "a.o", "dup.o", "b.o", "weak.o", "counter.o")])
+    errors = result.errors
+    assert any(e.startswith("duplicate symbol: used_a (defined in") and "a.o" in e and "dup.o" in e for e in errors)
+    assert any(e.startswith("undefined symbol: other (referred to by") and "main.o: k_other" in e for e in errors)
+
+
+def test_keep_resolves_and_roots(amd: Path) -> None:
+    result = link([amd / "main.o", amd / "lib1.a", amd / "lib2.a", amd / "weak.o", amd / "counter.o",
+                   amd / "other.o"], kernels=["k_main"], keep=["never"])
+    assert any(p.unit.endswith("lib1.a(unused.o)") and p.symbol == "never" for p in result.resolution.pulls)
+    assert "never" in [result.graph.nodes[k].name for k in result.dce.kept]
+
+
+# --------------------------------------------------------------------------- dead code
+
+
+def test_kernels_choose_the_roots(amd: Path) -> None:
+    files = [amd / n for n in ("main.o", "weak.o", "lib2.a", "lib1.a", "counter.o", "other.o")]
+    everything = link(files)
+    assert {everything.graph.nodes[k].name for k in everything.dce.roots} == {"k_main", "k_other"}
+    only = link(files, kernels=["k_main"])
+    removed = {r["name"] for r in only.removed()}
+    assert {"k_other", "k_other.kd", "other"} <= removed
+    kept = {only.graph.nodes[k].name for k in only.dce.kept}
+    assert {"k_main", "k_main.kd", "used_a", "helper_b", "weak_fn", "counter"} <= kept
+    assert only.dce.removed_bytes == sum(r["bytes"] for r in only.removed())
+    with pytest.raises(UsageError, match="not a kernel of this link"):
+        link(files, kernels=["used_a"])
+
+
+def test_nvidia_indirect_calls_and_cross_object_calls(nv: Path) -> None:
+    files = [nv / "kernels.cubin", nv / "extfn.cubin"]
+    result = link(files, kernels=["apply_op"])
+    kept = {result.graph.nodes[k].name: result.dce.why[k] for k in result.dce.kept}
+    # apply_op calls through op_table: every address-taken function with its prototype stays
+    assert {"op_add", "op_mul", "op_sub"} <= set(kept)
+    assert kept["op_add"].startswith("address taken, matches an indirect call in apply_op")
+    assert "ext_scale" not in kept and "fact" not in kept
+    cross = link(files, kernels=["scale_ext"])
+    usage = {u.kernel: u for u in cross.usage}["scale_ext"]
+    assert "ext_scale" in usage.reaches
+    node = {n.name: n for n in cross.graph.nodes.values()}
+    regs = [node[f].function.uint(1) for f in ("scale_ext", "ext_scale")]  # type: ignore[union-attr]
+    assert usage.registers["general"] == max(r for r in regs if r is not None)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_report_map_json_and_time_trace(amd: Path, tmp_path: Path) -> None:
+    files = [str(amd / n) for n in ("main.o", "weak.o", "lib2.a", "lib1.a", "counter.o", "other.o")]
+    m = tmp_path / "link.map"
+    code, text = _cli("link", *files, "--kernels", "k_main", "--map", str(m), "--time-trace")
+    assert code == 0, text
+    assert "dead code: " in text and "k_other" in text and "passes:" in text
+    for name in ("load", "resolve", "import", "graph", "dce", "resources"):
+        assert f"  {name} " in text
+    mapped = m.read_text()
+    assert "lib1.a(a.o): pulled for used_a (needed by" in mapped
+    code, js = _cli("link", *files, "--kernels", "k_main", "--json")
+    facts = json.loads(js)
+    assert code == 0 and facts["arch"] == "gfx90a" and facts["errors"] == []
+    assert {r["name"] for r in facts["removed"]} >= {"k_other", "other"}
+    code, js = _cli("link", str(amd / "main.o"), "--json")
+    assert code == 1 and any("undefined symbol: used_a" in e for e in json.loads(js)["errors"])
+
+
+def test_cli_rejects_bad_input(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.o"
+    junk.write_bytes(b"\x7fELF" + bytes(20))
+    code, _ = _cli("link", str(junk))
+    assert code == 1
+    text = tmp_path / "t.txt"
+    text.write_text("hello")
+    code, _ = _cli("link", str(text))
+    assert code == 1
