@@ -40,8 +40,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from devbin.tools import find_tool, install_hint
+
+# CI runs the property tests derandomized: the same examples every run, so a submission's CI
+# result does not depend on luck; locally they draw new examples each run (and find new bugs).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 SOURCES = Path(__file__).parent / "sources"
 PTX_DIR = SOURCES / "ptx"
