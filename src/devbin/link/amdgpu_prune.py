@@ -1,0 +1,164 @@
+"""Remove functions from an AMDGPU relocatable object, so ``ld.lld`` never sees them.
+
+Dead-code elimination decides which functions go; this module takes them out of the ``.o``
+(``ET_REL``) before the vendor linker runs.  An object compiled with ``-ffunction-sections``
+keeps each function in its own ``.text.<f>`` section, so removing ``f`` means:
+
+* dropping its section and the relocation section that applies to it (``.rela.text.<f>``);
+* dropping its symbol and any other symbol defined in that section (its section symbol);
+* renumbering the symbol table (locals first, as before) and every relocation's symbol index;
+* dropping ``.llvm_addrsig`` (a list of symbol indices; without it ``ld.lld`` treats every
+  symbol as address-significant, which only matters for ``--icf``) and, when it refers to a
+  removed function, LLVM 22's ``.llvm.callgraph`` (call-graph metadata, not code);
+* rewriting the devbin sections of an annotated object (they cite symbols by index) for the
+  functions that remain.
+
+A function that shares its section with code that stays (no ``-ffunction-sections``), a
+kernel (its 64-byte descriptor shares ``.rodata`` with the others and the metadata note
+lists it), and a function still referenced by a relocation from kept code are refused with a
+:class:`~devbin.errors.UsageError` that says why.
+
+Section contents are copied unchanged; only the layout of the file is new (the
+:mod:`devbin.formats.elf.writer` plans it: allocated sections first, then the others, the
+relocation sections, ``.symtab``, ``.strtab``, ``.shstrtab``).  Nothing in a relocatable
+object refers to file offsets, so ``ld.lld`` links the result to the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+from devbin.errors import UsageError
+from devbin.formats.elf import constants as C
+from devbin.formats.elf.model import ElfModel, RelocSpec, SectionSpec, SymbolSpec
+from devbin.formats.elf.reader import ElfFile, Section
+from devbin.formats.elf.writer import write
+
+__all__ = ["prune_object"]
+
+_FMT = "amdgpu-prune"
+SHT_LLVM_ADDRSIG = 0x6FFF4C03
+SHT_LLVM_CALL_GRAPH = 0x6FFF4C0F
+
+
+def _removed_sections(elf: ElfFile, remove: Set[str], where: str) -> set[int]:
+    symtab = elf.symtab
+    if symtab is None:
+        raise UsageError(f"{where}: no symbol table", fmt=_FMT)
+    by_name = {s.name: s for s in symtab if s.name and s.defined and s.type == C.STT_FUNC}
+    kds = {s.name[:-3] for s in symtab if s.name.endswith(".kd") and s.defined}
+    out: set[int] = set()
+    for name in sorted(remove):
+        s = by_name.get(name)
+        if s is None:
+            raise UsageError(f"{where}: {name!r} is not a function defined in this object", fmt=_FMT)
+        if name in kds:
+            raise UsageError(f"{where}: {name!r} is a kernel; its descriptor shares .rodata and the metadata note "
+                             "lists it, so removing kernels from an object is not supported", fmt=_FMT)
+        if not 0 < s.st_shndx < C.SHN_LORESERVE:
+            raise UsageError(f"{where}: {name!r} is not in a section", fmt=_FMT)
+        out.add(s.st_shndx)
+    for s in symtab:
+        if s.st_shndx in out and s.name and s.type in (C.STT_FUNC, C.STT_OBJECT) and s.name not in remove:
+            sec = elf.sections[s.st_shndx].name
+            gone = ", ".join(sorted(n for n in remove if by_name[n].st_shndx == s.st_shndx))
+            raise UsageError(f"{where}: cannot remove {gone}: section {sec} also holds {s.name!r}, which stays "
+                             "(compile with -ffunction-sections to give each function its own section)", fmt=_FMT)
+    return out
+
+
+def _rel_target(sec: Section) -> int | None:
+    return sec.sh_info if sec.sh_type in (C.SHT_REL, C.SHT_RELA) else None
+
+
+def prune_object(data: bytes, remove: Set[str], *, where: str = "object") -> bytes:
+    """``data`` (an AMDGPU ``ET_REL`` object) without the functions in ``remove``."""
+    elf = ElfFile(data, where=where)
+    h = elf.header
+    if h.e_machine != C.EM_AMDGPU or h.e_type != C.ET_REL:
+        raise UsageError(f"{where}: prune_object takes an AMDGPU relocatable object (clang -c)", fmt=_FMT)
+    if not remove:
+        return data
+    if any(s.sh_type == C.SHT_GROUP for s in elf.sections):
+        raise UsageError(f"{where}: objects with section groups (COMDAT) are not supported yet", fmt=_FMT)
+    names = [s.name for s in elf.sections[1:]]
+    if len(set(names)) != len(names):
+        raise UsageError(f"{where}: duplicate section names; cannot rewrite by name", fmt=_FMT)
+    gone = _removed_sections(elf, remove, where)
+    symtab = elf.symtab
+    assert symtab is not None
+    dropped_syms = {s.index for s in symtab if s.index and (s.st_shndx in gone or s.name in remove)}
+    from devbin.formats.devsec.elf import devbin_sections
+
+    devsec = {s.index for s in devbin_sections(elf).values()}
+    skip = {symtab.section.index, symtab.section.sh_link, h.e_shstrndx} | gone | devsec
+    for s in elf.sections:
+        if s.sh_type == SHT_LLVM_ADDRSIG:
+            skip.add(s.index)
+    # Relocations from kept sections to removed symbols; .llvm.callgraph just goes.
+    for idx, relocs in elf.relocation_tables.items():
+        rsec = elf.sections[idx]
+        target = _rel_target(rsec)
+        if target in gone or target in skip:
+            skip.add(idx)
+            continue
+        bad = sorted({symtab[r.r_sym].name or elf.sections[symtab[r.r_sym].st_shndx].name
+                      for r in relocs if r.r_sym in dropped_syms})
+        if not bad:
+            continue
+        if target is not None and elf.sections[target].sh_type == SHT_LLVM_CALL_GRAPH:
+            skip |= {idx, target}
+            continue
+        tname = elf.sections[target].name if target is not None else rsec.name
+        raise UsageError(f"{where}: cannot remove {', '.join(bad)}: still referenced from {tname}", fmt=_FMT)
+    model = ElfModel(elfclass=h.ei_class, little=h.little, osabi=h.ei_osabi, abiversion=h.ei_abiversion,
+                     e_type=h.e_type, machine=h.e_machine, flags=h.e_flags, use_rela=True)
+    for s in elf.sections[1:]:
+        if s.index in skip or s.sh_type in (C.SHT_REL, C.SHT_RELA):
+            continue
+        link = ".symtab" if s.sh_link == symtab.section.index else (
+            elf.sections[s.sh_link].name if 0 < s.sh_link < len(elf.sections) else "")
+        info: int | str = s.sh_info
+        if s.sh_flags & C.SHF_INFO_LINK and 0 < s.sh_info < len(elf.sections):
+            info = elf.sections[s.sh_info].name
+        model.sections.append(SectionSpec(
+            s.name, s.sh_type, s.sh_flags, bytes(s.data), s.sh_size if s.sh_type == C.SHT_NOBITS else None,
+            None, s.sh_addralign, s.sh_entsize, link, info))
+    new_index: dict[int, int] = {}
+    for sym in symtab:
+        if sym.index == 0 or sym.index in dropped_syms:
+            continue
+        sec = sym.st_shndx
+        in_sec = 0 < sec < C.SHN_LORESERVE
+        new_index[sym.index] = len(model.symbols) + 1
+        model.symbols.append(SymbolSpec(sym.name, sym.st_value, sym.st_size, sym.bind, sym.type, sym.st_other,
+                                        elf.sections[sec].name if in_sec else None, None if in_sec else sec))
+    for idx, relocs in elf.relocation_tables.items():
+        rsec = elf.sections[idx]
+        if idx in skip or rsec.sh_link != symtab.section.index:
+            continue
+        model.relocations[elf.sections[rsec.sh_info].name] = [
+            RelocSpec(r.r_offset, new_index[r.r_sym] if r.r_sym else 0, r.r_type, r.r_addend or 0) for r in relocs]
+    if devsec:
+        _reannotate(elf, model, remove)
+    return write(model)
+
+
+def _reannotate(old: ElfFile, model: ElfModel, remove: Set[str]) -> None:
+    """Add the devbin sections again, for the functions that remain."""
+    from dataclasses import replace
+
+    from devbin.formats.devsec.elf import read_code_object, with_devbin_sections
+    from devbin.model import CallGraph
+
+    obj = read_code_object(old)
+    if obj is None:
+        return
+    cg = obj.callgraph
+    keep_cg = CallGraph(
+        direct=tuple((a, b) for a, b in cg.direct if a not in remove and b not in remove),
+        indirect_sites=tuple(x for x in cg.indirect_sites if x[0] not in remove),
+        address_taken=tuple(x for x in cg.address_taken if x[0] not in remove),
+        external=cg.external, unknown_blocks=cg.unknown_blocks)
+    kept = replace(obj, functions=tuple(f for f in obj.functions if f.name not in remove), callgraph=keep_cg)
+    with_devbin_sections(model, kept)
