@@ -9,7 +9,7 @@ every target's chain (which parses pulled members as ELF) and the per-target vie
 Each input is read (a) as it is, (b) as a manifest, (c) as the body of a manifest with
 a valid header and checksum, stored as the first member of a well-formed archive, so that
 mutated bytes reach the MessagePack schema checks and the archive-versus-manifest checks,
-and (d) spliced into a member of a *packed* archive (docs/FORMAT.md §16.6) whose manifest
+and (d) spliced into a member of a *packed* archive (docs/FORMAT.md §16.6, layouts 2 and 1) whose manifest
 record is fixed up (size, SHA-256), so that mutated bytes reach the frame-table parser, the
 reference checks, the capped zstd decoder and the delta bases.
 
@@ -37,11 +37,13 @@ _BASE = create([
 ], index=False)
 _BODY = sa_open(_BASE).files[0].data.tobytes()[HEADER_SIZE:]
 _KERNEL = bytes(range(64)) * 6
-_PACKED = create([
+_PACKED_TARGETS = [
     TargetInput(f"t{i}", (InputMember("k.o", _KERNEL[i:] + _KERNEL[:i] + bytes([i]) * 9),
                           InputMember("n.bc", b"neutral" * 20)))
     for i in range(3)
-], storage="packed")
+]
+_PACKED = create(_PACKED_TARGETS, storage="packed")  # layout 2: whole members against sibling members
+_PACKED_SECTIONS = create(_PACKED_TARGETS, storage="packed", layout=1)  # layout 1: per-section frames
 
 
 def _read(data: bytes) -> None:
@@ -88,9 +90,9 @@ def _wrapped(body: bytes) -> bytes:
     return write_archive([ArMember(MANIFEST_NAME, manifest, ()), *members])
 
 
-def _packed_spliced(data: bytes) -> bytes:
+def _packed_spliced(data: bytes, packed: bytes = _PACKED) -> bytes:
     """The packed archive with ``data`` written into one member's stored bytes (record fixed up)."""
-    lib = sa_open(_PACKED, verify="lazy")
+    lib = sa_open(packed, verify="lazy")
     stored = [m.data.tobytes() for m in lib.files[1:]]
     o = 1 + (data[0] if data else 0) % len(stored)
     at = (data[1] if len(data) > 1 else 0) % (len(stored[o - 1]) + 1)
@@ -109,6 +111,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
     _read(_wrapped(data))
     _read(_wrapped(_spliced(data[:16])))
     _read(_packed_spliced(data[:64]))
+    _read(_packed_spliced(data[:64], _PACKED_SECTIONS))
 
 
 def main() -> None:

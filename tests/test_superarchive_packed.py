@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from devbin.formats.elf.model import SectionSpec, SymbolSpec
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.elf.writer import write
 from devbin.superarchive.manifest import HEADER_SIZE, MANIFEST_NAME
-from devbin.superarchive.packed import MAX_DEPTH, PackedReader, chunk_content
+from devbin.superarchive.packed import MAX_CLOSURE, MAX_DEPTH, PackedReader, chunk_content
 
 from tests.conftest import SOURCES, cubins_from_ptx, require_tool
 from tests.elfbuild import small_model
@@ -88,10 +89,42 @@ def _decoded_everything(lib: sa.SuperArchive, targets: list[sa.TargetInput]) -> 
 # --------------------------------------------------------------------------- real cubins
 
 
+def test_packed_cubins_members_against_sibling_members(cubin_libs: dict[str, Path]) -> None:
+    """Layout 2 (the default): one frame per member, bases = ancestors among the same-named members."""
+    targets = _targets(cubin_libs)
+    packed = sa.create(targets, storage="packed")
+    lib = sa.open(packed)
+    assert all(r.storage.kind == "packed" for r in lib.records())
+    _decoded_everything(lib, targets)
+    sections = sa.open(sa.create(targets, storage="packed", layout=1))
+    assert lib.stored_bytes < sections.stored_bytes  # whole-member deltas beat per-section frames
+    family = {tm.ordinal: tm.name for t in lib.manifest.targets for tm in t.members}
+    with_deps = 0
+    for r in lib.records():
+        blob = bytes(lib.stored_data(r.ordinal))
+        assert blob[0] == 2  # layout version
+        deps = r.storage.params["deps"]
+        assert len(deps) <= 3 and all(family[d] == family[r.ordinal] for d in deps)
+        with_deps += bool(deps)
+        # Reading a member on its own decodes only it and its deps (each other member's bytes untouched).
+        fresh = sa.open(packed, verify="lazy")
+        touched: list[int] = []
+        original = fresh._stored_view
+        fresh._stored_view = lambda o, t=touched, f=original: (t.append(o), f(o))[1]  # type: ignore[method-assign]
+        assert hashlib.sha256(fresh.member_data(r.ordinal)).digest() == r.storage.params["content_sha256"]
+        assert set(touched) == {r.ordinal, *deps}
+    assert with_deps >= len(lib.records()) - 4  # at most one root per family and no more than needed
+    # max_depth bounds the chains; max_depth=1 is a star around one member per family.
+    star = sa.open(sa.create(targets, storage="packed", max_depth=1))
+    _decoded_everything(star, targets)
+    assert all(len(r.storage.params["deps"]) <= 1 for r in star.records())
+
+
 def test_packed_cubins_round_trip_and_share_sections(cubin_libs: dict[str, Path]) -> None:
+    """Layout 1: per-section frames, identical sections stored once."""
     targets = _targets(cubin_libs)
     plain = sa.create(targets)
-    packed = sa.create(targets, storage="packed")
+    packed = sa.create(targets, storage="packed", layout=1, max_depth=2)
     assert len(packed) < len(plain) // 3
     lib = sa.open(packed)
     assert lib.index_target is None and lib.index_status() == "absent"
@@ -142,7 +175,31 @@ def test_cli_create_packed_list_and_extract(cubin_libs: dict[str, Path], tmp_pat
     assert _cli(*[x if x != str(out) else str(nodelta) for x in args], "--no-delta", "--level", "3")[0] == 0
     a, b = sa.open(out.read_bytes()), sa.open(nodelta.read_bytes())
     assert all(bytes(a.member_data(r.ordinal)) == bytes(b.member_data(r.ordinal)) for r in a.records())
-    assert all("deps" in r.storage.params for r in b.records())
+    assert all(r.storage.params["deps"] == [] for r in b.records())
+    sections = tmp_path / "sections.sa"
+    assert _cli(*[x if x != str(out) else str(sections) for x in args], "--layout", "sections",
+                "--max-depth", "2")[0] == 0
+    c = sa.open(sections.read_bytes())
+    assert all(bytes(c.stored_data(r.ordinal))[0] == 1 for r in c.records())
+    assert all(bytes(a.member_data(r.ordinal)) == bytes(c.member_data(r.ordinal)) for r in a.records())
+    # list shows stored and decoded sizes of packed members
+    assert all(m["content_size"] == len(a.member_data(m["ordinal"])) > m["size"] for m in facts["members"])
+    text = _cli("ar", "list", str(out))[1]
+    first = a.records()[0]
+    assert re.search(rf" {first.size} +-> +{len(a.member_data(first.ordinal))} +packed ", text), text
+    # add and remove keep packed storage (unless --storage says otherwise)
+    added = tmp_path / "added.sa"
+    assert _cli("ar", "remove", str(out), "sm_90", "-o", str(tmp_path / "removed.sa"))[0] == 0
+    assert _cli("ar", "add", str(tmp_path / "removed.sa"), "--target", f"sm_90={cubin_libs['sm_90']}",
+                "-o", str(added))[0] == 0
+    for f in (tmp_path / "removed.sa", added):
+        lib = sa.open(f.read_bytes())
+        assert {r.storage.kind for r in lib.records()} == {"packed"} and lib.index_target is None
+    assert sa.open(added.read_bytes()).to_targets() == sa.open(out.read_bytes()).to_targets()
+    plain = tmp_path / "plain.sa"
+    assert _cli("ar", "remove", str(out), "sm_90", "-o", str(plain), "--storage", "plain")[0] == 0
+    lib = sa.open(plain.read_bytes())
+    assert {r.storage.kind for r in lib.records()} == {"plain"} and lib.index_target == "sm_80"
 
 
 # --------------------------------------------------------------------------- properties
@@ -177,17 +234,21 @@ def _target_sets(draw: st.DrawFn) -> list[sa.TargetInput]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_target_sets(), st.sampled_from([1, 19]), st.booleans(), st.integers(1, 3))
-def test_plain_and_packed_decode_alike(targets: list[sa.TargetInput], level: int, delta: bool, depth: int) -> None:
+@given(_target_sets(), st.sampled_from([1, 19]), st.booleans(), st.integers(1, 3), st.sampled_from([1, 2]))
+def test_plain_and_packed_decode_alike(targets: list[sa.TargetInput], level: int, delta: bool, depth: int,
+                                       layout: int) -> None:
     plain = sa.open(sa.create(targets))
-    packed_bytes = sa.create(targets, storage="packed", level=level, delta=delta, max_depth=depth)
+    packed_bytes = sa.create(targets, storage="packed", level=level, delta=delta, max_depth=depth, layout=layout)
     packed = sa.open(packed_bytes)
     assert [r.name for r in plain.records()] == [r.name for r in packed.records()]
     for r in plain.records():
         one = sa.open(packed_bytes, verify="lazy")  # each member on its own
         assert bytes(one.member_data(r.ordinal)) == bytes(plain.member_data(r.ordinal))
     assert packed.input_bytes == plain.input_bytes
-    assert sa.create(targets, storage="packed", level=level, delta=delta, max_depth=depth) == packed_bytes
+    assert sa.create(targets, storage="packed", level=level, delta=delta, max_depth=depth,
+                     layout=layout) == packed_bytes
+    for r in packed.records():
+        assert len(r.storage.params["deps"]) <= (depth if layout == 2 else r.ordinal)
 
 
 def test_chunks_cover_elf_sections() -> None:
@@ -206,9 +267,14 @@ def test_chunks_cover_elf_sections() -> None:
 def test_identical_sections_of_synthetic_objects_stored_once() -> None:
     text = bytes(range(256)) * 8
     targets = [sa.TargetInput(f"g{i}", (sa.InputMember("k.o", _elf("k", text, bytes([i]) * 40)),)) for i in range(5)]
-    lib = sa.open(sa.create(targets, storage="packed", delta=False))
+    lib = sa.open(sa.create(targets, storage="packed", delta=False, layout=1))
     assert lib.stored_bytes < len(text)  # five copies of .text, stored (compressed) once
     _decoded_everything(lib, targets)
+    whole = sa.open(sa.create(targets, storage="packed"))  # layout 2: four members are deltas of a fifth
+    assert whole.stored_bytes < len(text) and sum(bool(r.storage.params["deps"]) for r in whole.records()) == 4
+    _decoded_everything(whole, targets)
+    with pytest.raises(UsageError, match="layout"):
+        sa.create(targets, storage="packed", layout=3)
     assert sa.create(targets, storage="packed", index=False) == sa.create(targets, storage="packed")
     with pytest.raises(UsageError, match="no '/' index"):
         sa.create(targets, storage="packed", index=True)
@@ -221,12 +287,12 @@ def test_identical_sections_of_synthetic_objects_stored_once() -> None:
 # --------------------------------------------------------------------------- crafted archives
 
 
-def _base() -> tuple[list[sa.TargetInput], bytes]:
+def _base(layout: int = 2) -> tuple[list[sa.TargetInput], bytes]:
     text = bytes(range(200)) * 4
     targets = [sa.TargetInput(f"g{i}", (sa.InputMember("k.o", _elf("k", text[i:] + text[:i], b"d" * (i + 9))),
                                         sa.InputMember("n.bin", b"neutral" * 30)))
                for i in range(3)]
-    return targets, sa.create(targets, storage="packed")
+    return targets, sa.create(targets, storage="packed", layout=layout)
 
 
 def _rebuild(data: bytes, body_edit: object = None, stored: dict[int, bytes] | None = None) -> bytes:
@@ -265,7 +331,7 @@ def _frame_table(frames: list[tuple[int, int, int, list[tuple[int, int]]]], layo
 
 
 def test_crafted_manifests_and_tables_give_format_errors() -> None:
-    targets, data = _base()
+    targets, data = _base(layout=1)  # the crafted layout-1 tables below refer to member [1]'s frames
     _read_all(_rebuild(data))  # the rebuild itself is faithful
     last = len(sa.open(data).records())
 
@@ -288,7 +354,7 @@ def test_crafted_manifests_and_tables_give_format_errors() -> None:
         (storage(1, content_sha256=b"short"), "content_sha256"),
         (storage(2, deps=[5]), "deps"),
         (storage(2, deps="x"), "deps"),
-        (storage(1, content_size=3), "layout adds up"),
+        (storage(1, content_size=3), "layout adds up|content_size says|raw member holds"),
         (storage(1, content_sha256=bytes(32)), "content_sha256"),
     ]
     for edit, message in bad_params:
@@ -306,7 +372,7 @@ def test_crafted_manifests_and_tables_give_format_errors() -> None:
     zframe = z.ZstdCompressor(compression_params=z.ZstdCompressionParameters.from_level(
         3, format=z.FORMAT_ZSTD1_MAGICLESS)).compress(content)
     crafted: list[tuple[bytes, str] | tuple[bytes, str, int]] = [
-        (_frame_table([(0, len(content), len(content), [])], [(0, 0)], content, version=2), "layout version"),
+        (_frame_table([(0, len(content), len(content), [])], [(0, 0)], content, version=3), "layout version"),
         (_frame_table([(7, len(content), len(content), [])], [(0, 0)], content), "unknown kind"),
         (_frame_table([(0, 5, len(content), [])], [(0, 0)], content), "does not fit"),
         (_frame_table([(0, len(content), len(content), [])], [(0, 1)], content), "does not exist"),
@@ -329,9 +395,11 @@ def test_crafted_manifests_and_tables_give_format_errors() -> None:
     ok = _frame_table([(1, len(zframe), len(content), [])], [(0, 0)], zframe)
     assert bytes(sa.open(with_member(ok)).member_data(last)) == content
     # A delta chain deeper than any writer makes is refused; a reference to a plain member too.
-    with pytest.raises(FormatError, match="not packed"):
-        _read_all(_rebuild(sa.create(targets, storage="packed"), lambda b: b["members"][0].update(
-            storage={"kind": "plain"})))
+    for layout in (1, 2):
+        packed = sa.create(targets, storage="packed", layout=layout)
+        dep = next(r.storage.params["deps"][0] for r in sa.open(packed).records() if r.storage.params["deps"])
+        with pytest.raises(FormatError, match="not packed"):
+            _read_all(_rebuild(packed, lambda b, d=dep: b["members"][d - 1].update(storage={"kind": "plain"})))
     assert MAX_DEPTH >= 2
 
 
@@ -363,8 +431,86 @@ def test_delta_depth_cap_on_read() -> None:
     assert PackedReader([record2], lambda o: ByteView(shallow)).content(1) == content
 
 
-def test_truncated_packed_archives_fail_cleanly() -> None:
-    _, data = _base()
+def _whole(kind: int, bases: list[int], payload: bytes, version: int = 2) -> bytes:
+    """A layout-2 stored member."""
+    return uleb(version) + uleb(kind) + uleb(len(bases)) + b"".join(uleb(b) for b in bases) + payload
+
+
+def _patch(content: bytes, base: bytes) -> bytes:
+    z = __import__("zstandard")
+    p = z.ZstdCompressionParameters.from_level(3, format=z.FORMAT_ZSTD1_MAGICLESS)
+    d = z.ZstdCompressionDict(base, dict_type=z.DICT_TYPE_RAWCONTENT) if base else None
+    out: bytes = z.ZstdCompressor(compression_params=p, dict_data=d).compress(content)
+    return out
+
+
+def _reader(members: list[tuple[bytes, bytes, list[int]]], *, size_delta: int = 0) -> PackedReader:
+    """A reader over stored ``(blob, content, deps)`` members, ordinals 1..N (member 1's size off by size_delta)."""
+    from devbin.binary import ByteView
+
+    def storage(i: int, c: bytes, deps: list[int]) -> sa.Storage:
+        return sa.Storage("packed", {"content_size": len(c) + (size_delta if i == 0 else 0),
+                                     "content_sha256": hashlib.sha256(c).digest(), "deps": deps})
+
+    records = [sa.MemberRecord(i + 1, f"m{i + 1}", len(b), hashlib.sha256(b).digest(), storage(i, c, deps))
+               for i, (b, c, deps) in enumerate(members)]
+    return PackedReader(records, lambda o: ByteView(members[o - 1][0], fmt="superarchive", where=f"m{o}"))
+
+
+def test_whole_member_layout_crafted() -> None:
+    base = bytes(range(256)) * 4
+    content = base[:500] + b"changed" + base[507:]
+    patch = _patch(content, base)
+    # A base may come later in ordinal order; a layout-1 member may serve as a base.
+    fwd = _reader([(_whole(1, [2], patch), content, [2]), (_whole(0, [], base), base, [])])
+    assert fwd.content(1) == content and fwd.content(2) == base
+    v1 = _frame_table([(0, len(base), len(base), [])], [(0, 0)], base)
+    assert _reader([(v1, base, []), (_whole(1, [1], patch), content, [1])]).content(2) == content
+    two = _patch(content, base + base)
+    assert _reader([(_whole(0, [], base), base, []), (_whole(0, [], base), base, []),
+                    (_whole(1, [1, 2], two), content, [1, 2])]).content(3) == content
+    alone = _whole(1, [], _patch(content, b""))
+    assert _reader([(alone, content, [])]).content(1) == content
+    bad: list[tuple[PackedReader, str]] = [
+        (_reader([(_whole(5, [], base), base, [])]), "unknown member kind"),
+        (_reader([(_whole(0, [], base[:-1]), base, [])]), "raw member holds"),
+        (_reader([(_whole(0, [2], base), base, [2]), (_whole(0, [], base), base, [])]), "base count"),
+        (_reader([(_whole(1, [2], patch), content, [2]), (_whole(0, [], base), base, [])], size_delta=1),
+         "decodes to"),
+        (_reader([(_whole(1, [2], patch), content, [2]), (_whole(0, [], base), base, [])], size_delta=-1),
+         "decodes to more"),
+        (_reader([(_whole(1, [2], b"\x00\x01\x02"), content, [2]), (_whole(0, [], base), base, [])]),
+         "zstd|decodes to 0"),
+        (_reader([(_whole(1, [2], patch), content, []), (_whole(0, [], base), base, [])]), "not one of"),
+        (_reader([(_whole(1, [2, 2], patch), content, [2]), (_whole(0, [], base), base, [])]), "named twice"),
+        (_reader([(_whole(1, [2], patch), content, [2, 3]), (_whole(0, [], base), base, []),
+                  (_whole(0, [], base), base, [])]), "not the member's bases"),
+        (_reader([(_whole(1, [2], patch), content, [2]), (_whole(1, [1], patch), base, [1])]), "cycle"),
+        (_reader([(_whole(1, [2], patch), content, [2]), (_whole(0, [], base), content, [])]),
+         "content_sha256"),
+        (_reader([(_whole(1, list(range(2, 19)), patch), content, list(range(2, 19)))]
+                 + [(_whole(0, [], base), base, [])] * 17), "base count|deps"),
+        (_reader([(_whole(0, [], base, version=9), base, [])]), "layout version"),
+        (_reader([(b"\x02", base, [])]), "ULEB|past"),
+    ]
+    for reader, message in bad:
+        with pytest.raises(FormatError, match=message):
+            reader.content(1)
+    # Chains: more than MAX_CLOSURE members to decode, or deeper than MAX_DEPTH, are refused.
+    def chain(m: int) -> PackedReader:  # member i has base i + 1; the last is raw
+        members = [(_whole(1, [i + 2], _patch(base, base)), base, [i + 2]) for i in range(m - 1)]
+        return _reader([*members, (_whole(0, [], base), base, [])])
+
+    with pytest.raises(FormatError, match=f"more than {MAX_CLOSURE}"):
+        chain(MAX_CLOSURE + 2).content(1)
+    with pytest.raises(FormatError, match=f"deeper than {MAX_DEPTH}"):
+        chain(MAX_DEPTH + 2).content(1)
+    assert chain(MAX_DEPTH + 1).content(1) == base
+
+
+@pytest.mark.parametrize("layout", [1, 2])
+def test_truncated_packed_archives_fail_cleanly(layout: int) -> None:
+    _, data = _base(layout)
     lib = sa.open(data)
     for r in lib.records():
         stored = bytes(lib.stored_data(r.ordinal))

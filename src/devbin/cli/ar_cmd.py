@@ -55,21 +55,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     idx = c.add_mutually_exclusive_group()
     idx.add_argument("--index-target", metavar="T", help="the target the '/' index lists (default: the first)")
     idx.add_argument("--no-index", action="store_true", help="write no '/' index")
-    c.add_argument("--storage", choices=("plain", "packed"), default="plain",
-                   help="plain: members as they are (ar x gives objects); packed: zstd frames, identical "
-                        "sections stored once, deltas against sibling targets (no '/' index)")
-    c.add_argument("--level", type=int, default=19, help="zstd level for --storage packed (1-22, default 19)")
-    c.add_argument("--no-delta", action="store_true", help="packed: compress each section on its own (no deltas)")
+    storage_args(c, "plain")
 
     a = sub.add_parser("add", help="add targets to a super-archive (written to a new file)")
     a.add_argument("archive")
     targets_args(a, True)
     a.add_argument("-o", "--output", required=True)
+    storage_args(a, None)
 
     r = sub.add_parser("remove", help="remove targets from a super-archive (written to a new file)")
     r.add_argument("archive")
     r.add_argument("targets", nargs="+", metavar="TARGET")
     r.add_argument("-o", "--output", required=True)
+    storage_args(r, None)
 
     ls = sub.add_parser("list", help="targets, members, sharing and bytes saved")
     ls.add_argument("archive", help="a super-archive, or a host ELF that embeds one")
@@ -111,6 +109,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("-o", "--output", required=True)
     e.add_argument("--section", default=None, help="section name (default .devbin.superarchive)")
     e.add_argument("--json", action="store_true")
+
+
+def storage_args(q: argparse.ArgumentParser, default: str | None) -> None:
+    keep = "" if default else " (default: the input archive's)"
+    q.add_argument("--storage", choices=("plain", "packed"), default=default,
+                   help="plain: members as they are (ar x gives objects); packed: each member one zstd frame "
+                        f"against a few sibling targets' members (no '/' index){keep}")
+    q.add_argument("--level", type=int, default=19, help="zstd level for --storage packed (1-22, default 19)")
+    q.add_argument("--no-delta", action="store_true", help="packed: compress each member on its own (no deltas)")
+    q.add_argument("--max-depth", type=int, default=3, metavar="N",
+                   help="packed: longest delta chain; reading one member decodes at most N others (default 3)")
+    q.add_argument("--layout", choices=("members", "sections"), default="members",
+                   help="packed: one frame per member (default), or per-section frames with identical "
+                        "sections stored once (layout 1, larger)")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -200,14 +212,32 @@ def _create(args: argparse.Namespace, out: TextIO) -> int:
     inputs: list[Path] = []
     targets = _load_targets(args.target, args.chain, inputs)
     index: str | bool | None = False if args.no_index else args.index_target
-    _write(args.output, create(targets, index=index, storage=args.storage, level=args.level,
-                               delta=not args.no_delta), inputs)
+    _write(args.output, create(targets, index=index, **_storage(args, args.storage)), inputs)
     return 0
 
 
-def _add(args: argparse.Namespace, out: TextIO) -> int:
+def _storage(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    if kind != "packed":
+        return {"storage": "plain"}
+    return {"storage": "packed", "level": args.level, "delta": not args.no_delta, "max_depth": args.max_depth,
+            "layout": 2 if args.layout == "members" else 1}
+
+
+def _rewrite(lib: Any, targets: list[Any], args: argparse.Namespace, index: str | bool) -> bytes:
+    """``targets`` written with the input's storage kind (packed when every member is), or --storage."""
     from devbin.superarchive import create
 
+    records = lib.records()
+    kept = "packed" if records and all(r.storage.kind == "packed" for r in records) else "plain"
+    kind = args.storage or kept
+    if kind == "packed":
+        index = False
+    elif kept == "packed" and index is False:
+        index = True  # packed -> plain: the usual index of the first target
+    return bytes(create(targets, index=index, extra=lib.manifest.extra, **_storage(args, kind)))
+
+
+def _add(args: argparse.Namespace, out: TextIO) -> int:
     lib = _open(args.archive)
     inputs: list[Path] = [Path(args.archive)]
     new = _load_targets(args.target, args.chain, inputs)
@@ -217,14 +247,12 @@ def _add(args: argparse.Namespace, out: TextIO) -> int:
             raise _usage(f"target {t.name!r} is already in {args.archive}; remove it first")
     targets = lib.to_targets() + new
     index: str | bool = lib.index_target if lib.index_target is not None else False
-    _write(args.output, create(targets, index=index, extra=lib.manifest.extra), inputs)
+    _write(args.output, _rewrite(lib, targets, args, index), inputs)
     return 0
 
 
 def _remove(args: argparse.Namespace, out: TextIO) -> int:
     from dataclasses import replace
-
-    from devbin.superarchive import create
 
     lib = _open(args.archive)
     for t in args.targets:
@@ -239,12 +267,15 @@ def _remove(args: argparse.Namespace, out: TextIO) -> int:
     index: str | bool = False
     if lib.index_target is not None:
         index = lib.index_target if lib.index_target not in args.targets else True
-    _write(args.output, create(targets, index=index, extra=lib.manifest.extra), [Path(args.archive)])
+    _write(args.output, _rewrite(lib, targets, args, index), [Path(args.archive)])
     return 0
 
 
 def list_facts(lib: Any) -> dict[str, Any]:
-    """The facts `devbin ar list` prints (also its --json)."""
+    """The facts `devbin ar list` prints (also its --json): ``size`` is a member's stored bytes,
+    ``content_size`` its decoded bytes (the same for plain storage)."""
+    from devbin.superarchive.packed import content_size_of
+
     sharing = lib.sharing()
     saved = lib.input_bytes - lib.stored_bytes
     return {
@@ -257,8 +288,8 @@ def list_facts(lib: Any) -> dict[str, Any]:
             for t in lib.manifest.targets
         ],
         "members": [
-            {"ordinal": r.ordinal, "name": r.name, "size": r.size, "sha256": r.sha256.hex(),
-             "storage": r.storage.kind, "targets": list(sharing[r.ordinal])}
+            {"ordinal": r.ordinal, "name": r.name, "size": r.size, "content_size": content_size_of(r),
+             "sha256": r.sha256.hex(), "storage": r.storage.kind, "targets": list(sharing[r.ordinal])}
             for r in lib.records()
         ],
         "input_bytes": lib.input_bytes,
@@ -286,8 +317,13 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"  {t['name']:<{width}}  {t['members']:>4} members  {t['symbols']:>5} symbols  chain: {chain}\n")
     out.write("members:\n")
     nwidth = max((len(m["name"]) for m in facts["members"]), default=4)
+    packed = any(m["size"] != m["content_size"] or m["storage"] != "plain" for m in facts["members"])
+    if packed:
+        out.write(f"  {'':<{len(str(len(facts['members']))) + 2}} {'name':<{nwidth}}  "
+                  f"{'stored -> decoded':>22}  storage  sha256(stored)  targets\n")
     for m in facts["members"]:
-        out.write(f"  [{m['ordinal']}] {m['name']:<{nwidth}}  {m['size']:>9}  {m['storage']:<5}  "
+        size = f"{m['size']:>9}" + (f" -> {m['content_size']:>9}" if packed else "")
+        out.write(f"  [{m['ordinal']}] {m['name']:<{nwidth}}  {size}  {m['storage']:<{7 if packed else 5}}  "
                   f"{m['sha256'][:12]}  {' '.join(m['targets'])}\n")
     pct = 100.0 * facts["saved_bytes"] / facts["input_bytes"] if facts["input_bytes"] else 0.0
     out.write(f"bytes: {facts['input_bytes']} in the targets' members, {facts['stored_bytes']} stored, "

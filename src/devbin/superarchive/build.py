@@ -21,8 +21,9 @@ Rules (docs/FORMAT.md §16):
 * **Symbols**: for an ELF member, its defined global symbols (what ``ar s`` indexes); for
   anything else (LLVM bitcode, text), the entries an input archive's index gave it, if any.
 * **Storage**: ``plain`` stores each unique member as it is; ``packed``
-  (:mod:`devbin.superarchive.packed`) stores it as zstd frames with sub-member dedup and
-  deltas against siblings.  Dedup, order and names are the same for both; a packed archive
+  (:mod:`devbin.superarchive.packed`) stores it as one zstd frame whose dictionary is a few
+  sibling members (the same member of other targets; layout 1: per-section frames with
+  sub-member dedup).  Dedup, order and names are the same for both; a packed archive
   has no ``/`` index (its members are not objects a linker could load).
 """
 

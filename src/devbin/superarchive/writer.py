@@ -32,12 +32,16 @@ def create(
     storage: StorageKind = "plain",
     level: int = 19,
     delta: bool = True,
-    max_depth: int = 2,
+    max_depth: int = 3,
+    layout: int = 2,
 ) -> bytes:
     """Plan and write a super-archive of ``targets`` (see :func:`plan_superarchive` for ``index``).
 
     ``storage="packed"`` compresses members (zstd ``level``, deltas against siblings unless
-    ``delta`` is False, chains at most ``max_depth`` long; docs/FORMAT.md §16.6).
+    ``delta`` is False, chains at most ``max_depth`` long: reading one member decodes at most
+    ``max_depth`` other members; ``layout`` 2 compresses whole members, 1 per-section frames;
+    docs/FORMAT.md §16.6).
     """
-    pack = PackOptions(level=level, delta=delta, max_depth=max_depth) if storage == "packed" else None
+    pack = PackOptions(level=level, delta=delta, max_depth=max_depth, layout=layout) \
+        if storage == "packed" else None
     return write_superarchive(plan_superarchive(targets, index=index, extra=extra, storage=storage, pack=pack))
