@@ -1,0 +1,324 @@
+"""NVIDIA backend of devbin link: pruning relocatable cubins, nvlink as the oracle.
+
+The program is tests/sources/link_nv/{prog,lib}.cu (README there), built at test time with
+``nvcc -rdc=true -cubin`` (or, without nvcc's front end, ``ptxas -c`` from the committed PTX).
+What nvlink keeps for each ``-kernels-used`` choice is written out below as facts, and
+pruning with devbin then linking without ``-kernels-used`` must give the same functions.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import cubins_from_ptx, require_tool
+from devbin.errors import DeviceBinaryError, FormatError, UsageError
+from devbin.formats.elf.reader import ElfFile
+from devbin.link.nvidia import prune_cubin, removable
+from devbin.link.nvlink import linked_functions, nvlink_facts, nvlink_kept, parse_dump_callgraph, run_nvlink
+from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin
+
+SRC = Path(__file__).parent / "sources" / "link_nv"
+ARCHS = ("sm_90", "sm_80")
+
+PROG_KERNELS = {"k_direct", "k_other", "k_recursive", "k_int_table", "k_flt_table", "k_takes_address", "k_shared"}
+# Address-taken: in function-pointer tables in .nv.global.init, or (taken_in_code) only in a kernel's code.
+ADDRESS_TAKEN = {"op_inc", "op_dbl", "fop_add", "fop_mul", "vop_zero", "vop_one", "taken_in_code"}
+
+# What nvlink 13.0 keeps for -kernels-used=<choice> (None: no option).  Facts, checked by
+# test_what_nvlink_keeps: every address-taken function stays, whatever the kept kernels' indirect
+# call prototypes (#ii, #iii) and even vop_* (#vl), which no kernel can call; only never-called,
+# never-address-taken functions (unused_dev, lib_unused) and what only dropped kernels call go.
+NVLINK_KEEPS: dict[tuple[str, ...] | None, set[str]] = {
+    None: PROG_KERNELS | ADDRESS_TAKEN | {"helper", "leaf", "rec_fib", "ping", "pong", "lib_twice", "k_lib"},
+    ("k_direct",): {"k_direct", "helper", "leaf"} | ADDRESS_TAKEN,
+    ("k_other",): {"k_other", "helper", "leaf", "lib_twice"} | ADDRESS_TAKEN,
+    ("k_recursive",): {"k_recursive", "rec_fib", "ping", "pong"} | ADDRESS_TAKEN,
+    ("k_int_table",): {"k_int_table"} | ADDRESS_TAKEN,
+    ("k_flt_table",): {"k_flt_table"} | ADDRESS_TAKEN,
+    ("k_lib",): {"k_lib", "lib_twice"} | ADDRESS_TAKEN,
+    ("k_shared", "k_lib"): {"k_shared", "k_lib", "lib_twice"} | ADDRESS_TAKEN,
+    ("k_int",): {"k_int_table"} | ADDRESS_TAKEN,  # a substring of the kernel name is enough
+}
+
+
+def _build(out: Path, arch: str) -> dict[str, Path]:
+    built = {}
+    for name in ("prog", "lib"):
+        dest = out / f"{name}.{arch}.cubin"
+        if cubins_from_ptx():
+            argv = [require_tool("ptxas"), f"-arch={arch}", "-c", "-o", str(dest),
+                    str(SRC / "ptx" / f"{name}.{arch}.ptx")]
+        else:
+            argv = [require_tool("nvcc"), "-rdc=true", f"-arch={arch}", "-cubin", "-o", str(dest),
+                    str(SRC / f"{name}.cu")]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        assert p.returncode == 0, p.stderr + p.stdout
+        built[name] = dest
+    return built
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]:
+    require_tool("nvlink")
+    out = tmp_path_factory.mktemp("link_nv")
+    return {arch: _build(out, arch) for arch in ARCHS}
+
+
+def _functions(path: Path | bytes) -> set[str]:
+    return linked_functions(path if isinstance(path, bytes) else path.read_bytes())
+
+
+def _texts(data: bytes) -> dict[str, bytes]:
+    elf = ElfFile(data)
+    return {s.name: bytes(s.data) for s in elf.sections if s.name.startswith(".text.")}
+
+
+def _prune_for(objs: dict[str, Path], keep: set[str]) -> list[bytes]:
+    out = []
+    for path in objs.values():
+        data = path.read_bytes()
+        out.append(prune_cubin(data, _functions(data) - keep))
+    return out
+
+
+# --------------------------------------------------------------------------- the oracle
+
+
+@pytest.mark.parametrize("kernels", list(NVLINK_KEEPS))
+def test_what_nvlink_keeps(program: dict[str, dict[str, Path]], kernels: tuple[str, ...] | None) -> None:
+    objs = program["sm_90"]
+    assert nvlink_kept(list(objs.values()), kernels) == NVLINK_KEEPS[kernels]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("kernels", [k for k in NVLINK_KEEPS if k != ("k_int",)])
+def test_pruned_objects_link_to_what_nvlink_keeps(program: dict[str, dict[str, Path]], tmp_path: Path, arch: str,
+                                                 kernels: tuple[str, ...] | None) -> None:
+    objs = program[arch]
+    want = nvlink_kept(list(objs.values()), kernels)
+    pruned = _prune_for(objs, want)
+    res = run_nvlink(pruned, arch, tmp_path / "out.cubin", None)
+    assert _functions(tmp_path / "out.cubin") == want
+    # nvlink finds nothing left to drop: its own pass over the pruned objects keeps all of them
+    assert {f for p in pruned for f in _functions(p)} == want
+    dumped = run_nvlink(pruned, arch, tmp_path / "g.cubin", None, ["-dump-callgraph-no-demangle"])
+    graph = parse_dump_callgraph(dumped.stdout + dumped.stderr)
+    assert set(graph) == want
+    assert all("Undefined" not in w for w in res.warnings)
+
+
+def test_nvlink_facts_stack_and_recursion(program: dict[str, dict[str, Path]]) -> None:
+    facts = nvlink_facts(list(program["sm_90"].values()))
+    k = facts.kernels
+    assert k["k_recursive"].stack_unknown and k["k_recursive"].min_stack_size is None
+    assert k["k_recursive"].crs_stack_size == STACK_UNKNOWN
+    assert facts.stack_warnings == {"k_recursive"}
+    # k_direct -> helper (frame 8) -> leaf (frame 0): the deepest path's frames
+    helper = Cubin(ElfFile(program["sm_90"]["prog"].read_bytes())).function("helper")
+    assert helper is not None and helper.frame_size == 8
+    assert k["k_direct"].min_stack_size == 8 and k["k_other"].min_stack_size == 8
+    assert not any(k[n].stack_unknown for n in k if n != "k_recursive")
+    assert facts.graph["k_other"].calls == {"helper", "lib_twice"}  # across objects
+    assert facts.graph["k_int_table"].calls == {"op_inc", "op_dbl", "taken_in_code"}  # every "#ii" address-taken
+    assert facts.graph["k_flt_table"].calls == {"fop_add", "fop_mul"}
+    assert facts.graph["rec_fib"].calls == {"rec_fib"}
+    assert facts.graph["vop_zero"].address_taken and not facts.graph["vop_zero"].entry
+    # recursion removed with devbin: the stack is known again
+    pruned = nvlink_facts(_prune_for(program["sm_90"], facts.kept - {"k_recursive", "rec_fib", "ping", "pong"}))
+    assert not pruned.stack_warnings and "k_recursive" not in pruned.kernels
+
+
+# --------------------------------------------------------------------------- pruning
+
+
+_LABEL = re.compile(r"\.L_x_\d+")
+
+
+def _disasm_by_function(data: bytes, tmp: Path) -> dict[str, str]:
+    """nvdisasm's text of each .text.<f>, local labels renumbered in order of appearance."""
+    path = tmp / "d.cubin"
+    path.write_bytes(data)
+    p = subprocess.run([require_tool("nvdisasm"), str(path)], capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert p.returncode == 0, p.stderr
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for ln in p.stdout.splitlines():
+        m = re.match(r"\s*\.section\s+(\S+?),", ln)
+        if m:
+            current = blocks.setdefault(m[1], []) if m[1].startswith(".text.") else None
+        elif current is not None and not ln.startswith("//----"):
+            current.append(ln)
+    return {name: _renumber_labels("\n".join(lines)) for name, lines in blocks.items()}
+
+
+def _renumber_labels(text: str) -> str:
+    labels: dict[str, str] = {}
+    return _LABEL.sub(lambda m: labels.setdefault(m[0], f".L{len(labels)}"), text)
+
+
+def _res_usage(data: bytes, tmp: Path) -> dict[str, str]:
+    path = tmp / "r.cubin"
+    path.write_bytes(data)
+    p = subprocess.run([require_tool("cuobjdump"), "-res-usage", str(path)], capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert p.returncode == 0, p.stderr
+    rows = re.findall(r"Function (\S+):\n\s*(.*)", p.stdout)
+    return dict(rows)
+
+
+REMOVALS = [
+    {"unused_dev"},
+    {"k_direct"},
+    {"k_other"},  # also drops the undefined lib_twice: nothing kept calls it
+    {"k_recursive", "rec_fib", "ping", "pong"},
+    {"k_shared"},  # with its .nv.shared section and the static array's symbol
+    {"k_takes_address", "taken_in_code"},
+    {"void_ops", "vop_zero", "vop_one"},  # the table goes, so its functions can
+    {"int_ops", "k_int_table", "op_inc", "op_dbl"},
+    {"k_direct", "k_other", "helper", "leaf", "unused_dev"},
+]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("remove", REMOVALS, ids=lambda r: "+".join(sorted(r)))
+def test_prune_keeps_the_rest_unchanged(program: dict[str, dict[str, Path]], tmp_path: Path, arch: str,
+                                        remove: set[str]) -> None:
+    objs = program[arch]
+    before = objs["prog"].read_bytes()
+    after = prune_cubin(before, remove)
+    kept = _functions(before) - remove
+    assert _functions(after) == kept
+    texts_before, texts_after = _texts(before), _texts(after)
+    assert texts_after == {k: v for k, v in texts_before.items() if k[len(".text."):] in kept}
+    dis_before, dis_after = _disasm_by_function(before, tmp_path), _disasm_by_function(after, tmp_path)
+    assert dis_after == {k: v for k, v in dis_before.items() if k[len(".text."):] in kept}
+    usage_before, usage_after = _res_usage(before, tmp_path), _res_usage(after, tmp_path)
+    assert usage_after == {k: v for k, v in usage_before.items() if k in kept}
+    # the devbin reader sees the same call graph, minus the removed functions (and lib_twice, an
+    # undefined function only k_other calls)
+    gone = remove | ({"lib_twice"} if "k_other" in remove else set())
+    cg_before = Cubin(ElfFile(before)).callgraph
+    cg_after = Cubin(ElfFile(after)).callgraph
+    assert cg_before is not None and cg_after is not None
+    for block in ("direct", "address_taken", "indirect", "address_refs"):
+        want = [e for e in getattr(cg_before, block) if e[0] not in gone and e[1] not in gone]
+        assert list(getattr(cg_after, block)) == want, block
+    protos = Cubin(ElfFile(before)).prototypes
+    assert Cubin(ElfFile(after)).prototypes == {k: v for k, v in protos.items() if k not in gone}
+    # it links, alone where nothing external is left, else with lib
+    inputs = [after] if "k_other" in remove else [after, objs["lib"].read_bytes()]
+    run_nvlink(inputs, arch, tmp_path / "linked.cubin", None)
+    assert _functions(tmp_path / "linked.cubin") <= kept | {"lib_twice", "k_lib"}
+    assert not _functions(tmp_path / "linked.cubin") & remove
+
+
+def test_prune_drops_what_only_removed_code_used(program: dict[str, dict[str, Path]]) -> None:
+    data = program["sm_90"]["prog"].read_bytes()
+    out = ElfFile(prune_cubin(data, {"k_other", "k_shared"}))
+    names = {s.name for s in out.symtab or []}
+    assert "lib_twice" not in names and "$___ZZ8k_sharedE4tile__585" not in names
+    assert not any(s.name.endswith(("k_other", "k_shared")) for s in out.sections)
+    before = ElfFile(data)
+    # per kernel .text, .nv.info, .rela.text, .nv.constant0; and k_shared's .nv.shared
+    assert len(out.sections) == len(before.sections) - 9
+    assert len(out.section(".debug_frame").data) < len(before.section(".debug_frame").data)  # type: ignore[union-attr]
+
+
+def test_prune_is_stepwise_the_same(program: dict[str, dict[str, Path]]) -> None:
+    data = program["sm_90"]["prog"].read_bytes()
+    assert prune_cubin(data, set()) == data
+    once = prune_cubin(data, {"k_direct", "k_recursive", "rec_fib", "unused_dev"})
+    twice = prune_cubin(prune_cubin(data, {"k_recursive", "rec_fib"}), {"k_direct", "unused_dev"})
+    assert once == twice
+
+
+def test_prune_refuses_what_kept_code_uses(program: dict[str, dict[str, Path]]) -> None:
+    data = program["sm_90"]["prog"].read_bytes()
+    cases = {
+        "helper": "'.rela.text.k_other'",  # k_direct and k_other call it
+        "op_inc": "'.rela.nv.global.init'",  # int_ops holds its address
+        "rec_fib": "k_recursive",
+        "int_ops": "'.rela.text.k_int_table'",  # k_int_table reads the table
+        "ping": "pong",  # mutual recursion: pong still calls it
+    }
+    for name, culprit in cases.items():
+        with pytest.raises(UsageError, match=f"cannot remove '{name}'.*{re.escape(culprit)}"):
+            prune_cubin(data, {name})
+        assert removable(data, {name}) is not None
+    with pytest.raises(UsageError, match="'nope': no function or variable"):
+        prune_cubin(data, {"nope"})
+    assert removable(data, {"ping", "pong", "rec_fib", "k_recursive"}) is None
+
+
+def test_prune_refuses_linked_and_foreign_files(program: dict[str, dict[str, Path]], tmp_path: Path) -> None:
+    run_nvlink([program["sm_90"]["prog"], program["sm_90"]["lib"]], "sm_90", tmp_path / "x.cubin", None)
+    with pytest.raises(UsageError, match="already linked"):
+        prune_cubin((tmp_path / "x.cubin").read_bytes(), {"k_direct"})
+    with pytest.raises(UsageError, match="not a cubin"):
+        prune_cubin(Path("/bin/sh").resolve().read_bytes(), {"main"})
+
+
+def test_malformed_cubins_give_devbin_errors(program: dict[str, dict[str, Path]]) -> None:
+    data = program["sm_90"]["prog"].read_bytes()
+    elf = ElfFile(data)
+    with pytest.raises(DeviceBinaryError):
+        prune_cubin(data[:1000], {"k_direct"})
+    with pytest.raises(DeviceBinaryError):
+        prune_cubin(b"\x7fELF" + bytes(60), {"k_direct"})
+    # a .nv.callgraph entry before any block marker
+    cg = next(s for s in elf.sections if s.name == ".nv.callgraph")
+    bad = bytearray(data)
+    struct.pack_into("<Ii", bad, cg.sh_offset, 5, 7)
+    with pytest.raises(FormatError, match="before the first block marker"):
+        prune_cubin(bytes(bad), {"k_direct"})
+    # a .debug_frame entry running past its section
+    df = next(s for s in elf.sections if s.name == ".debug_frame")
+    bad = bytearray(data)
+    struct.pack_into("<IQ", bad, df.sh_offset, 0xFFFFFFFF, 1 << 40)
+    with pytest.raises(FormatError):
+        prune_cubin(bytes(bad), {"k_direct"})
+    # .text.<f> whose sh_info names another symbol
+    text = next(s for s in elf.sections if s.name == ".text.k_direct")
+    bad = bytearray(data)
+    shoff = elf.header.e_shoff + text.index * 64
+    struct.pack_into("<I", bad, shoff + 44, 1)  # sh_info
+    with pytest.raises(UsageError, match="not the function of its section"):
+        prune_cubin(bytes(bad), {"k_direct"})
+
+
+# --------------------------------------------------------------------------- running nvlink
+
+
+def test_run_nvlink_errors(program: dict[str, dict[str, Path]], tmp_path: Path,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UsageError, match="Undefined reference to 'lib_twice'"):
+        run_nvlink([program["sm_90"]["prog"]], "sm_90", tmp_path / "x.cubin", None)
+    with pytest.raises(UsageError, match="not an NVIDIA SASS architecture"):
+        run_nvlink([program["sm_90"]["prog"]], "gfx90a", tmp_path / "x.cubin", None)
+    monkeypatch.setenv("DEVBIN_NVLINK", str(tmp_path / "no-such-nvlink"))
+    with pytest.raises(UsageError, match=r"nvlink not found.*pip install nvidia-cuda-nvcc"):
+        run_nvlink([program["sm_90"]["prog"]], "sm_90", tmp_path / "x.cubin", None)
+
+
+def test_parse_dump_callgraph_layout() -> None:
+    text = """callgraph for sm_90:
+# A: s -> B // s (number A) potentially calls B
+# s [N]     // s uses N registers
+# ^s        // s is entry point
+# &s        // s has address taken
+1: &fd(int) [24] ->
+2:\x20
+3: ^kZ(int *) [32] -> 1 3
+"""
+    g = parse_dump_callgraph(text)
+    assert set(g) == {"fd(int)", "kZ(int *)"}
+    assert g["kZ(int *)"].entry and g["kZ(int *)"].registers == 32 and g["kZ(int *)"].calls == {"fd(int)", "kZ(int *)"}
+    assert g["fd(int)"].address_taken and not g["fd(int)"].entry
+    with pytest.raises(UsageError, match="not listed"):
+        parse_dump_callgraph("1: ^k [8] -> 2\n")
