@@ -322,3 +322,21 @@ def test_parse_dump_callgraph_layout() -> None:
     assert g["fd(int)"].address_taken and not g["fd(int)"].entry
     with pytest.raises(UsageError, match="not listed"):
         parse_dump_callgraph("1: ^k [8] -> 2\n")
+
+
+def test_prune_device_code_of_nvcc_dc_object(tmp_path: Path) -> None:
+    """The relocatable cubin inside an ``nvcc -dc`` host object (``__nv_relfatbin``) prunes and links."""
+    from devbin.discover import discover_bytes
+
+    if cubins_from_ptx():
+        pytest.skip("nvcc -dc needs nvcc's front end (cicc)")
+    obj = tmp_path / "prog.o"
+    p = subprocess.run([require_tool("nvcc"), "-dc", "-arch=sm_90", "-o", str(obj), str(SRC / "prog.cu")],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    (cubin,) = [f.image() for f in discover_bytes(obj.read_bytes(), "prog.o") if f.kind == "elf"]
+    assert ElfFile(cubin).header.e_type == 1  # ET_REL
+    pruned = prune_cubin(cubin, {"k_other", "k_recursive", "rec_fib", "ping", "pong", "unused_dev"})
+    run_nvlink([pruned], "sm_90", tmp_path / "out.cubin", None)
+    assert _functions(tmp_path / "out.cubin") == (PROG_KERNELS - {"k_other", "k_recursive"}) | ADDRESS_TAKEN | {
+        "helper", "leaf"}
