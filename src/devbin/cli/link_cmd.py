@@ -14,7 +14,8 @@ definer and every referring function.
 
 Roots: all kernels, or --kernels (like nvlink -kernels-used), plus --keep.  A function
 stays if called from a kept one, or if its address is taken and a reachable indirect
-call site has a matching prototype.  Resources per kernel: registers = max over what it
+call site has a matching prototype (--keep-address-taken: every address-taken function,
+as nvlink keeps them).  Resources per kernel: registers = max over what it
 reaches; stack = own frame + deepest call path; recursion marks the stack dynamic
 (--stack-budget adds a budget for it).  --map writes which member came from where and
 why; --time-trace prints each pass's time.
@@ -36,8 +37,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernels", metavar="K1,K2", help="the kernels to keep (default: every kernel)")
     p.add_argument("--keep", action="append", default=[], metavar="SYMBOL",
                    help="also keep this function or variable (a root; repeatable)")
+    p.add_argument("--keep-address-taken", action="store_true",
+                   help="keep every address-taken function (nvlink's rule) instead of only those a reachable "
+                        "indirect call site of a matching prototype can reach")
     p.add_argument("--stack-budget", type=int, metavar="BYTES",
                    help="stack bytes to assume for recursion (added to the finite part)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="also link with the vendor linker (nvlink, ld.lld) into FILE, dead functions removed and "
+                        "propagated resources written back")
     p.add_argument("--map", metavar="FILE", help="write the link map here")
     p.add_argument("--time-trace", action="store_true", help="print the time of each pass")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -54,7 +61,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     kernels = [k for k in args.kernels.split(",") if k] if args.kernels else None
     result = link([Path(p) for p in args.inputs], target=args.target, kernels=kernels, keep=args.keep,
-                  stack_budget=args.stack_budget)
+                  stack_budget=args.stack_budget, output=args.output, keep_address_taken=args.keep_address_taken)
     if args.map:
         Path(args.map).write_text(result.link_map())
     facts = result.to_dict()
@@ -88,6 +95,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             w(f"      dynamic: {reason}\n")
         if u["unknown"]:
             w(f"      no resource facts for: {', '.join(u['unknown'])} (compile with devbin cc, or clang 20+)\n")
+    o = facts["output"]
+    if o is not None:
+        w(f"output: {o['path']} ({o['size']} bytes, linked by {o['linker']}); {len(o['removed'])} functions "
+          "removed from the objects\n")
+        for k in o["kept_in_output"]:
+            w(f"  left in: {k['name']} ({k['why']})\n")
+        for k, t in o["patched"].items():
+            w(f"  {k}: written back: " + ", ".join(f"{a} {v}" for a, v in t.items() if a != "reasons") + "\n")
     if args.time_trace:
         w("passes:\n")
         for p in facts["passes"]:

@@ -7,7 +7,9 @@ Passes, in order (``--time-trace`` prints each one's time):
 3. ``import``: each loaded unit's model (vendor metadata or devbin sections);
 4. ``graph``: the program's call graph (:mod:`devbin.link.graph`);
 5. ``dce``: dead-code elimination from the roots (:mod:`devbin.link.dce`);
-6. ``resources``: usage propagated through the call graph (:mod:`devbin.link.resources`).
+6. ``resources``: usage propagated through the call graph (:mod:`devbin.link.resources`);
+7. ``output`` (with ``output=``): the vendor linker on the pruned units, then the totals
+   written back (:mod:`devbin.link.output`).
 
 The result (:class:`LinkResult`) holds every pass's output and renders the report, the
 link map and JSON.  It never depends on anything but the inputs and options: ties are
@@ -25,6 +27,7 @@ from typing import Any, TypeVar
 from devbin.link.dce import DeadCode, eliminate
 from devbin.link.graph import ProgramGraph, build_graph
 from devbin.link.inputs import LinkInputs, load_inputs
+from devbin.link.output import OutputReport, write_output
 from devbin.link.resolution import Resolution, resolve_symbols
 from devbin.link.resources import KernelUsage, propagate
 
@@ -49,6 +52,7 @@ class LinkResult:
     dce: DeadCode
     usage: list[KernelUsage]
     passes: list[PassTime] = field(default_factory=list)
+    output: OutputReport | None = None
 
     @property
     def errors(self) -> list[str]:
@@ -83,6 +87,7 @@ class LinkResult:
             "removed_bytes": self.dce.removed_bytes,
             "resources": [u.to_dict() for u in self.usage],
             "passes": [{"name": p.name, "seconds": round(p.seconds, 6)} for p in self.passes],
+            "output": self.output.to_dict() if self.output is not None else None,
         }
 
     def link_map(self) -> str:
@@ -119,12 +124,15 @@ class _Timer:
 
 def link(inputs: Sequence[str | Path | tuple[str, bytes]], *, target: str | None = None,
          kernels: Iterable[str] | None = None, keep: Iterable[str] = (), stack_budget: int | None = None,
-         with_reach: bool = True) -> LinkResult:
+         with_reach: bool = True, output: str | Path | None = None,
+         keep_address_taken: bool = False) -> LinkResult:
     """Link ``inputs`` for one target (see the module docstring).
 
     ``kernels``: the roots (default: every kernel); ``keep``: more roots (functions or
     variables), also resolved as strong references; ``stack_budget``: bytes added to the stack of a
-    kernel whose call graph recurses.
+    kernel whose call graph recurses; ``output``: also link with the vendor linker into this file
+    (not when the link has errors); ``keep_address_taken``: keep every address-taken function, as
+    nvlink does, instead of only those a reachable indirect call can reach.
     """
     timer = _Timer()
     keep = list(keep)
@@ -132,7 +140,11 @@ def link(inputs: Sequence[str | Path | tuple[str, bytes]], *, target: str | None
     res = timer.run("resolve", lambda: resolve_symbols(loaded.items, undefined=keep))
     timer.run("import", lambda: [u.model for u in res.units])
     graph = timer.run("graph", lambda: build_graph(res))
-    dce = timer.run("dce", lambda: eliminate(graph, kernels=kernels, keep=keep))
+    dce = timer.run("dce", lambda: eliminate(graph, kernels=kernels, keep=keep,
+                                             keep_address_taken=keep_address_taken))
     roots = [k for k in dce.roots if graph.nodes[k].is_kernel]
     usage = timer.run("resources", lambda: propagate(graph, roots, stack_budget=stack_budget, with_reach=with_reach))
-    return LinkResult(loaded, res, graph, dce, usage, timer.passes)
+    result = LinkResult(loaded, res, graph, dce, usage, timer.passes)
+    if output is not None and not result.errors:
+        result.output = timer.run("output", lambda: write_output(result, output, stack_budget=stack_budget))
+    return result

@@ -10,6 +10,10 @@ Roots: every kernel, or the kernels named (``--kernels k1,k2``, like ``nvlink
   live call site could call through it;
 * a data object stays if a kept function or kept data object refers to it.
 
+``keep_address_taken`` keeps every address-taken function instead (nvlink's rule: its
+``-kernels-used`` never drops one, whatever the prototypes; verified with nvlink 13.0,
+:mod:`devbin.link.nvlink`), for a result equal to nvlink's.
+
 An indirect call site whose prototype matches no address-taken function at all is a
 warning naming the call site (a call that can reach nothing).  The result lists what
 was removed and the bytes saved per function (``st_size``).
@@ -57,7 +61,8 @@ class DeadCode:
         return [graph.nodes[k] for k in self.removed]
 
 
-def eliminate(graph: ProgramGraph, *, kernels: Iterable[str] | None = None, keep: Iterable[str] = ()) -> DeadCode:
+def eliminate(graph: ProgramGraph, *, kernels: Iterable[str] | None = None, keep: Iterable[str] = (),
+              keep_address_taken: bool = False) -> DeadCode:
     """Mark what ``graph``'s roots reach (see the module docstring)."""
     names = {n.name: k for k, n in graph.nodes.items()}
     if kernels is None:
@@ -86,6 +91,9 @@ def eliminate(graph: ProgramGraph, *, kernels: Iterable[str] | None = None, keep
 
     for r in result.roots:
         mark(r, "root")
+    if keep_address_taken:
+        for fn in sorted(graph.taken):
+            mark(fn, "address taken (kept: --keep-address-taken, as nvlink keeps them all)")
     site_hits: dict[tuple[str, int], int] = {}
     while work:
         key = work.pop()

@@ -1,0 +1,172 @@
+"""The ``output`` pass: the machine-level link, delegated to the vendor's linker.
+
+devbin feeds the vendor linker exactly the units resolution loaded, each rewritten through
+the ELF core without the functions dead-code elimination removed, then writes what the
+vendor linker cannot know back into its output:
+
+* **AMDGPU** (:mod:`devbin.link.amdgpu`): functions are removed from ``-ffunction-sections``
+  objects (:func:`~devbin.link.amdgpu.prune_object`); a function that shares a section with
+  code that stays, and kernels (their descriptors share ``.rodata`` and the note lists them),
+  are left in and reported.  ``ld.lld -shared`` links; the kernel descriptors and the
+  metadata note then get each kernel's totals over everything it reaches across objects
+  (private segment, register granules, dynamic-stack bit:
+  :func:`~devbin.link.amdgpu.patch_linked`), which ld.lld leaves at the kernel's own,
+  too-small values.
+
+* **NVIDIA** (:mod:`devbin.link.output_nvidia`): functions and variables are removed from
+  the relocatable cubins and ``nvlink`` links them.
+
+Then, for both, devbin's own sections are added to the linked file (nothing the loader
+reads moves): the model of the linked file with each kernel's propagated registers and
+stack (``STACK_SIZE``, ``DYNAMIC_STACK``), and in the metadata one ``reaches:<kernel>``
+entry per kernel listing, space-separated and sorted, every function it can reach, so a
+loader can load lazily (docs/FORMAT.md §9.2).
+
+What could not be removed is listed in :attr:`OutputReport.kept_in_output` with the reason.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devbin.errors import UsageError
+
+if TYPE_CHECKING:
+    from devbin.link.core import LinkResult
+
+__all__ = ["OutputReport", "write_output"]
+
+
+@dataclass
+class OutputReport:
+    """What the output pass did: the file, the vendor linker used, functions removed from the
+    objects, those left in (with why), and the totals written for each kernel."""
+
+    path: str
+    linker: str
+    removed: list[str] = field(default_factory=list)
+    kept_in_output: list[tuple[str, str]] = field(default_factory=list)
+    patched: dict[str, dict[str, Any]] = field(default_factory=dict)
+    size: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "linker": self.linker, "size": self.size, "removed": self.removed,
+                "kept_in_output": [{"name": n, "why": w} for n, w in self.kept_in_output], "patched": self.patched}
+
+
+def _removed_by_unit(result: LinkResult) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for node in result.dce.removed_nodes(result.graph):
+        if node.is_function:
+            out.setdefault(node.unit.name, []).append(node.name)
+    return out
+
+
+def _amdgpu(result: LinkResult, output: Path, stack_budget: int | None) -> OutputReport:
+    from devbin.link.amdgpu import function_facts, kernel_totals, patch_linked, prune_object, run_lld
+
+    report = OutputReport(str(output), "ld.lld")
+    removed = _removed_by_unit(result)
+    datas: list[bytes] = []
+    names: list[str] = []
+    for unit in result.resolution.units:
+        data = unit.data
+        dead = sorted(removed.get(unit.name, []))
+        kernels = {f.name for f in unit.model.functions if f.is_kernel}
+        for k in [d for d in dead if d in kernels]:
+            report.kept_in_output.append((k, f"{unit.name}: a kernel (its descriptor shares .rodata; kernels "
+                                             "are not removed from AMDGPU objects)"))
+        # what a kernel left in the object calls must stay with it
+        left = set(kernels)
+        keep_too: set[str] = set()
+        todo = list(left)
+        calls = {f: [c for caller, c in unit.model.callgraph.direct if caller == f] for f in dead + list(kernels)}
+        while todo:
+            f = todo.pop()
+            for c in calls.get(f, []):
+                if c in dead and c not in keep_too:
+                    keep_too.add(c)
+                    todo.append(c)
+        for f in sorted(keep_too):
+            report.kept_in_output.append((f, f"{unit.name}: called by a kernel left in the object"))
+        drop = [d for d in dead if d not in kernels and d not in keep_too]
+        if drop:
+            try:
+                data = prune_object(data, set(drop), where=unit.name)
+                report.removed += [f"{unit.name}: {d}" for d in drop]
+            except UsageError as e:
+                report.kept_in_output += [(d, f"{unit.name}: {e.message}") for d in drop]
+        datas.append(data)
+        names.append(unit.name)
+    with tempfile.TemporaryDirectory(prefix="devbin-link-") as tmp:
+        paths = []
+        for i, data in enumerate(datas):
+            p = Path(tmp) / f"{i:05d}.o"
+            p.write_bytes(data)
+            paths.append(p)
+        linked = run_lld(paths, Path(tmp) / "out.so")
+    facts = function_facts(datas, names)
+    kept_kernels = sorted({f.name for f in facts.values() if f.kernel})
+    totals = kernel_totals(facts, kept_kernels, stack_budget=stack_budget or 0)
+    patched = patch_linked(linked, totals)
+    output.write_bytes(patched)
+    report.size = len(patched)
+    report.patched = {k: {"private_segment": t.private_segment, "arch_vgpr": t.arch_vgpr, "agpr": t.agpr,
+                          "sgpr": t.sgpr, "dynamic_stack": t.dynamic_stack, "reasons": list(t.reasons)}
+                      for k, t in totals.items()}
+    return report
+
+
+def _annotate(result: LinkResult, output: Path) -> None:
+    """Add devbin's sections to the linked file: propagated totals and each kernel's reach."""
+    from dataclasses import replace
+
+    from devbin.formats.devsec.elf import annotate
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.importers import import_code_object
+    from devbin.model import Attribute, Metadata, StdAttr
+
+    elf = ElfFile(output.read_bytes(), where=str(output))
+    model = import_code_object(elf)
+    usage = {u.kernel: u for u in result.usage}
+    funcs = []
+    for f in model.functions:
+        u = usage.get(f.name)
+        if u is not None and f.is_kernel:
+            attrs = [Attribute(StdAttr.STACK_SIZE, u.stack)]
+            for name, attr in (("general", StdAttr.REGS_GENERAL), ("scalar", StdAttr.REGS_SCALAR),
+                               ("accum", StdAttr.REGS_ACCUM)):
+                total, own = u.registers.get(name), f.uint(attr)
+                if total is not None:
+                    attrs.append(Attribute(attr, max(total, own or 0)))
+            if u.dynamic:
+                attrs.append(Attribute(StdAttr.DYNAMIC_STACK, True))
+            f = f.with_attributes(*attrs)
+        funcs.append(f)
+    entries = [e for e in model.metadata.entries if not e[0].startswith("reaches:")]
+    entries += [(f"reaches:{u.kernel}", " ".join(sorted(u.reaches))) for u in result.usage if u.reaches]
+    out = annotate(elf, replace(model, functions=tuple(funcs), metadata=Metadata(tuple(entries))))
+    output.write_bytes(out)
+
+
+def write_output(result: LinkResult, output: str | Path, *, stack_budget: int | None = None) -> OutputReport:
+    """Link ``result``'s units (less the dead functions) with the vendor linker into ``output``."""
+    if result.errors:
+        raise UsageError(f"not writing {output}: the link has errors ({result.errors[0]})", fmt="link")
+    machines = {u.machine for u in result.resolution.units}
+    path = Path(output)
+    if machines == {"amdgpu"}:
+        report = _amdgpu(result, path, stack_budget)
+    elif machines == {"nvidia"}:
+        from devbin.link.output_nvidia import nvidia_output
+
+        report = nvidia_output(result, path)
+    else:
+        raise UsageError(f"no vendor linker for these objects (machines: {', '.join(sorted(map(str, machines)))})",
+                         fmt="link")
+    _annotate(result, path)
+    report.size = path.stat().st_size
+    return report

@@ -1,0 +1,52 @@
+"""The NVIDIA half of the ``output`` pass: pruned cubins through ``nvlink``.
+
+Every loaded unit is rewritten without the functions and variables dead-code elimination
+removed (:func:`devbin.link.nvidia.prune_cubin`); a unit whose removal is refused (kept
+code still refers to the removed part) goes to nvlink as it is, and the refusal is
+reported.  nvlink then links exactly these cubins, without ``-kernels-used`` (whose rules
+differ from devbin's: it keeps every address-taken function, :mod:`devbin.link.nvlink`).
+nvlink computes per-kernel registers and stack itself (``EIATTR_REGCOUNT``,
+``MIN_STACK_SIZE``), so nothing is patched in the machine-level output; the devbin
+sections added afterwards (:mod:`devbin.link.output`) carry the propagated totals and each
+kernel's reachable functions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from devbin.errors import UsageError
+
+if TYPE_CHECKING:
+    from devbin.link.core import LinkResult
+    from devbin.link.output import OutputReport
+
+__all__ = ["nvidia_output"]
+
+
+def nvidia_output(result: LinkResult, output: Path) -> OutputReport:
+    from devbin.link.nvidia import prune_cubin
+    from devbin.link.nvlink import run_nvlink
+    from devbin.link.output import OutputReport
+    from devbin.targets.nvidia.cubin import Cubin
+
+    report = OutputReport(str(output), "nvlink")
+    dead: dict[str, list[str]] = {}
+    for node in result.dce.removed_nodes(result.graph):
+        dead.setdefault(node.unit.name, []).append(node.name)
+    cubins: list[bytes] = []
+    for unit in result.resolution.units:
+        data = unit.data
+        remove = sorted(dead.get(unit.name, []))
+        if remove:
+            try:
+                data = prune_cubin(data, set(remove), where=unit.name)
+                report.removed += [f"{unit.name}: {r}" for r in remove]
+            except UsageError as e:
+                report.kept_in_output += [(r, f"{unit.name}: {e.message}") for r in remove]
+        cubins.append(data)
+    arch = Cubin(result.resolution.units[0].elf).arch
+    run_nvlink(cubins, arch, output)
+    report.size = output.stat().st_size
+    return report
