@@ -131,6 +131,12 @@ def test_tour(tmp_path: Path) -> None:
     assert [(r["symbol"], r["taken"]) for r in sa["resolve"]["explain_cos16"]] == [
         ("cos16", "base(cos16.o)"), ("cos8", "gfx90a(cos8.o)"), ("cos1", "gfx90a:xnack+(cos1.o)")]
     assert "bytes saved" in text and "devbin ar resolve --explain cos16" in text
+    usage = {u["kernel"]: u for u in data["link"]["resources"]}
+    assert usage["kern_main"]["own_stack"] == 0 and usage["kern_main"]["stack"] == 68
+    assert {r["name"] for r in data["link"]["removed"]} >= {"unused_fn", "helper_fn"}
+    assert "kern_main: stack 0->68" in text
+    again = _run("tour", "--out", str(tmp_path), "--json")[1]
+    assert again == js  # the tour prints the same bytes every run
 
 
 def test_help_and_module_entry() -> None:

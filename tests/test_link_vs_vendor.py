@@ -143,3 +143,10 @@ def test_amdgpu_output_carries_the_one_unit_totals(amd: dict[str, Path], tmp_pat
     notes = subprocess.run([require_tool("llvm-readelf-19"), "--notes", str(out)], capture_output=True, text=True,
                            check=False)
     assert notes.returncode == 0 and ".private_segment_fixed_size: 68" in notes.stdout
+
+
+def test_shipped_link_samples_match_their_recipe(amd: dict[str, Path]) -> None:
+    """src/devbin/samples/sample_link_{kern,lib}.o (tests/fixtures/make-fixtures.sh) are what devbin cc builds here."""
+    shipped = Path(__file__).parents[1] / "src" / "devbin" / "samples"
+    for name in ("kern", "lib"):
+        assert (shipped / f"sample_link_{name}.o").read_bytes() == amd[name].read_bytes()

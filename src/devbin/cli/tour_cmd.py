@@ -21,7 +21,9 @@
    saved, resolves a symbol through a fallback chain with --explain and
    writes the per-level view a linker takes
    (:mod:`devbin.cli.tour_superarchive`).
-9. Prints `devbin inspect` of the three code objects.
+9. Links two shipped AMDGPU objects with devbin link: the dead-code report
+   and the resources propagated across objects (:mod:`devbin.cli.tour_link`).
+10. Prints `devbin inspect` of the three code objects.
 
 Files are written to --out (default: ./devbin-tour).
 """
@@ -128,6 +130,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     result["packaging"], packaging_lines, packaging_ok = packaging_tour(folder)
     from devbin.cli.tour_superarchive import superarchive_tour
     result["superarchive"], sa_lines, sa_ok = superarchive_tour(folder, step=11)
+    from devbin.cli.tour_link import link_tour
+    result["link"], link_lines, link_ok = link_tour(folder, step=12)
     result["inspect"] = [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path)),
                          inspect_elf(amd_out, file=str(amd_path))]
     if args.json:
@@ -164,11 +168,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
           + ("every loadable byte, symbol and relocation unchanged" if not amd_diffs else "; ".join(amd_diffs))
           + f"; read back {'equals' if amd_round_trip else 'DIFFERS FROM'} the imported model\n")
         w(f"   -> {a['file']}\n")
-        for line in packaging_lines + sa_lines:
+        for line in packaging_lines + sa_lines + link_lines:
             w(line + "\n")
-        w("12. devbin inspect of the three code objects:\n\n")
+        w("13. devbin inspect of the three code objects:\n\n")
         for rep in result["inspect"]:
             render_elf(rep, out)
             w("\n")
-    ok = round_trip and cubin_round_trip and amd_round_trip and not diffs and not amd_diffs and packaging_ok and sa_ok
+    ok = (round_trip and cubin_round_trip and amd_round_trip and not diffs and not amd_diffs and packaging_ok
+          and sa_ok and link_ok)
     return 0 if ok else 1
