@@ -103,11 +103,10 @@ def eliminate(graph: ProgramGraph, *, kernels: Iterable[str] | None = None, keep
         for d in node.data:
             mark(d, f"referred to by {node.name}")
         for i, proto in enumerate(node.sites):
-            for fn, protos in graph.taken.items():
-                if any(proto.matches(p) for p in protos):
-                    site_hits[(key, i)] = site_hits.get((key, i), 0) + 1
-                    mark(fn, f"address taken, matches an indirect call in {node.name}")
-            site_hits.setdefault((key, i), 0)
+            targets = graph.matching(proto)
+            for fn in targets:
+                mark(fn, f"address taken, matches an indirect call in {node.name}")
+            site_hits[(key, i)] = len(targets)
     for (key, i), hits in sorted(site_hits.items()):
         if hits == 0:
             proto = graph.nodes[key].sites[i]

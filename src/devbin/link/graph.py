@@ -52,9 +52,20 @@ class ProgramGraph:
     nodes: dict[str, Node] = field(default_factory=dict)
     taken: dict[str, list[Prototype]] = field(default_factory=dict)  # address-taken function -> prototypes
     unresolved_calls: list[tuple[str, str]] = field(default_factory=list)  # (caller key, callee name)
+    _matching: dict[Prototype, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def kernels(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.is_kernel]
+
+    def matching(self, site: Prototype) -> list[str]:
+        """The address-taken functions an indirect call site of prototype ``site`` may reach, in
+        :attr:`taken` order: one scan of :attr:`taken` per distinct prototype, not per call site
+        (call once the graph is built: the answer is cached)."""
+        hit = self._matching.get(site)
+        if hit is None:
+            hit = self._matching[site] = [fn for fn, protos in self.taken.items()
+                                          if any(site.matches(p) for p in protos)]
+        return hit
 
 
 def build_graph(res: Resolution) -> ProgramGraph:
@@ -84,6 +95,7 @@ def build_graph(res: Resolution) -> ProgramGraph:
                 g.nodes[owner].data.append(k)
     for u in res.units:
         model = u.model
+        edges: set[tuple[str, str]] = set()  # a caller's calls all come from its own unit
         for caller, callee in model.callgraph.direct:
             ck, tk = key(u, caller), key(u, callee)
             if ck is None or ck not in g.nodes or g.nodes[ck].unit is not u:
@@ -91,7 +103,8 @@ def build_graph(res: Resolution) -> ProgramGraph:
             if tk is None or tk not in g.nodes:
                 g.unresolved_calls.append((ck, callee))
                 continue
-            if tk != ck and tk not in g.nodes[ck].calls:
+            if tk != ck and (ck, tk) not in edges:
+                edges.add((ck, tk))
                 g.nodes[ck].calls.append(tk)
         for caller, proto in model.callgraph.indirect_sites:
             ck = key(u, caller)
@@ -102,6 +115,7 @@ def build_graph(res: Resolution) -> ProgramGraph:
             if fk is not None and fk in g.nodes:
                 g.taken.setdefault(fk, []).append(proto)
     for u in res.units:
+        refs: set[tuple[str, str]] = set()  # a holder's data edges come from its own unit (and .kd above)
         for holder, target in u.references:
             hk, tk = key(u, holder), key(u, target)
             if hk is None or tk is None or hk == tk or hk not in g.nodes or tk not in g.nodes:
@@ -110,7 +124,9 @@ def build_graph(res: Resolution) -> ProgramGraph:
                 continue
             src, dst = g.nodes[hk], g.nodes[tk]
             if not dst.is_function:
-                if tk not in src.data:
+                # src.data holds at most the kernel's descriptor (first) and this unit's earlier edges
+                if (hk, tk) not in refs and not (src.data and src.data[0] == tk):
+                    refs.add((hk, tk))
                     src.data.append(tk)
             elif not src.is_function and tk not in g.taken:
                 g.taken[tk] = [UNKNOWN_PROTOTYPE]

@@ -68,10 +68,13 @@ def _stack(node: Node) -> int | None:
 
 def _callees(graph: ProgramGraph, node: Node) -> list[str]:
     out = list(node.calls)
-    for proto in node.sites:
-        for fn, protos in graph.taken.items():
-            if fn not in out and any(proto.matches(p) for p in protos):
-                out.append(fn)
+    if node.sites:
+        have = set(out)
+        for proto in node.sites:
+            for fn in graph.matching(proto):
+                if fn not in have:
+                    have.add(fn)
+                    out.append(fn)
     return [c for c in out if graph.nodes[c].is_function]
 
 
@@ -144,8 +147,14 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
     comp_of = {f: i for i, comp in enumerate(comps) for f in comp}
     cum: list[int] = []
     regs: list[dict[str, int | None]] = []
-    dyn: list[bool] = []
-    why: list[list[str]] = []
+    # why a component's stack is dynamic: its own reasons, then each callee component's in index
+    # order, first occurrence kept (:func:`_reasons`).  Per component only its own reason ids and a
+    # bit set of every id it reaches are kept (one OR per callee component, not a copy of every
+    # reason below it); the ordered texts are made for the kernels asked for.
+    own_why: list[list[int]] = []
+    why_bits: list[int] = []
+    belows: list[list[int]] = []
+    texts: dict[str, int] = {}
     budget: list[bool] = []
     for comp in comps:
         members = set(comp)
@@ -172,11 +181,17 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
         if cyclic:
             names = sorted(graph.nodes[f].name for f in comp)
             reasons.append("recursion: " + (" <-> ".join(names) if len(names) > 1 else f"{names[0]} calls itself"))
+        own = [texts.setdefault(t, len(texts)) for t in dict.fromkeys(reasons)]
+        bits = 0
+        for i in own:
+            bits |= 1 << i
         for j in below:
-            reasons += why[j]
-        why.append(list(dict.fromkeys(reasons)))
-        dyn.append(bool(reasons))
+            bits |= why_bits[j]
+        own_why.append(own)
+        why_bits.append(bits)
+        belows.append(below)
         budget.append(cyclic or any(budget[j] for j in below))
+    text = list(texts)
     out: list[KernelUsage] = []
     for k in kernels:
         root = graph.nodes[k]
@@ -201,5 +216,35 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
             total += stack_budget
             used = stack_budget
         out.append(KernelUsage(root.name, {n: _uint(root, a) for n, a in _REGS.items()}, regs[c],
-                               _stack(root), total, dyn[c], why[c], reach, unknown, used))
+                               _stack(root), total, why_bits[c] != 0,
+                               [text[i] for i in _reasons(c, own_why, why_bits, belows)], reach, unknown, used))
     return out
+
+
+def _reasons(c: int, own: list[list[int]], bits: list[int], below: list[list[int]]) -> list[int]:
+    """Component ``c``'s reason ids in the order a depth-first walk meets them (its own, then each
+    callee component's in index order; first occurrence kept).  The walk skips a component that
+    adds no new reason, and does not descend where a single new reason is left below: its place
+    in the order is then already known."""
+    out: list[int] = []
+    seen = 0
+    visited: set[int] = set()
+    todo = [c]
+    while todo:
+        x = todo.pop()
+        new = bits[x] & ~seen
+        if not new or x in visited:
+            continue
+        visited.add(x)
+        for i in own[x]:
+            if not seen >> i & 1:
+                seen |= 1 << i
+                out.append(i)
+        new &= ~seen
+        if new and not new & (new - 1):  # one reason left below x
+            seen |= new
+            out.append(new.bit_length() - 1)
+        elif new:
+            todo.extend(reversed(below[x]))
+    return out
+
