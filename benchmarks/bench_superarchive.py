@@ -6,7 +6,8 @@
 and extfn.cu with ``nvcc -cubin -rdc=true`` for every sm_XX ``nvcc --list-gpu-code`` lists, and
 amdgpu_kernels.cl and amdgpu_lib.cl with clang-19 for gfx90a, gfx942, gfx1030 and gfx1100.
 Prints, side by side: the sum of per-target archives (devbin's ar writer, what ``ar rcsD``
-writes), the plain and the packed super-archive, a Mach-O-fat-style file (one page-aligned
+writes), the plain and the packed super-archive (and the packed members in layout 1, the
+previous default), a Mach-O-fat-style file (one page-aligned
 slice per target, as ``lipo`` lays them out), and for the cubins ``fatbinary
 --compress-mode=size`` (CUDA on PATH) and ``fatbinary --compress-mode=size --concat`` (from the
 pinned PyPI wheel nvidia-cuda-nvcc==13.5.37, fetched with ``pip download --no-deps`` into the
@@ -14,7 +15,8 @@ cache: CUDA 13.0's fatbinary has no --concat), plus a solid ``zstd -19 --long`` 
 (no random access; the floor).  ``--curand`` adds one translation unit of the pinned
 nvidia-curand-cu12==10.3.10.19 wheel (13 cubins sm_50..sm_121, 40 MB).
 
-(b) Build time of the plain and packed super-archive (median of --repeat).
+(b) Build time of the plain and packed super-archive (median of --repeat), and the time to read
+one packed member from a fresh open (median and slowest over the members).
 
 (c) A synthetic super-archive of 20 targets x 500 small ELF objects: time to open it from
 memory (``verify="lazy"`` and ``"full"``) and look up one symbol for one target
@@ -126,13 +128,21 @@ def sizes(title: str, lib: dict[str, list[tuple[str, bytes]]], fatbin_size: Path
     per_target = [write_archive([ArMember(n, d, syms(d)) for n, d in ms]) for ms in lib.values()]
     targets = [sa.TargetInput(t, tuple(sa.InputMember(n, d, syms(d)) for n, d in ms)) for t, ms in lib.items()]
     t_plain = median_time(lambda: sa.create(targets), repeat)
-    t_packed = median_time(lambda: sa.create(targets, storage="packed"), max(1, repeat // 2))
+    built: list[bytes] = []
+    t_packed = median_time(lambda: built.append(sa.create(targets, storage="packed")), max(1, repeat // 2))
     plain = sa.create(targets)
-    packed = sa.create(targets, storage="packed")
+    packed = built[-1]
+    sections = sa.create(targets, storage="packed", layout=1, max_depth=2)  # the previous default
     lp = sa.open(packed)
     for t in targets:  # the packed archive gives every input back
         for m, tm in zip(t.members, lp.members(t.name), strict=True):
             assert bytes(lp.member_data(tm.ordinal)) == m.data
+    reads = []  # random access: one member from a fresh open (its bases decoded too)
+    for r in lp.records():
+        t0 = time.perf_counter()
+        sa.open(packed, verify="lazy").member_data(r.ordinal)
+        reads.append(time.perf_counter() - t0)
+    most_deps = max(len(r.storage.params["deps"]) for r in lp.records())
     inputs = b"".join(d for ms in lib.values() for _, d in ms)
     (scratch / "all.bin").write_bytes(inputs)
     solid = int(run(["bash", "-c", f"zstd -19 --long=27 -q -c {scratch / 'all.bin'} | wc -c"]).strip())
@@ -144,6 +154,7 @@ def sizes(title: str, lib: dict[str, list[tuple[str, bytes]]], fatbin_size: Path
         ("super-archive, packed (whole file)", len(packed)),
         ("  of which packed members", lp.stored_bytes),
         ("  of which manifest (names, symbols, hashes)", len(lp.files[0].data)),
+        ("packed members, layout 1 (per-section frames, depth <= 2)", sa.open(sections).stored_bytes),
     ]
     cubins = [(t, n, d) for t, ms in lib.items() if t.startswith("sm_") for n, d in ms]
     if cubins and all(d.startswith(b"\x7fELF") for _, _, d in cubins):
@@ -162,7 +173,9 @@ def sizes(title: str, lib: dict[str, list[tuple[str, bytes]]], fatbin_size: Path
             rows.append(("fatbinary --concat: not available (no wheel has it)", 0))
     rows.append(("solid zstd -19 --long of all inputs (no random access)", solid))
     out = [f"### {title}", "", f"{len(lib)} targets, {sum(len(m) for m in lib.values())} members; "
-           f"build time plain {t_plain:.3f} s, packed {t_packed:.3f} s", "",
+           f"build time plain {t_plain:.3f} s, packed {t_packed:.3f} s; reading one packed member from a fresh "
+           f"open: median {statistics.median(reads) * 1e3:.1f} ms, slowest {max(reads) * 1e3:.1f} ms "
+           f"(at most {most_deps} base members decoded)", "",
            "| what | bytes | vs packed whole file |", "|---|---|---|"]
     for name, n in rows:
         out.append(f"| {name} | {n:,} | {n / len(packed):.2f} |" if n else f"| {name} | - | - |")
