@@ -167,3 +167,69 @@ def test_cli_rejects_bad_input(tmp_path: Path) -> None:
     text.write_text("hello")
     code, _ = _cli("link", str(text))
     assert code == 1
+
+
+# --------------------------------------------------------------------------- more inputs
+
+
+def test_host_objects_and_nvcc_libraries(nv: Path, tmp_path: Path) -> None:
+    """nvcc -rdc -c host objects (device code in __nv_relfatbin) and an nvcc -lib archive of one."""
+    nvcc = require_tool("nvcc")
+    _run([nvcc, "-rdc=true", "-arch=sm_90", "-c", "-o", tmp_path / "kernels.o", SOURCES / "kernels.cu"], tmp_path)
+    _run([nvcc, "-rdc=true", "-arch=sm_90", "-c", "-o", tmp_path / "extfn.o", SOURCES / "extfn.cu"], tmp_path)
+    _run([nvcc, "-lib", "-o", tmp_path / "libext.a", tmp_path / "extfn.o"], tmp_path)
+    result = link([tmp_path / "kernels.o", tmp_path / "libext.a"], kernels=["scale_ext"])
+    assert result.errors == [] and result.inputs.arch == "sm_90"
+    assert result.resolution.units[0].name.startswith(str(tmp_path / "kernels.o") + "[")
+    assert len(result.resolution.pulls) == 1 and result.resolution.pulls[0].symbol == "ext_scale"
+    assert "ext_scale" in {u.kernel: u for u in result.usage}["scale_ext"].reaches
+    # the same through the device cubins directly gives the same kept set
+    direct = link([nv / "kernels.cubin", nv / "extfn.cubin"], kernels=["scale_ext"])
+    names = {result.graph.nodes[k].name for k in result.dce.kept}
+    assert names == {direct.graph.nodes[k].name for k in direct.dce.kept}
+
+
+def test_superarchive_chain_as_input(tmp_path: Path) -> None:
+    """A super-archive on the command line offers its target's chain, level by level (tests/sources/layers)."""
+    from tests.test_superarchive_chains import LEVELS, _member_name
+
+    clang = require_tool("clang-19")
+    flags = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-O2", "-c", f"-I{SOURCES / 'layers'}"]
+    args = ["ar", "create", "-o", str(tmp_path / "chain.sa")]
+    for target, (cpu, sources) in LEVELS.items():
+        objs = []
+        for src in sources:
+            obj = tmp_path / target.replace(":", "_") / _member_name(src)
+            obj.parent.mkdir(exist_ok=True)
+            _run([clang, *flags, f"-mcpu={cpu}", "-o", obj, SOURCES / "layers" / src], tmp_path)
+            objs.append(str(obj))
+        args += ["--target", f"{target}=" + objs[0], *objs[1:]]
+    args += ["--chain", "gfx90a:xnack+=gfx90a:base", "--chain", "gfx90a=base"]
+    assert _cli(*args)[0] == 0
+    _run([clang, *flags, "-mcpu=gfx90a", "-o", tmp_path / "user.o", SOURCES / "layers" / "user.c"], tmp_path)
+    result = link([tmp_path / "user.o", tmp_path / "chain.sa"], target="gfx90a:xnack+", keep=["apply"])
+    pulled = {(p.unit.split("[", 1)[1], p.symbol) for p in result.resolution.pulls}
+    assert pulled == {("base](cos16.o)", "cos16"), ("gfx90a](cos8.o)", "cos8"), ("gfx90a:xnack+](cos1.o)", "cos1"),
+                      ("base](pack.o)", "vadd"), ("base](poly.o)", "poly")}
+    with pytest.raises(UsageError, match="name the target"):
+        link([tmp_path / "user.o", tmp_path / "chain.sa"])
+
+
+def test_indirect_site_matching_nothing_is_a_warning(amd: Path) -> None:
+    from devbin.link.dce import eliminate
+    from devbin.link.graph import Node, ProgramGraph
+    from devbin.model import CallConv, Function, FunctionKind, ParamType, Prototype, TypeKind
+
+    unit = link([amd / "main.o", amd / "a.o", amd / "b.o", amd / "weak.o", amd / "counter.o",
+                 amd / "other.o"]).resolution.units[0]
+    i32 = ParamType(TypeKind.INT, 4, 4)
+    f32 = ParamType(TypeKind.FLOAT, 4, 4)
+    g = ProgramGraph()
+    g.nodes["k"] = Node("k", "k", unit, True, 64, Function("k", FunctionKind.KERNEL),
+                        sites=[Prototype(i32, (i32,), CallConv.DEFAULT)])
+    g.nodes["fl"] = Node("fl", "fl", unit, True, 16, Function("fl", FunctionKind.INDIRECT_TARGET))
+    g.taken["fl"] = [Prototype(f32, (f32,), CallConv.DEFAULT)]
+    dce = eliminate(g)
+    assert dce.removed == ["fl"] and dce.removed_bytes == 16
+    assert dce.warnings == ["indirect call site 0 in k (i32(i32)) matches no address-taken function"]
+    assert eliminate(g, keep_address_taken=True).removed == []

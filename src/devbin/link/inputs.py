@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devbin.errors import DeviceBinaryError, UsageError
+from devbin.formats.elf import constants as C
+from devbin.formats.elf.reader import ElfFile
 from devbin.link.resolution import ArchiveInput
 from devbin.link.units import Unit
 
@@ -55,9 +57,11 @@ def _device_images(name: str, data: bytes) -> list[tuple[str, str, bytes]]:
 
     out: list[tuple[str, str, bytes]] = []
     for f in discover_bytes(data, name):
-        if f.kind not in ("elf", "amdgpu") or f.elf is None or f.elf.e_type != 1:
+        if f.kind not in ("elf", "amdgpu"):
             continue
         image = f.image()
+        if (f.elf.e_type if f.elf is not None else ElfFile(image, where=name).header.e_type) != C.ET_REL:
+            continue  # a linked cubin or code object: not link input
         display = name if f.container in ("file", "ar", "zip") and f.bare is not None else f"{name}[{f.arch}]"
         out.append((display, f.arch, image))
     return out
