@@ -96,7 +96,8 @@ def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], lis
                      + ("" if archive.declared_chain(t) else "  (default)"))
     lines.append(f"   {archive.input_bytes} bytes in the libraries' members, {archive.stored_bytes} stored: "
                  f"{saved} bytes saved (sample.ptx is stored once for sm_90 and compute_90)")
-    lines.append(f"   packed storage (--storage packed: zstd, each member a delta against other builds of the same object): {len(packed)} bytes, "
+    lines.append("   packed storage (--storage packed: zstd, each member a delta against other builds of the same "
+                 f"object): {len(packed)} bytes, "
                  f"every member {'reads back identical' if packed_same else 'DIFFERS'} -> {packed_path}")
     lines.append("   resolving the sample user object through gfx90a:xnack+ (devbin ar resolve --explain cos16):")
     for d, lk in res.explain("cos16"):
