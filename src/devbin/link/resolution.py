@@ -69,9 +69,15 @@ class Resolution:
     weak_undefined: list[str] = field(default_factory=list)
     duplicates: list[tuple[str, str, str]] = field(default_factory=list)  # (symbol, first definer, second)
     offered_not_pulled: int = 0
+    _by_name: dict[str, Unit] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def unit(self, name: str) -> Unit | None:
-        return next((u for u in self.units if u.name == name), None)
+        """The first loaded unit named ``name`` (an index, rebuilt when units were added since)."""
+        if len(self._by_name) != len(self.units) or not self.units:
+            self._by_name = {}
+            for u in self.units:
+                self._by_name.setdefault(u.name, u)
+        return self._by_name.get(name)
 
 
 _RANK = {"defined": 3, "common": 2, "weak": 1}
@@ -138,18 +144,26 @@ class _Resolver:
         if key in self.pulled:
             return
         self.pulled.add(key)
-        for sym in [s for s, (a, i) in self.lazy.items() if a is archive and i == index]:
-            del self.lazy[sym]
-        member, data, _ = archive.members[index]
+        member, data, offers = archive.members[index]
+        for sym in offers:  # the lazy entries pointing at this member are among its own offers
+            have = self.lazy.get(sym)
+            if have is not None and have[0] is archive and have[1] == index:
+                del self.lazy[sym]
         self.load(Unit(f"{archive.name}({member})", data, archive.order, archive=archive.name), needed_by, symbol)
 
 
-def _referrers(res: Resolution, symbol: str, units: list[str]) -> list[str]:
+def _referrers(res: Resolution, symbol: str, units: list[str], index: dict[str, dict[str, list[str]]]) -> list[str]:
+    """``unit: function`` for each function of ``units`` referring to ``symbol`` (``index`` caches
+    each unit's references by target, so many undefined symbols cost one pass per unit)."""
     out: list[str] = []
     for name in dict.fromkeys(units):
-        u = res.unit(name)
-        holders = [frm for frm, to in u.references if to == symbol] if u is not None else []
-        out += [f"{name}: {h}" for h in holders] or [name]
+        by_target = index.get(name)
+        if by_target is None:
+            by_target = index[name] = {}
+            u = res.unit(name)
+            for frm, to in u.references if u is not None else ():
+                by_target.setdefault(to, []).append(frm)
+        out += [f"{name}: {h}" for h in by_target.get(symbol, ())] or [name]
     return out
 
 
@@ -167,11 +181,12 @@ def resolve_symbols(inputs: Sequence[Unit | ArchiveInput], *, undefined: Sequenc
         else:
             r.load(item)
     res = r.result
+    index: dict[str, dict[str, list[str]]] = {}
     for name, (weak, who) in sorted(r.undef.items()):
         if weak:
             res.weak_undefined.append(name)
         else:
             cmd = [w for w in who if w == "<command line>"]
-            res.undefined[name] = cmd + _referrers(res, name, [w for w in who if w != "<command line>"])
+            res.undefined[name] = cmd + _referrers(res, name, [w for w in who if w != "<command line>"], index)
     res.offered_not_pulled = offered - len(r.pulled)
     return res
