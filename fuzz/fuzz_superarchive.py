@@ -27,7 +27,7 @@ from devbin.errors import DeviceBinaryError
 from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.superarchive import MANIFEST_NAME, InputMember, TargetInput, create, decode_manifest, encode_manifest
 from devbin.superarchive import open as sa_open
-from devbin.superarchive.manifest import HEADER_SIZE
+from devbin.superarchive.manifest import manifest_map
 from devbin.superarchive.views import level_archives, single_archive
 
 _BASE = create([
@@ -35,7 +35,7 @@ _BASE = create([
     TargetInput("gfx942:xnack+", (InputMember("k.o", b"kernel-b", ("f",)), InputMember("n.bc", b"neutral", ())),
                 ("gfx90a",)),
 ], index=False)
-_BODY = sa_open(_BASE).files[0].data.tobytes()[HEADER_SIZE:]
+_BODY = manifest_map(sa_open(_BASE).files[0].data.tobytes())  # the MessagePack map, spliced into v1 manifests
 _KERNEL = bytes(range(64)) * 6
 _PACKED_TARGETS = [
     TargetInput(f"t{i}", (InputMember("k.o", _KERNEL[i:] + _KERNEL[:i] + bytes([i]) * 9),

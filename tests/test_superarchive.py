@@ -26,7 +26,7 @@ from devbin.cli.main import main as cli_main
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, UnsupportedVersion, UsageError
 from devbin.formats.ar import ArchiveFile
 from devbin.superarchive.build import assign_names
-from devbin.superarchive.manifest import HEADER_SIZE, MANIFEST_NAME
+from devbin.superarchive.manifest import HEADER_SIZE, MANIFEST_NAME, manifest_map
 
 from tests.conftest import AMDGPU_ARCHS, SOURCES, require_tool
 
@@ -358,7 +358,7 @@ def test_crafted_and_truncated_manifests(gpu: dict[str, Path]) -> None:
     with pytest.raises(NotThisFormat):
         sa.decode_manifest(b"NOTSA___" + manifest[8:])
     with pytest.raises(UnsupportedVersion):
-        sa.decode_manifest(manifest[:8] + b"\x02\x00" + manifest[10:])
+        sa.decode_manifest(manifest[:8] + b"\x03\x00" + manifest[10:])
     flipped = bytearray(manifest)
     flipped[-3] ^= 1
     with pytest.raises(FormatError, match="checksum"):
@@ -366,7 +366,7 @@ def test_crafted_and_truncated_manifests(gpu: dict[str, Path]) -> None:
     # A well-formed header around bad bodies: every shape error is a FormatError.
     import msgpack  # type: ignore[import-untyped]
 
-    good = msgpack.unpackb(manifest[HEADER_SIZE:], raw=False)
+    good = msgpack.unpackb(manifest_map(manifest), raw=False)
     bad_bodies = [b"\xc1", b"\x92\x01", msgpack.packb([1, 2]), msgpack.packb({"targets": []}),
                   msgpack.packb({**good, "members": [{"ordinal": 5}]}),
                   msgpack.packb({**good, "index_target": "nope"}),
@@ -403,3 +403,29 @@ def test_not_a_superarchive(gpu: dict[str, Path]) -> None:
             sa.open(raw[:cut])
     code, _ = _cli("ar", "list", str(gpu["libgfx90a"]))
     assert code == 1
+
+
+def test_manifest_versions_1_and_2(gpu: dict[str, Path]) -> None:
+    """Version 2 (written) compresses the MessagePack map; version 1 (plain map) is still read."""
+    import dataclasses
+    import struct
+
+    manifest = bytes(sa.open(gpu["sa"].read_bytes()).files[0].data)
+    m = sa.decode_manifest(manifest)
+    assert m.version == 2 and int.from_bytes(manifest[8:10], "little") == 2
+    v1 = sa.encode_manifest(dataclasses.replace(m, version=1))
+    assert sa.decode_manifest(v1) == dataclasses.replace(m, version=1)
+    assert len(manifest) < len(v1) and manifest_map(manifest) == manifest_map(v1)
+
+    def v2(body: bytes) -> bytes:
+        head = b"DEVBINSA" + (2).to_bytes(2, "little") + bytes(2) + len(body).to_bytes(4, "little")
+        return head + hashlib.sha256(body).digest() + body
+
+    frame = manifest[HEADER_SIZE + 4:]
+    size = struct.unpack("<I", manifest[HEADER_SIZE:HEADER_SIZE + 4])[0]
+    for body, message in ((struct.pack("<I", 1 << 31) + frame, "over the"),
+                          (struct.pack("<I", size + 1) + frame, "decodes to"),
+                          (struct.pack("<I", size) + frame[: len(frame) // 2], None),
+                          (b"\x01\x00", None)):
+        with pytest.raises(FormatError, match=message):
+            sa.decode_manifest(v2(body))

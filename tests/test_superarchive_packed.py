@@ -32,7 +32,7 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.model import SectionSpec, SymbolSpec
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.elf.writer import write
-from devbin.superarchive.manifest import HEADER_SIZE, MANIFEST_NAME
+from devbin.superarchive.manifest import MANIFEST_NAME, manifest_map
 from devbin.superarchive.packed import MAX_CLOSURE, MAX_DEPTH, PackedReader, chunk_content
 
 from tests.conftest import SOURCES, cubins_from_ptx, require_tool
@@ -298,7 +298,7 @@ def _base(layout: int = 2) -> tuple[list[sa.TargetInput], bytes]:
 def _rebuild(data: bytes, body_edit: object = None, stored: dict[int, bytes] | None = None) -> bytes:
     """The archive with its manifest body changed by ``body_edit(body)`` and members replaced (hashes fixed)."""
     lib = sa.open(data, verify="lazy")
-    body = msgpack.unpackb(bytes(lib.files[0].data)[HEADER_SIZE:], raw=False)
+    body = msgpack.unpackb(manifest_map(bytes(lib.files[0].data)), raw=False)
     members = [bytes(m.data) for m in lib.files[1:]]
     for o, blob in (stored or {}).items():
         members[o - 1] = blob
