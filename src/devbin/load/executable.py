@@ -1,0 +1,502 @@
+"""The executable: code objects loaded for one target, resolved against each other at ``freeze()``.
+
+Loading one code object is two steps, kept apart so that a lazy loader can run the second
+one later and per code object:
+
+1. **index** (at ``load_*``): parse the ELF, check vendor, kind and target, record its
+   pieces, definitions, references and relocations (:mod:`devbin.load.image`), and check
+   its exported symbols against those already loaded (duplicates).  No device memory.
+2. **place, map, relocate** (at ``freeze()``, for every code object, in load order):
+   :meth:`Executable._place` reserves the code object's span in the backend's address
+   space (page- and segment-aligned, one code object after another);
+   :meth:`Executable._materialize` maps its pieces there and applies its relocations
+   (AMDGPU: :mod:`devbin.load.amdgpu_relocs`; NVIDIA: symbols resolved and recorded for
+   the driver, SASS is not patched).  Placement of *every* code object happens before any
+   relocation, so a reference always resolves to the address its target will have.
+
+Every public mutation is a transaction: on any error the executable (its code objects,
+symbol table, and the backend's memory) is as it was before the call.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devbin.errors import FormatError, UsageError
+from devbin.load.amdgpu_relocs import AppliedReloc, apply_relocations
+from devbin.load.image import IndexedCodeObject, ObjDefinition, index_code_object
+from devbin.load.simulated import SimulatedDevice
+from devbin.load.symbols import LoadedSymbol, SymbolKind
+from devbin.model import Function, FunctionKind
+from devbin.selection import Device, parse_device
+
+if TYPE_CHECKING:
+    from devbin.superarchive import SuperArchive
+
+__all__ = ["DuplicateSymbolError", "Executable", "LoadedCodeObject", "ResolvedNvReloc", "Unresolved",
+           "UnresolvedSymbolsError"]
+
+Source = str | os.PathLike[str] | bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    """An undefined reference no loaded code object defines: the symbol, who needs it, and where."""
+
+    symbol: str
+    needed_by: str
+    sites: tuple[str, ...]
+
+    def __str__(self) -> str:
+        where = f" (at {', '.join(self.sites[:4])}{', ...' if len(self.sites) > 4 else ''})" if self.sites else ""
+        return f"{self.symbol!r} needed by {self.needed_by}{where}"
+
+
+class UnresolvedSymbolsError(UsageError):
+    """``freeze()`` found undefined references; ``unresolved`` lists each with who needs it."""
+
+    def __init__(self, unresolved: tuple[Unresolved, ...]) -> None:
+        self.unresolved = unresolved
+        lines = "; ".join(str(u) for u in unresolved)
+        super().__init__(f"cannot freeze: {len(unresolved)} unresolved symbol"
+                         f"{'s' if len(unresolved) != 1 else ''}: {lines}", fmt="load")
+
+
+class DuplicateSymbolError(UsageError):
+    """A code object defines an exported symbol another loaded code object already defines."""
+
+    def __init__(self, name: str, duplicates: tuple[tuple[str, str], ...]) -> None:
+        self.duplicates = duplicates  # (symbol, the code object that defined it first)
+        what = ", ".join(f"{s!r} (already defined by {o})" for s, o in duplicates)
+        super().__init__(f"duplicate definition: {what}", fmt="load", where=name)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedNvReloc:
+    """A cubin relocation resolved at freeze and left for the driver to apply to SASS."""
+
+    section: str
+    offset: int
+    type_name: str
+    symbol: str
+    addend: int
+    address: int | None  # the symbol's device address; None: a weak reference left unresolved
+    target_object: str | None
+
+
+@dataclass(eq=False)
+class LoadedCodeObject:
+    """One loaded code object (HSA's ``hsa_loaded_code_object_t``).
+
+    ``state``: ``indexed`` (loaded, not frozen), ``placed`` (address range reserved),
+    ``mapped`` (pieces in device memory, relocations applied).
+    """
+
+    index: IndexedCodeObject
+    note: str = ""
+    base: int | None = None
+    state: str = "indexed"
+    relocations: list[AppliedReloc] = field(default_factory=list)
+    nv_relocations: list[ResolvedNvReloc] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.index.name
+
+    @property
+    def vendor(self) -> str:
+        return self.index.vendor
+
+    @property
+    def arch(self) -> str:
+        return self.index.arch
+
+    @property
+    def size(self) -> int:
+        return self.index.span
+
+    def address(self, offset: int) -> int:
+        """The device address of object offset ``offset`` (after placement)."""
+        if self.base is None:
+            raise UsageError(f"{self.name} has no address yet: freeze() the executable first")
+        return self.base + offset
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "vendor": self.vendor, "arch": self.arch, "e_type": self.index.e_type,
+            "note": self.note, "base": self.base, "size": self.size, "state": self.state,
+            "pieces": [{"label": p.label, "address": None if self.base is None else self.base + p.offset,
+                        "offset": p.offset, "file_size": len(p.data), "mem_size": p.mem_size}
+                       for p in self.index.pieces],
+            "relocations": [{"address": r.address, "offset": r.offset, "type": r.type_name, "value": r.value,
+                             "symbol": r.symbol, "addend": r.addend, "target_object": r.target_object,
+                             "site": r.site} for r in self.relocations],
+            "driver_relocations": [{"section": r.section, "offset": r.offset, "type": r.type_name,
+                                    "symbol": r.symbol, "addend": r.addend, "address": r.address,
+                                    "target_object": r.target_object} for r in self.nv_relocations],
+            "warnings": [str(w) for w in self.index.warnings],
+        }
+
+
+def _symbol(obj: LoadedCodeObject, d: ObjDefinition, kind: SymbolKind, address: int, *,
+            code_address: int | None = None, descriptor: str = "", function: Function | None = None) -> LoadedSymbol:
+    return LoadedSymbol(d.name, kind, address, d.size, obj.name, "program" if d.exported else "module",
+                        d.section, d.st_value, d.binding, d.visibility, code_address, descriptor, function)
+
+
+def _read(source: Source, name: str, count: int) -> tuple[bytes | bytearray | memoryview, str]:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return source, name or f"<bytes #{count}>"
+    path = Path(source)
+    return path.read_bytes(), name or str(source)
+
+
+class Executable:
+    """An executable for one device target, HSA-style (see :mod:`devbin.load`).
+
+    ``target``: ``gfx90a``, ``gfx90a:xnack+``, ``gfx942:sramecc+:xnack-`` or ``sm_90``, as
+    :func:`devbin.select` names devices.  ``backend``: the device memory
+    (:class:`~devbin.load.simulated.SimulatedDevice` by default).
+    """
+
+    def __init__(self, target: str | Device, *, backend: SimulatedDevice | None = None) -> None:
+        self.device: Device = parse_device(target) if isinstance(target, str) else target
+        self.backend = backend if backend is not None else SimulatedDevice()
+        self._objects: list[LoadedCodeObject] = []
+        self._exports: dict[str, tuple[LoadedCodeObject, ObjDefinition]] = {}
+        self._pins: dict[str, tuple[str, str]] = {}  # feature -> (state, code object) for conditional loads
+        self._frozen = False
+        self._symbols: tuple[LoadedSymbol, ...] = ()
+        self._times = {"index_s": 0.0, "freeze_s": 0.0}
+
+    # -- facts ----------------------------------------------------------------------------
+    @property
+    def target(self) -> str:
+        return self.device.name
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    @property
+    def code_objects(self) -> tuple[LoadedCodeObject, ...]:
+        return tuple(self._objects)
+
+    # -- loading --------------------------------------------------------------------------
+    def load_code_object(self, source: Source, *, name: str = "") -> LoadedCodeObject:
+        """Load one code object (a path or its bytes): HSA's ``hsa_executable_load_agent_code_object``."""
+        self._check_open()
+        data, name = _read(source, name, len(self._objects))
+        with self._transaction():
+            return self._add(self._index(data, name))
+
+    def load_package(self, source: Source, *, name: str = "") -> tuple[LoadedCodeObject, ...]:
+        """Load the image(s) :func:`devbin.select` chooses for this target from a package
+        (fatbin, offload bundle, OffloadBinary, host binary embedding them, folder): one per module."""
+        from devbin.selection import select
+
+        self._check_open()
+        sel = select(source, self.device, name=name)  # NoImageError names what the package holds
+        with self._transaction():
+            out = []
+            for choice in sel.choices:
+                found = choice.image.found
+                if found is None:
+                    raise UsageError(f"{choice.name}: no image bytes", where=sel.source)
+                if choice.jit:
+                    raise UsageError(f"{choice.name}: the selected image is {choice.kind} ({choice.arch}), which "
+                                     "the driver JIT-compiles; the simulated backend loads only machine code",
+                                     where=sel.source)
+                out.append(self._add(self._index(found.image(), choice.name)))
+            return tuple(out)
+
+    def load_superarchive_member(self, archive: SuperArchive | Source, member: int | str, *,
+                                 archive_target: str | None = None, name: str = "") -> LoadedCodeObject:
+        """Load one member of a super-archive: by ordinal, or by member name through the target's
+        fallback chain (``archive_target``, default: the archive target named like this device)."""
+        import devbin.superarchive as sa
+
+        self._check_open()
+        if not isinstance(archive, sa.SuperArchive):
+            data, where = _read(archive, "<super-archive>", 0)
+            archive = sa.open(data, where=where)
+        if isinstance(member, int):
+            ordinal, member_name = member, archive.record(member).name
+        else:
+            ordinal, member_name = self._member_ordinal(archive, member, archive_target), member
+        data = archive.member_data(ordinal)
+        label = name or f"{archive.where or '<super-archive>'}({member_name})"
+        with self._transaction():
+            return self._add(self._index(data, label))
+
+    def _member_ordinal(self, archive: SuperArchive, member: str, archive_target: str | None) -> int:
+        targets = archive.targets()
+        tgt = archive_target
+        if tgt is None:
+            for cand in (self.device.name, str(self.device.target) if self.device.target else "",
+                         self.device.target.processor if self.device.target else ""):
+                if cand and cand in targets:
+                    tgt = cand
+                    break
+        if tgt is None or tgt not in targets:
+            raise UsageError(f"super-archive has no target {tgt or self.device.name!r} (it has "
+                             f"{', '.join(targets)}); pass archive_target=", where=archive.where)
+        for level in archive.chain(tgt):
+            for tm in archive.members(level):
+                if tm.name == member:
+                    return tm.ordinal
+        raise UsageError(f"no member {member!r} in target {tgt} or its fallback chain "
+                         f"{' -> '.join(archive.chain(tgt))}", where=archive.where)
+
+    def _check_open(self) -> None:
+        if self._frozen:
+            raise UsageError("the executable is frozen: no code object can be loaded after freeze() "
+                             "(HSA_STATUS_ERROR_FROZEN_EXECUTABLE)", fmt="load")
+
+    def _index(self, data: bytes | bytearray | memoryview, name: str) -> IndexedCodeObject:
+        t0 = time.perf_counter()
+        try:
+            return index_code_object(data, name)
+        finally:
+            self._times["index_s"] += time.perf_counter() - t0
+
+    def _add(self, idx: IndexedCodeObject) -> LoadedCodeObject:
+        """Check target and duplicates, then add: nothing changes unless every check passes."""
+        if any(o.name == idx.name for o in self._objects):
+            raise UsageError(f"a code object named {idx.name!r} is already loaded; pass name=", fmt="load")
+        note = self._check_target(idx)
+        dups = []
+        for d in idx.exported.values():
+            have = self._exports.get(d.name)
+            if have is not None and d.binding != "weak" and have[1].binding != "weak":
+                dups.append((d.name, have[0].name))
+        if dups:
+            raise DuplicateSymbolError(idx.name, tuple(dups))
+        obj = LoadedCodeObject(idx, note)
+        for d in idx.exported.values():
+            have = self._exports.get(d.name)
+            if have is None or (have[1].binding == "weak" and d.binding != "weak"):
+                self._exports[d.name] = (obj, d)
+        self._objects.append(obj)
+        return obj
+
+    def _check_target(self, idx: IndexedCodeObject) -> str:
+        dev = self.device
+        vendor_word = {"amdgpu": "AMDGPU", "nvidia": "NVIDIA"}
+        if dev.vendor != idx.vendor:
+            raise UsageError(f"incompatible target: an {vendor_word[idx.vendor]} code object ({idx.arch}) cannot "
+                             f"be loaded into an executable for {dev.name}", fmt="load", where=idx.name)
+        if idx.vendor == "nvidia":
+            from devbin.targets.nvidia.archs import parse_arch, runs_on
+
+            assert dev.cc is not None
+            ok, why = runs_on(parse_arch(idx.arch), dev.cc)
+            if not ok:
+                raise UsageError(f"incompatible target: {why}", fmt="load", where=idx.name)
+            return why
+        from devbin.targets.amdgpu.matching import match
+        from devbin.targets.amdgpu.targetid import parse_target_id
+
+        assert dev.target is not None
+        m = match(parse_target_id(idx.arch), dev.target, generic_version=idx.generic_version)
+        if not m.ok:
+            raise UsageError(f"incompatible target: {m.reason}", fmt="load", where=idx.name)
+        for c in m.conditional:
+            feature, state = c[:-1], c[-1]
+            prior = self._pins.get(feature)
+            if prior is not None and prior[0] != state:
+                raise UsageError(f"incompatible target: needs {c}, but {prior[1]} needs {feature}{prior[0]}; "
+                                 "one device runs with one setting", fmt="load", where=idx.name)
+        for c in m.conditional:
+            self._pins.setdefault(c[:-1], (c[-1], idx.name))
+        return m.reason
+
+    # -- freezing -------------------------------------------------------------------------
+    def unresolved(self) -> tuple[Unresolved, ...]:
+        """Every non-weak undefined reference that no loaded code object exports."""
+        out = []
+        for obj in self._objects:
+            for ref in obj.index.references:
+                if not ref.weak and ref.name not in self._exports:
+                    out.append(Unresolved(ref.name, obj.name, ref.sites))
+        return tuple(out)
+
+    def freeze(self) -> None:
+        """Resolve every reference, place, map and relocate every code object, build the symbol table
+        (HSA's ``hsa_executable_freeze``).  UnresolvedSymbolsError lists what is missing and who needs it."""
+        if self._frozen:
+            raise UsageError("the executable is already frozen", fmt="load")
+        missing = self.unresolved()
+        if missing:
+            raise UnresolvedSymbolsError(missing)
+        t0 = time.perf_counter()
+        with self._transaction():
+            for obj in self._objects:
+                self._place(obj)
+            for obj in self._objects:
+                self._materialize(obj)
+            self._symbols = self._build_symbols()
+            self._frozen = True
+        self._times["freeze_s"] += time.perf_counter() - t0
+
+    def _place(self, obj: LoadedCodeObject) -> None:
+        """Reserve the code object's address range (hook for lazy loading: cheap, no bytes copied)."""
+        obj.base = self.backend.reserve(obj.index.span, obj.index.align)
+        obj.state = "placed"
+
+    def _materialize(self, obj: LoadedCodeObject) -> None:
+        """Map the code object's pieces and apply its relocations (hook for lazy loading)."""
+        base = obj.address(0)
+        for p in obj.index.pieces:
+            self.backend.map(base + p.offset, p.data, p.mem_size, label=f"{obj.name} {p.label}")
+        if obj.vendor == "amdgpu":
+            obj.relocations = apply_relocations(obj.index, base, self.backend, self._resolve)
+        else:
+            out = []
+            own = {d.name: d for d in obj.index.definitions}
+            for r in obj.index.nv_relocations:
+                d = own.get(r.symbol)
+                hit = (base + d.offset, obj.name) if d is not None else self._resolve(r.symbol)
+                out.append(ResolvedNvReloc(r.section, r.offset, r.type_name, r.symbol, r.addend,
+                                           hit[0] if hit else None, hit[1] if hit else None))
+            obj.nv_relocations = out
+        obj.state = "mapped"
+
+    def _resolve(self, name: str) -> tuple[int, str] | None:
+        hit = self._exports.get(name)
+        if hit is None:
+            return None
+        obj, d = hit
+        return obj.address(d.offset), obj.name
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        saved = (list(self._objects), dict(self._exports), dict(self._pins), self.backend.mark(),
+                 [(o, o.base, o.state, o.relocations, o.nv_relocations) for o in self._objects])
+        try:
+            yield
+        except BaseException:
+            self._objects, self._exports, self._pins = saved[0], saved[1], saved[2]
+            self.backend.release(saved[3])
+            for o, base, state, rel, nv in saved[4]:
+                o.base, o.state, o.relocations, o.nv_relocations = base, state, rel, nv
+            raise
+
+    # -- symbols --------------------------------------------------------------------------
+    def _taken_addresses(self) -> set[int]:
+        """Addresses stored in data by any code object: functions there are address-taken.
+
+        GOT slots are left out: a call to a preemptible function also goes through the GOT.
+        """
+        out: set[int] = set()
+        for obj in self._objects:
+            for r in obj.relocations:
+                if r.width == 8 and not r.site.startswith(".got"):
+                    out.add(r.value)
+            for n in obj.nv_relocations:
+                if n.address is not None and not n.section.startswith(".text"):
+                    out.add(n.address + n.addend)
+        return out
+
+    def _build_symbols(self) -> tuple[LoadedSymbol, ...]:
+        taken = self._taken_addresses()
+        out: list[LoadedSymbol] = []
+        for obj in self._objects:
+            out += self._object_symbols(obj, taken)
+        return tuple(out)
+
+    def _object_symbols(self, obj: LoadedCodeObject, taken: set[int]) -> list[LoadedSymbol]:
+        idx = obj.index
+        model = idx.model
+        funcs = {f.name: f for f in model.functions}
+        defs = {d.name: d for d in idx.definitions}
+        if obj.vendor == "amdgpu":
+            kernels = {n for n, d in defs.items() if d.is_function and f"{n}.kd" in defs}
+        else:
+            kernels = {f.name for f in model.functions if f.kind == FunctionKind.KERNEL}
+        model_taken = {f.name for f in model.functions if f.kind == FunctionKind.INDIRECT_TARGET}
+        out = []
+        for d in idx.definitions:
+            if obj.vendor == "amdgpu" and d.name.endswith(".kd") and d.name[:-3] in kernels:
+                continue  # folded into its kernel
+            addr = obj.address(d.offset)
+            if not d.is_function:
+                out.append(_symbol(obj, d, SymbolKind.VARIABLE, addr))
+                continue
+            fn = funcs.get(d.name)
+            if d.name in kernels:
+                kd_name, kd_addr, entry = "", addr, addr
+                if obj.vendor == "amdgpu":
+                    kd = defs[f"{d.name}.kd"]
+                    kd_name, kd_addr = kd.name, obj.address(kd.offset)
+                    entry = kd_addr + self.backend.view(kd_addr + 16, 8).i64(0)
+                    if entry != addr:
+                        idx.warnings.append(FormatError(
+                            f"kernel {d.name!r}: descriptor entry {entry:#x} is not the kernel symbol {addr:#x}",
+                            fmt="amdgpu", where=obj.name))
+                out.append(_symbol(obj, d, SymbolKind.KERNEL, kd_addr, code_address=entry, descriptor=kd_name,
+                                   function=fn))
+                continue
+            kind = SymbolKind.INDIRECT_FUNCTION if (addr in taken or d.name in model_taken) \
+                else SymbolKind.DEVICE_FUNCTION
+            out.append(_symbol(obj, d, kind, addr, code_address=addr, function=fn))
+        return out
+
+    def _check_frozen(self) -> None:
+        if not self._frozen:
+            raise UsageError("the executable is not frozen: call freeze() before looking up symbols", fmt="load")
+
+    def symbols(self, kind: SymbolKind | None = None) -> tuple[LoadedSymbol, ...]:
+        """Every symbol (HSA's ``hsa_executable_iterate_agent_symbols``), in load then symbol-table order."""
+        self._check_frozen()
+        return self._symbols if kind is None else tuple(s for s in self._symbols if s.kind == kind)
+
+    def symbol(self, name: str, *, code_object: str | None = None) -> LoadedSymbol:
+        """The symbol ``name`` (HSA's ``hsa_executable_get_symbol_by_name``).
+
+        A kernel is found by its name or its descriptor's (``k.kd``).  An exported symbol wins over
+        module-local ones of the same name; between locals, give ``code_object``.
+        """
+        self._check_frozen()
+        hits = [s for s in self._symbols if (s.name == name or (s.descriptor and s.descriptor == name))
+                and (code_object is None or s.code_object == code_object)]
+        if not hits:
+            raise UsageError(f"no symbol {name!r} in the executable"
+                             + (f" from {code_object}" if code_object else ""), fmt="load")
+        program = [s for s in hits if s.linkage == "program"]
+        if len(program) == 1:
+            return program[0]
+        if len(hits) == 1:
+            return hits[0]
+        raise UsageError(f"{name!r} is local to several code objects ({', '.join(s.code_object for s in hits)}); "
+                         "pass code_object=", fmt="load")
+
+    # -- device memory --------------------------------------------------------------------
+    def read(self, address: int, size: int) -> bytes:
+        return self.backend.read(address, size)
+
+    def u32(self, address: int) -> int:
+        return self.backend.u32(address)
+
+    def u64(self, address: int) -> int:
+        return self.backend.u64(address)
+
+    def stats(self) -> dict[str, Any]:
+        """What is loaded: code objects by state, bytes mapped, relocations applied, time spent."""
+        states: dict[str, int] = {}
+        for o in self._objects:
+            states[o.state] = states.get(o.state, 0) + 1
+        return {"code_objects": len(self._objects), "states": states, "bytes_mapped": self.backend.bytes_mapped,
+                "relocations_applied": sum(len(o.relocations) for o in self._objects),
+                "symbols": len(self._symbols), **{k: round(v, 6) for k, v in self._times.items()}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.device.to_dict(), "backend": self.backend.name, "frozen": self._frozen,
+                "code_objects": [o.to_dict() for o in self._objects],
+                "symbols": [s.to_dict() for s in self._symbols], "stats": self.stats()}

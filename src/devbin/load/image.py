@@ -1,0 +1,439 @@
+"""Step 1 of loading a code object: parse and index it (no device memory is touched).
+
+:func:`index_code_object` checks the ELF, its vendor and kind, and records what the later
+steps need, all relative to the code object's own base address ("object offsets"):
+
+* ``pieces``: the ranges to map.  AMDGPU (an ``ET_DYN`` from ``ld.lld -shared``, what ROCr
+  loads): one piece per ``PT_LOAD`` at its ``p_vaddr`` (file bytes, zeros up to
+  ``p_memsz``), so the code object keeps the exact layout the linker gave it.  NVIDIA
+  cubins have no program headers that matter to a driver: every allocated section that
+  lives in global or constant memory is a piece, placed one after another in section order
+  at its ``sh_addralign``; ``.nv.shared.*`` (per block) and ``.nv.local.*`` (per thread)
+  are not device-global memory and are not mapped.
+* ``definitions``: every named function and data symbol with its object offset, and
+  whether it is *exported* (binds other code objects' references: an AMDGPU ``.dynsym``
+  entry that is global/weak and not hidden; a cubin's global/weak symbols).
+* ``references``: undefined symbols with who needs them (the relocated place, as
+  ``holder+0xoff``), weak or not.
+* ``relocations`` (AMDGPU): the dynamic relocations, checked now so that a bad one fails
+  the load, not the freeze.  Only the sections without a target section (``sh_info`` 0:
+  ``.rela.dyn``) are dynamic; static ones kept by ``--emit-relocs`` are skipped, as ROCr
+  does, and only the five types ROCr applies are accepted (anything else is
+  ``HSA_STATUS_ERROR_INVALID_CODE_OBJECT`` there, a :class:`FormatError` here).
+  Cubin relocations (``R_CUDA_*`` in SASS) are *recorded*, resolved at freeze, and left
+  for the driver to apply: patching SASS is the driver's job.
+
+The unified model (:attr:`IndexedCodeObject.model`: registers, stack, calling convention,
+call graph) is imported on first use, from the devbin sections when present, else the
+vendor's metadata; lazy loading needs it, eager ``freeze()`` reads it once for symbols.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from devbin.binary import ByteView
+from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, UsageError
+from devbin.formats.elf import constants as C
+from devbin.formats.elf.reader import ElfFile, Section, Symbol, SymbolTable
+from devbin.model import CodeObject
+
+__all__ = ["DynReloc", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece", "RELOC_WIDTH",
+           "index_code_object"]
+
+R_NONE, R_ABS32_LO, R_ABS32_HI, R_ABS64, R_ABS32, R_RELATIVE64 = 0, 1, 2, 3, 6, 13
+#: The dynamic relocations ROCr applies, and the bytes each writes (reference §4.6).
+RELOC_WIDTH = {R_NONE: 0, R_ABS32_LO: 4, R_ABS32_HI: 4, R_ABS64: 8, R_ABS32: 4, R_RELATIVE64: 8}
+
+ELFOSABI_AMDGPU_HSA = 64
+STT_CUDA_OBJECT = 13
+STT_AMDGPU_HSA_KERNEL = 10
+_NV_UNMAPPED = frozenset({0x70000009, 0x7000000A, 0x70000015})  # .nv.local.*, .nv.shared.*, reserved shared
+_DATA_TYPES = {C.STT_OBJECT, STT_CUDA_OBJECT, C.STT_COMMON}
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A range to map: ``mem_size`` bytes at object offset ``offset``, starting with ``data``."""
+
+    label: str
+    offset: int
+    data: memoryview = field(repr=False)
+    mem_size: int
+    align: int
+    executable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ObjDefinition:
+    """A defined function or data symbol; ``offset`` is relative to the code object's base."""
+
+    name: str
+    st_type: int
+    offset: int
+    size: int
+    section: str
+    st_value: int
+    binding: str
+    visibility: str
+    exported: bool
+
+    @property
+    def is_function(self) -> bool:
+        return self.st_type in (C.STT_FUNC, STT_AMDGPU_HSA_KERNEL)
+
+
+@dataclass(frozen=True, slots=True)
+class ObjReference:
+    """An undefined symbol: ``weak`` references may stay unresolved (address 0)."""
+
+    name: str
+    weak: bool
+    sites: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DynReloc:
+    """One AMDGPU dynamic relocation: write at object offset ``offset``.
+
+    ``symbol`` is the name of an undefined symbol (resolved across code objects at freeze),
+    ``local`` the object offset of a symbol this code object defines (resolved to
+    base + offset, as ROCr does for ``STT_OBJECT``/``STT_FUNC``), both None for
+    ``RELATIVE64`` (base + addend).  ``addend`` None: ``SHT_REL``, the slot holds it.
+    """
+
+    offset: int
+    rtype: int
+    symbol: str | None
+    local: int | None
+    addend: int | None
+    weak: bool = False
+    site: str = ""
+    name: str = ""  # the symbol's name, also for a local one (reports)
+
+    @property
+    def width(self) -> int:
+        return RELOC_WIDTH[self.rtype]
+
+    @property
+    def type_name(self) -> str:
+        return C.reloc_name(C.EM_AMDGPU, self.rtype)
+
+
+@dataclass(frozen=True, slots=True)
+class NvReloc:
+    """A cubin relocation, kept for the driver: at ``site`` (``section+0xoff``) against ``symbol``."""
+
+    section: str
+    offset: int
+    rtype: int
+    symbol: str
+    addend: int
+
+    @property
+    def type_name(self) -> str:
+        return C.reloc_name(C.EM_CUDA, self.rtype)
+
+
+def _raise(e: DeviceBinaryError) -> None:
+    raise e
+
+
+@dataclass(eq=False)
+class IndexedCodeObject:
+    """A code object parsed and indexed (see the module docstring); immutable once built."""
+
+    name: str
+    vendor: str  # "amdgpu" or "nvidia"
+    elf: ElfFile = field(repr=False)
+    arch: str  # AMDGPU target id from e_flags (gfx90a:xnack+), NVIDIA sm_XX[a|f]
+    generic_version: int
+    span: int  # bytes from the base to the end of the last piece
+    align: int
+    pieces: tuple[Piece, ...]
+    definitions: tuple[ObjDefinition, ...]
+    references: tuple[ObjReference, ...]
+    relocations: tuple[DynReloc, ...] = ()
+    nv_relocations: tuple[NvReloc, ...] = ()
+    warnings: list[DeviceBinaryError] = field(default_factory=list, repr=False)
+
+    @cached_property
+    def model(self) -> CodeObject:
+        """The unified model (devbin sections if present, else the vendor importer); problems become warnings."""
+        from devbin.formats.devsec.elf import read_code_object
+        from devbin.importers import import_code_object
+
+        try:
+            have = read_code_object(self.elf)
+        except DeviceBinaryError as e:
+            self.warnings.append(e)
+            have = None
+        return have if have is not None else import_code_object(self.elf, diag=self.warnings.append)
+
+    @cached_property
+    def exported(self) -> dict[str, ObjDefinition]:
+        out: dict[str, ObjDefinition] = {}
+        for d in self.definitions:
+            if d.exported:
+                out.setdefault(d.name, d)
+        return out
+
+    @property
+    def e_type(self) -> str:
+        return C.ET_NAMES.get(self.elf.header.e_type, str(self.elf.header.e_type))
+
+    def holder(self, offset: int) -> str:
+        """``name+0xoff`` for the symbol (else section) holding object offset ``offset``."""
+        return _Holders(self).at(offset)
+
+
+class _Holders:
+    def __init__(self, obj: IndexedCodeObject) -> None:
+        spans = sorted((d.offset, d.offset + max(d.size, 1), d.name) for d in obj.definitions)
+        self.spans = spans
+        self.starts = [s[0] for s in spans]
+        self.sections = _section_spans(obj)
+
+    def at(self, offset: int) -> str:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        for j in range(i, max(i - 16, -1), -1):
+            lo, hi, name = self.spans[j]
+            if lo <= offset < hi:
+                return f"{name}+{offset - lo:#x}"
+        for lo, hi, name in self.sections:
+            if lo <= offset < hi:
+                return f"{name}+{offset - lo:#x}"
+        return f"{offset:#x}"
+
+
+def _section_spans(obj: IndexedCodeObject) -> list[tuple[int, int, str]]:
+    if obj.vendor == "amdgpu":
+        return [(s.sh_addr, s.sh_addr + s.sh_size, s.name) for s in obj.elf.sections if s.is_alloc]
+    return [(p.offset, p.offset + p.mem_size, p.label) for p in obj.pieces]
+
+
+# ------------------------------------------------------------------------------------------ entry
+
+
+def index_code_object(data: bytes | bytearray | memoryview, name: str) -> IndexedCodeObject:
+    """Parse and index one code object; FormatError/UsageError (naming ``name``) if it cannot be loaded."""
+    view = ByteView(data, fmt="elf", where=name)
+    try:
+        elf = ElfFile(view, where=name)
+    except NotThisFormat:
+        raise UsageError("not a code object (no ELF header); give a package to load_package()", where=name) \
+            from None
+    h = elf.header
+    if h.e_machine == C.EM_AMDGPU:
+        return _index_amdgpu(elf, name)
+    if h.e_machine == C.EM_CUDA:
+        return _index_cubin(elf, name)
+    raise UsageError(f"not a device code object: e_machine {C.simple_name(C.EM_NAMES, h.e_machine)} "
+                     "(expected an AMDGPU code object or a cubin)", where=name)
+
+
+def _word(sym: Symbol) -> tuple[str, str]:
+    return C.binding_word(sym.bind), C.visibility_word(sym.visibility)
+
+
+def _exportable(sym: Symbol) -> bool:
+    return sym.defined and sym.bind in (C.STB_GLOBAL, C.STB_WEAK) and sym.visibility in (C.STV_DEFAULT,
+                                                                                          C.STV_PROTECTED)
+
+
+def _definitions(elf: ElfFile, table: SymbolTable | None, exported: set[str],
+                 offset_of: Callable[[Symbol], int | None]) -> tuple[ObjDefinition, ...]:
+    out: list[ObjDefinition] = []
+    seen: set[tuple[str, int]] = set()
+    for s in table or ():
+        if not s.name or not s.defined or s.st_shndx >= C.SHN_LORESERVE:
+            continue
+        if s.type not in (C.STT_FUNC, STT_AMDGPU_HSA_KERNEL, *_DATA_TYPES):
+            continue
+        off = offset_of(s)
+        if off is None or (s.name, off) in seen:
+            continue
+        seen.add((s.name, off))
+        sec = elf.sections[s.st_shndx].name if s.st_shndx < len(elf.sections) else ""
+        b, v = _word(s)
+        out.append(ObjDefinition(s.name, s.type, off, s.st_size, sec, s.st_value, b, v, s.name in exported))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------------------ AMDGPU
+
+
+def _amdgpu_arch(elf: ElfFile) -> tuple[str, int]:
+    from devbin.targets.amdgpu.mach import decode_flags
+
+    f = decode_flags(elf.header.e_flags, elf.header.ei_osabi, elf.header.ei_abiversion)
+    return f.target_id, (f.generic_version or 1)
+
+
+def _index_amdgpu(elf: ElfFile, name: str) -> IndexedCodeObject:
+    h = elf.header
+    if h.e_type == C.ET_REL:
+        raise UsageError("AMDGPU relocatable object (ET_REL): ROCr loads only linked code objects; "
+                         "link it first (ld.lld -shared)", where=name)
+    if h.e_type not in (C.ET_DYN, C.ET_EXEC):
+        raise FormatError(f"AMDGPU code object of type {C.ET_NAMES.get(h.e_type, h.e_type)} cannot be loaded",
+                          fmt="amdgpu", where=name, value=h.e_type)
+    if h.ei_osabi != ELFOSABI_AMDGPU_HSA:
+        raise UsageError(f"not an HSA code object (EI_OSABI {h.ei_osabi}, expected 64): PAL and Mesa objects "
+                         "are loaded by their own drivers", where=name)
+    arch, generic = _amdgpu_arch(elf)
+    loads = [s for s in elf.segments if s.p_type == C.PT_LOAD and s.p_memsz]
+    if not loads:
+        raise FormatError("no PT_LOAD segment: nothing to map", fmt="amdgpu", where=name)
+    pieces: list[Piece] = []
+    for seg in sorted(loads, key=lambda x: x.p_vaddr):
+        if seg.p_filesz > seg.p_memsz:
+            raise FormatError(f"segment [{seg.index}]: p_filesz {seg.p_filesz:#x} > p_memsz {seg.p_memsz:#x}",
+                              fmt="amdgpu", where=name, value=seg.p_filesz)
+        if pieces and seg.p_vaddr < pieces[-1].offset + pieces[-1].mem_size:
+            raise FormatError(f"segment [{seg.index}] overlaps the previous PT_LOAD", fmt="amdgpu", where=name,
+                              value=seg.p_vaddr)
+        data = elf.view.bytes_at(seg.p_offset, seg.p_filesz, f"segment [{seg.index}]")
+        flags = "".join(c if seg.p_flags & b else "-" for c, b in (("r", 4), ("w", 2), ("x", 1)))
+        pieces.append(Piece(f"PT_LOAD[{seg.index}] {flags}", seg.p_vaddr, data, seg.p_memsz, max(seg.p_align, 1),
+                            bool(seg.p_flags & 1)))
+    if pieces[0].offset > (1 << 48) or pieces[-1].offset + pieces[-1].mem_size > (1 << 48):
+        raise FormatError("segment addresses beyond 2^48", fmt="amdgpu", where=name)
+    span = pieces[-1].offset + pieces[-1].mem_size
+    align = max(p.align for p in pieces)
+    if align & (align - 1) or align > (1 << 30):
+        raise FormatError(f"bad segment alignment {align:#x}", fmt="amdgpu", where=name, value=align)
+    dyn = elf.dynsym
+    exported = {s.name for s in dyn or () if s.name and _exportable(s)}
+    definitions = _definitions(elf, elf.symtab or dyn, exported, lambda s: s.st_value)
+    obj = IndexedCodeObject(name, "amdgpu", elf, arch, generic, span, align, tuple(pieces), definitions, ())
+    relocs = _amdgpu_relocations(elf, obj)
+    sites: dict[str, list[str]] = {}
+    for r in relocs:
+        if r.symbol is not None:
+            sites.setdefault(r.symbol, []).append(r.site)
+    obj.references = _references(dyn, sites)
+    obj.relocations = relocs
+    return obj
+
+
+def _references(table: SymbolTable | None, sites: dict[str, list[str]]) -> tuple[ObjReference, ...]:
+    """The named undefined non-local symbols of ``table``, with the places that need them."""
+    out: dict[str, ObjReference] = {}
+    for sym in table or ():
+        if sym.name and not sym.defined and sym.bind != C.STB_LOCAL and sym.name not in out:
+            out[sym.name] = ObjReference(sym.name, sym.bind == C.STB_WEAK, tuple(sites.get(sym.name, ())))
+    return tuple(out.values())
+
+
+def _dynamic_reloc_sections(elf: ElfFile) -> list[Section]:
+    return [s for s in elf.sections if s.sh_type in (C.SHT_RELA, C.SHT_REL) and s.sh_info == 0]
+
+
+def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc, ...]:
+    holders = _Holders(obj)
+    out: list[DynReloc] = []
+    for sec in _dynamic_reloc_sections(elf):
+        table = elf.symbol_tables.get(sec.sh_link)
+        for i, r in enumerate(elf.relocation_tables[sec.index]):
+            where = f"{sec.where} entry {i}"
+            if r.r_type not in RELOC_WIDTH:
+                raise FormatError(f"dynamic relocation {C.reloc_name(C.EM_AMDGPU, r.r_type)} is not one the HSA "
+                                  "loader applies (ABS32_LO/HI, ABS32, ABS64, RELATIVE64)", fmt="amdgpu",
+                                  where=f"{obj.name}: {where}", value=r.r_type)
+            if r.r_type == R_NONE:
+                continue
+            width = RELOC_WIDTH[r.r_type]
+            if not any(p.offset <= r.r_offset and r.r_offset + width <= p.offset + p.mem_size for p in obj.pieces):
+                raise FormatError(f"relocated place {r.r_offset:#x} lies outside every PT_LOAD", fmt="amdgpu",
+                                  where=f"{obj.name}: {where}", value=r.r_offset)
+            symbol: str | None = None
+            local: int | None = None
+            weak = False
+            sym_name = ""
+            if r.r_type != R_RELATIVE64 and r.r_sym:
+                if table is None or r.r_sym >= len(table):
+                    raise FormatError("relocation symbol index outside the symbol table", fmt="amdgpu",
+                                      where=f"{obj.name}: {where}", value=r.r_sym)
+                s = table[r.r_sym]
+                sym_name = s.name
+                if s.defined:
+                    local = s.st_value if s.st_shndx != C.SHN_ABS else None
+                    if local is None:
+                        raise FormatError(f"relocation against absolute symbol {s.name!r}", fmt="amdgpu",
+                                          where=f"{obj.name}: {where}")
+                elif not s.name:
+                    raise FormatError("relocation against an unnamed undefined symbol", fmt="amdgpu",
+                                      where=f"{obj.name}: {where}", value=r.r_sym)
+                else:
+                    symbol, weak = s.name, s.bind == C.STB_WEAK
+            out.append(DynReloc(r.r_offset, r.r_type, symbol, local, r.r_addend, weak, holders.at(r.r_offset),
+                                sym_name))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------------------ NVIDIA
+
+
+def _cubin_arch(elf: ElfFile, name: str) -> str:
+    from devbin.targets.nvidia.cubin import Cubin
+
+    try:
+        return Cubin(elf, records=False).arch
+    except DeviceBinaryError as e:
+        raise e.within(name) from None
+
+
+def _index_cubin(elf: ElfFile, name: str) -> IndexedCodeObject:
+    arch = _cubin_arch(elf, name)
+    pieces: list[Piece] = []
+    place: dict[int, int] = {}
+    cursor = 0
+    for s in elf.sections:
+        if not s.is_alloc or s.sh_type in _NV_UNMAPPED or s.sh_type == C.SHT_NULL:
+            continue
+        a = max(s.sh_addralign, 1)
+        if a & (a - 1) or a > (1 << 20):
+            raise FormatError(f"bad alignment {a:#x}", fmt="elf", where=f"{name}: {s.where}", value=a)
+        cursor = (cursor + a - 1) // a * a
+        place[s.index] = cursor
+        pieces.append(Piece(s.name, cursor, s.data, s.sh_size, a, bool(s.sh_flags & C.SHF_EXECINSTR)))
+        cursor += s.sh_size
+    rel = elf.header.e_type == C.ET_REL
+
+    def offset_of(sym: Symbol) -> int | None:
+        base = place.get(sym.st_shndx)
+        if base is None:
+            return None
+        sec = elf.sections[sym.st_shndx]
+        return base + sym.st_value - (0 if rel else sec.sh_addr)
+
+    table = elf.symtab
+    exported = {s.name for s in table or () if s.name and _exportable(s)}
+    definitions = _definitions(elf, table, exported, offset_of)
+    obj = IndexedCodeObject(name, "nvidia", elf, arch, 1, cursor, 256, tuple(pieces), definitions, ())
+    holders = _Holders(obj)
+    sites: dict[str, list[str]] = {}
+    nv: list[NvReloc] = []
+    for idx, relocs in elf.relocation_tables.items():
+        rsec = elf.sections[idx]
+        target = elf.sections[rsec.sh_info] if 0 < rsec.sh_info < len(elf.sections) else None
+        symtab = elf.symbol_tables.get(rsec.sh_link)
+        if target is None or target.index not in place or symtab is None:
+            continue  # .rela.debug_frame and other unmapped targets
+        for r in relocs:
+            if not 0 < r.r_sym < len(symtab):
+                continue
+            sym = symtab[r.r_sym]
+            if not sym.name or sym.type == C.STT_SECTION:
+                continue
+            off = place[target.index] + r.r_offset
+            nv.append(NvReloc(target.name, r.r_offset, r.r_type, sym.name, r.r_addend or 0))
+            if not sym.defined:
+                sites.setdefault(sym.name, []).append(holders.at(off))
+    obj.references = _references(table, sites)
+    obj.nv_relocations = tuple(nv)
+    return obj
