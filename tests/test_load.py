@@ -488,3 +488,48 @@ def test_load_superarchive_member(built: dict[str, Path]) -> None:
     assert e2.load_superarchive_member(arch, ordinal).arch.startswith("gfx942")
     with pytest.raises(UsageError, match=r"no member 'nope\.so'"):
         Executable("gfx90a").load_superarchive_member(data, "nope.so")
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _cli(*argv: str) -> tuple[int, str]:
+    import io
+
+    from devbin.cli.main import main
+
+    out = io.StringIO()
+    return main(["load", *argv], out), out.getvalue()
+
+
+def test_cli_text_and_json(built: dict[str, Path]) -> None:
+    import json
+
+    rc, text = _cli(str(built["user.so"]), str(built["lib.so"]))
+    assert rc == 0
+    assert "executable for gfx90a" in text and "code objects:" in text
+    row = next(line for line in text.splitlines() if " user_kern " in line)
+    assert row.split()[0] == "kernel" and "kernel" in row.split()[-2:]
+    assert any(line.split()[:1] == ["device-function"] and "lib_private" in line for line in text.splitlines())
+    rc, js = _cli(str(built["user.so"]), str(built["lib.so"]), "--json")
+    d = json.loads(js)
+    assert rc == 0 and d["frozen"] and d["target"]["name"] == "gfx90a"
+    exe = Executable("gfx90a")
+    exe.load_code_object(built["user.so"])
+    exe.load_code_object(built["lib.so"])
+    exe.freeze()
+    assert d["symbols"] == json.loads(json.dumps([s.to_dict() for s in exe.symbols()]))
+    rc, k = _cli(str(built["user.so"]), str(built["lib.so"]), "--kernel", "user_kern")
+    assert rc == 0 and k.startswith("kernel user_kern") and "descriptor user_kern.kd" in k
+    assert "amdgpu.language OpenCL C" in " ".join(k.split())
+
+
+def test_cli_errors(built: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _ = _cli(str(built["user.so"]))
+    assert rc == 1 and "unresolved" in capsys.readouterr().err
+    rc, _ = _cli(str(built["user.so"]), str(built["lib.so"]), "--kernel", "lib_scale")
+    assert rc == 1 and "not a kernel" in capsys.readouterr().err
+    rc, _ = _cli(str(built["user.so"]), "--target", "gfx942")
+    assert rc == 1 and "device is gfx942" in capsys.readouterr().err
+    rc, _ = _cli(str(built["user.o"]))
+    assert rc == 1 and "ET_REL" in capsys.readouterr().err

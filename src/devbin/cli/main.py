@@ -34,6 +34,7 @@ COMMANDS = {
     "ar": "ar_cmd",
     "link": "link_cmd",
     "select": "select_cmd",
+    "load": "load_cmd",
 }
 
 

@@ -69,6 +69,8 @@ from devbin.load.executable import (
     ResolvedNvReloc,
     Unresolved,
     UnresolvedSymbolsError,
+    code_object_target,
+    is_device_elf,
 )
 from devbin.load.simulated import DEFAULT_BASE, SimulatedDevice
 from devbin.load.symbols import LoadedSymbol, SymbolKind
@@ -84,4 +86,6 @@ __all__ = [
     "SymbolKind",
     "Unresolved",
     "UnresolvedSymbolsError",
+    "code_object_target",
+    "is_device_elf",
 ]

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devbin.errors import FormatError, UsageError
+from devbin.formats.elf import constants as C
 from devbin.load.amdgpu_relocs import AppliedReloc, apply_relocations
 from devbin.load.image import IndexedCodeObject, ObjDefinition, index_code_object
 from devbin.load.simulated import SimulatedDevice
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from devbin.superarchive import SuperArchive
 
 __all__ = ["DuplicateSymbolError", "Executable", "LoadedCodeObject", "ResolvedNvReloc", "Unresolved",
-           "UnresolvedSymbolsError"]
+           "UnresolvedSymbolsError", "code_object_target", "is_device_elf"]
 
 Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 
@@ -150,6 +151,24 @@ def _symbol(obj: LoadedCodeObject, d: ObjDefinition, kind: SymbolKind, address: 
                         d.section, d.st_value, d.binding, d.visibility, code_address, descriptor, function)
 
 
+def is_device_elf(data: bytes | bytearray | memoryview) -> bool:
+    """True for the bytes of a bare AMDGPU code object or cubin (ELF magic and e_machine only)."""
+    head = bytes(data[:20])
+    return len(head) == 20 and head[:4] == b"\x7fELF" and head[5] == 1 and \
+        int.from_bytes(head[18:20], "little") in (C.EM_AMDGPU, C.EM_CUDA)
+
+
+def code_object_target(source: Source) -> str:
+    """The device target a bare code object names: ``gfx90a:xnack+`` (its e_flags), ``sm_90`` (its SASS arch)."""
+    data, name = _read(source, "", 0)
+    if not is_device_elf(data):
+        raise UsageError("not a bare code object: name the target (a package may hold several)", where=name)
+    idx = index_code_object(data, name)
+    if idx.vendor == "nvidia":
+        return idx.arch.rstrip("af")
+    return idx.arch
+
+
 def _read(source: Source, name: str, count: int) -> tuple[bytes | bytearray | memoryview, str]:
     if isinstance(source, (bytes, bytearray, memoryview)):
         return source, name or f"<bytes #{count}>"
@@ -195,6 +214,14 @@ class Executable:
         data, name = _read(source, name, len(self._objects))
         with self._transaction():
             return self._add(self._index(data, name))
+
+    def load(self, source: Source, *, name: str = "") -> tuple[LoadedCodeObject, ...]:
+        """Load a bare code object (AMDGPU or cubin) as is, anything else as a package (:meth:`load_package`)."""
+        self._check_open()
+        data, name = _read(source, name, len(self._objects))
+        if is_device_elf(data):
+            return (self.load_code_object(data, name=name),)
+        return self.load_package(data, name=name)
 
     def load_package(self, source: Source, *, name: str = "") -> tuple[LoadedCodeObject, ...]:
         """Load the image(s) :func:`devbin.select` chooses for this target from a package
@@ -291,7 +318,8 @@ class Executable:
         vendor_word = {"amdgpu": "AMDGPU", "nvidia": "NVIDIA"}
         if dev.vendor != idx.vendor:
             raise UsageError(f"incompatible target: an {vendor_word[idx.vendor]} code object ({idx.arch}) cannot "
-                             f"be loaded into an executable for {dev.name}", fmt="load", where=idx.name)
+                             f"be loaded into an executable for {dev.name} ({vendor_word[dev.vendor]})", fmt="load",
+                             where=idx.name)
         if idx.vendor == "nvidia":
             from devbin.targets.nvidia.archs import parse_arch, runs_on
 

@@ -88,7 +88,7 @@ class ObjDefinition:
 
 @dataclass(frozen=True, slots=True)
 class ObjReference:
-    """An undefined symbol: ``weak`` references may stay unresolved (address 0)."""
+    """An undefined symbol: ``weak`` references (and those a CUDA driver supplies) may stay unresolved."""
 
     name: str
     weak: bool
@@ -320,12 +320,19 @@ def _index_amdgpu(elf: ElfFile, name: str) -> IndexedCodeObject:
     return obj
 
 
-def _references(table: SymbolTable | None, sites: dict[str, list[str]]) -> tuple[ObjReference, ...]:
+#: Symbols a CUDA driver supplies itself (reserved shared memory; the unified function/data
+#: tables nvlink fills): never looked up among code objects, never "unresolved".
+NV_DRIVER_SYMBOLS = (".nv.reservedSmem", "__UFT", "__UDT")
+
+
+def _references(table: SymbolTable | None, sites: dict[str, list[str]],
+                driver: tuple[str, ...] = ()) -> tuple[ObjReference, ...]:
     """The named undefined non-local symbols of ``table``, with the places that need them."""
     out: dict[str, ObjReference] = {}
     for sym in table or ():
         if sym.name and not sym.defined and sym.bind != C.STB_LOCAL and sym.name not in out:
-            out[sym.name] = ObjReference(sym.name, sym.bind == C.STB_WEAK, tuple(sites.get(sym.name, ())))
+            optional = sym.bind == C.STB_WEAK or sym.name.startswith(driver or ("\0",))
+            out[sym.name] = ObjReference(sym.name, optional, tuple(sites.get(sym.name, ())))
     return tuple(out.values())
 
 
@@ -434,6 +441,6 @@ def _index_cubin(elf: ElfFile, name: str) -> IndexedCodeObject:
             nv.append(NvReloc(target.name, r.r_offset, r.r_type, sym.name, r.r_addend or 0))
             if not sym.defined:
                 sites.setdefault(sym.name, []).append(holders.at(off))
-    obj.references = _references(table, sites)
+    obj.references = _references(table, sites, NV_DRIVER_SYMBOLS)
     obj.nv_relocations = tuple(nv)
     return obj

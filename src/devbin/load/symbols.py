@@ -107,13 +107,16 @@ class LoadedSymbol:
         return enum_name(v, CallConv) if v is not None else None
 
     def attributes(self) -> dict[str, Any]:
-        """Every model attribute by name (bytes as hex), for reports."""
+        """Every model attribute by name (bytes as text when printable ASCII, else hex), for reports."""
         out: dict[str, Any] = {}
         for a in self.function.attributes if self.function is not None else ():
             info = attr_info(a.id)
             name = info.name if info is not None else f"attr_{a.id:#x}"
             v = a.value
-            out[name] = v.hex() if isinstance(v, bytes) else list(v) if isinstance(v, tuple) else v
+            if isinstance(v, bytes):
+                out[name] = v.decode() if v.isascii() and v.decode().isprintable() else v.hex()
+            else:
+                out[name] = list(v) if isinstance(v, tuple) else v
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,91 @@
+"""Load code objects into one executable on the simulated device, resolve them, print its symbols.
+
+Each FILE is a bare code object (an AMDGPU .so from ld.lld -shared, a cubin) or a package
+(fatbin, offload bundle, OffloadBinary, host binary), from which the image devbin select
+picks for --target is loaded.  Without --target, the first bare code object names it
+(gfx90a:xnack+ from its e_flags, sm_90 from its SASS).
+
+The executable is frozen: every undefined reference must be defined by one of the FILEs
+(an error lists each missing symbol and who needs it), AMDGPU dynamic relocations are
+applied as ROCr applies them, with symbols resolved across code objects.  The table lists
+every symbol: kind (kernel, device-function, indirect-function, variable), device address,
+size, code object, and what the unified model knows (registers, stack, calling convention).
+For an AMDGPU kernel the address is its descriptor's (what a dispatch packet holds) and
+"entry" the code it leads to.  --kernel NAME prints one kernel in full.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+HELP = "load code objects into one executable (simulated device), resolve them, print the symbols"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help="code objects or packages to load, in order")
+    p.add_argument("--target", metavar="T", help="the device: gfx90a, gfx90a:xnack+, sm_90 ... (default: the "
+                                                 "first code object's)")
+    p.add_argument("--kernel", metavar="NAME", help="print only this kernel, with every attribute")
+    p.add_argument("--json", action="store_true", help="print the executable as JSON")
+
+
+def _regs(r: dict[str, int]) -> str:
+    letters = {"general": "r", "scalar": "s", "accum": "a", "predicate": "p"}
+    return " ".join(f"{letters.get(k, k)}{v}" for k, v in r.items()) or "-"
+
+
+def _text(d: dict[str, Any], symbols: list[dict[str, Any]], out: TextIO) -> None:
+    t = d["target"]
+    out.write(f"executable for {t['name']} ({t['vendor']}), {d['backend']} device, frozen\n\ncode objects:\n")
+    for o in d["code_objects"]:
+        nrel = len(o["relocations"]) + len(o["driver_relocations"])
+        out.write(f"  {o['base']:#x}  {o['size']:>8}  {o['arch']:<16} {o['name']}  ({nrel} relocations"
+                  f"{' for the driver' if o['driver_relocations'] else ''})\n")
+    out.write("\n")
+    rows = [("KIND", "ADDRESS", "SIZE", "NAME", "CODE OBJECT", "REGS", "STACK", "CALLCONV", "LINKAGE")]
+    for s in symbols:
+        stack = "-" if s["stack_bytes"] is None else str(s["stack_bytes"])
+        rows.append((s["kind"], f"{s['address']:#x}", str(s["size"]), s["name"], s["code_object"],
+                     _regs(s["registers"]), stack, s["callconv"] or "-", s["linkage"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def _kernel_text(s: dict[str, Any], out: TextIO) -> None:
+    out.write(f"kernel {s['name']} ({s['code_object']})\n")
+    out.write(f"  address      {s['address']:#x}" + (f"  (descriptor {s['descriptor']})" if s["descriptor"] else "")
+              + "\n")
+    out.write(f"  entry        {s['code_address']:#x}\n  size         {s['size']}\n")
+    out.write(f"  registers    {_regs(s['registers'])}\n  stack        {s['stack_bytes']}\n")
+    out.write(f"  callconv     {s['callconv']}\n")
+    for k, v in s["attributes"].items():
+        out.write(f"  {k:<12} {v}\n")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.cli.render import dump_json
+    from devbin.errors import UsageError
+    from devbin.load import Executable, SymbolKind, code_object_target
+
+    target = args.target or code_object_target(args.files[0])
+    exe = Executable(target)
+    for f in args.files:
+        exe.load(f)
+    exe.freeze()
+    d = exe.to_dict()
+    symbols = d["symbols"]
+    if args.kernel:
+        k = exe.symbol(args.kernel)
+        if k.kind != SymbolKind.KERNEL:
+            raise UsageError(f"{args.kernel!r} is a {k.kind.word}, not a kernel")
+        symbols = [k.to_dict()]
+        d["symbols"] = symbols
+    if args.json:
+        dump_json(d, out)
+    elif args.kernel:
+        _kernel_text(symbols[0], out)
+    else:
+        _text(d, symbols, out)
+    return 0
