@@ -233,3 +233,22 @@ def test_indirect_site_matching_nothing_is_a_warning(amd: Path) -> None:
     assert dce.removed == ["fl"] and dce.removed_bytes == 16
     assert dce.warnings == ["indirect call site 0 in k (i32(i32)) matches no address-taken function"]
     assert eliminate(g, keep_address_taken=True).removed == []
+
+
+def test_dynamic_stack_flag_and_self_recursion(amd: Path) -> None:
+    from devbin.link.graph import Node, ProgramGraph
+    from devbin.link.resources import propagate
+    from devbin.model import Attribute, Function, FunctionKind, StdAttr
+
+    unit = link([amd / "main.o", amd / "a.o", amd / "b.o", amd / "weak.o", amd / "counter.o",
+                 amd / "other.o"]).resolution.units[0]
+    g = ProgramGraph()
+    g.nodes["k"] = Node("k", "k", unit, True, 64, Function("k", FunctionKind.KERNEL, (
+        Attribute(StdAttr.PRIVATE_BYTES, 16), Attribute(StdAttr.FRAME_SIZE, 16))), calls=["f", "r"])
+    g.nodes["f"] = Node("f", "f", unit, True, 16, Function("f", FunctionKind.DEVICE, (
+        Attribute(StdAttr.PRIVATE_BYTES, 32), Attribute(StdAttr.DYNAMIC_STACK, True))))
+    g.nodes["r"] = Node("r", "r", unit, True, 16, Function("r", FunctionKind.DEVICE,
+                                                          (Attribute(StdAttr.PRIVATE_BYTES, 8),)), calls=["r"])
+    (u,) = propagate(g, ["k"], stack_budget=100)
+    assert u.dynamic and u.reasons == ["f has a dynamic stack", "recursion: r calls itself"]
+    assert u.stack == 16 + 32 + 100 and u.budget_used == 100

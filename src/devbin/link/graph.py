@@ -103,7 +103,7 @@ def build_graph(res: Resolution) -> ProgramGraph:
             if tk is None or tk not in g.nodes:
                 g.unresolved_calls.append((ck, callee))
                 continue
-            if tk != ck and (ck, tk) not in edges:
+            if (ck, tk) not in edges:  # a self edge is kept: it is recursion
                 edges.add((ck, tk))
                 g.nodes[ck].calls.append(tk)
         for caller, proto in model.callgraph.indirect_sites:

@@ -57,6 +57,18 @@ def _uint(node: Node, attr: int) -> int | None:
     return node.function.uint(attr) if node.function is not None else None
 
 
+def _dynamic(graph: ProgramGraph, node: Node) -> bool:
+    """The function's own dynamic-stack flag (a FLAG attribute).
+
+    AMDGPU: LLVM sets the flag for any call that leaves the object, because it cannot see
+    the callee; when such a function's callees are now in the link, its own flag says
+    nothing more and the callees' flags (and recursion) decide instead.
+    """
+    if node.function is None or not node.function.attr(StdAttr.DYNAMIC_STACK):
+        return False
+    return not (node.unit.machine == "amdgpu" and any(graph.nodes[c].unit is not node.unit for c in node.calls))
+
+
 def _stack(node: Node) -> int | None:
     """The compiler-reported stack: ``STACK_SIZE``; for AMDGPU the private segment (``PRIVATE_BYTES``:
     LLVM's ScratchSize / private_segment_fixed_size, which is the stack there)."""
@@ -176,8 +188,7 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
             vals += [v for j in below if (v := regs[j][name]) is not None]
             r[name] = max(vals) if vals else None
         regs.append(r)
-        reasons = [f"{graph.nodes[f].name} has a dynamic stack" for f in comp
-                   if _uint(graph.nodes[f], StdAttr.DYNAMIC_STACK)]
+        reasons = [f"{graph.nodes[f].name} has a dynamic stack" for f in comp if _dynamic(graph, graph.nodes[f])]
         if cyclic:
             names = sorted(graph.nodes[f].name for f in comp)
             reasons.append("recursion: " + (" <-> ".join(names) if len(names) > 1 else f"{names[0]} calls itself"))
