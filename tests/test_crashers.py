@@ -6,6 +6,10 @@
   warning); adding a section indexed past the end (IndexError).  Now: FormatError.
 * ``cubin-symtab-link-out-of-range.bin``: a cubin whose ``.symtab`` sh_link is past the section table;
   reading a prototype string indexed the section list (IndexError).  Now: FormatError.
+* ``link-prune-cubin-huge-sh_addralign.bin``: a cubin section with a huge sh_addralign; removing a
+  function (``devbin.link.nvidia.prune_cubin``) padded the output to it (MemoryError).  Now: FormatError.
+* ``load-huge-p_memsz.bin``: a code object whose PT_LOAD p_memsz is huge; the simulated device
+  allocated it (MemoryError).  Now: a UsageError naming the device's memory limit.
 """
 
 from __future__ import annotations

@@ -93,6 +93,9 @@ class _Plan:
     frame_index: int = 0
 
 
+_MAX_ALIGN = 1 << 16  # a larger (or non power of two) sh_addralign is corrupt input, not padding to write
+
+
 def prune_cubin(data: bytes, remove: Set[str], *, where: str = "") -> bytes:
     """Return relocatable cubin ``data`` without the functions and variables named in ``remove``.
 
@@ -513,7 +516,11 @@ def _emit(elf: ElfFile, kept: list[int], maps: _Maps, contents: dict[int, bytes]
             continue
         if data is None:
             data = bytes(s.data)
-        pos = align_up(pos, max(1, s.sh_addralign))
+        align = max(1, s.sh_addralign)
+        if align & (align - 1) or align > _MAX_ALIGN:
+            raise FormatError(f"section {s.name!r}: sh_addralign is not a power of two up to {_MAX_ALIGN:#x}",
+                              fmt="cubin", value=s.sh_addralign)
+        pos = align_up(pos, align)
         offsets[i] = pos
         pieces.append((pos, data))
         pos += len(data)

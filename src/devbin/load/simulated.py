@@ -45,6 +45,10 @@ class Region:
         return self.start + len(self.data)
 
 
+#: Host memory the simulated device may use for mapped segments, by default.
+DEFAULT_LIMIT = 1 << 30
+
+
 def _align(v: int, a: int) -> int:
     return (v + a - 1) // a * a if a > 1 else v
 
@@ -54,7 +58,8 @@ class SimulatedDevice:
 
     name = "simulated"
 
-    def __init__(self, base: int = DEFAULT_BASE) -> None:
+    def __init__(self, base: int = DEFAULT_BASE, *, limit: int = DEFAULT_LIMIT) -> None:
+        self.limit = limit  # bytes of device memory the simulation may allocate (a corrupt p_memsz is refused)
         if base % PAGE:
             raise UsageError(f"simulated device base {base:#x} is not page-aligned")
         self.base = base
@@ -62,6 +67,7 @@ class SimulatedDevice:
         self._regions: list[Region] = []  # by address
         self._starts: list[int] = []
         self._log: list[Region] = []  # in mapping order, for release()
+        self.mapped_bytes = 0
 
     # -- allocation -------------------------------------------------------------------
     def reserve(self, size: int, align: int = PAGE) -> int:
@@ -76,6 +82,9 @@ class SimulatedDevice:
         """Map ``data`` at ``address``, zero-filled up to ``mem_size`` bytes; ranges must not overlap."""
         if mem_size < len(data):
             raise UsageError(f"{label}: memory size {mem_size:#x} is smaller than the {len(data):#x} file bytes")
+        if self.mapped_bytes + mem_size > self.limit:
+            raise UsageError(f"{label}: mapping {mem_size:#x} bytes would take the simulated device past its "
+                             f"{self.limit:#x}-byte limit (SimulatedDevice(limit=...))")
         region = Region(address, bytearray(mem_size), label)
         region.data[: len(data)] = data
         i = bisect.bisect_right(self._starts, address)
@@ -87,6 +96,7 @@ class SimulatedDevice:
             self._regions.insert(i, region)
             self._starts.insert(i, address)
             self._log.append(region)
+            self.mapped_bytes += mem_size
         return region
 
     def mark(self) -> tuple[int, int]:
@@ -97,6 +107,7 @@ class SimulatedDevice:
         """Unmap every region mapped and give back every range reserved since ``mark``."""
         nxt, n = mark
         gone = {id(r) for r in self._log[n:]}
+        self.mapped_bytes -= sum(len(r.data) for r in self._log[n:])
         del self._log[n:]
         self._regions = [r for r in self._regions if id(r) not in gone]
         self._starts = [r.start for r in self._regions]

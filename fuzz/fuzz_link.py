@@ -1,0 +1,62 @@
+"""Fuzz target: the device linker's readers over any bytes.
+
+Contract under test: for any bytes, every step of ``devbin.link`` that reads an input either
+succeeds or raises :class:`devbin.errors.DeviceBinaryError`: the link passes (load, resolve,
+import, graph, dce, resources) on the input as a device object, alone and beside a valid
+one; :func:`devbin.link.nvidia.prune_cubin` removing each defined function in turn;
+:func:`devbin.link.amdgpu.prune_object` likewise; the AMDGPU metadata-note MessagePack
+reader the patcher uses (``amdgpu_msgpack.parse``); and
+:func:`devbin.link.amdgpu.patch_linked` on the input as a linked code object.
+
+Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_link.py CORPUS_DIR -max_total_time=60
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from devbin.errors import DeviceBinaryError
+from devbin.link.amdgpu import KernelTotals, patch_linked, prune_object
+from devbin.link.amdgpu_msgpack import parse
+from devbin.link.core import link
+from devbin.link.nvidia import prune_cubin
+
+_TOTALS = {"k": KernelTotals(private_segment=64, arch_vgpr=40, agpr=0, sgpr=30, dynamic_stack=False)}
+
+
+def _defined(data: bytes) -> list[str]:
+    from devbin.link.units import Unit
+
+    try:
+        return sorted({s.name for s in Unit("fuzz.o", data, 0).symbols if s.is_definition and s.is_function})[:4]
+    except DeviceBinaryError:
+        return []
+
+
+def TestOneInput(data: bytes) -> None:  # atheris' required name
+    with contextlib.suppress(DeviceBinaryError):
+        result = link([("fuzz.o", data)])
+        result.to_dict()
+        result.link_map()
+    for name in _defined(data):
+        with contextlib.suppress(DeviceBinaryError):
+            prune_cubin(data, {name}, where="fuzz")
+        with contextlib.suppress(DeviceBinaryError):
+            prune_object(data, {name}, where="fuzz")
+    with contextlib.suppress(DeviceBinaryError):
+        parse(data)
+    with contextlib.suppress(DeviceBinaryError):
+        patch_linked(data, _TOTALS)
+
+
+def main() -> None:
+    import atheris
+
+    atheris.instrument_all()
+    atheris.Setup(sys.argv, TestOneInput)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
