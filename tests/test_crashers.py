@@ -8,6 +8,9 @@
   reading a prototype string indexed the section list (IndexError).  Now: FormatError.
 * ``link-prune-cubin-huge-sh_addralign.bin``: a cubin section with a huge sh_addralign; removing a
   function (``devbin.link.nvidia.prune_cubin``) padded the output to it (MemoryError).  Now: FormatError.
+* ``link-prune-object-huge-alignment.bin``: an AMDGPU object with a huge section alignment; removing
+  a function (``devbin.link.amdgpu.prune_object``) made the ELF writer pad to it (MemoryError).  Now:
+  the writer refuses an alignment that is no power of two up to 64 KiB (UsageError).
 * ``load-huge-p_memsz.bin``: a code object whose PT_LOAD p_memsz is huge; the simulated device
   allocated it (MemoryError).  Now: a UsageError naming the device's memory limit.
 """

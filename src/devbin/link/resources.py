@@ -29,6 +29,9 @@ from devbin.model import StdAttr
 
 __all__ = ["KernelUsage", "propagate"]
 
+#: Reasons kept per kernel for a dynamic stack (the first ones met, callees first by position).
+MAX_REASONS = 8
+
 _REGS = {"general": StdAttr.REGS_GENERAL, "scalar": StdAttr.REGS_SCALAR, "accum": StdAttr.REGS_ACCUM}
 
 
@@ -160,13 +163,11 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
     cum: list[int] = []
     regs: list[dict[str, int | None]] = []
     # why a component's stack is dynamic: its own reasons, then each callee component's in index
-    # order, first occurrence kept (:func:`_reasons`).  Per component only its own reason ids and a
-    # bit set of every id it reaches are kept (one OR per callee component, not a copy of every
-    # reason below it); the ordered texts are made for the kernels asked for.
-    own_why: list[list[int]] = []
-    why_bits: list[int] = []
-    belows: list[list[int]] = []
-    texts: dict[str, int] = {}
+    # order, first occurrence kept, at most MAX_REASONS of them (``more`` says some were left out).
+    # Capping keeps the pass linear: a program whose every kernel reaches hundreds of recursions
+    # would otherwise carry hundreds of reasons through every component.
+    why: list[list[str]] = []
+    more: list[bool] = []
     budget: list[bool] = []
     for comp in comps:
         members = set(comp)
@@ -192,17 +193,20 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
         if cyclic:
             names = sorted(graph.nodes[f].name for f in comp)
             reasons.append("recursion: " + (" <-> ".join(names) if len(names) > 1 else f"{names[0]} calls itself"))
-        own = [texts.setdefault(t, len(texts)) for t in dict.fromkeys(reasons)]
-        bits = 0
-        for i in own:
-            bits |= 1 << i
+        listed = list(dict.fromkeys(reasons))
+        extra = len(listed) > MAX_REASONS
         for j in below:
-            bits |= why_bits[j]
-        own_why.append(own)
-        why_bits.append(bits)
-        belows.append(below)
+            extra = extra or more[j]
+            for t in why[j]:
+                if len(listed) >= MAX_REASONS + 1:
+                    break
+                if t not in listed:
+                    listed.append(t)
+        if len(listed) > MAX_REASONS:
+            listed, extra = listed[:MAX_REASONS], True
+        why.append(listed)
+        more.append(extra)
         budget.append(cyclic or any(budget[j] for j in below))
-    text = list(texts)
     out: list[KernelUsage] = []
     for k in kernels:
         root = graph.nodes[k]
@@ -227,35 +231,7 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
             total += stack_budget
             used = stack_budget
         out.append(KernelUsage(root.name, {n: _uint(root, a) for n, a in _REGS.items()}, regs[c],
-                               _stack(root), total, why_bits[c] != 0,
-                               [text[i] for i in _reasons(c, own_why, why_bits, belows)], reach, unknown, used))
-    return out
-
-
-def _reasons(c: int, own: list[list[int]], bits: list[int], below: list[list[int]]) -> list[int]:
-    """Component ``c``'s reason ids in the order a depth-first walk meets them (its own, then each
-    callee component's in index order; first occurrence kept).  The walk skips a component that
-    adds no new reason, and does not descend where a single new reason is left below: its place
-    in the order is then already known."""
-    out: list[int] = []
-    seen = 0
-    visited: set[int] = set()
-    todo = [c]
-    while todo:
-        x = todo.pop()
-        new = bits[x] & ~seen
-        if not new or x in visited:
-            continue
-        visited.add(x)
-        for i in own[x]:
-            if not seen >> i & 1:
-                seen |= 1 << i
-                out.append(i)
-        new &= ~seen
-        if new and not new & (new - 1):  # one reason left below x
-            seen |= new
-            out.append(new.bit_length() - 1)
-        elif new:
-            todo.extend(reversed(below[x]))
+                               _stack(root), total, bool(why[c]),
+                               why[c] + (["(more reasons not listed)"] if more[c] else []), reach, unknown, used))
     return out
 

@@ -27,6 +27,9 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
 from devbin.formats.elf.model import ElfModel, SymbolSpec
 
+#: The largest section alignment the writer lays out (a larger one is corrupt input, not padding to write).
+MAX_ALIGN = 1 << 16
+
 __all__ = ["plan", "emit", "symbol_indices", "write"]
 
 
@@ -89,6 +92,8 @@ def plan(model: ElfModel) -> Plan:
     p = Plan(model)
     p.sections.append(_Sec("", 0, 0, b"", 0, 0, 0, 0))
     for s in user:
+        if s.align < 0 or s.align & (s.align - 1) or s.align > MAX_ALIGN:
+            raise UsageError(f"section {s.name!r}: alignment {s.align:#x} is not a power of two up to {MAX_ALIGN:#x}")
         size = s.size if s.sh_type == C.SHT_NOBITS and s.size is not None else len(s.data)
         p.sections.append(_Sec(s.name, s.sh_type, s.flags, b"" if s.sh_type == C.SHT_NOBITS else bytes(s.data),
                                size, s.addr or 0, max(s.align, 1), s.entsize))
