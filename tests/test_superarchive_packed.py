@@ -517,3 +517,13 @@ def test_truncated_packed_archives_fail_cleanly(layout: int) -> None:
         for cut in range(0, len(stored), max(1, len(stored) // 25)):
             with contextlib.suppress(DeviceBinaryError):
                 _read_all(_rebuild(data, None, {r.ordinal: stored[:cut]}))
+
+
+@pytest.mark.parametrize("layout", [1, 2])
+def test_packing_reports_progress(layout: int) -> None:
+    calls: list[tuple[int, int]] = []
+    targets = [sa.TargetInput(f"t{i}", (sa.InputMember("k.o", bytes(range(256)) * 8 + bytes([i]) * 50),))
+               for i in range(4)]
+    sa.create(targets, storage="packed", layout=layout, progress=lambda d, n: calls.append((d, n)))
+    assert calls and all(a[0] <= b[0] for a, b in zip(calls, calls[1:], strict=False))
+    assert all(0 <= d <= n for d, n in calls) and calls[-1][0] in (calls[-1][1], calls[-1][1] - 1)

@@ -212,7 +212,9 @@ def _create(args: argparse.Namespace, out: TextIO) -> int:
     inputs: list[Path] = []
     targets = _load_targets(args.target, args.chain, inputs)
     index: str | bool | None = False if args.no_index else args.index_target
-    _write(args.output, create(targets, index=index, **_storage(args, args.storage)), inputs)
+    with _packing(args.storage) as progress:
+        data = create(targets, index=index, progress=progress, **_storage(args, args.storage))
+    _write(args.output, data, inputs)
     return 0
 
 
@@ -221,6 +223,15 @@ def _storage(args: argparse.Namespace, kind: str) -> dict[str, Any]:
         return {"storage": "plain"}
     return {"storage": "packed", "level": args.level, "delta": not args.no_delta, "max_depth": args.max_depth,
             "layout": 2 if args.layout == "members" else 1}
+
+
+def _packing(kind: str) -> Any:
+    """A progress bar on stderr while packing (only on a terminal): packing takes seconds per megabyte."""
+    from contextlib import nullcontext
+
+    from devbin.cli.progress import progress_bar
+
+    return progress_bar("packing") if kind == "packed" else nullcontext(None)
 
 
 def _rewrite(lib: Any, targets: list[Any], args: argparse.Namespace, index: str | bool) -> bytes:
@@ -234,7 +245,9 @@ def _rewrite(lib: Any, targets: list[Any], args: argparse.Namespace, index: str 
         index = False
     elif kept == "packed" and index is False:
         index = True  # packed -> plain: the usual index of the first target
-    return bytes(create(targets, index=index, extra=lib.manifest.extra, **_storage(args, kind)))
+    with _packing(kind) as progress:
+        return bytes(create(targets, index=index, extra=lib.manifest.extra, progress=progress,
+                            **_storage(args, kind)))
 
 
 def _add(args: argparse.Namespace, out: TextIO) -> int:

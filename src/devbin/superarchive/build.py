@@ -30,7 +30,7 @@ Rules (docs/FORMAT.md §16):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -197,6 +197,7 @@ def plan_superarchive(
     member_extra: Mapping[bytes, Mapping[str, Any]] | None = None,
     storage: StorageKind = "plain",
     pack: PackOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SuperPlan:
     """Plan a super-archive of ``targets``.
 
@@ -236,7 +237,8 @@ def plan_superarchive(
     names = assign_names(uniques)
     member_extra = member_extra or {}
     if storage == "packed":
-        packed = pack_members([(first, d) for (_, first, _), d in zip(uniques, datas, strict=True)], pack)
+        packed = pack_members([(first, d) for (_, first, _), d in zip(uniques, datas, strict=True)], pack,
+                              progress)
         stored = [p.stored for p in packed]
         storages = [p.storage for p in packed]
     else:

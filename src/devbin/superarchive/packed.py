@@ -74,6 +74,8 @@ from devbin.formats.elf.reader import ElfFile
 from devbin.formats.zstdcap import decompress_capped
 from devbin.superarchive.manifest import FMT, MemberRecord, Storage
 
+Progress = Callable[[int, int], None]  # (done, total), for a progress bar
+
 __all__ = [
     "KIND",
     "LAYOUT_MEMBERS",
@@ -332,7 +334,10 @@ def _tree(contents: Sequence[bytes], opts: PackOptions) -> list[int | None]:
     return best[1]
 
 
-def _pack_layout2(members: Sequence[tuple[str, bytes]], opts: PackOptions) -> list[PackedMember]:
+def _pack_layout2(members: Sequence[tuple[str, bytes]], opts: PackOptions,
+                  progress: Progress | None = None) -> list[PackedMember]:
+    total = 2 * len(members)  # choosing the bases (per family), then compressing (per member)
+    done = 0
     families: dict[str, list[int]] = {}
     for i, (family, _) in enumerate(members):
         families.setdefault(family, []).append(i)
@@ -348,8 +353,14 @@ def _pack_layout2(members: Sequence[tuple[str, bytes]], opts: PackOptions) -> li
                 chain.append(group[up])
                 up = parent[up]
             ancestors[i] = chain[::-1]
+        done += len(group)
+        if progress is not None:
+            progress(done, total)
+    done = len(members)
     out: list[PackedMember] = []
     for i, (_, data) in enumerate(members):
+        if progress is not None:
+            progress(done + i, total)
         bases = ancestors[i]
         payload = _zstd(data, b"".join(members[b][1] for b in bases), opts.level) if data else b""
         if len(payload) >= len(data):
@@ -359,18 +370,26 @@ def _pack_layout2(members: Sequence[tuple[str, bytes]], opts: PackOptions) -> li
         storage = Storage(KIND, {"content_size": len(data), "content_sha256": hashlib.sha256(data).digest(),
                                  "deps": sorted(b + 1 for b in bases)})
         out.append(PackedMember(head + payload, storage))
+    if progress is not None:
+        progress(total, total)
     return out
 
 
-def pack_members(members: Sequence[tuple[str, bytes]], options: PackOptions | None = None) -> list[PackedMember]:
+def pack_members(members: Sequence[tuple[str, bytes]], options: PackOptions | None = None,
+                 progress: Progress | None = None) -> list[PackedMember]:
     """Pack unique members given in ordinal order as (family, content): ``family`` is the name the
     member had at its first use, which picks its siblings (same name; layout 1: earlier ordinal)."""
     opts = options or PackOptions()
     opts.check()
     if opts.layout == LAYOUT_MEMBERS:
-        return _pack_layout2(members, opts)
+        return _pack_layout2(members, opts, progress)
     packer = _Packer(opts)
-    return [packer.member(i + 1, family, data) for i, (family, data) in enumerate(members)]
+    out = []
+    for i, (family, data) in enumerate(members):
+        if progress is not None:
+            progress(i, len(members))
+        out.append(packer.member(i + 1, family, data))
+    return out
 
 
 # --------------------------------------------------------------------------- reading

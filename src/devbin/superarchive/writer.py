@@ -9,7 +9,7 @@ offsets, so nothing has to be patched after layout.  Same inputs, same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from devbin.formats.ar.writer import write_archive
@@ -34,14 +34,17 @@ def create(
     delta: bool = True,
     max_depth: int = 3,
     layout: int = 2,
+    progress: Callable[[int, int], None] | None = None,
 ) -> bytes:
     """Plan and write a super-archive of ``targets`` (see :func:`plan_superarchive` for ``index``).
 
     ``storage="packed"`` compresses members (zstd ``level``, deltas against siblings unless
     ``delta`` is False, chains at most ``max_depth`` long: reading one member decodes at most
     ``max_depth`` other members; ``layout`` 2 compresses whole members, 1 per-section frames;
-    docs/FORMAT.md §16.6).
+    docs/FORMAT.md §16.6).  ``progress(done, total)`` is called while packing (it can take
+    seconds per megabyte).
     """
     pack = PackOptions(level=level, delta=delta, max_depth=max_depth, layout=layout) \
         if storage == "packed" else None
-    return write_superarchive(plan_superarchive(targets, index=index, extra=extra, storage=storage, pack=pack))
+    return write_superarchive(plan_superarchive(targets, index=index, extra=extra, storage=storage, pack=pack,
+                                                progress=progress))
