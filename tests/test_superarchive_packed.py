@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import io
 import json
 import re
@@ -525,5 +526,5 @@ def test_packing_reports_progress(layout: int) -> None:
     targets = [sa.TargetInput(f"t{i}", (sa.InputMember("k.o", bytes(range(256)) * 8 + bytes([i]) * 50),))
                for i in range(4)]
     sa.create(targets, storage="packed", layout=layout, progress=lambda d, n: calls.append((d, n)))
-    assert calls and all(a[0] <= b[0] for a, b in zip(calls, calls[1:], strict=False))
+    assert calls and all(a[0] <= b[0] for a, b in itertools.pairwise(calls))
     assert all(0 <= d <= n for d, n in calls) and calls[-1][0] in (calls[-1][1], calls[-1][1] - 1)
