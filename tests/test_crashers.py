@@ -11,6 +11,8 @@
 * ``link-prune-object-huge-alignment.bin``: an AMDGPU object with a huge section alignment; removing
   a function (``devbin.link.amdgpu.prune_object``) made the ELF writer pad to it (MemoryError).  Now:
   the writer refuses an alignment that is no power of two up to 64 KiB (UsageError).
+* ``link-prune-object-bad-reloc-symbol.bin``: an AMDGPU object whose relocation names a symbol
+  index past the symbol table; ``prune_object`` looked it up in a dict (KeyError).  Now: FormatError.
 * ``load-huge-p_memsz.bin``: a code object whose PT_LOAD p_memsz is huge; the simulated device
   allocated it (MemoryError).  Now: a UsageError naming the device's memory limit.
 """

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import io
+import itertools
 import json
 import re
 import subprocess

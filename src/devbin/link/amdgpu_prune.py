@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from devbin.errors import UsageError
+from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.model import ElfModel, RelocSpec, SectionSpec, SymbolSpec
 from devbin.formats.elf.reader import ElfFile, Section
@@ -130,6 +130,9 @@ def prune_object(data: bytes, remove: Set[str], *, where: str = "object") -> byt
             continue
         sec = sym.st_shndx
         in_sec = 0 < sec < C.SHN_LORESERVE
+        if in_sec and sec >= len(elf.sections):
+            raise FormatError(f"symbol {sym.name!r} is defined in section {sec}, which does not exist",
+                              fmt="amdgpu", where=where, value=sec)
         new_index[sym.index] = len(model.symbols) + 1
         model.symbols.append(SymbolSpec(sym.name, sym.st_value, sym.st_size, sym.bind, sym.type, sym.st_other,
                                         elf.sections[sec].name if in_sec else None, None if in_sec else sec))
@@ -137,8 +140,16 @@ def prune_object(data: bytes, remove: Set[str], *, where: str = "object") -> byt
         rsec = elf.sections[idx]
         if idx in skip or rsec.sh_link != symtab.section.index:
             continue
-        model.relocations[elf.sections[rsec.sh_info].name] = [
-            RelocSpec(r.r_offset, new_index[r.r_sym] if r.r_sym else 0, r.r_type, r.r_addend or 0) for r in relocs]
+        if not 0 < rsec.sh_info < len(elf.sections):
+            raise FormatError(f"{rsec.name!r} applies to section {rsec.sh_info}, which does not exist",
+                              fmt="amdgpu", where=where, value=rsec.sh_info)
+        rows: list[RelocSpec] = []
+        for r in relocs:
+            if r.r_sym and r.r_sym not in new_index:
+                raise FormatError(f"a relocation in {rsec.name!r} names symbol {r.r_sym}, which is not in the "
+                                  "symbol table or is removed", fmt="amdgpu", where=where, value=r.r_sym)
+            rows.append(RelocSpec(r.r_offset, new_index[r.r_sym] if r.r_sym else 0, r.r_type, r.r_addend or 0))
+        model.relocations[elf.sections[rsec.sh_info].name] = rows
     if devsec:
         _reannotate(elf, model, remove)
     return write(model)
