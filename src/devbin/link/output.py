@@ -28,6 +28,7 @@ What could not be removed is listed in :attr:`OutputReport.kept_in_output` with 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,20 @@ class OutputReport:
     kept_in_output: list[tuple[str, str]] = field(default_factory=list)
     patched: dict[str, dict[str, Any]] = field(default_factory=dict)
     size: int = 0
+
+    def prune(self, unit: str, data: bytes, remove: list[str],
+              pruner: Callable[..., bytes]) -> bytes:
+        """``data`` without ``remove`` (``pruner(data, set, where=unit)``), recorded here; on a refusal
+        (kept code still refers to them) ``data`` unchanged and the reason recorded."""
+        if not remove:
+            return data
+        try:
+            out = pruner(data, set(remove), where=unit)
+        except UsageError as e:
+            self.kept_in_output += [(r, f"{unit}: {e.message}") for r in remove]
+            return data
+        self.removed += [f"{unit}: {r}" for r in remove]
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "linker": self.linker, "size": self.size, "removed": self.removed,
@@ -93,13 +108,7 @@ def _amdgpu(result: LinkResult, output: Path, stack_budget: int | None) -> Outpu
         for f in sorted(keep_too):
             report.kept_in_output.append((f, f"{unit.name}: called by a kernel left in the object"))
         drop = [d for d in dead if d not in kernels and d not in keep_too]
-        if drop:
-            try:
-                data = prune_object(data, set(drop), where=unit.name)
-                report.removed += [f"{unit.name}: {d}" for d in drop]
-            except UsageError as e:
-                report.kept_in_output += [(d, f"{unit.name}: {e.message}") for d in drop]
-        datas.append(data)
+        datas.append(report.prune(unit.name, data, drop, prune_object))
         names.append(unit.name)
     with tempfile.TemporaryDirectory(prefix="devbin-link-") as tmp:
         paths = []

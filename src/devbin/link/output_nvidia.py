@@ -16,8 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from devbin.errors import UsageError
-
 if TYPE_CHECKING:
     from devbin.link.core import LinkResult
     from devbin.link.output import OutputReport
@@ -37,15 +35,7 @@ def nvidia_output(result: LinkResult, output: Path) -> OutputReport:
         dead.setdefault(node.unit.name, []).append(node.name)
     cubins: list[bytes] = []
     for unit in result.resolution.units:
-        data = unit.data
-        remove = sorted(dead.get(unit.name, []))
-        if remove:
-            try:
-                data = prune_cubin(data, set(remove), where=unit.name)
-                report.removed += [f"{unit.name}: {r}" for r in remove]
-            except UsageError as e:
-                report.kept_in_output += [(r, f"{unit.name}: {e.message}") for r in remove]
-        cubins.append(data)
+        cubins.append(report.prune(unit.name, unit.data, sorted(dead.get(unit.name, [])), prune_cubin))
     arch = Cubin(result.resolution.units[0].elf).arch
     run_nvlink(cubins, arch, output)
     report.size = output.stat().st_size
