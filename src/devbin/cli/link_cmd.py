@@ -3,6 +3,7 @@
   devbin link a.cubin b.cubin libdev.a --target sm_90 [--kernels k1,k2] [--keep SYM]
   devbin link k.o lib.o --target gfx90a --map link.map --time-trace
   devbin link user.o libs.a --target gfx90a:xnack+      (a super-archive: its chain for the target)
+  devbin link k.o lib.o -o app.so      (ld.lld / nvlink on what was kept, resources written back)
 
 Inputs, in command-line order: device relocatable objects (nvcc -rdc cubins, ptxas -c,
 clang -c AMDGPU objects; devbin-annotated or not), host objects carrying device code
