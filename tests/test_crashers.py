@@ -13,6 +13,9 @@
   the writer refuses an alignment that is no power of two up to 64 KiB (UsageError).
 * ``link-prune-object-bad-reloc-symbol.bin``: an AMDGPU object whose relocation names a symbol
   index past the symbol table; ``prune_object`` looked it up in a dict (KeyError).  Now: FormatError.
+* ``link-kernel-typed-as-object.bin``: a cubin whose kernel symbol says STT_OBJECT; the link graph
+  made the kernel a variable and resource propagation looked it up among functions (KeyError).
+  Now: a function of the model is a function node.
 * ``load-huge-p_memsz.bin``: a code object whose PT_LOAD p_memsz is huge; the simulated device
   allocated it (MemoryError).  Now: a UsageError naming the device's memory limit.
 """

@@ -85,8 +85,10 @@ def build_graph(res: Resolution) -> ProgramGraph:
             k = key(u, name)
             if k is None or (k == name and owners.get(name) != u.name):
                 continue
-            is_fn = name in funcs or (name not in u.data_objects)
-            g.nodes[k] = Node(k, name, u, is_fn and name not in u.data_objects, u.sizes[name], funcs.get(name))
+            # a function of the model is a function, whatever type its symbol claims (a corrupt or odd
+            # STT_OBJECT for a kernel must not make the kernel a variable that the later passes skip)
+            is_fn = name in funcs or name not in u.data_objects
+            g.nodes[k] = Node(k, name, u, is_fn, u.sizes[name], funcs.get(name))
     for k, node in g.nodes.items():
         # AMDGPU: a kernel's descriptor <kernel>.kd is what the loader looks up; it lives and dies with the kernel
         if not node.is_function and node.name.endswith(".kd") and node.unit.machine == "amdgpu":
