@@ -28,7 +28,7 @@ from devbin.errors import UsageError
 from devbin.load.image import R_ABS32, R_ABS32_HI, R_ABS32_LO, R_ABS64, R_RELATIVE64, DynReloc, IndexedCodeObject
 from devbin.load.simulated import SimulatedDevice
 
-__all__ = ["AppliedReloc", "apply_relocations", "relocation_value"]
+__all__ = ["AppliedReloc", "apply_relocations", "plan_relocations", "relocation_value"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -95,3 +95,28 @@ def _apply(r: DynReloc, obj: IndexedCodeObject, base: int, device: SimulatedDevi
     value = relocation_value(r.rtype, s, addend, base)
     device.write_uint(at, value, r.width)
     return AppliedReloc(at, r.offset, r.type_name, r.width, value, r.name or None, addend, owner, r.site)
+
+
+def plan_relocations(obj: IndexedCodeObject, base: int,
+                     resolve: Callable[[str], tuple[int, str] | None]) -> list[AppliedReloc]:
+    """What :func:`apply_relocations` would write, computed without device memory (implicit addends
+    read from the code object's bytes): lazy loading applies these one unit at a time."""
+    out = []
+    for r in obj.relocations:
+        addend = r.addend if r.addend is not None else int.from_bytes(obj.file_bytes(r.offset, r.width), "little",
+                                                                       signed=True)
+        s, owner = 0, None
+        if r.symbol is not None:
+            hit = resolve(r.symbol)
+            if hit is not None:
+                s, owner = hit
+            elif not r.weak:
+                raise UsageError(f"{obj.name}: {r.site}: {r.symbol!r} is not defined in the executable")
+        elif r.local is not None:
+            s, owner = base + r.local, obj.name
+        else:
+            owner = obj.name
+        value = relocation_value(r.rtype, s, addend, base)
+        out.append(AppliedReloc(base + r.offset, r.offset, r.type_name, r.width, value, r.name or None, addend, owner,
+                                r.site))
+    return out

@@ -21,6 +21,7 @@ symbol table, and the backend's memory) is as it was before the call.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,11 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as C
-from devbin.load.amdgpu_relocs import AppliedReloc, apply_relocations
+from devbin.load.amdgpu_relocs import AppliedReloc, apply_relocations, plan_relocations
 from devbin.load.image import IndexedCodeObject, ObjDefinition, index_code_object
+from devbin.load.lazy import ObjectPlan, Unit, plan_object
 from devbin.load.simulated import SimulatedDevice
 from devbin.load.symbols import LoadedSymbol, SymbolKind
-from devbin.model import Function, FunctionKind
+from devbin.model import UNKNOWN_PROTOTYPE, Function, FunctionKind, Prototype
 from devbin.selection import Device, parse_device
 
 if TYPE_CHECKING:
@@ -96,7 +98,10 @@ class LoadedCodeObject:
     """One loaded code object (HSA's ``hsa_loaded_code_object_t``).
 
     ``state``: ``indexed`` (loaded, not frozen), ``placed`` (address range reserved),
-    ``mapped`` (pieces in device memory, relocations applied).
+    ``partial`` (lazy: some functions and data mapped, their relocations applied), ``mapped``
+    (every piece in device memory, every relocation applied).  ``loaded_functions`` and
+    ``loaded_data`` name what is mapped; ``graph_source`` says where a lazy executable took
+    the call graph from (:mod:`devbin.load.lazy`).
     """
 
     index: IndexedCodeObject
@@ -105,6 +110,9 @@ class LoadedCodeObject:
     state: str = "indexed"
     relocations: list[AppliedReloc] = field(default_factory=list)
     nv_relocations: list[ResolvedNvReloc] = field(default_factory=list)
+    loaded_functions: set[str] = field(default_factory=set)
+    loaded_data: set[str] = field(default_factory=set)
+    graph_source: str = ""
 
     @property
     def name(self) -> str:
@@ -132,6 +140,8 @@ class LoadedCodeObject:
         return {
             "name": self.name, "vendor": self.vendor, "arch": self.arch, "e_type": self.index.e_type,
             "note": self.note, "base": self.base, "size": self.size, "state": self.state,
+            "loaded_functions": sorted(self.loaded_functions), "loaded_data": sorted(self.loaded_data),
+            "graph_source": self.graph_source or None,
             "pieces": [{"label": p.label, "address": None if self.base is None else self.base + p.offset,
                         "offset": p.offset, "file_size": len(p.data), "mem_size": p.mem_size}
                        for p in self.index.pieces],
@@ -182,9 +192,14 @@ class Executable:
     ``target``: ``gfx90a``, ``gfx90a:xnack+``, ``gfx942:sramecc+:xnack-`` or ``sm_90``, as
     :func:`devbin.select` names devices.  ``backend``: the device memory
     (:class:`~devbin.load.simulated.SimulatedDevice` by default).
+
+    ``lazy=True``: ``freeze()`` resolves and places every code object (addresses equal eager
+    loading) but maps nothing; the first :meth:`symbol` lookup of a kernel maps exactly the
+    functions and data of its call-graph closure (:mod:`devbin.load.lazy`), once, under a lock
+    (concurrent lookups are safe).  :meth:`stats` counts what is loaded and the time it took.
     """
 
-    def __init__(self, target: str | Device, *, backend: SimulatedDevice | None = None) -> None:
+    def __init__(self, target: str | Device, *, backend: SimulatedDevice | None = None, lazy: bool = False) -> None:
         self.device: Device = parse_device(target) if isinstance(target, str) else target
         self.backend = backend if backend is not None else SimulatedDevice()
         self._objects: list[LoadedCodeObject] = []
@@ -192,7 +207,19 @@ class Executable:
         self._pins: dict[str, tuple[str, str]] = {}  # feature -> (state, code object) for conditional loads
         self._frozen = False
         self._symbols: tuple[LoadedSymbol, ...] = ()
-        self._times = {"index_s": 0.0, "freeze_s": 0.0}
+        self._times = {"index_s": 0.0, "freeze_s": 0.0, "lazy_load_s": 0.0}
+        self.lazy = lazy
+        self._lock = threading.RLock()
+        self._all_symbols = False  # lazy: the whole table built (symbols())
+        self._obj_symbols: dict[int, list[LoadedSymbol]] = {}  # lazy: per code object, by id
+        self._defined_in: dict[str, list[LoadedCodeObject]] = {}
+        self._plans: dict[int, ObjectPlan] = {}
+        self._planned: dict[int, list[AppliedReloc]] = {}
+        self._taken: set[int] | None = None
+        self._sites: list[Prototype] = []  # indirect call sites of everything loaded (lazy)
+        self._pointers: dict[tuple[int, str], tuple[LoadedCodeObject, str]] = {}  # functions whose address is loaded
+        self._mapped: dict[int, list[tuple[int, int]]] = {}  # lazy: object offsets mapped, per code object
+        self._lazy_loads = 0
 
     # -- facts ----------------------------------------------------------------------------
     @property
@@ -364,12 +391,20 @@ class Executable:
         if missing:
             raise UnresolvedSymbolsError(missing)
         t0 = time.perf_counter()
-        with self._transaction():
+        with self._lock, self._transaction():
             for obj in self._objects:
                 self._place(obj)
-            for obj in self._objects:
-                self._materialize(obj)
-            self._symbols = self._build_symbols()
+            if self.lazy:
+                for obj in self._objects:
+                    for d in obj.index.definitions:
+                        have = self._defined_in.setdefault(d.name, [])
+                        if obj not in have:
+                            have.append(obj)
+            else:
+                for obj in self._objects:
+                    self._materialize(obj)
+                self._symbols = self._build_symbols()
+                self._all_symbols = True
             self._frozen = True
         self._times["freeze_s"] += time.perf_counter() - t0
 
@@ -386,15 +421,19 @@ class Executable:
         if obj.vendor == "amdgpu":
             obj.relocations = apply_relocations(obj.index, base, self.backend, self._resolve)
         else:
-            out = []
-            own = {d.name: d for d in obj.index.definitions}
-            for r in obj.index.nv_relocations:
-                d = own.get(r.symbol)
-                hit = (base + d.offset, obj.name) if d is not None else self._resolve(r.symbol)
-                out.append(ResolvedNvReloc(r.section, r.offset, r.type_name, r.symbol, r.addend,
-                                           hit[0] if hit else None, hit[1] if hit else None))
-            obj.nv_relocations = out
+            obj.nv_relocations = self._resolve_nv(obj)
         obj.state = "mapped"
+
+    def _resolve_nv(self, obj: LoadedCodeObject) -> list[ResolvedNvReloc]:
+        base = obj.address(0)
+        out = []
+        own = {d.name: d for d in obj.index.definitions}
+        for r in obj.index.nv_relocations:
+            d = own.get(r.symbol)
+            hit = (base + d.offset, obj.name) if d is not None else self._resolve(r.symbol)
+            out.append(ResolvedNvReloc(r.section, r.offset, r.type_name, r.symbol, r.addend,
+                                       hit[0] if hit else None, hit[1] if hit else None))
+        return out
 
     def _resolve(self, name: str) -> tuple[int, str] | None:
         hit = self._exports.get(name)
@@ -421,16 +460,28 @@ class Executable:
         """Addresses stored in data by any code object: functions there are address-taken.
 
         GOT slots are left out: a call to a preemptible function also goes through the GOT.
+        A lazy executable computes the relocations it has not applied yet (the same values).
         """
+        if self._taken is not None:
+            return self._taken
         out: set[int] = set()
         for obj in self._objects:
-            for r in obj.relocations:
+            relocs = self._planned_relocs(obj) if self.lazy and obj.vendor == "amdgpu" else obj.relocations
+            for r in relocs:
                 if r.width == 8 and not r.site.startswith(".got"):
                     out.add(r.value)
-            for n in obj.nv_relocations:
+            nv = self._resolve_nv(obj) if self.lazy and obj.vendor == "nvidia" else obj.nv_relocations
+            for n in nv:
                 if n.address is not None and not n.section.startswith(".text"):
                     out.add(n.address + n.addend)
+        self._taken = out
         return out
+
+    def _planned_relocs(self, obj: LoadedCodeObject) -> list[AppliedReloc]:
+        have = self._planned.get(id(obj))
+        if have is None:
+            have = self._planned[id(obj)] = plan_relocations(obj.index, obj.address(0), self._resolve)
+        return have
 
     def _build_symbols(self) -> tuple[LoadedSymbol, ...]:
         taken = self._taken_addresses()
@@ -463,7 +514,7 @@ class Executable:
                 if obj.vendor == "amdgpu":
                     kd = defs[f"{d.name}.kd"]
                     kd_name, kd_addr = kd.name, obj.address(kd.offset)
-                    entry = kd_addr + self.backend.view(kd_addr + 16, 8).i64(0)
+                    entry = kd_addr + int.from_bytes(idx.file_bytes(kd.offset + 16, 8), "little", signed=True)
                     if entry != addr:
                         idx.warnings.append(FormatError(
                             f"kernel {d.name!r}: descriptor entry {entry:#x} is not the kernel symbol {addr:#x}",
@@ -481,9 +532,24 @@ class Executable:
             raise UsageError("the executable is not frozen: call freeze() before looking up symbols", fmt="load")
 
     def symbols(self, kind: SymbolKind | None = None) -> tuple[LoadedSymbol, ...]:
-        """Every symbol (HSA's ``hsa_executable_iterate_agent_symbols``), in load then symbol-table order."""
+        """Every symbol (HSA's ``hsa_executable_iterate_agent_symbols``), in load then symbol-table order.
+
+        A lazy executable lists every symbol with its address without loading anything."""
         self._check_frozen()
+        with self._lock:
+            if not self._all_symbols:
+                out: list[LoadedSymbol] = []
+                for obj in self._objects:
+                    out += self._symbols_of(obj)
+                self._symbols = tuple(out)
+                self._all_symbols = True
         return self._symbols if kind is None else tuple(s for s in self._symbols if s.kind == kind)
+
+    def _symbols_of(self, obj: LoadedCodeObject) -> list[LoadedSymbol]:
+        have = self._obj_symbols.get(id(obj))
+        if have is None:
+            have = self._obj_symbols[id(obj)] = self._object_symbols(obj, self._taken_addresses())
+        return have
 
     def symbol(self, name: str, *, code_object: str | None = None) -> LoadedSymbol:
         """The symbol ``name`` (HSA's ``hsa_executable_get_symbol_by_name``).
@@ -492,7 +558,21 @@ class Executable:
         module-local ones of the same name; between locals, give ``code_object``.
         """
         self._check_frozen()
-        hits = [s for s in self._symbols if (s.name == name or (s.descriptor and s.descriptor == name))
+        with self._lock:
+            found = self._lookup(name, code_object)
+            if self.lazy:
+                self._load_for(found)
+            return found
+
+    def _lookup(self, name: str, code_object: str | None) -> LoadedSymbol:
+        if self._all_symbols:
+            pool: tuple[LoadedSymbol, ...] | list[LoadedSymbol] = self._symbols
+        else:
+            objs = list(self._defined_in.get(name, ()))
+            if name.endswith(".kd"):
+                objs += [o for o in self._defined_in.get(name[:-3], ()) if o not in objs]
+            pool = [s for o in self._objects if o in objs for s in self._symbols_of(o)]
+        hits = [s for s in pool if (s.name == name or (s.descriptor and s.descriptor == name))
                 and (code_object is None or s.code_object == code_object)]
         if not hits:
             raise UsageError(f"no symbol {name!r} in the executable"
@@ -504,6 +584,194 @@ class Executable:
             return hits[0]
         raise UsageError(f"{name!r} is local to several code objects ({', '.join(s.code_object for s in hits)}); "
                          "pass code_object=", fmt="load")
+
+    # -- lazy loading ---------------------------------------------------------------------
+    def _plan(self, obj: LoadedCodeObject) -> ObjectPlan:
+        plan = self._plans.get(id(obj))
+        if plan is None:
+            plan = self._plans[id(obj)] = plan_object(obj.index)
+            obj.graph_source = plan.source
+        return plan
+
+    def _load_for(self, sym: LoadedSymbol) -> None:
+        """Map what ``sym`` needs (its call-graph closure), once; a transaction like every public call."""
+        obj = next(o for o in self._objects if o.name == sym.code_object)
+        plan = self._plan(obj)
+        unit = plan.functions.get(sym.name) if sym.is_function else plan.data.get(sym.name)
+        if plan.source != "whole" and (unit is None or unit.loaded):
+            return
+        if plan.source == "whole" and obj.state == "mapped":
+            return
+        t0 = time.perf_counter()
+        n_sites, pointers = len(self._sites), dict(self._pointers)
+        saved = [(o, o.state, list(o.relocations), list(o.nv_relocations), set(o.loaded_functions),
+                  set(o.loaded_data), list(self._mapped.get(id(o), []))) for o in self._objects]
+        mark = self.backend.mark()
+        marked: list[tuple[LoadedCodeObject, Unit]] = []
+        try:
+            self._closure(obj, "function" if sym.is_function else "data", sym.name, marked)
+            self._lazy_loads += 1
+        except BaseException:
+            for _o, u in marked:
+                u.loaded = False
+            del self._sites[n_sites:]
+            self._pointers = pointers
+            self.backend.release(mark)
+            for o, state, rel, nv, lf, ld, mapped in saved:
+                o.state, o.relocations, o.nv_relocations, o.loaded_functions, o.loaded_data = state, rel, nv, lf, ld
+                self._mapped[id(o)] = mapped
+            raise
+        finally:
+            self._times["lazy_load_s"] += time.perf_counter() - t0
+
+    def _target(self, obj: LoadedCodeObject, name: str) -> tuple[LoadedCodeObject, str] | None:
+        """The code object defining ``name`` as ``obj`` sees it: its own definition first, then the exports."""
+        plan = self._plan(obj)
+        if name in plan.functions or name in plan.data or name.startswith("section:"):
+            return obj, name
+        hit = self._exports.get(name)
+        return (hit[0], name) if hit is not None else None
+
+    def _closure(self, start: LoadedCodeObject, kind: str, name: str,
+                 marked: list[tuple[LoadedCodeObject, Unit]]) -> None:
+        todo: list[tuple[str, LoadedCodeObject, str]] = [(kind, start, name)]
+        whole: list[LoadedCodeObject] = []
+        all_data: set[int] = set()
+
+        def take(obj: LoadedCodeObject, u: Unit) -> bool:
+            if u.loaded:
+                return False
+            u.loaded = True
+            marked.append((obj, u))
+            return True
+
+        def use(obj: LoadedCodeObject, what: str, name: str) -> None:
+            """``obj``'s code or data uses ``name``: its slots holding it, and the definition itself."""
+            plan = self._plan(obj)
+            for u in plan.slots.get(name, ()):
+                if take(obj, u):
+                    todo.append(("slot", obj, name))
+            hit = self._target(obj, name)
+            if hit is None:
+                return
+            o2, n2 = hit
+            if n2.startswith("section:"):
+                todo.append(("section", o2, n2[8:]))
+            elif n2 in self._plan(o2).functions:
+                if what == "pointer":
+                    self._pointers.setdefault((id(o2), n2), (o2, n2))
+                else:
+                    todo.append(("function", o2, n2))
+            else:
+                todo.append(("data", o2, n2))
+
+        while True:
+            while todo:
+                kind, obj, name = todo.pop()
+                plan = self._plan(obj)
+                if plan.source == "whole":
+                    if obj.state != "mapped" and obj not in whole:
+                        whole.append(obj)
+                        for whole_unit in plan.all_units():
+                            take(obj, whole_unit)
+                        obj.loaded_functions.update(plan.functions)
+                        obj.loaded_data.update(plan.data)
+                        self._sites.append(UNKNOWN_PROTOTYPE)
+                        for reference in obj.index.references:
+                            use(obj, "call", reference.name)
+                    continue
+                if kind == "function":
+                    fu = plan.functions.get(name)
+                    if fu is None or not take(obj, fu):
+                        continue
+                    obj.loaded_functions.add(name)
+                    reach = plan.reaches.get(name)
+                    for callee in sorted(reach if reach is not None else plan.calls.get(name, ())):
+                        if callee != name:
+                            use(obj, "call", callee)
+                    for ref in sorted(plan.refs.get(name, ())):
+                        use(obj, "ref", ref)
+                    self._sites.extend(plan.indirect.get(name, ()))
+                    if not plan.precise_data and id(obj) not in all_data:
+                        all_data.add(id(obj))
+                        for n in sorted(plan.data):
+                            todo.append(("data", obj, n))
+                        for n in sorted(plan.sections):
+                            todo.append(("section", obj, n))
+                        for slot in plan.other:
+                            if slot.kind == "slot" and take(obj, slot):
+                                use(obj, "ref", slot.name)
+                elif kind == "data":
+                    du = plan.data.get(name)
+                    if du is None or not take(obj, du):
+                        continue
+                    obj.loaded_data.add(name)
+                    for ref in sorted(plan.refs.get(name, ())):
+                        use(obj, "pointer", ref)
+                    for fn in sorted(plan.takes.get(name, ())):
+                        self._pointers.setdefault((id(obj), fn), (obj, fn))
+                elif kind == "section":
+                    su = plan.sections.get(name)
+                    if su is not None:
+                        take(obj, su)
+            # address-taken functions a loaded indirect call site could reach (Prototype.matches)
+            for key, (o2, fn) in list(self._pointers.items()):
+                proto = self._plan(o2).taken_proto.get(fn, UNKNOWN_PROTOTYPE)
+                if not self._plan(o2).functions[fn].loaded and any(p.matches(proto) for p in self._sites):
+                    todo.append(("function", o2, fn))
+                    del self._pointers[key]
+            if not todo:
+                break
+        for obj in whole:
+            self._materialize(obj)
+        order = {id(o): i for i, o in enumerate(self._objects)}
+        by_obj: dict[int, list[Unit]] = {}
+        for owner, u in marked:
+            if owner not in whole:
+                by_obj.setdefault(id(owner), []).append(u)
+        for oid in sorted(by_obj, key=lambda k: order[k]):
+            self._map_units(self._objects[order[oid]], by_obj[oid])
+
+    def _map_units(self, obj: LoadedCodeObject, units: list[Unit]) -> None:
+        """Map the ranges of ``units`` not mapped yet (coalesced), then apply their relocations."""
+        base = obj.address(0)
+        want = sorted((lo, lo + sz) for u in units for lo, sz in u.ranges if sz > 0)
+        have = self._mapped.setdefault(id(obj), [])
+        new: list[tuple[int, int]] = []
+        for lo, hi in want:
+            for a, b in have:  # subtract what is mapped
+                if a <= lo < b:
+                    lo = b
+                if a < hi <= b:
+                    hi = a
+            if lo >= hi:
+                continue
+            if new and lo <= new[-1][1]:
+                new[-1] = (new[-1][0], max(hi, new[-1][1]))
+            else:
+                new.append((lo, hi))
+        for lo, hi in new:
+            for p in obj.index.pieces:
+                if p.offset <= lo and hi <= p.offset + p.mem_size:
+                    self.backend.map(base + lo, obj.index.file_bytes(lo, hi - lo), hi - lo,
+                                     label=f"{obj.name} {p.label}+{lo - p.offset:#x}")
+                    break
+            else:
+                raise FormatError(f"{lo:#x}..{hi:#x} is not inside one piece", fmt=obj.vendor, where=obj.name)
+        have.extend(new)
+        have.sort()
+        if obj.vendor == "amdgpu":
+            planned = self._planned_relocs(obj)
+            for i in sorted({i for u in units for i in u.relocs}):
+                r = planned[i]
+                self.backend.write_uint(r.address, r.value, r.width)
+                obj.relocations.append(r)
+        else:
+            resolved = self._resolve_nv(obj)
+            obj.nv_relocations.extend(resolved[i] for i in sorted({i for u in units for i in u.relocs}))
+        plan = self._plan(obj)
+        obj.state = "mapped" if all(u.loaded for u in plan.all_units()) and all(
+            u.loaded for u in plan.sections.values()) else "partial"
 
     # -- device memory --------------------------------------------------------------------
     def read(self, address: int, size: int) -> bytes:
@@ -520,11 +788,32 @@ class Executable:
         states: dict[str, int] = {}
         for o in self._objects:
             states[o.state] = states.get(o.state, 0) + 1
-        return {"code_objects": len(self._objects), "states": states, "bytes_mapped": self.backend.bytes_mapped,
-                "relocations_applied": sum(len(o.relocations) for o in self._objects),
-                "symbols": len(self._symbols), **{k: round(v, 6) for k, v in self._times.items()}}
+        out: dict[str, Any] = {
+            "code_objects": len(self._objects), "states": states, "bytes_mapped": self.backend.bytes_mapped,
+            "relocations_applied": sum(len(o.relocations) + len(o.nv_relocations) for o in self._objects),
+            "symbols": len(self._symbols), "lazy": self.lazy}
+        if self.lazy:
+            total_f = total_d = 0
+            for o in self._objects:
+                plan = self._plans.get(id(o))
+                if plan is not None:
+                    total_f += len(plan.functions)
+                    total_d += len(plan.data)
+                else:
+                    total_f += sum(1 for d in o.index.definitions if d.is_function)
+                    total_d += sum(1 for d in o.index.definitions if not d.is_function and d.size
+                                   and not d.name.endswith(".kd"))
+            out.update({
+                "functions_loaded": sum(len(o.loaded_functions) for o in self._objects), "functions_total": total_f,
+                "data_loaded": sum(len(o.loaded_data) for o in self._objects), "data_total": total_d,
+                "bytes_total": sum(p.mem_size for o in self._objects for p in o.index.pieces),
+                "lazy_loads": self._lazy_loads,
+                "graph_sources": {o.name: o.graph_source for o in self._objects if o.graph_source}})
+        out.update({k: round(v, 6) for k, v in self._times.items()})
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.device.to_dict(), "backend": self.backend.name, "frozen": self._frozen,
                 "code_objects": [o.to_dict() for o in self._objects],
-                "symbols": [s.to_dict() for s in self._symbols], "stats": self.stats()}
+                "symbols": [s.to_dict() for s in (self.symbols() if self._frozen else ())],
+                "stats": self.stats()}

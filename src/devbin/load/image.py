@@ -185,6 +185,17 @@ class IndexedCodeObject:
     def e_type(self) -> str:
         return C.ET_NAMES.get(self.elf.header.e_type, str(self.elf.header.e_type))
 
+    def file_bytes(self, offset: int, size: int) -> bytes:
+        """``size`` bytes at object offset ``offset`` as the code object's pieces give them (zeros past a
+        piece's file bytes): what device memory holds there before relocation.  FormatError outside every piece."""
+        for p in self.pieces:
+            if p.offset <= offset and offset + size <= p.offset + p.mem_size:
+                lo = offset - p.offset
+                have = bytes(p.data[lo: lo + size])
+                return have + bytes(size - len(have))
+        raise FormatError(f"object offset {offset:#x}+{size:#x} lies outside every mapped piece", fmt=self.vendor,
+                          where=self.name, value=offset)
+
     def holder(self, offset: int) -> str:
         """``name+0xoff`` for the symbol (else section) holding object offset ``offset``."""
         return _Holders(self).at(offset)

@@ -1,0 +1,308 @@
+"""Lazy loading by the call graph: what a code object's functions and data need, per unit.
+
+A lazy :class:`~devbin.load.Executable` places every code object at ``freeze()`` (so every
+address equals eager loading) and maps nothing.  The first lookup of a kernel maps its
+*closure*: the functions it can reach, the data they use, and what that data points at.
+This module cuts one code object into **units**, each a set of object-offset ranges:
+
+* a function (its ``[st_value, st_value+st_size)``; a kernel also owns its 64-byte
+  descriptor ``<name>.kd``).  AMDGPU functions share one ``.text`` segment, so these are
+  sub-segment ranges; a cubin's function is its ``.text.<f>`` section (and the kernel's
+  ``.nv.constant0.<f>`` parameter bank);
+* a variable (``STT_OBJECT``: its range);
+* a GOT slot or any other dynamically relocated place no symbol covers: a *slot*, keyed by
+  the symbol it holds, mapped when something of the same code object uses that symbol;
+* a section range an unnamed static reference lands in (mapped whole).
+
+and records the edges between them, from the best source the file has (``source``):
+
+``devbin``
+    devbin's sections (``.devbin.callgraph``: direct calls, indirect call sites and
+    address-taken functions with prototypes); a kernel's ``reaches:<kernel>`` metadata
+    (written by ``devbin link -o``, docs/FORMAT.md §9.2) is its closure ready-made.
+``relocations``
+    the static relocations ``ld.lld --emit-relocs`` keeps (``.rela.text``): which function
+    references which function, variable or GOT slot.  LLVM 19 objects do not say which
+    functions make indirect calls: every function is taken to have an indirect call site of
+    unknown prototype (conservative; an unknown prototype matches any).
+``model``
+    the vendor importer's call graph (cubins: ``.nv.callgraph``/``.nv.prototype``;
+    AMDGPU: LLVM 22's ``.llvm.callgraph``).
+``whole``
+    nothing says who calls whom (an AMDGPU ``.so`` linked without ``--emit-relocs`` and
+    without devbin sections): the first use of anything in the code object maps all of it.
+
+Data edges always come from the dynamic relocations (which slot of which variable holds
+which address).  Without per-function data references (``devbin`` and ``model`` sources),
+the first function of a code object that is loaded brings every variable, slot and data
+section of that code object with it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from devbin.errors import DeviceBinaryError
+from devbin.formats.elf import constants as C
+from devbin.load.image import R_RELATIVE64, IndexedCodeObject, ObjDefinition
+from devbin.model import UNKNOWN_PROTOTYPE, CallGraph, Prototype
+
+__all__ = ["ObjectPlan", "Unit", "plan_object"]
+
+#: AMDGPU static relocation types whose value is PC-relative to the literal after ``s_getpc``:
+#: the referenced address is ``S + A - bias``.
+_PCREL_BIAS = {4: 0, 10: 4, 11: 12, 8: 4, 9: 12, 7: 0}  # REL32, REL32_LO/HI, GOTPCREL32_LO/HI, GOTPCREL
+_NOT_DEVICE_DATA = {C.SHT_NOTE, C.SHT_DYNSYM, C.SHT_STRTAB, C.SHT_HASH, C.SHT_DYNAMIC, 0x6FFFFFF6}  # + GNU_HASH
+
+
+@dataclass(eq=False)
+class Unit:
+    """What is mapped together: ``ranges`` (object offset, size) and the relocations inside them."""
+
+    key: str  # "function:f", "data:v", "slot:0x..", "section:.rodata"
+    name: str
+    kind: str  # "function", "data", "slot", "section"
+    ranges: list[tuple[int, int]]
+    relocs: list[int] = field(default_factory=list)  # indices into IndexedCodeObject.relocations / nv_relocations
+    loaded: bool = False
+
+    @property
+    def size(self) -> int:
+        return sum(s for _, s in self.ranges)
+
+
+@dataclass(eq=False)
+class ObjectPlan:
+    """One code object cut into units, with the edges between them (see the module docstring)."""
+
+    source: str
+    functions: dict[str, Unit]
+    data: dict[str, Unit]
+    other: list[Unit]  # slots and sections
+    slots: dict[str, list[Unit]]  # symbol name -> slots holding it
+    calls: dict[str, set[str]]  # function -> functions it calls (by name; may be defined elsewhere)
+    refs: dict[str, set[str]]  # unit name -> variables / symbols / "section:" units it uses
+    takes: dict[str, set[str]]  # variable -> functions whose address it holds
+    indirect: dict[str, tuple[Prototype, ...]]  # function -> prototypes of its indirect call sites
+    taken_proto: dict[str, Prototype]  # address-taken function -> its prototype
+    reaches: dict[str, tuple[str, ...]]  # kernel -> its closure (reaches:<kernel> metadata)
+    precise_data: bool
+    sections: dict[str, Unit] = field(default_factory=dict)
+
+    def all_units(self) -> list[Unit]:
+        return [*self.functions.values(), *self.data.values(), *self.other]
+
+
+class _Finder:
+    """The unit (function or variable) whose range holds an object offset."""
+
+    def __init__(self, units: list[Unit]) -> None:
+        spans = sorted((lo, lo + max(sz, 1), u) for u in units for lo, sz in u.ranges[:1])
+        self.starts = [s[0] for s in spans]
+        self.spans = spans
+
+    def at(self, offset: int) -> Unit | None:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        for j in range(i, max(i - 8, -1), -1):
+            lo, hi, u = self.spans[j]
+            if lo <= offset < hi:
+                return u
+        return None
+
+
+def _kernels(idx: IndexedCodeObject) -> dict[str, ObjDefinition]:
+    """AMDGPU kernel name -> its descriptor's definition."""
+    defs = {d.name: d for d in idx.definitions}
+    return {n[:-3]: d for n, d in defs.items() if n.endswith(".kd") and n[:-3] in defs and defs[n[:-3]].is_function}
+
+
+def plan_object(idx: IndexedCodeObject) -> ObjectPlan:
+    """Cut ``idx`` into units and find the edges between them."""
+    if idx.vendor == "nvidia":
+        return _plan_cubin(idx)
+    return _plan_amdgpu(idx)
+
+
+def _empty(source: str) -> ObjectPlan:
+    return ObjectPlan(source, {}, {}, [], {}, {}, {}, {}, {}, {}, {}, False)
+
+
+def _plan_amdgpu(idx: IndexedCodeObject) -> ObjectPlan:
+    elf = idx.elf
+    kds = _kernels(idx)
+    kd_names = {d.name for d in kds.values()}
+    plan = _empty("whole")
+    for d in idx.definitions:
+        if d.name in kd_names:
+            continue
+        if d.is_function:
+            u = plan.functions.get(d.name)
+            if u is None:
+                u = plan.functions[d.name] = Unit(f"function:{d.name}", d.name, "function", [])
+                kd = kds.get(d.name)
+                if kd is not None:
+                    u.ranges.append((kd.offset, 64))  # the descriptor first: a kernel's "address" is its kd
+            u.ranges.append((d.offset, d.size))
+        elif d.size:
+            plan.data.setdefault(d.name, Unit(f"data:{d.name}", d.name, "data", [(d.offset, d.size)]))
+    for u in plan.functions.values():
+        if len(u.ranges) == 2:  # kernel: code range first for the finder, descriptor second
+            u.ranges.reverse()
+    finder = _Finder([*plan.functions.values(), *plan.data.values()])
+    for s in elf.sections:
+        if s.is_alloc and not s.sh_flags & C.SHF_EXECINSTR and s.sh_type not in _NOT_DEVICE_DATA and s.sh_size:
+            plan.sections[s.name] = Unit(f"section:{s.name}", s.name, "section", [(s.sh_addr, s.sh_size)])
+    # data edges and slots: the dynamic relocations
+    slot_units: dict[int, Unit] = {}
+    for i, r in enumerate(idx.relocations):
+        holder = finder.at(r.offset)
+        target: str | None = r.symbol
+        if target is None:
+            at = r.local if r.local is not None else (r.addend if r.rtype == R_RELATIVE64 else None)
+            t = finder.at(at) if at is not None else None
+            target = t.name if t is not None else None
+        if holder is None:
+            u = slot_units.get(r.offset)
+            if u is None:
+                u = slot_units[r.offset] = Unit(f"slot:{r.offset:#x}", target or f"{r.offset:#x}", "slot",
+                                                [(r.offset, r.width)])
+                plan.other.append(u)
+                plan.slots.setdefault(target or "", []).append(u)
+            u.relocs.append(i)
+            continue
+        holder.relocs.append(i)
+        if target is None:
+            continue
+        if target in plan.functions and holder.kind == "data":
+            plan.takes.setdefault(holder.name, set()).add(target)
+            plan.taken_proto.setdefault(target, UNKNOWN_PROTOTYPE)
+        else:
+            plan.refs.setdefault(holder.name, set()).add(target)
+    for name in plan.takes.get("", ()):
+        plan.taken_proto.setdefault(name, UNKNOWN_PROTOTYPE)
+    model_graph = _devbin_graph(idx, plan)
+    if model_graph is not None:
+        return model_graph
+    if _static_code_relocations(idx, plan, finder):
+        plan.source, plan.precise_data = "relocations", True
+        for f in plan.functions:
+            plan.indirect[f] = (UNKNOWN_PROTOTYPE,)
+        return plan
+    if _vendor_graph(idx, plan):
+        return plan
+    plan.source = "whole"
+    return plan
+
+
+def _devbin_graph(idx: IndexedCodeObject, plan: ObjectPlan) -> ObjectPlan | None:
+    from devbin.formats.devsec.elf import devbin_sections
+
+    if not devbin_sections(idx.elf):
+        return None
+    model = idx.model
+    if not any(f.name in plan.functions for f in model.functions):
+        return None  # stale or foreign sections: the model names nothing here
+    plan.source = "devbin"
+    _use_graph(plan, model.callgraph)
+    for key, value in model.metadata.entries if model.metadata is not None else ():
+        if key.startswith("reaches:") and isinstance(value, str):
+            plan.reaches[key[8:]] = tuple(value.split())
+    return plan
+
+
+def _vendor_graph(idx: IndexedCodeObject, plan: ObjectPlan) -> bool:
+    if idx.elf.section(".llvm.callgraph") is None:
+        return False
+    graph = idx.model.callgraph
+    if not graph.direct and not graph.indirect_sites:
+        return False
+    plan.source = "model"
+    _use_graph(plan, graph)
+    return True
+
+
+def _use_graph(plan: ObjectPlan, graph: CallGraph) -> None:
+    for a, b in graph.direct:
+        plan.calls.setdefault(a, set()).add(b)
+    ind: dict[str, list[Prototype]] = {}
+    for a, p in graph.indirect_sites:
+        ind.setdefault(a, []).append(p)
+    plan.indirect.update({k: tuple(v) for k, v in ind.items()})
+    for f, p in graph.address_taken:
+        plan.taken_proto[f] = p
+
+
+def _static_code_relocations(idx: IndexedCodeObject, plan: ObjectPlan, finder: _Finder) -> bool:
+    """Edges from ``--emit-relocs`` relocations against code; False when the file has none."""
+    elf = idx.elf
+    found = False
+    for ri, relocs in elf.relocation_tables.items():
+        rsec = elf.sections[ri]
+        if not 0 < rsec.sh_info < len(elf.sections):
+            continue
+        tsec = elf.sections[rsec.sh_info]
+        if not tsec.sh_flags & C.SHF_EXECINSTR:
+            continue
+        found = True
+        table = elf.symbol_tables.get(rsec.sh_link)
+        for r in relocs:
+            holder = finder.at(r.r_offset)
+            if holder is None or holder.kind != "function" or table is None or not 0 < r.r_sym < len(table):
+                continue
+            sym = table[r.r_sym]
+            target: str | None = None
+            if sym.type == C.STT_SECTION or not sym.name:
+                if not 0 < sym.st_shndx < len(elf.sections):
+                    continue
+                at = sym.st_value + (r.r_addend or 0) - _PCREL_BIAS.get(r.r_type, 0)
+                t = finder.at(at)
+                if t is not None:
+                    target = t.name
+                else:
+                    sec = elf.sections[sym.st_shndx]
+                    if sec.name in plan.sections:
+                        target = f"section:{sec.name}"
+            else:
+                target = sym.name
+            if target is None or target == holder.name:
+                continue
+            if target in plan.functions or (not sym.defined and sym.type in (C.STT_FUNC, C.STT_NOTYPE)
+                                            and target not in plan.data):
+                plan.calls.setdefault(holder.name, set()).add(target)
+            else:
+                plan.refs.setdefault(holder.name, set()).add(target)
+    return found
+
+
+def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
+    plan = _empty("model")
+    plan.precise_data = False
+    pieces = {p.label: p for p in idx.pieces}
+    owned: set[str] = set()
+    for d in idx.definitions:
+        if d.is_function and d.name not in plan.functions:
+            u = Unit(f"function:{d.name}", d.name, "function", [])
+            for label in (f".text.{d.name}", f".nv.constant0.{d.name}"):
+                p = pieces.get(label)
+                if p is not None:
+                    u.ranges.append((p.offset, p.mem_size))
+                    owned.add(label)
+            if not u.ranges:
+                u.ranges.append((d.offset, d.size))
+            plan.functions[d.name] = u
+    for p in idx.pieces:
+        if p.label not in owned and not p.executable:
+            plan.sections[p.label] = Unit(f"section:{p.label}", p.label, "section", [(p.offset, p.mem_size)])
+    by_section = {f".text.{n}": u for n, u in plan.functions.items()}
+    for i, r in enumerate(idx.nv_relocations):
+        holder = by_section.get(r.section) or plan.sections.get(r.section)
+        if holder is not None:
+            holder.relocs.append(i)
+    try:
+        graph = idx.model.callgraph
+    except DeviceBinaryError:
+        plan.source = "whole"
+        return plan
+    _use_graph(plan, graph)
+    return plan
