@@ -9,6 +9,7 @@ and exactly the closure of the kernel looked up must be mapped.
 
 from __future__ import annotations
 
+import io
 import subprocess
 import threading
 from pathlib import Path
@@ -227,3 +228,24 @@ def test_failed_lazy_load_rolls_back(built: dict[str, Path], monkeypatch: pytest
     monkeypatch.undo()
     e.symbol("user_kern")
     assert e.stats()["functions_loaded"] == 4
+
+
+def test_cli_lazy(built: dict[str, Path]) -> None:
+    import json
+
+    from devbin.cli.main import main
+
+    out = io.StringIO()
+    assert main(["load", str(built["user.so"]), str(built["lib.so"]), "--lazy", "--kernel", "user_kern"], out) == 0
+    text = out.getvalue()
+    assert text.startswith("kernel user_kern") and "lazy: 4 of 7 functions, 3 of 7 variables" in text
+    assert "user_helper" in text.split("loaded", 1)[1]
+    out = io.StringIO()
+    assert main(["load", str(built["user.so"]), str(built["lib.so"]), "--lazy", "--kernel", "user_kern", "--json"],
+                out) == 0
+    d = json.loads(out.getvalue())
+    assert d["stats"]["functions_loaded"] == 4 and d["stats"]["lazy"]
+    assert set(d["closure"][str(built["lib.so"])]["functions"]) == {"lib_scale", "lib_offset"}
+    out = io.StringIO()
+    assert main(["load", str(built["user.so"]), str(built["lib.so"]), "--lazy"], out) == 0
+    assert "lazy: 0 of 7 functions" in out.getvalue()

@@ -12,6 +12,11 @@ every symbol: kind (kernel, device-function, indirect-function, variable), devic
 size, code object, and what the unified model knows (registers, stack, calling convention).
 For an AMDGPU kernel the address is its descriptor's (what a dispatch packet holds) and
 "entry" the code it leads to.  --kernel NAME prints one kernel in full.
+
+--lazy freezes without mapping anything (every address is still the eager one); --kernel
+NAME then maps exactly the kernel's call-graph closure, and the statistics say how many
+functions, variables and bytes that took.  --backend cuda loads the images with the CUDA
+driver instead (cuda-bindings: pip install devbin[cuda]; a GPU).
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", metavar="T", help="the device: gfx90a, gfx90a:xnack+, sm_90 ... (default: the "
                                                  "first code object's)")
     p.add_argument("--kernel", metavar="NAME", help="print only this kernel, with every attribute")
+    p.add_argument("--lazy", action="store_true", help="freeze without mapping; --kernel maps only its closure")
+    p.add_argument("--backend", choices=("simulated", "cuda"), default="simulated",
+                   help="the device: devbin's simulated address space (default) or the CUDA driver")
     p.add_argument("--json", action="store_true", help="print the executable as JSON")
 
 
@@ -53,6 +61,17 @@ def _text(d: dict[str, Any], symbols: list[dict[str, Any]], out: TextIO) -> None
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
 
 
+def stats_text(st: dict[str, Any], timings: bool = True) -> str:
+    """One line of lazy-loading statistics (``timings=False``: no seconds, for deterministic output)."""
+    if not st.get("lazy"):
+        return (f"eager: {st['bytes_mapped']} bytes mapped, {st['relocations_applied']} relocations applied"
+                + (f", freeze {st['freeze_s'] * 1e3:.2f} ms" if timings else ""))
+    return (f"lazy: {st['functions_loaded']} of {st['functions_total']} functions, {st['data_loaded']} of "
+            f"{st['data_total']} variables, {st['bytes_mapped']} of {st['bytes_total']} bytes mapped, "
+            f"{st['relocations_applied']} relocations applied, {st['lazy_loads']} lazy load"
+            f"{'s' if st['lazy_loads'] != 1 else ''}" + (f", {st['lazy_load_s'] * 1e3:.2f} ms" if timings else ""))
+
+
 def _kernel_text(s: dict[str, Any], out: TextIO) -> None:
     out.write(f"kernel {s['name']} ({s['code_object']})\n")
     out.write(f"  address      {s['address']:#x}" + (f"  (descriptor {s['descriptor']})" if s["descriptor"] else "")
@@ -70,22 +89,33 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.load import Executable, SymbolKind, code_object_target
 
     target = args.target or code_object_target(args.files[0])
-    exe = Executable(target)
+    if args.backend == "cuda":
+        from devbin.load.cuda import run_cli
+
+        return run_cli(args.files, target, args.kernel, args.lazy, args.json, out)
+    exe = Executable(target, lazy=args.lazy)
     for f in args.files:
         exe.load(f)
     exe.freeze()
+    k = exe.symbol(args.kernel) if args.kernel else None
+    if k is not None and k.kind != SymbolKind.KERNEL:
+        raise UsageError(f"{args.kernel!r} is a {k.kind.word}, not a kernel")
     d = exe.to_dict()
     symbols = d["symbols"]
-    if args.kernel:
-        k = exe.symbol(args.kernel)
-        if k.kind != SymbolKind.KERNEL:
-            raise UsageError(f"{args.kernel!r} is a {k.kind.word}, not a kernel")
+    if k is not None:
         symbols = [k.to_dict()]
         d["symbols"] = symbols
+        d["closure"] = {o.name: {"functions": sorted(o.loaded_functions), "data": sorted(o.loaded_data)}
+                        for o in exe.code_objects if o.loaded_functions or o.loaded_data}
     if args.json:
         dump_json(d, out)
-    elif args.kernel:
+    elif k is not None:
         _kernel_text(symbols[0], out)
+        if args.lazy:
+            out.write("  loaded       " + "; ".join(f"{n}: {', '.join(c['functions'] + c['data'])}"
+                                                   for n, c in d["closure"].items()) + "\n")
+        out.write(stats_text(d["stats"]) + "\n")
     else:
         _text(d, symbols, out)
+        out.write("\n" + stats_text(d["stats"]) + "\n")
     return 0
