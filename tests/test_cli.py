@@ -135,6 +135,16 @@ def test_tour(tmp_path: Path) -> None:
     assert usage["kern_main"]["own_stack"] == 0 and usage["kern_main"]["stack"] == 68
     assert {r["name"] for r in data["link"]["removed"]} >= {"unused_fn", "helper_fn"}
     assert "kern_main: stack 0->68" in text
+    load = data["load"]
+    assert load["before_lookup"] == {"bytes_mapped": 0, "functions_loaded": 0}
+    assert load["kernel"]["name"] == "user_kern" and load["kernel"]["kind"] == "kernel"
+    assert {s["name"] for s in load["closure"]} == {"user_kern", "user_helper", "lib_scale", "lib_offset",
+                                                    "user_table", "lib_counter", "lib_factor"}
+    assert load["got_slot"]["target_object"] == "sample_load_lib.so"
+    assert load["got_slot"]["value"] == next(s["address"] for s in load["closure"] if s["name"] == "lib_scale")
+    assert load["stats"]["functions_loaded"] == 4 and load["stats"]["lazy"]
+    assert "13. loaded the sample user object and device-function library lazily" in text
+    assert "lazy: 4 of 7 functions" in text and "14. devbin inspect" in text
     again = _run("tour", "--out", str(tmp_path), "--json")[1]
     assert again == js  # the tour prints the same bytes every run
 

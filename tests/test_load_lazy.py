@@ -249,3 +249,11 @@ def test_cli_lazy(built: dict[str, Path]) -> None:
     out = io.StringIO()
     assert main(["load", str(built["user.so"]), str(built["lib.so"]), "--lazy"], out) == 0
     assert "lazy: 0 of 7 functions" in out.getvalue()
+
+
+def test_shipped_samples_equal_a_fresh_build(built: dict[str, Path]) -> None:
+    """src/devbin/samples/sample_load_*.so are what tests/fixtures/make-fixtures.sh builds (the same
+    commands as the ``built`` fixture)."""
+    samples = Path(__file__).parents[1] / "src" / "devbin" / "samples"
+    for src in ("user", "lib"):
+        assert (samples / f"sample_load_{src}.so").read_bytes() == built[f"{src}.so"].read_bytes(), src

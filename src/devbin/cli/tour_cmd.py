@@ -23,7 +23,10 @@
    (:mod:`devbin.cli.tour_superarchive`).
 9. Links two shipped AMDGPU objects with devbin link: the dead-code report
    and the resources propagated across objects (:mod:`devbin.cli.tour_link`).
-10. Prints `devbin inspect` of the three code objects.
+13. Loads a shipped user code object and a device-function library into one executable,
+    lazily, looks up one kernel and prints the resolved symbols of its closure and the lazy
+    statistics (:mod:`devbin.cli.tour_load`).
+14. Prints `devbin inspect` of the three code objects.
 
 Files are written to --out (default: ./devbin-tour).
 """
@@ -132,6 +135,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     result["superarchive"], sa_lines, sa_ok = superarchive_tour(folder, step=11)
     from devbin.cli.tour_link import link_tour
     result["link"], link_lines, link_ok = link_tour(folder, step=12)
+    from devbin.cli.tour_load import load_tour
+    result["load"], load_lines, load_ok = load_tour(folder, step=13)
     result["inspect"] = [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path)),
                          inspect_elf(amd_out, file=str(amd_path))]
     if args.json:
@@ -168,12 +173,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
           + ("every loadable byte, symbol and relocation unchanged" if not amd_diffs else "; ".join(amd_diffs))
           + f"; read back {'equals' if amd_round_trip else 'DIFFERS FROM'} the imported model\n")
         w(f"   -> {a['file']}\n")
-        for line in packaging_lines + sa_lines + link_lines:
+        for line in packaging_lines + sa_lines + link_lines + load_lines:
             w(line + "\n")
-        w("13. devbin inspect of the three code objects:\n\n")
+        w("14. devbin inspect of the three code objects:\n\n")
         for rep in result["inspect"]:
             render_elf(rep, out)
             w("\n")
     ok = (round_trip and cubin_round_trip and amd_round_trip and not diffs and not amd_diffs and packaging_ok
-          and sa_ok and link_ok)
+          and sa_ok and link_ok and load_ok)
     return 0 if ok else 1
