@@ -169,7 +169,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                     else "per-function resources not in an LLVM 19 object (see devbin cc)")
             w(f"   {'kernel' if f.is_kernel else 'device':7} {f.name}: {regs}\n")
         w("   " + format_text(amd_model, amd_arch).replace("\n", "\n   ").rstrip() + "\n")
-        w(f"   annotated: {a['size_before']} -> {a['size_after']} bytes; "
+        w(f"7. annotated it: {a['size_before']} -> {a['size_after']} bytes; "
           + ("every loadable byte, symbol and relocation unchanged" if not amd_diffs else "; ".join(amd_diffs))
           + f"; read back {'equals' if amd_round_trip else 'DIFFERS FROM'} the imported model\n")
         w(f"   -> {a['file']}\n")

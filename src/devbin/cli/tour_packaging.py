@@ -60,7 +60,7 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     for w in package.warnings:
         lines.append(f"   warning: {w}")
     lines.append(f"   the cubin alone as a wrapped image ({wrapped_path}); its metadata, as a plugin logs it:")
-    lines += [f"     {k}: {v}" for k, v in parse_wrapped(wrapped.data).metadata]
+    lines += [f"     {k}: {v}".rstrip() for k, v in parse_wrapped(wrapped.data).metadata]
     lines.append("9. the image a driver would load (devbin select):")
     for dev, s in picks.items():
         c = s.chosen
