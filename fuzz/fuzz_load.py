@@ -1,7 +1,8 @@
 """Fuzz target: the loader over any bytes.
 
 Contract under test: for any bytes, loading them into an executable (simulated backend) for
-an AMDGPU and an NVIDIA target, freezing and listing the symbols either succeeds or raises
+an AMDGPU target (eager and lazy: lookups then map call-graph closures) and an NVIDIA
+target, freezing, looking up and listing the symbols either succeeds or raises
 :class:`devbin.errors.DeviceBinaryError`, and a failed load leaves the executable as it was
 (it can still be frozen, and lists the same symbols as one that never saw the input).
 
@@ -18,8 +19,8 @@ from devbin.load import Executable
 
 
 def TestOneInput(data: bytes) -> None:  # atheris' required name
-    for target in ("gfx90a", "sm_90"):
-        exe = Executable(target)
+    for target, lazy in (("gfx90a", False), ("gfx90a", True), ("sm_90", False)):
+        exe = Executable(target, lazy=lazy)
         try:
             exe.load_code_object(data, name="fuzz")
         except DeviceBinaryError:
@@ -27,6 +28,10 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
             continue
         with contextlib.suppress(DeviceBinaryError):
             exe.freeze()
+            if lazy:  # the first lookups map call-graph closures
+                for name in [s.name for s in exe.symbols()][:4]:
+                    exe.symbol(name)
+                exe.stats()
             for s in exe.symbols():
                 s.to_dict()
             exe.to_dict()
