@@ -48,6 +48,9 @@ __all__ = ["DuplicateSymbolError", "Executable", "LoadedCodeObject", "ResolvedNv
 Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 
 
+_LISTED = 10  # problems named in one error line; the exception's fields hold them all
+
+
 @dataclass(frozen=True, slots=True)
 class Unresolved:
     """An undefined reference no loaded code object defines: the symbol, who needs it, and where."""
@@ -66,7 +69,9 @@ class UnresolvedSymbolsError(UsageError):
 
     def __init__(self, unresolved: tuple[Unresolved, ...]) -> None:
         self.unresolved = unresolved
-        lines = "; ".join(str(u) for u in unresolved)
+        lines = "; ".join(str(u) for u in unresolved[:_LISTED])
+        if len(unresolved) > _LISTED:
+            lines += f"; and {len(unresolved) - _LISTED} more"
         super().__init__(f"cannot freeze: {len(unresolved)} unresolved symbol"
                          f"{'s' if len(unresolved) != 1 else ''}: {lines}", fmt="load")
 
@@ -76,8 +81,11 @@ class DuplicateSymbolError(UsageError):
 
     def __init__(self, name: str, duplicates: tuple[tuple[str, str], ...]) -> None:
         self.duplicates = duplicates  # (symbol, the code object that defined it first)
-        what = ", ".join(f"{s!r} (already defined by {o})" for s, o in duplicates)
-        super().__init__(f"duplicate definition: {what}", fmt="load", where=name)
+        what = ", ".join(f"{s!r} (already defined by {o})" for s, o in duplicates[:_LISTED])
+        if len(duplicates) > _LISTED:
+            what += f" and {len(duplicates) - _LISTED} more"
+        super().__init__(f"duplicate definition{'s' if len(duplicates) != 1 else ''}: {what}", fmt="load",
+                         where=name)
 
 
 @dataclass(frozen=True, slots=True)
