@@ -257,3 +257,30 @@ def test_shipped_samples_equal_a_fresh_build(built: dict[str, Path]) -> None:
     samples = Path(__file__).parents[1] / "src" / "devbin" / "samples"
     for src in ("user", "lib"):
         assert (samples / f"sample_load_{src}.so").read_bytes() == built[f"{src}.so"].read_bytes(), src
+
+
+@pytest.mark.parametrize("name", ["user_kern", "user_kern.kd", "lib_scale", "lib_offset", "lib_private",
+                                  "user_table", "lib_counter"])
+def test_lazy_symbol_equals_eager(built: dict[str, Path], name: str) -> None:
+    """A lazy lookup imports the model records of the looked-up function alone (and reads .symtab only
+    of the code objects it uses); kind, addresses and the model record are those eager loading gives."""
+    lazy, eager = _exe(built, True), _exe(built, False)
+    got = lazy.symbol(name)
+    assert got.to_dict() == eager.symbol(name).to_dict()
+    assert got.function == eager.symbol(name).function
+    if got.linkage == "program":  # a module-local name is searched for in every code object's .symtab
+        untouched = [o for o in lazy.code_objects if o.name != got.code_object and not o.loaded_functions]
+        assert all(not o.index.indexed for o in untouched)
+    assert {s.name: s.to_dict() for s in lazy.symbols()} == {s.name: s.to_dict() for s in eager.symbols()}
+
+
+def test_importer_only_records_equal_whole(built: dict[str, Path]) -> None:
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.targets.amdgpu.importer import import_amdgpu
+
+    for so in ("user.so", "lib.so"):
+        whole = import_amdgpu(ElfFile(built[so].read_bytes()))
+        for f in whole.functions:
+            part = import_amdgpu(ElfFile(built[so].read_bytes()), only=frozenset({f.name}))
+            assert part.functions == (f,)
+            assert part.callgraph == whole.callgraph

@@ -220,7 +220,9 @@ class Executable:
         self._lock = threading.RLock()
         self._all_symbols = False  # lazy: the whole table built (symbols())
         self._obj_symbols: dict[int, list[LoadedSymbol]] = {}  # lazy: per code object, by id
-        self._defined_in: dict[str, list[LoadedCodeObject]] = {}
+        self._some_symbols: dict[tuple[int, frozenset[str]], list[LoadedSymbol]] = {}  # lazy: looked-up names
+        self._defined_in: dict[str, list[LoadedCodeObject]] | None = None  # lazy: built on a lookup that needs it
+        self._exporters: dict[str, list[LoadedCodeObject]] = {}  # lazy: the code objects exporting a name
         self._plans: dict[int, ObjectPlan] = {}
         self._planned: dict[int, list[AppliedReloc]] = {}
         self._taken: set[int] | None = None
@@ -385,9 +387,10 @@ class Executable:
         """Every non-weak undefined reference that no loaded code object exports."""
         out = []
         for obj in self._objects:
-            for ref in obj.index.references:
-                if not ref.weak and ref.name not in self._exports:
-                    out.append(Unresolved(ref.name, obj.name, ref.sites))
+            for ref_name, optional in obj.index.undefined:
+                if not optional and ref_name not in self._exports:
+                    sites = next((r.sites for r in obj.index.references if r.name == ref_name), ())
+                    out.append(Unresolved(ref_name, obj.name, sites))
         return tuple(out)
 
     def freeze(self) -> None:
@@ -403,11 +406,9 @@ class Executable:
             for obj in self._objects:
                 self._place(obj)
             if self.lazy:
-                for obj in self._objects:
-                    for d in obj.index.definitions:
-                        have = self._defined_in.setdefault(d.name, [])
-                        if obj not in have:
-                            have.append(obj)
+                for obj in self._objects:  # .dynsym only: .symtab is indexed when the code object is used
+                    for export in obj.index.exported:
+                        self._exporters.setdefault(export, []).append(obj)
             else:
                 for obj in self._objects:
                     self._materialize(obj)
@@ -492,25 +493,29 @@ class Executable:
         return have
 
     def _build_symbols(self) -> tuple[LoadedSymbol, ...]:
-        taken = self._taken_addresses()
         out: list[LoadedSymbol] = []
         for obj in self._objects:
-            out += self._object_symbols(obj, taken)
+            out += self._object_symbols(obj)
         return tuple(out)
 
-    def _object_symbols(self, obj: LoadedCodeObject, taken: set[int]) -> list[LoadedSymbol]:
+    def _object_symbols(self, obj: LoadedCodeObject, names: frozenset[str] | None = None) -> list[LoadedSymbol]:
+        """The symbols of ``obj`` (only those named ``names``: their model records alone are imported)."""
         idx = obj.index
-        model = idx.model
-        funcs = {f.name: f for f in model.functions}
+        wanted = [d for d in idx.definitions if names is None or d.name in names]
+        if names is None:
+            funcs = {f.name: f for f in idx.model.functions}
+        else:
+            funcs = idx.functions_of(frozenset(d.name for d in wanted if d.is_function))
         defs = {d.name: d for d in idx.definitions}
         if obj.vendor == "amdgpu":
-            kernels = {n for n, d in defs.items() if d.is_function and f"{n}.kd" in defs}
+            kernels = {d.name for d in wanted if d.is_function and f"{d.name}.kd" in defs}
         else:
-            kernels = {f.name for f in model.functions if f.kind == FunctionKind.KERNEL}
-        model_taken = {f.name for f in model.functions if f.kind == FunctionKind.INDIRECT_TARGET}
+            kernels = {f.name for f in funcs.values() if f.kind == FunctionKind.KERNEL}
+        model_taken = {f.name for f in funcs.values() if f.kind == FunctionKind.INDIRECT_TARGET}
         out = []
-        for d in idx.definitions:
-            if obj.vendor == "amdgpu" and d.name.endswith(".kd") and d.name[:-3] in kernels:
+        for d in wanted:
+            if obj.vendor == "amdgpu" and d.name.endswith(".kd") and d.name[:-3] in defs \
+                    and defs[d.name[:-3]].is_function:
                 continue  # folded into its kernel
             addr = obj.address(d.offset)
             if not d.is_function:
@@ -530,7 +535,8 @@ class Executable:
                 out.append(_symbol(obj, d, SymbolKind.KERNEL, kd_addr, code_address=entry, descriptor=kd_name,
                                    function=fn))
                 continue
-            kind = SymbolKind.INDIRECT_FUNCTION if (addr in taken or d.name in model_taken) \
+            # (every code object's relocations are planned for ``taken``: only a device function needs it)
+            kind = SymbolKind.INDIRECT_FUNCTION if (d.name in model_taken or addr in self._taken_addresses()) \
                 else SymbolKind.DEVICE_FUNCTION
             out.append(_symbol(obj, d, kind, addr, code_address=addr, function=fn))
         return out
@@ -556,8 +562,31 @@ class Executable:
     def _symbols_of(self, obj: LoadedCodeObject) -> list[LoadedSymbol]:
         have = self._obj_symbols.get(id(obj))
         if have is None:
-            have = self._obj_symbols[id(obj)] = self._object_symbols(obj, self._taken_addresses())
+            have = self._obj_symbols[id(obj)] = self._object_symbols(obj)
         return have
+
+    def _definers(self) -> dict[str, list[LoadedCodeObject]]:
+        """Lazy: every defined name -> the code objects defining it (reads every code object's .symtab)."""
+        if self._defined_in is None:
+            defined_in: dict[str, list[LoadedCodeObject]] = {}
+            for obj in self._objects:
+                for d in obj.index.definitions:
+                    have = defined_in.setdefault(d.name, [])
+                    if obj not in have:
+                        have.append(obj)
+            self._defined_in = defined_in
+        return self._defined_in
+
+    def _named_symbols(self, obj: LoadedCodeObject, names: frozenset[str]) -> list[LoadedSymbol]:
+        """Lazy: the symbols of ``obj`` named ``names``, built (and their model records imported) alone."""
+        have = self._obj_symbols.get(id(obj))
+        if have is not None:
+            return [s for s in have if s.name in names]
+        key = (id(obj), names)
+        out = self._some_symbols.get(key)
+        if out is None:
+            out = self._some_symbols[key] = self._object_symbols(obj, names)
+        return out
 
     def symbol(self, name: str, *, code_object: str | None = None) -> LoadedSymbol:
         """The symbol ``name`` (HSA's ``hsa_executable_get_symbol_by_name``).
@@ -576,10 +605,18 @@ class Executable:
         if self._all_symbols:
             pool: tuple[LoadedSymbol, ...] | list[LoadedSymbol] = self._symbols
         else:
-            objs = list(self._defined_in.get(name, ()))
-            if name.endswith(".kd"):
-                objs += [o for o in self._defined_in.get(name[:-3], ()) if o not in objs]
-            pool = [s for o in self._objects if o in objs for s in self._symbols_of(o)]
+            names = frozenset({name, name[:-3]} if name.endswith(".kd") else {name})
+            # Only a code object exporting ``name`` (or the kernel of descriptor ``name``) can hold a
+            # "program" symbol of that name; when exactly one such symbol is there, it is the answer
+            # whatever other code objects define locally, and their .symtab need not be read.
+            objs = {id(o) for n in names for o in self._exporters.get(n, ())}
+            pool = [s for o in self._objects if id(o) in objs for s in self._named_symbols(o, names)]
+            program = [s for s in pool if (s.name == name or (s.descriptor and s.descriptor == name))
+                       and (code_object is None or s.code_object == code_object) and s.linkage == "program"]
+            if len(program) != 1:
+                defined_in = self._definers()
+                objs = {id(o) for n in names for o in defined_in.get(n, ())}
+                pool = [s for o in self._objects if id(o) in objs for s in self._named_symbols(o, names)]
         hits = [s for s in pool if (s.name == name or (s.descriptor and s.descriptor == name))
                 and (code_object is None or s.code_object == code_object)]
         if not hits:

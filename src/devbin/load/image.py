@@ -12,7 +12,11 @@ steps need, all relative to the code object's own base address ("object offsets"
   are not device-global memory and are not mapped.
 * ``definitions``: every named function and data symbol with its object offset, and
   whether it is *exported* (binds other code objects' references: an AMDGPU ``.dynsym``
-  entry that is global/weak and not hidden; a cubin's global/weak symbols).
+  entry that is global/weak and not hidden; a cubin's global/weak symbols).  An AMDGPU
+  code object is indexed from ``.dynsym`` alone (``exported``, ``undefined``, the dynamic
+  relocations checked); its ``.symtab`` (``definitions``, and ``references``/``relocations``
+  with their sites) is read on first use: ROCr binds across code objects through
+  ``.dynsym`` only, where an ``ET_DYN``'s undefined references and exports both live.
 * ``references``: undefined symbols with who needs them (the relocated place, as
   ``holder+0xoff``), weak or not.
 * ``relocations`` (AMDGPU): the dynamic relocations, checked now so that a bad one fails
@@ -39,7 +43,7 @@ from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, Symbol, SymbolTable
-from devbin.model import CodeObject
+from devbin.model import CodeObject, Function
 
 __all__ = ["DynReloc", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece", "RELOC_WIDTH",
            "index_code_object"]
@@ -154,11 +158,22 @@ class IndexedCodeObject:
     span: int  # bytes from the base to the end of the last piece
     align: int
     pieces: tuple[Piece, ...]
-    definitions: tuple[ObjDefinition, ...]
-    references: tuple[ObjReference, ...]
-    relocations: tuple[DynReloc, ...] = ()
+    exported: dict[str, ObjDefinition]  # exported definitions by name (the first of each name)
+    undefined: tuple[tuple[str, bool], ...]  # (name, optional) of each reference, as ``references``
     nv_relocations: tuple[NvReloc, ...] = ()
     warnings: list[DeviceBinaryError] = field(default_factory=list, repr=False)
+    #: definitions, references, relocations: given (cubins), or built on first use (AMDGPU: from .symtab)
+    _indexed: tuple[tuple[ObjDefinition, ...], tuple[ObjReference, ...], tuple[DynReloc, ...]] | None = \
+        field(default=None, repr=False)
+    _index_rest: Callable[[IndexedCodeObject], tuple[tuple[ObjDefinition, ...], tuple[ObjReference, ...],
+                                                     tuple[DynReloc, ...]]] | None = field(default=None, repr=False)
+    _records: dict[str, Function] = field(default_factory=dict, repr=False)  # functions_of(): imported so far
+    _asked: set[str] = field(default_factory=set, repr=False)
+
+    def _warn(self, e: DeviceBinaryError) -> None:
+        """Record a problem once (a partial import and a later whole one may both meet it)."""
+        if not any(type(w) is type(e) and str(w) == str(e) for w in self.warnings):
+            self.warnings.append(e)
 
     @cached_property
     def model(self) -> CodeObject:
@@ -169,17 +184,55 @@ class IndexedCodeObject:
         try:
             have = read_code_object(self.elf)
         except DeviceBinaryError as e:
-            self.warnings.append(e)
+            self._warn(e)
             have = None
-        return have if have is not None else import_code_object(self.elf, diag=self.warnings.append)
+        return have if have is not None else import_code_object(self.elf, diag=self._warn)
+
+    def functions_of(self, names: frozenset[str]) -> dict[str, Function]:
+        """The model records of the functions ``names`` (those the model has), each equal to
+        ``model``'s.  An AMDGPU code object without devbin sections imports just these functions
+        (their note entries and descriptors; :func:`~devbin.targets.amdgpu.importer.import_amdgpu`
+        ``only=``), once per name; anything else, or once ``model`` is built, reads ``model``."""
+        if "model" in self.__dict__ or self.vendor != "amdgpu" or self._has_devbin_sections:
+            return {f.name: f for f in self.model.functions if f.name in names}
+        missing = frozenset(names - self._asked)
+        if missing:
+            from devbin.targets.amdgpu.importer import import_amdgpu
+
+            part = import_amdgpu(self.elf, diag=self._warn, only=missing)
+            self._records.update((f.name, f) for f in part.functions if f.name in missing)
+            self._asked |= missing
+        return {n: self._records[n] for n in names if n in self._records}
 
     @cached_property
-    def exported(self) -> dict[str, ObjDefinition]:
-        out: dict[str, ObjDefinition] = {}
-        for d in self.definitions:
-            if d.exported:
-                out.setdefault(d.name, d)
-        return out
+    def _has_devbin_sections(self) -> bool:
+        from devbin.formats.devsec.elf import devbin_sections
+
+        return bool(devbin_sections(self.elf))
+
+    def _rest(self) -> tuple[tuple[ObjDefinition, ...], tuple[ObjReference, ...], tuple[DynReloc, ...]]:
+        if self._indexed is None:
+            assert self._index_rest is not None
+            self._indexed = self._index_rest(self)
+        return self._indexed
+
+    @property
+    def indexed(self) -> bool:
+        """Whether ``definitions``, ``references`` and ``relocations`` are built (an AMDGPU code
+        object builds them from its ``.symtab`` on first use)."""
+        return self._indexed is not None
+
+    @property
+    def definitions(self) -> tuple[ObjDefinition, ...]:
+        return self._rest()[0]
+
+    @property
+    def references(self) -> tuple[ObjReference, ...]:
+        return self._rest()[1]
+
+    @property
+    def relocations(self) -> tuple[DynReloc, ...]:
+        return self._rest()[2]
 
     @property
     def e_type(self) -> str:
@@ -318,17 +371,33 @@ def _index_amdgpu(elf: ElfFile, name: str) -> IndexedCodeObject:
     if align & (align - 1) or align > (1 << 30):
         raise FormatError(f"bad segment alignment {align:#x}", fmt="amdgpu", where=name, value=align)
     dyn = elf.dynsym
-    exported = {s.name for s in dyn or () if s.name and _exportable(s)}
-    definitions = _definitions(elf, elf.symtab or dyn, exported, lambda s: s.st_value)
-    obj = IndexedCodeObject(name, "amdgpu", elf, arch, generic, span, align, tuple(pieces), definitions, ())
-    relocs = _amdgpu_relocations(elf, obj)
+    names = {s.name for s in dyn or () if s.name and _exportable(s)}
+    # Only .dynsym now (what binds across code objects, as in ROCr); .symtab (every function and
+    # variable) is indexed when something asks for the code object's definitions.
+    exported: dict[str, ObjDefinition] = {}
+    for d in _definitions(elf, dyn, names, lambda s: s.st_value):
+        if d.exported:
+            exported.setdefault(d.name, d)
+    undefined = tuple((r.name, r.weak) for r in _references(dyn, {}))
+    obj = IndexedCodeObject(name, "amdgpu", elf, arch, generic, span, align, tuple(pieces), exported, undefined,
+                            _index_rest=_amdgpu_rest)
+    _amdgpu_relocations(elf, obj, None)  # checked now: a bad one fails the load
+    return obj
+
+
+def _amdgpu_rest(obj: IndexedCodeObject) -> tuple[tuple[ObjDefinition, ...], tuple[ObjReference, ...],
+                                                  tuple[DynReloc, ...]]:
+    elf = obj.elf
+    dyn = elf.dynsym
+    names = {s.name for s in dyn or () if s.name and _exportable(s)}
+    definitions = _definitions(elf, elf.symtab or dyn, names, lambda s: s.st_value)
+    obj._indexed = (definitions, (), ())  # the holders (relocation sites) need the definitions
+    relocs = _amdgpu_relocations(elf, obj, _Holders(obj))
     sites: dict[str, list[str]] = {}
     for r in relocs:
         if r.symbol is not None:
             sites.setdefault(r.symbol, []).append(r.site)
-    obj.references = _references(dyn, sites)
-    obj.relocations = relocs
-    return obj
+    return definitions, _references(dyn, sites), relocs
 
 
 #: Symbols a CUDA driver supplies itself (reserved shared memory; the unified function/data
@@ -351,12 +420,12 @@ def _dynamic_reloc_sections(elf: ElfFile) -> list[Section]:
     return [s for s in elf.sections if s.sh_type in (C.SHT_RELA, C.SHT_REL) and s.sh_info == 0]
 
 
-def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc, ...]:
-    holders = _Holders(obj)
+def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject, holders: _Holders | None) -> tuple[DynReloc, ...]:
+    """The dynamic relocations, checked; without ``holders`` (at load) their sites are left empty."""
     out: list[DynReloc] = []
     for sec in _dynamic_reloc_sections(elf):
         table = elf.symbol_tables.get(sec.sh_link)
-        for i, r in enumerate(elf.relocation_tables[sec.index]):
+        for i, r in enumerate(elf.relocation_table(sec.index)):
             where = f"{sec.where} entry {i}"
             if r.r_type not in RELOC_WIDTH:
                 raise FormatError(f"dynamic relocation {C.reloc_name(C.EM_AMDGPU, r.r_type)} is not one the HSA "
@@ -388,8 +457,8 @@ def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc,
                                       where=f"{obj.name}: {where}", value=r.r_sym)
                 else:
                     symbol, weak = s.name, s.bind == C.STB_WEAK
-            out.append(DynReloc(r.r_offset, r.r_type, symbol, local, r.r_addend, weak, holders.at(r.r_offset),
-                                sym_name))
+            out.append(DynReloc(r.r_offset, r.r_type, symbol, local, r.r_addend, weak,
+                                holders.at(r.r_offset) if holders is not None else "", sym_name))
     return tuple(out)
 
 
@@ -432,7 +501,12 @@ def _index_cubin(elf: ElfFile, name: str) -> IndexedCodeObject:
     table = elf.symtab
     exported = {s.name for s in table or () if s.name and _exportable(s)}
     definitions = _definitions(elf, table, exported, offset_of)
-    obj = IndexedCodeObject(name, "nvidia", elf, arch, 1, cursor, 256, tuple(pieces), definitions, ())
+    exported_defs: dict[str, ObjDefinition] = {}
+    for d in definitions:
+        if d.exported:
+            exported_defs.setdefault(d.name, d)
+    obj = IndexedCodeObject(name, "nvidia", elf, arch, 1, cursor, 256, tuple(pieces), exported_defs, (),
+                            _indexed=(definitions, (), ()))
     holders = _Holders(obj)
     sites: dict[str, list[str]] = {}
     nv: list[NvReloc] = []
@@ -452,6 +526,8 @@ def _index_cubin(elf: ElfFile, name: str) -> IndexedCodeObject:
             nv.append(NvReloc(target.name, r.r_offset, r.r_type, sym.name, r.r_addend or 0))
             if not sym.defined:
                 sites.setdefault(sym.name, []).append(holders.at(off))
-    obj.references = _references(table, sites, NV_DRIVER_SYMBOLS)
+    refs = _references(table, sites, NV_DRIVER_SYMBOLS)
+    obj._indexed = (definitions, refs, ())
+    obj.undefined = tuple((r.name, r.weak) for r in refs)
     obj.nv_relocations = tuple(nv)
     return obj

@@ -253,6 +253,7 @@ class ElfFile:
         for s in self.sections:
             if s.sh_type in (C.SHT_REL, C.SHT_RELA):
                 self._check_relocation_table(s)
+        self._relocs: dict[int, list[Relocation]] = {}
 
     # -- public accessors -----------------------------------------------------
     @cached_property
@@ -262,7 +263,19 @@ class ElfFile:
         Their shape (entry size, size a multiple of it, within the file) is checked at
         open; the entries are decoded on first use, since most readers never need them.
         """
-        return {s.index: self._parse_relocations(s) for s in self.sections if s.sh_type in (C.SHT_REL, C.SHT_RELA)}
+        return {s.index: self.relocation_table(s.index) for s in self.sections
+                if s.sh_type in (C.SHT_REL, C.SHT_RELA)}
+
+    def relocation_table(self, index: int) -> list[Relocation]:
+        """The entries of the ``SHT_REL``/``SHT_RELA`` section ``index``, decoded alone on first use
+        (a loader needs ``.rela.dyn``, not the ``--emit-relocs`` tables beside it); KeyError otherwise."""
+        have = self._relocs.get(index)
+        if have is None:
+            sec = self.sections[index] if 0 <= index < len(self.sections) else None
+            if sec is None or sec.sh_type not in (C.SHT_REL, C.SHT_RELA):
+                raise KeyError(index)
+            have = self._relocs[index] = self._parse_relocations(sec)
+        return have
 
     @property
     def size(self) -> int:

@@ -174,7 +174,7 @@ class _FunctionIndex:
 _LOOK_BACK = 16  # functions starting before a place examined for holding it
 
 
-def _callgraph(elf: ElfFile, funcs: dict[str, Symbol], resources: tuple[FunctionResources, ...],
+def _callgraph(elf: ElfFile, funcs: dict[str, Symbol], indirect_calls: set[str],
                records: tuple[CallGraphRecord, ...]) -> CallGraph:
     flist = list(funcs.values())
     index = _FunctionIndex(flist)
@@ -210,7 +210,7 @@ def _callgraph(elf: ElfFile, funcs: dict[str, Symbol], resources: tuple[Function
                     taken.add(sym.name)
                 elif r.r_type == R_RELATIVE64 and r.r_addend is not None and not rel:
                     taken.update(f.name for f in index.by_value.get(r.r_addend, ()))
-    indirect = {r.name for r in resources if r.has_indirect_call}
+    indirect = set(indirect_calls)
     for rec in records:
         if rec.function is None:
             continue
@@ -238,8 +238,11 @@ def _check(k: KernelMeta, kd: KernelDescriptor, diag: Diag) -> None:
                          f"descriptor's wave32 bit", fmt="amdgpu", value=kd.kernel_code_properties))
 
 
-def code_object_facts(elf: ElfFile, *, diag: Diag | None = None) -> AmdgpuFacts:
-    """Read flags, metadata, descriptors, functions, resources and call graph."""
+def code_object_facts(elf: ElfFile, *, diag: Diag | None = None, only: frozenset[str] | None = None) -> AmdgpuFacts:
+    """Read flags, metadata, descriptors, functions, resources and call graph.
+
+    ``only``: kernels, descriptors, device functions and resources of just these names (their
+    note entries alone are converted and checked); the call graph is still the whole object's."""
     diag = diag or _raise
     h = elf.header
     if h.e_machine != C.EM_AMDGPU:
@@ -247,7 +250,7 @@ def code_object_facts(elf: ElfFile, *, diag: Diag | None = None) -> AmdgpuFacts:
     flags = decode_flags(h.e_flags, h.ei_osabi, h.ei_abiversion)
     md: AmdgpuMetadata | None = None
     try:
-        md = read_metadata(elf)
+        md = read_metadata(elf, only=only)
     except DeviceBinaryError as e:
         diag(e)
     target_id, triple = flags.target_id, "amdgcn-amd-amdhsa"
@@ -280,6 +283,10 @@ def code_object_facts(elf: ElfFile, *, diag: Diag | None = None) -> AmdgpuFacts:
         _check(k, kd, diag)
     rsyms = resource_symbols(symtab)
     names = list(dict.fromkeys([*kernels, *funcs]))
+    # the call graph's indirect call sites: every function's, also where ``only`` leaves it out
+    indirect_calls = {n for n in names if rsyms.get(n, {}).get("has_indirect_call")}
+    if only is not None:
+        names = [n for n in names if n in only]
     resources = tuple(function_resources(n, kernels.get(n), rsyms.get(n)) for n in names)
     records: tuple[CallGraphRecord, ...] = ()
     try:
@@ -287,8 +294,8 @@ def code_object_facts(elf: ElfFile, *, diag: Diag | None = None) -> AmdgpuFacts:
     except DeviceBinaryError as e:
         diag(e)
     return AmdgpuFacts(flags, md, target_id, triple, descriptors, tuple(kernels),
-                       tuple(n for n in funcs if n not in kernels), resources,
-                       _callgraph(elf, funcs, resources, records), records)
+                       tuple(n for n in funcs if n not in kernels and (only is None or n in only)), resources,
+                       _callgraph(elf, funcs, indirect_calls, records), records)
 
 
 def _layout(k: KernelMeta) -> bytes | None:
@@ -344,9 +351,13 @@ def _attributes(r: FunctionResources, k: KernelMeta | None, kd: KernelDescriptor
     return a
 
 
-def import_amdgpu(elf: ElfFile, *, diag: Diag | None = None) -> CodeObject:
-    """The unified model of an AMDGPU code object: kernels, device functions, call graph, metadata."""
-    facts = code_object_facts(elf, diag=diag)
+def import_amdgpu(elf: ElfFile, *, diag: Diag | None = None, only: frozenset[str] | None = None) -> CodeObject:
+    """The unified model of an AMDGPU code object: kernels, device functions, call graph, metadata.
+
+    ``only``: just the functions of these names (each record equal to the one the whole import
+    gives; only their note entries and descriptors are read), with the whole object's call graph
+    and metadata: what a lazy loader needs for one kernel of thousands."""
+    facts = code_object_facts(elf, diag=diag, only=only)
     symtab = _symtab(elf)
     funcs = _funcs(symtab)
     taken = {n for n, _ in facts.callgraph.address_taken}

@@ -230,8 +230,17 @@ def unpack(desc: bytes | memoryview) -> object:
                           fmt=_FMT) from None
 
 
-def decode_metadata(desc: bytes | memoryview) -> AmdgpuMetadata:
-    """Decode one ``NT_AMDGPU_METADATA`` desc."""
+def _wanted(m: object, only: frozenset[str] | None) -> bool:
+    """Convert this kernel map?  With ``only``, a well-formed map naming another kernel is skipped
+    (unchecked); anything malformed is still converted, so that it fails as it would in full."""
+    if only is None or not isinstance(m, dict):
+        return True
+    name = m.get(".name")
+    return not isinstance(name, str) or name in only
+
+
+def decode_metadata(desc: bytes | memoryview, *, only: frozenset[str] | None = None) -> AmdgpuMetadata:
+    """Decode one ``NT_AMDGPU_METADATA`` desc; ``only``: convert just the kernels of these names."""
     root = unpack(desc)
     if not isinstance(root, dict):
         raise FormatError("metadata root is not a map", fmt=_FMT)
@@ -242,7 +251,7 @@ def decode_metadata(desc: bytes | memoryview) -> AmdgpuMetadata:
     if not isinstance(printf, list) or not all(isinstance(p, str) for p in printf):
         raise FormatError("amdhsa.printf: expected a list of strings", fmt=_FMT)
     return AmdgpuMetadata(_ints(root, "amdhsa.version", ""), _str(root, "amdhsa.target", ""),
-                          tuple(_kernel(k, i) for i, k in enumerate(kernels)), tuple(printf),
+                          tuple(_kernel(k, i) for i, k in enumerate(kernels) if _wanted(k, only)), tuple(printf),
                           _extra(root, _ROOT_KEYS))
 
 
@@ -255,12 +264,15 @@ def metadata_notes(elf: ElfFile) -> list[Note]:
     return out
 
 
-def read_metadata(elf: ElfFile) -> AmdgpuMetadata | None:
-    """The metadata of a code object, every note merged; None without a metadata note."""
+def read_metadata(elf: ElfFile, *, only: frozenset[str] | None = None) -> AmdgpuMetadata | None:
+    """The metadata of a code object, every note merged; None without a metadata note.
+
+    ``only``: convert just the kernel maps of these names (the rest are skipped unchecked), for
+    a loader that needs one kernel's records out of thousands."""
     notes = metadata_notes(elf)
     if not notes:
         return None
-    parts = [decode_metadata(n.desc) for n in notes]
+    parts = [decode_metadata(n.desc, only=only) for n in notes]
     first = next((p for p in parts if p.kernels), parts[0])
     extra: dict[str, Any] = {}
     for p in parts:
