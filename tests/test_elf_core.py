@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -264,3 +266,29 @@ def test_property_model_write_read(m: ElfModel) -> None:
         assert (s.st_size, s.bind, s.type, s.st_other) == (spec2.size, spec2.bind, spec2.type, spec2.other)
     # write(read(x)) == x
     assert ElfEditor(elf).write() == data
+
+
+def test_bulk_symbol_decode_equals_one_by_one(tmp_path: Path) -> None:
+    """Walking a large symbol table decodes it in one pass; every symbol equals the one-by-one decode."""
+    import glob
+
+    files = [Path(p) for p in sorted(glob.glob(str(Path(__file__).parents[1] / "src/devbin/samples/*")))
+             if not p.endswith((".py", ".ptx"))]
+    model = small_model()
+    for i in range(200):
+        model.symbols.append(SymbolSpec(f"sym_{i}_\u00e9" if i % 50 == 7 else f"sym_{i}", i, 4, C.STB_GLOBAL,
+                                        C.STT_OBJECT, 0, None, C.SHN_ABS))
+    big = tmp_path / "big.o"
+    big.write_bytes(write(model))
+    checked = 0
+    for path in [*files, big]:
+        data = path.read_bytes()
+        if not data.startswith(b"\x7fELF"):
+            continue
+        one = ElfFile(data)
+        bulk = ElfFile(data)
+        for index, table in bulk.symbol_tables.items():
+            single = one.symbol_tables[index]
+            assert list(table) == [single._decode(i) for i in range(len(single))]
+            checked += len(table)
+    assert checked > 200

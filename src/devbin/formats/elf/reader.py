@@ -174,6 +174,9 @@ class Note:
     offset: int  # of the note header within its section
 
 
+_BULK_MIN = 64  # a table walked whole above this size is decoded in one pass
+
+
 class SymbolTable(Sequence[Symbol]):
     """A ``SHT_SYMTAB``/``SHT_DYNSYM``: sized, indexable, with a name lookup.
 
@@ -183,11 +186,14 @@ class SymbolTable(Sequence[Symbol]):
     exports) does not pay for all of them.
     """
 
-    def __init__(self, section: Section, count: int, decode: Callable[[int], Symbol]) -> None:
+    def __init__(self, section: Section, count: int, decode: Callable[[int], Symbol],
+                 decode_all: Callable[[], list[Symbol]] | None = None) -> None:
         self.section = section
         self._count = count
         self._decode = decode
+        self._decode_all = decode_all
         self._cache: list[Symbol | None] = [None] * count
+        self._complete = False
 
     def __len__(self) -> int:
         return self._count
@@ -215,6 +221,11 @@ class SymbolTable(Sequence[Symbol]):
         return self._at(i)
 
     def __iter__(self) -> Iterator[Symbol]:
+        if not self._complete and self._decode_all is not None and self._count > _BULK_MIN:
+            # walking the whole table: one pass over its bytes instead of one bounds-checked read each
+            bulk = self._decode_all()
+            self._cache = [c if c is not None else b for c, b in zip(self._cache, bulk, strict=True)]
+            self._complete = True
         return (self._at(i) for i in range(self._count))
 
     @cached_property
@@ -446,7 +457,35 @@ class ElfFile:
                     self._diag(self._err(f"symbol [{i}] has no SHT_SYMTAB_SHNDX entry", where=sec.where))
             return Symbol(index=i, name=name, **{**d, "st_shndx": shndx})
 
-        return SymbolTable(sec, sec.sh_size // lay.size, decode)
+        count = sec.sh_size // lay.size
+        fields = lay.fields
+        at = {f: fields.index(f) for f in ("st_name", "st_value", "st_size", "st_info", "st_other", "st_shndx")}
+
+        def decode_all() -> list[Symbol]:
+            """Every symbol in one pass: the same values as :func:`decode`, which still decodes any
+            symbol whose name is not a plain NUL-terminated ASCII string or that needs
+            ``SHT_SYMTAB_SHNDX`` (so every diagnostic stays exactly the one-by-one path's)."""
+            table = bytes(strings.bytes_at(0, len(strings), "string table")) if strings is not None else b""
+            out: list[Symbol] = []
+            for i, vals in enumerate(view.iter_unpack(lay.fmt, 0, count, "symbol table")):
+                st_name, shndx = vals[at["st_name"]], vals[at["st_shndx"]]
+                name = ""
+                if st_name and strings is not None:
+                    end = table.find(b"\0", st_name) if st_name < len(table) else -1
+                    raw = table[st_name:end] if end >= 0 else b""
+                    if end < 0 or not raw.isascii() or shndx == C.SHN_XINDEX:
+                        out.append(decode(i))
+                        continue
+                    name = raw.decode("ascii")
+                elif shndx == C.SHN_XINDEX:
+                    out.append(decode(i))
+                    continue
+                out.append(Symbol(index=i, name=name, st_name=st_name, st_value=vals[at["st_value"]],
+                                  st_size=vals[at["st_size"]], st_info=vals[at["st_info"]],
+                                  st_other=vals[at["st_other"]], st_shndx=shndx))
+            return out
+
+        return SymbolTable(sec, count, decode, decode_all)
 
     def _xindex_table(self, symsec: Section) -> list[int] | None:
         for s in self.sections:
