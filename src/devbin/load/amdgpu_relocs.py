@@ -77,10 +77,9 @@ def apply_relocations(obj: IndexedCodeObject, base: int, device: SimulatedDevice
     return out
 
 
-def _apply(r: DynReloc, obj: IndexedCodeObject, base: int, device: SimulatedDevice,
-           resolve: Callable[[str], tuple[int, str] | None]) -> AppliedReloc:
-    at = base + r.offset
-    addend = r.addend if r.addend is not None else int.from_bytes(device.read(at, r.width), "little", signed=True)
+def _resolved(r: DynReloc, obj: IndexedCodeObject, base: int, addend: int,
+              resolve: Callable[[str], tuple[int, str] | None]) -> tuple[int, str | None]:
+    """The value to write for ``r`` and the code object its symbol lives in."""
     s, owner = 0, None
     if r.symbol is not None:
         hit = resolve(r.symbol)
@@ -92,7 +91,14 @@ def _apply(r: DynReloc, obj: IndexedCodeObject, base: int, device: SimulatedDevi
         s, owner = base + r.local, obj.name
     else:
         owner = obj.name
-    value = relocation_value(r.rtype, s, addend, base)
+    return relocation_value(r.rtype, s, addend, base), owner
+
+
+def _apply(r: DynReloc, obj: IndexedCodeObject, base: int, device: SimulatedDevice,
+           resolve: Callable[[str], tuple[int, str] | None]) -> AppliedReloc:
+    at = base + r.offset
+    addend = r.addend if r.addend is not None else int.from_bytes(device.read(at, r.width), "little", signed=True)
+    value, owner = _resolved(r, obj, base, addend, resolve)
     device.write_uint(at, value, r.width)
     return AppliedReloc(at, r.offset, r.type_name, r.width, value, r.name or None, addend, owner, r.site)
 
@@ -105,18 +111,7 @@ def plan_relocations(obj: IndexedCodeObject, base: int,
     for r in obj.relocations:
         addend = r.addend if r.addend is not None else int.from_bytes(obj.file_bytes(r.offset, r.width), "little",
                                                                        signed=True)
-        s, owner = 0, None
-        if r.symbol is not None:
-            hit = resolve(r.symbol)
-            if hit is not None:
-                s, owner = hit
-            elif not r.weak:
-                raise UsageError(f"{obj.name}: {r.site}: {r.symbol!r} is not defined in the executable")
-        elif r.local is not None:
-            s, owner = base + r.local, obj.name
-        else:
-            owner = obj.name
-        value = relocation_value(r.rtype, s, addend, base)
+        value, owner = _resolved(r, obj, base, addend, resolve)
         out.append(AppliedReloc(base + r.offset, r.offset, r.type_name, r.width, value, r.name or None, addend, owner,
                                 r.site))
     return out
