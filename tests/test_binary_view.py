@@ -84,3 +84,14 @@ def test_overlong_leb_rejected() -> None:
         ByteView(b"\x80" * 11 + b"\x00").cursor().uleb()
     with pytest.raises(FormatError):
         ByteView(b"\xff" * 9 + b"\x7f").cursor().uleb()  # 70 bits
+
+
+def test_span_index_finds_the_nearest_holding_span() -> None:
+    from devbin.binary.spans import SpanIndex
+
+    idx = SpanIndex([(0, 16, "a"), (16, 32, "b"), (16, 17, "alias"), (40, 41, "z"), (64, 64 + 8, "c")])
+    assert idx.at(3) == (0, 16, "a")
+    assert [v for _, _, v in idx.containing(16)] == ["alias", "b"]  # equal starts: the later one first
+    assert idx.at(20) == (16, 32, "b")
+    assert idx.at(35) is None and idx.at(-1) is None and idx.at(100) is None
+    assert SpanIndex([]).at(0) is None

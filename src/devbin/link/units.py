@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
+from devbin.binary.spans import SpanIndex
 from devbin.errors import UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
@@ -150,20 +151,24 @@ class Unit:
         ``from`` is the section name when no sized symbol covers the place."""
         out: dict[tuple[str, str], None] = {}
         symtabs = {t.section.index: t for t in self.elf.symbol_tables.values()}
-        covering: dict[int, list[tuple[int, int, str]]] = {}
+        covering: dict[int, list[tuple[int, int, tuple[int, str]]]] = {}
+        order = 0  # symbol-table order: among symbols holding a place, the first one names it
         for tab in symtabs.values():
             if tab.section.sh_type != C.SHT_SYMTAB:
                 continue
             for s in tab:
                 if s.name and s.type in _SIZED_TYPES and 0 < s.st_shndx < C.SHN_LORESERVE:
-                    covering.setdefault(s.st_shndx, []).append((s.st_value, s.st_value + max(s.st_size, 1), s.name))
-        for index, relocs in self.elf.relocation_tables.items():
-            sec = self.elf.sections[index]
+                    covering.setdefault(s.st_shndx, []).append(
+                        (s.st_value, s.st_value + max(s.st_size, 1), (order, s.name)))
+                    order += 1
+        holders = {shndx: SpanIndex(spans) for shndx, spans in covering.items()}
+        for rindex, relocs in self.elf.relocation_tables.items():
+            sec = self.elf.sections[rindex]
             table = symtabs.get(sec.sh_link)
             if table is None or not 0 < sec.sh_info < len(self.elf.sections):
                 continue
             target = self.elf.sections[sec.sh_info]
-            spans = covering.get(target.index, [])
+            spans = holders.get(target.index)
             for r in relocs:
                 if r.r_sym == 0 or r.r_sym >= len(table):
                     continue
@@ -171,7 +176,9 @@ class Unit:
                 name = sym.name
                 if sym.type == C.STT_SECTION or not name:
                     continue
-                holder = next((n for lo, hi, n in spans if lo <= r.r_offset < hi), target.name)
+                # the first sized symbol in table order that holds the place (the section if none)
+                hits = spans.containing(r.r_offset) if spans is not None else []
+                holder = min(v for _, _, v in hits)[1] if hits else target.name
                 out[(holder, name)] = None
         return tuple(out)
 

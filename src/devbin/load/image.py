@@ -34,12 +34,12 @@ vendor's metadata; lazy loading needs it, eager ``freeze()`` reads it once for s
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from devbin.binary import ByteView
+from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, Symbol, SymbolTable
@@ -256,17 +256,13 @@ class IndexedCodeObject:
 
 class _Holders:
     def __init__(self, obj: IndexedCodeObject) -> None:
-        spans = sorted((d.offset, d.offset + max(d.size, 1), d.name) for d in obj.definitions)
-        self.spans = spans
-        self.starts = [s[0] for s in spans]
+        self.index = SpanIndex(sorted((d.offset, d.offset + max(d.size, 1), d.name) for d in obj.definitions))
         self.sections = _section_spans(obj)
 
     def at(self, offset: int) -> str:
-        i = bisect.bisect_right(self.starts, offset) - 1
-        for j in range(i, max(i - 16, -1), -1):
-            lo, hi, name = self.spans[j]
-            if lo <= offset < hi:
-                return f"{name}+{offset - lo:#x}"
+        hit = self.index.at(offset)
+        if hit is not None:
+            return f"{hit[2]}+{offset - hit[0]:#x}"
         for lo, hi, name in self.sections:
             if lo <= offset < hi:
                 return f"{name}+{offset - lo:#x}"

@@ -40,9 +40,9 @@ section of that code object with it.
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 
+from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as C
 from devbin.load.image import R_RELATIVE64, IndexedCodeObject, ObjDefinition
@@ -99,16 +99,11 @@ class _Finder:
 
     def __init__(self, units: list[Unit]) -> None:
         spans = sorted((lo, lo + max(sz, 1), u) for u in units for lo, sz in u.ranges[:1])
-        self.starts = [s[0] for s in spans]
-        self.spans = spans
+        self.index = SpanIndex(spans, look_back=8)
 
     def at(self, offset: int) -> Unit | None:
-        i = bisect.bisect_right(self.starts, offset) - 1
-        for j in range(i, max(i - 8, -1), -1):
-            lo, hi, u = self.spans[j]
-            if lo <= offset < hi:
-                return u
-        return None
+        hit = self.index.at(offset)
+        return hit[2] if hit is not None else None
 
 
 def _kernels(idx: IndexedCodeObject) -> dict[str, ObjDefinition]:

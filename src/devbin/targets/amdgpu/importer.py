@@ -29,12 +29,12 @@
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeGuard
 
 from devbin import __version__
+from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.llvm_callgraph import CallGraphRecord, read_llvm_callgraph
@@ -138,40 +138,24 @@ def _funcs(symtab: SymbolTable | None) -> dict[str, Symbol]:
 
 
 class _FunctionIndex:
-    """Functions by section, sorted by address, for "which function holds this place" in O(log n)
-    (a code object of 10,000 kernels has as many relocations as functions times calls)."""
+    """Functions by section for "which function holds this place" in O(log n) (a code object of
+    10,000 kernels has as many relocations as functions times calls), and by start address."""
 
     def __init__(self, funcs: list[Symbol]) -> None:
-        self.by_section: dict[int, tuple[list[int], list[Symbol]]] = {}
         groups: dict[int, list[Symbol]] = {}
         for f in funcs:
             groups.setdefault(f.st_shndx, []).append(f)
-        for shndx, fs in groups.items():
-            fs.sort(key=lambda f: f.st_value)  # stable: for equal addresses, symbol-table order
-            self.by_section[shndx] = ([f.st_value for f in fs], fs)
+        self.by_section = {shndx: SpanIndex((f.st_value, f.st_value + max(f.st_size, 1), f) for f in fs)
+                           for shndx, fs in groups.items()}
         self.by_value: dict[int, list[Symbol]] = {}
         for f in funcs:
             self.by_value.setdefault(f.st_value, []).append(f)
 
     def containing(self, shndx: int, addr: int) -> Symbol | None:
-        """The first function (in symbol-table order among those starting at the same address, as a
-        linear scan would find it) whose ``[st_value, st_value + max(st_size, 1))`` holds ``addr``."""
-        entry = self.by_section.get(shndx)
-        if entry is None:
-            return None
-        starts, fs = entry
-        i = bisect.bisect_right(starts, addr)
-        best: Symbol | None = None
-        # the nearest functions starting at or before addr: aliases and zero-sized symbols may sit
-        # in front of the one that holds it, but functions do not nest, so a few steps back suffice
-        for j in range(i - 1, max(i - 1 - _LOOK_BACK, -1), -1):
-            f = fs[j]
-            if f.st_value <= addr < f.st_value + max(f.st_size, 1) and (best is None or f.index < best.index):
-                best = f
-        return best
-
-
-_LOOK_BACK = 16  # functions starting before a place examined for holding it
+        """The function holding ``addr``: the first in symbol-table order among those that do."""
+        index = self.by_section.get(shndx)
+        hits = index.containing(addr) if index is not None else []
+        return min((f for _, _, f in hits), key=lambda f: f.index, default=None)
 
 
 def _callgraph(elf: ElfFile, funcs: dict[str, Symbol], indirect_calls: set[str],

@@ -1,0 +1,38 @@
+"""Which ranges hold an offset: ``SpanIndex`` over ``[lo, hi)`` spans, O(log n) per query.
+
+Linkers, importers and loaders keep asking "which function (or variable, or section) holds
+this relocated place?".  Functions do not nest, so the answer is among the few spans that
+start at or just before the offset: the index sorts spans by start once and looks back at
+most ``look_back`` of them from the last start not above the offset (aliases and zero-sized
+symbols may sit in front of the one that holds it).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+__all__ = ["SpanIndex"]
+
+T = TypeVar("T")
+
+
+class SpanIndex(Generic[T]):
+    """Spans ``(lo, hi, value)`` sorted by ``lo`` (stable: equal starts keep their given order)."""
+
+    def __init__(self, spans: Iterable[tuple[int, int, T]], *, look_back: int = 16) -> None:
+        self.spans = sorted(spans, key=lambda s: s[0])
+        self.starts = [s[0] for s in self.spans]
+        self.look_back = look_back
+
+    def containing(self, offset: int) -> list[tuple[int, int, T]]:
+        """The spans holding ``offset`` among the nearest starts, nearest start first."""
+        i = bisect.bisect_right(self.starts, offset) - 1
+        return [s for s in (self.spans[j] for j in range(i, max(i - self.look_back, -1), -1))
+                if s[0] <= offset < s[1]]
+
+    def at(self, offset: int) -> tuple[int, int, T] | None:
+        """The span holding ``offset`` whose start is nearest to it, or None."""
+        hits = self.containing(offset)
+        return hits[0] if hits else None
