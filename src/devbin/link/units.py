@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from devbin.binary.spans import SpanIndex
 from devbin.errors import UsageError
 from devbin.formats.elf import constants as C
-from devbin.formats.elf.reader import ElfFile
+from devbin.formats.elf.reader import ElfFile, Symbol
 
 if TYPE_CHECKING:
     from devbin.model import CodeObject
@@ -91,58 +91,46 @@ class Unit:
         return device_machine(self.elf)
 
     @cached_property
+    def _symtab(self) -> list[Symbol]:
+        """Every entry of the ``SHT_SYMTAB`` tables, in order (decoded once; the properties below filter it)."""
+        return [s for t in self.elf.symbol_tables.values() if t.section.sh_type == C.SHT_SYMTAB for s in t]
+
+    @cached_property
     def symbols(self) -> tuple[SymbolEntry, ...]:
         """Global and weak symbols, in symbol-table order (locals are not resolved across units)."""
         out: list[SymbolEntry] = []
-        for table in self.elf.symbol_tables.values():
-            if table.section.sh_type != C.SHT_SYMTAB:
+        for s in self._symtab:
+            if s.index == 0 or not s.name or s.type in (C.STT_SECTION, C.STT_FILE) or s.bind == C.STB_LOCAL:
                 continue
-            for s in table:
-                if s.index == 0 or not s.name or s.type in (C.STT_SECTION, C.STT_FILE):
-                    continue
-                if s.bind == C.STB_LOCAL:
-                    continue
-                weak = s.bind == C.STB_WEAK
-                kind: SymKind
-                if s.st_shndx == C.SHN_UNDEF:
-                    kind = "weak-undefined" if weak else "undefined"
-                elif s.st_shndx == C.SHN_COMMON:
-                    kind = "common"
-                else:
-                    kind = "weak" if weak else "defined"
-                out.append(SymbolEntry(s.name, kind, s.type, s.st_size, s.st_shndx))
+            weak = s.bind == C.STB_WEAK
+            kind: SymKind
+            if s.st_shndx == C.SHN_UNDEF:
+                kind = "weak-undefined" if weak else "undefined"
+            elif s.st_shndx == C.SHN_COMMON:
+                kind = "common"
+            else:
+                kind = "weak" if weak else "defined"
+            out.append(SymbolEntry(s.name, kind, s.type, s.st_size, s.st_shndx))
         return tuple(out)
 
     @cached_property
     def local_functions(self) -> frozenset[str]:
         """Names of ``STB_LOCAL`` functions (kept per unit: two units may both have a static ``f``)."""
-        names: set[str] = set()
-        for table in self.elf.symbol_tables.values():
-            if table.section.sh_type == C.SHT_SYMTAB:
-                names.update(s.name for s in table if s.bind == C.STB_LOCAL and s.type == C.STT_FUNC and s.name)
-        return frozenset(names)
+        return frozenset(s.name for s in self._symtab if s.bind == C.STB_LOCAL and s.type == C.STT_FUNC and s.name)
 
     @cached_property
     def sizes(self) -> dict[str, int]:
         """``st_size`` of every named function and data object (globals win over a local of the same name)."""
         out: dict[str, int] = {}
-        for table in self.elf.symbol_tables.values():
-            if table.section.sh_type != C.SHT_SYMTAB:
-                continue
-            for s in table:
-                if (s.name and s.type in _SIZED_TYPES and s.st_shndx != C.SHN_UNDEF
-                        and (s.bind != C.STB_LOCAL or s.name not in out)):
-                    out[s.name] = s.st_size
+        for s in self._symtab:
+            if (s.name and s.type in _SIZED_TYPES and s.st_shndx != C.SHN_UNDEF
+                    and (s.bind != C.STB_LOCAL or s.name not in out)):
+                out[s.name] = s.st_size
         return out
 
     @cached_property
     def data_objects(self) -> frozenset[str]:
-        names: set[str] = set()
-        for table in self.elf.symbol_tables.values():
-            if table.section.sh_type == C.SHT_SYMTAB:
-                names.update(s.name for s in table if s.type in _DATA_TYPES and s.name
-                             and s.st_shndx != C.SHN_UNDEF)
-        return frozenset(names)
+        return frozenset(s.name for s in self._symtab if s.type in _DATA_TYPES and s.name and s.st_shndx != C.SHN_UNDEF)
 
     @cached_property
     def references(self) -> tuple[tuple[str, str], ...]:
