@@ -38,7 +38,8 @@ CURAND = "nvidia-curand-cu12==10.3.10.19"
 CUBLOATY = "cubloaty==0.2.0b1"
 
 
-def fetch(cache: Path) -> tuple[Path, list[str]]:
+def fetch_curand(cache: Path) -> Path:
+    """libcurand.so.10 from the pinned wheel, downloaded once into ``cache``."""
     cache.mkdir(parents=True, exist_ok=True)
     lib = cache / "libcurand.so.10"
     if not lib.exists():
@@ -47,6 +48,11 @@ def fetch(cache: Path) -> tuple[Path, list[str]]:
         whl = next(cache.glob("nvidia_curand_cu12-10.3.10.19-*.whl"))
         with zipfile.ZipFile(whl) as z:
             lib.write_bytes(z.read("nvidia/curand/lib/libcurand.so.10"))
+    return lib
+
+
+def fetch(cache: Path) -> tuple[Path, list[str]]:
+    lib = fetch_curand(cache)
     site = cache / "cubloaty-site"
     if not (site / "cubloaty").exists():
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(site), CUBLOATY], check=True)

@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
 NVCC_WHEEL = "nvidia-cuda-nvcc==13.5.37"
-CURAND = "nvidia-curand-cu12==10.3.10.19"
 GFX = ("gfx90a", "gfx942", "gfx1030", "gfx1100")
 PAGE = 4096
 
@@ -243,13 +242,9 @@ def synthetic(scratch: Path, repeat: int) -> list[str]:
 
 def curand_tu(cache: Path) -> dict[str, list[tuple[str, bytes]]]:
     """Cubins 14..26 of libcurand.so.10 (one translation unit, sm_50..sm_121) by devbin's discover."""
-    lib = cache / "libcurand.so.10"
-    if not lib.exists():
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache), CURAND],
-                       check=True)
-        whl = next(cache.glob("nvidia_curand_cu12-10.3.10.19-*.whl"))
-        with zipfile.ZipFile(whl) as z:
-            lib.write_bytes(z.read("nvidia/curand/lib/libcurand.so.10"))
+    from benchmarks.bench_curand import fetch_curand
+
+    lib = fetch_curand(cache)
     folder = cache / "curand-elf"
     if not folder.is_dir():
         folder.mkdir()
