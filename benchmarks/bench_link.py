@@ -145,38 +145,26 @@ def growth(sizes: list[int], repeat: int) -> None:
 FILES, FUNCS = 8, 250
 
 
-def _cuda_source(f: int) -> str:
-    lines = ["extern \"C\" {"]
+def _source(f: int, cuda: bool) -> str:
+    """File ``f`` of the real program: CUDA C++ or OpenCL C, the same call structure in both."""
+    declare = 'extern "C" {' if cuda else None
+    device = "__device__ __noinline__ int" if cuda else "__attribute__((noinline)) int"
+    lines = [declare] if declare else []
     if f + 1 < FILES:
-        lines += [f"extern __device__ int g{f + 1}_{i}(int x);" for i in range(FUNCS)]
+        lines += [f"{'extern __device__ ' if cuda else ''}int g{f + 1}_{i}(int x);" for i in range(FUNCS)]
     for i in reversed(range(FUNCS)):
         body = f"x * {i + 3} + {i}"
         if i % 10 != 9:  # chains of 10 functions; the head of each also calls a chain tail in the next file
             body += f" + g{f}_{i + 1}(x ^ {i})"
         if f + 1 < FILES and i % 10 == 0:
             body += f" + g{f + 1}_{i + 9}(x + 1)"
-        lines.append(f"__device__ __noinline__ int g{f}_{i}(int x) {{ volatile int a[{1 + i % 4}]; a[0] = x; "
-                     f"return {body} + a[0]; }}")
-    calls = " + ".join(f"g{f}_{i}(o[threadIdx.x])" for i in range(0, FUNCS, 10))
-    lines.append(f"__global__ void k{f}(int *o) {{ o[threadIdx.x] = {calls}; }}")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-def _cl_source(f: int) -> str:
-    lines = []
-    if f + 1 < FILES:
-        lines += [f"int g{f + 1}_{i}(int x);" for i in range(FUNCS)]
-    for i in reversed(range(FUNCS)):
-        body = f"x * {i + 3} + {i}"
-        if i % 10 != 9:  # chains of 10 functions; the head of each also calls a chain tail in the next file
-            body += f" + g{f}_{i + 1}(x ^ {i})"
-        if f + 1 < FILES and i % 10 == 0:
-            body += f" + g{f + 1}_{i + 9}(x + 1)"
-        lines.append(f"__attribute__((noinline)) int g{f}_{i}(int x) {{ volatile int a[{1 + i % 4}]; a[0] = x; "
-                     f"return {body} + a[0]; }}")
-    calls = " + ".join(f"g{f}_{i}(o[0])" for i in range(0, FUNCS, 10))
-    lines.append(f"__kernel void k{f}(__global int *o) {{ o[0] = {calls}; }}")
+        lines.append(f"{device} g{f}_{i}(int x) {{ volatile int a[{1 + i % 4}]; a[0] = x; return {body} + a[0]; }}")
+    arg = "o[threadIdx.x]" if cuda else "o[0]"
+    calls = " + ".join(f"g{f}_{i}({arg})" for i in range(0, FUNCS, 10))
+    if cuda:
+        lines += [f"__global__ void k{f}(int *o) {{ o[threadIdx.x] = {calls}; }}", "}"]
+    else:
+        lines.append(f"__kernel void k{f}(__global int *o) {{ o[0] = {calls}; }}")
     return "\n".join(lines) + "\n"
 
 
@@ -195,14 +183,14 @@ def _build(kind: str) -> list[Path] | None:
             if nvcc is None:
                 return None
             src = out / f"m{f}.cu"
-            src.write_text(_cuda_source(f))
+            src.write_text(_source(f, cuda=True))
             subprocess.run([nvcc, "-rdc=true", "-cubin", "-arch=sm_90", "-O3", "-o", str(obj), str(src)], check=True)
         else:
             clang = find_tool("clang-19")
             if clang is None:
                 return None
             src = out / f"m{f}.cl"
-            src.write_text(_cl_source(f))
+            src.write_text(_source(f, cuda=False))
             subprocess.run([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-mcpu=gfx90a",
                             "-c", "-o", str(obj), str(src)], check=True)
     (out / "done").write_text("built\n")
