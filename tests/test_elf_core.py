@@ -292,3 +292,54 @@ def test_bulk_symbol_decode_equals_one_by_one(tmp_path: Path) -> None:
             assert list(table) == [single._decode(i) for i in range(len(single))]
             checked += len(table)
     assert checked > 200
+
+
+def test_symbol_columns_and_names_equal_one_by_one(tmp_path: Path) -> None:
+    """``SymbolTable.columns`` and ``names`` (the loader's bulk path) give each symbol's fields and name as
+    the one-by-one decoder does, also for non-ASCII names (which go through it) and in both byte orders."""
+    import glob
+
+    files = [Path(p) for p in sorted(glob.glob(str(Path(__file__).parents[1] / "src/devbin/samples/*")))
+             if not p.endswith((".py", ".ptx"))]
+    for little in (True, False):
+        model = small_model(little=little)
+        for i in range(100):
+            model.symbols.append(SymbolSpec(f"s_{i}_\u00e9" if i % 30 == 7 else f"s_{i}", i, 4, C.STB_GLOBAL,
+                                            C.STT_OBJECT, 0, None, C.SHN_ABS))
+        (tmp_path / f"big{little}.o").write_bytes(write(model))
+        files.append(tmp_path / f"big{little}.o")
+    checked = 0
+    for path in files:
+        data = path.read_bytes()
+        if not data.startswith(b"\x7fELF"):
+            continue
+        one, bulk = ElfFile(data), ElfFile(data)
+        for index, table in bulk.symbol_tables.items():
+            single = [one.symbol_tables[index]._decode(i) for i in range(len(table))]
+            cols = table.columns
+            assert list(zip(*cols, strict=True)) == [(s.st_name, s.st_value, s.st_size, s.st_info, s.st_other,
+                                                      s.st_shndx) for s in single]
+            assert table.names(range(len(table))) == [s.name for s in single]
+            assert table.names([len(table) - 1, 0]) == [single[-1].name, single[0].name]
+            checked += len(table)
+    assert checked > 200
+
+
+@settings(max_examples=60, deadline=None)
+@given(offsets=st.lists(st.integers(0, 64), min_size=0, max_size=40), sort=st.booleans(),
+       decoded_first=st.booleans(), lo=st.integers(-2, 70), width=st.integers(0, 70))
+def test_property_relocations_between(offsets: list[int], sort: bool, decoded_first: bool, lo: int,
+                                      width: int) -> None:
+    """``relocations_between(index, lo, hi)`` is the table's entries with ``lo <= r_offset < hi`` in table
+    order, whether the table is sorted by offset or not and whether it was decoded whole before."""
+    model = small_model()
+    model.relocations = {".text": [RelocSpec(o, "external", 2, i) for i, o in
+                                   enumerate(sorted(offsets) if sort else offsets)]}
+    elf = ElfFile(write(model))
+    index = next(s.index for s in elf.sections if s.sh_type == C.SHT_RELA and s.sh_info == elf.section(".text").index)
+    if decoded_first:
+        elf.relocation_table(index)
+    got = elf.relocations_between(index, lo, lo + width)
+    assert got == [r for r in ElfFile(write(model)).relocation_table(index) if lo <= r.r_offset < lo + width]
+    with pytest.raises(KeyError):
+        elf.relocations_between(elf.section(".text").index, 0, 1)  # type: ignore[union-attr]

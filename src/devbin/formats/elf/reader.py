@@ -24,10 +24,12 @@ default raises, an inspector may pass a callback that collects warnings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import bisect
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import overload
+from typing import NamedTuple, overload
 
 from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat
@@ -177,6 +179,26 @@ class Note:
 _BULK_MIN = 64  # a table walked whole above this size is decoded in one pass
 
 
+class SymbolColumns(NamedTuple):
+    """A symbol table's fields, one tuple per field in table order (``st_shndx`` resolved through
+    ``SHT_SYMTAB_SHNDX``): for readers that filter thousands of symbols by their raw fields and
+    need the names, or a :class:`Symbol`, of only the few they keep."""
+
+    st_name: tuple[int, ...]
+    st_value: tuple[int, ...]
+    st_size: tuple[int, ...]
+    st_info: tuple[int, ...]
+    st_other: tuple[int, ...]
+    st_shndx: tuple[int, ...]
+
+
+class _SymbolBulk(NamedTuple):
+    """How a table is read in bulk: its columns, and its string table's bytes (None: no string table)."""
+
+    columns: Callable[[], SymbolColumns]
+    strings: Callable[[], bytes | None]
+
+
 class SymbolTable(Sequence[Symbol]):
     """A ``SHT_SYMTAB``/``SHT_DYNSYM``: sized, indexable, with a name lookup.
 
@@ -187,11 +209,12 @@ class SymbolTable(Sequence[Symbol]):
     """
 
     def __init__(self, section: Section, count: int, decode: Callable[[int], Symbol],
-                 decode_all: Callable[[], list[Symbol]] | None = None) -> None:
+                 decode_all: Callable[[], list[Symbol]] | None = None, bulk: _SymbolBulk | None = None) -> None:
         self.section = section
         self._count = count
         self._decode = decode
         self._decode_all = decode_all
+        self._bulk = bulk
         self._cache: list[Symbol | None] = [None] * count
         self._complete = False
 
@@ -240,6 +263,52 @@ class SymbolTable(Sequence[Symbol]):
         """The symbol named ``name`` (a defined one wins over an undefined one), or None."""
         return self._by_name.get(name)
 
+    @cached_property
+    def columns(self) -> SymbolColumns:
+        """Every entry's raw fields in one pass over the table's bytes (no :class:`Symbol` made)."""
+        if self._bulk is None:
+            rows = [(s.st_name, s.st_value, s.st_size, s.st_info, s.st_other, s.st_shndx) for s in self]
+            return SymbolColumns(*(tuple(c) for c in zip(*rows, strict=True))) if rows else \
+                SymbolColumns((), (), (), (), (), ())
+        return self._bulk.columns()
+
+    @cached_property
+    def _strings(self) -> tuple[bytes, str | None] | None:
+        """The string table's bytes, and its text when all of it is ASCII (names are then sliced from it)."""
+        raw = self._bulk.strings() if self._bulk is not None else None
+        if raw is None:
+            return None
+        return raw, raw.decode("ascii") if raw.isascii() else None
+
+    def names(self, indices: Iterable[int]) -> list[str]:
+        """The names of the entries ``indices`` (each as ``self[i].name``), read straight from the string
+        table; a name that is not plain NUL-terminated ASCII goes through the one-by-one decoder, so its
+        diagnostic is the same."""
+        strings = self._strings
+        if strings is None:
+            return [self[i].name for i in indices]
+        raw, text = strings
+        st_name = self.columns.st_name
+        out = []
+        n = len(raw)
+        if text is not None:
+            tfind = text.find
+            for i in indices:
+                off = st_name[i]
+                end = tfind("\0", off) if 0 < off < n else -1
+                out.append(text[off:end] if end >= 0 else "" if not off else self[i].name)
+            return out
+        find = raw.find
+        for i in indices:
+            off = st_name[i]
+            if not off:
+                out.append("")
+                continue
+            end = find(b"\0", off) if off < n else -1
+            name = raw[off:end]
+            out.append(name.decode("ascii") if end >= 0 and name.isascii() else self[i].name)
+        return out
+
 
 class ElfFile:
     """A parsed, validated, read-only ELF file over ``buf`` (bytes, bytearray, memoryview, mmap)."""
@@ -265,6 +334,7 @@ class ElfFile:
             if s.sh_type in (C.SHT_REL, C.SHT_RELA):
                 self._check_relocation_table(s)
         self._relocs: dict[int, list[Relocation]] = {}
+        self._reloc_order: dict[int, tuple[list[int], list[int] | None]] = {}
 
     # -- public accessors -----------------------------------------------------
     @cached_property
@@ -287,6 +357,31 @@ class ElfFile:
                 raise KeyError(index)
             have = self._relocs[index] = self._parse_relocations(sec)
         return have
+
+    def relocations_between(self, index: int, lo: int, hi: int) -> list[Relocation]:
+        """The entries of the ``SHT_REL``/``SHT_RELA`` section ``index`` whose ``r_offset`` lies in
+        ``[lo, hi)``, in table order: O(log n) per query, and only those entries are decoded (one
+        function's relocations among a large object's).  The offsets are indexed on first use; KeyError
+        for a section that is no such table."""
+        sec = self.sections[index] if 0 <= index < len(self.sections) else None
+        if sec is None or sec.sh_type not in (C.SHT_REL, C.SHT_RELA):
+            raise KeyError(index)
+        order = self._reloc_order.get(index)
+        if order is None:
+            lay = (L.RELA if sec.sh_type == C.SHT_RELA else L.REL)[self.header.ei_class]
+            offsets = [row[0] for row in sec.view.iter_unpack(lay.fmt, 0, sec.sh_size // lay.size, "relocation table")]
+            if all(a <= b for a, b in itertools.pairwise(offsets)):
+                order = self._reloc_order[index] = (offsets, None)
+            else:  # linkers write them sorted; anything else is sorted here, stably
+                by_offset = sorted(range(len(offsets)), key=offsets.__getitem__)
+                order = self._reloc_order[index] = ([offsets[i] for i in by_offset], by_offset)
+        starts, perm = order
+        i, j = bisect.bisect_left(starts, lo), bisect.bisect_left(starts, hi)
+        have = self._relocs.get(index)
+        if perm is None:
+            return have[i:j] if have is not None else self._parse_relocations(sec, i, j)
+        rows = sorted(perm[i:j])
+        return [have[k] if have is not None else self._parse_relocations(sec, k, k + 1)[0] for k in rows]
 
     @property
     def size(self) -> int:
@@ -485,7 +580,19 @@ class ElfFile:
                                   st_other=vals[at["st_other"]], st_shndx=shndx))
             return out
 
-        return SymbolTable(sec, count, decode, decode_all)
+        def columns() -> SymbolColumns:
+            rows = list(view.iter_unpack(lay.fmt, 0, count, "symbol table"))
+            cols: list[tuple[int, ...]] = list(zip(*rows, strict=True)) if rows else [()] * len(fields)
+            shndx = cols[at["st_shndx"]]
+            if C.SHN_XINDEX in shndx:  # resolved one by one (with the one-by-one path's diagnostics)
+                cols[at["st_shndx"]] = tuple(decode(i).st_shndx if x == C.SHN_XINDEX else x
+                                             for i, x in enumerate(shndx))
+            return SymbolColumns(*(cols[at[f]] for f in SymbolColumns._fields))
+
+        def string_bytes() -> bytes | None:
+            return bytes(strings.bytes_at(0, len(strings), "string table")) if strings is not None else None
+
+        return SymbolTable(sec, count, decode, decode_all, _SymbolBulk(columns, string_bytes))
 
     def _xindex_table(self, symsec: Section) -> list[int] | None:
         for s in self.sections:
@@ -500,12 +607,15 @@ class ElfFile:
         if sec.sh_size % lay.size:
             raise self._err(f"sh_size {sec.sh_size:#x} is not a multiple of {lay.size}", where=sec.where)
 
-    def _parse_relocations(self, sec: Section) -> list[Relocation]:
+    def _parse_relocations(self, sec: Section, first: int = 0, stop: int | None = None) -> list[Relocation]:
+        """Entries ``first`` up to ``stop`` (default: all) of a relocation table."""
         ec = self.header.ei_class
         rela = sec.sh_type == C.SHT_RELA
         lay = (L.RELA if rela else L.REL)[ec]
+        count = sec.sh_size // lay.size
+        stop = count if stop is None else min(stop, count)
         out = []
-        for row in sec.view.iter_unpack(lay.fmt, 0, sec.sh_size // lay.size, "relocation table"):
+        for row in sec.view.iter_unpack(lay.fmt, first * lay.size, max(stop - first, 0), "relocation table"):
             info = row[1]
             out.append(Relocation(row[0], L.r_sym(ec, info), L.r_type(ec, info), row[2] if rela else None))
         return out
