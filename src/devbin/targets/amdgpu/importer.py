@@ -38,7 +38,7 @@ from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.llvm_callgraph import CallGraphRecord, read_llvm_callgraph
-from devbin.formats.elf.reader import ElfFile, Symbol, SymbolTable
+from devbin.formats.elf.reader import ElfFile, Relocation, Symbol, SymbolTable
 from devbin.model import (
     UNKNOWN_PROTOTYPE,
     Applies,
@@ -158,24 +158,44 @@ class _FunctionIndex:
         return min((f for _, _, f in hits), key=lambda f: f.index, default=None)
 
 
+def _code_relocations(elf: ElfFile, index: int, target: int, funcs: dict[str, Symbol],
+                      callers: frozenset[str] | None) -> list[Relocation]:
+    """The relocations of table ``index`` (against code section ``target``); with ``callers``, only
+    those inside these functions (found by offset: a function's among a large object's)."""
+    if callers is None:
+        return elf.relocation_table(index)
+    spans = sorted({(f.st_value, f.st_value + max(f.st_size, 1)) for n in callers
+                    if (f := funcs.get(n)) is not None and f.st_shndx == target})
+    out: list[Relocation] = []
+    for lo, hi in spans:
+        out += elf.relocations_between(index, lo, hi)
+    return out
+
+
 def _callgraph(elf: ElfFile, funcs: dict[str, Symbol], indirect_calls: set[str],
-               records: tuple[CallGraphRecord, ...]) -> CallGraph:
+               records: tuple[CallGraphRecord, ...], callers: frozenset[str] | None = None) -> CallGraph:
+    """The call graph from relocations and ``.llvm.callgraph``; with ``callers``, only the direct
+    edges (and external callees) of these functions, found without reading the other functions'
+    relocations; address-taken functions and indirect call sites are always the whole object's."""
     flist = list(funcs.values())
     index = _FunctionIndex(flist)
     rel = elf.header.e_type == C.ET_REL
     direct: set[tuple[str, str]] = set()
     external: set[str] = set()
     taken: set[str] = set()
-    for idx, relocs in elf.relocation_tables.items():
-        rsec = elf.sections[idx]
+    for rsec in elf.sections:
+        if rsec.sh_type not in (C.SHT_REL, C.SHT_RELA):
+            continue
+        idx = rsec.index
         symtab = elf.symbol_tables.get(rsec.sh_link)
         target_sec = elf.sections[rsec.sh_info] if 0 < rsec.sh_info < len(elf.sections) else None
         code = target_sec is not None and bool(target_sec.sh_flags & C.SHF_EXECINSTR)
+        relocs = _code_relocations(elf, idx, rsec.sh_info, funcs, callers) if code else elf.relocation_table(idx)
         for r in relocs:
             sym = symtab[r.r_sym] if symtab is not None and 0 < r.r_sym < len(symtab) else None
             if code and r.r_type in _CALL_RELOCS and sym is not None and target_sec is not None:
                 caller = index.containing(target_sec.index, r.r_offset)
-                if caller is None:
+                if caller is None or (callers is not None and caller.name not in callers):
                     continue
                 callee: str | None = None
                 if sym.type == C.STT_FUNC and sym.defined:
@@ -197,6 +217,10 @@ def _callgraph(elf: ElfFile, funcs: dict[str, Symbol], indirect_calls: set[str],
     indirect = set(indirect_calls)
     for rec in records:
         if rec.function is None:
+            continue
+        if callers is not None and rec.function not in callers:
+            if rec.indirect_type_ids:
+                indirect.add(rec.function)
             continue
         direct.update((rec.function, c) for c in rec.direct_callees if c is not None)
         if rec.indirect_type_ids:
@@ -226,7 +250,8 @@ def code_object_facts(elf: ElfFile, *, diag: Diag | None = None, only: frozenset
     """Read flags, metadata, descriptors, functions, resources and call graph.
 
     ``only``: kernels, descriptors, device functions and resources of just these names (their
-    note entries alone are converted and checked); the call graph is still the whole object's."""
+    note entries alone are converted and checked); the call graph's direct edges and external
+    callees are those of these functions (:func:`_callgraph`)."""
     diag = diag or _raise
     h = elf.header
     if h.e_machine != C.EM_AMDGPU:
@@ -279,7 +304,7 @@ def code_object_facts(elf: ElfFile, *, diag: Diag | None = None, only: frozenset
         diag(e)
     return AmdgpuFacts(flags, md, target_id, triple, descriptors, tuple(kernels),
                        tuple(n for n in funcs if n not in kernels and (only is None or n in only)), resources,
-                       _callgraph(elf, funcs, indirect_calls, records), records)
+                       _callgraph(elf, funcs, indirect_calls, records, only), records)
 
 
 def _layout(k: KernelMeta) -> bytes | None:
@@ -339,8 +364,10 @@ def import_amdgpu(elf: ElfFile, *, diag: Diag | None = None, only: frozenset[str
     """The unified model of an AMDGPU code object: kernels, device functions, call graph, metadata.
 
     ``only``: just the functions of these names (each record equal to the one the whole import
-    gives; only their note entries and descriptors are read), with the whole object's call graph
-    and metadata: what a lazy loader needs for one kernel of thousands."""
+    gives; only their note entries and descriptors are read), the whole object's metadata, and the
+    call graph as far as it concerns these functions: their direct edges and external callees, and
+    the whole object's address-taken functions and indirect call sites (a record's kind depends on
+    them).  What a lazy loader needs for one kernel of thousands."""
     facts = code_object_facts(elf, diag=diag, only=only)
     symtab = _symtab(elf)
     funcs = _funcs(symtab)
