@@ -275,12 +275,23 @@ def test_lazy_symbol_equals_eager(built: dict[str, Path], name: str) -> None:
 
 
 def test_importer_only_records_equal_whole(built: dict[str, Path]) -> None:
+    """``import_amdgpu(only=)``: each record equals the whole import's; the call graph is the whole one's
+    edges from the named functions (read from their relocations alone), with the whole object's
+    address-taken functions and indirect call sites."""
     from devbin.formats.elf.reader import ElfFile
     from devbin.targets.amdgpu.importer import import_amdgpu
 
-    for so in ("user.so", "lib.so"):
+    for so in ("user.so", "lib.so", "user.plain.so"):
         whole = import_amdgpu(ElfFile(built[so].read_bytes()))
+        assert bool(whole.callgraph.direct) == (so != "user.plain.so")  # --emit-relocs: edges to restrict
         for f in whole.functions:
             part = import_amdgpu(ElfFile(built[so].read_bytes()), only=frozenset({f.name}))
             assert part.functions == (f,)
-            assert part.callgraph == whole.callgraph
+            g, w = part.callgraph, whole.callgraph
+            assert g.direct == tuple(e for e in w.direct if e[0] == f.name)
+            assert g.external == tuple(sorted({b for a, b in g.direct} & set(w.external)))
+            assert (g.address_taken, g.indirect_sites) == (w.address_taken, w.indirect_sites)
+        pair = frozenset(f.name for f in whole.functions[:2])
+        part = import_amdgpu(ElfFile(built[so].read_bytes()), only=pair)
+        assert part.callgraph.direct == tuple(e for e in whole.callgraph.direct if e[0] in pair)
+

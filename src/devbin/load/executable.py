@@ -211,7 +211,7 @@ class Executable:
         self.device: Device = parse_device(target) if isinstance(target, str) else target
         self.backend = backend if backend is not None else SimulatedDevice()
         self._objects: list[LoadedCodeObject] = []
-        self._exports: dict[str, tuple[LoadedCodeObject, ObjDefinition]] = {}
+        self._exports: dict[str, LoadedCodeObject] = {}  # exported name -> the code object whose definition binds
         self._pins: dict[str, tuple[str, str]] = {}  # feature -> (state, code object) for conditional loads
         self._frozen = False
         self._symbols: tuple[LoadedSymbol, ...] = ()
@@ -335,18 +335,19 @@ class Executable:
         if any(o.name == idx.name for o in self._objects):
             raise UsageError(f"a code object named {idx.name!r} is already loaded; pass name=", fmt="load")
         note = self._check_target(idx)
+        exports, weak = idx.exported, idx.exported.weak
         dups = []
-        for d in idx.exported.values():
-            have = self._exports.get(d.name)
-            if have is not None and d.binding != "weak" and have[1].binding != "weak":
-                dups.append((d.name, have[0].name))
+        for name in exports:
+            have = self._exports.get(name)
+            if have is not None and name not in weak and name not in have.index.exported.weak:
+                dups.append((name, have.name))
         if dups:
             raise DuplicateSymbolError(idx.name, tuple(dups))
         obj = LoadedCodeObject(idx, note)
-        for d in idx.exported.values():
-            have = self._exports.get(d.name)
-            if have is None or (have[1].binding == "weak" and d.binding != "weak"):
-                self._exports[d.name] = (obj, d)
+        for name in exports:
+            have = self._exports.get(name)
+            if have is None or (name in have.index.exported.weak and name not in weak):
+                self._exports[name] = obj
         self._objects.append(obj)
         return obj
 
@@ -445,11 +446,10 @@ class Executable:
         return out
 
     def _resolve(self, name: str) -> tuple[int, str] | None:
-        hit = self._exports.get(name)
-        if hit is None:
+        obj = self._exports.get(name)
+        if obj is None:
             return None
-        obj, d = hit
-        return obj.address(d.offset), obj.name
+        return obj.address(obj.index.exported[name].offset), obj.name
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -675,7 +675,7 @@ class Executable:
         if name in plan.functions or name in plan.data or name.startswith("section:"):
             return obj, name
         hit = self._exports.get(name)
-        return (hit[0], name) if hit is not None else None
+        return (hit, name) if hit is not None else None
 
     def _closure(self, start: LoadedCodeObject, kind: str, name: str,
                  marked: list[tuple[LoadedCodeObject, Unit]]) -> None:
@@ -731,10 +731,10 @@ class Executable:
                         continue
                     obj.loaded_functions.add(name)
                     reach = plan.reaches.get(name)
-                    for callee in sorted(reach if reach is not None else plan.calls.get(name, ())):
+                    for callee in sorted(reach if reach is not None else plan.callees(name)):
                         if callee != name:
                             use(obj, "call", callee)
-                    for ref in sorted(plan.refs.get(name, ())):
+                    for ref in sorted(plan.uses(name)):
                         use(obj, "ref", ref)
                     self._sites.extend(plan.indirect.get(name, ()))
                     if not plan.precise_data and id(obj) not in all_data:
@@ -751,7 +751,7 @@ class Executable:
                     if du is None or not take(obj, du):
                         continue
                     obj.loaded_data.add(name)
-                    for ref in sorted(plan.refs.get(name, ())):
+                    for ref in sorted(plan.uses(name)):
                         use(obj, "pointer", ref)
                     for fn in sorted(plan.takes.get(name, ())):
                         self._pointers.setdefault((id(obj), fn), (obj, fn))

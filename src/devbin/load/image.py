@@ -17,6 +17,9 @@ steps need, all relative to the code object's own base address ("object offsets"
   relocations checked); its ``.symtab`` (``definitions``, and ``references``/``relocations``
   with their sites) is read on first use: ROCr binds across code objects through
   ``.dynsym`` only, where an ``ET_DYN``'s undefined references and exports both live.
+  ``exported`` (:class:`ExportTable`) holds only names at first, read from the table's raw
+  columns (:attr:`~devbin.formats.elf.reader.SymbolTable.columns`): a definition's record is
+  made when something asks for it, so loading 10,000 kernels makes no per-symbol object.
 * ``references``: undefined symbols with who needs them (the relocated place, as
   ``holder+0xoff``), weak or not.
 * ``relocations`` (AMDGPU): the dynamic relocations, checked now so that a bad one fails
@@ -34,7 +37,7 @@ vendor's metadata; lazy loading needs it, eager ``freeze()`` reads it once for s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -42,11 +45,11 @@ from devbin.binary import ByteView
 from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, UsageError
 from devbin.formats.elf import constants as C
-from devbin.formats.elf.reader import ElfFile, Section, Symbol, SymbolTable
+from devbin.formats.elf.reader import ElfFile, Section, SymbolTable
 from devbin.model import CodeObject, Function
 
-__all__ = ["DynReloc", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece", "RELOC_WIDTH",
-           "index_code_object"]
+__all__ = ["DynReloc", "ExportTable", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece",
+           "RELOC_WIDTH", "index_code_object"]
 
 R_NONE, R_ABS32_LO, R_ABS32_HI, R_ABS64, R_ABS32, R_RELATIVE64 = 0, 1, 2, 3, 6, 13
 #: The dynamic relocations ROCr applies, and the bytes each writes (reference §4.6).
@@ -57,6 +60,9 @@ STT_CUDA_OBJECT = 13
 STT_AMDGPU_HSA_KERNEL = 10
 _NV_UNMAPPED = frozenset({0x70000009, 0x7000000A, 0x70000015})  # .nv.local.*, .nv.shared.*, reserved shared
 _DATA_TYPES = {C.STT_OBJECT, STT_CUDA_OBJECT, C.STT_COMMON}
+_DEFINITION_TYPES = frozenset({C.STT_FUNC, STT_AMDGPU_HSA_KERNEL, *_DATA_TYPES})
+_EXPORT_BINDINGS = (C.STB_GLOBAL, C.STB_WEAK)
+_EXPORT_VISIBILITIES = (C.STV_DEFAULT, C.STV_PROTECTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +132,9 @@ class DynReloc:
     def type_name(self) -> str:
         return C.reloc_name(C.EM_AMDGPU, self.rtype)
 
+    def at_site(self, site: str) -> DynReloc:
+        return DynReloc(self.offset, self.rtype, self.symbol, self.local, self.addend, self.weak, site, self.name)
+
 
 @dataclass(frozen=True, slots=True)
 class NvReloc:
@@ -146,6 +155,52 @@ def _raise(e: DeviceBinaryError) -> None:
     raise e
 
 
+class ExportTable(Mapping[str, ObjDefinition]):
+    """A code object's exported definitions by name (the first definition of each exported name).
+
+    Loading needs only the names (duplicates, and what binds at freeze) and which are weak; the
+    :class:`ObjDefinition` of a name is built from its symbol-table entry when first asked for,
+    so loading a code object of thousands of kernels makes no per-symbol record.
+    """
+
+    def __init__(self, rows: dict[str, int], weak: frozenset[str], names: frozenset[str],
+                 build: Callable[[str, int], ObjDefinition] | None = None) -> None:
+        self._rows = rows  # name -> symbol-table index of its definition
+        self._built: dict[str, ObjDefinition] = {}
+        self._build = build
+        self.weak = weak  # exported names whose definition is weak
+        self.names = names  # every exportable name of the table (also those that are no definition here)
+
+    def __getitem__(self, name: str) -> ObjDefinition:
+        d = self._built.get(name)
+        if d is None:
+            row = self._rows[name]  # KeyError: not exported here
+            assert self._build is not None  # a table made by of() has every record built
+            d = self._built[name] = self._build(name, row)
+        return d
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @classmethod
+    def of(cls, definitions: tuple[ObjDefinition, ...]) -> ExportTable:
+        """The table of ready-made definitions (the first exported one of each name)."""
+        first: dict[str, ObjDefinition] = {}
+        for d in definitions:
+            if d.exported:
+                first.setdefault(d.name, d)
+        table = cls(dict.fromkeys(first, 0), frozenset(n for n, d in first.items() if d.binding == "weak"),
+                    frozenset(first))
+        table._built.update(first)
+        return table
+
+
 @dataclass(eq=False)
 class IndexedCodeObject:
     """A code object parsed and indexed (see the module docstring); immutable once built."""
@@ -158,7 +213,7 @@ class IndexedCodeObject:
     span: int  # bytes from the base to the end of the last piece
     align: int
     pieces: tuple[Piece, ...]
-    exported: dict[str, ObjDefinition]  # exported definitions by name (the first of each name)
+    exported: ExportTable  # exported definitions by name (the first of each name)
     undefined: tuple[tuple[str, bool], ...]  # (name, optional) of each reference, as ``references``
     nv_relocations: tuple[NvReloc, ...] = ()
     warnings: list[DeviceBinaryError] = field(default_factory=list, repr=False)
@@ -168,6 +223,7 @@ class IndexedCodeObject:
     _index_rest: Callable[[IndexedCodeObject], tuple[tuple[ObjDefinition, ...], tuple[ObjReference, ...],
                                                      tuple[DynReloc, ...]]] | None = field(default=None, repr=False)
     _records: dict[str, Function] = field(default_factory=dict, repr=False)  # functions_of(): imported so far
+    _dyn_relocs: tuple[DynReloc, ...] = field(default=(), repr=False)  # AMDGPU: checked at load, sites not named
     _asked: set[str] = field(default_factory=set, repr=False)
 
     def _warn(self, e: DeviceBinaryError) -> None:
@@ -295,32 +351,77 @@ def index_code_object(data: bytes | bytearray | memoryview, name: str) -> Indexe
                      "(expected an AMDGPU code object or a cubin)", where=name)
 
 
-def _word(sym: Symbol) -> tuple[str, str]:
-    return C.binding_word(sym.bind), C.visibility_word(sym.visibility)
+#: Where a definition lies in the code object, from its ``st_shndx`` and ``st_value`` (None: not mapped).
+OffsetOf = Callable[[int, int], "int | None"]
 
 
-def _exportable(sym: Symbol) -> bool:
-    return sym.defined and sym.bind in (C.STB_GLOBAL, C.STB_WEAK) and sym.visibility in (C.STV_DEFAULT,
-                                                                                          C.STV_PROTECTED)
+def _exportable_names(table: SymbolTable | None) -> frozenset[str]:
+    """Names of the defined global/weak symbols of default or protected visibility: they bind other
+    code objects' references."""
+    if table is None:
+        return frozenset()
+    c = table.columns
+    rows = [i for i, (info, other, shndx) in enumerate(zip(c.st_info, c.st_other, c.st_shndx, strict=True))
+            if shndx and info >> 4 in _EXPORT_BINDINGS and other & 3 in _EXPORT_VISIBILITIES]
+    return frozenset(n for n in table.names(rows) if n)
 
 
-def _definitions(elf: ElfFile, table: SymbolTable | None, exported: set[str],
-                 offset_of: Callable[[Symbol], int | None]) -> tuple[ObjDefinition, ...]:
+def _candidates(table: SymbolTable) -> Iterator[tuple[int, str]]:
+    """(index, name) of every named, defined function or data symbol in a regular section, in table order."""
+    c = table.columns
+    rows = [i for i, (info, shndx, st_name) in enumerate(zip(c.st_info, c.st_shndx, c.st_name, strict=True))
+            if st_name and 0 < shndx < C.SHN_LORESERVE and info & 0xF in _DEFINITION_TYPES]
+    return ((i, n) for i, n in zip(rows, table.names(rows), strict=True) if n)
+
+
+def _definition(elf: ElfFile, table: SymbolTable, i: int, name: str, offset: int, exported: bool) -> ObjDefinition:
+    c = table.columns
+    shndx, info, other = c.st_shndx[i], c.st_info[i], c.st_other[i]
+    sec = elf.sections[shndx].name if shndx < len(elf.sections) else ""
+    return ObjDefinition(name, info & 0xF, offset, c.st_size[i], sec, c.st_value[i], C.binding_word(info >> 4),
+                         C.visibility_word(other & 3), exported)
+
+
+def _definitions(elf: ElfFile, table: SymbolTable | None, exported: frozenset[str],
+                 offset_of: OffsetOf) -> tuple[ObjDefinition, ...]:
+    """Every named function and data definition (once per name and offset), in table order."""
+    if table is None:
+        return ()
+    c = table.columns
     out: list[ObjDefinition] = []
     seen: set[tuple[str, int]] = set()
-    for s in table or ():
-        if not s.name or not s.defined or s.st_shndx >= C.SHN_LORESERVE:
+    for i, name in _candidates(table):
+        off = offset_of(c.st_shndx[i], c.st_value[i])
+        if off is None or (name, off) in seen:
             continue
-        if s.type not in (C.STT_FUNC, STT_AMDGPU_HSA_KERNEL, *_DATA_TYPES):
-            continue
-        off = offset_of(s)
-        if off is None or (s.name, off) in seen:
-            continue
-        seen.add((s.name, off))
-        sec = elf.sections[s.st_shndx].name if s.st_shndx < len(elf.sections) else ""
-        b, v = _word(s)
-        out.append(ObjDefinition(s.name, s.type, off, s.st_size, sec, s.st_value, b, v, s.name in exported))
+        seen.add((name, off))
+        out.append(_definition(elf, table, i, name, off, name in exported))
     return tuple(out)
+
+
+def _exports(elf: ElfFile, table: SymbolTable | None, offset_of: OffsetOf) -> ExportTable:
+    """The first definition of each exportable name, as :func:`_definitions` would list it, without
+    making a record for any of them (see :class:`ExportTable`); one pass over the table."""
+    if table is None:
+        return ExportTable({}, frozenset(), frozenset())
+    c = table.columns
+    defined = [i for i, shndx in enumerate(c.st_shndx) if shndx]
+    named = [(i, n) for i, n in zip(defined, table.names(defined), strict=True) if n]
+    info, other, shndx, value = c.st_info, c.st_other, c.st_shndx, c.st_value
+    names = frozenset(n for i, n in named if info[i] >> 4 in _EXPORT_BINDINGS and other[i] & 3 in _EXPORT_VISIBILITIES)
+    rows: dict[str, int] = {}
+    for i, n in named:
+        if n in names and n not in rows and shndx[i] < C.SHN_LORESERVE and info[i] & 0xF in _DEFINITION_TYPES \
+                and offset_of(shndx[i], value[i]) is not None:
+            rows[n] = i
+    weak = frozenset(n for n, i in rows.items() if info[i] >> 4 == C.STB_WEAK)
+
+    def build(name: str, i: int) -> ObjDefinition:
+        off = offset_of(shndx[i], value[i])
+        assert table is not None and off is not None
+        return _definition(elf, table, i, name, off, True)
+
+    return ExportTable(rows, weak, names, build)
 
 
 # ------------------------------------------------------------------------------------------ AMDGPU
@@ -367,28 +468,29 @@ def _index_amdgpu(elf: ElfFile, name: str) -> IndexedCodeObject:
     if align & (align - 1) or align > (1 << 30):
         raise FormatError(f"bad segment alignment {align:#x}", fmt="amdgpu", where=name, value=align)
     dyn = elf.dynsym
-    names = {s.name for s in dyn or () if s.name and _exportable(s)}
-    # Only .dynsym now (what binds across code objects, as in ROCr); .symtab (every function and
-    # variable) is indexed when something asks for the code object's definitions.
-    exported: dict[str, ObjDefinition] = {}
-    for d in _definitions(elf, dyn, names, lambda s: s.st_value):
-        if d.exported:
-            exported.setdefault(d.name, d)
+    # Only .dynsym now (what binds across code objects, as in ROCr), and only names: a definition's
+    # record is made when asked for; .symtab (every function and variable) is indexed when something
+    # asks for the code object's definitions.
+    exported = _exports(elf, dyn, _st_value)
     undefined = tuple((r.name, r.weak) for r in _references(dyn, {}))
     obj = IndexedCodeObject(name, "amdgpu", elf, arch, generic, span, align, tuple(pieces), exported, undefined,
                             _index_rest=_amdgpu_rest)
-    _amdgpu_relocations(elf, obj, None)  # checked now: a bad one fails the load
+    obj._dyn_relocs = _amdgpu_relocations(elf, obj)  # checked now: a bad one fails the load
     return obj
+
+
+def _st_value(_shndx: int, value: int) -> int:
+    return value
 
 
 def _amdgpu_rest(obj: IndexedCodeObject) -> tuple[tuple[ObjDefinition, ...], tuple[ObjReference, ...],
                                                   tuple[DynReloc, ...]]:
     elf = obj.elf
     dyn = elf.dynsym
-    names = {s.name for s in dyn or () if s.name and _exportable(s)}
-    definitions = _definitions(elf, elf.symtab or dyn, names, lambda s: s.st_value)
+    definitions = _definitions(elf, elf.symtab or dyn, obj.exported.names, _st_value)
     obj._indexed = (definitions, (), ())  # the holders (relocation sites) need the definitions
-    relocs = _amdgpu_relocations(elf, obj, _Holders(obj))
+    holders = _Holders(obj)
+    relocs = tuple(r.at_site(holders.at(r.offset)) for r in obj._dyn_relocs)
     sites: dict[str, list[str]] = {}
     for r in relocs:
         if r.symbol is not None:
@@ -404,11 +506,16 @@ NV_DRIVER_SYMBOLS = (".nv.reservedSmem", "__UFT", "__UDT")
 def _references(table: SymbolTable | None, sites: dict[str, list[str]],
                 driver: tuple[str, ...] = ()) -> tuple[ObjReference, ...]:
     """The named undefined non-local symbols of ``table``, with the places that need them."""
+    if table is None:
+        return ()
+    c = table.columns
+    rows = [i for i, (info, shndx, st_name) in enumerate(zip(c.st_info, c.st_shndx, c.st_name, strict=True))
+            if st_name and not shndx and info >> 4 != C.STB_LOCAL]
     out: dict[str, ObjReference] = {}
-    for sym in table or ():
-        if sym.name and not sym.defined and sym.bind != C.STB_LOCAL and sym.name not in out:
-            optional = sym.bind == C.STB_WEAK or sym.name.startswith(driver or ("\0",))
-            out[sym.name] = ObjReference(sym.name, optional, tuple(sites.get(sym.name, ())))
+    for i, name in zip(rows, table.names(rows), strict=True):
+        if name and name not in out:
+            optional = c.st_info[i] >> 4 == C.STB_WEAK or name.startswith(driver or ("\0",))
+            out[name] = ObjReference(name, optional, tuple(sites.get(name, ())))
     return tuple(out.values())
 
 
@@ -416,11 +523,14 @@ def _dynamic_reloc_sections(elf: ElfFile) -> list[Section]:
     return [s for s in elf.sections if s.sh_type in (C.SHT_RELA, C.SHT_REL) and s.sh_info == 0]
 
 
-def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject, holders: _Holders | None) -> tuple[DynReloc, ...]:
-    """The dynamic relocations, checked; without ``holders`` (at load) their sites are left empty."""
+def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc, ...]:
+    """The dynamic relocations, checked (their sites, which need ``.symtab``, are left empty)."""
     out: list[DynReloc] = []
+    spans = [(p.offset, p.offset + p.mem_size) for p in obj.pieces]
     for sec in _dynamic_reloc_sections(elf):
         table = elf.symbol_tables.get(sec.sh_link)
+        cols = table.columns if table is not None else None
+        names: dict[int, str] = {}
         for i, r in enumerate(elf.relocation_table(sec.index)):
             where = f"{sec.where} entry {i}"
             if r.r_type not in RELOC_WIDTH:
@@ -430,7 +540,7 @@ def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject, holders: _Holders 
             if r.r_type == R_NONE:
                 continue
             width = RELOC_WIDTH[r.r_type]
-            if not any(p.offset <= r.r_offset and r.r_offset + width <= p.offset + p.mem_size for p in obj.pieces):
+            if not any(lo <= r.r_offset and r.r_offset + width <= hi for lo, hi in spans):
                 raise FormatError(f"relocated place {r.r_offset:#x} lies outside every PT_LOAD", fmt="amdgpu",
                                   where=f"{obj.name}: {where}", value=r.r_offset)
             symbol: str | None = None
@@ -438,23 +548,23 @@ def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject, holders: _Holders 
             weak = False
             sym_name = ""
             if r.r_type != R_RELATIVE64 and r.r_sym:
-                if table is None or r.r_sym >= len(table):
+                if table is None or cols is None or r.r_sym >= len(table):
                     raise FormatError("relocation symbol index outside the symbol table", fmt="amdgpu",
                                       where=f"{obj.name}: {where}", value=r.r_sym)
-                s = table[r.r_sym]
-                sym_name = s.name
-                if s.defined:
-                    local = s.st_value if s.st_shndx != C.SHN_ABS else None
+                known = names.get(r.r_sym)
+                sym_name = known if known is not None else names.setdefault(r.r_sym, table.names((r.r_sym,))[0])
+                shndx = cols.st_shndx[r.r_sym]
+                if shndx:
+                    local = cols.st_value[r.r_sym] if shndx != C.SHN_ABS else None
                     if local is None:
-                        raise FormatError(f"relocation against absolute symbol {s.name!r}", fmt="amdgpu",
+                        raise FormatError(f"relocation against absolute symbol {sym_name!r}", fmt="amdgpu",
                                           where=f"{obj.name}: {where}")
-                elif not s.name:
+                elif not sym_name:
                     raise FormatError("relocation against an unnamed undefined symbol", fmt="amdgpu",
                                       where=f"{obj.name}: {where}", value=r.r_sym)
                 else:
-                    symbol, weak = s.name, s.bind == C.STB_WEAK
-            out.append(DynReloc(r.r_offset, r.r_type, symbol, local, r.r_addend, weak,
-                                holders.at(r.r_offset) if holders is not None else "", sym_name))
+                    symbol, weak = sym_name, cols.st_info[r.r_sym] >> 4 == C.STB_WEAK
+            out.append(DynReloc(r.r_offset, r.r_type, symbol, local, r.r_addend, weak, "", sym_name))
     return tuple(out)
 
 
@@ -487,22 +597,16 @@ def _index_cubin(elf: ElfFile, name: str) -> IndexedCodeObject:
         cursor += s.sh_size
     rel = elf.header.e_type == C.ET_REL
 
-    def offset_of(sym: Symbol) -> int | None:
-        base = place.get(sym.st_shndx)
+    def offset_of(shndx: int, value: int) -> int | None:
+        base = place.get(shndx)
         if base is None:
             return None
-        sec = elf.sections[sym.st_shndx]
-        return base + sym.st_value - (0 if rel else sec.sh_addr)
+        return base + value - (0 if rel else elf.sections[shndx].sh_addr)
 
     table = elf.symtab
-    exported = {s.name for s in table or () if s.name and _exportable(s)}
-    definitions = _definitions(elf, table, exported, offset_of)
-    exported_defs: dict[str, ObjDefinition] = {}
-    for d in definitions:
-        if d.exported:
-            exported_defs.setdefault(d.name, d)
-    obj = IndexedCodeObject(name, "nvidia", elf, arch, 1, cursor, 256, tuple(pieces), exported_defs, (),
-                            _indexed=(definitions, (), ()))
+    definitions = _definitions(elf, table, _exportable_names(table), offset_of)
+    obj = IndexedCodeObject(name, "nvidia", elf, arch, 1, cursor, 256, tuple(pieces), ExportTable.of(definitions),
+                            (), _indexed=(definitions, (), ()))
     holders = _Holders(obj)
     sites: dict[str, list[str]] = {}
     nv: list[NvReloc] = []

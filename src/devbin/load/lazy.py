@@ -22,9 +22,12 @@ and records the edges between them, from the best source the file has (``source`
     (written by ``devbin link -o``, docs/FORMAT.md §9.2) is its closure ready-made.
 ``relocations``
     the static relocations ``ld.lld --emit-relocs`` keeps (``.rela.text``): which function
-    references which function, variable or GOT slot.  LLVM 19 objects do not say which
-    functions make indirect calls: every function is taken to have an indirect call site of
-    unknown prototype (conservative; an unknown prototype matches any).
+    references which function, variable or GOT slot.  A function's edges are read when the
+    closure first reaches it, from the relocations inside its code alone (found by offset), so
+    the first lookup in a code object of thousands of kernels reads a handful of relocations.
+    LLVM 19 objects do not say which functions make indirect calls: every function is taken to
+    have an indirect call site of unknown prototype (conservative; an unknown prototype matches
+    any).
 ``model``
     the vendor importer's call graph (cubins: ``.nv.callgraph``/``.nv.prototype``;
     AMDGPU: LLVM 22's ``.llvm.callgraph``).
@@ -40,6 +43,7 @@ section of that code object with it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from devbin.binary.spans import SpanIndex
@@ -89,9 +93,27 @@ class ObjectPlan:
     reaches: dict[str, tuple[str, ...]]  # kernel -> its closure (reaches:<kernel> metadata)
     precise_data: bool
     sections: dict[str, Unit] = field(default_factory=dict)
+    #: reads a function's edges into ``calls``/``refs`` on first use (``relocations``); None: all are there
+    edges_of: Callable[[str], None] | None = field(default=None, repr=False)
+    _read: set[str] = field(default_factory=set, repr=False)
 
     def all_units(self) -> list[Unit]:
         return [*self.functions.values(), *self.data.values(), *self.other]
+
+    def _edges(self, name: str) -> None:
+        if self.edges_of is not None and name not in self._read and name in self.functions:
+            self.edges_of(name)
+            self._read.add(name)
+
+    def callees(self, name: str) -> set[str]:
+        """The functions ``name`` calls (by name; some may be defined in other code objects)."""
+        self._edges(name)
+        return self.calls.get(name, set())
+
+    def uses(self, name: str) -> set[str]:
+        """The variables, symbols and ``section:`` units the function or variable ``name`` uses."""
+        self._edges(name)
+        return self.refs.get(name, set())
 
 
 class _Finder:
@@ -179,10 +201,12 @@ def _plan_amdgpu(idx: IndexedCodeObject) -> ObjectPlan:
     model_graph = _devbin_graph(idx, plan)
     if model_graph is not None:
         return model_graph
-    if _static_code_relocations(idx, plan, finder):
+    code_tables = _static_code_tables(idx)
+    if code_tables:
         plan.source, plan.precise_data = "relocations", True
         for f in plan.functions:
             plan.indirect[f] = (UNKNOWN_PROTOTYPE,)
+        plan.edges_of = lambda name: _function_code_edges(idx, plan, finder, code_tables, name)
         return plan
     if _vendor_graph(idx, plan):
         return plan
@@ -228,22 +252,26 @@ def _use_graph(plan: ObjectPlan, graph: CallGraph) -> None:
         plan.taken_proto[f] = p
 
 
-def _static_code_relocations(idx: IndexedCodeObject, plan: ObjectPlan, finder: _Finder) -> bool:
-    """Edges from ``--emit-relocs`` relocations against code; False when the file has none."""
+def _static_code_tables(idx: IndexedCodeObject) -> list[int]:
+    """The static relocation tables (``--emit-relocs``) against code sections; empty when the file has none."""
     elf = idx.elf
-    found = False
-    for ri, relocs in elf.relocation_tables.items():
+    return [r.index for r in elf.sections if r.sh_type in (C.SHT_REL, C.SHT_RELA)
+            and 0 < r.sh_info < len(elf.sections) and elf.sections[r.sh_info].sh_flags & C.SHF_EXECINSTR]
+
+
+def _function_code_edges(idx: IndexedCodeObject, plan: ObjectPlan, finder: _Finder, tables: list[int],
+                         name: str) -> None:
+    """Edges of function ``name`` from the static relocations inside its code: each relocation is the
+    edge of the unit :class:`_Finder` says holds it, so reading them function by function gives what
+    reading them all at once would."""
+    elf = idx.elf
+    unit = plan.functions[name]
+    lo, size = unit.ranges[0]
+    for ri in tables:
         rsec = elf.sections[ri]
-        if not 0 < rsec.sh_info < len(elf.sections):
-            continue
-        tsec = elf.sections[rsec.sh_info]
-        if not tsec.sh_flags & C.SHF_EXECINSTR:
-            continue
-        found = True
         table = elf.symbol_tables.get(rsec.sh_link)
-        for r in relocs:
-            holder = finder.at(r.r_offset)
-            if holder is None or holder.kind != "function" or table is None or not 0 < r.r_sym < len(table):
+        for r in elf.relocations_between(ri, lo, lo + max(size, 1)):
+            if finder.at(r.r_offset) is not unit or table is None or not 0 < r.r_sym < len(table):
                 continue
             sym = table[r.r_sym]
             target: str | None = None
@@ -260,14 +288,13 @@ def _static_code_relocations(idx: IndexedCodeObject, plan: ObjectPlan, finder: _
                         target = f"section:{sec.name}"
             else:
                 target = sym.name
-            if target is None or target == holder.name:
+            if target is None or target == name:
                 continue
             if target in plan.functions or (not sym.defined and sym.type in (C.STT_FUNC, C.STT_NOTYPE)
                                             and target not in plan.data):
-                plan.calls.setdefault(holder.name, set()).add(target)
+                plan.calls.setdefault(name, set()).add(target)
             else:
-                plan.refs.setdefault(holder.name, set()).add(target)
-    return found
+                plan.refs.setdefault(name, set()).add(target)
 
 
 def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
