@@ -10,11 +10,14 @@ and exactly the closure of the kernel looked up must be mapped.
 from __future__ import annotations
 
 import io
+import itertools
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import SOURCES, require_tool
 from devbin.errors import UsageError
@@ -295,3 +298,22 @@ def test_importer_only_records_equal_whole(built: dict[str, Path]) -> None:
         part = import_amdgpu(ElfFile(built[so].read_bytes()), only=pair)
         assert part.callgraph.direct == tuple(e for e in whole.callgraph.direct if e[0] in pair)
 
+
+_spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)).map(lambda t: (t[0], t[0] + t[1])), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(want=_spans, have=_spans)
+def test_property_range_arithmetic(want: list[tuple[int, int]], have: list[tuple[int, int]]) -> None:
+    """What a lazy load maps: ``subtract_ranges(merge_ranges(want), merge_ranges(have))`` covers exactly the
+    offsets of ``want`` outside ``have``, as sorted, disjoint, non-empty ranges."""
+    from devbin.load.lazy import merge_ranges, subtract_ranges
+
+    def cover(rs: list[tuple[int, int]]) -> set[int]:
+        return {x for lo, hi in rs for x in range(lo, hi)}
+
+    w, h = merge_ranges(want), merge_ranges(have)
+    assert cover(w) == cover(want) and all(a[1] < b[0] for a, b in itertools.pairwise(w))
+    got = subtract_ranges(w, h)
+    assert cover(got) == cover(want) - cover(have)
+    assert all(lo < hi for lo, hi in got) and all(a[1] <= b[0] for a, b in itertools.pairwise(got))

@@ -94,3 +94,65 @@ def test_linked_cubin_alone_and_duplicates(cubins: dict[str, Path]) -> None:
     e.freeze()
     assert e.symbol("scale_ext").kind == SymbolKind.KERNEL
     assert e.symbol("ext_scale").code_object == str(cubins["sm_90_linked"])
+
+
+@pytest.mark.parametrize("which", ["sm_90_exec", "sm_90_linked"])
+def test_linked_cubin_maps_no_shared_or_local_memory(cubins: dict[str, Path], which: str) -> None:
+    """A linked cubin (nvlink, or whole-program ptxas) gives ``.nv.shared.<f>`` the type SHT_NOBITS rather than
+    SHT_CUDA_SHARED: per-block memory all the same, never mapped as device-global memory."""
+    from devbin.formats.elf import constants as C
+
+    elf = ElfFile(cubins[which].read_bytes())
+    shared = [s for s in elf.sections if s.name.startswith(".nv.shared.") and s.sh_size]
+    assert shared and all(s.sh_type == C.SHT_NOBITS for s in shared)
+    e = Executable("sm_90")
+    obj = e.load_code_object(cubins[which])
+    e.freeze()
+    labels = [p.label for p in obj.index.pieces]
+    assert ".nv.global" in labels and not [n for n in labels if n.startswith((".nv.shared.", ".nv.local."))]
+    assert e.backend.bytes_mapped == sum(p.mem_size for p in obj.index.pieces)
+
+
+def _reach(graph_edges: set[tuple[str, str]], root: str) -> set[str]:
+    out, todo = {root}, [root]
+    while todo:
+        f = todo.pop()
+        for a, b in graph_edges:
+            if a == f and b not in out:
+                out.add(b)
+                todo.append(b)
+    return out
+
+
+@pytest.mark.parametrize("which", [("sm_90_exec",), ("sm_90_linked",), ("sm_90_rdc", "sm_90_extfn_rdc")])
+def test_lazy_cubins_map_what_eager_maps(cubins: dict[str, Path], which: tuple[str, ...]) -> None:
+    """Lazy loading of cubins: each kernel's lookup gives eager's symbol, maps its call-graph closure (its
+    constant bank 0 and code, the functions it calls, and, as the cubin does not say which function uses
+    which variable, the data sections), every mapped byte equal to eager's; adjacent sections map as
+    regions of their own."""
+    eager = Executable("sm_90")
+    for w in which:
+        eager.load_code_object(cubins[w])
+    eager.freeze()
+    edges = {e for w in which for e in import_code_object(ElfFile(cubins[w].read_bytes())).callgraph.direct}
+    kernels = [s.name for s in eager.symbols() if s.kind == SymbolKind.KERNEL]
+    assert len(kernels) >= 5
+    smaller = 0
+    for k in kernels:
+        lazy = Executable("sm_90", lazy=True)
+        for w in which:
+            lazy.load_code_object(cubins[w])
+        lazy.freeze()
+        got = lazy.symbol(k)
+        assert got.to_dict() == eager.symbol(k).to_dict()
+        loaded = set().union(*(o.loaded_functions for o in lazy.code_objects))
+        assert _reach(edges, k) <= loaded
+        for region in lazy.backend.regions:
+            assert lazy.read(region.start, len(region.data)) == eager.read(region.start, len(region.data)), region.label
+        assert lazy.backend.is_mapped(got.address, got.size)
+        smaller += lazy.backend.bytes_mapped < eager.backend.bytes_mapped
+        relocs = {(r.section, r.offset, r.symbol): r for o in eager.code_objects for r in o.nv_relocations}
+        for o in lazy.code_objects:
+            for r in o.nv_relocations:
+                assert relocs[(r.section, r.offset, r.symbol)] == r
+    assert smaller == len(kernels)

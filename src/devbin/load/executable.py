@@ -33,7 +33,7 @@ from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.load.amdgpu_relocs import AppliedReloc, apply_relocations, plan_relocations
 from devbin.load.image import IndexedCodeObject, ObjDefinition, index_code_object
-from devbin.load.lazy import ObjectPlan, Unit, plan_object
+from devbin.load.lazy import ObjectPlan, Unit, merge_ranges, plan_object, subtract_ranges
 from devbin.load.simulated import SimulatedDevice
 from devbin.load.symbols import LoadedSymbol, SymbolKind
 from devbin.model import UNKNOWN_PROTOTYPE, Function, FunctionKind, Prototype
@@ -778,33 +778,23 @@ class Executable:
             self._map_units(self._objects[order[oid]], by_obj[oid])
 
     def _map_units(self, obj: LoadedCodeObject, units: list[Unit]) -> None:
-        """Map the ranges of ``units`` not mapped yet (coalesced), then apply their relocations."""
+        """Map the ranges of ``units`` not mapped yet (coalesced within each piece), then apply their
+        relocations."""
         base = obj.address(0)
-        want = sorted((lo, lo + sz) for u in units for lo, sz in u.ranges if sz > 0)
         have = self._mapped.setdefault(id(obj), [])
-        new: list[tuple[int, int]] = []
-        for lo, hi in want:
-            for a, b in have:  # subtract what is mapped
-                if a <= lo < b:
-                    lo = b
-                if a < hi <= b:
-                    hi = a
-            if lo >= hi:
-                continue
-            if new and lo <= new[-1][1]:
-                new[-1] = (new[-1][0], max(hi, new[-1][1]))
-            else:
-                new.append((lo, hi))
+        new = subtract_ranges(merge_ranges((lo, lo + sz) for u in units for lo, sz in u.ranges if sz > 0), have)
         for lo, hi in new:
-            for p in obj.index.pieces:
-                if p.offset <= lo and hi <= p.offset + p.mem_size:
-                    self.backend.map(base + lo, obj.index.file_bytes(lo, hi - lo), hi - lo,
-                                     label=f"{obj.name} {p.label}+{lo - p.offset:#x}")
-                    break
-            else:
-                raise FormatError(f"{lo:#x}..{hi:#x} is not inside one piece", fmt=obj.vendor, where=obj.name)
-        have.extend(new)
-        have.sort()
+            covered = 0
+            for p in obj.index.pieces:  # a range may run over adjacent pieces (cubin sections): one region each
+                a, b = max(lo, p.offset), min(hi, p.offset + p.mem_size)
+                if a < b:
+                    self.backend.map(base + a, obj.index.file_bytes(a, b - a), b - a,
+                                     label=f"{obj.name} {p.label}+{a - p.offset:#x}")
+                    covered += b - a
+            if covered != hi - lo:
+                raise FormatError(f"{lo:#x}..{hi:#x} is not inside the mapped pieces", fmt=obj.vendor,
+                                  where=obj.name)
+        have[:] = merge_ranges([*have, *new])
         if obj.vendor == "amdgpu":
             planned = self._planned_relocs(obj)
             for i in sorted({i for u in units for i in u.relocs}):

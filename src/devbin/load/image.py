@@ -59,6 +59,9 @@ ELFOSABI_AMDGPU_HSA = 64
 STT_CUDA_OBJECT = 13
 STT_AMDGPU_HSA_KERNEL = 10
 _NV_UNMAPPED = frozenset({0x70000009, 0x7000000A, 0x70000015})  # .nv.local.*, .nv.shared.*, reserved shared
+#: ... and by name: a linked (executable) cubin gives ``.nv.shared.<f>`` and ``.nv.local.<f>`` the type
+#: SHT_NOBITS (seen in libcurand's sm_90 cubins), as nvlink turns ``.nv.constant0.<f>`` into PROGBITS.
+_NV_UNMAPPED_PREFIXES = (".nv.shared.", ".nv.local.")
 _DATA_TYPES = {C.STT_OBJECT, STT_CUDA_OBJECT, C.STT_COMMON}
 _DEFINITION_TYPES = frozenset({C.STT_FUNC, STT_AMDGPU_HSA_KERNEL, *_DATA_TYPES})
 _EXPORT_BINDINGS = (C.STB_GLOBAL, C.STB_WEAK)
@@ -586,7 +589,8 @@ def _index_cubin(elf: ElfFile, name: str) -> IndexedCodeObject:
     place: dict[int, int] = {}
     cursor = 0
     for s in elf.sections:
-        if not s.is_alloc or s.sh_type in _NV_UNMAPPED or s.sh_type == C.SHT_NULL:
+        if not s.is_alloc or s.sh_type in _NV_UNMAPPED or s.sh_type == C.SHT_NULL \
+                or s.name.startswith(_NV_UNMAPPED_PREFIXES):
             continue
         a = max(s.sh_addralign, 1)
         if a & (a - 1) or a > (1 << 20):

@@ -43,7 +43,7 @@ section of that code object with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from devbin.binary.spans import SpanIndex
@@ -52,7 +52,7 @@ from devbin.formats.elf import constants as C
 from devbin.load.image import R_RELATIVE64, IndexedCodeObject, ObjDefinition
 from devbin.model import UNKNOWN_PROTOTYPE, CallGraph, Prototype
 
-__all__ = ["ObjectPlan", "Unit", "plan_object"]
+__all__ = ["ObjectPlan", "Unit", "merge_ranges", "plan_object", "subtract_ranges"]
 
 #: AMDGPU static relocation types whose value is PC-relative to the literal after ``s_getpc``:
 #: the referenced address is ``S + A - bias``.
@@ -126,6 +126,37 @@ class _Finder:
     def at(self, offset: int) -> Unit | None:
         hit = self.index.at(offset)
         return hit[2] if hit is not None else None
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges sorted, with overlapping and touching ones joined."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        elif lo < hi:
+            out.append((lo, hi))
+    return out
+
+
+def subtract_ranges(want: list[tuple[int, int]], have: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``want`` that ``have`` does not cover (both sorted, disjoint; so is the result)."""
+    out: list[tuple[int, int]] = []
+    j = 0
+    for lo, hi in want:
+        while j < len(have) and have[j][1] <= lo:
+            j += 1
+        k = j
+        while lo < hi and k < len(have) and have[k][0] < hi:
+            a, b = have[k]
+            if a > lo:
+                out.append((lo, a))
+            lo = max(lo, b)
+            k += 1
+        if lo < hi:
+            out.append((lo, hi))
+    return out
 
 
 def _kernels(idx: IndexedCodeObject) -> dict[str, ObjDefinition]:
