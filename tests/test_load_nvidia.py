@@ -156,3 +156,22 @@ def test_lazy_cubins_map_what_eager_maps(cubins: dict[str, Path], which: tuple[s
             for r in o.nv_relocations:
                 assert relocs[(r.section, r.offset, r.symbol)] == r
     assert smaller == len(kernels)
+
+
+@pytest.mark.parametrize("which", ["sm_90_rdc", "sm_90_exec", "sm_90_linked", "sm_80_rdc"])
+def test_importer_only_records_equal_whole(cubins: dict[str, Path], which: str) -> None:
+    """``import_cubin(only=)`` (what a lazy lookup imports): each record equals the whole import's, the call
+    graph's edges, indirect sites and address-taken functions are the whole one's, and so are the prototypes."""
+    from devbin.targets.nvidia.importer import import_cubin
+
+    data = cubins[which].read_bytes()
+    whole = import_cubin(ElfFile(data))
+    assert len(whole.functions) >= 5
+    for f in whole.functions:
+        part = import_cubin(ElfFile(data), only=frozenset({f.name}))
+        assert part.functions == (f,)
+        g, w = part.callgraph, whole.callgraph
+        assert (g.direct, g.indirect_sites, g.address_taken) == (w.direct, w.indirect_sites, w.address_taken)
+        assert set(g.external) <= set(w.external) and part.prototypes == whole.prototypes
+        assert part.metadata == whole.metadata and part.target == whole.target
+    assert import_cubin(ElfFile(data), only=frozenset()).functions == ()

@@ -438,8 +438,8 @@ def _nv_bare_arch(f: Found) -> str:
     try:
         from devbin.binary import ByteView
         from devbin.formats.elf.reader import ElfFile
-        from devbin.targets.nvidia.cubin import Cubin
-        return Cubin(ElfFile(ByteView(f.image_view())), records=False).arch
+        from devbin.targets.nvidia.cubin import cubin_arch
+        return cubin_arch(ElfFile(ByteView(f.image_view())))
     except DeviceBinaryError:
         return f.arch
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from devbin.errors import UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
-from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin
+from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin, cubin_arch
 from devbin.tools import find_tool, install_hint
 
 __all__ = [
@@ -154,7 +154,7 @@ def linked_functions(data: bytes) -> set[str]:
 def _arch_of(inputs: Sequence[Path | bytes]) -> str:
     first = inputs[0]
     data = first if isinstance(first, bytes) else first.read_bytes()
-    return Cubin(ElfFile(data), records=False).arch
+    return cubin_arch(ElfFile(data))
 
 
 def nvlink_kept(cubins: Sequence[Path | bytes], kernels: Sequence[str] | None, *, arch: str | None = None) -> set[str]:

@@ -46,7 +46,7 @@ from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, SymbolTable
-from devbin.model import CodeObject, Function
+from devbin.model import CallGraph, CodeObject, Function
 
 __all__ = ["DynReloc", "ExportTable", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece",
            "RELOC_WIDTH", "index_code_object"]
@@ -249,19 +249,33 @@ class IndexedCodeObject:
 
     def functions_of(self, names: frozenset[str]) -> dict[str, Function]:
         """The model records of the functions ``names`` (those the model has), each equal to
-        ``model``'s.  An AMDGPU code object without devbin sections imports just these functions
-        (their note entries and descriptors; :func:`~devbin.targets.amdgpu.importer.import_amdgpu`
-        ``only=``), once per name; anything else, or once ``model`` is built, reads ``model``."""
-        if "model" in self.__dict__ or self.vendor != "amdgpu" or self._has_devbin_sections:
+        ``model``'s.  A code object without devbin sections imports just these functions (AMDGPU:
+        their note entries and descriptors, :func:`~devbin.targets.amdgpu.importer.import_amdgpu`
+        ``only=``; a cubin: their ``.nv.info.<f>`` records, :func:`~devbin.targets.nvidia.importer.
+        import_cubin` ``only=``), once per name; with devbin sections, or once ``model`` is built,
+        it reads ``model``."""
+        if "model" in self.__dict__ or self._has_devbin_sections:
             return {f.name: f for f in self.model.functions if f.name in names}
         missing = frozenset(names - self._asked)
         if missing:
             from devbin.targets.amdgpu.importer import import_amdgpu
+            from devbin.targets.nvidia.importer import import_cubin
 
-            part = import_amdgpu(self.elf, diag=self._warn, only=missing)
+            importer = import_amdgpu if self.vendor == "amdgpu" else import_cubin
+            part = importer(self.elf, diag=self._warn, only=missing)
             self._records.update((f.name, f) for f in part.functions if f.name in missing)
             self._asked |= missing
         return {n: self._records[n] for n in names if n in self._records}
+
+    @cached_property
+    def callgraph(self) -> CallGraph:
+        """The model's call graph; a cubin without devbin sections reads it alone (``.nv.callgraph`` and
+        ``.nv.prototype``: no function's records)."""
+        if "model" in self.__dict__ or self._has_devbin_sections or self.vendor != "nvidia":
+            return self.model.callgraph
+        from devbin.targets.nvidia.importer import import_cubin
+
+        return import_cubin(self.elf, diag=self._warn, only=frozenset()).callgraph
 
     @cached_property
     def _has_devbin_sections(self) -> bool:
@@ -575,10 +589,10 @@ def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc,
 
 
 def _cubin_arch(elf: ElfFile, name: str) -> str:
-    from devbin.targets.nvidia.cubin import Cubin
+    from devbin.targets.nvidia.cubin import cubin_arch
 
     try:
-        return Cubin(elf, records=False).arch
+        return cubin_arch(elf)
     except DeviceBinaryError as e:
         raise e.within(name) from None
 

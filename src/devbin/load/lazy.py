@@ -353,7 +353,7 @@ def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
         if holder is not None:
             holder.relocs.append(i)
     try:
-        graph = idx.model.callgraph
+        graph = idx.callgraph
     except DeviceBinaryError:
         plan.source = "whole"
         return plan

@@ -100,25 +100,60 @@ class CubinCallGraph:
     unknown_blocks: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
 
 
+def _check_cubin(elf: ElfFile) -> None:
+    if elf.header.e_machine != C.EM_CUDA:
+        raise FormatError(f"not a cubin: e_machine is {elf.header.e_machine}, not EM_CUDA (190)", fmt="cubin",
+                          where=elf.where)
+    if elf.symtab is None:
+        raise FormatError("cubin has no symbol table", fmt="cubin", where=elf.where)
+
+
+def cubin_sm(elf: ElfFile) -> int:
+    """The SM number from ``e_flags`` (bits 8..15 in the CUDA 13 ABI, the low byte in the old one)."""
+    h = elf.header
+    if h.ei_abiversion >= 8 or h.ei_osabi == C.ELFOSABI_CUDA_V2:
+        return (h.e_flags >> 8) & 0xFF
+    return h.e_flags & 0xFF
+
+
+def compat_records(elf: ElfFile) -> list[NvInfoRecord]:
+    sec = elf.section(".nv.compat")
+    return parse_nvinfo(sec.view) if sec is not None else []
+
+
+def is_arch_specific(elf: ElfFile, compat: list[NvInfoRecord] | None = None) -> bool:
+    """The ``a`` variant (sm_90a, sm_100a): ``.nv.compat`` attribute 0x09 = 1 in CUDA 13."""
+    for r in compat_records(elf) if compat is None else compat:
+        if r.attr == 0x09 and r.value == 1:
+            return True
+    return bool(elf.header.ei_abiversion < 8 and elf.header.e_flags & 0x800)
+
+
+def cubin_arch(elf: ElfFile) -> str:
+    """``sm_90``, ``sm_90a``: what :attr:`Cubin.arch` says, from the header and ``.nv.compat`` alone (no
+    function is read); FormatError for an ELF that is no cubin (wrong machine, no symbol table)."""
+    _check_cubin(elf)
+    return f"sm_{cubin_sm(elf)}{'a' if is_arch_specific(elf) else ''}"
+
+
 class Cubin:
     """An ELF file with ``e_machine == EM_CUDA`` seen as a cubin."""
 
-    def __init__(self, elf: ElfFile, *, records: bool = True) -> None:
+    def __init__(self, elf: ElfFile, *, records: bool = True, only: frozenset[str] | None = None) -> None:
         """``records=False`` skips the per-function ``.nv.info.<f>`` records (parameters, launch
-        bounds ...): what resource usage needs comes from the global ``.nv.info`` and the sections."""
-        if elf.header.e_machine != C.EM_CUDA:
-            raise FormatError(f"not a cubin: e_machine is {elf.header.e_machine}, not EM_CUDA (190)", fmt="cubin",
-                              where=elf.where)
+        bounds ...): what resource usage needs comes from the global ``.nv.info`` and the sections.
+        ``only``: the records of just these functions are read (the others' stay empty)."""
+        _check_cubin(elf)
         self.elf = elf
         symtab = elf.symtab
-        if symtab is None:
-            raise FormatError("cubin has no symbol table", fmt="cubin", where=elf.where)
+        assert symtab is not None
         self.symtab = symtab
         self.global_records: list[NvInfoRecord] = []
         info = elf.section(".nv.info")
         if info is not None and info.sh_type == SHT_CUDA_INFO:
             self.global_records = parse_nvinfo(info.view)
         self._records = records
+        self._only = only
         self.functions: list[CubinFunction] = self._functions()
 
     # -- header facts -----------------------------------------------------------------
@@ -128,23 +163,16 @@ class Cubin:
 
     @property
     def sm(self) -> int:
-        h = self.elf.header
-        if h.ei_abiversion >= 8 or h.ei_osabi == C.ELFOSABI_CUDA_V2:
-            return (h.e_flags >> 8) & 0xFF
-        return h.e_flags & 0xFF
+        return cubin_sm(self.elf)
 
     @cached_property
     def compat_records(self) -> list[NvInfoRecord]:
-        sec = self.elf.section(".nv.compat")
-        return parse_nvinfo(sec.view) if sec is not None else []
+        return compat_records(self.elf)
 
     @property
     def arch_specific(self) -> bool:
         """The ``a`` variant (sm_90a, sm_100a): ``.nv.compat`` attribute 0x09 = 1 in CUDA 13."""
-        for r in self.compat_records:
-            if r.attr == 0x09 and r.value == 1:
-                return True
-        return bool(self.abi_version < 8 and self.elf.header.e_flags & 0x800)
+        return is_arch_specific(self.elf, self.compat_records)
 
     @property
     def arch(self) -> str:
@@ -213,7 +241,7 @@ class Cubin:
             if owner is None:
                 continue
             if sec.sh_type == SHT_CUDA_INFO:
-                if self._records:
+                if self._records and (self._only is None or owner.name in self._only):
                     self._apply_records(owner, parse_nvinfo(sec.view))
             elif sec.name.startswith(".nv.shared.") and not sec.name.startswith(".nv.shared.reserved"):
                 owner.shared += sec.sh_size

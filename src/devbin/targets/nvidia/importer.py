@@ -128,10 +128,15 @@ def _attributes(f: CubinFunction, proto_index: int | None) -> list[Attribute]:
     return a
 
 
-def import_cubin(elf: ElfFile, *, diag: Diag | None = None) -> CodeObject:
-    """The unified model of a cubin: functions, call graph, prototypes, metadata."""
+def import_cubin(elf: ElfFile, *, diag: Diag | None = None, only: frozenset[str] | None = None) -> CodeObject:
+    """The unified model of a cubin: functions, call graph, prototypes, metadata.
+
+    ``only``: just the functions of these names (each record equal to the one the whole import
+    gives; only their ``.nv.info.<f>`` records are read), the whole call graph and prototypes
+    (``.nv.callgraph``; of the ``EIATTR_EXTERNS`` of each function, only these functions' join the
+    external callees): what a lazy loader needs for one kernel."""
     diag = diag or _raise
-    cubin = Cubin(elf)
+    cubin = Cubin(elf, only=only)
     protos: list[Prototype] = []
 
     def proto(text: str) -> Prototype | None:
@@ -166,6 +171,8 @@ def import_cubin(elf: ElfFile, *, diag: Diag | None = None) -> CodeObject:
     address_taken_names = {n for n, _ in taken}
     functions = []
     for f in cubin.functions:
+        if only is not None and f.name not in only:
+            continue
         kind = FunctionKind.KERNEL if f.is_entry else (
             FunctionKind.INDIRECT_TARGET if f.name in address_taken_names else FunctionKind.DEVICE)
         p = fn_proto.get(f.name)
@@ -177,7 +184,7 @@ def import_cubin(elf: ElfFile, *, diag: Diag | None = None) -> CodeObject:
                                   visibility=C.visibility_word(sym.visibility) if sym else "default"))
     external = {callee for _, callee in direct if callee not in defined}
     for f in cubin.functions:
-        external.update(e for e in f.externs if e not in defined)
+        external.update(e for e in f.externs if e not in defined)  # (unread for a function ``only`` leaves out)
     meta: list[tuple[str, str | int | bytes]] = [("vendor", "nvidia"), ("target-id", cubin.arch)]
     info = tkinfo(elf)
     if info is not None:
