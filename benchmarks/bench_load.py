@@ -1,6 +1,6 @@
 """``devbin.load``: time and bytes to the first kernel, lazy against eager, on a 10,000-kernel library.
 
-    python3 benchmarks/bench_load.py [--repeat 5] [--files 10] [--kernels-per-file 1000] [--functions 256]
+    python3 benchmarks/bench_load.py [--repeat 5] [--files 10] [--kernels-per-file 1000] [--functions 256] [--curand]
 
 The library: ``--files`` OpenCL files of ``--kernels-per-file`` kernels each (10 x 1,000 =
 10,000 kernels), each kernel calling two of ``--functions`` shared device functions
@@ -13,10 +13,17 @@ objects; the kernels reach the library through their GOTs), in parallel, cached 
 ``--emit-relocs`` (what ``ld.lld -shared`` gives by default; the importer reads fewer
 relocations).
 
-Each measurement is in a fresh child process (imports excluded, the files read into memory
+Each measurement is in a fresh child process (imports excluded: the loader's modules, also those it
+would import on first use, are imported before the clock starts; the files read into memory
 first): ``Executable(...)``, ``load_code_object`` x 11, ``freeze()``, ``symbol(kernel)`` for a
 kernel in the middle of the library.  Time: the median of ``--repeat`` children.  Bytes: device
 memory mapped when the kernel's address is returned.  Target: lazy <= 1/20 of eager in both.
+
+``--curand`` adds a real library: the sm_90 cubins of ``libcurand.so.10`` from the pinned wheel
+``nvidia-curand-cu12==10.3.10.19`` (``bench_curand.fetch_curand``, cached under ``benchmarks/.cache``;
+11 modules, 8.7 MB, 322 kernels).  As the CUDA driver does, each module is an executable of its own
+(they define the same template instantiations).  Eager: every module loaded and frozen; lazy:
+every module loaded and frozen lazily; then the lookup of a kernel in the largest module.
 """
 
 from __future__ import annotations
@@ -34,10 +41,17 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CFLAGS = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-mcpu=gfx90a", "-c"]
 
+#: Imported before the clock starts in both modes (the rest of the loader's modules, imported on first use).
+IMPORTS = """
+import devbin.formats.devsec.elf, devbin.importers, devbin.load.lazy, devbin.selection
+devbin.importers.load_vendor_attribute_names()
+"""
+
 CHILD = r"""
 import json, sys, time
 sys.path.insert(0, {src!r})
 from devbin.load import Executable
+""" + IMPORTS + r"""
 paths, lazy, kernel = {paths!r}, {lazy!r}, {kernel!r}
 blobs = [(p, open(p, "rb").read()) for p in paths]
 t0 = time.perf_counter()
@@ -124,12 +138,82 @@ def measure(paths: list[Path], lazy: bool, kernel: str, repeat: int) -> dict[str
     return out
 
 
+CURAND_CHILD = r"""
+import json, sys, time
+sys.path.insert(0, {src!r})
+from devbin.load import Executable
+""" + IMPORTS + r"""
+from devbin.selection import select
+sel = select(open({lib!r}, "rb").read(), "sm_90", name="libcurand.so.10")
+mods = [(c.name, bytes(c.image.found.image())) for c in sel.choices]
+big = max(range(len(mods)), key=lambda i: len(mods[i][1]))
+lazy, kernel = {lazy!r}, {kernel!r}
+t0 = time.perf_counter()
+exes = []
+for name, blob in mods:
+    e = Executable("sm_90", lazy=lazy)
+    e.load_code_object(blob, name=name)
+    exes.append(e)
+t1 = time.perf_counter()
+for e in exes:
+    e.freeze()
+t2 = time.perf_counter()
+k = exes[big].symbol(kernel) if kernel else None
+t3 = time.perf_counter()
+stats = [e.stats() for e in exes]
+kernels = [s.name for s in exes[big].symbols() if s.kind.word == "kernel"] if not kernel else []
+print(json.dumps({{"total": t3 - t0, "load": t1 - t0, "freeze": t2 - t1, "lookup": t3 - t2,
+                  "bytes": sum(s["bytes_mapped"] for s in stats), "bytes_total": sum(len(b) for _, b in mods),
+                  "functions": sum(s.get("functions_loaded", 0) for s in stats) if lazy else None,
+                  "functions_total": sum(s.get("functions_total", 0) for s in stats) if lazy else None,
+                  "address": k.address if k else None, "modules": len(mods), "kernels": kernels,
+                  "big": mods[big][0], "big_size": len(mods[big][1])}}))
+"""
+
+
+def measure_curand(lib: Path, lazy: bool, kernel: str, repeat: int) -> dict[str, float]:
+    code = CURAND_CHILD.format(src=str(ROOT / "src"), lib=str(lib), lazy=lazy, kernel=kernel)
+    runs = []
+    for _ in range(repeat):
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        runs.append(json.loads(p.stdout))
+    out = {k: statistics.median(r[k] for r in runs) for k in ("total", "load", "freeze", "lookup")}
+    out.update({k: runs[0][k] for k in ("bytes", "bytes_total", "functions", "functions_total", "address",
+                                        "modules", "kernels", "big", "big_size")})
+    return out
+
+
+def curand(repeat: int) -> None:
+    sys.path.insert(0, str(HERE))
+    from bench_curand import fetch_curand
+
+    lib = fetch_curand(HERE / ".cache" / "curand")
+    probe = measure_curand(lib, False, "", 1)
+    kernels = probe["kernels"]
+    kernel = kernels[len(kernels) // 2]
+    lazy = measure_curand(lib, True, kernel, repeat)
+    eager = measure_curand(lib, False, kernel, repeat)
+    assert lazy["address"] == eager["address"], "lazy and eager must give the same address"
+    print(f"\nlibcurand.so.10 (nvidia-curand-cu12==10.3.10.19), sm_90: {eager['modules']} modules, "
+          f"{eager['bytes_total']:,} bytes of cubins, one executable each; first kernel {kernel[:60]}... "
+          f"in {eager['big']} ({eager['big_size']:,} bytes, {len(kernels)} kernels); median of {repeat}\n")
+    print("| mode | time to first kernel | load / freeze / lookup | bytes mapped | functions loaded |")
+    print("|---|---|---|---|---|")
+    for name, m in (("lazy", lazy), ("eager", eager)):
+        f = f"{m['functions']} of {m['functions_total']}" if m["functions"] is not None else "all"
+        print(f"| {name} | {m['total'] * 1e3:.1f} ms | {m['load'] * 1e3:.1f} / {m['freeze'] * 1e3:.1f} / "
+              f"{m['lookup'] * 1e3:.1f} ms | {m['bytes']:,} | {f} |")
+    print(f"\nlazy/eager: time {lazy['total'] / eager['total']:.4f} (1/{eager['total'] / lazy['total']:.1f}), "
+          f"bytes {lazy['bytes'] / eager['bytes']:.5f} (1/{eager['bytes'] / max(lazy['bytes'], 1):.0f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--files", type=int, default=10)
     ap.add_argument("--kernels-per-file", type=int, default=1000)
     ap.add_argument("--functions", type=int, default=256)
+    ap.add_argument("--curand", action="store_true", help="also the sm_90 cubins of libcurand (pinned wheel)")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     er, plain = build(a.files, a.kernels_per_file, a.functions)
@@ -153,6 +237,8 @@ def main() -> None:
     print(f"\nlazy/eager: time {lazy['total'] / best:.4f} (1/{best / lazy['total']:.0f}), "
           f"bytes {lazy['bytes'] / bbest:.5f} (1/{bbest / max(lazy['bytes'], 1):.0f}); target <= 1/20 in both "
           f"(against the faster eager run)")
+    if a.curand:
+        curand(a.repeat)
 
 
 if __name__ == "__main__":
