@@ -74,6 +74,29 @@ def test_function_table_ptx_assembles(tmp_path: Path) -> None:
         lc.function_table_ptx("gfx90a", [])
 
 
+def test_function_table_links_with_the_images(cubins: dict[str, Path], tmp_path: Path) -> None:
+    """What the driver's load-time link does with the table, done by ``nvlink`` (the same linker, offline):
+    the table links with the two relocatable cubins, its slot is a 64-bit address relocation against the
+    library's device function, and devbin's simulated backend resolves that slot to the function's address
+    (the driver writes it when it loads the result)."""
+    ptxas, nvlink = require_tool("ptxas"), require_tool("nvlink")
+    from devbin.load import Executable
+
+    src, table, linked = tmp_path / "table.ptx", tmp_path / "table.cubin", tmp_path / "linked.cubin"
+    src.write_text(lc.function_table_ptx("sm_90", [("ext_scale", "(.param .b32 r)", "(.param .b32 x)")]))
+    subprocess.run([ptxas, "-arch=sm_90", "-c", "-o", table, src], check=True, capture_output=True)
+    subprocess.run([nvlink, "-arch=sm_90", "-o", linked, cubins["sm_90_rdc"], cubins["sm_90_extfn_rdc"], table],
+                   check=True, capture_output=True)
+    e = Executable("sm_90")
+    obj = e.load_code_object(linked)
+    e.freeze()
+    slot = e.symbol(lc.TABLE_SYMBOL)
+    assert slot.size == 8 and slot.section == ".nv.global.init"
+    (r,) = [r for r in obj.nv_relocations if r.section == slot.section and r.offset == slot.offset]
+    assert r.symbol == "ext_scale" and r.type_name == "R_CUDA_64" and r.addend == 0
+    assert r.address == e.symbol("ext_scale").address
+
+
 def test_driver_errors_are_usage_errors() -> None:
     class Fake:
         @staticmethod
