@@ -175,3 +175,49 @@ def test_importer_only_records_equal_whole(cubins: dict[str, Path], which: str) 
         assert set(g.external) <= set(w.external) and part.prototypes == whole.prototypes
         assert part.metadata == whole.metadata and part.target == whole.target
     assert import_cubin(ElfFile(data), only=frozenset()).functions == ()
+
+
+def _lazy(cubins: dict[str, Path], *which: str) -> Executable:
+    e = Executable("sm_90", lazy=True)
+    for w in which:
+        e.load_code_object(cubins[w])
+    e.freeze()
+    return e
+
+
+def test_lazy_relocatable_cubins_load_per_function_data_and_table_targets(cubins: dict[str, Path]) -> None:
+    """A relocatable cubin keeps each function's relocations: ``apply_op`` brings the two variables it uses
+    (``op_table``, ``launch_counter``) and, since it calls through ``op_table`` with the prototype of
+    ``op_add``/``op_mul``/``op_sub`` (``.nv.callgraph``), the three functions the table holds; ``square_all``
+    brings ``helper_square`` and no variable; ``scale_ext`` brings ``ext_scale`` and the variable it reads
+    from the other cubin, nothing else."""
+    e = _lazy(cubins, "sm_90_rdc", "sm_90_extfn_rdc")
+    e.symbol("apply_op")
+    user, lib = e.code_objects
+    assert user.loaded_functions == {"apply_op", "op_add", "op_mul", "op_sub"}
+    assert user.loaded_data == {"op_table", "launch_counter"} and not lib.loaded_functions | lib.loaded_data
+    for name in ("op_add", "op_mul", "op_sub", "op_table", "launch_counter"):
+        s = e.symbol(name)
+        assert e.backend.is_mapped(s.address, s.size), name
+    table = [r for r in user.nv_relocations if r.section == ".nv.global.init"]
+    assert {r.symbol for r in table} == {"op_add", "op_mul", "op_sub"}  # recorded for the driver
+    e = _lazy(cubins, "sm_90_rdc", "sm_90_extfn_rdc")
+    e.symbol("square_all")
+    assert e.code_objects[0].loaded_functions == {"square_all", "helper_square"}
+    assert not e.code_objects[0].loaded_data
+    e.symbol("scale_ext")
+    assert (e.code_objects[1].loaded_functions, e.code_objects[1].loaded_data) == ({"ext_scale"},
+                                                                                   {"ext_scale_factor"})
+
+
+def test_lazy_linked_cubin_loads_table_targets_for_a_matching_call_site(cubins: dict[str, Path]) -> None:
+    """A linked cubin keeps no per-function relocations: the first function brings every variable, and the
+    functions a loaded variable points at load only with a loaded indirect call site that can reach them."""
+    e = _lazy(cubins, "sm_90_linked")
+    e.symbol("square_all")
+    (obj,) = e.code_objects
+    assert obj.loaded_functions == {"square_all", "helper_square"}  # op_table is mapped, no call site matches
+    assert {"op_table", "launch_counter", "ext_scale_factor"} <= obj.loaded_data
+    e.symbol("apply_op")
+    assert {"apply_op", "op_add", "op_mul", "op_sub"} <= obj.loaded_functions
+    assert "ext_scale" not in obj.loaded_functions

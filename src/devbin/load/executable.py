@@ -757,8 +757,11 @@ class Executable:
                         self._pointers.setdefault((id(obj), fn), (obj, fn))
                 elif kind == "section":
                     su = plan.sections.get(name)
-                    if su is not None:
-                        take(obj, su)
+                    if su is not None and take(obj, su):
+                        for ref in sorted(plan.uses(f"section:{name}")):
+                            use(obj, "pointer", ref)
+                        for fn in sorted(plan.takes.get(f"section:{name}", ())):
+                            self._pointers.setdefault((id(obj), fn), (obj, fn))
             # address-taken functions a loaded indirect call site could reach (Prototype.matches)
             for key, (o2, fn) in list(self._pointers.items()):
                 proto = self._plan(o2).taken_proto.get(fn, UNKNOWN_PROTOTYPE)

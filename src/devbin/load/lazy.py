@@ -7,9 +7,9 @@ This module cuts one code object into **units**, each a set of object-offset ran
 
 * a function (its ``[st_value, st_value+st_size)``; a kernel also owns its 64-byte
   descriptor ``<name>.kd``).  AMDGPU functions share one ``.text`` segment, so these are
-  sub-segment ranges; a cubin's function is its ``.text.<f>`` section (and the kernel's
-  ``.nv.constant0.<f>`` parameter bank);
-* a variable (``STT_OBJECT``: its range);
+  sub-segment ranges; a cubin's function is its ``.text.<f>`` section (and its own constant
+  banks ``.nv.constant<N>.<f>``: a kernel's parameters are bank 0);
+* a variable (``STT_OBJECT``, a cubin's ``STT_CUDA_OBJECT``: its range);
 * a GOT slot or any other dynamically relocated place no symbol covers: a *slot*, keyed by
   the symbol it holds, mapped when something of the same code object uses that symbol;
 * a section range an unnamed static reference lands in (mapped whole).
@@ -35,21 +35,24 @@ and records the edges between them, from the best source the file has (``source`
     nothing says who calls whom (an AMDGPU ``.so`` linked without ``--emit-relocs`` and
     without devbin sections): the first use of anything in the code object maps all of it.
 
-Data edges always come from the dynamic relocations (which slot of which variable holds
-which address).  Without per-function data references (``devbin`` and ``model`` sources),
-the first function of a code object that is loaded brings every variable, slot and data
-section of that code object with it.
+AMDGPU data edges always come from the dynamic relocations (which slot of which variable holds
+which address); a cubin's from its relocations (a relocatable cubin's ``.rela.text.<f>`` name
+the variables each function uses; ``.rela.nv.global.init`` which function a table holds).
+Without per-function data references (``devbin`` and ``model`` sources, except a relocatable
+cubin), the first function of a code object that is loaded brings every variable, slot and
+data section of that code object with it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as C
-from devbin.load.image import R_RELATIVE64, IndexedCodeObject, ObjDefinition
+from devbin.load.image import R_RELATIVE64, IndexedCodeObject, ObjDefinition, Piece
 from devbin.model import UNKNOWN_PROTOTYPE, CallGraph, Prototype
 
 __all__ = ["ObjectPlan", "Unit", "merge_ranges", "plan_object", "subtract_ranges"]
@@ -328,30 +331,57 @@ def _function_code_edges(idx: IndexedCodeObject, plan: ObjectPlan, finder: _Find
                 plan.refs.setdefault(name, set()).add(target)
 
 
+_NV_BANK = re.compile(r"^\.nv\.constant\d+\.(.+)$")  # .nv.constant<N>.<f>: function f's constant bank N
+
+
 def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
+    """Units of a cubin: a function is its ``.text.<f>`` with its own constant banks
+    (``.nv.constant<N>.<f>``), a variable its range, any other global or constant section a unit of
+    its own.  Edges: the call graph (``.nv.callgraph``), and the relocations against named symbols
+    and sections: a function's (``.rela.text.<f>``: the variables and functions it uses), a
+    variable's or section's (``.rela.nv.global.init``: function tables; ``.rela.nv.constant4``: the
+    addresses of globals).  A relocatable cubin keeps every function's relocations, so its data is
+    per function (``precise_data``); a linked one keeps none (nvlink applied them), so its first
+    function brings the data, and the functions whose addresses that data holds are loaded when a
+    loaded indirect call site matches their prototype."""
+    elf = idx.elf
     plan = _empty("model")
-    plan.precise_data = False
+    plan.precise_data = elf.header.e_type == C.ET_REL
     pieces = {p.label: p for p in idx.pieces}
-    owned: set[str] = set()
+    banks: dict[str, list[str]] = {}
+    for label in pieces:
+        m = _NV_BANK.match(label)
+        if m is not None:
+            banks.setdefault(m[1], []).append(label)
+    owner: dict[str, Unit] = {}  # section -> the function owning it
     for d in idx.definitions:
         if d.is_function and d.name not in plan.functions:
             u = Unit(f"function:{d.name}", d.name, "function", [])
-            for label in (f".text.{d.name}", f".nv.constant0.{d.name}"):
+            for label in (f".text.{d.name}", *banks.get(d.name, ())):
                 p = pieces.get(label)
-                if p is not None:
+                if p is not None and label not in owner:
                     u.ranges.append((p.offset, p.mem_size))
-                    owned.add(label)
+                    owner[label] = u
             if not u.ranges:
                 u.ranges.append((d.offset, d.size))
             plan.functions[d.name] = u
+    for d in idx.definitions:
+        if not d.is_function and d.size and d.section in pieces and d.section not in owner:
+            plan.data.setdefault(d.name, Unit(f"data:{d.name}", d.name, "data", [(d.offset, d.size)]))
     for p in idx.pieces:
-        if p.label not in owned and not p.executable:
+        if p.label not in owner and not p.executable:
             plan.sections[p.label] = Unit(f"section:{p.label}", p.label, "section", [(p.offset, p.mem_size)])
-    by_section = {f".text.{n}": u for n, u in plan.functions.items()}
-    for i, r in enumerate(idx.nv_relocations):
-        holder = by_section.get(r.section) or plan.sections.get(r.section)
+    finder = _Finder(list(plan.data.values()))
+
+    def holder_of(section: str, place: int) -> Unit | None:
+        return owner.get(section) or finder.at(place) or plan.sections.get(section)
+
+    for i, r in enumerate(idx.nv_relocations):  # recorded for the driver when their holder is mapped
+        p = pieces.get(r.section)
+        holder = holder_of(r.section, p.offset + r.offset) if p is not None else None
         if holder is not None:
             holder.relocs.append(i)
+    _cubin_edges(idx, plan, pieces, holder_of, finder, owner)
     try:
         graph = idx.callgraph
     except DeviceBinaryError:
@@ -359,3 +389,43 @@ def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
         return plan
     _use_graph(plan, graph)
     return plan
+
+
+def _cubin_edges(idx: IndexedCodeObject, plan: ObjectPlan, pieces: dict[str, Piece],
+                 holder_of: Callable[[str, int], Unit | None], finder: _Finder, owner: dict[str, Unit]) -> None:
+    """Edges from a cubin's relocations: what each function, variable or section uses."""
+    elf = idx.elf
+    rel = elf.header.e_type == C.ET_REL
+    for ri, relocs in elf.relocation_tables.items():
+        rsec = elf.sections[ri]
+        target = elf.sections[rsec.sh_info] if 0 < rsec.sh_info < len(elf.sections) else None
+        symtab = elf.symbol_tables.get(rsec.sh_link)
+        if target is None or target.name not in pieces or symtab is None:
+            continue  # .rela.debug_frame, and tables against sections that are not mapped
+        base = pieces[target.name].offset
+        for r in relocs:
+            if not 0 < r.r_sym < len(symtab):
+                continue
+            holder = holder_of(target.name, base + r.r_offset)
+            sym = symtab[r.r_sym]
+            name: str | None = sym.name or None
+            if sym.type == C.STT_SECTION:
+                tsec = elf.sections[sym.st_shndx] if 0 < sym.st_shndx < len(elf.sections) else None
+                if tsec is None or tsec.name not in pieces:
+                    continue
+                at = pieces[tsec.name].offset + sym.st_value - (0 if rel else tsec.sh_addr) + (r.r_addend or 0)
+                hit = owner.get(tsec.name) or finder.at(at)
+                name = hit.name if hit is not None else f"section:{tsec.name}"
+            if holder is None or name is None or name == holder.name:
+                continue
+            key = holder.name if holder.kind != "section" else f"section:{holder.name}"
+            if holder.kind == "function":
+                if name in plan.functions or (not sym.defined and sym.type == C.STT_FUNC):
+                    plan.calls.setdefault(key, set()).add(name)
+                else:
+                    plan.refs.setdefault(key, set()).add(name)
+            elif name in plan.functions:  # a variable or constant bank holding a function's address
+                plan.takes.setdefault(key, set()).add(name)
+                plan.taken_proto.setdefault(name, UNKNOWN_PROTOTYPE)
+            else:
+                plan.refs.setdefault(key, set()).add(name)
