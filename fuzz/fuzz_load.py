@@ -1,8 +1,8 @@
 """Fuzz target: the loader over any bytes.
 
 Contract under test: for any bytes, loading them into an executable (simulated backend) for
-an AMDGPU target (eager and lazy: lookups then map call-graph closures) and an NVIDIA
-target, freezing, looking up and listing the symbols either succeeds or raises
+an AMDGPU target and an NVIDIA target (each eager and lazy: lookups then map call-graph
+closures), freezing, looking up and listing the symbols either succeeds or raises
 :class:`devbin.errors.DeviceBinaryError`, and a failed load leaves the executable as it was
 (it can still be frozen, and lists the same symbols as one that never saw the input).
 
@@ -19,7 +19,7 @@ from devbin.load import Executable
 
 
 def TestOneInput(data: bytes) -> None:  # atheris' required name
-    for target, lazy in (("gfx90a", False), ("gfx90a", True), ("sm_90", False)):
+    for target, lazy in (("gfx90a", False), ("gfx90a", True), ("sm_90", False), ("sm_90", True)):
         exe = Executable(target, lazy=lazy)
         try:
             exe.load_code_object(data, name="fuzz")

@@ -18,6 +18,10 @@
   Now: a function of the model is a function node.
 * ``load-huge-p_memsz.bin``: a code object whose PT_LOAD p_memsz is huge; the simulated device
   allocated it (MemoryError).  Now: a UsageError naming the device's memory limit.
+* ``load-lazy-functions-of-one-range.bin`` (``sample_load_lib.so`` with ``lib_private`` given
+  ``lib_square``'s range) and ``load-lazy-variables-of-one-range.bin`` (``sample_sm90_rdc.cubin`` with
+  two variables of one range): the lazy plan sorted ``(start, end, unit)`` tuples and compared two
+  units of the same range (TypeError), found in review.  Now: ordered by the range alone.
 """
 
 from __future__ import annotations

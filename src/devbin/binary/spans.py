@@ -35,7 +35,7 @@ class SpanIndex(Generic[T]):
     def at(self, offset: int) -> tuple[int, int, T] | None:
         """The span holding ``offset`` whose start is nearest to it, or None."""
         i = bisect.bisect_right(self.starts, offset) - 1
-        if i >= 0 and offset < self.spans[i][1]:  # the nearest start holds it (the usual case)
+        if i >= 0 and self.look_back > 0 and offset < self.spans[i][1]:  # the nearest start holds it (usual)
             return self.spans[i]
         hits = self.containing(offset)
         return hits[0] if hits else None

@@ -123,7 +123,8 @@ class _Finder:
     """The unit (function or variable) whose range holds an object offset."""
 
     def __init__(self, units: list[Unit]) -> None:
-        spans = sorted((lo, lo + max(sz, 1), u) for u in units for lo, sz in u.ranges[:1])
+        # ordered by (start, end) alone: two units of one range (aliases) are not comparable
+        spans = sorted(((lo, lo + max(sz, 1), u) for u in units for lo, sz in u.ranges[:1]), key=lambda s: s[:2])
         self.index = SpanIndex(spans, look_back=8)
 
     def at(self, offset: int) -> Unit | None:
