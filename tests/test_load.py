@@ -417,6 +417,42 @@ def test_bad_code_objects(built: dict[str, Path], host_objects: dict[str, Path])
     assert _snapshot(e) == before
 
 
+def _patched_symbol_name(data: bytes, table: str, index: int, st_name: int) -> bytes:
+    from devbin.formats.elf.reader import ElfFile
+
+    sec = ElfFile(data).section(table)
+    assert sec is not None
+    out = bytearray(data)
+    out[sec.sh_offset + 24 * index: sec.sh_offset + 24 * index + 4] = st_name.to_bytes(4, "little")
+    return bytes(out)
+
+
+def test_corrupt_names_and_records_fail_the_load(built: dict[str, Path], cubins: dict[str, Path]) -> None:
+    """A symbol name outside its string table fails the load, also in an entry the loader would not read
+    (it reads the raw columns and names only the symbols it needs, checking the table's names once); a
+    cubin's global ``.nv.info``, which the driver reads at load, fails it too."""
+    from devbin.formats.elf.reader import ElfFile
+
+    e = Executable("gfx90a", lazy=True)
+    e.load_code_object(built["lib.so"])
+    before = _snapshot(e)
+    data = built["user.so"].read_bytes()
+    dyn = ElfFile(data).dynsym
+    assert dyn is not None and len(dyn) > 2
+    with pytest.raises(FormatError, match="symbol name"):
+        e.load_code_object(_patched_symbol_name(data, ".dynsym", 0, 0xFFFFFF), name="bad-name")  # the null entry
+    assert _snapshot(e) == before
+    cubin = cubins["sm_90_rdc"].read_bytes()
+    info = ElfFile(cubin).section(".nv.info")
+    assert info is not None
+    bad = bytearray(cubin)
+    bad[info.sh_offset + 2: info.sh_offset + 4] = (0xFFF0).to_bytes(2, "little")  # first record's size: past the end
+    nv = Executable("sm_90", lazy=True)
+    with pytest.raises(FormatError):
+        nv.load_code_object(bytes(bad), name="bad-nv-info")
+    assert not nv.code_objects
+
+
 def test_freeze_failure_midway_rolls_back(built: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     e = Executable("gfx90a")
     e.load_code_object(built["user.so"])

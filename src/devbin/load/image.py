@@ -269,8 +269,10 @@ class IndexedCodeObject:
 
     @cached_property
     def callgraph(self) -> CallGraph:
-        """The model's call graph; a cubin without devbin sections reads it alone (``.nv.callgraph`` and
-        ``.nv.prototype``: no function's records)."""
+        """The call graph lazy loading walks: the model's; a cubin without devbin sections reads it alone
+        (``.nv.callgraph`` and ``.nv.prototype``, no function's records: its direct edges, indirect
+        call sites and address-taken functions are the model's, its ``external`` lacks the callees
+        only ``EIATTR_EXTERNS`` names)."""
         if "model" in self.__dict__ or self._has_devbin_sections or self.vendor != "nvidia":
             return self.model.callgraph
         from devbin.targets.nvidia.importer import import_cubin
@@ -589,10 +591,17 @@ def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc,
 
 
 def _cubin_arch(elf: ElfFile, name: str) -> str:
-    from devbin.targets.nvidia.cubin import cubin_arch
+    """The cubin's arch, once it is checked as a cubin (a symbol table; its global ``.nv.info``, which
+    the driver reads at load, parses): a corrupt one fails the load, not a later lookup."""
+    from devbin.targets.nvidia.cubin import SHT_CUDA_INFO, cubin_arch
+    from devbin.targets.nvidia.nvinfo import parse_nvinfo
 
     try:
-        return cubin_arch(elf)
+        arch = cubin_arch(elf)
+        info = elf.section(".nv.info")
+        if info is not None and info.sh_type == SHT_CUDA_INFO:
+            parse_nvinfo(info.view)
+        return arch
     except DeviceBinaryError as e:
         raise e.within(name) from None
 

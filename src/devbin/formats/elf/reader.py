@@ -215,6 +215,7 @@ class SymbolTable(Sequence[Symbol]):
         self._decode = decode
         self._decode_all = decode_all
         self._bulk = bulk
+        self._names_checked = False
         self._cache: list[Symbol | None] = [None] * count
         self._complete = False
 
@@ -280,13 +281,31 @@ class SymbolTable(Sequence[Symbol]):
             return None
         return raw, raw.decode("ascii") if raw.isascii() else None
 
+    def _check_names(self) -> None:
+        """Every entry whose name is not a NUL-terminated string inside the string table (or not ASCII)
+        decoded once, one by one, so that its diagnostic comes as a whole walk of the table would give
+        it, also when the bulk reader is asked for other names only (usually nothing to do)."""
+        strings = self._strings
+        if strings is not None:
+            raw, text = strings
+            st_name = self.columns.st_name
+            end = raw.rfind(b"\0") + 1  # names starting at or past it have no terminator
+            if text is None or max(st_name, default=0) >= end:
+                for i, off in enumerate(st_name):
+                    if off and (off >= end or (text is None and not raw[off:raw.find(b"\0", off)].isascii())):
+                        self._at(i)
+        self._names_checked = True
+
     def names(self, indices: Iterable[int]) -> list[str]:
         """The names of the entries ``indices`` (each as ``self[i].name``), read straight from the string
         table; a name that is not plain NUL-terminated ASCII goes through the one-by-one decoder, so its
-        diagnostic is the same."""
+        diagnostic is the same (:meth:`_check_names`: a corrupt name anywhere in the table is reported
+        on the first call, as a walk of the whole table would)."""
         strings = self._strings
         if strings is None:
             return [self[i].name for i in indices]
+        if not self._names_checked:
+            self._check_names()
         raw, text = strings
         st_name = self.columns.st_name
         out = []
