@@ -22,6 +22,10 @@
   ``lib_square``'s range) and ``load-lazy-variables-of-one-range.bin`` (``sample_sm90_rdc.cubin`` with
   two variables of one range): the lazy plan sorted ``(start, end, unit)`` tuples and compared two
   units of the same range (TypeError), found in review.  Now: ordered by the range alone.
+* ``load-lazy-huge-nobits-section.bin``: a cubin (``tests/sources/kernels.cu``, sm_90) whose
+  ``.nv.global`` claims 0x220000000004 bytes; a lazy lookup zero-filled the range in host memory
+  before the simulated device checked its limit (MemoryError).  Now: the device zero-fills what it
+  maps, after the check (UsageError naming the limit).
 """
 
 from __future__ import annotations

@@ -791,7 +791,7 @@ class Executable:
             for p in obj.index.pieces:  # a range may run over adjacent pieces (cubin sections): one region each
                 a, b = max(lo, p.offset), min(hi, p.offset + p.mem_size)
                 if a < b:
-                    self.backend.map(base + a, obj.index.file_bytes(a, b - a), b - a,
+                    self.backend.map(base + a, obj.index.file_part(p, a, b - a), b - a,
                                      label=f"{obj.name} {p.label}+{a - p.offset:#x}")
                     covered += b - a
             if covered != hi - lo:

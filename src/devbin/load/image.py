@@ -313,6 +313,12 @@ class IndexedCodeObject:
     def e_type(self) -> str:
         return C.ET_NAMES.get(self.elf.header.e_type, str(self.elf.header.e_type))
 
+    def file_part(self, piece: Piece, offset: int, size: int) -> memoryview:
+        """The file bytes of ``piece`` within ``[offset, offset+size)`` (object offsets; no zeros added:
+        what lies past the piece's file bytes is for the device to zero-fill)."""
+        lo = offset - piece.offset
+        return piece.data[lo: lo + size] if 0 <= lo <= len(piece.data) else piece.data[:0]
+
     def file_bytes(self, offset: int, size: int) -> bytes:
         """``size`` bytes at object offset ``offset`` as the code object's pieces give them (zeros past a
         piece's file bytes): what device memory holds there before relocation.  FormatError outside every piece."""
