@@ -710,6 +710,13 @@ class Executable:
             else:
                 todo.append(("data", o2, n2))
 
+        def holds(obj: LoadedCodeObject, plan: ObjectPlan, key: str) -> None:
+            """Loaded data ``key`` (a variable, or ``section:<name>``): what it points at."""
+            for ref in sorted(plan.uses(key)):
+                use(obj, "pointer", ref)
+            for fn in sorted(plan.takes.get(key, ())):
+                self._pointers.setdefault((id(obj), fn), (obj, fn))
+
         while True:
             while todo:
                 kind, obj, name = todo.pop()
@@ -751,17 +758,11 @@ class Executable:
                     if du is None or not take(obj, du):
                         continue
                     obj.loaded_data.add(name)
-                    for ref in sorted(plan.uses(name)):
-                        use(obj, "pointer", ref)
-                    for fn in sorted(plan.takes.get(name, ())):
-                        self._pointers.setdefault((id(obj), fn), (obj, fn))
+                    holds(obj, plan, name)
                 elif kind == "section":
                     su = plan.sections.get(name)
                     if su is not None and take(obj, su):
-                        for ref in sorted(plan.uses(f"section:{name}")):
-                            use(obj, "pointer", ref)
-                        for fn in sorted(plan.takes.get(f"section:{name}", ())):
-                            self._pointers.setdefault((id(obj), fn), (obj, fn))
+                        holds(obj, plan, f"section:{name}")
             # address-taken functions a loaded indirect call site could reach (Prototype.matches)
             for key, (o2, fn) in list(self._pointers.items()):
                 proto = self._plan(o2).taken_proto.get(fn, UNKNOWN_PROTOTYPE)

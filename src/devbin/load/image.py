@@ -178,7 +178,7 @@ class ExportTable(Mapping[str, ObjDefinition]):
         d = self._built.get(name)
         if d is None:
             row = self._rows[name]  # KeyError: not exported here
-            assert self._build is not None  # a table made by of() has every record built
+            assert self._build is not None  # only an empty table has no builder
             d = self._built[name] = self._build(name, row)
         return d
 
@@ -190,18 +190,6 @@ class ExportTable(Mapping[str, ObjDefinition]):
 
     def __len__(self) -> int:
         return len(self._rows)
-
-    @classmethod
-    def of(cls, definitions: tuple[ObjDefinition, ...]) -> ExportTable:
-        """The table of ready-made definitions (the first exported one of each name)."""
-        first: dict[str, ObjDefinition] = {}
-        for d in definitions:
-            if d.exported:
-                first.setdefault(d.name, d)
-        table = cls(dict.fromkeys(first, 0), frozenset(n for n, d in first.items() if d.binding == "weak"),
-                    frozenset(first))
-        table._built.update(first)
-        return table
 
 
 @dataclass(eq=False)
@@ -380,17 +368,6 @@ def index_code_object(data: bytes | bytearray | memoryview, name: str) -> Indexe
 OffsetOf = Callable[[int, int], "int | None"]
 
 
-def _exportable_names(table: SymbolTable | None) -> frozenset[str]:
-    """Names of the defined global/weak symbols of default or protected visibility: they bind other
-    code objects' references."""
-    if table is None:
-        return frozenset()
-    c = table.columns
-    rows = [i for i, (info, other, shndx) in enumerate(zip(c.st_info, c.st_other, c.st_shndx, strict=True))
-            if shndx and info >> 4 in _EXPORT_BINDINGS and other & 3 in _EXPORT_VISIBILITIES]
-    return frozenset(n for n in table.names(rows) if n)
-
-
 def _candidates(table: SymbolTable) -> Iterator[tuple[int, str]]:
     """(index, name) of every named, defined function or data symbol in a regular section, in table order."""
     c = table.columns
@@ -555,7 +532,6 @@ def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc,
     for sec in _dynamic_reloc_sections(elf):
         table = elf.symbol_tables.get(sec.sh_link)
         cols = table.columns if table is not None else None
-        names: dict[int, str] = {}
         for i, r in enumerate(elf.relocation_table(sec.index)):
             where = f"{sec.where} entry {i}"
             if r.r_type not in RELOC_WIDTH:
@@ -576,8 +552,7 @@ def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc,
                 if table is None or cols is None or r.r_sym >= len(table):
                     raise FormatError("relocation symbol index outside the symbol table", fmt="amdgpu",
                                       where=f"{obj.name}: {where}", value=r.r_sym)
-                known = names.get(r.r_sym)
-                sym_name = known if known is not None else names.setdefault(r.r_sym, table.names((r.r_sym,))[0])
+                sym_name = table.names((r.r_sym,))[0]
                 shndx = cols.st_shndx[r.r_sym]
                 if shndx:
                     local = cols.st_value[r.r_sym] if shndx != C.SHN_ABS else None
@@ -637,9 +612,10 @@ def _index_cubin(elf: ElfFile, name: str) -> IndexedCodeObject:
         return base + value - (0 if rel else elf.sections[shndx].sh_addr)
 
     table = elf.symtab
-    definitions = _definitions(elf, table, _exportable_names(table), offset_of)
-    obj = IndexedCodeObject(name, "nvidia", elf, arch, 1, cursor, 256, tuple(pieces), ExportTable.of(definitions),
-                            (), _indexed=(definitions, (), ()))
+    exported = _exports(elf, table, offset_of)
+    definitions = _definitions(elf, table, exported.names, offset_of)
+    obj = IndexedCodeObject(name, "nvidia", elf, arch, 1, cursor, 256, tuple(pieces), exported, (),
+                            _indexed=(definitions, (), ()))
     holders = _Holders(obj)
     sites: dict[str, list[str]] = {}
     nv: list[NvReloc] = []

@@ -45,7 +45,6 @@ data section of that code object with it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -54,6 +53,7 @@ from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as C
 from devbin.load.image import R_RELATIVE64, IndexedCodeObject, ObjDefinition, Piece
 from devbin.model import UNKNOWN_PROTOTYPE, CallGraph, Prototype
+from devbin.targets.nvidia.cubin import CONST_SECTION_RE
 
 __all__ = ["ObjectPlan", "Unit", "merge_ranges", "plan_object", "subtract_ranges"]
 
@@ -332,9 +332,6 @@ def _function_code_edges(idx: IndexedCodeObject, plan: ObjectPlan, finder: _Find
                 plan.refs.setdefault(name, set()).add(target)
 
 
-_NV_BANK = re.compile(r"^\.nv\.constant\d+\.(.+)$")  # .nv.constant<N>.<f>: function f's constant bank N
-
-
 def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
     """Units of a cubin: a function is its ``.text.<f>`` with its own constant banks
     (``.nv.constant<N>.<f>``), a variable its range, any other global or constant section a unit of
@@ -351,9 +348,9 @@ def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
     pieces = {p.label: p for p in idx.pieces}
     banks: dict[str, list[str]] = {}
     for label in pieces:
-        m = _NV_BANK.match(label)
-        if m is not None:
-            banks.setdefault(m[1], []).append(label)
+        m = CONST_SECTION_RE.match(label)
+        if m is not None and m[2] is not None:  # .nv.constant<N>.<f>: function f's bank N
+            banks.setdefault(m[2], []).append(label)
     owner: dict[str, Unit] = {}  # section -> the function owning it
     for d in idx.definitions:
         if d.is_function and d.name not in plan.functions:

@@ -192,13 +192,6 @@ class SymbolColumns(NamedTuple):
     st_shndx: tuple[int, ...]
 
 
-class _SymbolBulk(NamedTuple):
-    """How a table is read in bulk: its columns, and its string table's bytes (None: no string table)."""
-
-    columns: Callable[[], SymbolColumns]
-    strings: Callable[[], bytes | None]
-
-
 class SymbolTable(Sequence[Symbol]):
     """A ``SHT_SYMTAB``/``SHT_DYNSYM``: sized, indexable, with a name lookup.
 
@@ -209,12 +202,14 @@ class SymbolTable(Sequence[Symbol]):
     """
 
     def __init__(self, section: Section, count: int, decode: Callable[[int], Symbol],
-                 decode_all: Callable[[], list[Symbol]] | None = None, bulk: _SymbolBulk | None = None) -> None:
+                 raw_columns: Callable[[], SymbolColumns], strings: Callable[[], bytes | None]) -> None:
+        """``decode``: one entry; ``raw_columns``: every entry's fields as stored (``st_shndx`` not yet
+        resolved through ``SHT_SYMTAB_SHNDX``); ``strings``: the string table's bytes, None without one."""
         self.section = section
         self._count = count
         self._decode = decode
-        self._decode_all = decode_all
-        self._bulk = bulk
+        self._raw_columns = raw_columns
+        self._string_bytes = strings
         self._names_checked = False
         self._cache: list[Symbol | None] = [None] * count
         self._complete = False
@@ -245,10 +240,15 @@ class SymbolTable(Sequence[Symbol]):
         return self._at(i)
 
     def __iter__(self) -> Iterator[Symbol]:
-        if not self._complete and self._decode_all is not None and self._count > _BULK_MIN:
+        if not self._complete and self._count > _BULK_MIN:
             # walking the whole table: one pass over its bytes instead of one bounds-checked read each
-            bulk = self._decode_all()
-            self._cache = [c if c is not None else b for c, b in zip(self._cache, bulk, strict=True)]
+            # (the entries the bulk path cannot read, through SHT_SYMTAB_SHNDX or with a name that is
+            # not plain ASCII, are decoded one by one on the way, with that path's diagnostics)
+            names = self.names(range(self._count))
+            c = self.columns
+            self._cache = [s if s is not None else Symbol(i, names[i], c.st_name[i], c.st_value[i], c.st_size[i],
+                                                          c.st_info[i], c.st_other[i], c.st_shndx[i])
+                           for i, s in enumerate(self._cache)]
             self._complete = True
         return (self._at(i) for i in range(self._count))
 
@@ -266,17 +266,18 @@ class SymbolTable(Sequence[Symbol]):
 
     @cached_property
     def columns(self) -> SymbolColumns:
-        """Every entry's raw fields in one pass over the table's bytes (no :class:`Symbol` made)."""
-        if self._bulk is None:
-            rows = [(s.st_name, s.st_value, s.st_size, s.st_info, s.st_other, s.st_shndx) for s in self]
-            return SymbolColumns(*(tuple(c) for c in zip(*rows, strict=True))) if rows else \
-                SymbolColumns((), (), (), (), (), ())
-        return self._bulk.columns()
+        """Every entry's fields in one pass over the table's bytes (no :class:`Symbol` made; an entry
+        whose ``st_shndx`` is ``SHN_XINDEX`` is decoded, and kept, to resolve it)."""
+        cols = self._raw_columns()
+        if C.SHN_XINDEX in cols.st_shndx:
+            cols = cols._replace(st_shndx=tuple(self._at(i).st_shndx if x == C.SHN_XINDEX else x
+                                                for i, x in enumerate(cols.st_shndx)))
+        return cols
 
     @cached_property
     def _strings(self) -> tuple[bytes, str | None] | None:
         """The string table's bytes, and its text when all of it is ASCII (names are then sliced from it)."""
-        raw = self._bulk.strings() if self._bulk is not None else None
+        raw = self._string_bytes()
         if raw is None:
             return None
         return raw, raw.decode("ascii") if raw.isascii() else None
@@ -302,7 +303,7 @@ class SymbolTable(Sequence[Symbol]):
         diagnostic is the same (:meth:`_check_names`: a corrupt name anywhere in the table is reported
         on the first call, as a walk of the whole table would)."""
         strings = self._strings
-        if strings is None:
+        if strings is None:  # no string table: every name is "" (or the one-by-one path's diagnostic)
             return [self[i].name for i in indices]
         if not self._names_checked:
             self._check_names()
@@ -572,46 +573,17 @@ class ElfFile:
             return Symbol(index=i, name=name, **{**d, "st_shndx": shndx})
 
         count = sec.sh_size // lay.size
-        fields = lay.fields
-        at = {f: fields.index(f) for f in ("st_name", "st_value", "st_size", "st_info", "st_other", "st_shndx")}
-
-        def decode_all() -> list[Symbol]:
-            """Every symbol in one pass: the same values as :func:`decode`, which still decodes any
-            symbol whose name is not a plain NUL-terminated ASCII string or that needs
-            ``SHT_SYMTAB_SHNDX`` (so every diagnostic stays exactly the one-by-one path's)."""
-            table = bytes(strings.bytes_at(0, len(strings), "string table")) if strings is not None else b""
-            out: list[Symbol] = []
-            for i, vals in enumerate(view.iter_unpack(lay.fmt, 0, count, "symbol table")):
-                st_name, shndx = vals[at["st_name"]], vals[at["st_shndx"]]
-                name = ""
-                if st_name and strings is not None:
-                    end = table.find(b"\0", st_name) if st_name < len(table) else -1
-                    raw = table[st_name:end] if end >= 0 else b""
-                    if end < 0 or not raw.isascii() or shndx == C.SHN_XINDEX:
-                        out.append(decode(i))
-                        continue
-                    name = raw.decode("ascii")
-                elif shndx == C.SHN_XINDEX:
-                    out.append(decode(i))
-                    continue
-                out.append(Symbol(index=i, name=name, st_name=st_name, st_value=vals[at["st_value"]],
-                                  st_size=vals[at["st_size"]], st_info=vals[at["st_info"]],
-                                  st_other=vals[at["st_other"]], st_shndx=shndx))
-            return out
+        at = [lay.fields.index(f) for f in SymbolColumns._fields]
 
         def columns() -> SymbolColumns:
             rows = list(view.iter_unpack(lay.fmt, 0, count, "symbol table"))
-            cols: list[tuple[int, ...]] = list(zip(*rows, strict=True)) if rows else [()] * len(fields)
-            shndx = cols[at["st_shndx"]]
-            if C.SHN_XINDEX in shndx:  # resolved one by one (with the one-by-one path's diagnostics)
-                cols[at["st_shndx"]] = tuple(decode(i).st_shndx if x == C.SHN_XINDEX else x
-                                             for i, x in enumerate(shndx))
-            return SymbolColumns(*(cols[at[f]] for f in SymbolColumns._fields))
+            cols = list(zip(*rows, strict=True)) if rows else [()] * len(lay.fields)
+            return SymbolColumns(*(cols[i] for i in at))
 
         def string_bytes() -> bytes | None:
             return bytes(strings.bytes_at(0, len(strings), "string table")) if strings is not None else None
 
-        return SymbolTable(sec, count, decode, decode_all, _SymbolBulk(columns, string_bytes))
+        return SymbolTable(sec, count, decode, columns, string_bytes)
 
     def _xindex_table(self, symsec: Section) -> list[int] | None:
         for s in self.sections:

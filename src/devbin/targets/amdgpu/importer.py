@@ -30,7 +30,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from devbin import __version__
@@ -123,6 +123,7 @@ class AmdgpuFacts:
     resources: tuple[FunctionResources, ...]
     callgraph: CallGraph
     llvm_callgraph: tuple[CallGraphRecord, ...] = ()
+    function_symbols: dict[str, Symbol] = field(default_factory=dict)  # defined STT_FUNC by name (first of each)
 
 
 def _symtab(elf: ElfFile) -> SymbolTable | None:
@@ -304,7 +305,7 @@ def code_object_facts(elf: ElfFile, *, diag: Diag | None = None, only: frozenset
         diag(e)
     return AmdgpuFacts(flags, md, target_id, triple, descriptors, tuple(kernels),
                        tuple(n for n in funcs if n not in kernels and (only is None or n in only)), resources,
-                       _callgraph(elf, funcs, indirect_calls, records, only), records)
+                       _callgraph(elf, funcs, indirect_calls, records, only), records, funcs)
 
 
 def _layout(k: KernelMeta) -> bytes | None:
@@ -369,8 +370,7 @@ def import_amdgpu(elf: ElfFile, *, diag: Diag | None = None, only: frozenset[str
     the whole object's address-taken functions and indirect call sites (a record's kind depends on
     them).  What a lazy loader needs for one kernel of thousands."""
     facts = code_object_facts(elf, diag=diag, only=only)
-    symtab = _symtab(elf)
-    funcs = _funcs(symtab)
+    funcs = facts.function_symbols
     taken = {n for n, _ in facts.callgraph.address_taken}
     type_ids = {rec.function: rec.type_id for rec in facts.llvm_callgraph if rec.function and rec.indirect_target}
     out = []

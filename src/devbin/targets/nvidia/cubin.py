@@ -45,7 +45,9 @@ SHT_CUDA_COMPAT = 0x70000086
 STACK_UNKNOWN = 0xFFFFFFFF
 NT_NV_CUINFO = 1000
 
-_CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.+))?$")
+#: ``.nv.constant<N>`` (module-wide bank N) and ``.nv.constant<N>.<f>`` (function f's): group 1 the bank,
+#: group 2 the function (None for a module-wide bank).
+CONST_SECTION_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.+))?$")
 _APPLIED = frozenset(E.CODES[n] for n in (
     "CBANK_PARAM_SIZE", "PARAM_CBANK", "KPARAM_INFO", "KPARAM_INFO_V2", "MAX_THREADS", "REQNTID", "CTA_PER_CLUSTER",
     "MAXREG_COUNT", "NUM_BARRIERS", "EXIT_INSTR_OFFSETS", "EXTERNS", "CRS_STACK_SIZE", "CUDA_API_VERSION",
@@ -248,7 +250,7 @@ class Cubin:
             elif sec.name.startswith(".nv.local."):
                 owner.local += sec.sh_size
             else:
-                m = _CONST_RE.match(sec.name)
+                m = CONST_SECTION_RE.match(sec.name)
                 if m and m[2] is not None:
                     owner.constant_banks[int(m[1])] = owner.constant_banks.get(int(m[1]), 0) + sec.sh_size
         return funcs
@@ -312,7 +314,7 @@ class Cubin:
     def common_constant_banks(self) -> dict[int, int]:
         out: dict[int, int] = {}
         for s in self.elf.sections:
-            m = _CONST_RE.match(s.name)
+            m = CONST_SECTION_RE.match(s.name)
             if m and m[2] is None:
                 out[int(m[1])] = out.get(int(m[1]), 0) + s.sh_size
         return out
