@@ -44,7 +44,7 @@ CFLAGS = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "
 
 #: Imported before the clock starts in both modes (the rest of the loader's modules, imported on first use).
 IMPORTS = """
-import devbin.formats.devsec.elf, devbin.importers, devbin.load.lazy, devbin.selection
+import devbin.formats.devsec.elf, devbin.importers, devbin.load.lazy, devbin.packaging.selection
 devbin.importers.load_vendor_attribute_names()
 """
 
@@ -144,7 +144,7 @@ import json, sys, time
 sys.path.insert(0, {src!r})
 from devbin.load import Executable
 """ + IMPORTS + r"""
-from devbin.selection import select
+from devbin.packaging.selection import select
 sel = select(open({lib!r}, "rb").read(), "sm_90", name="libcurand.so.10")
 mods = [(c.name, bytes(c.image.found.image())) for c in sel.choices]
 big = max(range(len(mods)), key=lambda i: len(mods[i][1]))

@@ -22,8 +22,8 @@ import pytest
 
 import devbin
 from devbin.packaging import PackInput, pack
-from devbin.pruning import prune_file
-from devbin.selection import REJECTED
+from devbin.packaging.pruning import prune_file
+from devbin.packaging.selection import REJECTED
 
 from tests.conftest import require_tool
 

@@ -103,7 +103,7 @@ def test_hip_wrappers_point_at_the_bundles(hip: dict[str, Path]) -> None:
 
 def test_prune_real_hip_library_in_place(hip: dict[str, Path], tmp_path: Path) -> None:
     # Pruning a linked .so keeps every address: each bundle is rewritten where it was, zero-filled behind.
-    from devbin.pruning import prune_file
+    from devbin.packaging.pruning import prune_file
     out = tmp_path / "libhip.gfx1030.so"
     res = prune_file(hip["so"], out, keep="gfx1030")
     assert res.file_bytes_saved == 0 and out.stat().st_size == hip["so"].stat().st_size

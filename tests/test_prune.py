@@ -25,7 +25,7 @@ from devbin.formats.fatbin import FatbinImage, write_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
-from devbin.pruning import Selection, _Ctx, _prune_fatbin, arch_matches, prune, prune_file, rewrite_bundle
+from devbin.packaging.pruning import Selection, _Ctx, _prune_fatbin, arch_matches, prune, prune_file, rewrite_bundle
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

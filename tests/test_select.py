@@ -33,7 +33,7 @@ import devbin
 from conftest import PTX_DIR, SOURCES, require_tool
 from devbin.cli.main import main
 from devbin.errors import DeviceBinaryError, UsageError
-from devbin.selection import CHOSEN, OTHER, REJECTED, USABLE, Image, NoImageError, decide, parse_device
+from devbin.packaging.selection import CHOSEN, OTHER, REJECTED, USABLE, Image, NoImageError, decide, parse_device
 
 
 def _img(spec: str, module: str = "m") -> Image:

@@ -13,10 +13,9 @@ manager) and :func:`devbin.parse` (bytes or a memoryview).
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from typing import Any
 
+from devbin._version import __version__
 from devbin.api import open_file, parse
 
 __all__ = ["__version__", "open_file", "pack", "parse", "prune", "select"]
@@ -29,9 +28,9 @@ def __getattr__(name: str) -> Any:
         from devbin.packaging import pack
         return pack
     if name == "prune":
-        from devbin.pruning import prune
+        from devbin.packaging.pruning import prune
         return prune
     if name == "select":
-        from devbin.selection import select
+        from devbin.packaging.selection import select
         return select
     raise AttributeError(f"module 'devbin' has no attribute {name!r}")

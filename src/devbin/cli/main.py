@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TextIO
 
-from devbin import __version__
+from devbin._version import __version__
 from devbin.errors import DeviceBinaryError
 
 #: Subcommand -> module under devbin.cli.  Only the module of the command being run is imported
@@ -27,7 +27,7 @@ COMMANDS = {
     "resources": "resources_cmd",
     "callgraph": "callgraph_cmd",
     "annotate": "annotate_cmd",
-    "tour": "tour_cmd",
+    "tour": "tour",
     "cc": "cc_cmd",
     "pack": "pack_cmd",
     "prune": "prune_cmd",

@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.pruning import prune_file
+    from devbin.packaging.pruning import prune_file
 
     output = args.output
     if output is None and args.in_place:

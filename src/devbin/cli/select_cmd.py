@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.cli.render import dump_json
-    from devbin.selection import select
+    from devbin.packaging.selection import select
 
     sel = select(args.path, args.device, strict=False)
     err = sel.error()

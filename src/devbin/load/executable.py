@@ -37,7 +37,7 @@ from devbin.load.lazy import ObjectPlan, Unit, merge_ranges, plan_object, subtra
 from devbin.load.simulated import SimulatedDevice
 from devbin.load.symbols import LoadedSymbol, SymbolKind
 from devbin.model import UNKNOWN_PROTOTYPE, Function, FunctionKind, Prototype
-from devbin.selection import Device, parse_device
+from devbin.packaging.selection import Device, parse_device
 
 if TYPE_CHECKING:
     from devbin.superarchive import SuperArchive
@@ -263,7 +263,7 @@ class Executable:
     def load_package(self, source: Source, *, name: str = "") -> tuple[LoadedCodeObject, ...]:
         """Load the image(s) :func:`devbin.select` chooses for this target from a package
         (fatbin, offload bundle, OffloadBinary, host binary embedding them, folder): one per module."""
-        from devbin.selection import select
+        from devbin.packaging.selection import select
 
         self._check_open()
         sel = select(source, self.device, name=name)  # NoImageError names what the package holds

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
-from devbin import __version__
+from devbin._version import __version__
 from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats.elf import constants as C

@@ -12,7 +12,7 @@ yet; :func:`code_object_from_symbols` gives names, kinds and metadata only.
 
 from __future__ import annotations
 
-from devbin import __version__
+from devbin._version import __version__
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import CodeObject, Function, FunctionKind, Metadata, Target

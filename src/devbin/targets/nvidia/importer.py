@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from devbin import __version__
+from devbin._version import __version__
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile

@@ -16,16 +16,16 @@
    descriptor, the device function, the call graph from relocations.
 7. Packs the samples into one multi-target package with metadata, picks the
    image a driver would load for three GPUs and prunes the package
-   (:mod:`devbin.cli.tour_packaging`).
+   (:mod:`devbin.cli.tour.packaging`).
 8. Builds a super-archive from per-GPU sample libraries, prints the bytes
    saved, resolves a symbol through a fallback chain with --explain and
    writes the per-level view a linker takes
-   (:mod:`devbin.cli.tour_superarchive`).
+   (:mod:`devbin.cli.tour.superarchive`).
 9. Links two shipped AMDGPU objects with devbin link: the dead-code report
-   and the resources propagated across objects (:mod:`devbin.cli.tour_link`).
+   and the resources propagated across objects (:mod:`devbin.cli.tour.link`).
 13. Loads a shipped user code object and a device-function library into one executable,
     lazily, looks up one kernel and prints the resolved symbols of its closure and the lazy
-    statistics (:mod:`devbin.cli.tour_load`).
+    statistics (:mod:`devbin.cli.tour.load`).
 14. Prints `devbin inspect` of the three code objects.
 
 Files are written to --out (default: ./devbin-tour).
@@ -129,13 +129,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "model": code_object_dict(amd_model),
         "callgraph": graph_dict(amd_model, amd_arch),
     }
-    from devbin.cli.tour_packaging import packaging_tour
+    from devbin.cli.tour.packaging import packaging_tour
     result["packaging"], packaging_lines, packaging_ok = packaging_tour(folder)
-    from devbin.cli.tour_superarchive import superarchive_tour
+    from devbin.cli.tour.superarchive import superarchive_tour
     result["superarchive"], sa_lines, sa_ok = superarchive_tour(folder, step=11)
-    from devbin.cli.tour_link import link_tour
+    from devbin.cli.tour.link import link_tour
     result["link"], link_lines, link_ok = link_tour(folder, step=12)
-    from devbin.cli.tour_load import load_tour
+    from devbin.cli.tour.load import load_tour
     result["load"], load_lines, load_ok = load_tour(folder, step=13)
     result["inspect"] = [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path)),
                          inspect_elf(amd_out, file=str(amd_path))]

@@ -25,8 +25,8 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
 
     from devbin.formats.wrapped import parse_wrapped
     from devbin.packaging import PackInput, pack
-    from devbin.pruning import prune
-    from devbin.selection import select
+    from devbin.packaging.pruning import prune
+    from devbin.packaging.selection import select
 
     samples = resources.files("devbin.samples")
     inputs = [PackInput(samples.joinpath(n).read_bytes(), n)
