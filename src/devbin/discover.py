@@ -114,6 +114,8 @@ from devbin.formats.fatbin import Fatbin, FatbinEntry, parse_fatbin, parse_wrapp
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.wrapper import HIP_WRAPPER_MAGIC
 from devbin.formats.wrapped import parse_wrapped
+from devbin.targets.amdgpu.mach import EF_AMDGPU_MACH, mach_name
+from devbin.targets.nvidia.archs import sm_from_e_flags
 
 __all__ = ["ElfImage", "Found", "ScanReport", "WrapperInfo", "discover", "discover_bytes"]
 
@@ -135,17 +137,6 @@ _SNIFF = 24  # the longest magic: __CLANG_OFFLOAD_BUNDLE__
 _SCANNED = (ELF, CUDA_FATBIN, AR, AR_THIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED, WRAPPED)
 _EM_CUDA = 190
 _EM_AMDGPU = 224
-
-# EF_AMDGPU_MACH (e_flags bits 0..7), shared/reference/llvm-amdgpu-formats.md §4.1.
-_AMDGPU_MACH: dict[int, str] = {
-    0x2C: "gfx900", 0x2D: "gfx902", 0x2E: "gfx904", 0x2F: "gfx906", 0x30: "gfx908", 0x31: "gfx909",
-    0x32: "gfx90c", 0x33: "gfx1010", 0x34: "gfx1011", 0x35: "gfx1012", 0x36: "gfx1030", 0x37: "gfx1031",
-    0x38: "gfx1032", 0x39: "gfx1033", 0x3D: "gfx1035", 0x3E: "gfx1034", 0x3F: "gfx90a", 0x40: "gfx940",
-    0x41: "gfx1100", 0x42: "gfx1013", 0x43: "gfx1150", 0x44: "gfx1103", 0x45: "gfx1036", 0x46: "gfx1101",
-    0x47: "gfx1102", 0x48: "gfx1200", 0x49: "gfx1250", 0x4A: "gfx1151", 0x4B: "gfx941", 0x4C: "gfx942",
-    0x4E: "gfx1201", 0x4F: "gfx950", 0x51: "gfx9-generic", 0x52: "gfx10-1-generic", 0x53: "gfx10-3-generic",
-    0x54: "gfx11-generic", 0x55: "gfx1152", 0x58: "gfx1153", 0x59: "gfx12-generic", 0x5F: "gfx9-4-generic",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -797,13 +788,11 @@ def _bare_elf(elf: ElfFile, path: str, origin: str, arch: str, kind: str = "elf"
 
 def _cuda_arch(osabi: int, abi_version: int, flags: int) -> str:
     """SM from a cubin's ``e_flags``: bits 8..15 in ABI v8 (OS/ABI 0x41), else the low byte."""
-    sm = (flags >> 8) & 0xFF if abi_version >= 8 or osabi == EC.ELFOSABI_CUDA_V2 else flags & 0xFF
-    return f"sm_{sm}"
+    return f"sm_{sm_from_e_flags(osabi, abi_version, flags)}"
 
 
 def _amdgpu_arch(flags: int) -> str:
-    mach = flags & 0xFF
-    return _AMDGPU_MACH.get(mach, f"amdgpu-mach-{mach:#x}")
+    return mach_name(flags & EF_AMDGPU_MACH)
 
 
 # --------------------------------------------------------------------------- LLVM containers

@@ -16,6 +16,7 @@ from devbin._version import __version__
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import CodeObject, Function, FunctionKind, Metadata, Target
+from devbin.targets.nvidia.archs import sm_from_e_flags
 
 STO_CUDA_ENTRY = 0x10
 
@@ -23,9 +24,7 @@ STO_CUDA_ENTRY = 0x10
 def sm_of(elf: ElfFile) -> int:
     """The SM number a cubin was built for (e.g. 90), from ``e_flags`` by ABI version."""
     h = elf.header
-    if h.ei_abiversion >= 8 or h.ei_osabi == C.ELFOSABI_CUDA_V2:
-        return (h.e_flags >> 8) & 0xFF
-    return h.e_flags & 0xFF
+    return sm_from_e_flags(h.ei_osabi, h.ei_abiversion, h.e_flags)
 
 
 def code_object_from_symbols(elf: ElfFile) -> CodeObject:

@@ -39,12 +39,27 @@ from dataclasses import dataclass
 
 from devbin.errors import UsageError
 
-__all__ = ["NvArch", "parse_arch", "parse_device", "preference", "runs_on"]
+__all__ = ["ELFOSABI_CUDA_V2", "NvArch", "parse_arch", "parse_device", "preference", "runs_on", "sm_from_e_flags"]
+
+#: OS/ABI of the CUDA 13 cubin header (``EI_OSABI`` 0x41), whose ``e_flags`` keep the SM in bits 8..15.
+ELFOSABI_CUDA_V2 = 0x41
 
 _ARCH = re.compile(r"(sm|compute|lto)_([1-9][0-9]+)([af]?)")
 _DOTTED = re.compile(r"([1-9][0-9]*)\.([0-9])")
 
 _KINDS = {"sm": "sass", "compute": "ptx", "lto": "ltoir"}
+
+
+def sm_from_e_flags(ei_osabi: int, ei_abiversion: int, e_flags: int) -> int:
+    """The SM number (90 for ``sm_90``) a cubin's ELF header names.
+
+    Two header ABIs exist: the CUDA 13 one (``EI_ABIVERSION`` >= 8, or ``EI_OSABI`` 0x41) keeps the SM
+    in ``e_flags`` bits 8..15; the older one (``EI_OSABI`` 0x33, ABI version 7) in the low byte, with
+    0x800 marking an ``a`` cubin.  This is the one place that rule is written.
+    """
+    if ei_abiversion >= 8 or ei_osabi == ELFOSABI_CUDA_V2:
+        return (e_flags >> 8) & 0xFF
+    return e_flags & 0xFF
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -34,6 +34,7 @@ from devbin.errors import FormatError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, Symbol
 from devbin.targets.nvidia import eiattr as E
+from devbin.targets.nvidia.archs import sm_from_e_flags
 from devbin.targets.nvidia.nvcallgraph import NvCallGraph, parse_callgraph, parse_prototype_section
 from devbin.targets.nvidia.nvinfo import KParam, NvInfoRecord, decode_kparam, parse_nvinfo
 
@@ -113,9 +114,7 @@ def _check_cubin(elf: ElfFile) -> None:
 def cubin_sm(elf: ElfFile) -> int:
     """The SM number from ``e_flags`` (bits 8..15 in the CUDA 13 ABI, the low byte in the old one)."""
     h = elf.header
-    if h.ei_abiversion >= 8 or h.ei_osabi == C.ELFOSABI_CUDA_V2:
-        return (h.e_flags >> 8) & 0xFF
-    return h.e_flags & 0xFF
+    return sm_from_e_flags(h.ei_osabi, h.ei_abiversion, h.e_flags)
 
 
 def compat_records(elf: ElfFile) -> list[NvInfoRecord]:
