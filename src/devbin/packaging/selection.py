@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.targets.amdgpu import matching as amd
+from devbin.targets.amdgpu.mach import FeatureSetting, decode_flags
 from devbin.targets.amdgpu.targetid import TargetId, parse_target_id, supported_features
 from devbin.targets.nvidia import archs as nv
 
@@ -392,7 +393,7 @@ def _module_name(f: Found) -> str:
 
 
 def _amd_elf_facts(f: Found) -> tuple[int, int, int] | None:
-    """(EI_ABIVERSION, e_flags, EI_CLASS) of an AMDGPU code object, or None when unreadable."""
+    """(EI_OSABI, EI_ABIVERSION, e_flags) of an AMDGPU code object, or None when unreadable."""
     try:
         view = f.image_view()
     except DeviceBinaryError:
@@ -401,19 +402,14 @@ def _amd_elf_facts(f: Found) -> tuple[int, int, int] | None:
     try:
         if not v.startswith(b"\x7fELF"):
             return None
-        ei_class = v.u8(4)
-        return v.u8(8), v.u32(48 if ei_class == 2 else 36), ei_class
+        return v.u8(7), v.u8(8), v.u32(48 if v.u8(4) == 2 else 36)
     except DeviceBinaryError:
         return None
 
 
-_XNACK_V4 = {0x100: None, 0x200: False, 0x300: True}
-_SRAMECC_V4 = {0x400: None, 0x800: False, 0xC00: True}
-
-
 def _amd_image(f: Found) -> tuple[str, int]:
-    """The code object's target id (features from ``e_flags`` when COV4+, the loader's view)
-    and generic version (``e_flags`` bits 24..31)."""
+    """The code object's target id (features from ``e_flags`` when COV3+, the loader's view)
+    and generic version (``e_flags`` bits 24..31), decoded by :func:`devbin.targets.amdgpu.mach.decode_flags`."""
     try:
         tid = parse_target_id(f.arch)
     except DeviceBinaryError:
@@ -421,15 +417,20 @@ def _amd_image(f: Found) -> tuple[str, int]:
     facts = _amd_elf_facts(f)
     if facts is None:
         return str(tid), 1
-    abi, flags, _cls = facts
-    sramecc, xnack = tid.sramecc, tid.xnack
-    if abi >= 2:  # code object v4+: two-bit states (reference §4.1)
-        xnack = _XNACK_V4.get(flags & 0x300, tid.xnack)
-        sramecc = _SRAMECC_V4.get(flags & 0xC00, tid.sramecc)
-    elif abi == 1:  # code object v3: one bit each, set = on; clear read as any
-        xnack = True if flags & 0x100 else tid.xnack
-        sramecc = True if flags & 0x200 else tid.sramecc
-    version = (flags >> 24) & 0xFF if tid.is_generic else 1
+    flags = decode_flags(facts[2], facts[0], facts[1])
+    cov = flags.code_object_version
+
+    def setting(s: FeatureSetting, named: bool | None) -> bool | None:
+        if cov is not None and cov < 3:
+            return named  # v2: no feature fields
+        if s == FeatureSetting.ON:
+            return True
+        if cov == 3:
+            return named  # v3: a clear bit says nothing (only "on" is expressible)
+        return {FeatureSetting.OFF: False, FeatureSetting.ANY: None}.get(s, named)
+
+    sramecc, xnack = setting(flags.sramecc, tid.sramecc), setting(flags.xnack, tid.xnack)
+    version = flags.generic_version if tid.is_generic else 1
     return str(TargetId(tid.processor, sramecc, xnack)), version
 
 

@@ -35,6 +35,7 @@ GENERIC = "generic"
 
 
 def _amd_chain(target: str, others: Sequence[str]) -> list[str] | None:
+    from devbin.targets.amdgpu.mach import FEATURES
     from devbin.targets.amdgpu.matching import match
     from devbin.targets.amdgpu.targetid import parse_target_id
 
@@ -54,7 +55,7 @@ def _amd_chain(target: str, others: Sequence[str]) -> list[str] | None:
             continue
         if device.is_generic:
             ok = image.processor == device.processor and all(
-                image.feature(f) is None or image.feature(f) == device.feature(f) for f in ("sramecc", "xnack"))
+                image.feature(f) is None or image.feature(f) == device.feature(f) for f in FEATURES)
             if ok:
                 ranked.append(((0, -len(image.features)), i, name))
             continue

@@ -36,6 +36,7 @@ from devbin.binary import ByteView
 from devbin.errors import FormatError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Symbol
+from devbin.targets.amdgpu import mach
 
 __all__ = ["KD_SIZE", "KernelDescriptor", "Rsrc1", "Rsrc2", "Rsrc3", "decode_descriptor", "read_descriptor",
            "vgpr_granule"]
@@ -56,9 +57,10 @@ def _bits(v: int, lo: int, n: int) -> int:
 
 def _family(processor: str) -> str:
     """"gfx9" (GFX6-9 without AGPR unification), "gfx90a" (unified VGPR/AGPR file), "gfx10+"."""
-    if processor in ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950", "gfx9-4-generic"):
+    p = mach.processor(processor)
+    if p is not None and p.unified_vgpr:
         return "gfx90a"
-    if processor.startswith(("gfx10", "gfx11", "gfx12")):
+    if (mach.gfx_major(processor) or 0) >= 10:
         return "gfx10+"
     return "gfx9"
 
@@ -155,8 +157,8 @@ class Rsrc3:
         if fam == "gfx90a":
             return cls(v, accum_offset=_bits(v, 0, 6), tg_split=_bits(v, 16, 1))
         if fam == "gfx10+":
-            gfx12 = processor.startswith("gfx12")
-            gfx11 = processor.startswith("gfx11")
+            major = mach.gfx_major(processor)
+            gfx12, gfx11 = major == 12, major == 11
             return cls(v, shared_vgpr_count=None if gfx12 else _bits(v, 0, 4),
                        inst_pref_size=_bits(v, 4, 8) if gfx12 else _bits(v, 4, 6) if gfx11 else None,
                        trap_on_start=_bits(v, 10, 1), trap_on_end=_bits(v, 11, 1),

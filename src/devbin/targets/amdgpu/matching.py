@@ -1,6 +1,8 @@
 """Which AMDGPU code object a device loads: the ROCr/CLR rules, with reasons.
 
-Sources (shared/reference/llvm-amdgpu-formats.md §3.2, §3.3, §5.2, §6.5):
+Sources (LLVM AMDGPUUsage "Target ID" and "Generic processors"; ROCr ``isa.cpp``); the
+processors, their features and generic families come from the one table,
+:mod:`devbin.targets.amdgpu.mach`:
 
 * Processor: the code object's processor equals the device's, or it is the device
   family's generic target (``gfx9-generic``, ``gfx9-4-generic``, ``gfx10-1-generic``,
@@ -34,15 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devbin.errors import DeviceBinaryError, UsageError
-from devbin.targets.amdgpu.targetid import (
-    FEATURES,
-    GENERIC_FAMILIES,
-    GENERIC_MIN_VERSION,
-    TargetId,
-    generic_of,
-    parse_target_id,
-    supported_features,
-)
+from devbin.targets.amdgpu.mach import FEATURES, GENERIC_FAMILIES, GENERIC_MIN_VERSION, generic_of, supported_features
+from devbin.targets.amdgpu.targetid import TargetId, parse_target_id
 
 __all__ = ["Match", "match", "parse_device"]
 

@@ -19,6 +19,9 @@ specifies must be specified identically by the device, an unspecified one
 matches either setting; the processor must be equal, or the code object's
 processor must be the generic target of the device's family with a generic
 version at least that family's minimum (1 for every family today).
+
+Which processor has which feature, and which generic target covers it, is the processor
+table's (:mod:`devbin.targets.amdgpu.mach`); the names are re-exported here.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devbin.errors import FormatError
+from devbin.targets.amdgpu.mach import FEATURES, GENERIC_FAMILIES, GENERIC_MIN_VERSION, generic_of, supported_features
 
 __all__ = [
     "FEATURES",
@@ -40,36 +44,6 @@ __all__ = [
     "parse_target_id",
     "supported_features",
 ]
-
-FEATURES = ("sramecc", "xnack")
-
-#: Generic target -> its member processors (AMDGPUUsage, LLVM 20.1; ROCr's registry agrees).
-GENERIC_FAMILIES: dict[str, tuple[str, ...]] = {
-    "gfx9-generic": ("gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"),
-    "gfx9-4-generic": ("gfx940", "gfx941", "gfx942", "gfx950"),
-    "gfx10-1-generic": ("gfx1010", "gfx1011", "gfx1012", "gfx1013"),
-    "gfx10-3-generic": ("gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"),
-    "gfx11-generic": ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"),
-    "gfx12-generic": ("gfx1200", "gfx1201"),
-}
-#: Lowest generic version a loader accepts, per generic target.
-GENERIC_MIN_VERSION: dict[str, int] = dict.fromkeys(GENERIC_FAMILIES, 1)
-_FAMILY_OF = {p: g for g, members in GENERIC_FAMILIES.items() for p in members}
-
-_XNACK = frozenset({"gfx801", "gfx810", "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90c",
-                    "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950", "gfx1010", "gfx1011", "gfx1012", "gfx1013",
-                    "gfx9-generic", "gfx9-4-generic", "gfx10-1-generic"})
-_SRAMECC = frozenset({"gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950", "gfx9-4-generic"})
-
-
-def generic_of(processor: str) -> str | None:
-    """The generic target whose family includes ``processor``, or None."""
-    return _FAMILY_OF.get(processor)
-
-
-def supported_features(processor: str) -> tuple[str, ...]:
-    """The target features a processor has (what may appear after it in a target id)."""
-    return tuple(f for f, s in (("sramecc", _SRAMECC), ("xnack", _XNACK)) if processor in s)
 
 
 def _err(message: str, text: str) -> FormatError:
