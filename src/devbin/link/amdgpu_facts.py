@@ -34,7 +34,7 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import CodeObject, Function, StdAttr
 from devbin.targets.amdgpu.descriptor import vgpr_granule
-from devbin.targets.amdgpu.mach import decode_flags
+from devbin.targets.amdgpu.mach import decode_flags, gfx_major
 
 __all__ = ["FunctionFacts", "KernelTotals", "function_facts", "kernel_totals", "total_vgprs", "unified_vgprs"]
 
@@ -200,7 +200,7 @@ def _sgpr_gap(f: FunctionFacts, processor: str) -> int:
     is the full set: at most one SGPR granule more than LLVM's one-module number."""
     if f.kernel:
         return 0
-    if processor.startswith(("gfx10", "gfx11", "gfx12")):
+    if (gfx_major(processor) or 0) >= 10:
         return 0 if f.uses_vcc else 2
     return 0 if f.uses_flat_scratch else 6
 

@@ -49,7 +49,7 @@ from devbin.formats.elf.reader import ElfFile, Section, Symbol
 from devbin.link.amdgpu_facts import KernelTotals, unified_vgprs
 from devbin.link.amdgpu_msgpack import Node, encode_key, encode_uint, parse, splice
 from devbin.targets.amdgpu.descriptor import KD_SIZE, decode_descriptor, vgpr_granule
-from devbin.targets.amdgpu.mach import decode_flags
+from devbin.targets.amdgpu.mach import decode_flags, gfx_major
 from devbin.targets.amdgpu.metadata import NOTE_OWNER, NT_AMDGPU_METADATA
 
 __all__ = ["PATCHED_NOTE_KEYS", "descriptor_fields", "patch_linked"]
@@ -65,7 +65,7 @@ def _blocks(n: int, granule: int) -> int:
 
 
 def _gfx10_plus(processor: str) -> bool:
-    return processor.startswith(("gfx10", "gfx11", "gfx12"))
+    return (gfx_major(processor) or 0) >= 10
 
 
 def _kd_offset(elf: ElfFile, sym: Symbol) -> int:

@@ -41,6 +41,7 @@ from pathlib import Path
 from devbin.errors import UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
+from devbin.targets.nvidia.archs import try_parse_arch
 from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin, cubin_arch
 from devbin.tools import find_tool, install_hint
 
@@ -49,7 +50,6 @@ __all__ = [
     "parse_dump_callgraph", "run_nvlink",
 ]
 
-_ARCH = re.compile(r"^sm_\d+[af]?$")
 _NODE = re.compile(r"^(\d+): ([\^&]*)(.*) \[(\d+)\] ->(.*)$")
 _EMPTY = re.compile(r"^(\d+):\s*$")
 _STACK_WARNING = re.compile(r"Stack size for entry function '([^']+)' cannot be statically determined")
@@ -75,7 +75,8 @@ def run_nvlink(inputs: Sequence[Path | bytes], arch: str, output: Path, kernels:
     :class:`UsageError`: the first says how to install it, the second carries nvlink's
     own error lines.
     """
-    if not _ARCH.match(arch):
+    nv = try_parse_arch(arch)
+    if nv is None or nv.kind != "sass":
         raise UsageError(f"not an NVIDIA SASS architecture: {arch!r} (expected sm_XX)", fmt="link", where="nvlink")
     if not inputs:
         raise UsageError("no input cubins", fmt="link", where="nvlink")

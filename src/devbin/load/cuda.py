@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from devbin.errors import UsageError
+from devbin.targets.nvidia.archs import try_parse_arch
 
 __all__ = ["CudaExecutable", "JIT_INPUT", "LinkInput", "driver", "function_table_ptx", "link_inputs", "run_cli"]
 
@@ -114,9 +115,10 @@ def function_table_ptx(arch: str, functions: Sequence[tuple[str, str, str]]) -> 
     """PTX defining ``__devbin_fn_table``: the addresses of ``functions``, in order, for the driver to link
     with the images.  Each is (name, PTX return list or "", PTX parameter list), as the function's own
     PTX declares it: ``("lib_scale", "(.param .b32 r)", "(.param .b32 x)")``."""
-    sm = arch.removeprefix("sm_").rstrip("af")
-    if not sm.isdigit():
+    nv = try_parse_arch(arch)
+    if nv is None:
         raise UsageError(f"not an NVIDIA arch: {arch!r}", fmt="cuda")
+    sm = nv.sm
     lines = [".version 7.8", f".target sm_{sm}", ".address_size 64", ""]
     for name, ret, params in functions:
         if not name or not name.replace("_", "a").replace("$", "a").isalnum() or name[0].isdigit():

@@ -22,14 +22,14 @@ Unknown facts stay empty; the packer never invents a value.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from devbin.binary import ByteView
 from devbin.detect import ELF, detect
-from devbin.errors import DeviceBinaryError, UsageError
+from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
-from devbin.targets.nvidia.archs import parse_arch
+from devbin.targets.nvidia.archs import try_parse_arch
 
 __all__ = ["LTOIR_MAGIC", "NVIDIA_VENDOR_ID", "AMD_VENDOR_ID", "ImageFacts", "image_facts", "parse_sm"]
 
@@ -40,12 +40,10 @@ LTOIR_MAGIC = b"\xedCN\x7f"  # NVIDIA LTO-IR as nvcc -dlto stores it in a fatbin
 
 
 def parse_sm(name: str) -> tuple[int, str] | None:
-    """``sm_90a`` / ``compute_100f`` -> ``(90, "a")`` / ``(100, "f")``; None if not an NVIDIA arch name."""
-    try:
-        a = parse_arch(name)
-    except UsageError:
-        return None
-    return a.major * 10 + a.minor, a.variant
+    """``sm_90a`` / ``compute_100f`` -> ``(90, "a")`` / ``(100, "f")``; None if not an NVIDIA arch name
+    (:func:`devbin.targets.nvidia.archs.try_parse_arch`)."""
+    a = try_parse_arch(name)
+    return None if a is None else (a.sm, a.variant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +115,8 @@ def _amdgpu(elf: ElfFile) -> ImageFacts:
 
 def _ptx(text: str) -> ImageFacts:
     target = re.search(r"^\s*\.target\s+([^\s,]+)", text, re.M)
-    arch = ""
-    if target and parse_sm(target[1]):
-        arch = "compute_" + target[1].split("_", 1)[1]
+    nv = try_parse_arch(target[1]) if target else None
+    arch = replace(nv, kind="ptx").name if nv is not None else ""
     producer = re.search(r"^//\s*(Cuda compilation tools[^\n]*)$", text, re.M)
     return ImageFacts("ptx", "nvidia", arch, "nvptx64-nvidia-cuda", producer[1].strip() if producer else "")
 

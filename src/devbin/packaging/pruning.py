@@ -94,6 +94,7 @@ from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin import parse_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
+from devbin.targets.nvidia.archs import try_parse_arch
 
 __all__ = ["PruneResult", "PrunedImage", "Selection", "arch_matches", "parse_arch_list", "prune", "prune_file"]
 
@@ -121,25 +122,17 @@ def parse_arch_list(text: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _split_nv(name: str) -> tuple[str, str] | None:
-    """``sm_90a`` -> ``("sm", "90a")``; None when not an NVIDIA name."""
-    for prefix in ("sm_", "compute_", "lto_"):
-        if name.startswith(prefix) and name[len(prefix):][:1].isdigit():
-            return prefix[:-1], name[len(prefix):]
-    return None
-
-
 def arch_matches(spec: str, arch: str) -> bool:
     """Whether the selection name ``spec`` matches an image's ``arch`` (see the module docstring)."""
     if not arch:
         return False
-    s, a = _split_nv(spec), _split_nv(arch)
+    s, a = try_parse_arch(spec), try_parse_arch(arch)
     if s is not None or a is not None:
-        if s is None or a is None or s[1] != a[1]:
+        if s is None or a is None or (s.major, s.minor, s.variant) != (a.major, a.minor, a.variant):
             return False
-        if s[0] == "sm":
-            return a[0] in ("sm", "compute", "lto")
-        return a[0] in ("compute", "lto")  # compute_NN / lto_NN name the virtual arch only
+        if s.kind == "sass":
+            return True  # sm_NN: the cubin, the PTX and the LTO-IR of NN
+        return a.kind != "sass"  # compute_NN / lto_NN name the virtual arch only
     if ":" in spec:
         return spec == arch
     return arch.split(":", 1)[0] == spec

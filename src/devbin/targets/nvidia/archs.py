@@ -30,19 +30,79 @@ Rules (:func:`runs_on`), from NVIDIA's documentation:
 
 A device given as ``sm_90a`` or ``sm_100f`` means the GPU of that compute capability:
 the suffixes describe code, not devices (:func:`parse_device`).
+
+This module is the one NVIDIA architecture table (:data:`SM_ARCHS`: every SM number a
+CUDA release has named, with its compute capability, family and the variants it has) and
+the one place the cubin ELF header is read for the architecture, in both header ABIs
+(:func:`sm_from_e_flags`, :func:`is_arch_specific`):
+
+* the old ABI (CUDA <= 12: ``EI_OSABI`` 0x33, ``EI_ABIVERSION`` 7): the SM in ``e_flags``
+  bits 0..7 (``EF_CUDA_SM``), the ``a`` variant as ``EF_CUDA_ACCELERATORS`` (0x800), the
+  virtual SM in bits 16..23 (LLVM ``llvm/include/llvm/BinaryFormat/ELF.h``, "NVPTX specific
+  e_flags");
+* the CUDA 13 ABI (``EI_OSABI`` 0x41, ``EI_ABIVERSION`` 8): the SM in bits 8..15; the ``a``
+  variant is the ``.nv.compat`` attribute 0x09 with value 1.
+
+SM numbers and their variants: ``nvcc --list-gpu-code`` (CUDA 13.0: sm_75 .. sm_121) and
+the CUDA C++ Programming Guide, "Compute Capabilities" (older numbers, sm_101 renamed
+sm_110 in CUDA 13).  Unknown numbers are kept: :func:`parse_arch` accepts any
+``sm_XY``, and :func:`known_sm` says whether the table names it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from devbin.errors import UsageError
 
-__all__ = ["ELFOSABI_CUDA_V2", "NvArch", "parse_arch", "parse_device", "preference", "runs_on", "sm_from_e_flags"]
+__all__ = [
+    "EF_CUDA_ACCELERATORS", "ELFOSABI_CUDA_V2", "NV_COMPAT_ARCH_SPECIFIC", "SM_ARCHS", "NvArch", "SmArch",
+    "is_arch_specific", "is_cuda13_header", "known_sm", "parse_arch", "parse_device", "preference", "runs_on",
+    "sm_from_e_flags", "try_parse_arch",
+]
 
 #: OS/ABI of the CUDA 13 cubin header (``EI_OSABI`` 0x41), whose ``e_flags`` keep the SM in bits 8..15.
 ELFOSABI_CUDA_V2 = 0x41
+#: The old header's ``a`` flag in ``e_flags`` (LLVM ``EF_CUDA_ACCELERATORS``: "set when using sm_90a").
+EF_CUDA_ACCELERATORS = 0x800
+#: The ``.nv.compat`` attribute that marks an ``a`` cubin in the CUDA 13 header ABI (value 1).
+NV_COMPAT_ARCH_SPECIFIC = 0x09
+
+
+@dataclass(frozen=True, slots=True)
+class SmArch:
+    """A known SM number: compute capability, family (the major version ``f`` code is tied to)
+    and whether ``a`` / ``f`` variants of it exist."""
+
+    sm: int
+    major: int
+    minor: int
+    family: int
+    has_a: bool
+    has_f: bool
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """``("",)``, ``("", "a")`` or ``("", "a", "f")``."""
+        return ("",) + (("a",) if self.has_a else ()) + (("f",) if self.has_f else ())
+
+
+def _sm(sm: int) -> SmArch:
+    major, minor = divmod(sm, 10)
+    return SmArch(sm, major, minor, major, sm >= 90, sm >= 100)
+
+
+#: Every SM number CUDA has named (Fermi sm_20 .. Blackwell sm_121), by number.
+SM_ARCHS: dict[int, SmArch] = {a.sm: a for a in map(_sm, (
+    20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90,
+    100, 101, 103, 110, 120, 121))}
+
+
+def known_sm(sm: int) -> bool:
+    """Whether ``sm`` (90 for sm_90) is an SM number of the table."""
+    return sm in SM_ARCHS
 
 _ARCH = re.compile(r"(sm|compute|lto)_([1-9][0-9]+)([af]?)")
 _DOTTED = re.compile(r"([1-9][0-9]*)\.([0-9])")
@@ -50,16 +110,33 @@ _DOTTED = re.compile(r"([1-9][0-9]*)\.([0-9])")
 _KINDS = {"sm": "sass", "compute": "ptx", "lto": "ltoir"}
 
 
+def is_cuda13_header(ei_osabi: int, ei_abiversion: int) -> bool:
+    """Whether a cubin header uses the CUDA 13 ABI (``EI_ABIVERSION`` >= 8, or ``EI_OSABI`` 0x41)."""
+    return ei_abiversion >= 8 or ei_osabi == ELFOSABI_CUDA_V2
+
+
 def sm_from_e_flags(ei_osabi: int, ei_abiversion: int, e_flags: int) -> int:
     """The SM number (90 for ``sm_90``) a cubin's ELF header names.
 
-    Two header ABIs exist: the CUDA 13 one (``EI_ABIVERSION`` >= 8, or ``EI_OSABI`` 0x41) keeps the SM
-    in ``e_flags`` bits 8..15; the older one (``EI_OSABI`` 0x33, ABI version 7) in the low byte, with
-    0x800 marking an ``a`` cubin.  This is the one place that rule is written.
+    Two header ABIs exist: the CUDA 13 one keeps the SM in ``e_flags`` bits 8..15; the older one
+    (``EI_OSABI`` 0x33, ABI version 7) in the low byte.  This is the one place that rule is written.
     """
-    if ei_abiversion >= 8 or ei_osabi == ELFOSABI_CUDA_V2:
+    if is_cuda13_header(ei_osabi, ei_abiversion):
         return (e_flags >> 8) & 0xFF
     return e_flags & 0xFF
+
+
+def is_arch_specific(ei_osabi: int, ei_abiversion: int, e_flags: int,
+                     compat: Iterable[tuple[int, int | None]] = ()) -> bool:
+    """Whether a cubin is an ``a`` variant (sm_90a, sm_100a).
+
+    ``compat`` holds the (attribute, value) pairs of its ``.nv.compat`` section: attribute 0x09 = 1
+    marks it in either ABI (CUDA 13 writes only that); the old header ABI also says so with
+    ``EF_CUDA_ACCELERATORS`` (0x800) in ``e_flags``.  The one place that rule is written.
+    """
+    if any(attr == NV_COMPAT_ARCH_SPECIFIC and value == 1 for attr, value in compat):
+        return True
+    return not is_cuda13_header(ei_osabi, ei_abiversion) and bool(e_flags & EF_CUDA_ACCELERATORS)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -74,6 +151,17 @@ class NvArch:
     @property
     def cc(self) -> tuple[int, int]:
         return (self.major, self.minor)
+
+    @property
+    def sm(self) -> int:
+        """The number in the name: 90 for ``sm_90a``, 100 for ``compute_100f``."""
+        return self.major * 10 + self.minor
+
+    @property
+    def known(self) -> bool:
+        """Whether the table names this SM number and, for a variant, that variant."""
+        a = SM_ARCHS.get(self.sm)
+        return a is not None and self.variant in a.variants
 
     @property
     def cc_text(self) -> str:
@@ -96,6 +184,14 @@ def parse_arch(text: str) -> NvArch:
                          "optionally with an a or f suffix)")
     major, minor = divmod(int(m.group(2)), 10)
     return NvArch(major, minor, m.group(3), _KINDS[m.group(1)])
+
+
+def try_parse_arch(text: str) -> NvArch | None:
+    """:func:`parse_arch`, or None when ``text`` is no NVIDIA arch name."""
+    try:
+        return parse_arch(text)
+    except UsageError:
+        return None
 
 
 def parse_device(text: str) -> tuple[int, int]:

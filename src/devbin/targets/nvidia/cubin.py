@@ -3,10 +3,10 @@
 What comes from where (shared/reference/nvidia-formats.md §2, checked against
 ``cuobjdump -res-usage`` and ``ptxas -v`` in tests/test_nvidia_cubin.py):
 
-* SM: ``e_flags`` bits 8..15 in the CUDA 13 ABI (OS/ABI 0x41, ABI version 8),
-  the low byte in the old one (OS/ABI 0x33, ABI version 7).  The ``a``
-  variant is ``.nv.compat`` attribute 0x09 = 1 (CUDA 13 does not put it in
-  ``e_flags``); the virtual architecture is in ``.note.nv.cuinfo``.
+* SM and the ``a`` variant: read by the one NVIDIA architecture module,
+  :mod:`devbin.targets.nvidia.archs` (``e_flags`` bits 8..15 in the CUDA 13 ABI,
+  the low byte in the old one; ``a`` is ``.nv.compat`` attribute 0x09 = 1, or the
+  old header's 0x800); the virtual architecture is in ``.note.nv.cuinfo``.
 * Functions: one per ``.text.<name>`` section, in section order (the order
   cuobjdump prints).  The section's ``sh_info`` holds the function's symbol
   index in its low 24 bits and, on sm_7x/8x, the register count in the top
@@ -33,6 +33,7 @@ from devbin.binary import ByteView
 from devbin.errors import FormatError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, Symbol
+from devbin.targets.nvidia import archs
 from devbin.targets.nvidia import eiattr as E
 from devbin.targets.nvidia.archs import sm_from_e_flags
 from devbin.targets.nvidia.nvcallgraph import NvCallGraph, parse_callgraph, parse_prototype_section
@@ -123,11 +124,11 @@ def compat_records(elf: ElfFile) -> list[NvInfoRecord]:
 
 
 def is_arch_specific(elf: ElfFile, compat: list[NvInfoRecord] | None = None) -> bool:
-    """The ``a`` variant (sm_90a, sm_100a): ``.nv.compat`` attribute 0x09 = 1 in CUDA 13."""
-    for r in compat_records(elf) if compat is None else compat:
-        if r.attr == 0x09 and r.value == 1:
-            return True
-    return bool(elf.header.ei_abiversion < 8 and elf.header.e_flags & 0x800)
+    """The ``a`` variant (sm_90a, sm_100a), by :func:`devbin.targets.nvidia.archs.is_arch_specific`:
+    ``.nv.compat`` attribute 0x09 = 1, or the old header's ``e_flags`` 0x800."""
+    h = elf.header
+    records = compat_records(elf) if compat is None else compat
+    return archs.is_arch_specific(h.ei_osabi, h.ei_abiversion, h.e_flags, ((r.attr, r.value) for r in records))
 
 
 def cubin_arch(elf: ElfFile) -> str:
