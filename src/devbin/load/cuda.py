@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from devbin.errors import UsageError
+from devbin.formats.fatbin.constants import FATBIN_MAGIC_BYTES
 from devbin.targets.nvidia.archs import try_parse_arch
 
 __all__ = ["CudaExecutable", "JIT_INPUT", "LinkInput", "driver", "function_table_ptx", "link_inputs", "run_cli"]
@@ -85,7 +86,7 @@ class LinkInput:
 def _kind_of(data: bytes) -> str:
     if data[:4] == b"\x7fELF":
         return "cubin"
-    if data[:4] == bytes.fromhex("50ed55ba"):  # fatbin magic 0xBA55ED50
+    if data[:4] == FATBIN_MAGIC_BYTES:
         return "fatbin"
     if b".version" in data[:4096] and b".target" in data[:8192]:
         return "ptx"

@@ -101,7 +101,6 @@ __all__ = ["PruneResult", "PrunedImage", "Selection", "arch_matches", "parse_arc
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _MAX_BUNDLE = 1 << 30
 _MAX_DEPTH = 8
-_FATBIN_MAGIC = FC.FATBIN_MAGIC.to_bytes(4, "little")
 
 
 # --------------------------------------------------------------------------- selection
@@ -362,7 +361,7 @@ def _fatbins(view: ByteView, ctx: _Ctx, where: str, container: str) -> Iterator[
     while pos < n:
         if view.is_zero_from(pos):
             return
-        if not view.startswith(_FATBIN_MAGIC, pos):
+        if not view.startswith(FC.FATBIN_MAGIC_BYTES, pos):
             if any(view.bytes_at(pos, min(8, n - pos))):
                 raise FormatError(f"{where}: {container}: bytes that are no fatbin at offset {pos:#x}",
                                   fmt="fatbin", where=where)

@@ -15,10 +15,12 @@ __all__ = [
     "ENTRY_VERSION",
     "FATBIN_HEADER_SIZE",
     "FATBIN_MAGIC",
+    "FATBIN_MAGIC_BYTES",
     "FATBIN_VERSION",
     "FLAG_NAMES",
     "KIND_NAMES",
     "WRAPPER_MAGIC",
+    "WRAPPER_MAGIC_BYTES",
     "WRAPPER_SIZE",
     "compression_name",
     "flag_names",
@@ -26,7 +28,10 @@ __all__ = [
 ]
 
 #: ``FATBIN_MAGIC`` of ``fatbinary.h``: the first u32 of every fatbin (bytes ``50 ed 55 ba``).
+#: The one definition: every module that recognises a fatbin imports it from here.
 FATBIN_MAGIC: Final = 0xBA55ED50
+#: :data:`FATBIN_MAGIC` as it lies in a file (little-endian).
+FATBIN_MAGIC_BYTES: Final = FATBIN_MAGIC.to_bytes(4, "little")
 #: The only fatbin header version seen (u16 at +4).
 FATBIN_VERSION: Final = 1
 #: Size of the fatbin header (u16 at +6 records it; always 0x10).
@@ -38,6 +43,8 @@ ENTRY_VERSION: Final = 0x0101
 
 #: ``FATBINC_MAGIC`` of ``fatbinary_section.h``: the host-side ``__fatBinC_Wrapper_t``.
 WRAPPER_MAGIC: Final = 0x466243B1
+#: :data:`WRAPPER_MAGIC` as it lies in a file (little-endian).
+WRAPPER_MAGIC_BYTES: Final = WRAPPER_MAGIC.to_bytes(4, "little")
 WRAPPER_SIZE: Final = 24
 WRAPPER_VERSION: Final = 1
 WRAPPER_LINK_VERSION: Final = 2
