@@ -56,6 +56,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from devbin.errors import UsageError
+from devbin.formats.elf.constants import ELFOSABI_CUDA_V2  # OS/ABI of the CUDA 13 cubin header (0x41)
 
 __all__ = [
     "EF_CUDA_ACCELERATORS", "ELFOSABI_CUDA_V2", "NV_COMPAT_ARCH_SPECIFIC", "SM_ARCHS", "NvArch", "SmArch",
@@ -63,8 +64,6 @@ __all__ = [
     "sm_from_e_flags", "try_parse_arch",
 ]
 
-#: OS/ABI of the CUDA 13 cubin header (``EI_OSABI`` 0x41), whose ``e_flags`` keep the SM in bits 8..15.
-ELFOSABI_CUDA_V2 = 0x41
 #: The old header's ``a`` flag in ``e_flags`` (LLVM ``EF_CUDA_ACCELERATORS``: "set when using sm_90a").
 EF_CUDA_ACCELERATORS = 0x800
 #: The ``.nv.compat`` attribute that marks an ``a`` cubin in the CUDA 13 header ABI (value 1).
