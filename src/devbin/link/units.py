@@ -99,9 +99,7 @@ class Unit:
     def symbols(self) -> tuple[SymbolEntry, ...]:
         """Global and weak symbols, in symbol-table order (locals are not resolved across units)."""
         out: list[SymbolEntry] = []
-        for s in self._symtab:
-            if s.index == 0 or not s.name or s.type in (C.STT_SECTION, C.STT_FILE) or s.bind == C.STB_LOCAL:
-                continue
+        for s in self.elf.global_symbols(bindings=None):
             weak = s.bind == C.STB_WEAK
             kind: SymKind
             if s.st_shndx == C.SHN_UNDEF:
