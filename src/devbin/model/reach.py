@@ -54,6 +54,7 @@ class Closure(Generic[K]):
         self._todo: list[tuple[K, str]] = []
         self._pending: dict[K, tuple[list[Prototype], int]] = {}  # address-taken -> (prototypes, sites checked)
         self._dirty = False  # a site or an address-taken function came since the last matching
+        self._done = 0  # len(order) when the last run ended
 
     def __contains__(self, key: object) -> bool:
         return key in self.why
@@ -100,10 +101,11 @@ class Closure(Generic[K]):
                 return self.sites[p]
         return None
 
-    def run(self, describe: Callable[[K], str] = str) -> list[K]:
-        """Walk to the fixpoint; returns the nodes marked by this run, in marking order.
+    def run(self, describe: Callable[[K], str] | None = None) -> list[K]:
+        """Walk to the fixpoint; returns the nodes marked since the previous run (the roots named
+        since then included), in marking order.
         ``describe(holder)`` names a site's holder in the reason of a function reached through it."""
-        start = len(self.order)
+        start, self._done = self._done, len(self.order)
         while True:
             while self._todo:
                 key, why = self._todo.pop()
@@ -114,6 +116,7 @@ class Closure(Generic[K]):
                     self.order.append(key)
                 self.expand(key)
             if not self._dirty:
+                self._done = len(self.order)
                 return self.order[start:]
             self._dirty = False
             for key, (protos, checked) in list(self._pending.items()):
@@ -126,8 +129,10 @@ class Closure(Generic[K]):
                     self._pending[key] = (protos, len(self._site_list))
                     continue
                 del self._pending[key]
-                self.reach(key, f"address taken, matches an indirect call in {describe(hit)}")
+                self.reach(key, "address taken, matches an indirect call"
+                           + (f" in {describe(hit)}" if describe is not None else ""))
             if not self._todo:
+                self._done = len(self.order)
                 return self.order[start:]
 
     def mark(self) -> tuple[int, int, dict[K, tuple[list[Prototype], int]]]:
@@ -140,6 +145,7 @@ class Closure(Generic[K]):
         for key in self.order[n:]:
             del self.why[key]
         del self.order[n:]
+        self._done = min(self._done, n)
         for p in self._site_list[s:]:
             del self.sites[p]
         del self._site_list[s:]
