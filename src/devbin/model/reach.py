@@ -26,12 +26,12 @@ address-taken candidates).  :meth:`mark`/:meth:`release` undo a failed walk.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from devbin.model.prototype import Prototype
 
-__all__ = ["Closure", "reachable"]
+__all__ = ["Closure", "reachable", "reachable_preorder"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -162,4 +162,15 @@ def reachable(roots: Iterable[K], successors: Callable[[K], Iterable[K]]) -> lis
     walk: Closure[K] = Closure(expand)
     for r in roots:
         walk.reach(r, "root")
+    return walk.run()
+
+
+def reachable_preorder(root: K, successors: Mapping[K, Sequence[K]]) -> list[K]:
+    """Every node reachable from ``root`` (included), in depth-first preorder of ``successors`` as listed."""
+    def expand(key: K) -> None:
+        for n in reversed(successors.get(key, ())):
+            walk.reach(n)
+
+    walk: Closure[K] = Closure(expand, preorder=True)
+    walk.reach(root, "root")
     return walk.run()
