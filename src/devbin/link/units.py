@@ -24,15 +24,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from devbin.binary.spans import SpanIndex
 from devbin.errors import UsageError
+from devbin.formats.devsec.elf import read_code_object
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Symbol
-
-if TYPE_CHECKING:
-    from devbin.model import CodeObject
+from devbin.importers import import_code_object
+from devbin.model import CodeObject
 
 __all__ = ["SymbolEntry", "Unit", "device_machine"]
 
@@ -171,8 +171,5 @@ class Unit:
     @cached_property
     def model(self) -> CodeObject:
         """The unified model of this object (devbin sections if present, else the vendor's metadata)."""
-        from devbin.formats.devsec.elf import read_code_object
-        from devbin.importers import import_code_object
-
         have = read_code_object(self.elf)
         return have if have is not None else import_code_object(self.elf)

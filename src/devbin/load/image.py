@@ -44,9 +44,16 @@ from functools import cached_property
 from devbin.binary import ByteView
 from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, UsageError
+from devbin.formats.devsec.elf import devbin_sections, read_code_object
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, SymbolTable
+from devbin.importers import import_code_object
 from devbin.model import CallGraph, CodeObject, Function
+from devbin.targets.amdgpu.importer import import_amdgpu
+from devbin.targets.amdgpu.mach import decode_flags
+from devbin.targets.nvidia.cubin import SHT_CUDA_INFO, cubin_arch
+from devbin.targets.nvidia.importer import import_cubin
+from devbin.targets.nvidia.nvinfo import parse_nvinfo
 
 __all__ = ["DynReloc", "ExportTable", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece",
            "RELOC_WIDTH", "index_code_object"]
@@ -225,9 +232,6 @@ class IndexedCodeObject:
     @cached_property
     def model(self) -> CodeObject:
         """The unified model (devbin sections if present, else the vendor importer); problems become warnings."""
-        from devbin.formats.devsec.elf import read_code_object
-        from devbin.importers import import_code_object
-
         try:
             have = read_code_object(self.elf)
         except DeviceBinaryError as e:
@@ -246,9 +250,6 @@ class IndexedCodeObject:
             return {f.name: f for f in self.model.functions if f.name in names}
         missing = frozenset(names - self._asked)
         if missing:
-            from devbin.targets.amdgpu.importer import import_amdgpu
-            from devbin.targets.nvidia.importer import import_cubin
-
             importer = import_amdgpu if self.vendor == "amdgpu" else import_cubin
             part = importer(self.elf, diag=self._warn, only=missing)
             self._records.update((f.name, f) for f in part.functions if f.name in missing)
@@ -263,14 +264,10 @@ class IndexedCodeObject:
         only ``EIATTR_EXTERNS`` names)."""
         if "model" in self.__dict__ or self._has_devbin_sections or self.vendor != "nvidia":
             return self.model.callgraph
-        from devbin.targets.nvidia.importer import import_cubin
-
         return import_cubin(self.elf, diag=self._warn, only=frozenset()).callgraph
 
     @cached_property
     def _has_devbin_sections(self) -> bool:
-        from devbin.formats.devsec.elf import devbin_sections
-
         return bool(devbin_sections(self.elf))
 
     def _rest(self) -> tuple[tuple[ObjDefinition, ...], tuple[ObjReference, ...], tuple[DynReloc, ...]]:
@@ -430,8 +427,6 @@ def _exports(elf: ElfFile, table: SymbolTable | None, offset_of: OffsetOf) -> Ex
 
 
 def _amdgpu_arch(elf: ElfFile) -> tuple[str, int]:
-    from devbin.targets.amdgpu.mach import decode_flags
-
     f = decode_flags(elf.header.e_flags, elf.header.ei_osabi, elf.header.ei_abiversion)
     return f.target_id, (f.generic_version or 1)
 
@@ -574,9 +569,6 @@ def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc,
 def _cubin_arch(elf: ElfFile, name: str) -> str:
     """The cubin's arch, once it is checked as a cubin (a symbol table; its global ``.nv.info``, which
     the driver reads at load, parses): a corrupt one fails the load, not a later lookup."""
-    from devbin.targets.nvidia.cubin import SHT_CUDA_INFO, cubin_arch
-    from devbin.targets.nvidia.nvinfo import parse_nvinfo
-
     try:
         arch = cubin_arch(elf)
         info = elf.section(".nv.info")
