@@ -505,14 +505,11 @@ def _references(table: SymbolTable | None, sites: dict[str, list[str]],
     """The named undefined non-local symbols of ``table``, with the places that need them."""
     if table is None:
         return ()
-    c = table.columns
-    rows = [i for i, (info, shndx, st_name) in enumerate(zip(c.st_info, c.st_shndx, c.st_name, strict=True))
-            if st_name and not shndx and info >> 4 != C.STB_LOCAL]
     out: dict[str, ObjReference] = {}
-    for i, name in zip(rows, table.names(rows), strict=True):
-        if name and name not in out:
-            optional = c.st_info[i] >> 4 == C.STB_WEAK or name.startswith(driver or ("\0",))
-            out[name] = ObjReference(name, optional, tuple(sites.get(name, ())))
+    for sym in table.globals(bindings=None, defined=False):
+        if sym.name not in out:
+            optional = sym.bind == C.STB_WEAK or sym.name.startswith(driver or ("\0",))
+            out[sym.name] = ObjReference(sym.name, optional, tuple(sites.get(sym.name, ())))
     return tuple(out.values())
 
 
