@@ -151,6 +151,7 @@ class Closure(Generic[K]):
         del self._site_list[s:]
         self._pending = pending
         self._todo.clear()
+        self._dirty = True
 
 
 def reachable(roots: Iterable[K], successors: Callable[[K], Iterable[K]]) -> list[K]:
