@@ -4,7 +4,7 @@ Loading one code object is two steps, kept apart so that a lazy loader can run t
 one later and per code object:
 
 1. **index** (at ``load_*``): parse the ELF, check vendor, kind and target, record its
-   pieces, definitions, references and relocations (:mod:`devbin.load.image`), and check
+   pieces, definitions, references and relocations (:mod:`devbin.load.indexing`), and check
    its exported symbols against those already loaded (duplicates).  No device memory.
 2. **place, map, relocate** (at ``freeze()``, for every code object, in load order):
    :meth:`Executable._place` reserves the code object's span in the backend's address
@@ -29,7 +29,8 @@ import time
 from typing import Any
 
 from devbin.errors import UsageError
-from devbin.load.image import IndexedCodeObject, index_code_object
+from devbin.load.image import IndexedCodeObject
+from devbin.load.indexing import index_code_object
 from devbin.load.lazy_loader import LazyLoading
 from devbin.load.loaded import (
     DuplicateSymbolError,
