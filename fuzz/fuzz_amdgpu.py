@@ -13,9 +13,8 @@ import sys
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf.reader import ElfFile
-from devbin.targets.amdgpu.importer import code_object_facts, import_amdgpu
+from devbin.targets.amdgpu.importer import code_object_facts, import_amdgpu, usage
 from devbin.targets.amdgpu.metadata import decode_metadata
-from devbin.targets.amdgpu.resources import usage
 
 
 def TestOneInput(data: bytes) -> None:  # atheris' required name

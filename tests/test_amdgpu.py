@@ -19,10 +19,9 @@ from devbin.formats.elf.edit import ElfEditor, NewSection
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import FunctionKind, StdAttr
 from devbin.targets.amdgpu import compatible, import_amdgpu, parse_offload_id, parse_target_id
-from devbin.targets.amdgpu.importer import code_object_facts
+from devbin.targets.amdgpu.importer import code_object_facts, usage
 from devbin.targets.amdgpu.mach import decode_flags, readelf_flag_names
 from devbin.targets.amdgpu.metadata import NT_AMDGPU_METADATA, KernelArg, KernelMeta, decode_metadata, metadata_notes
-from devbin.targets.amdgpu.resources import usage
 
 from tests.conftest import SOURCES, require_tool
 

@@ -83,6 +83,23 @@ def _kernel_text(s: dict[str, Any], out: TextIO) -> None:
         out.write(f"  {k:<12} {v}\n")
 
 
+def _run_cuda(args: argparse.Namespace, target: str, out: TextIO) -> int:
+    """``--backend cuda``: link and load the files with the driver, print kernels and resources."""
+    from devbin.cli.render import dump_json
+    from devbin.load.cuda import driver_report
+
+    d = driver_report(args.files, target, args.kernel, args.lazy)
+    if args.json:
+        dump_json(d, out)
+    else:
+        out.write(f"CUDA driver ({d['lazy_env']} module loading), {target}\n")
+        for r in d["kernels"]:
+            out.write(f"  kernel {r['name']}: registers {r['registers']}, local {r['local']}, shared {r['shared']}\n")
+        diffs: list[str] = d["differences"]
+        out.write("resources equal devbin's model\n" if not diffs else "\n".join(diffs) + "\n")
+    return 0 if not d["differences"] else 1
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.cli.render import dump_json
     from devbin.errors import UsageError
@@ -90,9 +107,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     target = args.target or code_object_target(args.files[0])
     if args.backend == "cuda":
-        from devbin.load.cuda import run_cli
-
-        return run_cli(args.files, target, args.kernel, args.lazy, args.json, out)
+        return _run_cuda(args, target, out)
     exe = Executable(target, lazy=args.lazy)
     for f in args.files:
         exe.load(f)

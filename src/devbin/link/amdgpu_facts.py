@@ -29,11 +29,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from devbin.analysis.propagation import Propagation, propagate
 from devbin.errors import UsageError
+from devbin.formats.devsec.elf import read_code_object
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import CodeObject, Function, StdAttr
+from devbin.model.reach import reachable
 from devbin.targets.amdgpu.descriptor import vgpr_granule
+from devbin.targets.amdgpu.importer import import_amdgpu
 from devbin.targets.amdgpu.mach import decode_flags, gfx_major
 
 __all__ = ["FunctionFacts", "KernelTotals", "function_facts", "kernel_totals", "total_vgprs", "unified_vgprs"]
@@ -114,9 +118,6 @@ class KernelTotals:
 
 
 def _model(elf: ElfFile) -> CodeObject:
-    from devbin.formats.devsec.elf import read_code_object
-    from devbin.targets.amdgpu.importer import import_amdgpu
-
     have = read_code_object(elf)
     return have if have is not None else import_amdgpu(elf)
 
@@ -212,50 +213,44 @@ def kernel_totals(facts: Mapping[str, FunctionFacts], kernels: Iterable[str] | N
 
     Recursion, calls no object defines and callees without facts make the stack dynamic; ``stack_budget`` bytes are
     then added to the private segment (reported in ``reasons``).  Values never go below what
-    the kernel's own object says.
+    the kernel's own object says.  The arithmetic is :func:`devbin.analysis.propagation.propagate`
+    (one pass over the call graph's components, shared with the linker's resources pass).
     """
     names = list(kernels) if kernels is not None else [k for k, f in facts.items() if f.kernel]
-    out: dict[str, KernelTotals] = {}
     for k in names:
         root = facts.get(k)
         if root is None or not root.kernel:
             raise UsageError(f"{k!r} is not a kernel of the linked objects", fmt="link")
-        out[k] = _totals(root, facts, stack_budget)
-    return out
+    callees = {key: [c for c in f.calls if c in facts] for key, f in facts.items()}
+    prop = propagate(list(facts), callees,
+                     frame=lambda f: _own(facts[f]),
+                     reported=lambda f: facts[f].private_bytes if facts[f].kernel else None,
+                     values=lambda f: _values(facts[f]), names=_VALUES)
+    return {k: _totals(facts[k], facts, callees, prop, stack_budget) for k in names}
 
 
-def _totals(root: FunctionFacts, facts: Mapping[str, FunctionFacts], budget: int) -> KernelTotals:
-    reach: set[str] = set()
-    unresolved: set[str] = set()
-    cyclic = False
-    memo: dict[str, int] = {}
-    on_path: set[str] = set()
+_VALUES = ("arch_vgpr", "agpr", "sgpr")
 
-    def depth(f: FunctionFacts) -> int:
-        nonlocal cyclic
-        if f.key in memo:
-            return memo[f.key]
-        on_path.add(f.key)
-        deepest = 0
-        for c in f.calls:
-            g = facts.get(c)
-            if g is None:
-                unresolved.add(c)
-                continue
-            reach.add(c)
-            if c in on_path:
-                cyclic = True
-                continue
-            deepest = max(deepest, depth(g))
-        on_path.discard(f.key)
-        own = f.own_private if f.own_private is not None else (f.private_bytes or 0)
-        memo[f.key] = own + deepest
-        return memo[f.key]
 
-    private = max(depth(root), root.private_bytes or 0)
+def _own(f: FunctionFacts) -> int:
+    """The function's own frame: LLVM's private size less its same-object callees' (or all of it)."""
+    return f.own_private if f.own_private is not None else (f.private_bytes or 0)
+
+
+def _values(f: FunctionFacts) -> dict[str, int | None]:
+    return {"arch_vgpr": f.arch_vgpr, "agpr": f.agpr,
+            "sgpr": (f.sgpr + _sgpr_gap(f, f.processor)) if f.sgpr else f.sgpr}
+
+
+def _totals(root: FunctionFacts, facts: Mapping[str, FunctionFacts], callees: dict[str, list[str]],
+            prop: Propagation[str], budget: int) -> KernelTotals:
+    reach = set(reachable([c for c in root.calls if c in facts], callees.__getitem__))
+    unresolved = {c for f in (root, *(facts[r] for r in reach)) for c in f.calls if c not in facts}
+    c = prop.of(root.key)
+    private = prop.stack[c]
+    cyclic = prop.recurses[c]
     funcs = [root, *(facts[c] for c in sorted(reach))]
     unknown = tuple(f.key for f in funcs if f.vgpr is None)
-    proc = root.processor
     reasons: list[str] = []
     for f in funcs:
         if f.vgpr is None:
@@ -276,11 +271,12 @@ def _totals(root: FunctionFacts, facts: Mapping[str, FunctionFacts], budget: int
     if (cyclic or unresolved) and budget:
         private += budget
         reasons.append(f"stack budget of {budget} bytes added")
+    m = prop.maxima[c]
     return KernelTotals(
         private_segment=private,
-        arch_vgpr=max(f.arch_vgpr or 0 for f in funcs),
-        agpr=max(f.agpr or 0 for f in funcs),
-        sgpr=max((f.sgpr or 0) + (_sgpr_gap(f, proc) if f.sgpr else 0) for f in funcs),
+        arch_vgpr=m["arch_vgpr"] or 0,
+        agpr=m["agpr"] or 0,
+        sgpr=m["sgpr"] or 0,
         dynamic_stack=dynamic,
         reaches=tuple(sorted(reach)), unknown=unknown, unresolved=tuple(sorted(unresolved)),
         reasons=tuple(reasons))

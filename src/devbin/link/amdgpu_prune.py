@@ -27,12 +27,15 @@ object refers to file offsets, so ``ld.lld`` links the result to the same code.
 from __future__ import annotations
 
 from collections.abc import Set
+from dataclasses import replace
 
 from devbin.errors import FormatError, UsageError
+from devbin.formats.devsec.elf import devbin_sections, read_code_object, with_devbin_sections
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.model import ElfModel, RelocSpec, SectionSpec, SymbolSpec
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.elf.writer import write
+from devbin.model import CallGraph
 
 __all__ = ["prune_object"]
 
@@ -88,8 +91,6 @@ def prune_object(data: bytes, remove: Set[str], *, where: str = "object") -> byt
     symtab = elf.symtab
     assert symtab is not None
     dropped_syms = {s.index for s in symtab if s.index and (s.st_shndx in gone or s.name in remove)}
-    from devbin.formats.devsec.elf import devbin_sections
-
     devsec = {s.index for s in devbin_sections(elf).values()}
     skip = {symtab.section.index, symtab.section.sh_link, h.e_shstrndx} | gone | devsec
     for s in elf.sections:
@@ -157,11 +158,6 @@ def prune_object(data: bytes, remove: Set[str], *, where: str = "object") -> byt
 
 def _reannotate(old: ElfFile, model: ElfModel, remove: Set[str]) -> None:
     """Add the devbin sections again, for the functions that remain."""
-    from dataclasses import replace
-
-    from devbin.formats.devsec.elf import read_code_object, with_devbin_sections
-    from devbin.model import CallGraph
-
     obj = read_code_object(old)
     if obj is None:
         return

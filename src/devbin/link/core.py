@@ -20,95 +20,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from devbin.link.dce import DeadCode, eliminate
-from devbin.link.graph import ProgramGraph, build_graph
-from devbin.link.inputs import LinkInputs, load_inputs
-from devbin.link.output import OutputReport, write_output
-from devbin.link.resolution import Resolution, resolve_symbols
-from devbin.link.resources import KernelUsage, propagate
+from devbin.link.dce import eliminate
+from devbin.link.graph import build_graph
+from devbin.link.inputs import load_inputs
+from devbin.link.output import write_output
+from devbin.link.resolution import resolve_symbols
+from devbin.link.resources import propagate
+from devbin.link.result import LinkResult, PassTime
 
 __all__ = ["LinkResult", "PassTime", "link"]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class PassTime:
-    name: str
-    seconds: float
-
-
-@dataclass
-class LinkResult:
-    """Everything a link decided (see the module docstring)."""
-
-    inputs: LinkInputs
-    resolution: Resolution
-    graph: ProgramGraph
-    dce: DeadCode
-    usage: list[KernelUsage]
-    passes: list[PassTime] = field(default_factory=list)
-    output: OutputReport | None = None
-
-    @property
-    def errors(self) -> list[str]:
-        out = [f"undefined symbol: {s} (referred to by {', '.join(who)})"
-               for s, who in sorted(self.resolution.undefined.items())]
-        out += [f"duplicate symbol: {s} (defined in {a} and in {b})" for s, a, b in self.resolution.duplicates]
-        return out
-
-    @property
-    def warnings(self) -> list[str]:
-        unresolved = [f"call from {self.graph.nodes[c].name} to {callee}: no definition (external)"
-                      for c, callee in self.graph.unresolved_calls if callee not in self.resolution.undefined]
-        return self.dce.warnings + unresolved
-
-    def removed(self) -> list[dict[str, Any]]:
-        return [{"name": n.name, "unit": n.unit.name, "kind": "function" if n.is_function else "variable",
-                 "bytes": n.size} for n in self.dce.removed_nodes(self.graph)]
-
-    def to_dict(self) -> dict[str, Any]:
-        res = self.resolution
-        return {
-            "arch": self.inputs.arch,
-            "units": [{"name": u.name, "archive": u.archive} for u in res.units],
-            "pulled": [{"unit": p.unit, "symbol": p.symbol, "needed_by": p.needed_by} for p in res.pulls],
-            "errors": self.errors,
-            "warnings": self.warnings,
-            "notes": self.inputs.notes,
-            "roots": [self.graph.nodes[k].name for k in self.dce.roots],
-            "kept": [{"name": self.graph.nodes[k].name, "unit": self.graph.nodes[k].unit.name,
-                      "why": self.dce.why[k]} for k in self.dce.kept],
-            "removed": self.removed(),
-            "removed_bytes": self.dce.removed_bytes,
-            "resources": [u.to_dict() for u in self.usage],
-            "passes": [{"name": p.name, "seconds": round(p.seconds, 6)} for p in self.passes],
-            "output": self.output.to_dict() if self.output is not None else None,
-        }
-
-    def link_map(self) -> str:
-        """The ``--map`` text: which unit came from where and why, where each symbol is defined, what was removed."""
-        res = self.resolution
-        why = {p.unit: p for p in res.pulls}
-        lines = [f"# devbin link map ({self.inputs.arch})", "", "units (load order):"]
-        for u in res.units:
-            p = why.get(u.name)
-            reason = f"pulled for {p.symbol} (needed by {p.needed_by})" if p else "named on the command line"
-            lines.append(f"  {u.name}: {reason}")
-        lines += ["", "symbols:"]
-        for name in sorted(res.definitions):
-            d = res.definitions[name]
-            lines.append(f"  {name}  {d.entry.kind:7}  {d.unit}")
-        lines += ["", "kept (why):"]
-        lines += [f"  {self.graph.nodes[k].name}  [{self.graph.nodes[k].unit.name}]  {self.dce.why[k]}"
-                  for k in self.dce.kept]
-        lines += ["", "removed:"]
-        lines += [f"  {r['name']}  [{r['unit']}]  {r['bytes']} bytes" for r in self.removed()]
-        return "\n".join(lines) + "\n"
 
 
 class _Timer:

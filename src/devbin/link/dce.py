@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from devbin.errors import UsageError
 from devbin.link.graph import Node, ProgramGraph
 from devbin.model import Prototype
+from devbin.model.reach import Closure
 
 __all__ = ["DeadCode", "eliminate", "prototype_text"]
 
@@ -81,37 +82,32 @@ def eliminate(graph: ProgramGraph, *, kernels: Iterable[str] | None = None, keep
             raise UsageError(f"--keep: no function or variable {s!r} in this link", fmt="link")
         roots.append(key)
     result = DeadCode(roots=list(dict.fromkeys(roots)))
-    why = result.why
-    work: list[str] = []
 
-    def mark(key: str, reason: str) -> None:
-        if key not in why:
-            why[key] = reason
-            work.append(key)
-
-    for r in result.roots:
-        mark(r, "root")
-    if keep_address_taken:
-        for fn in sorted(graph.taken):
-            mark(fn, "address taken (kept: --keep-address-taken, as nvlink keeps them all)")
-    site_hits: dict[tuple[str, int], int] = {}
-    while work:
-        key = work.pop()
+    def expand(key: str) -> None:
         node = graph.nodes[key]
         for callee in node.calls:
-            mark(callee, f"called by {node.name}")
+            walk.reach(callee, f"called by {node.name}")
         for d in node.data:
-            mark(d, f"referred to by {node.name}")
-        for i, proto in enumerate(node.sites):
-            targets = graph.matching(proto)
-            for fn in targets:
-                mark(fn, f"address taken, matches an indirect call in {node.name}")
-            site_hits[(key, i)] = len(targets)
-    for (key, i), hits in sorted(site_hits.items()):
-        if hits == 0:
-            proto = graph.nodes[key].sites[i]
-            result.warnings.append(f"indirect call site {i} in {graph.nodes[key].name} ({prototype_text(proto)}) "
-                                   "matches no address-taken function")
+            walk.reach(d, f"referred to by {node.name}")
+        for proto in node.sites:
+            walk.site(proto, key)
+
+    walk: Closure[str] = Closure(expand)
+    for r in result.roots:
+        walk.reach(r, "root")
+    for fn, protos in graph.taken.items():
+        for proto in protos:
+            walk.taken(fn, proto)
+    if keep_address_taken:
+        for fn in sorted(graph.taken):
+            walk.reach(fn, "address taken (kept: --keep-address-taken, as nvlink keeps them all)")
+    walk.run(lambda key: graph.nodes[key].name)
+    why = result.why = walk.why
+    for key in sorted(why):
+        for i, proto in enumerate(graph.nodes[key].sites):
+            if not graph.matching(proto):
+                result.warnings.append(f"indirect call site {i} in {graph.nodes[key].name} "
+                                       f"({prototype_text(proto)}) matches no address-taken function")
     result.kept = sorted(why)
     result.removed = sorted(k for k in graph.nodes if k not in why)
     result.removed_bytes = sum(graph.nodes[k].size for k in result.removed)

@@ -25,11 +25,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devbin.discover import discover_bytes
 from devbin.errors import DeviceBinaryError, UsageError
+from devbin.formats.ar import ArchiveFile, is_archive
+from devbin.formats.ar.writer import elf_global_symbols
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.link.resolution import ArchiveInput
 from devbin.link.units import Unit
+from devbin.superarchive import is_superarchive
+from devbin.superarchive import open as open_superarchive
 
 __all__ = ["LinkInputs", "arch_key", "load_inputs"]
 
@@ -53,8 +58,6 @@ def arch_key(text: str) -> str:
 
 def _device_images(name: str, data: bytes) -> list[tuple[str, str, bytes]]:
     """``(display name, arch, bytes)`` of every relocatable device ELF in ``data`` (itself, or inside a host file)."""
-    from devbin.discover import discover_bytes
-
     out: list[tuple[str, str, bytes]] = []
     for f in discover_bytes(data, name):
         if f.kind not in ("elf", "amdgpu"):
@@ -84,9 +87,6 @@ class _Loader:
         return False
 
     def add(self, name: str, data: bytes, order: int) -> None:
-        from devbin.formats.ar import is_archive
-        from devbin.superarchive import is_superarchive
-
         if is_archive(data):
             if is_superarchive(data):
                 self.add_superarchive(name, data, order)
@@ -103,8 +103,6 @@ class _Loader:
 
     def _members(self, archive_name: str, members: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes,
                                                                                               tuple[str, ...]]]:
-        from devbin.formats.ar.writer import elf_global_symbols
-
         out: list[tuple[str, bytes, tuple[str, ...]]] = []
         for member, data in members:
             where = f"{archive_name}({member})"
@@ -123,8 +121,6 @@ class _Loader:
         return out
 
     def add_archive(self, name: str, data: bytes, order: int) -> None:
-        from devbin.formats.ar import ArchiveFile
-
         ar = ArchiveFile(data, where=name)
         if ar.thin:
             raise UsageError(f"{name}: a thin archive; devbin link reads regular archives", fmt="link")
@@ -132,9 +128,7 @@ class _Loader:
         self.result.items.append(ArchiveInput(name, members, order))
 
     def add_superarchive(self, name: str, data: bytes, order: int) -> None:
-        import devbin.superarchive as sa
-
-        lib = sa.open(data, where=name)
+        lib = open_superarchive(data, where=name)
         target = self.target
         if target is None:
             raise UsageError(f"{name} is a super-archive of {', '.join(lib.targets())}: name the target "

@@ -27,49 +27,26 @@ What could not be removed is listed in :attr:`OutputReport.kept_in_output` with 
 
 from __future__ import annotations
 
+import functools
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from devbin.errors import UsageError
+from devbin.formats.devsec.elf import annotate
+from devbin.formats.elf.reader import ElfFile
+from devbin.importers import import_code_object
+from devbin.link.amdgpu import function_facts, kernel_totals, patch_linked, prune_object, run_lld
+from devbin.link.output_nvidia import nvidia_output
+from devbin.link.result import LinkResult, OutputReport
+from devbin.model import Attribute, Metadata, StdAttr
+from devbin.model.reach import reachable
 
-if TYPE_CHECKING:
-    from devbin.link.core import LinkResult
-
-__all__ = ["OutputReport", "write_output"]
+__all__ = ["OutputReport", "write_output"]  # OutputReport: devbin.link.result
 
 
-@dataclass
-class OutputReport:
-    """What the output pass did: the file, the vendor linker used, functions removed from the
-    objects, those left in (with why), and the totals written for each kernel."""
-
-    path: str
-    linker: str
-    removed: list[str] = field(default_factory=list)
-    kept_in_output: list[tuple[str, str]] = field(default_factory=list)
-    patched: dict[str, dict[str, Any]] = field(default_factory=dict)
-    size: int = 0
-
-    def prune(self, unit: str, data: bytes, remove: list[str],
-              pruner: Callable[..., bytes]) -> bytes:
-        """``data`` without ``remove`` (``pruner(data, set, where=unit)``), recorded here; on a refusal
-        (kept code still refers to them) ``data`` unchanged and the reason recorded."""
-        if not remove:
-            return data
-        try:
-            out = pruner(data, set(remove), where=unit)
-        except UsageError as e:
-            self.kept_in_output += [(r, f"{unit}: {e.message}") for r in remove]
-            return data
-        self.removed += [f"{unit}: {r}" for r in remove]
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "linker": self.linker, "size": self.size, "removed": self.removed,
-                "kept_in_output": [{"name": n, "why": w} for n, w in self.kept_in_output], "patched": self.patched}
+def _get(table: dict[str, list[str]], key: str) -> list[str]:
+    return table.get(key, [])
 
 
 def _removed_by_unit(result: LinkResult) -> dict[str, list[str]]:
@@ -81,8 +58,6 @@ def _removed_by_unit(result: LinkResult) -> dict[str, list[str]]:
 
 
 def _amdgpu(result: LinkResult, output: Path, stack_budget: int | None) -> OutputReport:
-    from devbin.link.amdgpu import function_facts, kernel_totals, patch_linked, prune_object, run_lld
-
     report = OutputReport(str(output), "ld.lld")
     removed = _removed_by_unit(result)
     datas: list[bytes] = []
@@ -95,16 +70,13 @@ def _amdgpu(result: LinkResult, output: Path, stack_budget: int | None) -> Outpu
             report.kept_in_output.append((k, f"{unit.name}: a kernel (its descriptor shares .rodata; kernels "
                                              "are not removed from AMDGPU objects)"))
         # what a kernel left in the object calls must stay with it
-        left = set(kernels)
-        keep_too: set[str] = set()
-        todo = list(left)
-        calls = {f: [c for caller, c in unit.model.callgraph.direct if caller == f] for f in dead + list(kernels)}
-        while todo:
-            f = todo.pop()
-            for c in calls.get(f, []):
-                if c in dead and c not in keep_too:
-                    keep_too.add(c)
-                    todo.append(c)
+        calls: dict[str, list[str]] = {}
+        for caller, c in unit.model.callgraph.direct:
+            calls.setdefault(caller, []).append(c)
+        dead_set = set(dead)
+        dead_callees = {f: [c for c in cs if c in dead_set] for f, cs in calls.items()}
+        left = reachable(sorted(kernels), functools.partial(_get, dead_callees))
+        keep_too = {c for f in left for c in dead_callees.get(f, ())}
         for f in sorted(keep_too):
             report.kept_in_output.append((f, f"{unit.name}: called by a kernel left in the object"))
         drop = [d for d in dead if d not in kernels and d not in keep_too]
@@ -131,13 +103,6 @@ def _amdgpu(result: LinkResult, output: Path, stack_budget: int | None) -> Outpu
 
 def _annotate(result: LinkResult, output: Path) -> None:
     """Add devbin's sections to the linked file: propagated totals and each kernel's reach."""
-    from dataclasses import replace
-
-    from devbin.formats.devsec.elf import annotate
-    from devbin.formats.elf.reader import ElfFile
-    from devbin.importers import import_code_object
-    from devbin.model import Attribute, Metadata, StdAttr
-
     elf = ElfFile(output.read_bytes(), where=str(output))
     model = import_code_object(elf)
     usage = {u.kernel: u for u in result.usage}
@@ -170,8 +135,6 @@ def write_output(result: LinkResult, output: str | Path, *, stack_budget: int | 
     if machines == {"amdgpu"}:
         report = _amdgpu(result, path, stack_budget)
     elif machines == {"nvidia"}:
-        from devbin.link.output_nvidia import nvidia_output
-
         report = nvidia_output(result, path)
     else:
         raise UsageError(f"no vendor linker for these objects (machines: {', '.join(sorted(map(str, machines)))})",

@@ -14,21 +14,16 @@ kernel's reachable functions.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from devbin.link.core import LinkResult
-    from devbin.link.output import OutputReport
+from devbin.link.nvidia import prune_cubin
+from devbin.link.nvlink import run_nvlink
+from devbin.link.result import LinkResult, OutputReport
+from devbin.targets.nvidia.cubin import Cubin
 
 __all__ = ["nvidia_output"]
 
 
 def nvidia_output(result: LinkResult, output: Path) -> OutputReport:
-    from devbin.link.nvidia import prune_cubin
-    from devbin.link.nvlink import run_nvlink
-    from devbin.link.output import OutputReport
-    from devbin.targets.nvidia.cubin import Cubin
-
     report = OutputReport(str(output), "nvlink")
     dead: dict[str, list[str]] = {}
     for node in result.dce.removed_nodes(result.graph):

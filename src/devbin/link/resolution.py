@@ -14,6 +14,8 @@ The semantics linker users know, made deterministic:
   (whatever the order); two weak definitions: the first; commons merge to the largest
   size; two strong definitions are a duplicate, reported with both definers (the first
   stays).  A weak undefined reference pulls nothing and is not an error.
+* The resolver itself is :class:`devbin.analysis.resolver.LazyResolver`, shared with the
+  super-archive's layered resolution.
 * Undefined symbols are reported with every function that refers to them (from the
   relocations of the referring units, :attr:`Unit.references`).
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from devbin.analysis.resolver import LazyResolver
 from devbin.link.units import SymbolEntry, Unit
 
 __all__ = ["ArchiveInput", "Definition", "Pull", "Resolution", "resolve_symbols"]
@@ -80,76 +83,34 @@ class Resolution:
         return self._by_name.get(name)
 
 
-_RANK = {"defined": 3, "common": 2, "weak": 1}
-
-
 class _Resolver:
+    """The link's use of :class:`~devbin.analysis.resolver.LazyResolver`: a member handle is
+    ``(archive position, member index)``; pulling one loads it as a :class:`Unit`."""
+
     def __init__(self) -> None:
         self.result = Resolution()
-        self.undef: dict[str, tuple[bool, list[str]]] = {}  # symbol -> (all references weak, referring units)
-        self.lazy: dict[str, tuple[ArchiveInput, int]] = {}
-        self.pulled: set[tuple[int, int]] = set()
+        self.archives: dict[int, ArchiveInput] = {}
+        self.table: LazyResolver[tuple[int, int], SymbolEntry] = LazyResolver(self._pull)
 
     def load(self, unit: Unit, needed_by: str | None = None, symbol: str | None = None) -> None:
         self.result.units.append(unit)
         if needed_by is not None and symbol is not None:
             self.result.pulls.append(Pull(unit.name, symbol, needed_by))
         for e in unit.symbols:
-            if e.is_definition:
-                self.define(unit, e)
+            if e.kind == "defined" or e.kind == "weak" or e.kind == "common":
+                self.table.define(e.name, unit.name, e, e.kind, e.size)
             else:
-                self.reference(unit, e.name, e.kind == "weak-undefined")
-
-    def define(self, unit: Unit, e: SymbolEntry) -> None:
-        name = e.name
-        self.lazy.pop(name, None)
-        self.undef.pop(name, None)
-        have = self.result.definitions.get(name)
-        if have is None:
-            self.result.definitions[name] = Definition(unit.name, e)
-            return
-        old, new = _RANK[have.entry.kind], _RANK[e.kind]
-        if old == new == _RANK["defined"]:
-            self.result.duplicates.append((name, have.unit, unit.name))
-        elif old == new == _RANK["common"]:
-            if e.size > have.entry.size:
-                self.result.definitions[name] = Definition(unit.name, e)
-        elif new > old:
-            self.result.definitions[name] = Definition(unit.name, e)
-
-    def reference(self, unit: Unit, name: str, weak: bool) -> None:
-        if name in self.result.definitions:
-            return
-        offered = self.lazy.get(name)
-        if offered is not None and not weak:
-            self.pull(offered[0], offered[1], name, unit.name)
-            return
-        all_weak, who = self.undef.get(name, (True, []))
-        who.append(unit.name)
-        self.undef[name] = (all_weak and weak, who)
+                self.table.reference(e.name, unit.name, e.kind == "weak-undefined")
 
     def offer(self, archive: ArchiveInput) -> None:
-        for i, (_, _, syms) in enumerate(archive.members):
-            for sym in syms:
-                if sym in self.result.definitions or sym in self.lazy:
-                    continue
-                state = self.undef.get(sym)
-                if state is not None and not state[0]:
-                    self.pull(archive, i, sym, state[1][0])
-                    break
-                self.lazy[sym] = (archive, i)
+        key = len(self.archives)
+        self.archives[key] = archive
+        self.table.offer(((key, i), syms) for i, (_, _, syms) in enumerate(archive.members))
 
-    def pull(self, archive: ArchiveInput, index: int, symbol: str, needed_by: str) -> None:
-        key = (id(archive), index)
-        if key in self.pulled:
-            return
-        self.pulled.add(key)
-        member, data, offers = archive.members[index]
-        for sym in offers:  # the lazy entries pointing at this member are among its own offers
-            have = self.lazy.get(sym)
-            if have is not None and have[0] is archive and have[1] == index:
-                del self.lazy[sym]
-        self.load(Unit(f"{archive.name}({member})", data, archive.order, archive=archive.name), needed_by, symbol)
+    def _pull(self, member: tuple[int, int], symbol: str, needed_by: str) -> None:
+        archive = self.archives[member[0]]
+        name, data, _ = archive.members[member[1]]
+        self.load(Unit(f"{archive.name}({name})", data, archive.order, archive=archive.name), needed_by, symbol)
 
 
 def _referrers(res: Resolution, symbol: str, units: list[str], index: dict[str, dict[str, list[str]]]) -> list[str]:
@@ -172,7 +133,7 @@ def resolve_symbols(inputs: Sequence[Unit | ArchiveInput], *, undefined: Sequenc
     references (roots such as ``--keep`` symbols), made before the first input is read."""
     r = _Resolver()
     for sym in undefined:
-        r.undef[sym] = (False, ["<command line>"])
+        r.table.reference(sym, "<command line>")
     offered = 0
     for item in inputs:
         if isinstance(item, ArchiveInput):
@@ -181,12 +142,14 @@ def resolve_symbols(inputs: Sequence[Unit | ArchiveInput], *, undefined: Sequenc
         else:
             r.load(item)
     res = r.result
+    res.definitions = {name: Definition(d.who, d.payload) for name, d in r.table.defined.items()}
+    res.duplicates = r.table.duplicates
     index: dict[str, dict[str, list[str]]] = {}
-    for name, (weak, who) in sorted(r.undef.items()):
-        if weak:
+    for name, u in sorted(r.table.undefined.items()):
+        if u.weak:
             res.weak_undefined.append(name)
         else:
-            cmd = [w for w in who if w == "<command line>"]
-            res.undefined[name] = cmd + _referrers(res, name, [w for w in who if w != "<command line>"], index)
-    res.offered_not_pulled = offered - len(r.pulled)
+            cmd = [w for w in u.referrers if w == "<command line>"]
+            res.undefined[name] = cmd + _referrers(res, name, [w for w in u.referrers if w != "<command line>"], index)
+    res.offered_not_pulled = offered - len(r.table.pulled)
     return res

@@ -18,14 +18,19 @@ indirect call site every address-taken function whose prototype matches):
   stack unbounded: the kernel is marked dynamic, with the cycle named, and the stack is
   the finite part (one trip around each cycle) plus ``stack_budget`` when the user gave
   one (reported as such).
+
+The stack and register arithmetic over the components is :func:`devbin.analysis.propagation.propagate`
+(shared with the AMDGPU kernel totals); the reach lists come from the one closure walk.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from devbin.analysis.propagation import propagate as propagate_totals
 from devbin.link.graph import Node, ProgramGraph
 from devbin.model import StdAttr
+from devbin.model.reach import reachable_preorder
 
 __all__ = ["KernelUsage", "propagate"]
 
@@ -105,49 +110,6 @@ def _own_frame(graph: ProgramGraph, node: Node) -> int | None:
     return max(stack - deepest, 0)
 
 
-def _sccs(nodes: list[str], succ: dict[str, list[str]]) -> list[list[str]]:
-    """Tarjan's strongly connected components, iteratively; emitted callees-first (reverse topological)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on: set[str] = set()
-    stack: list[str] = []
-    out: list[list[str]] = []
-    counter = 0
-    for start in nodes:
-        if start in index:
-            continue
-        work: list[tuple[str, int]] = [(start, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on.add(v)
-            children = succ.get(v, [])
-            if i < len(children):
-                work.append((v, i + 1))
-                w = children[i]
-                if w not in index:
-                    work.append((w, 0))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-            if low[v] == index[v]:
-                comp: list[str] = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                out.append(comp)
-    return out
-
-
 def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | None = None,
               with_reach: bool = True) -> list[KernelUsage]:
     """:class:`KernelUsage` for each of ``kernels`` (node keys), in that order.
@@ -158,37 +120,17 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
     """
     funcs = [k for k, n in graph.nodes.items() if n.is_function]
     callees = {k: _callees(graph, graph.nodes[k]) for k in funcs}
-    comps = _sccs(funcs, callees)
-    comp_of = {f: i for i, comp in enumerate(comps) for f in comp}
-    cum: list[int] = []
-    regs: list[dict[str, int | None]] = []
+    prop = propagate_totals(
+        funcs, callees, frame=lambda f: _own_frame(graph, graph.nodes[f]) or 0,
+        reported=lambda f: _stack(graph.nodes[f]),
+        values=lambda f: {name: _uint(graph.nodes[f], attr) for name, attr in _REGS.items()}, names=list(_REGS))
     # why a component's stack is dynamic: its own reasons, then each callee component's in index
     # order, first occurrence kept, at most MAX_REASONS of them (``more`` says some were left out).
     # Capping keeps the pass linear: a program whose every kernel reaches hundreds of recursions
     # would otherwise carry hundreds of reasons through every component.
     why: list[list[str]] = []
     more: list[bool] = []
-    budget: list[bool] = []
-    for comp in comps:
-        members = set(comp)
-        cyclic = len(comp) > 1 or any(f in callees.get(f, []) for f in comp)
-        below = sorted({comp_of[c] for f in comp for c in callees.get(f, []) if c not in members})
-        deeper = max((cum[j] for j in below), default=0)
-        stack = 0
-        for f in comp:
-            node = graph.nodes[f]
-            frame = _own_frame(graph, node) or 0
-            stack = max(stack, _stack(node) or 0, frame + deeper)
-        if cyclic:
-            stack += sum(_own_frame(graph, graph.nodes[f]) or 0 for f in comp) - max(
-                (_own_frame(graph, graph.nodes[f]) or 0 for f in comp), default=0)
-        cum.append(stack)
-        r: dict[str, int | None] = {}
-        for name, attr in _REGS.items():
-            vals = [v for f in comp if (v := _uint(graph.nodes[f], attr)) is not None]
-            vals += [v for j in below if (v := regs[j][name]) is not None]
-            r[name] = max(vals) if vals else None
-        regs.append(r)
+    for comp, below, cyclic in zip(prop.comps, prop.below, prop.cyclic, strict=True):
         reasons = [f"{graph.nodes[f].name} has a dynamic stack" for f in comp if _dynamic(graph, graph.nodes[f])]
         if cyclic:
             names = sorted(graph.nodes[f].name for f in comp)
@@ -206,32 +148,23 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
             listed, extra = listed[:MAX_REASONS], True
         why.append(listed)
         more.append(extra)
-        budget.append(cyclic or any(budget[j] for j in below))
     out: list[KernelUsage] = []
     for k in kernels:
         root = graph.nodes[k]
-        c = comp_of[k]
+        c = prop.of(k)
         reach: list[str] = []
         unknown: list[str] = []
         if with_reach:
-            seen: set[str] = set()
-            todo = [k]
-            while todo:
-                cur = todo.pop()
-                if cur in seen:
-                    continue
-                seen.add(cur)
+            for cur in reachable_preorder(k, callees):
                 reach.append(graph.nodes[cur].name)
                 if _uint(graph.nodes[cur], StdAttr.REGS_GENERAL) is None:
                     unknown.append(graph.nodes[cur].name)
-                todo.extend(reversed(callees.get(cur, [])))
-        total = cum[c]
+        total = prop.stack[c]
         used = None
-        if budget[c] and stack_budget is not None:
+        if prop.recurses[c] and stack_budget is not None:
             total += stack_budget
             used = stack_budget
-        out.append(KernelUsage(root.name, {n: _uint(root, a) for n, a in _REGS.items()}, regs[c],
+        out.append(KernelUsage(root.name, {n: _uint(root, a) for n, a in _REGS.items()}, prop.maxima[c],
                                _stack(root), total, bool(why[c]),
                                why[c] + (["(more reasons not listed)"] if more[c] else []), reach, unknown, used))
     return out
-

@@ -24,15 +24,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from devbin.binary.spans import SpanIndex
 from devbin.errors import UsageError
+from devbin.formats.devsec.elf import read_code_object
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Symbol
-
-if TYPE_CHECKING:
-    from devbin.model import CodeObject
+from devbin.importers import import_code_object
+from devbin.model import CodeObject
 
 __all__ = ["SymbolEntry", "Unit", "device_machine"]
 
@@ -99,9 +99,7 @@ class Unit:
     def symbols(self) -> tuple[SymbolEntry, ...]:
         """Global and weak symbols, in symbol-table order (locals are not resolved across units)."""
         out: list[SymbolEntry] = []
-        for s in self._symtab:
-            if s.index == 0 or not s.name or s.type in (C.STT_SECTION, C.STT_FILE) or s.bind == C.STB_LOCAL:
-                continue
+        for s in self.elf.global_symbols(bindings=None):
             weak = s.bind == C.STB_WEAK
             kind: SymKind
             if s.st_shndx == C.SHN_UNDEF:
@@ -173,8 +171,5 @@ class Unit:
     @cached_property
     def model(self) -> CodeObject:
         """The unified model of this object (devbin sections if present, else the vendor's metadata)."""
-        from devbin.formats.devsec.elf import read_code_object
-        from devbin.importers import import_code_object
-
         have = read_code_object(self.elf)
         return have if have is not None else import_code_object(self.elf)

@@ -31,13 +31,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from devbin.errors import UsageError
 from devbin.formats.fatbin.constants import FATBIN_MAGIC_BYTES
+from devbin.load.executable import Executable
+from devbin.model import StdAttr
 from devbin.targets.nvidia.archs import try_parse_arch
 
-__all__ = ["CudaExecutable", "JIT_INPUT", "LinkInput", "driver", "function_table_ptx", "link_inputs", "run_cli"]
+__all__ = ["CudaExecutable", "JIT_INPUT", "LinkInput", "driver", "function_table_ptx", "driver_report", "link_inputs"]
 
 INSTALL_HINT = "the CUDA backend needs NVIDIA's cuda-bindings: pip install devbin[cuda]"
 
@@ -206,8 +208,6 @@ class CudaExecutable:
 
     def compare_resources(self, symbols: Sequence[Any]) -> list[str]:
         """Differences between devbin's model (``LoadedSymbol`` kernels) and ``cuFuncGetAttribute``; [] when equal."""
-        from devbin.model import StdAttr
-
         out = []
         for s in symbols:
             if s.kind.word != "kernel" or s.function is None:
@@ -226,14 +226,13 @@ class CudaExecutable:
         self.cu.cuDevicePrimaryCtxRelease(self.device)
 
 
-def run_cli(files: Sequence[str], target: str, kernel: str | None, lazy: bool, as_json: bool, out: TextIO) -> int:
-    """``devbin load --backend cuda``: link and load the files with the driver, print kernels and resources."""
-    from devbin.cli.render import dump_json
-    from devbin.load.executable import Executable
-
+def driver_report(files: Sequence[str], target: str, kernel: str | None = None, lazy: bool = False) -> dict[str, Any]:
+    """What ``devbin load --backend cuda`` prints: the files resolved by devbin (the same errors,
+    the model's facts), then linked and loaded by the driver; each kernel's driver attributes and
+    the differences from devbin's model (``differences``: [] when equal)."""
     if not target.startswith("sm_"):
         raise UsageError(f"--backend cuda loads NVIDIA images; the target is {target}", fmt="cuda")
-    sim = Executable(target)  # resolve with devbin first: the same errors, the model's facts
+    sim = Executable(target)
     for f in files:
         sim.load(f)
     sim.freeze()
@@ -241,20 +240,10 @@ def run_cli(files: Sequence[str], target: str, kernel: str | None, lazy: bool, a
     try:
         kernels = [s for s in sim.symbols() if s.kind.word == "kernel" and (kernel is None or s.name == kernel)]
         rows = [{"name": s.name, **cu_exe.attributes(s.name)} for s in kernels]
-        d: dict[str, object] = {"target": target, "backend": "cuda",
-                                "lazy_env": os.environ.get("CUDA_MODULE_LOADING", "LAZY"), "lazy": lazy,
-                                "kernels": rows, "differences": cu_exe.compare_resources(kernels)}
+        return {"target": target, "backend": "cuda", "lazy_env": os.environ.get("CUDA_MODULE_LOADING", "LAZY"),
+                "lazy": lazy, "kernels": rows, "differences": cu_exe.compare_resources(kernels)}
     finally:
         cu_exe.close()
-    if as_json:
-        dump_json(d, out)
-    else:
-        out.write(f"CUDA driver ({d['lazy_env']} module loading), {target}\n")
-        for r in rows:
-            out.write(f"  kernel {r['name']}: registers {r['registers']}, local {r['local']}, shared {r['shared']}\n")
-        diffs: list[str] = d["differences"]  # type: ignore[assignment]
-        out.write("resources equal devbin's model\n" if not diffs else "\n".join(diffs) + "\n")
-    return 0 if not d["differences"] else 1
 
 
 def read_images(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, bytes]]:

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError
+from devbin.formats.devsec.elf import devbin_sections
 from devbin.formats.elf import constants as C
 from devbin.load.image import R_RELATIVE64, IndexedCodeObject, ObjDefinition, Piece
 from devbin.model import UNKNOWN_PROTOTYPE, CallGraph, Prototype
@@ -250,8 +251,6 @@ def _plan_amdgpu(idx: IndexedCodeObject) -> ObjectPlan:
 
 
 def _devbin_graph(idx: IndexedCodeObject, plan: ObjectPlan) -> ObjectPlan | None:
-    from devbin.formats.devsec.elf import devbin_sections
-
     if not devbin_sections(idx.elf):
         return None
     model = idx.model

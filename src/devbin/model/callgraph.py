@@ -25,6 +25,7 @@ from typing import Any
 
 from devbin.errors import UsageError
 from devbin.model.prototype import Prototype
+from devbin.model.reach import Closure
 
 __all__ = ["CallGraph", "KNOWN_BLOCK_TAGS"]
 
@@ -97,25 +98,30 @@ class CallGraph:
         return tuple(sorted({caller for caller, callee in self.direct if callee == name}))
 
     def reachable(self, roots: Iterable[str], *, indirect: bool = True) -> frozenset[str]:
-        """Every function reachable from ``roots`` (the roots included): what
-        dead-code elimination must keep.  Iterative, so deep graphs are fine."""
-        succ: dict[str, set[str]] = {}
+        """Every function reachable from ``roots`` (the roots included): what dead-code
+        elimination must keep; an indirect site reaches the address-taken functions of a
+        matching prototype (:meth:`Prototype.matches`, as :meth:`callees`).  The walk is
+        :class:`devbin.model.reach.Closure`."""
+        calls: dict[str, list[str]] = {}
         for caller, callee in self.direct:
-            succ.setdefault(caller, set()).add(callee)
-        if indirect:
-            by_proto: dict[Prototype, set[str]] = {}
-            for fn, p in self.address_taken:
-                by_proto.setdefault(p, set()).add(fn)
-            for caller, p in self.indirect_sites:
-                succ.setdefault(caller, set()).update(by_proto.get(p, ()))
-        seen = set(roots)
-        todo = list(seen)
-        while todo:
-            for nxt in succ.get(todo.pop(), ()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return frozenset(seen)
+            calls.setdefault(caller, []).append(callee)
+        sites: dict[str, list[Prototype]] = {}
+        for caller, p in self.indirect_sites if indirect else ():
+            sites.setdefault(caller, []).append(p)
+
+        def expand(name: str) -> None:
+            for callee in calls.get(name, ()):
+                walk.reach(callee)
+            for p in sites.get(name, ()):
+                walk.site(p, name)
+
+        walk: Closure[str] = Closure(expand)
+        for fn, p in self.address_taken if indirect else ():
+            walk.taken(fn, p)
+        for r in roots:
+            walk.reach(r, "root")
+        walk.run()
+        return frozenset(walk.why)
 
     def to_dict(self) -> dict[str, Any]:
         return {

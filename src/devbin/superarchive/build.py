@@ -38,6 +38,7 @@ from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.ar.writer import ArMember, elf_global_symbols
+from devbin.superarchive.chains import check_chains
 from devbin.superarchive.manifest import (
     FMT,
     MANIFEST_NAME,
@@ -214,8 +215,6 @@ def plan_superarchive(
         if not isinstance(t.name, str) or not t.name or t.name in seen:
             raise UsageError(f"target name {t.name!r} is empty or given twice", fmt=FMT)
         seen.add(t.name)
-    from devbin.superarchive.chains import check_chains
-
     check_chains([(t.name, t.chain) for t in targets])
     index_target = _index_name(targets, index, storage)
     by_hash: dict[bytes, int] = {}

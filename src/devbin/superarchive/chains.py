@@ -28,6 +28,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from devbin.errors import DeviceBinaryError, UsageError
+from devbin.targets.amdgpu.mach import FEATURES
+from devbin.targets.amdgpu.matching import match
+from devbin.targets.amdgpu.targetid import parse_target_id
+from devbin.targets.nvidia.archs import parse_arch, preference, runs_on
 
 __all__ = ["GENERIC", "check_chains", "default_chain", "effective_chain"]
 
@@ -35,10 +39,6 @@ GENERIC = "generic"
 
 
 def _amd_chain(target: str, others: Sequence[str]) -> list[str] | None:
-    from devbin.targets.amdgpu.mach import FEATURES
-    from devbin.targets.amdgpu.matching import match
-    from devbin.targets.amdgpu.targetid import parse_target_id
-
     if not target.startswith("gfx"):
         return None
     try:
@@ -66,8 +66,6 @@ def _amd_chain(target: str, others: Sequence[str]) -> list[str] | None:
 
 
 def _nv_chain(target: str, others: Sequence[str]) -> list[str] | None:
-    from devbin.targets.nvidia.archs import parse_arch, preference, runs_on
-
     try:
         arch = parse_arch(target)
     except DeviceBinaryError:

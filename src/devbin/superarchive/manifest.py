@@ -51,6 +51,7 @@ import zstandard
 
 from devbin.binary import Buffer, ByteView
 from devbin.errors import FormatError, NotThisFormat, UnsupportedVersion, UsageError
+from devbin.formats.zstdcap import decompress_capped
 
 __all__ = [
     "HEADER_SIZE",
@@ -292,8 +293,6 @@ def manifest_map(data: Buffer | ByteView) -> bytes:
 
 def _inflate(view: ByteView, body_size: int) -> bytes:
     """The MessagePack map of a version-2 body: ``u32 map_size`` then a zstd frame, decoded capped."""
-    from devbin.formats.zstdcap import decompress_capped
-
     view.check(HEADER_SIZE, 4, "manifest map size")
     (size,) = struct.unpack("<I", bytes(view.bytes_at(HEADER_SIZE, 4)))
     if size > MAX_MAP_SIZE:

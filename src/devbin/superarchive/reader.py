@@ -25,12 +25,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from devbin.binary import Buffer, ByteView
 from devbin.errors import FormatError, NotThisFormat, UnsupportedVersion, UsageError
 from devbin.formats.ar import ArchiveFile, Member
 from devbin.superarchive.build import InputMember, TargetInput
+from devbin.superarchive.chains import effective_chain
 from devbin.superarchive.embed import find_embedded
 from devbin.superarchive.manifest import (
     FMT,
@@ -44,9 +45,7 @@ from devbin.superarchive.manifest import (
 )
 from devbin.superarchive.packed import KIND as PACKED
 from devbin.superarchive.packed import PackedReader, content_size_of
-
-if TYPE_CHECKING:
-    from devbin.superarchive.resolve import Resolution, RootObject
+from devbin.superarchive.resolve import Resolution, RootObject, resolve
 
 __all__ = ["SuperArchive", "SuperSymbol", "is_superarchive"]
 
@@ -154,8 +153,6 @@ class SuperArchive:
     def chain(self, target: str) -> tuple[str, ...]:
         """The levels searched for ``target``, itself first: the declared chain, or the default one
         derived from the vendors' rules (:mod:`devbin.superarchive.chains`)."""
-        from devbin.superarchive.chains import effective_chain
-
         return effective_chain(target, self.target(target).chain, self.targets())
 
     def lookup(self, target: str, symbol: str) -> tuple[str, SuperSymbol] | None:
@@ -174,8 +171,6 @@ class SuperArchive:
 
     def resolve(self, target: str, symbols: Sequence[str] = (), objects: Sequence[RootObject] = ()) -> Resolution:
         """Layered resolution of ``symbols`` and ``objects``' references through ``target``'s chain."""
-        from devbin.superarchive.resolve import resolve
-
         return resolve(self, target, list(symbols), list(objects))
 
     def members(self, target: str) -> tuple[TargetMember, ...]:

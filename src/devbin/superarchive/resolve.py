@@ -22,23 +22,25 @@ chain level in order, ``ld.lld-19 user.o level0.a level1.a level2.a`` (checked a
    table gives them, but their own references are not read (devbin does not parse bitcode):
    each such pull says so (``references_read`` False).
 
-Nothing here copies the archive: member data is read (hash-checked) only for the members
-that get pulled, to read their references; offered members are known from the manifest.
+The symbol table is :class:`devbin.analysis.resolver.LazyResolver`, the one the device linker
+uses too (:mod:`devbin.link.resolution`).  Nothing here copies the archive: member data is read
+(hash-checked) only for the members that get pulled, to read their references; offered members
+are known from the manifest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
+from devbin.analysis.resolver import LazyResolver
 from devbin.errors import DeviceBinaryError, UsageError
+from devbin.formats.elf import constants as C
+from devbin.formats.elf.reader import ElfFile
+from devbin.superarchive.manifest import TargetRecord
 
-if TYPE_CHECKING:
-    from devbin.superarchive.reader import SuperArchive
+__all__ = ["ChainedArchive", "Definition", "Lookup", "Pull", "Resolution", "RootObject", "resolve"]
 
-__all__ = ["Definition", "Lookup", "Pull", "Resolution", "RootObject", "resolve"]
-
-_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE = 1, 2, 10
 COMMAND_LINE = "<command line>"
 
 
@@ -138,35 +140,29 @@ class Resolution:
 
 
 def elf_symbols(data: bytes | bytearray | memoryview, *, where: str = "") -> tuple[tuple[str, bool, bool], ...]:
-    """The global symbols of an ELF object as ``(name, defined, weak)``, in ``SHT_SYMTAB`` order."""
-    from devbin.formats.elf.reader import ElfFile
-
-    elf = ElfFile(data, where=where)
-    out: list[tuple[str, bool, bool]] = []
-    for table in elf.symbol_tables.values():
-        if table.section.sh_type != 2:
-            continue
-        for s in table:
-            if s.index == 0 or not s.name or s.bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE):
-                continue
-            out.append((s.name, s.defined, s.bind == _STB_WEAK))
-    return tuple(out)
+    """The global symbols of an ELF object as ``(name, defined, weak)``, in ``SHT_SYMTAB`` order
+    (:meth:`ElfFile.global_symbols`)."""
+    return tuple((s.name, s.defined, s.bind == C.STB_WEAK) for s in ElfFile(data, where=where).global_symbols())
 
 
-@dataclass
-class _Undefined:
-    weak: bool
-    referrers: list[str]
+class ChainedArchive(Protocol):
+    """What the resolution reads of a super-archive (:class:`devbin.superarchive.SuperArchive` is one)."""
+
+    @property
+    def where(self) -> str: ...
+
+    def chain(self, target: str) -> tuple[str, ...]: ...
+
+    def target(self, name: str) -> TargetRecord: ...
+
+    def member_data(self, ordinal: int) -> bytes | bytearray | memoryview: ...
 
 
 class _Resolver:
-    """lld's symbol table, reduced to what decides which members are pulled.
+    """The chain's use of :class:`~devbin.analysis.resolver.LazyResolver` (lld's symbol table,
+    reduced): a member handle is its :class:`Definition`; every lookup is recorded."""
 
-    A symbol is undefined (with its referrers and whether every reference is weak), offered
-    by a member not yet pulled (lazy), or defined by a loaded object or member.
-    """
-
-    def __init__(self, lib: SuperArchive, target: str) -> None:
+    def __init__(self, lib: ChainedArchive, target: str) -> None:
         self.lib = lib
         self.chain = lib.chain(target)
         self.result = Resolution(target, self.chain)
@@ -185,73 +181,22 @@ class _Resolver:
                     defs.setdefault(sym, d)
             self.level_defs.append(defs)
             self.level_members.append(members)
-        self.undefined: dict[str, _Undefined] = {}
-        self.lazy: dict[str, Definition] = {}
-        self.defined: dict[str, str] = {}
-        self.weak_defs: dict[str, bool] = {}
-        self.loaded: set[tuple[str, int]] = set()
+        self.table: LazyResolver[Definition, None] = LazyResolver(self._pull)
 
     def walk(self, symbol: str) -> tuple[tuple[str, Definition | None], ...]:
         return tuple((level, defs.get(symbol)) for level, defs in zip(self.chain, self.level_defs, strict=True))
 
-    # -- an object's symbols, in symbol-table order ------------------------------------------------
     def add_object(self, who: str, entries: tuple[tuple[str, bool, bool], ...]) -> None:
+        """An object's symbols, in symbol-table order."""
         for name, defined, weak in entries:
             if defined:
-                self._define(name, who, weak)
+                self.table.define(name, who, None, "weak" if weak else "defined")
             else:
-                self._reference(name, weak, who)
-
-    def _define(self, name: str, who: str, weak: bool = False) -> None:
-        first = self.defined.get(name)
-        if first is not None:
-            if first != who and not weak:
-                if self.weak_defs.get(name):
-                    self.defined[name] = who  # a strong definition replaces a weak one
-                    self.weak_defs[name] = False
-                else:
-                    self.result.duplicates.append((name, first, who))
-            return
-        self.defined[name] = who
-        self.weak_defs[name] = weak
-        self.lazy.pop(name, None)
-        self.undefined.pop(name, None)
-
-    def _reference(self, name: str, weak: bool, who: str) -> None:
-        if name in self.defined:
-            self.result.lookups.append(Lookup(name, who, self.walk(name), "defined", defined_by=self.defined[name]))
-            return
-        offered = self.lazy.get(name)
-        if offered is not None and not weak:
-            self._pull(offered, name, who)
-            return
-        u = self.undefined.get(name)
-        if u is None:
-            self.undefined[name] = _Undefined(weak, [who])
-        else:
-            u.weak = u.weak and weak
-            u.referrers.append(who)
-
-    # -- a level's members offered, in member order -------------------------------------------------
-    def add_level(self, members: list[tuple[Definition, tuple[str, ...]]]) -> None:
-        for d, syms in members:
-            for sym in syms:
-                if sym in self.defined or sym in self.lazy:
-                    continue  # shadowed: defined already, or offered by a member read before
-                u = self.undefined.get(sym)
-                if u is not None and not u.weak:
-                    del self.undefined[sym]
-                    self._pull(d, sym, u.referrers[0])
-                    break
-                self.lazy[sym] = d
+                have = self.table.reference(name, who, weak)
+                if have is not None:
+                    self.result.lookups.append(Lookup(name, who, self.walk(name), "defined", defined_by=have.who))
 
     def _pull(self, d: Definition, symbol: str, needed_by: str) -> None:
-        key = (d.level, d.position)
-        if key in self.loaded:
-            return
-        self.loaded.add(key)
-        for sym in [s for s, o in self.lazy.items() if o == d]:
-            del self.lazy[sym]
         self.result.lookups.append(Lookup(symbol, needed_by, self.walk(symbol), "pulled", taken=d))
         data = self.lib.member_data(d.ordinal)
         readable = bytes(data[:4]) == b"\x7fELF"
@@ -268,7 +213,8 @@ class _Resolver:
         self.add_object(d.label, entries)
 
     def finish(self) -> Resolution:
-        for name, u in self.undefined.items():
+        self.result.duplicates = list(self.table.duplicates)
+        for name, u in self.table.undefined.items():
             outcome: Literal["undefined", "weak"] = "weak" if u.weak else "undefined"
             self.result.lookups.append(Lookup(name, u.referrers[0], self.walk(name), outcome))
             if not u.weak:
@@ -276,7 +222,7 @@ class _Resolver:
         return self.result
 
 
-def resolve(lib: SuperArchive, target: str, symbols: tuple[str, ...] | list[str] = (),
+def resolve(lib: ChainedArchive, target: str, symbols: tuple[str, ...] | list[str] = (),
             objects: tuple[RootObject, ...] | list[RootObject] = ()) -> Resolution:
     """Resolve ``symbols`` (strong references, as ``-u SYMBOL``) and the references of ``objects``
     (the user's code, whose definitions count as loaded) through ``target``'s chain.
@@ -290,5 +236,5 @@ def resolve(lib: SuperArchive, target: str, symbols: tuple[str, ...] | list[str]
     for obj in objects:
         r.add_object(obj.name, obj.entries)
     for members in r.level_members:
-        r.add_level(members)
+        r.table.offer(members)
     return r.finish()

@@ -21,12 +21,9 @@ links to the same output as the per-target library it was built from.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from devbin.formats.ar.writer import ArMember, write_archive
-
-if TYPE_CHECKING:
-    from devbin.superarchive.reader import SuperArchive
+from devbin.superarchive.reader import SuperArchive
 
 __all__ = ["LevelArchive", "level_archives", "single_archive", "target_archive"]
 

@@ -74,8 +74,6 @@ __all__ = ["FLAVOURS", "ArMember", "ArchivePlan", "Flavour", "elf_global_symbols
 Flavour = Literal["gnu", "gnu64", "bsd", "darwin"]
 FLAVOURS: tuple[str, ...] = get_args(Flavour)
 
-_BINDINGS_GLOBAL = (1, 2, 10)  # STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE
-_SHN_UNDEF = 0
 _SHN_ABS = 0xFFF1
 _SHN_COMMON = 0xFFF2
 _SYM64_THRESHOLD = 1 << 32
@@ -129,16 +127,7 @@ def elf_global_symbols(data: bytes | bytearray | memoryview) -> tuple[str, ...]:
     view = ByteView(data, fmt="elf")
     if not view.startswith(b"\x7fELF"):
         return ()
-    elf = ElfFile(view)
-    out: list[str] = []
-    for table in elf.symbol_tables.values():
-        if table.section.sh_type != 2:  # SHT_SYMTAB only: .dynsym of a shared object is not indexed by ar
-            continue
-        for s in table:
-            if s.index == 0 or s.bind not in _BINDINGS_GLOBAL or s.st_shndx == _SHN_UNDEF or not s.name:
-                continue
-            out.append(s.name)
-    return tuple(out)
+    return tuple(s.name for s in ElfFile(view).global_symbols(defined=True))
 
 
 def _is_bsd(flavour: str) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple, overload
@@ -192,6 +192,11 @@ class SymbolColumns(NamedTuple):
     st_shndx: tuple[int, ...]
 
 
+#: The bindings resolved across objects (and indexed by ``ar``): ``STB_GLOBAL``, ``STB_WEAK``, ``STB_GNU_UNIQUE``.
+GLOBAL_BINDINGS = frozenset({C.STB_GLOBAL, C.STB_WEAK, 10})
+_NOT_GLOBAL_TYPES = (C.STT_SECTION, C.STT_FILE)
+
+
 class SymbolTable(Sequence[Symbol]):
     """A ``SHT_SYMTAB``/``SHT_DYNSYM``: sized, indexable, with a name lookup.
 
@@ -263,6 +268,29 @@ class SymbolTable(Sequence[Symbol]):
     def get(self, name: str) -> Symbol | None:
         """The symbol named ``name`` (a defined one wins over an undefined one), or None."""
         return self._by_name.get(name)
+
+    def globals(self, *, bindings: Container[int] | None = GLOBAL_BINDINGS,
+                defined: bool | None = None) -> list[Symbol]:
+        """The one walk over a table's global symbols: the named entries (not entry 0, not
+        ``STT_SECTION``/``STT_FILE``) whose binding is in ``bindings`` (None: any but
+        ``STB_LOCAL``), only the defined (``defined=True``) or undefined (False) ones when asked, in
+        table order.  One pass over :attr:`columns`; records are made for the entries kept only."""
+        c = self.columns
+        info, shndx, st_name = c.st_info, c.st_shndx, c.st_name
+        rows = [i for i in range(1, self._count)
+                if st_name[i] and (info[i] >> 4 != C.STB_LOCAL if bindings is None else info[i] >> 4 in bindings)
+                and info[i] & 0xF not in _NOT_GLOBAL_TYPES
+                and (defined is None or (shndx[i] != C.SHN_UNDEF) == defined)]
+        out: list[Symbol] = []
+        for i, name in zip(rows, self.names(rows), strict=True):
+            if not name:
+                continue
+            sym = self._cache[i]
+            if sym is None:
+                sym = self._cache[i] = Symbol(i, name, st_name[i], c.st_value[i], c.st_size[i], info[i],
+                                              c.st_other[i], shndx[i])
+            out.append(sym)
+        return out
 
     @cached_property
     def columns(self) -> SymbolColumns:
@@ -421,6 +449,13 @@ class ElfFile:
             if self.sections[idx].sh_type == C.SHT_SYMTAB:
                 return table
         return None
+
+    def global_symbols(self, *, bindings: Container[int] | None = GLOBAL_BINDINGS,
+                       defined: bool | None = None) -> list[Symbol]:
+        """:meth:`SymbolTable.globals` over every ``SHT_SYMTAB`` (``.dynsym`` left out, as linkers
+        and ``ar`` read relocatable objects), in section then table order."""
+        return [sym for t in self.symbol_tables.values() if t.section.sh_type == C.SHT_SYMTAB
+                for sym in t.globals(bindings=bindings, defined=defined)]
 
     @property
     def dynsym(self) -> SymbolTable | None:

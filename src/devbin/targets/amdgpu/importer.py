@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from devbin._version import __version__
 from devbin.binary.spans import SpanIndex
@@ -63,7 +63,7 @@ from devbin.targets.amdgpu.metadata import AmdgpuMetadata, KernelMeta, read_meta
 from devbin.targets.amdgpu.resources import FunctionResources, function_resources, resource_symbols
 from devbin.targets.amdgpu.targetid import parse_note_target
 
-__all__ = ["AmdgpuFacts", "code_object_facts", "import_amdgpu"]
+__all__ = ["AmdgpuFacts", "code_object_facts", "import_amdgpu", "usage"]
 
 Diag = Callable[[DeviceBinaryError], None]
 
@@ -401,3 +401,12 @@ def import_amdgpu(elf: ElfFile, *, diag: Diag | None = None, only: frozenset[str
         diag(e)
         target = None
     return CodeObject(target, tuple(out), facts.callgraph, Metadata.of(meta))
+
+
+def usage(elf: ElfFile) -> dict[str, Any]:
+    """Resource usage of every kernel and device function (symbol order), as JSON-ready data."""
+    facts = code_object_facts(elf)
+    return {
+        "target-id": facts.target_id,
+        "functions": [r.to_dict() for r in facts.resources],
+    }

@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from devbin.formats.elf import constants as C
-from devbin.formats.elf.reader import ElfFile, SymbolTable
+from devbin.formats.elf.reader import SymbolTable
 from devbin.targets.amdgpu.metadata import KernelMeta
 
-__all__ = ["RESOURCE_SYMBOL_SUFFIXES", "FunctionResources", "resource_symbols", "usage"]
+__all__ = ["RESOURCE_SYMBOL_SUFFIXES", "FunctionResources", "resource_symbols"]  # usage(): importer.py
 
 RESOURCE_SYMBOL_SUFFIXES = ("num_vgpr", "num_agpr", "numbered_sgpr", "num_named_barrier", "private_seg_size",
                             "uses_vcc", "uses_flat_scratch", "has_dyn_sized_stack", "has_recursion",
@@ -94,14 +94,3 @@ def function_resources(name: str, kernel: KernelMeta | None, syms: dict[str, int
         uses_vcc=_flag(s.get("uses_vcc")), uses_flat_scratch=_flag(s.get("uses_flat_scratch")),
         has_recursion=_flag(s.get("has_recursion")), has_indirect_call=_flag(s.get("has_indirect_call")),
     )
-
-
-def usage(elf: ElfFile) -> dict[str, Any]:
-    """Resource usage of every kernel and device function (symbol order), as JSON-ready data."""
-    from devbin.targets.amdgpu.importer import code_object_facts
-
-    facts = code_object_facts(elf)
-    return {
-        "target-id": facts.target_id,
-        "functions": [r.to_dict() for r in facts.resources],
-    }
