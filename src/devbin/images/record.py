@@ -117,8 +117,8 @@ class Image:
       the decompressed bundle), or the raw flag bits in hex when unknown.
     * ``container``: the format holding it (:data:`CONTAINERS`).
     * ``section``: the host ELF section it was found in, or ``""``.
-    * ``offset``: file offset, in the innermost file, of the container (fatbin, OffloadBinary, bundle,
-      wrapped image), or 0 for a bare image.
+    * ``offset``: file offset, in the innermost file, of the container (fatbin, OffloadBinary, bundle),
+      or 0 for a bare or wrapped image.
     * ``metadata``: producer key/value pairs in stored order; keys are listed in docs/IMAGES.md
       (``identifier``, ``ptxas-options``, ``fatbin-kind``, ``wrapper-version``, ``triple``, ``bundle-id``,
       ``offload-kind``, ``image-kind``, an OffloadBinary's string map and a wrapped image's pairs as stored).
