@@ -54,7 +54,9 @@ def test_address_views() -> None:
     assert Address.parse("k.cubin").entry is None
 
 
-_text = st.text(min_size=1, max_size=12)
+#: Names built mostly from the characters the syntax uses, so that every escape is exercised.
+_text = st.text(alphabet=st.one_of(st.sampled_from("!@#%;.0123456789/ \n\t\x7f%2"), st.characters()), min_size=1,
+                max_size=12)
 _step = st.one_of(
     st.builds(Member, _text, st.integers(1, 5)),
     st.builds(Section, _text),
