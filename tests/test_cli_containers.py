@@ -37,22 +37,31 @@ def _run(*argv: str) -> tuple[int, str]:
 
 
 def _label(img: dict[str, Any]) -> str:
-    if img["fatbin_index"] is None:
-        return str(img["path"])
-    return f"{img['path']} [{img['container']} {img['fatbin_index']}.{img['entry_index']}]"
+    return str(img["address"])
+
+
+#: The metadata keys devbin adds to an image's (docs/IMAGES.md); inspect prints the producer's own pairs.
+_OURS = {"identifier", "ptxas-options", "fatbin-kind", "wrapper-version", "bundle-id", "offload-kind", "image-kind"}
+
+
+def _producer_metadata(img: dict[str, Any]) -> dict[str, str]:
+    if img["container"] not in ("offload", "wrapped"):
+        return {}
+    return {k: v for k, v in img["metadata"].items() if k not in _OURS}
 
 
 def _code_objects(path: Path, tmp: Path) -> list[tuple[dict[str, Any], Path]]:
     """(`devbin list` facts, extracted file) for every ELF code object in ``path``, in discovery order."""
     code, text = _run("list", "--json", str(path))
     assert code == 0
-    listed = [i for i in json.loads(text)["images"] if i["kind"] in ("elf", "ptx", "amdgpu") or i["container_format"]]
+    listed = [i for i in json.loads(text)["images"]
+              if i["kind"] in ("cubin", "ptx", "amdgpu") or i["container"] in ("offload", "bundle", "wrapped")]
     out = tmp / f"x-{path.name}"
     code, text = _run("extract", str(path), "-o", str(out), "--json")
     assert code == 0
     written = json.loads(text)["written"]
     assert len(written) == len(listed)
-    return [(i, Path(w["file"])) for i, w in zip(listed, written, strict=True) if i["kind"] in ("elf", "amdgpu")]
+    return [(i, Path(w["file"])) for i, w in zip(listed, written, strict=True) if i["kind"] in ("cubin", "amdgpu")]
 
 
 def _expected_text(command: str, path: Path, tmp: Path) -> tuple[str, int]:
@@ -65,9 +74,8 @@ def _expected_text(command: str, path: Path, tmp: Path) -> tuple[str, int]:
         if command == "inspect":
             assert single.startswith(f"{file}: ")
             single = _label(info) + single[len(str(file)):]
-            if info["metadata"]:  # an OffloadBinary's string map comes first, `key: value` per line
-                single = "Metadata:\n" + "".join(f"  {k}: {v}\n" for k, v in info["metadata"].items()) + "\n" \
-                    + single
+            if meta := _producer_metadata(info):  # an OffloadBinary's string map comes first, `key: value` per line
+                single = "Metadata:\n" + "".join(f"  {k}: {v}\n" for k, v in meta.items()) + "\n" + single
         blocks.append(f"=== {_label(info)}: {info['kind']} {info['arch']} ===\n{single}")
     return "\n".join(blocks), len(images)
 
@@ -95,12 +103,12 @@ def _check_json(command: str, path: Path, tmp: Path, n_images: int) -> dict[str,
         code, single_text = _run(command, "--json", str(file))
         assert code == 0
         single = json.loads(single_text)
-        head = {k: info[k] for k in ("path", "container", "fatbin_index", "entry_index", "kind", "arch")}
+        head = {k: info[k] for k in ("address", "vendor", "kind", "arch", "size", "stored_size", "compression")}
         if command == "inspect":
             assert single["file"] == str(file)
             single["file"] = _label(info)
-            if info["metadata"]:
-                head["metadata"] = info["metadata"]
+            if meta := _producer_metadata(info):
+                head["metadata"] = meta
             assert got == {**head, **single}
         else:
             assert got == {**head, **single}  # the graph's own "arch" (the target ID) wins
@@ -138,8 +146,8 @@ def offload(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("command", ["inspect", "callgraph"])
 def test_bundle_of_two_amdgpu_images(command: str, bundle: Path, tmp_path: Path) -> None:
     text = _check_text(command, bundle, tmp_path, 2)
-    assert f"=== {bundle} [bundle 0.1]: amdgpu gfx90a ===" in text
-    assert f"=== {bundle} [bundle 0.2]: amdgpu gfx90a:xnack+ ===" in text
+    assert f"=== {bundle}#0.1: amdgpu gfx90a ===" in text
+    assert f"=== {bundle}#0.2: amdgpu gfx90a:xnack+ ===" in text
     _check_json(command, bundle, tmp_path, 2)
 
 
@@ -153,7 +161,7 @@ def test_compressed_bundle(command: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["inspect", "callgraph"])
 def test_fatbin_with_cubins_and_ptx(command: str, fatbin: Path, tmp_path: Path) -> None:
     text = _check_text(command, fatbin, tmp_path, 2)
-    assert f"note: {fatbin} [file 0.1]: skipped ptx image" in text
+    assert f"note: {fatbin}#0.1: skipped ptx image" in text
     doc = _check_json(command, fatbin, tmp_path, 2)
     assert [s["kind"] for s in doc["skipped"]] == ["ptx"]
 
@@ -185,10 +193,10 @@ def test_archive_of_code_objects(tmp_path: Path) -> None:
     subprocess.run([ar, "rc", str(lib), "a.o", "c.cubin"], cwd=tmp_path, check=True)
     # `devbin extract` writes no bare archive members: the oracle is the member files themselves.
     blocks = []
-    for member, kind, arch in (("a.o", "amdgpu", "gfx90a"), ("c.cubin", "elf", "sm_90")):
+    for member, kind, arch in (("a.o", "amdgpu", "gfx90a"), ("c.cubin", "cubin", "sm_90")):
         code, single = _run("callgraph", str(tmp_path / member))
         assert code == 0
-        blocks.append(f"=== {lib}({member}): {kind} {arch} ===\n{single}")
+        blocks.append(f"=== {lib}!{member}: {kind} {arch} ===\n{single}")
     code, text = _run("callgraph", str(lib))
     assert code == 0 and text == "\n".join(blocks)
 

@@ -101,16 +101,21 @@ def test_help_states_the_exit_rule() -> None:
 def test_fit_path_keeps_the_innermost_name() -> None:
     assert fit_path("short.o", 20) == "short.o"
     long_dir = "/very/long/folder/" * 5
-    got = fit_path(f"{long_dir}lib.a(member.o)", 40)
-    assert len(got) == 40 and got.endswith("...lib.a(member.o)") and got.startswith("/very/long") and "..." in got
+    got = fit_path(f"{long_dir}lib.a!member.o@.nv_fatbin#0.1", 50)
+    assert len(got) == 50 and got.endswith("...lib.a!member.o@.nv_fatbin#0.1") and got.startswith("/very/long")
     member = "b1-hipv4-amdgcn-amd-amdhsa--gfx90ab1.bc"
-    got = fit_path(f"{long_dir}lib90a.a({member})", 30)  # the name alone is longer than the column: kept whole
-    assert got == f"...lib90a.a({member})"
-    assert fit_path(f"x.whl!{'d/' * 40}libk.so", 30).endswith("...libk.so")
+    got = fit_path(f"{long_dir}lib90a.a!{member}", 30)  # the name alone is longer than the column: kept whole
+    assert got == f"...lib90a.a!{member}"
+    assert fit_path(f"x.whl!{'d/' * 40}libk.so@.nv_fatbin#3.0", 30).endswith("...libk.so@.nv_fatbin#3.0")
     assert fit_path(f"{'d/' * 40}pkg.whl!lib/libk.so", 30).endswith("...libk.so")
 
 
-def test_list_shows_long_member_names_whole(tmp_path: Path) -> None:
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_list_prints_whole_addresses_unless_on_a_terminal(tmp_path: Path) -> None:
     deep = tmp_path / ("folder-with-a-long-name-" * 3) / "lib"
     deep.mkdir(parents=True)
     names = ["k-hipv4-amdgcn-amd-amdhsa--gfx90a-with-a-long-member-name.o", "short.o"]
@@ -119,7 +124,12 @@ def test_list_shows_long_member_names_whole(tmp_path: Path) -> None:
     code, text = _run(["list", str(lib)], tmp_path)
     assert code == 0
     lines = text.splitlines()
-    for n in names:
-        line = next(x for x in lines if f"libk.a({n})" in x)
-        assert line.split()[1] == "ar"  # the container column follows the path
-    assert all(len(x.split(" ar ")[0].rstrip()) <= max(64, len(f"...libk.a({names[0]})")) for x in lines[1:3])
+    assert lines[0].split() == ["address", "vendor", "kind", "arch", "size", "stored", "compr.", "identifier"]
+    for n in names:  # a pipe or a file gets every address whole
+        line = next(x for x in lines if x.startswith(f"{lib}!{n} "))
+        assert line.split()[1:4] == ["amd", "amdgpu", "gfx90a"]
+    tty = _Tty()
+    assert main(["list", str(lib)], tty) == 0
+    rows = tty.getvalue().splitlines()[1:3]
+    assert all(len(x.split(" amd ")[0].rstrip()) <= max(64, len(f"...libk.a!{names[0]}")) for x in rows)
+    assert rows[0].split()[0] == f"...libk.a!{names[0]}" and rows[1].split()[0].endswith("...libk.a!short.o")

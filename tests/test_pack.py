@@ -105,7 +105,7 @@ def test_wrapped_image_everywhere(images: dict[str, Path], tmp_path: Path, capsy
         wrapped = capsys.readouterr().out
         if cmd[0] == "list":
             w_img, p_img = json.loads(wrapped)["images"][0], json.loads(plain)["images"][0]
-            assert w_img["kind"] == p_img["kind"] == "elf" and w_img["metadata"]["Team"] == "x"
+            assert w_img["kind"] == p_img["kind"] == "cubin" and w_img["metadata"]["Team"] == "x"
         else:
             assert wrapped.replace(str(out), str(images["sm_90"])) == plain
     assert main(["inspect", str(out)]) == 0

@@ -10,6 +10,11 @@ bare AMDGPU code object (a file, or an archive member such as the archives
 `clang-offload-bundler --unbundle -type=a` writes) as <stem>.<target id>.o,
 stem from the member's name for a member.
 
+Scope as cuobjdump's: where a host ELF holds executable images in
+.nv_fatbin, its relocatable __nv_relfatbin images are not extracted unless
+--all (cuobjdump -all); with --all they are numbered after the .nv_fatbin
+ones, as `cuobjdump -all -xelf all` numbers them.
+
 Images in LLVM containers are written byte for byte as the LLVM tools
 extract them:
 
@@ -24,6 +29,8 @@ extract them:
   n counts bundle images from 1 through the input file, the target ID has
   ':' replaced by '_' (the triple stands in when there is none), and ext is o
   (AMDGPU code objects, host objects), cubin, ptx, bc, fatbin, spv or bin.
+* A devbin wrapped image is written as <stem>.<target id>.<ext>, ext as for
+  bundle entries.
 
 Any character of a triple or target ID other than letters, digits and
 "._+-" (and ':' in packager names) becomes '_'; a name that would still leave
@@ -44,28 +51,32 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from devbin.cli.list_cmd import add_all_argument
 from devbin.cli.progress import progress_bar
-from devbin.cli.render import scan_status
+from devbin.cli.render import image_json, scan_status
 
 if TYPE_CHECKING:
-    from devbin.discover import Found
+    from devbin.images import Image
+    from devbin.images.frame import Frame
 
 
 HELP = ("extract cubins and PTX like cuobjdump -xelf/-xptx, and the images of LLVM offload binaries "
         "and clang offload bundles")
 
-KINDS = ("elf", "ptx", "amdgpu", "bitcode", "host", "fatbin", "spirv", "data")
+#: --kind takes the image kinds of docs/IMAGES.md.
+KINDS = ("cubin", "ptx", "amdgpu", "bitcode", "spirv", "fatbin", "host", "data")
 
 _OFFLOAD_EXT = {"object": "o", "bitcode": "bc", "cubin": "cubin", "fatbinary": "fatbin", "ptx": "s"}
-_BUNDLE_EXT = {"amdgpu": "o", "host": "o", "elf": "cubin", "ptx": "ptx", "bitcode": "bc", "fatbin": "fatbin",
-               "spirv": "spv"}
+_EXT = {"amdgpu": "o", "host": "o", "cubin": "cubin", "ptx": "ptx", "bitcode": "bc", "fatbin": "fatbin",
+        "spirv": "spv"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="a file or folder")
     p.add_argument("--arch", help="only images of this architecture (sm_90 also matches compute_90 PTX, "
                                   "gfx90a also matches gfx90a:xnack-)")
-    p.add_argument("--kind", choices=KINDS, help="only images of this kind (elf: cubins)")
+    p.add_argument("--kind", choices=KINDS, help="only images of this kind")
+    add_all_argument(p)
     p.add_argument("-o", "--output", default=".", metavar="DIR", help="folder to write into (default: .)")
     p.add_argument("--max-size", type=int, default=1 << 30, help="refuse images larger than this once decompressed")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
@@ -92,74 +103,96 @@ def safe_name(name: str) -> str:
     return name
 
 
-def _unit(path: str) -> str:
-    """The file whose images are numbered together: an archive, not its member (``lib.a(k.o)`` -> ``lib.a``)."""
-    return path.rsplit("(", 1)[0] if path.endswith(")") else path
+def _unit(frame: Frame) -> tuple[str, str]:
+    """The file whose images are numbered together (an archive, not its member): its address and its own name."""
+    from devbin.images import Address, Member
+    a = frame.address
+    steps = a.steps[:-1] if frame.origin == "ar" else a.steps
+    name = next((s.name for s in reversed(steps) if isinstance(s, Member)), a.path)
+    return str(Address(a.path, steps)), name
 
 
-def _stem(unit: str) -> str:
-    return os.path.splitext(os.path.basename(unit.rsplit("!", 1)[-1]))[0]
+def _stem(name: str) -> str:
+    """A file name without its folders and last extension."""
+    return os.path.splitext(os.path.basename(name))[0]
 
 
-def names(images: list[Found]) -> list[str]:
+def _file_name(frame: Frame) -> str:
+    """The innermost file's own name: the member's for a member."""
+    member = frame.address.member
+    return member.name if member is not None else frame.address.path
+
+
+def wanted(image: Image) -> bool:
+    """Whether extract writes ``image`` (with no --kind/--arch): fatbin cubins and PTX (as cuobjdump),
+    bare cubins and AMDGPU code objects, and every image of an LLVM container or wrapped image."""
+    if image.container == "fatbin":
+        return image.kind in ("cubin", "ptx")
+    if image.container == "file":
+        return image.kind in ("cubin", "amdgpu")
+    return True
+
+
+def names(hits: list[tuple[Image, Frame]]) -> list[str]:
     """cuobjdump's file name for each image: numbered per kind through each file (an archive counts as one)."""
     from devbin.formats.fatbin import extract_name
     counters: dict[tuple[str, str], int] = {}
     out: list[str] = []
-    for f in images:
-        unit = _unit(f.path)
-        if f.container_format == "offload":
-            base = f"{_stem(unit)}-{_clean(f.triple)}-{_clean(f.arch, '._+-:')}"
+    for f, frame in hits:
+        unit, unit_name = _unit(frame)
+        stem = _stem(unit_name)
+        if f.container == "offload":
+            base = f"{stem}-{_clean(f.triple)}-{_clean(f.arch, '._+-:')}"
             key = (unit, "offload")
             n = counters.get(key, 0)
             counters[key] = n + 1
-            out.append(f"{base}.{n}.{_OFFLOAD_EXT.get(f.image_kind, 'bin')}")
+            out.append(f"{base}.{n}.{_OFFLOAD_EXT.get(f.get('image-kind'), 'bin')}")
             continue
-        if f.container_format == "bundle":
+        if f.container == "bundle":
             key = (unit, "bundle")
             counters[key] = counters.get(key, 0) + 1
             target = _clean((f.arch or f.triple or "none").replace(":", "_"))
-            out.append(f"{_stem(unit)}.{counters[key]}.{target}.{_BUNDLE_EXT.get(f.kind, 'bin')}")
+            out.append(f"{stem}.{counters[key]}.{target}.{_EXT.get(f.kind, 'bin')}")
             continue
-        if f.kind == "amdgpu":  # a bare code object: an archive member (bundler -type=a output) or a file
-            member = f.path[:-1].rsplit("(", 1)[1] if f.path.endswith(")") and "(" in f.path else f.path
-            out.append(f"{_stem(member)}.{_clean(f.arch.replace(':', '_'))}.o")
+        if f.container == "wrapped" or f.kind == "amdgpu":  # one image: named after its file
+            target = _clean((f.arch or f.triple or "none").replace(":", "_"))
+            out.append(f"{_stem(_file_name(frame))}.{target}.{_EXT.get(f.kind, 'bin')}")
             continue
         key = (unit, "ptx" if f.kind == "ptx" else "elf")
         counters[key] = counters.get(key, 0) + 1
         if f.entry is not None:
-            out.append(extract_name(f.entry, _stem(unit), counters[key]))
+            out.append(extract_name(f.entry, stem, counters[key]))
         else:
-            out.append(f"{_stem(f.path)}.{f.arch}.cubin")
+            out.append(f"{_stem(_file_name(frame))}.{f.arch}.cubin")
     return out
 
 
-_LABELS = {"elf": "ELF file", "ptx": "PTX file", "amdgpu": "AMDGPU code object", "bitcode": "bitcode file",
+_LABELS = {"cubin": "ELF file", "ptx": "PTX file", "amdgpu": "AMDGPU code object", "bitcode": "bitcode file",
            "host": "host file"}
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.discover import ScanReport, discover
     from devbin.errors import UsageError
+    from devbin.images.scan import Scanner
+    from devbin.images.scanreport import ScanReport
     folder = Path(args.output)
     report = ScanReport()
     with progress_bar("scanning") as progress:
-        images = [f for f in discover([args.path], progress=progress, report=report)
-                  if f.kind in ("elf", "ptx", "amdgpu") or f.container_format]
+        hits = [h for h in Scanner(report, all=args.all).paths([args.path], progress) if wanted(h[0])]
     written: list[dict[str, Any]] = []
     taken: set[str] = set()
-    for f, name in zip(images, names(images), strict=True):
+    for (f, _), name in zip(hits, names(hits), strict=True):
         if (args.kind and f.kind != args.kind) or not _arch_matches(f.arch, args.arch):
             continue
         if name in taken:
-            raise UsageError(f"two images would both be written as {name!r} (from {f.path}); "
+            raise UsageError(f"two images would both be written as {name!r} (from {f.address}); "
                              "extract the files one at a time or narrow with --arch/--kind")
-        data = f.extract_view(max_size=args.max_size)
+        data = f.data(max_size=args.max_size)
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / safe_name(name)
         target.write_bytes(data)
         taken.add(name)
-        written.append({"file": str(target), "kind": f.kind, "arch": f.arch, "size": len(data), "from": f.path})
+        written.append({"file": str(target), **image_json(f), "size": len(data)})
     if args.json:
         out.write(json.dumps({"written": written, "warnings": report.warnings}, indent=2) + "\n")
     else:

@@ -13,10 +13,13 @@ note.  A devbin wrapped image (`devbin pack --format wrapped`) and images in
 an OffloadBinary print their key/value metadata first, one `key: value` per
 line, as a plugin's debug log would.
 
+Each image is named by its address (docs/IMAGES.md), as `devbin list`
+prints it; every image of the file is read (cuobjdump's -all scope).
 Text by default; --json prints the same facts as JSON (stable key order,
 integers as integers, names beside raw values); for a container that is
-{"file": FILE, "images": [{"path", "container", ..., <the single-file
-report>}], "skipped": [...], "warnings": [...]}.  Problems that do not stop
+{"file": FILE, "images": [{"address", "vendor", "kind", "arch", "size",
+"stored_size", "compression", <the single-file report>}], "skipped": [...],
+"warnings": [...]}.  Problems that do not stop
 the reading (a bad section name, an undecodable devbin section) are reported
 as warnings and the rest is still shown.
 """
@@ -27,15 +30,17 @@ import argparse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from devbin.cli.render import image_json
+
 if TYPE_CHECKING:
-    from devbin.discover import Found
     from devbin.formats.elf.reader import Diag, ElfFile
+    from devbin.images import Image
 
 HELP = ("print the ELF summary and the devbin sections of a code object, or of every code object "
         "in a fatbin, offload bundle or binary, host object or archive")
 
 #: Image kinds that are ELF code objects; every other kind is skipped with a note.
-CODE_OBJECT_KINDS = ("elf", "amdgpu")
+CODE_OBJECT_KINDS = ("cubin", "amdgpu")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,30 +57,27 @@ class Images:
     """The device images of a container file: the code objects and the images skipped."""
 
     file: str
-    code_objects: list[Found] = field(default_factory=list)
-    skipped: list[Found] = field(default_factory=list)
+    code_objects: list[Image] = field(default_factory=list)
+    skipped: list[Image] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
-def image_label(f: Found) -> str:
-    """Where an image is, as `devbin list` gives it: the path, and container and index inside a container."""
-    if f.fatbin_index is None:
-        return f.path
-    return f"{f.path} [{f.container} {f.fatbin_index}.{f.entry_index}]"
+def image_label(f: Image) -> str:
+    """Where an image is, as `devbin list` gives it: its address."""
+    return str(f.address)
 
 
-def image_header(f: Found) -> str:
+def image_header(f: Image) -> str:
     """The line printed before each code object of a container."""
     return f"=== {image_label(f)}: {f.kind} {f.arch or '?'} ==="
 
 
-def image_dict(f: Found) -> dict[str, Any]:
-    """The facts of ``f`` that head its entry in the JSON ``images`` list."""
-    return {"path": f.path, "container": f.container, "fatbin_index": f.fatbin_index,
-            "entry_index": f.entry_index, "kind": f.kind, "arch": f.arch}
+def image_dict(f: Image) -> dict[str, Any]:
+    """The facts of ``f`` that head its entry in the JSON ``images`` list (the keys every command gives)."""
+    return image_json(f)
 
 
-def skipped_note(f: Found) -> str:
+def skipped_note(f: Image) -> str:
     return f"note: {image_label(f)}: skipped {f.kind} image ({f.arch or 'no arch'}): not an ELF code object\n"
 
 
@@ -95,8 +97,11 @@ def container_images(path: str) -> Images | None:
     """
     from devbin.api import open_file
     from devbin.detect import ELF, UNKNOWN, WRAPPED, detect
-    from devbin.discover import ZIP_MAGICS, ScanReport, discover, discover_bytes
     from devbin.errors import DeviceBinaryError, FormatError
+    from devbin.images.frame import Frame
+    from devbin.images.scan import Scanner
+    from devbin.images.scanreport import ScanReport
+    from devbin.images.sniff import ZIP_MAGICS
 
     with open(path, "rb") as fh:
         head = fh.read(64)
@@ -111,16 +116,16 @@ def container_images(path: str) -> Images | None:
             if kind != WRAPPED:
                 raise  # a broken ELF or an unknown file: the error single-file reading gives
     report = ScanReport()
-    found = list(discover([path], report=report))
+    found = list(Scanner(report, all=True).paths([path]))
     if kind in (ELF, WRAPPED) and not found:
         return None  # a host ELF with no device images: printed (or refused) as one file, as before
     images = Images(file=path, warnings=report.warnings)
-    for f in found:
+    for f, _ in found:
         if f.kind == "fatbin":  # a CUDA fatbin inside an OffloadBinary: its entries are the images
             try:
-                inner = list(discover_bytes(f.image_view(), image_label(f), report=report))
+                inner = [g for g, _ in Scanner(report, all=True).buffer(f.data(), Frame(f.address, str(f.address)))]
             except DeviceBinaryError as e:
-                report.warn(f.path, str(e))
+                report.warn(str(f.address), str(e))
                 inner = []
             if inner:
                 found_inner = [g for g in inner if g.kind in CODE_OBJECT_KINDS]
@@ -135,10 +140,10 @@ def container_images(path: str) -> Images | None:
     return images
 
 
-def open_image(f: Found, diag: Diag | None = None) -> ElfFile:
+def open_image(f: Image, diag: Diag | None = None) -> ElfFile:
     """The ELF of a code object image: the bytes `devbin extract` writes for it."""
     from devbin.formats.elf.reader import ElfFile
-    return ElfFile(f.extract_view(), where=image_label(f), diag=diag)
+    return ElfFile(f.data(), where=image_label(f), diag=diag)
 
 
 def write_container_tail(images: Images, errors: list[str], out: TextIO) -> None:
@@ -165,6 +170,19 @@ def _wrapped_metadata(path: str) -> tuple[tuple[str, str], ...] | None:
         f.seek(0)
         data = f.read()
     return parse_wrapped(data, where=path).metadata
+
+
+def producer_metadata(f: Image) -> tuple[tuple[str, str], ...]:
+    """The key/value pairs the producer stored with the image: an OffloadBinary entry's string map or a
+    wrapped image's metadata (a plugin's debug log prints these); () for other images."""
+    from devbin.formats.offload import OffloadEntry
+    from devbin.formats.wrapped import WrappedImage
+    n = f.native
+    if isinstance(n, OffloadEntry):
+        return n.strings
+    if isinstance(n, WrappedImage):
+        return n.metadata
+    return ()
 
 
 def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:
@@ -205,13 +223,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         except DeviceBinaryError as e:
             errors.append(str(e))
             continue
-        reports.append({**image_dict(f), **({"metadata": dict(f.metadata)} if f.metadata else {}), **r})
+        meta = producer_metadata(f)
+        reports.append({**image_dict(f), **({"metadata": dict(meta)} if meta else {}), **r})
         if not args.json:
             if len(reports) > 1:
                 out.write("\n")
             out.write(image_header(f) + "\n")
-            if f.metadata:
-                write_metadata(f.metadata, out)
+            if meta:
+                write_metadata(meta, out)
             render_elf(r, out)
     if args.json:
         dump_json({"file": args.file, "images": reports, "skipped": [image_dict(f) for f in images.skipped],

@@ -1,17 +1,22 @@
 """List every device image in files, archives, wheels/zips and folders.
 
-One line per image: where it is (file, container section, fatbin and entry
-index), kind (elf, ptx, ltoir, amdgpu, bitcode, host ...), architecture
-(SM or AMDGPU target ID), bytes on disk, bytes once decompressed, compression
-and identifier.  Images in LLVM containers (.llvm.offloading, OffloadBinary
-files, .hip_fatbin, clang offload bundles, plain or compressed, devbin wrapped
-images) are listed
-too: their "index" is <container #>.<entry #>, and the identifier column shows
-the bundle entry ID or the OffloadBinary triple.  Nothing is extracted to
-disk; zips and archives are read in memory.  --json prints the same facts
-(plus container_format, triple, bundle_id, offload_kind, and the key/value
-metadata an OffloadBinary or devbin wrapped image carries); a progress bar goes
-to stderr when it is a terminal.
+One line per image: its address (docs/IMAGES.md: the file, then !member,
+@section and #container.entry steps, e.g. libk.a!k.o@__nv_relfatbin#0.1),
+vendor, kind (cubin, ptx, lto-ir, amdgpu, bitcode, spirv, fatbin, host,
+data), architecture (SM or AMDGPU target ID), bytes as extracted
+(decompressed), bytes stored, compression, and an identifier (the fatbin
+entry's identifier, the bundle entry ID or the OffloadBinary triple).
+Images in LLVM containers (.llvm.offloading, OffloadBinary files,
+.hip_fatbin, clang offload bundles, plain or compressed, devbin wrapped
+images) are listed too.  Nothing is extracted to disk; zips and archives are
+read in memory.  --json prints the same facts (address, vendor, kind, arch,
+size, stored_size, compression, and container, section, offset and the
+key/value metadata); a progress bar goes to stderr when it is a terminal.
+Addresses are shortened in the middle only when stdout is a terminal.
+
+Scope as cuobjdump's: where a host ELF holds executable images in
+.nv_fatbin, its relocatable __nv_relfatbin images are left out unless --all
+(cuobjdump -all), which lists them after the .nv_fatbin ones.
 
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
@@ -26,10 +31,10 @@ import json
 from typing import TYPE_CHECKING, Any, TextIO
 
 from devbin.cli.progress import progress_bar
-from devbin.cli.render import scan_status
+from devbin.cli.render import image_json, scan_status
 
 if TYPE_CHECKING:
-    from devbin.discover import Found
+    from devbin.images import Image
 
 
 HELP = ("list every device image (cubin, PTX, LTO-IR, AMDGPU code objects, offload bundles and binaries) "
@@ -38,64 +43,66 @@ HELP = ("list every device image (cubin, PTX, LTO-IR, AMDGPU code objects, offlo
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
+    add_all_argument(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-#: The path column grows to the longest path up to this width; longer paths are shortened in the middle.
+def add_all_argument(p: argparse.ArgumentParser) -> None:
+    """``--all``: cuobjdump's ``-all`` (shared by list, extract and resources)."""
+    p.add_argument("--all", action="store_true",
+                   help="also the relocatable __nv_relfatbin images of host files that hold executable ones in "
+                        ".nv_fatbin (cuobjdump -all)")
+
+
+#: On a terminal the address column grows to the longest address up to this width; longer ones are
+#: shortened in the middle.  Elsewhere (a pipe, a file) addresses are printed whole.
 PATH_WIDTH = 64
 
 
 def fit_path(path: str, width: int) -> str:
-    """``path`` in at most ``width`` characters, shortened in the middle: the innermost file's
-    name and its archive member (``lib.a(k.o)``) are always kept whole, even past ``width``."""
+    """``path`` in at most ``width`` characters, shortened in the middle: everything after the last
+    ``/`` (the innermost file's name, an archive's member, ``libk.a!k.o@.nv_fatbin#0.1``) is always
+    kept whole, even past ``width``."""
     if len(path) <= width:
         return path
-    inner = path.rsplit("(", 1)[0] if path.endswith(")") else path
-    cut = max(inner.rfind("/"), inner.rfind("!")) + 1
+    cut = path.rfind("/") + 1
     head, tail = path[:cut], path[cut:]
     room = width - len(tail) - 3
     return ("..." if room <= 0 else head[:room] + "...") + tail
 
 
-def found_dict(f: Found) -> dict[str, Any]:
-    return {
-        "path": f.path,
-        "container": f.container,
-        "fatbin_index": f.fatbin_index,
-        "entry_index": f.entry_index,
-        "fatbin_offset": f.fatbin_offset,
-        "kind": f.kind,
-        "arch": f.arch,
-        "size": f.size,
-        "uncompressed_size": f.uncompressed_size,
-        "compression": f.compression,
-        "identifier": f.identifier,
-        "wrapper_version": f.wrapper_version,
-        "container_format": f.container_format,
-        "triple": f.triple,
-        "bundle_id": f.bundle_id,
-        "offload_kind": f.offload_kind,
-        "metadata": dict(f.metadata),
-    }
+def image_dict(image: Image) -> dict[str, Any]:
+    """What ``--json`` gives for one image."""
+    return {**image_json(image), "container": image.container, "section": image.section, "offset": image.offset,
+            "metadata": dict(image.metadata)}
+
+
+def identifier(image: Image) -> str:
+    """The identifier column: a fatbin entry's identifier, else the bundle entry ID or the triple."""
+    return image.identifier or image.get("bundle-id") or image.triple
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.discover import ScanReport, discover
+    from devbin.images.scan import scan
+    from devbin.images.scanreport import ScanReport
     report = ScanReport()
     with progress_bar("scanning") as progress:
-        found = [found_dict(f) for f in discover(args.paths, progress=progress, report=report)]
+        images = list(scan(args.paths, all=args.all, progress=progress, report=report))
     if args.json:
-        out.write(json.dumps({"images": found, "warnings": report.warnings}, indent=2) + "\n")
+        out.write(json.dumps({"images": [image_dict(i) for i in images], "warnings": report.warnings},
+                             indent=2) + "\n")
         return scan_status(report.failed)
-    width = min(max([len("path"), *(len(f["path"]) for f in found)]), PATH_WIDTH)
-    out.write(f"{'path':{width}} {'container':16} {'index':>7} {'kind':5} {'arch':11} {'size':>10} "
-              f"{'uncompr.':>10} {'compr.':6} identifier\n")
-    for f in found:
-        index = "-" if f["fatbin_index"] is None else f"{f['fatbin_index']}.{f['entry_index']}"
-        ident = f["identifier"] or f["bundle_id"] or f["triple"]
-        out.write(f"{fit_path(f['path'], width):{width}} {f['container'][:16]:16} {index:>7} {f['kind']:5} "
-                  f"{f['arch']:11} {f['size']:>10} {f['uncompressed_size']:>10} {f['compression']:6} {ident}\n")
-    out.write(f"{len(found)} images\n")
+    addresses = [str(i.address) for i in images]
+    width = max([len("address"), *(len(a) for a in addresses)])
+    if out.isatty():
+        width = min(width, PATH_WIDTH)
+    out.write(f"{'address':{width}} {'vendor':6} {'kind':7} {'arch':13} {'size':>10} {'stored':>10} {'compr.':6} "
+              "identifier\n")
+    for image, address in zip(images, addresses, strict=True):
+        out.write(f"{fit_path(address, width):{width}} {image.vendor or '-':6} {image.kind:7} {image.arch or '-':13} "
+                  f"{image.size:>10} {image.stored_size:>10} {image.compression:6} {identifier(image)}".rstrip()
+                  + "\n")
+    out.write(f"{len(images)} images\n")
     for w in report.warnings:
         out.write(f"warning: {w}\n")
     return scan_status(report.failed)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from devbin.images import Image
 
 
 def dump_json(data: Any, out: TextIO) -> None:
@@ -186,3 +189,10 @@ def scan_status(failed: list[str]) -> int:
     for path in failed:
         print(f"devbin: error: {path}: no device image could be read (see the warning)", file=sys.stderr)
     return 1 if failed else 0
+
+
+def image_json(image: Image) -> dict[str, Any]:
+    """The facts every command that prints device images gives each one, under the same keys
+    (docs/IMAGES.md): its address, vendor, kind, arch, size (as extracted), stored size, compression."""
+    return {"address": str(image.address), "vendor": image.vendor, "kind": image.kind, "arch": image.arch,
+            "size": image.size, "stored_size": image.stored_size, "compression": image.compression}

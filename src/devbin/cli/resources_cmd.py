@@ -11,7 +11,13 @@ note and LLVM 20+ resource symbols.  What the file does not say prints `?`
 PATH may be a cubin, a fatbin, a host object, library or executable, an ar
 archive, a wheel/zip or a folder.  --format cuobjdump prints exactly the
 lines of `cuobjdump -res-usage` (fatbin entry headers included), so scripts
-that parse them can switch; --json gives the same facts as data.
+that parse them can switch; --json gives the same facts as data, each image
+under its address (docs/IMAGES.md) with the keys every command gives images.
+
+Scope as cuobjdump's: where a host ELF holds executable images in
+.nv_fatbin, its relocatable __nv_relfatbin images are left out unless --all
+(cuobjdump -all), which prints them after the .nv_fatbin ones, as
+`cuobjdump -all -res-usage` does.
 
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
@@ -27,11 +33,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from devbin.cli.list_cmd import add_all_argument
 from devbin.cli.progress import progress_bar
-from devbin.cli.render import scan_status
+from devbin.cli.render import image_json, scan_status
 
 if TYPE_CHECKING:
-    from devbin.discover import Found
+    from devbin.images import Image
+    from devbin.images.frame import Frame
 
 
 HELP = "print per-function resource usage of every cubin and AMDGPU code object found"
@@ -40,14 +48,15 @@ HELP = "print per-function resource usage of every cubin and AMDGPU code object 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
     p.add_argument("--format", choices=("text", "cuobjdump"), default="text", help="text layout (default: text)")
+    add_all_argument(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _entry_header(f: Found) -> str:
+def _entry_header(f: Image) -> str:
     """The block cuobjdump prints before each fatbin entry."""
     e = f.entry
     assert e is not None
-    lines = ["", "Fatbin ptx code:" if f.kind == "ptx" else f"Fatbin {f.kind} code:", "================",
+    lines = ["", "Fatbin ptx code:" if f.kind == "ptx" else f"Fatbin {e.kind_name} code:", "================",
              f"arch = sm_{e.arch}{e.variant}", f"code version = [{e.major},{e.minor}]",
              "host = " + ("linux" if e.flags & 0x10 else "mac" if e.flags & 0x20 else "windows" if e.flags & 0x40
                           else "unknown"),
@@ -59,30 +68,31 @@ def _entry_header(f: Found) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _member_line(f: Found) -> str | None:
-    if not f.path.endswith(")") or "(" not in f.path:
+def _member_line(frame: Frame) -> str | None:
+    """cuobjdump's line before the images of an archive member."""
+    from devbin.images import Address
+    a, member = frame.address, frame.address.member
+    if frame.origin != "ar" or member is None:
         return None
-    archive, member = f.path[:-1].rsplit("(", 1)
-    if "!" not in archive:  # cuobjdump names an archive on disk by its absolute path
-        archive = os.path.abspath(archive)
-    return f"\nmember {archive}:{member}:\n"
+    archive = str(Address(a.path, a.steps[:-1])) if len(a.steps) > 1 else os.path.abspath(a.path)
+    return f"\nmember {archive}:{member.name}:\n"  # cuobjdump names an archive on disk by its absolute path
 
 
 _AMD_COLUMNS = ("sgpr", "vgpr", "agpr", "private_segment", "group_segment", "kernarg_segment", "dynamic_stack",
                 "sgpr_spill", "vgpr_spill")
 
 
-def _is_amdgpu(f: Found) -> bool:
+def _is_amdgpu(f: Image) -> bool:
     from devbin.errors import DeviceBinaryError
     from devbin.formats.elf import constants as C
     from devbin.formats.elf.reader import ElfFile
     try:
-        return ElfFile(f.image_view(), where=f.path).header.e_machine == C.EM_AMDGPU
+        return ElfFile(f.data(), where=str(f.address)).header.e_machine == C.EM_AMDGPU
     except DeviceBinaryError:
         return False
 
 
-def _amdgpu_usage(f: Found) -> dict[str, Any]:
+def _amdgpu_usage(f: Image) -> dict[str, Any]:
     """Per-function AMDGPU resources: from the devbin sections when present, else from the vendor's facts.
 
     Every value the file does not give is ``None`` (text: ``?``), never a guess.
@@ -95,7 +105,7 @@ def _amdgpu_usage(f: Found) -> dict[str, Any]:
         AMD_VGPR_SPILL,
         code_object_facts,
     )
-    elf = ElfFile(f.image_view(), where=f.path)
+    elf = ElfFile(f.data(), where=str(f.address))
     facts = code_object_facts(elf)
     obj = read_code_object(elf)
     rows: list[dict[str, Any]] = []
@@ -119,8 +129,7 @@ def _amdgpu_usage(f: Found) -> dict[str, Any]:
         for r in facts.resources:
             d = r.to_dict()
             rows.append({"name": r.name, "kind": r.kind, **{k: d[k] for k in _AMD_COLUMNS}, "source": r.source})
-    return {"path": f.path, "container": f.container, "target-id": facts.target_id, "source": source,
-            "functions": rows}
+    return {**image_json(f), "target-id": facts.target_id, "source": source, "functions": rows}
 
 
 #: Printed once after the tables when a function's resources are unknown (JSON: ``"source": "unknown"``).
@@ -137,7 +146,7 @@ def _cell(v: Any) -> str:
 
 
 def _write_amdgpu(a: dict[str, Any], out: TextIO) -> None:
-    out.write(f"{a['path']} ({a['target-id']}, from {a['source']}):\n")
+    out.write(f"{a['address']} ({a['target-id']}, from {a['source']}):\n")
     out.write(f"  {'function':32} {'kind':7} {'SGPR':>5} {'VGPR':>5} {'AGPR':>5} {'PRIVATE':>8} {'GROUP':>6} "
               f"{'KERNARG':>7} {'DYNSTACK':>8} {'SSPILL':>6} {'VSPILL':>6}\n")
     for fn in a["functions"]:
@@ -148,10 +157,11 @@ def _write_amdgpu(a: dict[str, Any], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.discover import ScanReport, discover
     from devbin.errors import DeviceBinaryError
     from devbin.formats.elf import constants as C
     from devbin.formats.elf.reader import ElfFile
+    from devbin.images.scan import Scanner
+    from devbin.images.scanreport import ScanReport
     from devbin.targets.nvidia.cubin import Cubin
     from devbin.targets.nvidia.resources import format_cuobjdump, usage
     report = ScanReport()
@@ -160,34 +170,33 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     text: list[str] = []
     last_member = None
     with progress_bar("scanning") as progress:
-        for f in discover(args.paths, progress=progress, report=report):
-            if f.kind == "amdgpu" or (f.kind == "elf" and f.entry is None and _is_amdgpu(f)):
+        for f, frame in Scanner(report, all=args.all).paths(args.paths, progress):
+            where = str(f.address)
+            if f.kind == "amdgpu" or (f.kind == "cubin" and f.entry is None and _is_amdgpu(f)):
                 try:
                     amd.append(_amdgpu_usage(f))
                 except DeviceBinaryError as e:
-                    report.warn(f.path, str(e))
+                    report.warn(where, str(e))
                 continue
-            if f.kind not in ("elf", "ptx"):
+            if f.kind not in ("cubin", "ptx"):
                 continue
-            member = _member_line(f)
+            member = _member_line(frame)
             if member and member != last_member:
                 text.append(member)
                 last_member = member
             if f.entry is not None:
                 text.append(_entry_header(f))
-            if f.kind != "elf":
+            if f.kind != "cubin":
                 continue
             try:
-                elf = ElfFile(f.image_view(), where=f.path)
+                elf = ElfFile(f.data(), where=where)
                 if elf.header.e_machine != C.EM_CUDA:
                     continue
                 u = usage(Cubin(elf, records=False))
             except DeviceBinaryError as e:
-                report.warn(f.path, str(e))
+                report.warn(where, str(e))
                 continue
-            u["path"], u["container"], u["fatbin_index"], u["entry_index"] = (
-                f.path, f.container, f.fatbin_index, f.entry_index)
-            results.append(u)
+            results.append({**image_json(f), **u})
             text.append(format_cuobjdump(u))
     if args.json:
         doc: dict[str, Any] = {"cubins": results}
@@ -202,9 +211,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             print(f"warning: {w}", file=sys.stderr)  # stdout stays exactly cuobjdump's lines
         return scan_status(report.failed)
     for u in results:
-        where = u["path"] + (f" [{u['container']} {u['fatbin_index']}.{u['entry_index']}]"
-                             if u["fatbin_index"] is not None else "")
-        out.write(f"{where} ({u['arch']}): GLOBAL {u['common']['global']} bytes"
+        out.write(f"{u['address']} ({u['arch']}): GLOBAL {u['common']['global']} bytes"
                   + "".join(f", CONSTANT[{c['bank']}] {c['size']}" for c in u["common"]["constant"]) + "\n")
         out.write(f"  {'function':32} {'kind':7} {'REG':>4} {'STACK':>6} {'SHARED':>7} {'LOCAL':>6}  constant banks\n")
         for fn in u["functions"]:

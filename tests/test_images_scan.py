@@ -1,4 +1,4 @@
-"""``devbin.discover`` on host files built at test time, checked against ``cuobjdump``.
+"""``devbin.images.scan`` on host files built at test time, checked against ``cuobjdump``.
 
 Built from tests/sources/kernels.cu and extfn.cu with nvcc (sm_80; one object also has
 compute_80 PTX and sm_90): a whole-program object, ``-rdc`` objects, a multi-arch object,
@@ -25,9 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from devbin.discover import Found, ScanReport, discover, discover_bytes
 from devbin.errors import DeviceBinaryError
 from devbin.formats.fatbin import extract_name
+from devbin.images import BareElf, Image
+from devbin.images.scan import scan, scan_bytes
+from devbin.images.scanreport import ScanReport
 
 from tests.conftest import SOURCES, require_tool
 
@@ -116,26 +118,31 @@ def cuobjdump_list(path: Path) -> dict[str, list[tuple[str, str]]]:
     return dict(out)
 
 
-def ours_as_cuobjdump(found: list[Found], path: Path) -> dict[str, list[tuple[str, str]]]:
+def ours_as_cuobjdump(found: list[Image], path: Path) -> dict[str, list[tuple[str, str]]]:
     """Our fatbin entries of the sections cuobjdump reads, named the way cuobjdump names them:
     in file order, numbered per kind (ELF, PTX) through the whole file, archive members included."""
     stem = path.stem
-    per_member: dict[str, list[Found]] = defaultdict(list)
+    per_member: dict[str, list[Image]] = defaultdict(list)
     for f in found:
-        if f.entry is None or f.container not in (".nv_fatbin", "__nv_relfatbin", "file"):
+        if f.entry is None or f.section not in (".nv_fatbin", "__nv_relfatbin", ""):
             continue
-        m = re.match(re.escape(str(path)) + r"\((.+)\)$", f.path)
+        m = re.match(re.escape(str(path)) + r"!(.+)$", f.path)
         per_member[m.group(1) if m else ""].append(f)
-    numbers = {"elf": 0, "ptx": 0}
+    numbers = {"cubin": 0, "ptx": 0}
     out: dict[str, list[tuple[str, str]]] = {}
     for member, items in per_member.items():
         rows = []
         for f in items:
             numbers[f.kind] += 1
             assert f.entry is not None
-            rows.append((f.kind, extract_name(f.entry, stem, numbers[f.kind])))
+            rows.append(("elf" if f.kind == "cubin" else f.kind, extract_name(f.entry, stem, numbers[f.kind])))
         out[member] = rows
     return out
+
+
+def _index(f: Image) -> int | None:
+    """The container index of an image's address (None for a bare image)."""
+    return f.address.entry.container if f.address.entry else None
 
 
 HOST_FILES = ["whole.o", "rdc.o", "multi.o", "dlink.o", "exe", "libk.so", "libr.a", "k.fatbin", "padded.o"]
@@ -145,7 +152,7 @@ HOST_FILES = ["whole.o", "rdc.o", "multi.o", "dlink.o", "exe", "libk.so", "libr.
 def test_images_match_cuobjdump(built: dict[str, Path], name: str) -> None:
     path = built[name]
     rep = ScanReport()
-    found = list(discover([path], report=rep))
+    found = list(scan([path], report=rep))
     assert rep.warnings == []
     theirs = cuobjdump_list(path)
     assert theirs, f"cuobjdump lists nothing in {name}"
@@ -155,35 +162,41 @@ def test_images_match_cuobjdump(built: dict[str, Path], name: str) -> None:
 def test_counts_per_kind_of_host_file(built: dict[str, Path]) -> None:
     """What each kind of host file holds (the facts cuobjdump confirms above)."""
     def summary(name: str) -> list[tuple[str, str, str, int | None]]:
-        return [(f.container, f.kind, f.arch, f.fatbin_index) for f in discover([built[name]])]
+        return [(f.section, f.kind, f.arch, _index(f)) for f in scan([built[name]])]
 
-    assert summary("whole.o") == [(".nv_fatbin", "elf", "sm_80", 0), (".nv_fatbin", "ptx", "compute_80", 0)]
-    assert summary("rdc.o") == [("__nv_relfatbin", "elf", "sm_80", 0), ("__nv_relfatbin", "ptx", "compute_80", 0)]
-    assert summary("multi.o") == [(".nv_fatbin", "elf", "sm_80", 0), (".nv_fatbin", "ptx", "compute_80", 0),
-                                  (".nv_fatbin", "elf", "sm_90", 0)]
-    assert summary("dlink.o") == [(".nv_fatbin", "elf", "sm_80", 0)]  # linked cubin only, no PTX
+    assert summary("whole.o") == [(".nv_fatbin", "cubin", "sm_80", 0), (".nv_fatbin", "ptx", "compute_80", 0)]
+    assert summary("rdc.o") == [("__nv_relfatbin", "cubin", "sm_80", 0), ("__nv_relfatbin", "ptx", "compute_80", 0)]
+    assert summary("multi.o") == [(".nv_fatbin", "cubin", "sm_80", 0), (".nv_fatbin", "ptx", "compute_80", 0),
+                                  (".nv_fatbin", "cubin", "sm_90", 0)]
+    assert summary("dlink.o") == [(".nv_fatbin", "cubin", "sm_80", 0)]  # linked cubin only, no PTX
     # An executable and a shared library: nvcc links the CUDA runtime's own fatbin (one linked
     # sm_80 cubin, registered with a version-2 wrapper) before the program's.
     for name in ("exe", "libk.so"):
-        assert summary(name) == [(".nv_fatbin", "elf", "sm_80", 0), (".nv_fatbin", "elf", "sm_80", 1),
+        assert summary(name) == [(".nv_fatbin", "cubin", "sm_80", 0), (".nv_fatbin", "cubin", "sm_80", 1),
                                  (".nv_fatbin", "ptx", "compute_80", 1)]
-    assert [(Path(f.path).name, f.kind) for f in discover([built["libr.a"]])] == [
-        ("libr.a(rdc.o)", "elf"), ("libr.a(rdc.o)", "ptx"), ("libr.a(ext.o)", "elf"), ("libr.a(ext.o)", "ptx")]
-    assert summary("padded.o") == [(".nv_fatbin", "elf", "sm_80", 0), (".nv_fatbin", "ptx", "compute_80", 0),
-                                   (".nv_fatbin", "elf", "sm_80", 1), (".nv_fatbin", "ptx", "compute_80", 1)]
+    assert [(Path(f.path).name, f.kind) for f in scan([built["libr.a"]])] == [
+        ("libr.a!rdc.o", "cubin"), ("libr.a!rdc.o", "ptx"), ("libr.a!ext.o", "cubin"), ("libr.a!ext.o", "ptx")]
+    assert summary("padded.o") == [(".nv_fatbin", "cubin", "sm_80", 0), (".nv_fatbin", "ptx", "compute_80", 0),
+                                   (".nv_fatbin", "cubin", "sm_80", 1), (".nv_fatbin", "ptx", "compute_80", 1)]
 
 
-def test_found_fields(built: dict[str, Path]) -> None:
+def test_image_fields(built: dict[str, Path]) -> None:
     data = built["whole.o"].read_bytes()
-    elf_img, ptx = list(discover([built["whole.o"]]))
+    elf_img, ptx = list(scan([built["whole.o"]]))
     assert elf_img.entry is not None and ptx.entry is not None
-    assert data[elf_img.fatbin_offset or 0:][:4] == b"\x50\xed\x55\xba"
-    assert elf_img.compression == "none" and elf_img.uncompressed_size == elf_img.size
-    assert elf_img.entry.data()[:4] == b"\x7fELF"
+    assert data[elf_img.offset:][:4] == b"\x50\xed\x55\xba"
+    assert (elf_img.vendor, elf_img.container, elf_img.section) == ("nvidia", "fatbin", ".nv_fatbin")
+    assert elf_img.compression == "none" and elf_img.size == len(elf_img.data()) <= elf_img.stored_size
+    assert bytes(elf_img.data()) == elf_img.entry.data() and elf_img.entry.data()[:4] == b"\x7fELF"
     # nvcc's default compression mode compresses PTX (zstd) and leaves the whole-program ELF plain.
-    assert ptx.compression == "zstd" and ptx.size < ptx.uncompressed_size == ptx.entry.uncompressed_size
+    assert ptx.compression == "zstd" and ptx.stored_size < ptx.size == ptx.entry.uncompressed_size
     assert ptx.entry.data().lstrip().startswith(b".version")
-    assert elf_img.entry_index == 0 and ptx.entry_index == 1 and elf_img.wrapper_version == 1
+    assert bytes(ptx.data()) == ptx.entry.data()
+    assert str(elf_img.address) == f"{built['whole.o']}@.nv_fatbin#0.0" and str(ptx.address).endswith("#0.1")
+    assert elf_img.get("wrapper-version") == "1"
+    assert ptx.get("ptxas-options").strip() == ptx.entry.options.strip()
+    obj = elf_img.code_object()
+    assert obj is not None and obj.functions and ptx.code_object() is None
 
 
 def test_wrappers_are_reported_and_resolved(built: dict[str, Path]) -> None:
@@ -192,14 +205,14 @@ def test_wrappers_are_reported_and_resolved(built: dict[str, Path]) -> None:
               "blob.o": [], "padded.o": []}
     for name, want in expect.items():
         rep = ScanReport()
-        found = list(discover([built[name]], report=rep))
+        found = list(scan([built[name]], report=rep))
         assert [(w.version, w.target_section) for w in rep.wrappers] == want, name
         assert all(w.found for w in rep.wrappers), name
-        offsets = {f.fatbin_offset for f in found}
+        offsets = {f.offset for f in found}
         assert {w.target_offset for w in rep.wrappers} <= offsets, name
-        assert {f.wrapper_version for f in found if f.container != ".rodata"} <= {1, 2, None}
-    exe = list(discover([built["exe"]]))
-    assert [f.wrapper_version for f in exe] == [2, 1, 1]
+        assert {f.get("wrapper-version") for f in found if f.section != ".rodata"} <= {"1", "2", ""}
+    exe = list(scan([built["exe"]]))
+    assert [f.get("wrapper-version") for f in exe] == ["2", "1", "1"]
 
 
 def test_fatbin_in_rodata_is_found(built: dict[str, Path]) -> None:
@@ -207,32 +220,36 @@ def test_fatbin_in_rodata_is_found(built: dict[str, Path]) -> None:
     proc = subprocess.run([require_tool("cuobjdump"), "-lelf", "-lptx", str(built["blob.o"])], capture_output=True,
                           text=True, check=False)
     assert "ELF file" not in proc.stdout
-    found = list(discover([built["blob.o"]]))
-    bare = list(discover([built["k.fatbin"]]))
-    assert [(f.container, f.kind, f.arch, f.size) for f in found] == [
-        (".rodata", f.kind, f.arch, f.size) for f in bare]
-    assert all(f.entry is not None and f.wrapper_version is None for f in found)
+    found = list(scan([built["blob.o"]]))
+    bare = list(scan([built["k.fatbin"]]))
+    assert [(f.section, f.kind, f.arch, f.size, f.stored_size) for f in found] == [
+        (".rodata", f.kind, f.arch, f.size, f.stored_size) for f in bare]
+    assert [str(f.address).removeprefix(str(built["blob.o"])) for f in found] == ["@.rodata#0.0", "@.rodata#0.1"]
+    assert [str(f.address).removeprefix(str(built["k.fatbin"])) for f in bare] == ["#0.0", "#0.1"]
+    assert all(f.entry is not None and f.get("wrapper-version") == "" for f in found)
     assert bytes(found[0].entry.raw_payload) == bytes(bare[0].entry.raw_payload)  # type: ignore[union-attr]
 
 
 def test_random_bytes_with_the_magic_are_not_reported(built: dict[str, Path]) -> None:
     rep = ScanReport()
-    assert list(discover([built["noise.o"]], report=rep)) == []
+    assert list(scan([built["noise.o"]], report=rep)) == []
     assert rep.warnings == []
     # The same bytes bare: a corrupt fatbin (it starts with the magic), so a warning and nothing else.
     noise = _noise((built["k.fatbin"]).read_bytes())
     rep = ScanReport()
-    assert list(discover_bytes(noise, "noise.bin", report=rep)) == []
+    assert list(scan_bytes(noise, "noise.bin", report=rep)) == []
     assert len(rep.warnings) == 1 and "noise.bin" in rep.warnings[0]
 
 
 def test_bare_cubins(cubins: dict[str, Path], built: dict[str, Path]) -> None:
     for name, path in cubins.items():
-        (f,) = discover([path])
+        (f,) = scan([path])
         sm = name.split("_")[1]
-        assert (f.container, f.kind, f.arch, f.fatbin_index, f.entry) == ("file", "elf", f"sm_{sm}", None, None)
-        assert f.elf is not None and f.elf.machine == 190 and f.size == f.elf.size == path.stat().st_size
-    (f,) = discover([built["k.cubin"]])
+        assert (f.container, f.kind, f.arch, f.address.entry, f.entry) == ("file", "cubin", f"sm_{sm}", None, None)
+        assert isinstance(f.native, BareElf) and f.native.machine == 190
+        assert f.size == f.stored_size == f.native.size == path.stat().st_size == len(f.data())
+        assert str(f.address) == str(path) and f.vendor == "nvidia" and f.offset == 0
+    (f,) = scan([built["k.cubin"]])
     assert f.arch == "sm_80"
     assert [k for k, _ in cuobjdump_list(built["k.cubin"])[""]] == ["elf"]
 
@@ -240,8 +257,8 @@ def test_bare_cubins(cubins: dict[str, Path], built: dict[str, Path]) -> None:
 def test_amdgpu_code_objects_are_listed(amdgpu_objects: dict[str, Path]) -> None:
     for gfx in ("gfx90a", "gfx1030", "gfx942"):
         for key in (f"{gfx}_obj", f"{gfx}_so"):
-            (f,) = discover([amdgpu_objects[key]])
-            assert (f.kind, f.arch, f.container) == ("amdgpu", gfx, "file")
+            (f,) = scan([amdgpu_objects[key]])
+            assert (f.kind, f.arch, f.container, f.vendor) == ("amdgpu", gfx, "file", "amd")
 
 
 # --------------------------------------------------------------------------- zips, folders, archives
@@ -265,31 +282,30 @@ def wheel(built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> P
     return whl
 
 
-def _strip(found: list[Found], prefix: str) -> list[tuple[object, ...]]:
-    # A bare cubin's container says what holds it ("file" on disk, "zip" in a zip): left out here.
-    return [(f.path.removeprefix(prefix), f.container if f.entry else "", f.kind, f.arch, f.size, f.fatbin_index,
-             f.fatbin_offset) for f in found]
+def _strip(found: list[Image], prefix: str) -> list[tuple[object, ...]]:
+    return [(str(f.address).removeprefix(prefix), f.container, f.section, f.kind, f.arch, f.size, f.stored_size,
+             f.offset) for f in found]
 
 
 def test_wheel_with_a_zip_inside(wheel: Path, built: dict[str, Path]) -> None:
     rep = ScanReport()
-    found = list(discover([wheel], report=rep))
+    found = list(scan([wheel], report=rep))
     assert rep.warnings == []
     w = str(wheel)
     paths = [f.path.removeprefix(w) for f in found]
     assert sorted(set(paths), key=paths.index) == [
-        "!pkg/lib/libk.so", "!pkg/lib/libr.a(rdc.o)", "!pkg/lib/libr.a(ext.o)", "!pkg/k.cubin",
+        "!pkg/lib/libk.so", "!pkg/lib/libr.a!rdc.o", "!pkg/lib/libr.a!ext.o", "!pkg/k.cubin",
         "!pkg/inner.zip!deep/whole.o"]
     # Each member gives exactly what the same file gives on disk.
     for member, name in (("pkg/lib/libk.so", "libk.so"), ("pkg/k.cubin", "k.cubin")):
         mine = [f for f in found if f.path == f"{w}!{member}"]
-        assert _strip(mine, f"{w}!{member}") == _strip(list(discover([built[name]])), str(built[name]))
+        assert _strip(mine, f"{w}!{member}") == _strip(list(scan([built[name]])), str(built[name]))
     deep = [f for f in found if f.path.endswith("!deep/whole.o")]
-    assert _strip(deep, deep[0].path) == _strip(list(discover([built["whole.o"]])), str(built["whole.o"]))
-    assert [f.container for f in found if f.path.endswith("!pkg/k.cubin")] == ["zip"]
+    assert _strip(deep, deep[0].path) == _strip(list(scan([built["whole.o"]])), str(built["whole.o"]))
+    assert [f.container for f in found if f.path.endswith("!pkg/k.cubin")] == ["file"]
     # Without a path: the same images, named after `where`.
-    again = list(discover_bytes(wheel.read_bytes(), "pkg.whl"))
-    assert [f.path.replace("pkg.whl", w, 1) for f in again] == [f.path for f in found]
+    again = list(scan_bytes(wheel.read_bytes(), "pkg.whl"))
+    assert [str(f.address).replace("pkg.whl", w, 1) for f in again] == [str(f.address) for f in found]
 
 
 def test_folder_walk_sorted_symlinks_not_followed(built: dict[str, Path], wheel: Path, tmp_path: Path) -> None:
@@ -306,14 +322,14 @@ def test_folder_walk_sorted_symlinks_not_followed(built: dict[str, Path], wheel:
     (root / "link_out").symlink_to(outside, target_is_directory=True)
     (root / "a" / "link_in.o").symlink_to(root / "a" / "whole.o")
     calls: list[tuple[int, int]] = []
-    found = list(discover([root], progress=lambda d, t: calls.append((d, t))))
+    found = list(scan([root], progress=lambda d, t: calls.append((d, t))))
     files = sorted(dict.fromkeys(f.path.split("!")[0] for f in found))
     r = str(root)
     assert files == [f"{r}/a/whole.o", f"{r}/b/sub/rdc.o", f"{r}/c.whl"]
     order = list(dict.fromkeys(f.path.split("!")[0] for f in found))
     assert order == files  # sorted walk: a/, b/, c.whl
     assert calls == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]  # 4 regular files, links skipped
-    assert list(discover([root])) == found  # deterministic
+    assert list(scan([root])) == found  # deterministic
 
 
 def test_corrupt_members_become_warnings(built: dict[str, Path], tmp_path: Path) -> None:
@@ -323,10 +339,10 @@ def test_corrupt_members_become_warnings(built: dict[str, Path], tmp_path: Path)
     (tmp_path / "whole.o").write_bytes(whole)
     _run([ar, "rc", "mixed.a", "broken.o", "whole.o"], tmp_path)
     rep = ScanReport()
-    found = list(discover([tmp_path / "mixed.a"], report=rep))
-    assert {f.path for f in found} == {f"{tmp_path / 'mixed.a'}(whole.o)"}
+    found = list(scan([tmp_path / "mixed.a"], report=rep))
+    assert {f.path for f in found} == {f"{tmp_path / 'mixed.a'}!whole.o"}
     assert len(found) == 2
-    assert len(rep.warnings) == 1 and "mixed.a(broken.o)" in rep.warnings[0]
+    assert len(rep.warnings) == 1 and "mixed.a!broken.o" in rep.warnings[0]
 
     # A zip whose one member is corrupt (CRC): the other members are still read.
     zpath = tmp_path / "z.zip"
@@ -338,12 +354,12 @@ def test_corrupt_members_become_warnings(built: dict[str, Path], tmp_path: Path)
     raw[at] ^= 0xFF
     zpath.write_bytes(bytes(raw))
     rep = ScanReport()
-    found = list(discover([zpath], report=rep))
+    found = list(scan([zpath], report=rep))
     assert {f.path for f in found} == {f"{zpath}!b/whole.o"}
     assert len(rep.warnings) == 1 and "z.zip!a/broken.o" in rep.warnings[0]
 
     with pytest.raises(FileNotFoundError):
-        list(discover([tmp_path / "missing.o"]))
+        list(scan([tmp_path / "missing.o"]))
 
 
 def test_thin_archive_members(built: dict[str, Path], tmp_path: Path) -> None:
@@ -354,13 +370,13 @@ def test_thin_archive_members(built: dict[str, Path], tmp_path: Path) -> None:
     _run([ar, "rcT", "lib/thin.a", "lib/rdc.o", "ext.o"], tmp_path)
     thin = tmp_path / "lib" / "thin.a"
     rep = ScanReport()
-    found = list(discover([thin], report=rep))
-    assert {f.path for f in found} == {f"{thin}(rdc.o)"}
+    found = list(scan([thin], report=rep))
+    assert {f.path for f in found} == {f"{thin}!rdc.o"}
     assert len(rep.warnings) == 1 and "outside the archive's folder" in rep.warnings[0]
-    found = list(discover([thin], follow_thin_outside=True))
-    assert [f.path for f in found] == [f"{thin}(rdc.o)"] * 2 + [f"{thin}(../ext.o)"] * 2
+    found = list(scan([thin], follow_thin_outside=True))
+    assert [f.path for f in found] == [f"{thin}!rdc.o"] * 2 + [f"{thin}!../ext.o"] * 2
     rep = ScanReport()
-    assert list(discover_bytes(thin.read_bytes(), "thin.a", report=rep)) == []
+    assert list(scan_bytes(thin.read_bytes(), "thin.a", report=rep)) == []
     assert len(rep.warnings) == 2
 
 
@@ -371,11 +387,69 @@ def test_truncated_and_mutated_archive_scans_only_warn(built: dict[str, Path]) -
     for cut in cuts:
         rep = ScanReport()
         try:
-            list(discover_bytes(data[:cut], "libr.a", report=rep))
-        except DeviceBinaryError as e:  # pragma: no cover - discover_bytes turns these into warnings
+            list(scan_bytes(data[:cut], "libr.a", report=rep))
+        except DeviceBinaryError as e:  # pragma: no cover - scan_bytes turns these into warnings
             pytest.fail(f"cut {cut}: {e}")
     for _ in range(300):
         buf = bytearray(data)
         for _ in range(rng.randint(1, 4)):
             buf[rng.randrange(len(buf))] = rng.randrange(256)
-        list(discover_bytes(bytes(buf), "libr.a", report=ScanReport()))
+        list(scan_bytes(bytes(buf), "libr.a", report=ScanReport()))
+
+
+# --------------------------------------------------------------------------- addresses of a real scan
+
+
+def test_addresses_of_hostile_and_repeated_member_names(tmp_path: Path) -> None:
+    from devbin.formats.ar.writer import ArMember, write_archive
+    from devbin.formats.fatbin import FatbinImage, write_fatbin
+    from devbin.formats.fatbin import constants as FC
+    from devbin.images import Address, Entry, Member, find_image
+
+    from tests.conftest import FIXTURES
+
+    cubin = (FIXTURES / "sample_sm90.cubin").read_bytes()
+    amd = (FIXTURES / "sample_gfx90a.o").read_bytes()
+    fatbin = write_fatbin([FatbinImage(FC.KIND_ELF, 90, cubin), FatbinImage(FC.KIND_ELF, 80, cubin)])
+    lib = write_archive([ArMember("k.o", amd), ArMember("k.o", cubin, symbols=()), ArMember("a#1@b!c%d;e.o", amd)])
+    whl = tmp_path / "odd name #1.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("lib/libk.a", lib)
+        z.writestr("lib/x!y@z.fatbin", fatbin)
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            z.writestr("lib/x!y@z.fatbin", fatbin)  # a zip may hold two members of one name
+    images = list(scan([whl]))
+    w = "odd name %231.whl"
+    assert [str(i.address).removeprefix(str(tmp_path) + "/") for i in images] == [
+        f"{w}!lib/libk.a!k.o", f"{w}!lib/libk.a!k.o;2", f"{w}!lib/libk.a!a%231%40b%21c%25d%3Be.o",
+        f"{w}!lib/x%21y%40z.fatbin#0.0", f"{w}!lib/x%21y%40z.fatbin#0.1",
+        f"{w}!lib/x%21y%40z.fatbin;2#0.0", f"{w}!lib/x%21y%40z.fatbin;2#0.1"]
+    assert [i.kind for i in images] == ["amdgpu", "cubin", "amdgpu", "cubin", "cubin", "cubin", "cubin"]
+    assert images[2].address.member == Member("a#1@b!c%d;e.o")
+    assert images[4].address == Address(str(whl), (Member("lib/x!y@z.fatbin"), Entry(0, 1)))
+    for image in images:  # every address reads back, and names its image alone
+        text = str(image.address)
+        assert Address.parse(text) == image.address
+        assert find_image(images, text) is image
+    assert len({i.address for i in images}) == len(images)
+    assert [i.address for i in scan([whl])] == [i.address for i in images]  # stable run to run
+    assert bytes(find_image(images, images[1].address).data()) == cubin
+
+
+def test_discover_shim_gives_the_old_records(built: dict[str, Path]) -> None:
+    """`devbin.discover` (kept until packaging and link.inputs are ported) describes images as before."""
+    from devbin.discover import discover
+
+    lib = built["libr.a"]
+    old = list(discover([lib]))
+    new = list(scan([lib], all=True))
+    assert [(f.path, f.container, f.kind, f.fatbin_index, f.entry_index) for f in old] == [
+        (f"{lib}(rdc.o)", "__nv_relfatbin", "elf", 0, 0), (f"{lib}(rdc.o)", "__nv_relfatbin", "ptx", 0, 1),
+        (f"{lib}(ext.o)", "__nv_relfatbin", "elf", 0, 0), (f"{lib}(ext.o)", "__nv_relfatbin", "ptx", 0, 1)]
+    assert [f.image_record for f in old] == new
+    assert [(f.size, f.uncompressed_size, f.fatbin_offset, f.wrapper_version) for f in old] == [
+        (i.stored_size, i.entry.uncompressed_size if i.entry and i.compression != "none" else i.stored_size,
+         i.offset, 1) for i in new]
+    (bare,) = discover([built["k.cubin"]])
+    assert (bare.container, bare.kind, bare.fatbin_index, bare.elf is not None) == ("file", "elf", None, True)
+    assert bare.image() == built["k.cubin"].read_bytes()

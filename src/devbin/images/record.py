@@ -1,0 +1,205 @@
+"""The :class:`Image` record: one device image wherever it sits, and the vocabulary it is told in.
+
+Every scan (:mod:`devbin.images.scan`) gives one :class:`Image` per device image: a bare
+file, a fatbin entry, an OffloadBinary entry, a clang offload bundle entry, a devbin
+wrapped image, each possibly inside an ``ar`` member, a zip/wheel member or a host ELF
+section.  Its :class:`~devbin.images.address.Address` says where; the other fields say what
+it is, told in the vocabularies below.  The bytes are read only when :meth:`Image.data` or
+:meth:`Image.code_object` is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from devbin.binary import ByteView
+from devbin.errors import FormatError, UsageError
+from devbin.formats.bundle import BundleEntry
+from devbin.formats.elf.reader import ElfFile
+from devbin.formats.fatbin import FatbinEntry
+from devbin.formats.fatbin import constants as FC
+from devbin.formats.offload import OffloadEntry
+from devbin.formats.wrapped import WrappedImage
+from devbin.images.address import Address
+
+if TYPE_CHECKING:
+    from devbin.model import CodeObject
+
+__all__ = [
+    "AMDGPU", "BITCODE", "CONTAINERS", "CUBIN", "DATA", "FATBIN", "HOST", "KINDS", "LTO_IR", "PTX", "SPIRV",
+    "VENDORS", "BareElf", "Image", "Native", "fatbin_kind", "find_image",
+]
+
+# --------------------------------------------------------------------------- kinds
+
+CUBIN: Final = "cubin"  #: an NVIDIA cubin (ELF, e_machine 190 EM_CUDA)
+PTX: Final = "ptx"  #: PTX text
+LTO_IR: Final = "lto-ir"  #: NVIDIA LTO-IR (a fatbin entry of kind 8, nvcc -dlto)
+AMDGPU: Final = "amdgpu"  #: an AMDGPU code object (ELF, e_machine 224 EM_AMDGPU)
+BITCODE: Final = "bitcode"  #: LLVM bitcode, raw or in its wrapper
+SPIRV: Final = "spirv"  #: a SPIR-V module
+FATBIN: Final = "fatbin"  #: a CUDA fatbin stored as one image (an OffloadBinary entry) and not opened further
+HOST: Final = "host"  #: a host object (any other ELF, or a bundle's host entry)
+DATA: Final = "data"  #: anything else: bytes of no known kind (an unknown fatbin entry kind included)
+
+#: The one kind vocabulary, with what each kind means.
+KINDS: Final[dict[str, str]] = {
+    CUBIN: "NVIDIA cubin (ELF, EM_CUDA)",
+    PTX: "PTX text",
+    LTO_IR: "NVIDIA LTO-IR",
+    AMDGPU: "AMDGPU code object (ELF, EM_AMDGPU)",
+    BITCODE: "LLVM bitcode",
+    SPIRV: "SPIR-V module",
+    FATBIN: "CUDA fatbin, not opened further",
+    HOST: "host object",
+    DATA: "unknown data",
+}
+
+#: ``vendor``: whose device the image is for; ``""`` for host objects and unknown data.
+VENDORS: Final = ("nvidia", "amd", "")
+
+#: ``container``: the format holding the image.
+CONTAINERS: Final[dict[str, str]] = {
+    "file": "a bare image: the whole file (or archive/zip member)",
+    "fatbin": "an entry of a CUDA fatbin",
+    "offload": "an entry of an LLVM OffloadBinary",
+    "bundle": "an entry of a clang offload bundle (plain or compressed)",
+    "wrapped": "the image of a devbin wrapped image",
+}
+
+_FATBIN_KINDS: Final[dict[int, str]] = {FC.KIND_PTX: PTX, FC.KIND_ELF: CUBIN, FC.KIND_LTOIR: LTO_IR}
+
+
+def fatbin_kind(kind: int) -> str:
+    """The image kind of a fatbin entry kind (``fatBinaryCodeKind``); ``data`` for the old cubin and unknowns."""
+    return _FATBIN_KINDS.get(kind, DATA)
+
+
+# --------------------------------------------------------------------------- natives
+
+
+@dataclass(frozen=True, slots=True)
+class BareElf:
+    """Header facts of a bare device ELF file (a cubin or an AMDGPU code object), and its bytes."""
+
+    machine: int
+    e_type: int
+    e_flags: int
+    osabi: int
+    abi_version: int
+    size: int
+    view: memoryview = field(repr=False, compare=False)
+
+
+#: The format-level object an image came from.
+Native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf
+
+
+# --------------------------------------------------------------------------- the record
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """One device image.
+
+    * ``address``: where it is (:mod:`devbin.images.address`), what ``devbin list`` prints.
+    * ``vendor``: ``nvidia``, ``amd`` or ``""`` (:data:`VENDORS`).
+    * ``kind``: one of :data:`KINDS`.
+    * ``arch``: ``sm_90``, ``sm_90a``, ``compute_90`` (PTX, LTO-IR), ``gfx90a:xnack+``; ``""`` when unknown.
+    * ``size``: the bytes :meth:`data` returns, which ``devbin extract`` writes (decompressed; a fatbin
+      cubin trimmed to its last section, PTX to its first NUL).  For a compressed fatbin entry it is
+      the decompressed size the entry header records, as the exact extent is known only once decoded.
+    * ``stored_size``: the bytes the image takes in the file (a fatbin entry's payload area).
+    * ``compression``: ``none``, ``lz4``, ``zstd`` (fatbin entries), ``zlib``/``zstd`` (an entry of a
+      compressed bundle: the bundle is compressed as a whole, so ``stored_size`` is the entry's size in
+      the decompressed bundle), or the raw flag bits in hex when unknown.
+    * ``container``: the format holding it (:data:`CONTAINERS`).
+    * ``section``: the host ELF section it was found in, or ``""``.
+    * ``offset``: file offset, in the innermost file, of the container (fatbin, OffloadBinary, bundle),
+      or 0 for a bare or wrapped image.
+    * ``metadata``: producer key/value pairs in stored order; keys are listed in docs/IMAGES.md
+      (``identifier``, ``ptxas-options``, ``fatbin-kind``, ``wrapper-version``, ``triple``, ``bundle-id``,
+      ``offload-kind``, ``image-kind``, an OffloadBinary's string map and a wrapped image's pairs as stored).
+    * ``native``: the format-level object (:data:`Native`): a ``FatbinEntry``, ``OffloadEntry``,
+      ``BundleEntry``, ``WrappedImage`` or :class:`BareElf`.
+    """
+
+    address: Address
+    vendor: str
+    kind: str
+    arch: str
+    size: int
+    stored_size: int
+    compression: str
+    container: str
+    section: str
+    offset: int
+    metadata: tuple[tuple[str, str], ...] = ()
+    native: Native | None = field(default=None, compare=False, repr=False)
+
+    # -- derived facts ---------------------------------------------------------------
+    def __str__(self) -> str:
+        return str(self.address)
+
+    @property
+    def path(self) -> str:
+        """The innermost file's address as text (``lib.a!k.o``, ``w.whl!x/libk.so``, ``k.fatbin``)."""
+        return str(self.address.file)
+
+    def get(self, key: str, default: str = "") -> str:
+        """The first metadata value of ``key``."""
+        return next((v for k, v in self.metadata if k == key), default)
+
+    @property
+    def identifier(self) -> str:
+        return self.get("identifier")
+
+    @property
+    def triple(self) -> str:
+        return self.get("triple") or self.get("Triple")
+
+    @property
+    def entry(self) -> FatbinEntry | None:
+        """The fatbin entry this image is, or None."""
+        return self.native if isinstance(self.native, FatbinEntry) else None
+
+    # -- bytes ------------------------------------------------------------------------
+    def data(self, max_size: int = FC.DEFAULT_MAX) -> memoryview | bytes:
+        """The image as ``devbin extract`` writes it: a window on the file (zero-copy) when stored
+        plain, decompressed otherwise.  Raises FormatError above ``max_size`` bytes or for bad data."""
+        n = self.native
+        if isinstance(n, FatbinEntry):
+            return n.extract_view(max_size)
+        if isinstance(n, OffloadEntry | WrappedImage):
+            view = n.image
+        elif isinstance(n, BundleEntry):
+            view = n.data
+        elif isinstance(n, BareElf):
+            view = n.view
+        else:
+            raise FormatError(f"{self.address}: no image bytes recorded", fmt=self.container, where=str(self.address))
+        if len(view) > max_size:
+            raise FormatError(f"{self.address}: image of {len(view)} bytes is larger than the limit of {max_size} "
+                              "bytes", fmt=self.container, where=str(self.address))
+        return view
+
+    def code_object(self, max_size: int = FC.DEFAULT_MAX) -> CodeObject | None:
+        """The image in the unified model (:func:`devbin.importers.import_code_object`), or None
+        for an image that is no code object (PTX, LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""
+        if self.kind not in (CUBIN, AMDGPU):
+            return None
+        from devbin.importers import import_code_object  # the model and importers only when asked: CLI start-up
+        return import_code_object(ElfFile(ByteView(self.data(max_size), where=str(self.address)),
+                                          where=str(self.address)))
+
+
+def find_image(images: Iterable[Image], address: Address | str) -> Image:
+    """The image at ``address`` (an :class:`Address` or its text) among ``images`` (a scan's);
+    UsageError naming the address when none is there."""
+    want = Address.parse(address) if isinstance(address, str) else address
+    for image in images:
+        if image.address == want:
+            return image
+    raise UsageError(f"no device image at {str(want)!r} (`devbin list` prints the addresses)")

@@ -1,0 +1,319 @@
+"""Find every device image in files, folders, ``ar`` archives and zip files (wheels, eggs).
+
+``scan(paths)`` yields one :class:`~devbin.images.Image` per device image, in a
+deterministic order: paths in the order given, folders walked in sorted name order, members
+in archive order, sections in section-table order (but ``.nv_fatbin`` before
+``__nv_relfatbin``, as cuobjdump reads them), containers and entries in file order.
+
+Where images are looked for, by the first bytes of each file or member
+(:func:`devbin.images.sniff.container_format`):
+
+* **host ELF** (objects, shared libraries, executables): NVIDIA fatbins in sections, with
+  cuobjdump's scope (:mod:`devbin.images.hostelf`: ``all`` adds ``__nv_relfatbin`` when
+  ``.nv_fatbin`` holds executable images), and LLVM offloading sections
+  (:mod:`devbin.images.llvm`), NVIDIA's first.
+* **bare cubins** (ELF, ``e_machine`` 190), kind ``cubin``, SM from ``e_flags``; **AMDGPU code
+  objects** (``e_machine`` 224), kind ``amdgpu``, processor from ``e_flags``.
+* **bare fatbins** (one or several back to back), **bare OffloadBinaries** and **bare
+  bundles** (plain or compressed).
+* **devbin wrapped images**: the image with the wrapper's metadata, addressed as the file
+  itself (the wrapper holds one image); a container inside is opened, its steps right after
+  the file's (``k.wrapped#0.1`` for a fatbin's entry 1).
+* **ar archives** (regular, BSD, thin): every member, recursively.  Thin members are read from
+  disk only when they lie inside the archive's folder (``follow_thin_outside`` lifts that);
+  from :func:`scan_bytes` they cannot be read and are reported as warnings.
+* **zip files** (``.whl``, ``.egg``, ``.zip``, also a zip inside a zip): members are read into
+  memory one at a time, never extracted to disk; a member whose first bytes are no known magic
+  is skipped after reading those bytes only.
+
+A corrupt or unreadable member yields nothing and adds a line to
+:attr:`ScanReport.warnings` (prefixed with the file's address); the scan goes on.  Only a
+top-level path that cannot be opened raises (``OSError``).  A file named explicitly that yields
+no image but warnings (truncated, corrupt) is also recorded in :attr:`ScanReport.failed`, so a
+command line can fail for it while a folder or zip scan (a zip is a folder of files) only
+warns about the files it skips.
+
+``all`` (cuobjdump's ``-all``) matters only where a host ELF holds both ``.nv_fatbin`` and
+``__nv_relfatbin``; anything that counts bytes (sizes, pruning) scans with ``all=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import mmap
+import os
+import stat
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+from devbin.binary import Buffer, ByteView
+from devbin.detect import (
+    AR,
+    AR_THIN,
+    CUDA_FATBIN,
+    ELF,
+    OFFLOAD_BINARY,
+    OFFLOAD_BUNDLE,
+    OFFLOAD_BUNDLE_COMPRESSED,
+    WRAPPED,
+)
+from devbin.errors import DeviceBinaryError
+from devbin.formats.ar import ArchiveFile
+from devbin.formats.elf import constants as EC
+from devbin.formats.elf.reader import ElfFile
+from devbin.formats.wrapped import parse_wrapped
+from devbin.images.address import Address, Member
+from devbin.images.frame import Frame, Hit
+from devbin.images.hostelf import HostElf, fatbin_images, walk_fatbins
+from devbin.images.llvm import bundle_images, llvm_in_elf, offload_images
+from devbin.images.record import AMDGPU, CUBIN, HOST, BareElf, Image
+from devbin.images.scanreport import ScanReport
+from devbin.images.sniff import SNIFF, ZIP, ZIP_MAGICS, amdgpu_arch, container_format, cuda_arch, image_kind, vendor_of
+
+__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "scan", "scan_bytes"]
+
+#: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
+MAX_DEPTH = 12
+#: Zip members larger than this are not read (a warning says so).
+MAX_MEMBER_SIZE = 8 << 30
+
+Progress = Callable[[int, int], None]
+
+
+def scan(paths: Iterable[str | Path], *, all: bool = False, progress: Progress | None = None,
+         report: ScanReport | None = None, follow_thin_outside: bool = False) -> Iterator[Image]:
+    """Yield every device image in ``paths`` (files or folders), see the module docstring.
+
+    ``progress(done, total)`` is called with ``done = 0`` first and after each file; ``total``
+    is the number of files, folders expanded.  ``report`` collects warnings and wrappers.
+    """
+    for image, _ in Scanner(report, all=all, follow_thin_outside=follow_thin_outside).paths(paths, progress):
+        yield image
+
+
+def scan_bytes(data: Buffer, where: str, *, all: bool = False, report: ScanReport | None = None) -> Iterator[Image]:
+    """Yield every device image in ``data`` (any of the formats above); addresses start with ``where``."""
+    for image, _ in Scanner(report, all=all).buffer(data, Frame(Address(where), where)):
+        yield image
+
+
+def _walk(display: str, root: Path, rep: ScanReport) -> Iterator[tuple[str, Path]]:
+    """Regular files under ``root`` in sorted order; symlinks are not followed (a link inside
+    the tree leads to something walked anyway, a link out of it must not be followed)."""
+    try:
+        with os.scandir(root) as it:
+            entries = sorted(it, key=lambda d: d.name)
+    except OSError as e:
+        rep.warn(display, f"cannot list folder: {e}")
+        return
+    for ent in entries:
+        sub_display = os.path.join(display, ent.name)
+        try:
+            if ent.is_symlink():
+                continue
+            if ent.is_dir(follow_symlinks=False):
+                yield from _walk(sub_display, Path(ent.path), rep)
+            elif ent.is_file(follow_symlinks=False):
+                yield sub_display, Path(ent.path)
+        except OSError as err:
+            rep.warn(sub_display, f"cannot read: {err}")
+
+
+def _member(parent: Frame, name: str, seen: dict[str, int], display: str, origin: str) -> Frame:
+    """The frame of archive/zip member ``name`` (``;N`` for the N-th of that name)."""
+    seen[name] = n = seen.get(name, 0) + 1
+    return Frame(parent.address.child(Member(name, n)), display, origin)
+
+
+class Scanner:
+    """One scan: its report, scope and thin-archive policy.  :meth:`paths` and :meth:`buffer`
+    yield ``(image, frame)`` pairs: the image and the file it was found in."""
+
+    def __init__(self, report: ScanReport | None = None, *, all: bool = False,
+                 follow_thin_outside: bool = False) -> None:
+        self.rep = report if report is not None else ScanReport()
+        self.all = all
+        self.follow_thin_outside = follow_thin_outside
+        self.zip_opened = False  # the last top-level file was a zip (a folder of files: not in `failed`)
+
+    def paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> Iterator[Hit]:
+        """Every image under ``paths``; raises OSError for a top-level path that cannot be read."""
+        rep = self.rep
+        files: list[tuple[str, Path, bool]] = []  # display path, path, given explicitly
+        for p in paths:
+            path = Path(p)
+            st = path.stat()  # raises OSError for a missing top-level path
+            if stat.S_ISDIR(st.st_mode):
+                files.extend((d, f, False) for d, f in _walk(str(p), path, rep))
+            else:
+                files.append((str(p), path, True))
+        total = len(files)
+        if progress is not None:
+            progress(0, total)
+        for done, (display, path, explicit) in enumerate(files, 1):
+            rep.files += 1
+            warned, images = len(rep.warnings), 0
+            try:
+                for hit in self.file(path, Frame(Address(display), display)):
+                    images += 1
+                    yield hit
+            except OSError as e:
+                if explicit:
+                    raise
+                rep.warn(display, f"cannot read: {e}")
+            if explicit and not images and len(rep.warnings) > warned and not self.zip_opened:
+                rep.failed.append(display)
+            if progress is not None:
+                progress(done, total)
+
+    # -- files on disk ----------------------------------------------------------
+    def file(self, path: Path, frame: Frame, depth: int = 0) -> Iterator[Hit]:
+        """The images of the file at ``path``, memory-mapped (a zip is read member by member)."""
+        with open(path, "rb") as f:
+            head = f.read(SNIFF)
+            if depth == 0:
+                self.zip_opened = head.startswith(ZIP_MAGICS)
+            if head.startswith(ZIP_MAGICS):
+                yield from self._zip(f, frame, depth)
+                return
+            if container_format(head) is None:
+                return
+            if os.fstat(f.fileno()).st_size == 0:
+                return
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            yield from self.buffer(mm, frame, depth=depth, disk=path)
+        finally:
+            # Images may still hold views into the map; then it goes with them.
+            with contextlib.suppress(BufferError):
+                mm.close()
+
+    # -- any buffer --------------------------------------------------------------
+    def buffer(self, data: Buffer, frame: Frame, *, depth: int = 0, disk: Path | None = None) -> Iterator[Hit]:
+        """The images of ``data``, the bytes of the file ``frame`` names."""
+        where = frame.where
+        view = ByteView(data, where=where)
+        fmt = container_format(bytes(view.bytes_at(0, min(SNIFF, len(view)))))
+        if fmt is None:
+            return
+        if depth > MAX_DEPTH:
+            self.rep.warn(where, f"nested more than {MAX_DEPTH} containers deep; not opened")
+            return
+        if fmt == ZIP:
+            yield from self._zip(io.BytesIO(view.bytes_at(0, len(view))), frame, depth)
+            return
+        try:
+            if fmt == ELF:
+                yield from self._elf(view, frame)
+            elif fmt == CUDA_FATBIN:
+                fresh = ByteView(view, fmt="fatbin", where=where)
+                for index, offset, fb in walk_fatbins(fresh, self.rep, where, where):
+                    yield from fatbin_images(fb, frame, "", index, offset, None)
+            elif fmt in (AR, AR_THIN):
+                yield from self._archive(view, frame, depth, disk)
+            elif fmt == OFFLOAD_BINARY:
+                yield from offload_images(view, self.rep, frame, "", 0)
+            elif fmt in (OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
+                yield from bundle_images(view, self.rep, frame, "", 0)
+            elif fmt == WRAPPED:
+                yield from self._wrapped(view, frame, depth)
+        except DeviceBinaryError as e:
+            self.rep.warn(where, str(e))
+
+    # -- devbin wrapped single image ------------------------------------------------
+    def _wrapped(self, view: ByteView, frame: Frame, depth: int) -> Iterator[Hit]:
+        """A device image is reported with the wrapper's metadata; a container inside is opened."""
+        w = parse_wrapped(view, where=frame.where)
+        inner = container_format(bytes(w.image[:SNIFF]))
+        kind, elf_arch = image_kind(w.image, ptx=(w.get("ImageKind") or "").lower() == "ptx")
+        address = frame.address  # one image: the wrapper is no step of its own
+        if inner not in (None, ELF) or kind == HOST:
+            inside = Frame(address, f"{frame.display}!wrapped", "wrapped")
+            yield from self.buffer(w.image, inside, depth=depth + 1)
+            return
+        triple = w.get("Triple") or ""
+        image = Image(address=address, vendor=vendor_of(kind, triple), kind=kind, arch=w.get("TargetID") or elf_arch,
+                      size=len(w.image), stored_size=len(w.image), compression="none", container="wrapped",
+                      section="", offset=0, metadata=w.metadata, native=w)
+        yield image, frame
+
+    # -- ar ------------------------------------------------------------------------
+    def _archive(self, view: ByteView, frame: Frame, depth: int, disk: Path | None) -> Iterator[Hit]:
+        ar = ArchiveFile(view, where=frame.where, diag=lambda e: self.rep.warn(frame.where, str(e)))
+        seen: dict[str, int] = {}
+        for m in ar.files:
+            sub = _member(frame, m.name, seen, f"{frame.display}({m.name})", "ar")
+            self.rep.members += 1
+            if not m.thin:
+                yield from self.buffer(m.data, sub, depth=depth + 1)
+                continue
+            if disk is None:
+                self.rep.warn(sub.where, "thin archive member: its data is outside the archive and cannot be read here")
+                continue
+            try:
+                target = ar.thin_member_path(m, disk, allow_outside=self.follow_thin_outside)
+            except DeviceBinaryError as e:
+                self.rep.warn(sub.where, f"{e}; not followed")
+                continue
+            try:
+                yield from self.file(target, sub, depth=depth + 1)
+            except OSError as e:
+                self.rep.warn(sub.where, f"cannot read thin member {str(target)!r}: {e}")
+
+    # -- zip ------------------------------------------------------------------------
+    def _zip(self, fileobj: IO[bytes], frame: Frame, depth: int) -> Iterator[Hit]:
+        try:
+            zf = zipfile.ZipFile(fileobj)
+            infos = zf.infolist()
+        except Exception as e:  # zipfile raises many types on corrupt input
+            self.rep.warn(frame.where, f"not a readable zip file: {type(e).__name__}: {e}")
+            return
+        seen: dict[str, int] = {}
+        with zf:
+            for info in infos:
+                if info.is_dir():
+                    continue
+                sub = _member(frame, info.filename, seen, f"{frame.display}!{info.filename}", ZIP)
+                self.rep.members += 1
+                data = self._zip_member(zf, info, sub.where)
+                if data is not None:
+                    yield from self.buffer(data, sub, depth=depth + 1)
+
+    def _zip_member(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytes | None:
+        """The member's bytes when its first bytes name a format devbin looks into, else None."""
+        try:
+            with zf.open(info) as fh:
+                head = fh.read(SNIFF)
+                if container_format(head) is None:
+                    return None
+                if info.file_size > MAX_MEMBER_SIZE:
+                    self.rep.warn(where, f"member of {info.file_size} bytes is larger than the limit; skipped")
+                    return None
+                fh.seek(0)  # re-reads the first bytes rather than copying a large member twice
+                return fh.read()
+        except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption
+            self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
+            return None
+
+    # -- ELF -------------------------------------------------------------------------
+    def _elf(self, view: ByteView, frame: Frame) -> Iterator[Hit]:
+        where = frame.where
+        elf = ElfFile(ByteView(view, where=where), where=where, diag=lambda e: self.rep.warn(where, str(e)))
+        h = elf.header
+        if h.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU):
+            cuda = h.e_machine == EC.EM_CUDA
+            arch = cuda_arch(h.ei_osabi, h.ei_abiversion, h.e_flags) if cuda else amdgpu_arch(h.e_flags)
+            native = BareElf(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
+                             abi_version=h.ei_abiversion, size=elf.size, view=elf.view.bytes_at(0, elf.size))
+            yield Image(address=frame.address, vendor="nvidia" if cuda else "amd", kind=CUBIN if cuda else AMDGPU,
+                        arch=arch, size=elf.size, stored_size=elf.size, compression="none", container="file",
+                        section="", offset=0, native=native), frame
+            return
+        try:
+            yield from HostElf(self.rep, elf, frame).scan(all=self.all)
+        except DeviceBinaryError as e:
+            self.rep.warn(where, str(e))
+        yield from llvm_in_elf(self.rep, elf, frame)
