@@ -58,13 +58,16 @@ def _regs(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.binary.output import check_destination, write_file
+    from devbin.binary.output import Inputs, check_destination, write_file
     from devbin.cli.render import dump_json
+    from devbin.errors import OutputError
     from devbin.link.core import link
 
     kernels = [k for k in args.kernels.split(",") if k] if args.kernels else None
     if args.map:  # before the link: a --map naming an input (or -o) fails at once
-        check_destination(args.map, [*args.inputs, *([args.output] if args.output else [])])
+        check_destination(args.map, args.inputs)
+        if args.output and Inputs([args.output]).match(args.map):
+            raise OutputError("--map and -o name the same file; give the map another name", where=args.map)
     result = link([Path(p) for p in args.inputs], target=args.target, kernels=kernels, keep=args.keep,
                   stack_budget=args.stack_budget, output=args.output, keep_address_taken=args.keep_address_taken)
     if args.map:
