@@ -34,7 +34,9 @@ before it.  ``backup=`` keeps the destination's previous content under another n
 link to it when the file system allows, else a copy written the same way), for commands that
 rewrite a file in place.
 
-Not durable across a power cut: the file is fsync'd, the folder is not.
+Not durable across a power cut: the file is fsync'd, the folder is not.  The destination is
+replaced by a new file: other hard links to the old one keep the old content, and the new
+file is owned by whoever wrote it.
 
 For tests only: with ``DEVBIN_TEST_HOLD_WRITE`` set to a folder, each output stops after its
 first half is written, creates ``held-<pid>-<n>`` in that folder (holding the destination's
