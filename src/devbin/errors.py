@@ -22,6 +22,7 @@ __all__ = [
     "DeviceBinaryError",
     "FormatError",
     "NotThisFormat",
+    "OutputError",
     "TruncatedError",
     "UnsupportedVersion",
     "UsageError",
@@ -97,3 +98,9 @@ class UnsupportedVersion(FormatError):
 
 class UsageError(DeviceBinaryError):
     """A caller asked for something impossible (bad argument, bad model)."""
+
+
+class OutputError(UsageError):
+    """A file devbin was asked to write cannot be written, or must not be: it is one of the
+    command's inputs, or the system refused (permissions, disk full, file-size limit).
+    ``where`` names the file; nothing of it was left behind (:mod:`devbin.binary.output`)."""

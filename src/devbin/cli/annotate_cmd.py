@@ -29,13 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.api import open_file
+    from devbin.binary.output import check_destination, write_file
     from devbin.errors import UsageError
     from devbin.formats.devsec.elf import annotate
     from devbin.formats.elf.compare import loader_differences
     from devbin.formats.elf.reader import ElfFile
     from devbin.importers import import_code_object
-    if Path(args.output).resolve() == Path(args.file).resolve():
-        raise UsageError("refusing to overwrite the input; give another --output")
+    check_destination(args.output, [args.file])
     from devbin.api import wrapped_metadata
     from devbin.formats.wrapped import parse_wrapped, write_wrapped
     raw = Path(args.file).read_bytes()
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         w = parse_wrapped(raw, where=args.file)
         data = write_wrapped(data, w.metadata, flags=w.flags)
         size_in = len(raw)
-    Path(args.output).write_bytes(data)
+    write_file(args.output, data, inputs=[args.file])
     result = {"input": args.file, "output": args.output, "size_before": size_in, "size_after": len(data),
               "functions": len(obj.functions), "kernels": len(obj.kernels)}
     if args.json:

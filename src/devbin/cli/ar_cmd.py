@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, TextIO
@@ -186,15 +185,17 @@ def _load_targets(specs: list[list[str]], chains: list[str], inputs: list[Path])
 
 
 def _write(path: str, data: bytes, inputs: list[Path]) -> None:
-    out = Path(path)
-    for p in inputs:
-        try:
-            same = out.exists() and os.path.samefile(out, p)
-        except OSError:
-            same = False
-        if same or out.resolve() == p.resolve():
-            raise _usage(f"refusing to overwrite input {str(p)!r}; choose another -o")
-    out.write_bytes(data)
+    """``data`` to ``path`` whole or not at all, never over one of ``inputs`` (devbin.binary.output)."""
+    from devbin.binary.output import write_file
+
+    write_file(path, data, inputs=inputs)
+
+
+def _check(path: str, inputs: list[Path]) -> None:
+    """Refuse an ``-o`` naming an input before the work (the write checks again)."""
+    from devbin.binary.output import check_destination
+
+    check_destination(path, inputs)
 
 
 def _open(path: str) -> Any:
@@ -211,6 +212,7 @@ def _create(args: argparse.Namespace, out: TextIO) -> int:
 
     inputs: list[Path] = []
     targets = _load_targets(args.target, args.chain, inputs)
+    _check(args.output, inputs)
     index: str | bool | None = False if args.no_index else args.index_target
     with _packing(args.storage) as progress:
         data = create(targets, index=index, progress=progress, **_storage(args, args.storage))
@@ -254,6 +256,7 @@ def _add(args: argparse.Namespace, out: TextIO) -> int:
     lib = _open(args.archive)
     inputs: list[Path] = [Path(args.archive)]
     new = _load_targets(args.target, args.chain, inputs)
+    _check(args.output, inputs)
     have = set(lib.targets())
     for t in new:
         if t.name in have:
@@ -268,6 +271,7 @@ def _remove(args: argparse.Namespace, out: TextIO) -> int:
     from dataclasses import replace
 
     lib = _open(args.archive)
+    _check(args.output, [Path(args.archive)])
     for t in args.targets:
         lib.target(t)  # a clear error for an unknown target
     targets = [t for t in lib.to_targets() if t.name not in args.targets]

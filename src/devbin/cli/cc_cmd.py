@@ -8,7 +8,8 @@ comments LLVM prints in the assembly (LLVM 19 writes them nowhere else).  The
 object is imported, device functions gain their registers and scratch size,
 kernels keep the metadata note's totals (the assembly's numbers must agree;
 disagreements are printed as warnings), and the devbin sections are written
-into the object in place.  Nothing the loader or ld.lld reads moves.
+into the object (a new file renamed over it, never a partial one).  Nothing the loader or
+ld.lld reads moves.  An -o naming one of the command's input files is refused.
 
 When the compiler fails, devbin exits with its status.  Commands without -c
 and -o FILE, writing to stdout, or for a target other than amdgcn are refused.
@@ -61,10 +62,12 @@ def asm_command(argv: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    import os
     import subprocess
     import sys
     from pathlib import Path
 
+    from devbin.binary.output import Inputs, check_destination, write_file
     from devbin.errors import DeviceBinaryError, UsageError
     from devbin.formats.devsec.elf import annotate
     from devbin.formats.elf import constants as C
@@ -88,6 +91,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if target is None or not target.startswith("amdgcn"):
         raise UsageError(f"devbin cc handles AMDGPU device compiles only (-target amdgcn-...); "
                          f"this command's target is {target or 'the host default'!r}")
+    # the compile's input files: every other argument that names an existing file
+    sources = Inputs(a for j, a in enumerate(argv[1:]) if j not in range(o[0], o[0] + o[1]) and os.path.isfile(a))
+    check_destination(path, sources)  # -o naming a source: refused before the compiler runs
     rc = subprocess.run(argv, check=False).returncode
     if rc != 0:
         return rc
@@ -112,7 +118,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if diffs:
         raise UsageError(f"internal error: the annotated file would differ where the loader reads: {diffs}")
     size_in = elf.size
-    Path(path).write_bytes(data)
+    write_file(path, data, inputs=sources)
     result: dict[str, Any] = {
         "output": path, "size_before": size_in, "size_after": len(data),
         "functions": {n: {k: v for k, v in i.to_dict().items() if k != "other"} for n, i in infos.items()},

@@ -35,7 +35,10 @@ extract them:
 Any character of a triple or target ID other than letters, digits and
 "._+-" (and ':' in packager names) becomes '_'; a name that would still leave
 DIR (a path separator, "..", a control character) is refused, and so are two
-images that would get the same name.
+images that would get the same name, and an image whose name is that of an
+input file (the same file, also through a symbolic or hard link): an archive
+k.gfx90a.o holding k.o extracts to k.gfx90a.o; then nothing is written.  Each
+file is written whole or not at all (a new file renamed into place).
 
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
@@ -171,15 +174,24 @@ _LABELS = {"cubin": "ELF file", "ptx": "PTX file", "amdgpu": "AMDGPU code object
            "host": "host file"}
 
 
+def _source_files(path: str, images: list[Image]) -> list[str]:
+    """The files on disk the images were read from: ``path`` when it is a file, and the file each
+    image's address starts from (a file found in a folder walk)."""
+    out = {path} if os.path.isfile(path) else set()
+    out.update(p for p in (f.address.path for f in images) if os.path.isfile(p))
+    return sorted(out)
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.errors import UsageError
+    from devbin.binary.output import Inputs, write_file
+    from devbin.errors import OutputError, UsageError
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
     folder = Path(args.output)
     report = ScanReport()
     with progress_bar("scanning") as progress:
         hits = [h for h in Scanner(report, all=args.all).paths([args.path], progress) if wanted(h[0])]
-    written: list[dict[str, Any]] = []
+    chosen: list[tuple[Image, Path]] = []
     taken: set[str] = set()
     for (f, _), name in zip(hits, names(hits), strict=True):
         if (args.kind and f.kind != args.kind) or not _arch_matches(f.arch, args.arch):
@@ -187,11 +199,22 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if name in taken:
             raise UsageError(f"two images would both be written as {name!r} (from {f.address}); "
                              "extract the files one at a time or narrow with --arch/--kind")
+        taken.add(name)
+        chosen.append((f, folder / safe_name(name)))
+    # An image's default name can be its input's own name (an archive k.gfx90a.o holding k.o, a
+    # cubin kern.sm_90.cubin with identifier kern.cu): refuse before writing anything.
+    inputs = Inputs(_source_files(args.path, [h[0] for h in hits]))
+    for f, target in chosen:
+        hit = inputs.match(target)
+        if hit is not None:
+            raise OutputError(f"refusing to write over the input {hit}: the image {f.address} ({f.arch or f.kind}) "
+                              f"extracts to {target.name}, which is that file; extract into another folder "
+                              "with -o DIR", where=str(target))
+    written: list[dict[str, Any]] = []
+    for f, target in chosen:
         data = f.data(max_size=args.max_size)
         folder.mkdir(parents=True, exist_ok=True)
-        target = folder / safe_name(name)
-        target.write_bytes(data)
-        taken.add(name)
+        write_file(target, data, inputs=inputs)  # each file whole or absent (devbin.binary.output)
         written.append({"file": str(target), **image_json(f), "size": len(data)})
     if args.json:
         out.write(json.dumps({"written": written, "warnings": report.warnings}, indent=2) + "\n")

@@ -19,7 +19,8 @@ call site has a matching prototype (--keep-address-taken: every address-taken fu
 as nvlink keeps them).  Resources per kernel: registers = max over what it
 reaches; stack = own frame + deepest call path; recursion marks the stack dynamic
 (--stack-budget adds a budget for it).  --map writes which member came from where and
-why; --time-trace prints each pass's time.
+why; --time-trace prints each pass's time.  -o and --map are written whole or not at all, and
+never over an input (nor --map over -o).
 """
 
 from __future__ import annotations
@@ -57,14 +58,20 @@ def _regs(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.binary.output import Inputs, check_destination, write_file
     from devbin.cli.render import dump_json
+    from devbin.errors import OutputError
     from devbin.link.core import link
 
     kernels = [k for k in args.kernels.split(",") if k] if args.kernels else None
+    if args.map:  # before the link: a --map naming an input (or -o) fails at once
+        check_destination(args.map, args.inputs)
+        if args.output and Inputs([args.output]).match(args.map):
+            raise OutputError("--map and -o name the same file; give the map another name", where=args.map)
     result = link([Path(p) for p in args.inputs], target=args.target, kernels=kernels, keep=args.keep,
                   stack_budget=args.stack_budget, output=args.output, keep_address_taken=args.keep_address_taken)
     if args.map:
-        Path(args.map).write_text(result.link_map())
+        write_file(args.map, result.link_map().encode(), inputs=args.inputs)
     facts = result.to_dict()
     if args.json:
         dump_json(facts, out)

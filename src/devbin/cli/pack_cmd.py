@@ -61,8 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    import os
-
+    from devbin.binary.output import Inputs, check_destination, write_file
     from devbin.errors import UsageError
     from devbin.packaging import PackInput, check, pack
     inputs = [PackInput.from_spec(s) for s in args.image]
@@ -77,14 +76,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     if not args.output:
         raise UsageError("-o/--output is required (or --check-only)")
-    if any(os.path.abspath(i.name) == os.path.abspath(args.output) for i in inputs):
-        raise UsageError(f"{args.output}: the output is also an input; choose another -o")
+    sources = Inputs(i.name for i in inputs)
+    check_destination(args.output, sources)  # before packing: an -o naming an input fails at once
     res = pack(inputs, format=args.format, ptx=args.ptx, strict=args.strict, offload_version=args.offload_version,
                compression=args.compress)
-    tmp = args.output + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(res.data)
-    os.replace(tmp, args.output)
+    write_file(args.output, res.data, inputs=sources)
     if args.json:
         out.write(json.dumps({"output": args.output, **res.to_dict()}, indent=2) + "\n")
         return 0

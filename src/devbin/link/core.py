@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from devbin.binary.output import check_destination
 from devbin.link.dce import eliminate
 from devbin.link.graph import build_graph
 from devbin.link.inputs import load_inputs
@@ -56,11 +57,15 @@ def link(inputs: Sequence[str | Path | tuple[str, bytes]], *, target: str | None
     ``kernels``: the roots (default: every kernel); ``keep``: more roots (functions or
     variables), also resolved as strong references; ``stack_budget``: bytes added to the stack of a
     kernel whose call graph recurses; ``output``: also link with the vendor linker into this file
-    (not when the link has errors); ``keep_address_taken``: keep every address-taken function, as
-    nvlink does, instead of only those a reachable indirect call can reach.
+    (not when the link has errors; refused at once when it is one of the input files), written
+    whole or not at all; ``keep_address_taken``: keep every address-taken function, as nvlink
+    does, instead of only those a reachable indirect call can reach.
     """
     timer = _Timer()
     keep = list(keep)
+    files = [p for p in inputs if not isinstance(p, tuple)]
+    if output is not None:
+        check_destination(output, files)  # an -o naming an input fails before the link
     loaded = timer.run("load", lambda: load_inputs(inputs, target=target))
     res = timer.run("resolve", lambda: resolve_symbols(loaded.items, undefined=keep))
     timer.run("import", lambda: [u.model for u in res.units])
@@ -71,5 +76,6 @@ def link(inputs: Sequence[str | Path | tuple[str, bytes]], *, target: str | None
     usage = timer.run("resources", lambda: propagate(graph, roots, stack_budget=stack_budget, with_reach=with_reach))
     result = LinkResult(loaded, res, graph, dce, usage, timer.passes)
     if output is not None and not result.errors:
-        result.output = timer.run("output", lambda: write_output(result, output, stack_budget=stack_budget))
+        result.output = timer.run("output", lambda: write_output(result, output, stack_budget=stack_budget,
+                                                                       inputs=files))
     return result

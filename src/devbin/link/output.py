@@ -28,10 +28,13 @@ What could not be removed is listed in :attr:`OutputReport.kept_in_output` with 
 from __future__ import annotations
 
 import functools
+import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from devbin.binary.output import Inputs, check_destination, write_file
 from devbin.errors import UsageError
 from devbin.formats.devsec.elf import annotate
 from devbin.formats.elf.reader import ElfFile
@@ -57,7 +60,7 @@ def _removed_by_unit(result: LinkResult) -> dict[str, list[str]]:
     return out
 
 
-def _amdgpu(result: LinkResult, output: Path, stack_budget: int | None) -> OutputReport:
+def _amdgpu(result: LinkResult, output: Path, stack_budget: int | None) -> tuple[OutputReport, bytes]:
     report = OutputReport(str(output), "ld.lld")
     removed = _removed_by_unit(result)
     datas: list[bytes] = []
@@ -93,17 +96,16 @@ def _amdgpu(result: LinkResult, output: Path, stack_budget: int | None) -> Outpu
     kept_kernels = sorted({f.name for f in facts.values() if f.kernel})
     totals = kernel_totals(facts, kept_kernels, stack_budget=stack_budget or 0)
     patched = patch_linked(linked, totals)
-    output.write_bytes(patched)
     report.size = len(patched)
     report.patched = {k: {"private_segment": t.private_segment, "arch_vgpr": t.arch_vgpr, "agpr": t.agpr,
                           "sgpr": t.sgpr, "dynamic_stack": t.dynamic_stack, "reasons": list(t.reasons)}
                       for k, t in totals.items()}
-    return report
+    return report, patched
 
 
-def _annotate(result: LinkResult, output: Path) -> None:
-    """Add devbin's sections to the linked file: propagated totals and each kernel's reach."""
-    elf = ElfFile(output.read_bytes(), where=str(output))
+def _annotate(result: LinkResult, linked: bytes, output: Path) -> bytes:
+    """The linked file with devbin's sections added: propagated totals and each kernel's reach."""
+    elf = ElfFile(linked, where=str(output))
     model = import_code_object(elf)
     usage = {u.kernel: u for u in result.usage}
     funcs = []
@@ -122,23 +124,30 @@ def _annotate(result: LinkResult, output: Path) -> None:
         funcs.append(f)
     entries = [e for e in model.metadata.entries if not e[0].startswith("reaches:")]
     entries += [(f"reaches:{u.kernel}", " ".join(sorted(u.reaches))) for u in result.usage if u.reaches]
-    out = annotate(elf, replace(model, functions=tuple(funcs), metadata=Metadata(tuple(entries))))
-    output.write_bytes(out)
+    return annotate(elf, replace(model, functions=tuple(funcs), metadata=Metadata(tuple(entries))))
 
 
-def write_output(result: LinkResult, output: str | Path, *, stack_budget: int | None = None) -> OutputReport:
-    """Link ``result``'s units (less the dead functions) with the vendor linker into ``output``."""
+def write_output(result: LinkResult, output: str | Path, *, stack_budget: int | None = None,
+                 inputs: Iterable[str | os.PathLike[str]] = ()) -> OutputReport:
+    """Link ``result``'s units (less the dead functions) with the vendor linker into ``output``.
+
+    The vendor linker writes into a private temporary folder; the annotated result is written
+    to ``output`` whole or not at all, never over one of ``inputs``
+    (:func:`devbin.binary.output.write_file`), and is never read back from ``output``: another
+    process writing the same file cannot mix its bytes in."""
     if result.errors:
         raise UsageError(f"not writing {output}: the link has errors ({result.errors[0]})", fmt="link")
     machines = {u.machine for u in result.resolution.units}
     path = Path(output)
+    sources = Inputs(inputs)
+    check_destination(path, sources)
     if machines == {"amdgpu"}:
-        report = _amdgpu(result, path, stack_budget)
+        report, linked = _amdgpu(result, path, stack_budget)
     elif machines == {"nvidia"}:
-        report = nvidia_output(result, path)
+        report, linked = nvidia_output(result, path)
     else:
         raise UsageError(f"no vendor linker for these objects (machines: {', '.join(sorted(map(str, machines)))})",
                          fmt="link")
-    _annotate(result, path)
-    report.size = path.stat().st_size
+    data = _annotate(result, linked, path)
+    report.size = write_file(path, data, inputs=sources)
     return report

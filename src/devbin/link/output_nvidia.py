@@ -13,6 +13,7 @@ kernel's reachable functions.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from devbin.link.nvidia import prune_cubin
@@ -23,7 +24,9 @@ from devbin.targets.nvidia.cubin import Cubin
 __all__ = ["nvidia_output"]
 
 
-def nvidia_output(result: LinkResult, output: Path) -> OutputReport:
+def nvidia_output(result: LinkResult, output: Path) -> tuple[OutputReport, bytes]:
+    """The report and nvlink's output for ``output`` (linked in a private temporary folder: the
+    caller writes the file, whole, after adding devbin's sections)."""
     report = OutputReport(str(output), "nvlink")
     dead: dict[str, list[str]] = {}
     for node in result.dce.removed_nodes(result.graph):
@@ -32,6 +35,7 @@ def nvidia_output(result: LinkResult, output: Path) -> OutputReport:
     for unit in result.resolution.units:
         cubins.append(report.prune(unit.name, unit.data, sorted(dead.get(unit.name, [])), prune_cubin))
     arch = Cubin(result.resolution.units[0].elf).arch
-    run_nvlink(cubins, arch, output)
-    report.size = output.stat().st_size
-    return report
+    with tempfile.TemporaryDirectory(prefix="devbin-nvlink-out-") as tmp:
+        linked = run_nvlink(cubins, arch, Path(tmp) / "linked.cubin").output.read_bytes()
+    report.size = len(linked)
+    return report, linked

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devbin.binary import ByteView, Emitter, align_up
+from devbin.binary.output import check_destination, write_file
 from devbin.detect import (
     AR,
     AR_THIN,
@@ -82,7 +83,7 @@ from devbin.detect import (
     WRAPPED,
     detect,
 )
-from devbin.errors import DeviceBinaryError, FormatError, UsageError
+from devbin.errors import DeviceBinaryError, FormatError, OutputError, UsageError
 from devbin.formats import bundle as _bundle
 from devbin.formats import offload as _offload
 from devbin.formats.ar import ArchiveFile
@@ -270,30 +271,26 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
 
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
-               in_place: bool = False) -> PruneResult:
+               in_place: bool = False, backup: str | os.PathLike[str] | None = None) -> PruneResult:
     """Prune the file ``src`` into ``dst`` (None: compute only, write nothing).
 
-    ``dst`` may not be ``src`` (nor another name of it) unless ``in_place``; the output is
-    written to a temporary file next to ``dst`` and renamed over it.
+    ``dst`` may not be ``src`` (nor another name of it: a symbolic or hard link) unless
+    ``in_place``.  The output is written whole or not at all, with ``src``'s permission bits
+    (:func:`devbin.binary.output.write_file`: a new file in ``dst``'s folder renamed over it);
+    ``backup``: where ``dst``'s previous content is kept (for an in-place prune, the input).
     """
     src_p = Path(src)
+    inputs = () if in_place else (src_p,)
+    if dst is not None:
+        try:
+            check_destination(dst, inputs)
+        except OutputError as e:
+            raise OutputError(f"{e.message}, or pass --in-place (in_place=True)", where=e.where) from None
     data = src_p.read_bytes()
     result = prune(data, keep=keep, drop=drop, where=str(src))
     if dst is None:
         return result
-    dst_p = Path(dst)
-    if dst_p.exists() and os.path.samefile(src_p, dst_p) and not in_place:
-        raise UsageError(f"{dst}: refusing to overwrite the input; pick another output, "
-                         "or pass --in-place (in_place=True)")
-    tmp = dst_p.with_name(f".{dst_p.name}.devbin-prune.tmp")
-    try:
-        tmp.write_bytes(result.data)
-        mode = src_p.stat().st_mode & 0o777
-        os.chmod(tmp, mode)
-        os.replace(tmp, dst_p)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
     return result
 
 

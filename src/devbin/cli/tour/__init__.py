@@ -28,7 +28,8 @@
     statistics (:mod:`devbin.cli.tour.load`).
 14. Prints `devbin inspect` of the three code objects.
 
-Files are written to --out (default: ./devbin-tour).
+Files are written to --out (default: ./devbin-tour), each whole or not at all
+(:func:`write`), never over a shipped sample.
 """
 
 from __future__ import annotations
@@ -49,6 +50,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
+def write(path: Path, data: bytes | str) -> None:
+    """Write one of the tour's files whole (:func:`devbin.binary.output.write_file`), never over
+    a shipped sample (``--out`` naming the samples' folder is refused)."""
+    from devbin.binary.output import write_file
+
+    write_file(path, data.encode() if isinstance(data, str) else data, inputs=_samples())
+
+
+_SAMPLES: list[Any] = []
+
+
+def _samples() -> Any:
+    """The shipped samples' files, as :class:`devbin.binary.output.Inputs` (once per process)."""
+    import importlib.resources as resources
+
+    from devbin.binary.output import Inputs
+
+    if not _SAMPLES:
+        folder = resources.files("devbin.samples")
+        _SAMPLES.append(Inputs(p for p in folder.iterdir() if isinstance(p, Path) and p.is_file()))
+    return _SAMPLES[0]
+
+
 def _annotate_and_check(elf: ElfFile, model: CodeObject, folder: Path, stem: str,
                         ext: str) -> tuple[ElfFile, Path, list[str], bool]:
     """Write ``elf`` and its annotated copy to ``folder``; return the copy, its path, what a loader
@@ -58,8 +82,8 @@ def _annotate_and_check(elf: ElfFile, model: CodeObject, folder: Path, stem: str
     from devbin.formats.elf.reader import ElfFile
 
     path = folder / f"{stem}.annotated{ext}"
-    (folder / f"{stem}{ext}").write_bytes(elf.bytes())
-    path.write_bytes(annotate(elf, model))
+    write(folder / f"{stem}{ext}", elf.bytes())
+    write(path, annotate(elf, model))
     out = ElfFile(path.read_bytes(), where=str(path))
     back = read_code_object(out)
     same = back is not None and back.functions == model.functions and back.callgraph == model.callgraph
@@ -83,7 +107,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     model = sample_code_object()
     sample = sample_elf_bytes()
     sample_path = folder / "sample.o"
-    sample_path.write_bytes(sample)
+    write(sample_path, sample)
     elf = ElfFile(sample, where=str(sample_path))
     back = read_code_object(elf)
     round_trip = back == model

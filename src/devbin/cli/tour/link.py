@@ -23,6 +23,7 @@ def link_tour(folder: Path, step: int = 12) -> tuple[dict[str, Any], list[str], 
     """``(JSON facts, text lines, everything as expected)``."""
     import importlib.resources as resources
 
+    from devbin.cli.tour import write
     from devbin.link.core import link
 
     samples = resources.files("devbin.samples")
@@ -30,7 +31,7 @@ def link_tour(folder: Path, step: int = 12) -> tuple[dict[str, Any], list[str], 
     result = link(inputs)
     facts = result.to_dict()
     facts.pop("passes")  # timings differ run to run; the tour's output does not
-    (folder / "link.map").write_text(result.link_map())
+    write(folder / "link.map", result.link_map())
     usage = {u.kernel: u for u in result.usage}
     main = usage.get("kern_main")
     removed = {r["name"] for r in facts["removed"]}

@@ -24,13 +24,14 @@ def load_tour(folder: Path, step: int = 13) -> tuple[dict[str, Any], list[str], 
     import importlib.resources as resources
 
     from devbin.cli.load_cmd import stats_text
+    from devbin.cli.tour import write
     from devbin.load import Executable
 
     samples = resources.files("devbin.samples")
     exe = Executable("gfx90a", lazy=True)
     for n in ("sample_load_user.so", "sample_load_lib.so"):
         data = samples.joinpath(n).read_bytes()
-        (folder / n).write_bytes(data)
+        write(folder / n, data)
         exe.load_code_object(data, name=n)
     exe.freeze()
     before = exe.stats()

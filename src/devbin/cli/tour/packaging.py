@@ -23,6 +23,7 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     """``(JSON facts, text lines, everything as expected)``."""
     import importlib.resources as resources
 
+    from devbin.cli.tour import write
     from devbin.formats.wrapped import parse_wrapped
     from devbin.packaging import PackInput, pack
     from devbin.packaging.pruning import prune
@@ -33,17 +34,17 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
               for n in ("sample_sm90.cubin", "sample.ptx", "sample_gfx90a.o")]
     package = pack(inputs)
     pkg_path = folder / "app.offload"
-    pkg_path.write_bytes(package.data)
+    write(pkg_path, package.data)
     wrapped = pack(inputs[:1], format="wrapped")
     wrapped_path = folder / "sample_sm90.wrapped"
-    wrapped_path.write_bytes(wrapped.data)
+    write(wrapped_path, wrapped.data)
 
     picks = {dev: select(package.data, dev, name=str(pkg_path)) for dev in EXPECTED}
     got = {dev: (s.chosen.arch if s.chosen else "", s.jit) for dev, s in picks.items()}
 
     pruned = prune(package.data, keep="sm_90", where=str(pkg_path))
     pruned_path = folder / "app.sm_90.offload"
-    pruned_path.write_bytes(pruned.data)
+    write(pruned_path, pruned.data)
     kept = sorted({i.arch for i in pruned.images if i.kept})
 
     ok = got == EXPECTED and kept == ["compute_90", "sm_90"] and not package.findings

@@ -26,6 +26,7 @@ def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], lis
     import importlib.resources as resources
 
     import devbin.superarchive as sa
+    from devbin.cli.tour import write
     from devbin.superarchive.resolve import RootObject
     from devbin.superarchive.views import level_archives
 
@@ -46,11 +47,11 @@ def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], lis
     ]
     data = sa.create(targets, index="gfx90a:xnack+")
     path = folder / "device-libs.a"
-    path.write_bytes(data)
+    write(path, data)
     archive = sa.open(path.read_bytes(), where=str(path))
     packed = sa.create(targets, storage="packed")
     packed_path = folder / "device-libs.packed.a"
-    packed_path.write_bytes(packed)
+    write(packed_path, packed)
     packed_archive = sa.open(packed_path.read_bytes(), where=str(packed_path))
     packed_same = all(bytes(packed_archive.member_data(r.ordinal)) == bytes(archive.member_data(r.ordinal))
                       for r in archive.records())
@@ -60,7 +61,7 @@ def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], lis
     view_dir.mkdir(exist_ok=True)
     views = []
     for la in level_archives(archive, "gfx90a:xnack+"):
-        (view_dir / la.file_name).write_bytes(la.data)
+        write(view_dir / la.file_name, la.data)
         views.append(str(view_dir / la.file_name))
 
     pulled = {(p.definition.level, p.definition.member, p.symbol) for p in res.pulled}

@@ -1,0 +1,331 @@
+"""The one way devbin writes a file: whole or not at all, and never over one of its inputs.
+
+Every file devbin writes, from the library and from the CLI, goes through :func:`write_file`
+or :func:`atomic_output`:
+
+1. **Inputs are refused.**  The destination is refused when it is one of the command's
+   inputs: the same path, the same file through a symbolic link, or a hard link to it (same
+   ``st_dev``/``st_ino``).  The :class:`~devbin.errors.OutputError` names both files.  A
+   symbolic link at the destination is followed as any writer follows it: the file it points
+   at is replaced (in that file's folder) and the link stays.
+2. **A new file in the destination's folder** (the same file system, so that the rename is
+   atomic).  On Linux it is an unnamed ``O_TMPFILE`` file, which no other process can see or
+   open and which vanishes by itself when the process dies; elsewhere, or on a file system
+   without ``O_TMPFILE``, a file created exclusively (``O_CREAT | O_EXCL | O_NOFOLLOW``)
+   under an unpredictable name ``.<name>.<16 random hex digits>.tmp``.  Nothing planted at
+   any name (a file, a symbolic link) is ever opened or followed.  The new file has the
+   permissions of a new file (``0o666`` less the umask) or, when the destination exists, the
+   destination's permission bits (as an overwrite in place keeps them); ``mode=`` sets them.
+3. **Written, flushed, fsync'd, renamed** over the destination (``os.replace``; an
+   ``O_TMPFILE`` file first gets its unpredictable name through ``linkat``).  Readers see
+   the old file or the new one, never a part of one; of two processes writing the same
+   destination, the last rename wins and the file is that writer's output, whole.
+4. **Removed on any failure**: an ``OSError`` (disk full, file-size limit, permissions), an
+   exception raised by the caller inside ``with atomic_output(...)``, ``KeyboardInterrupt``.
+   The destination is then left as it was.  System errors become a one-line
+   :class:`~devbin.errors.OutputError` naming the destination and the cause
+   (``out.a: cannot write: No space left on device``).  A process killed outright
+   (``SIGKILL``) leaves nothing behind with ``O_TMPFILE``; with the named fallback it may
+   leave its hidden ``.tmp`` file, but never a partial destination.
+
+Commands that write several files (``devbin extract``, ``devbin ar view``) write each one
+this way: every file is whole or absent, but a failure part-way leaves the files written
+before it.  ``backup=`` keeps the destination's previous content under another name (a hard
+link to it when the file system allows, else a copy written the same way), for commands that
+rewrite a file in place.
+
+Not durable across a power cut: the file is fsync'd, the folder is not.  The destination is
+replaced by a new file: other hard links to the old one keep the old content, and the new
+file is owned by whoever wrote it.
+
+For tests only: with ``DEVBIN_TEST_HOLD_WRITE`` set to a folder, each output stops after its
+first half is written, creates ``held-<pid>-<n>`` in that folder (holding the destination's
+path) and waits, for a minute at most, until a file named ``release`` appears there.  The
+write-safety tests use it to kill a writer mid-write, and to let a second writer finish while
+the first is in the middle of its file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import sys
+import time
+from collections.abc import Iterable, Iterator
+
+from devbin.errors import OutputError
+
+__all__ = ["HOLD_ENV", "Inputs", "Output", "atomic_output", "check_destination", "write_file"]
+
+PathLike = str | os.PathLike[str]
+
+#: The test hook's environment variable (see the module docstring).
+HOLD_ENV = "DEVBIN_TEST_HOLD_WRITE"
+
+#: Whether to try ``O_TMPFILE`` first (Linux); the tests turn it off to check the named fallback.
+USE_O_TMPFILE = sys.platform.startswith("linux") and hasattr(os, "O_TMPFILE")
+
+_CHUNK = 1 << 24
+_NAME_TRIES = 100
+# errno values by which a kernel or file system says it has no O_TMPFILE (then: a named file)
+_NO_TMPFILE = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL})
+_holds = 0
+
+
+class Inputs:
+    """The files a command reads, so that none of them is written over.
+
+    Each is known by its resolved path and, for a regular file that exists, by its device and
+    inode, so a destination naming it through a symbolic link or a hard link is recognised.
+    Build one per command and pass it to every write (it stats each input once).
+    """
+
+    def __init__(self, paths: Iterable[PathLike] = ()) -> None:
+        self._ids: dict[tuple[int, int], str] = {}
+        self._real: dict[str, str] = {}
+        for p in paths:
+            self.add(p)
+
+    def add(self, path: PathLike) -> None:
+        name = os.fspath(path)
+        self._real.setdefault(os.path.realpath(name), name)
+        try:
+            st = os.stat(name)
+        except OSError:
+            return  # a missing input fails where it is read
+        if stat.S_ISREG(st.st_mode):
+            self._ids.setdefault((st.st_dev, st.st_ino), name)
+
+    def __len__(self) -> int:
+        return len(self._real)
+
+    def match(self, destination: PathLike) -> str | None:
+        """The input (as it was named) that ``destination`` is, or None."""
+        real = os.path.realpath(os.fspath(destination))
+        hit = self._real.get(real)
+        if hit is not None or not self._ids:
+            return hit
+        try:
+            st = os.stat(real)
+        except OSError:
+            return None
+        return self._ids.get((st.st_dev, st.st_ino))
+
+
+def _inputs(inputs: Inputs | Iterable[PathLike]) -> Inputs:
+    return inputs if isinstance(inputs, Inputs) else Inputs(inputs)
+
+
+def check_destination(path: PathLike, inputs: Inputs | Iterable[PathLike] = ()) -> str:
+    """``path`` resolved (symbolic links followed); :class:`OutputError` when it is one of ``inputs``.
+
+    Commands call it before long work, so a bad ``-o`` fails at once; :func:`atomic_output`
+    calls it again.
+    """
+    shown = os.fspath(path)
+    hit = _inputs(inputs).match(path)
+    if hit is not None:
+        if hit == shown:
+            how = ""
+        elif os.path.realpath(hit) == os.path.realpath(shown):
+            how = " (the same file, through a symbolic link or another path)"
+        else:
+            how = " (the same file: a hard link to it)"
+        raise OutputError(f"refusing to write over the input {hit}{how}; choose another output", where=shown)
+    return os.path.realpath(shown)
+
+
+def _error(shown: str, e: OSError) -> OutputError:
+    return OutputError(f"cannot write: {e.strerror or e}", where=shown)
+
+
+def _hold(dest: str) -> None:
+    """The test hook (module docstring)."""
+    folder = os.environ.get(HOLD_ENV)
+    if not folder:
+        return
+    global _holds
+    _holds += 1
+    marker = os.path.join(folder, f"held-{os.getpid()}-{_holds}")
+    with open(marker + ".part", "w", encoding="utf-8") as f:
+        f.write(dest)
+    os.replace(marker + ".part", marker)
+    release = os.path.join(folder, "release")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+class Output:
+    """The file being written inside :func:`atomic_output`: call :meth:`write` with its bytes."""
+
+    def __init__(self, dest: str, shown: str, mode: int | None) -> None:
+        self._dest = dest
+        self._shown = shown
+        self._dir = os.path.dirname(dest) or "."
+        self._name: str | None = None  # the temporary file's name, once it has one
+        self._fd = -1
+        self._held = False
+        self.size = 0
+        try:
+            self._open(mode)
+        except OSError as e:
+            self.discard()
+            raise _error(shown, e) from None
+
+    def _temp_name(self) -> str:
+        base = os.path.basename(self._dest)[:100]
+        return os.path.join(self._dir, f".{base}.{os.urandom(8).hex()}.tmp")
+
+    def _open(self, mode: int | None) -> None:
+        try:
+            st = os.stat(self._dest)
+            existing = st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else None
+        except FileNotFoundError:
+            existing = None
+        if USE_O_TMPFILE and os.path.isdir("/proc/self/fd"):
+            try:
+                self._fd = os.open(self._dir, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o666)
+            except OSError as e:
+                if e.errno not in _NO_TMPFILE:
+                    raise
+        if self._fd < 0:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+            for _ in range(_NAME_TRIES):
+                name = self._temp_name()
+                try:
+                    self._fd = os.open(name, flags, 0o666)
+                except FileExistsError:
+                    continue
+                self._name = name
+                break
+            else:
+                raise FileExistsError(errno.EEXIST, "no free temporary name", self._dir)
+        perm = mode if mode is not None else existing
+        if perm is not None:
+            os.fchmod(self._fd, perm)
+
+    def _write_all(self, view: memoryview) -> None:
+        while view:
+            n = os.write(self._fd, view[:_CHUNK])
+            view = view[n:]
+            self.size += n
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Append ``data``; :class:`OutputError` naming the destination on a system error."""
+        view = memoryview(data).cast("B")
+        try:
+            if not self._held and len(view) > 1 and os.environ.get(HOLD_ENV):
+                half = len(view) // 2
+                self._write_all(view[:half])
+                self._held = True
+                _hold(self._shown)
+                view = view[half:]
+            self._write_all(view)
+        except OSError as e:
+            raise _error(self._shown, e) from None
+        return len(data)
+
+    def commit(self, backup: PathLike | None = None) -> None:
+        """fsync, then rename over the destination (keeping its old content as ``backup``)."""
+        try:
+            if not self._held and os.environ.get(HOLD_ENV):
+                self._held = True
+                _hold(self._shown)
+            os.fsync(self._fd)
+            if self._name is None:
+                self._name = self._link_tmpfile()
+            os.close(self._fd)
+            self._fd = -1
+            if backup is not None:
+                _keep_backup(self._dest, backup)
+            os.replace(self._name, self._dest)
+            self._name = None
+        except OSError as e:
+            raise _error(self._shown, e) from None
+
+    def _link_tmpfile(self) -> str:
+        """Give the ``O_TMPFILE`` file an unpredictable name in its folder (``linkat`` through /proc)."""
+        dir_fd = os.open(self._dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for _ in range(_NAME_TRIES):
+                name = self._temp_name()
+                try:
+                    # src_dir_fd makes CPython call linkat(..., AT_SYMLINK_FOLLOW): the /proc link is
+                    # followed to the open file (plain link() would try to link the /proc entry itself)
+                    os.link(f"/proc/self/fd/{self._fd}", os.path.basename(name), src_dir_fd=dir_fd,
+                            dst_dir_fd=dir_fd, follow_symlinks=True)
+                except FileExistsError:
+                    continue
+                return name
+            raise FileExistsError(errno.EEXIST, "no free temporary name", self._dir)
+        finally:
+            os.close(dir_fd)
+
+    def discard(self) -> None:
+        """Close and remove the new file (the destination stays as it was)."""
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
+        if self._name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._name)
+            self._name = None
+
+
+def _keep_backup(dest: str, backup: PathLike) -> None:
+    """``dest``'s current content as ``backup`` (atomically; nothing when ``dest`` does not exist)."""
+    if not os.path.lexists(dest):
+        return
+    target = os.path.realpath(os.fspath(backup))
+    if target == dest:
+        raise OutputError("the backup is the file being replaced; choose another backup name",
+                          where=os.fspath(backup))
+    folder = os.path.dirname(target) or "."
+    for _ in range(_NAME_TRIES):
+        name = os.path.join(folder, f".{os.path.basename(target)[:100]}.{os.urandom(8).hex()}.tmp")
+        try:
+            os.link(dest, name)
+        except FileExistsError:
+            continue
+        except OSError:
+            break  # another file system, or no hard links: copy instead
+        try:
+            os.replace(name, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+            raise
+        return
+    with open(dest, "rb") as src, atomic_output(backup) as out:
+        while chunk := src.read(_CHUNK):
+            out.write(chunk)
+
+
+@contextlib.contextmanager
+def atomic_output(path: PathLike, *, inputs: Inputs | Iterable[PathLike] = (), mode: int | None = None,
+                  backup: PathLike | None = None) -> Iterator[Output]:
+    """Write ``path`` whole or not at all (module docstring): ``with atomic_output(p, inputs=[...]) as f:
+    f.write(...)``.  The file appears when the block ends without an exception; ``mode``: its
+    permission bits; ``backup``: where the destination's previous content is kept."""
+    shown = os.fspath(path)
+    dest = check_destination(path, inputs)
+    out = Output(dest, shown, mode)
+    try:
+        yield out
+        out.commit(backup)
+    except BaseException:
+        out.discard()
+        raise
+
+
+def write_file(path: PathLike, data: bytes | bytearray | memoryview, *,
+               inputs: Inputs | Iterable[PathLike] = (), mode: int | None = None,
+               backup: PathLike | None = None) -> int:
+    """Write ``data`` to ``path`` through :func:`atomic_output`; returns the bytes written."""
+    with atomic_output(path, inputs=inputs, mode=mode, backup=backup) as out:
+        out.write(data)
+    return out.size
