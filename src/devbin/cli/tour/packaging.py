@@ -44,7 +44,7 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     pruned = prune(package.data, keep="sm_90", where=str(pkg_path))
     pruned_path = folder / "app.sm_90.offload"
     pruned_path.write_bytes(pruned.data)
-    kept = sorted({i.arch for i in pruned.images if i.kept})
+    kept = sorted({image.arch for image, stays in pruned.images if stays})
 
     ok = got == EXPECTED and kept == ["compute_90", "sm_90"] and not package.findings
     facts: dict[str, Any] = {
@@ -64,7 +64,7 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     lines.append("9. the image a driver would load (devbin select):")
     for dev, s in picks.items():
         c = s.chosen
-        how = "PTX, JIT-compiled" if s.jit else "SASS" if c is not None and c.kind == "elf" else "code object"
+        how = "PTX, JIT-compiled" if s.jit else "SASS" if c is not None and c.kind == "cubin" else "code object"
         lines.append(f"   {dev:14} -> {c.arch if c else 'none'} ({how})")
     lines.append("   --explain for sm_120:")
     lines += ["     " + line.rstrip() for line in picks["sm_120"].explain()]
