@@ -56,7 +56,7 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     }
     lines = [f"8. packed the three samples into {pkg_path} (LLVM OffloadBinary, {len(package.data)} bytes):"]
     for img in package.images:
-        lines.append(f"   {img.facts.kind:6} {img.facts.arch:11} {len(img.data):6} B  Producer: {img.get('Producer')}")
+        lines.append(f"   {img.image.kind:6} {img.image.arch:11} {len(img.data):6} B  Producer: {img.get('Producer')}")
     for w in package.warnings:
         lines.append(f"   warning: {w}")
     lines.append(f"   the cubin alone as a wrapped image ({wrapped_path}); its metadata, as a plugin logs it:")
