@@ -99,7 +99,7 @@ import cProfile, io, pstats, sys, time
 t = time.perf_counter()
 from devbin.cli.main import command_module, main
 command_module("extract")
-import devbin.discover, devbin.formats.fatbin  # what extract imports inside run()
+import devbin.images.scan, devbin.formats.fatbin  # what extract imports inside run()
 t_imp = time.perf_counter() - t
 prof = cProfile.Profile()
 t = time.perf_counter()

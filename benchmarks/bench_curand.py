@@ -9,7 +9,7 @@ process, output to /dev/null or a scratch folder):
 
     devbin list                      vs  cuobjdump -lelf
     devbin resources                 vs  cuobjdump -res-usage
-    devbin extract --kind elf        vs  cuobjdump -xelf all
+    devbin extract --kind cubin      vs  cuobjdump -xelf all
     devbin list --json               vs  cubloaty --format json
 
 and prints the ratios (devbin / peer; below 1 means devbin is faster).  It also checks that the
@@ -97,7 +97,7 @@ def main() -> None:
     t_d, out_d = timed([*devbin, "list", "--json", str(lib)], args.repeat)
     images = json.loads(out_d)["images"]
     t_c, out_c = timed([cuobjdump, "-lelf", str(lib)], args.repeat)
-    assert sum(i["kind"] == "elf" for i in images) == len(out_c.splitlines()), "ELF counts differ"
+    assert sum(i["kind"] == "cubin" for i in images) == len(out_c.splitlines()), "ELF counts differ"
     t_d, _ = timed([*devbin, "list", str(lib)], args.repeat)
     rows.append(("list", "devbin list", t_d, "cuobjdump -lelf", t_c, 0.5))
 
@@ -108,11 +108,11 @@ def main() -> None:
 
     a, b = scratch / "cuobjdump", scratch / "devbin"
     t_c, _ = timed(["bash", "-c", f"cd {a} && {cuobjdump} -xelf all {lib} >/dev/null"], args.repeat, fresh=a)
-    t_d, _ = timed([*devbin, "extract", "--kind", "elf", str(lib), "-o", str(b)], args.repeat, fresh=b)
+    t_d, _ = timed([*devbin, "extract", "--kind", "cubin", str(lib), "-o", str(b)], args.repeat, fresh=b)
     cmp = filecmp.dircmp(a, b)
     assert not cmp.left_only and not cmp.right_only and not cmp.diff_files, "extracted files differ"
     assert all(filecmp.cmp(a / n, b / n, shallow=False) for n in os.listdir(a)), "extracted bytes differ"
-    rows.append(("extract", "devbin extract --kind elf", t_d, "cuobjdump -xelf all", t_c, 1.0))
+    rows.append(("extract", "devbin extract --kind cubin", t_d, "cuobjdump -xelf all", t_c, 1.0))
 
     t_d, _ = timed([*devbin, "list", "--json", str(lib)], args.repeat)
     t_c, _ = timed([*cubloaty, str(lib), "--format", "json"], args.repeat)

@@ -241,14 +241,14 @@ def synthetic(scratch: Path, repeat: int) -> list[str]:
 
 
 def curand_tu(cache: Path) -> dict[str, list[tuple[str, bytes]]]:
-    """Cubins 14..26 of libcurand.so.10 (one translation unit, sm_50..sm_121) by devbin's discover."""
+    """Cubins 14..26 of libcurand.so.10 (one translation unit, sm_50..sm_121) by devbin extract."""
     from benchmarks.bench_curand import fetch_curand
 
     lib = fetch_curand(cache)
     folder = cache / "curand-elf"
     if not folder.is_dir():
         folder.mkdir()
-        run([sys.executable, "-m", "devbin", "extract", "--kind", "elf", str(lib), "-o", str(folder)])
+        run([sys.executable, "-m", "devbin", "extract", "--kind", "cubin", str(lib), "-o", str(folder)])
     out: dict[str, list[tuple[str, bytes]]] = {}
     for i in range(14, 27):  # cuobjdump's numbering: images 14..26 are one translation unit, sm_50..sm_121
         f = next(folder.glob(f"libcurand.so.{i}.sm_*.cubin"))

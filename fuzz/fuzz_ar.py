@@ -1,14 +1,14 @@
-"""Fuzz target: the ``ar`` reader and ``devbin.discover`` over any bytes.
+"""Fuzz target: the ``ar`` reader and ``devbin.images.scan_bytes`` over any bytes.
 
 Contract under test: for any bytes, ``ArchiveFile`` either succeeds or raises
-:class:`devbin.errors.DeviceBinaryError`, and ``discover_bytes`` never raises at all
+:class:`devbin.errors.DeviceBinaryError`, and ``scan_bytes`` never raises at all
 (corrupt content becomes warnings in its report).  Everything is consumed: member
 data, symbol tables, every ``Found`` and its fatbin entry.
 
 The seeds of ``fuzz/run_all.py`` are mostly ELF files, so each input is also read
 (a) behind an ``!<arch>\\n`` magic, where its first bytes are member headers, and
 (b) as the one member of a well-formed GNU archive, so that ELF seeds reach the
-member-to-ELF path of ``discover``.
+member-to-ELF path of the scan.
 
 Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_ar.py CORPUS_DIR -max_total_time=60
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import sys
 
-from devbin.discover import ScanReport, discover_bytes
 from devbin.errors import DeviceBinaryError
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.ar import constants as C
+from devbin.images import Address, ScanReport, scan_bytes
 
 
 def _archive(data: bytes) -> None:
@@ -37,8 +37,9 @@ def _archive(data: bytes) -> None:
 
 def _discover(data: bytes, where: str) -> None:
     report = ScanReport()
-    for f in discover_bytes(data, where, report=report):
-        _ = (f.path, f.kind, f.arch, f.size, f.uncompressed_size, f.fatbin_offset)
+    for f in scan_bytes(data, where, report=report):
+        _ = (f.path, f.kind, f.arch, f.size, f.stored_size, f.offset, f.metadata)
+        assert Address.parse(str(f.address)) == f.address
         if f.entry is not None:
             bytes(f.entry.raw_payload)
 

@@ -3,7 +3,7 @@
 Contract under test: for any bytes, ``parse_wrapped`` either succeeds or raises
 :class:`devbin.errors.DeviceBinaryError`; what it reads, written again, reads back the
 same; ``image_facts`` (which reads cubins, AMDGPU objects, PTX) never raises anything
-else; ``discover_bytes`` never raises on a wrapped image of the input
+else; ``scan_bytes`` never raises on a wrapped image of the input
 (``Found.image()`` may raise DeviceBinaryError for a corrupt compressed entry).
 
 Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_wrapped.py CORPUS_DIR -max_total_time=60
@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from devbin.discover import ScanReport, discover_bytes
 from devbin.errors import DeviceBinaryError
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
+from devbin.images import ScanReport, scan_bytes
 from devbin.packaging.facts import image_facts
 
 
@@ -31,10 +31,10 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
     with contextlib.suppress(DeviceBinaryError):
         image_facts(data, where="fuzz")
     wrapped = write_wrapped(data, [("TargetID", "sm_90"), ("Producer", "fuzz")])
-    for f in discover_bytes(wrapped, "fuzz.wrapped", report=ScanReport()):
+    for f in scan_bytes(wrapped, "fuzz.wrapped", report=ScanReport()):
         _ = (f.kind, f.arch, f.metadata)
         with contextlib.suppress(DeviceBinaryError):  # a corrupt entry fails when its bytes are asked for
-            f.image()
+            f.data()
 
 
 def main() -> None:

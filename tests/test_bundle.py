@@ -315,10 +315,11 @@ def test_archive_mode(tmp_path: Path, objs: dict[str, Path]) -> None:
         text = io.StringIO()
         assert main(["list", "--json", str(path)], text) == 0
         (img,) = json.loads(text.getvalue())["images"]
-        assert (img["path"], img["container"], img["kind"], img["arch"]) == (f"{path}({member})", "ar", "amdgpu", g)
+        assert (img["address"], img["container"], img["kind"], img["arch"]) == (f"{path}!{member}", "file", "amdgpu",
+                                                                                g)
         text = io.StringIO()
         assert main(["list", str(path)], text) == 0
-        assert f"{path.name}({member}) " in text.getvalue()  # the member name whole, never cut from the left
+        assert f"{path}!{member} " in text.getvalue()  # the address whole
         text = io.StringIO()
         assert main(["extract", "--json", str(path), "-o", str(tmp_path / f"x-{g}")], text) == 0
         (written,) = json.loads(text.getvalue())["written"]

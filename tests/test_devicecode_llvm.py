@@ -20,7 +20,8 @@ import pytest
 
 from conftest import SOURCES, require_tool
 from devbin.cli.main import main
-from devbin.discover import Found, ScanReport, discover
+from devbin.images import Address, Entry, Image, Member, ScanReport, scan
+from devbin.images.frame import Frame
 
 HOST = "host-x86_64-unknown-linux-gnu-"
 GFX90A = "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"
@@ -103,6 +104,10 @@ def _objdump_offloading(path: Path) -> list[tuple[str, str]]:
     return out
 
 
+def _index(f: Image) -> int | None:
+    return f.address.entry.container if f.address.entry else None
+
+
 def _device(ids: list[str]) -> list[str]:
     return sorted(i for i in ids if not i.startswith("host-"))
 
@@ -111,10 +116,10 @@ def _device(ids: list[str]) -> list[str]:
 def test_bundles_match_bundler_list(llvm: dict[str, Path], key: str) -> None:
     images = _list_json(llvm[key])["images"]
     ids = _device(_bundler_ids(llvm[key]))
-    assert sorted(str(i["bundle_id"]) for i in images) == ids
+    assert sorted(str(i["metadata"]["bundle-id"]) for i in images) == ids
     assert sorted(str(i["arch"]) for i in images) == sorted(_target_id(i) for i in ids)
-    assert {i["kind"] for i in images} == {"amdgpu"}
-    assert all(i["container_format"] == "bundle" for i in images)
+    assert {(i["kind"], i["vendor"]) for i in images} == {("amdgpu", "amd")}
+    assert all(i["container"] == "bundle" for i in images)
     want_compr = "zstd" if key == "ccob" else "none"
     assert {i["compression"] for i in images} == {want_compr}
 
@@ -124,33 +129,38 @@ def test_offload_binaries_match_objdump(llvm: dict[str, Path], key: str) -> None
     data = _list_json(llvm[key])
     images = data["images"]
     assert not data["warnings"]
-    assert sorted((str(i["triple"]), str(i["arch"])) for i in images) == sorted(_objdump_offloading(llvm[key]))
+    assert sorted((str(i["metadata"]["triple"]), str(i["arch"])) for i in images) == sorted(
+        _objdump_offloading(llvm[key]))
     assert {i["kind"] for i in images} == {"amdgpu"}
-    assert {i["container"] for i in images} == {"offload" if key == "offload_package" else ".llvm.offloading"}
+    assert {(i["container"], i["section"]) for i in images} == {
+        ("offload", "" if key == "offload_package" else ".llvm.offloading")}
+    assert all(i["address"].endswith(f"#{n}.0") for n, i in enumerate(images))  # LLVM 19: one image per blob
 
 
 def test_hip_fatbin_section_with_two_bundles(llvm: dict[str, Path]) -> None:
-    found = list(discover([llvm["hip_obj"]]))
+    found = list(scan([llvm["hip_obj"]]))
     expected = _bundler_ids(llvm["hipfb"]), _bundler_ids(llvm["ccob"])
-    assert [f.container for f in found] == [".hip_fatbin"] * len(found)
-    assert sorted(f.bundle_id for f in found if f.fatbin_index == 0) == _device(expected[0])
-    assert sorted(f.bundle_id for f in found if f.fatbin_index == 1) == _device(expected[1])
-    assert {f.compression for f in found if f.fatbin_index == 1} == {"zstd"}
+    assert [(f.container, f.section) for f in found] == [("bundle", ".hip_fatbin")] * len(found)
+    assert sorted(f.get("bundle-id") for f in found if _index(f) == 0) == _device(expected[0])
+    assert sorted(f.get("bundle-id") for f in found if _index(f) == 1) == _device(expected[1])
+    assert {f.compression for f in found if _index(f) == 1} == {"zstd"}
+    assert all(str(f.address).startswith(f"{llvm['hip_obj']}@.hip_fatbin#") for f in found)
     # Images equal to what the bundler unbundles from each source bundle.
     for f in found:
-        src = llvm["hipfb"] if f.fatbin_index == 0 else llvm["ccob"]
-        assert f.image() == _unbundle(src, f.bundle_id, llvm["hip_obj"].parent)
+        src = llvm["hipfb"] if _index(f) == 0 else llvm["ccob"]
+        assert bytes(f.data()) == _unbundle(src, f.get("bundle-id"), llvm["hip_obj"].parent)
 
 
 def test_archive_and_zip(llvm: dict[str, Path]) -> None:
     images = _list_json(llvm["archive"])["images"]
     want = _device(_bundler_ids(llvm["bundled_obj"]) + _bundler_ids(llvm["bundled2"]))
-    assert sorted(str(i["bundle_id"]) for i in images) == want
-    assert {str(i["path"]).rsplit("(", 1)[-1] for i in images} == {"bundled1.o)", "bundled2.o)"}
+    assert sorted(str(i["metadata"]["bundle-id"]) for i in images) == want
+    assert {Address.parse(i["address"]).member for i in images} == {Member("bundled1.o"), Member("bundled2.o")}
     zimages = _list_json(llvm["zip"])["images"]
     by_member: dict[str, int] = {}
     for i in zimages:
-        by_member[str(i["path"]).split("!", 1)[1]] = by_member.get(str(i["path"]).split("!", 1)[1], 0) + 1
+        name = Address.parse(i["address"]).file.steps[0].name
+        by_member[name] = by_member.get(name, 0) + 1
     assert by_member == {
         "lib/host_offload.o": len(_objdump_offloading(llvm["host_offload"])),
         "lib/kernels.ccob": len(_device(_bundler_ids(llvm["ccob"]))),
@@ -181,20 +191,21 @@ def test_extract_bundles_byte_identical(llvm: dict[str, Path], key: str, tmp_pat
     names = sorted(Path(w["file"]).name for w in written)
     assert names == sorted(f"{stem}.{n}.{_target_id(i).replace(':', '_')}.o"
                            for n, i in enumerate(_ordered_ids(llvm[key]), 1))
-    found = [f for f in discover([llvm[key]])]
+    found = list(scan([llvm[key]]))
     for w, f in zip(written, found, strict=True):
-        assert Path(w["file"]).read_bytes() == _unbundle(llvm[key], f.bundle_id, tmp_path)
+        assert w["address"] == str(f.address)
+        assert Path(w["file"]).read_bytes() == _unbundle(llvm[key], f.get("bundle-id"), tmp_path)
 
 
 def _ordered_ids(path: Path) -> list[str]:
-    return [f.bundle_id for f in discover([path])]
+    return [f.get("bundle-id") for f in scan([path])]
 
 
 @pytest.mark.parametrize("key", ["offload_package", "host_offload"])
 def test_extract_offload_byte_identical(llvm: dict[str, Path], key: str, tmp_path: Path) -> None:
     packager = require_tool("clang-offload-packager-19")
     written = _extract(llvm[key], tmp_path / "out")
-    found = list(discover([llvm[key]]))
+    found = list(scan([llvm[key]]))
     assert len(written) == len(found) == len(_objdump_offloading(llvm[key]))
     ref = tmp_path / "ref"
     ref.mkdir()
@@ -219,9 +230,10 @@ def test_extract_refuses_duplicates_and_keeps_names_inside(llvm: dict[str, Path]
     assert main(["extract", "-o", str(tmp_path / "out"), str(folder)], out=io.StringIO()) != 0
     assert "both be written" in capsys.readouterr().err
     from devbin.cli.extract_cmd import names
-    evil = Found(path="x.bin", container="bundle", kind="amdgpu", arch="../../gfx90a:xnack-", size=0,
-                 uncompressed_size=0, container_format="bundle", triple="amdgcn/amd")
-    (name,) = names([evil])
+    evil = Image(address=Address("x.bin", (Entry(0, 0),)), vendor="amd", kind="amdgpu", arch="../../gfx90a:xnack-",
+                 size=0, stored_size=0, compression="none", container="bundle", section="", offset=0,
+                 metadata=(("triple", "amdgcn/amd"),))
+    (name,) = names([(evil, Frame(Address("x.bin"), "x.bin"))])
     assert "/" not in name and name.startswith("x.1.")
 
 
@@ -257,8 +269,8 @@ def test_corrupt_members_give_warnings(llvm: dict[str, Path], tmp_path: Path) ->
         z.write(good, "good.hipfb")
     for container in (archive, zpath):
         report = ScanReport()
-        found = list(discover([container], report=report))
-        assert {f.path.replace("!", "(").rstrip(")").rsplit("(", 1)[-1] for f in found} == {"good.hipfb"}
+        found = list(scan([container], report=report))
+        assert {f.address.member for f in found} == {Member("good.hipfb")}
         assert len(found) == len(_device(_bundler_ids(llvm["hipfb"])))
         assert len(report.warnings) >= len(bad), report.warnings
         for name in bad:
@@ -270,6 +282,6 @@ def test_corrupt_members_give_warnings(llvm: dict[str, Path], tmp_path: Path) ->
     obj = tmp_path / "garbage_hip.o"
     _run(objcopy, f"--add-section=.hip_fatbin={blob}", llvm["host"], obj)
     report = ScanReport()
-    found = list(discover([obj], report=report))
+    found = list(scan([obj], report=report))
     assert len(found) == len(_device(_bundler_ids(llvm["hipfb"])))
     assert any(".hip_fatbin" in w for w in report.warnings), report.warnings

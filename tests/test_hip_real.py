@@ -9,14 +9,17 @@ readelf's section table and dynamic relocations.
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from devbin.discover import ScanReport, discover
+from devbin.cli.main import main
 from devbin.formats.elf.reader import ElfFile
+from devbin.images import Image, ScanReport, scan
 
 from tests.conftest import SOURCES, require_tool
 
@@ -38,6 +41,10 @@ def hip(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return built
 
 
+def _index(f: Image) -> int | None:
+    return f.address.entry.container if f.address.entry else None
+
+
 def _bundler(*args: str) -> str:
     return subprocess.run([require_tool("clang-offload-bundler-19"), *args], check=True, capture_output=True,
                           text=True).stdout
@@ -45,15 +52,15 @@ def _bundler(*args: str) -> str:
 
 def test_two_bundles_in_one_section(hip: dict[str, Path], tmp_path: Path) -> None:
     rep = ScanReport()
-    found = list(discover([hip["so"]], report=rep))
+    found = list(scan([hip["so"]], report=rep))
     assert not rep.warnings
-    assert [(f.fatbin_index, f.bundle_id, f.compression) for f in found] == [
+    assert [(_index(f), f.get("bundle-id"), f.compression) for f in found] == [
         (0, "hipv4-amdgcn-amd-amdhsa--gfx1030", "none"), (0, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", "none"),
         (1, "hipv4-amdgcn-amd-amdhsa--gfx1030", "zstd"), (1, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", "zstd")]
     elf = ElfFile(hip["so"].read_bytes())
     sec = next(s for s in elf.sections if s.name == ".hip_fatbin")
     section = bytes(sec.data)
-    starts = sorted({f.fatbin_offset - sec.sh_offset for f in found})
+    starts = sorted({f.offset - sec.sh_offset for f in found})
     assert starts[0] == 0 and all(s % 4096 == 0 for s in starts)
     # Each bundle cut out of the section: the bundler lists the same IDs and unbundles the same bytes.
     ends = [*starts[1:], len(section)]
@@ -62,11 +69,12 @@ def test_two_bundles_in_one_section(hip: dict[str, Path], tmp_path: Path) -> Non
         piece.write_bytes(section[start:end])
         listed = set(_bundler("--list", "--type=o", f"--input={piece}").split())
         assert listed - {"host-x86_64-unknown-linux--"} == IDS
-        for f in (f for f in found if f.fatbin_index == index):
-            assert f.bundle_id is not None
+        for f in (f for f in found if _index(f) == index):
+            assert f.get("bundle-id")
             out = tmp_path / f"{index}.{f.arch}.o"
-            _bundler("--unbundle", "--type=o", f"--input={piece}", f"--targets={f.bundle_id}", f"--output={out}")
-            assert out.read_bytes() == f.image(), (index, f.arch)
+            bid = f.get("bundle-id")
+            _bundler("--unbundle", "--type=o", f"--input={piece}", f"--targets={bid}", f"--output={out}")
+            assert out.read_bytes() == bytes(f.data()), (index, f.arch)
     # The bundler reads only the first bundle of the whole section.
     whole = tmp_path / "whole.hipfb"
     whole.write_bytes(section)
@@ -84,18 +92,18 @@ def _relative_relocs(so: Path) -> dict[int, int]:
 def test_hip_wrappers_point_at_the_bundles(hip: dict[str, Path]) -> None:
     for key, n in (("so", 2), ("square_o", 1), ("cube_o", 1)):
         rep = ScanReport()
-        found = list(discover([hip[key]], report=rep))
+        found = list(scan([hip[key]], report=rep))
         ws = [w for w in rep.wrappers if w.section == ".hipFatBinSegment"]
         assert len(ws) == n and all(w.found and w.version == 1 and w.target_section == ".hip_fatbin" for w in ws)
-        assert sorted(w.target_offset for w in ws) == sorted({f.fatbin_offset for f in found})
-        assert all(f.wrapper_version == 1 for f in found)
+        assert sorted(w.target_offset for w in ws) == sorted({f.offset for f in found})
+        assert all(f.get("wrapper-version") == "1" for f in found)
     # In the .so each wrapper's data pointer is a R_X86_64_RELATIVE whose addend is the bundle's address.
     elf = ElfFile(hip["so"].read_bytes())
     seg = next(s for s in elf.sections if s.name == ".hipFatBinSegment")
     fb = next(s for s in elf.sections if s.name == ".hip_fatbin")
     relocs = _relative_relocs(hip["so"])
     rep = ScanReport()
-    list(discover([hip["so"]], report=rep))
+    list(scan([hip["so"]], report=rep))
     for w in rep.wrappers:
         addend = relocs[seg.sh_addr + (w.offset - seg.sh_offset) + 8]
         assert w.target_offset == addend - fb.sh_addr + fb.sh_offset
@@ -108,11 +116,28 @@ def test_prune_real_hip_library_in_place(hip: dict[str, Path], tmp_path: Path) -
     res = prune_file(hip["so"], out, keep="gfx1030")
     assert res.file_bytes_saved == 0 and out.stat().st_size == hip["so"].stat().st_size
     rep = ScanReport()
-    found = list(discover([out], report=rep))
+    found = list(scan([out], report=rep))
     assert not rep.warnings
-    assert [(f.fatbin_index, f.arch, f.compression) for f in found] == [(0, "gfx1030", "none"),
+    assert [(_index(f), f.arch, f.compression) for f in found] == [(0, "gfx1030", "none"),
                                                                          (1, "gfx1030", "zstd")]
     assert all(w.found for w in rep.wrappers)  # the wrappers still point at bundle starts
-    before = {f.compression: f.image() for f in discover([hip["so"]]) if f.arch == "gfx1030"}
-    assert {f.compression: f.image() for f in found} == before
+    before = {f.compression: bytes(f.data()) for f in scan([hip["so"]]) if f.arch == "gfx1030"}
+    assert {f.compression: bytes(f.data()) for f in found} == before
+    assert [(str(i.address), kept) for i, kept in res.images] == [
+        (f"{hip['so']}@.hip_fatbin#{c}.{e}", arch == "gfx1030") for c in (0, 1) for e, arch in
+        ((1, "gfx1030"), (2, "gfx90a:xnack+"))]  # entry 0: the empty host entry, no image
     subprocess.run([require_tool("readelf"), "-a", "-W", str(out)], check=True, capture_output=True)
+
+
+def test_load_real_hip_library(hip: dict[str, Path]) -> None:
+    """`devbin load` on a host .so: the loader takes the code object devbin select chooses from each
+    bundle of its .hip_fatbin (the scan's images), named by their addresses."""
+    from devbin.load import Executable
+    loaded = Executable("gfx1030").load(hip["so"])
+    chosen = [i for i in scan([hip["so"]]) if i.arch == "gfx1030"]
+    assert [o.name for o in loaded] == [str(i.address) for i in chosen] == [
+        f"{hip['so']}@.hip_fatbin#0.1", f"{hip['so']}@.hip_fatbin#1.1"]
+    out = io.StringIO()
+    assert main(["load", "--target", "gfx1030", "--json", str(hip["so"])], out) == 0
+    names = {s["name"] for s in json.loads(out.getvalue())["symbols"]}
+    assert {"square", "cube"} <= names, names

@@ -395,3 +395,42 @@ def test_truncated_and_mutated_archive_scans_only_warn(built: dict[str, Path]) -
         for _ in range(rng.randint(1, 4)):
             buf[rng.randrange(len(buf))] = rng.randrange(256)
         list(scan_bytes(bytes(buf), "libr.a", report=ScanReport()))
+
+
+# --------------------------------------------------------------------------- addresses of a real scan
+
+
+def test_addresses_of_hostile_and_repeated_member_names(tmp_path: Path) -> None:
+    from devbin.formats.ar.writer import ArMember, write_archive
+    from devbin.formats.fatbin import FatbinImage, write_fatbin
+    from devbin.formats.fatbin import constants as FC
+    from devbin.images import Address, Entry, Member, find_image
+
+    from tests.conftest import FIXTURES
+
+    cubin = (FIXTURES / "sample_sm90.cubin").read_bytes()
+    amd = (FIXTURES / "sample_gfx90a.o").read_bytes()
+    fatbin = write_fatbin([FatbinImage(FC.KIND_ELF, 90, cubin), FatbinImage(FC.KIND_ELF, 80, cubin)])
+    lib = write_archive([ArMember("k.o", amd), ArMember("k.o", cubin, symbols=()), ArMember("a#1@b!c%d;e.o", amd)])
+    whl = tmp_path / "odd name #1.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("lib/libk.a", lib)
+        z.writestr("lib/x!y@z.fatbin", fatbin)
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            z.writestr("lib/x!y@z.fatbin", fatbin)  # a zip may hold two members of one name
+    images = list(scan([whl]))
+    w = "odd name %231.whl"
+    assert [str(i.address).removeprefix(str(tmp_path) + "/") for i in images] == [
+        f"{w}!lib/libk.a!k.o", f"{w}!lib/libk.a!k.o;2", f"{w}!lib/libk.a!a%231%40b%21c%25d%3Be.o",
+        f"{w}!lib/x%21y%40z.fatbin#0.0", f"{w}!lib/x%21y%40z.fatbin#0.1",
+        f"{w}!lib/x%21y%40z.fatbin;2#0.0", f"{w}!lib/x%21y%40z.fatbin;2#0.1"]
+    assert [i.kind for i in images] == ["amdgpu", "cubin", "amdgpu", "cubin", "cubin", "cubin", "cubin"]
+    assert images[2].address.member == Member("a#1@b!c%d;e.o")
+    assert images[4].address == Address(str(whl), (Member("lib/x!y@z.fatbin"), Entry(0, 1)))
+    for image in images:  # every address reads back, and names its image alone
+        text = str(image.address)
+        assert Address.parse(text) == image.address
+        assert find_image(images, text) is image
+    assert len({i.address for i in images}) == len(images)
+    assert [i.address for i in scan([whl])] == [i.address for i in images]  # stable run to run
+    assert bytes(find_image(images, images[1].address).data()) == cubin

@@ -398,7 +398,7 @@ def test_conftest_bundle_any_features(amdgpu_objects: dict[str, Path]) -> None:
     ("p.offload#0.1", "offload", "p.offload"),
     ("x.so@.hip_fatbin#1.2", "bundle", "x.so@.hip_fatbin#1"),
     ("k.o@__CLANG_OFFLOAD_BUNDLE__hip-amdgcn-amd-amdhsa--gfx90a", "bundle", "k.o@__CLANG_OFFLOAD_BUNDLE__*"),
-    ("k.wrapped#0.0", "wrapped", "k.wrapped#0"),
+    ("k.wrapped", "wrapped", "k.wrapped"),
 ])
 def test_module_of_address(address: str, container: str, module: str) -> None:
     img = Image(Address.parse(address), "amd", "amdgpu", "gfx90a", 1, 1, "none", container, "", 0)

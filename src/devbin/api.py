@@ -21,7 +21,7 @@ def parse(data: Buffer, *, where: str = "", diag: Diag | None = None) -> ElfFile
     Reads ELF (cubins, AMDGPU code objects, any ELF), also inside a devbin
     wrapped single image (the metadata is read by :func:`wrapped_metadata`);
     other recognised formats raise a clear error naming the format (the
-    container commands read them through :mod:`devbin.discover`).
+    container commands read them through :mod:`devbin.images`).
     """
     kind = detect(data)
     if kind == ELF:

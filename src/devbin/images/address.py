@@ -6,7 +6,7 @@ Grammar (docs/IMAGES.md has examples)::
     step     = "!" text [";" count]       ; a member: zip/wheel member or ar member
              / "@" text                   ; a section of the ELF file reached so far
              / "#" count "." count        ; entry E of container C: the C-th fatbin,
-                                          ;   OffloadBinary, bundle or wrapped image
+                                          ;   OffloadBinary or bundle
                                           ;   back to back in that file or section
     count    = "0" / %x31-39 *DIGIT       ; decimal, no leading zeros
     text     = 1*( unreserved / escaped )
@@ -90,7 +90,7 @@ class Section:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """Entry ``entry`` of the ``container``-th container (fatbin, OffloadBinary, bundle, wrapped image)."""
+    """Entry ``entry`` of the ``container``-th container (fatbin, OffloadBinary, bundle) of a file or section."""
 
     container: int
     entry: int

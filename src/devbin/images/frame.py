@@ -1,4 +1,4 @@
-"""The file a scan is in: its address, and the names the old ``devbin.discover`` records gave it."""
+"""The file an image was found in: its address and what holds it."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ __all__ = ["Frame", "Hit"]
 class Frame:
     """The innermost file being scanned.
 
-    ``address`` is its address (every image in it extends it).  ``display`` (``lib.a(k.o)``,
-    ``w.whl!x.so``) and ``origin`` (what holds it: ``file``, ``ar``, ``zip``, ``wrapped``) are
-    what :mod:`devbin.discover`, the compatibility shim, still reports to the consumers not yet
-    ported to :class:`~devbin.images.Image`.
+    ``address`` is its address (every image in it extends it); ``origin`` what holds it:
+    ``file`` (on disk, or the bytes given), ``ar`` (an archive member: cuobjdump numbers and
+    heads an archive's images together), ``zip`` or ``wrapped``.  ``display`` is the old display
+    path (``lib.a(k.o)``, ``w.whl!x.so``), which only :mod:`devbin.discover`, the compatibility
+    shim, still reports to the consumers not yet ported to :class:`~devbin.images.Image`.
     """
 
     address: Address

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from devbin.binary import ByteView
 from devbin.errors import FormatError, UsageError
@@ -23,8 +23,9 @@ from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import OffloadEntry
 from devbin.formats.wrapped import WrappedImage
 from devbin.images.address import Address
-from devbin.importers import import_code_object
-from devbin.model import CodeObject
+
+if TYPE_CHECKING:
+    from devbin.model import CodeObject
 
 __all__ = [
     "AMDGPU", "BITCODE", "CONTAINERS", "CUBIN", "DATA", "FATBIN", "HOST", "KINDS", "LTO_IR", "PTX", "SPIRV",
@@ -116,8 +117,8 @@ class Image:
       the decompressed bundle), or the raw flag bits in hex when unknown.
     * ``container``: the format holding it (:data:`CONTAINERS`).
     * ``section``: the host ELF section it was found in, or ``""``.
-    * ``offset``: file offset, in the innermost file, of the container (fatbin, OffloadBinary, bundle,
-      wrapped image), or 0 for a bare image.
+    * ``offset``: file offset, in the innermost file, of the container (fatbin, OffloadBinary, bundle),
+      or 0 for a bare or wrapped image.
     * ``metadata``: producer key/value pairs in stored order; keys are listed in docs/IMAGES.md
       (``identifier``, ``ptxas-options``, ``fatbin-kind``, ``wrapper-version``, ``triple``, ``bundle-id``,
       ``offload-kind``, ``image-kind``, an OffloadBinary's string map and a wrapped image's pairs as stored).
@@ -195,6 +196,7 @@ class Image:
         for an image that is no code object (PTX, LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""
         if self.kind not in (CUBIN, AMDGPU):
             return None
+        from devbin.importers import import_code_object  # the model and importers only when asked: CLI start-up
         return import_code_object(ElfFile(ByteView(self.data(max_size), where=str(self.address)),
                                           where=str(self.address)))
 

@@ -16,8 +16,9 @@ Where images are looked for, by the first bytes of each file or member
   objects** (``e_machine`` 224), kind ``amdgpu``, processor from ``e_flags``.
 * **bare fatbins** (one or several back to back), **bare OffloadBinaries** and **bare
   bundles** (plain or compressed).
-* **devbin wrapped images**: the image with the wrapper's metadata (address ``#0.0``); a
-  container inside is opened, its steps after ``#0.0``.
+* **devbin wrapped images**: the image with the wrapper's metadata, addressed as the file
+  itself (the wrapper holds one image); a container inside is opened, its steps right after
+  the file's (``k.wrapped#0.1`` for a fatbin's entry 1).
 * **ar archives** (regular, BSD, thin): every member, recursively.  Thin members are read from
   disk only when they lie inside the archive's folder (``follow_thin_outside`` lifts that);
   from :func:`scan_bytes` they cannot be read and are reported as warnings.
@@ -64,7 +65,7 @@ from devbin.formats.ar import ArchiveFile
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.wrapped import parse_wrapped
-from devbin.images.address import Address, Entry, Member
+from devbin.images.address import Address, Member
 from devbin.images.frame import Frame, Hit
 from devbin.images.hostelf import HostElf, fatbin_images, walk_fatbins
 from devbin.images.llvm import bundle_images, llvm_in_elf, offload_images
@@ -228,7 +229,7 @@ class Scanner:
         w = parse_wrapped(view, where=frame.where)
         inner = container_format(bytes(w.image[:SNIFF]))
         kind, elf_arch = image_kind(w.image, ptx=(w.get("ImageKind") or "").lower() == "ptx")
-        address = frame.address.child(Entry(0, 0))
+        address = frame.address  # one image: the wrapper is no step of its own
         if inner not in (None, ELF) or kind == HOST:
             inside = Frame(address, f"{frame.display}!wrapped", "wrapped")
             yield from self.buffer(w.image, inside, depth=depth + 1)

@@ -391,12 +391,12 @@ def _prune_wrapped(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
     (a fatbin, OffloadBinary or bundle), which is pruned and wrapped again with the same metadata."""
     where = str(at)
     w = parse_wrapped(view, where=where)
-    inner = ByteView(w.image, where=f"{where}#0.0")
+    inner = ByteView(w.image, where=where)
     if detect(inner) not in (CUDA_FATBIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
         target = w.get("TargetID") or w.get("arch") or "one architecture"
         raise UsageError(f"{where}: a wrapped image holds one device image ({target}); there is nothing to prune "
                          "in it (to keep or drop it, keep or drop the file)")
-    pruned = _prune_any(inner, ctx, at.child(Entry(0, 0)), depth + 1)
+    pruned = _prune_any(inner, ctx, at, depth + 1)  # the scan addresses what it holds as the file itself
     if pruned == bytes(w.image):
         return bytes(view.bytes_at(0, len(view)))
     return write_wrapped(pruned, w.metadata, flags=w.flags)

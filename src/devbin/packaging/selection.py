@@ -369,12 +369,12 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
 def module_of(image: Image) -> str:
     """The module ``image`` belongs to, named from its address: the container it sits in.
 
-    A fatbin, a bundle or a wrapped image is one module (``lib.so@.nv_fatbin#2``: the address
-    without the entry number); the OffloadBinaries back to back in one file or section make
+    A fatbin or a bundle is one module (``lib.so@.nv_fatbin#2``: the address without the entry
+    number); the OffloadBinaries back to back in one file or section make
     one module (LLVM <= 22 writes one image per blob; the runtime picks among all of them, as
     among a fatbin's entries: ``x.o@.llvm.offloading``); the ``__CLANG_OFFLOAD_BUNDLE__<id>``
-    sections of one object are one bundle (``k.o@__CLANG_OFFLOAD_BUNDLE__*``); a bare image is
-    its own module (its address)."""
+    sections of one object are one bundle (``k.o@__CLANG_OFFLOAD_BUNDLE__*``); a bare or wrapped
+    image is its own module (its address)."""
     address = image.address
     entry = address.entry
     if entry is None:

@@ -145,8 +145,13 @@ NOBITS_LIKE_BY_MACHINE: Mapping[int, frozenset[int]] = {
 }
 
 
+def no_file_types(machine: int) -> frozenset[int]:
+    """The section types that occupy no file bytes on ``machine``: SHT_NULL, SHT_NOBITS and its NOBITS-like types."""
+    return frozenset({SHT_NULL, SHT_NOBITS, *NOBITS_LIKE_BY_MACHINE.get(machine, ())})
+
+
 def occupies_file(sh_type: int, machine: int) -> bool:
-    """False for SHT_NULL, SHT_NOBITS and the machine's NOBITS-like types."""
+    """False for SHT_NULL, SHT_NOBITS and the machine's NOBITS-like types (:func:`no_file_types`)."""
     return sh_type not in (SHT_NULL, SHT_NOBITS) and sh_type not in NOBITS_LIKE_BY_MACHINE.get(machine, ())
 
 

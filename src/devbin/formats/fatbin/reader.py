@@ -55,12 +55,13 @@ such an entry's image raises :class:`FormatError` saying so, and
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from devbin.binary import ByteView, align_up, format_view, join_where
 from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion
-from devbin.formats.elf.constants import occupies_file
+from devbin.formats.elf.constants import no_file_types
 from devbin.formats.fatbin import constants as C
 from devbin.formats.fatbin.compress import decompress as _decompress
 
@@ -355,12 +356,14 @@ def elf_image_size(view: ByteView) -> int | None:
                 return None
             v.check_count(shnum, shentsize, shoff, "section headers")
             end = max(end, shoff + shnum * shentsize)
-            for i in range(shnum):
-                rec = v.unpack(sh_fmt, shoff + i * shentsize)
-                sh_type, sh_offset, sh_size = rec[1], rec[4], rec[5]
-                if occupies_file(sh_type, machine) and sh_size:
-                    v.check(sh_offset, sh_size, "section")
-                    end = max(end, sh_offset + sh_size)
+            # One struct pass over the whole table (every plain fatbin cubin is measured at scan time).
+            full = struct.Struct(("<" if ei_data == 1 else ">") + sh_fmt + ("IIQQ" if ei_class == 2 else "IIII"))
+            table = v.bytes_at(shoff, shnum * shentsize, "section headers")
+            recs = (full.iter_unpack(table) if shentsize == full.size
+                    else (full.unpack_from(table, i * shentsize) for i in range(shnum)))
+            no_file = no_file_types(machine)
+            # A section running past the view makes ``end`` run past it too: None below.
+            end = max(end, max((r[4] + r[5] for r in recs if r[5] and r[1] not in no_file), default=0))
         return end if end <= len(v) else None
     except FormatError:
         return None
