@@ -561,9 +561,7 @@ def _packed_section(sec: Section, images: Sequence[Image]) -> int | None:
 def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
     where = str(at)
     elf = ElfFile(view)
-    h = elf.header
-    if h.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU):
-        raise UsageError(f"{where}: a bare device ELF holds one architecture; there is nothing to prune in it")
+    h = elf.header  # a bare device ELF has no image in a container: _check_prunable refused it, no member gets here
     relocatable = h.e_type == EC.ET_REL and not elf.segments
     if not relocatable and h.e_type not in (EC.ET_DYN, EC.ET_EXEC):
         raise UsageError(f"{where}: ELF type {EC.ET_NAMES.get(h.e_type, h.e_type)} cannot be pruned")
