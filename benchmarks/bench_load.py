@@ -146,7 +146,7 @@ from devbin.load import Executable
 """ + IMPORTS + r"""
 from devbin.packaging.selection import select
 sel = select(open({lib!r}, "rb").read(), "sm_90", name="libcurand.so.10")
-mods = [(c.name, bytes(c.image.found.image())) for c in sel.choices]
+mods = [(c.name, bytes(c.image.data())) for c in sel.choices]
 big = max(range(len(mods)), key=lambda i: len(mods[i][1]))
 lazy, kernel = {lazy!r}, {kernel!r}
 t0 = time.perf_counter()

@@ -9,12 +9,15 @@ readelf's section table and dynamic relocations.
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from devbin.cli.main import main
 from devbin.formats.elf.reader import ElfFile
 from devbin.images import Image, ScanReport, scan
 
@@ -120,4 +123,21 @@ def test_prune_real_hip_library_in_place(hip: dict[str, Path], tmp_path: Path) -
     assert all(w.found for w in rep.wrappers)  # the wrappers still point at bundle starts
     before = {f.compression: bytes(f.data()) for f in scan([hip["so"]]) if f.arch == "gfx1030"}
     assert {f.compression: bytes(f.data()) for f in found} == before
+    assert [(str(i.address), kept) for i, kept in res.images] == [
+        (f"{hip['so']}@.hip_fatbin#{c}.{e}", arch == "gfx1030") for c in (0, 1) for e, arch in
+        ((1, "gfx1030"), (2, "gfx90a:xnack+"))]  # entry 0: the empty host entry, no image
     subprocess.run([require_tool("readelf"), "-a", "-W", str(out)], check=True, capture_output=True)
+
+
+def test_load_real_hip_library(hip: dict[str, Path]) -> None:
+    """`devbin load` on a host .so: the loader takes the code object devbin select chooses from each
+    bundle of its .hip_fatbin (the scan's images), named by their addresses."""
+    from devbin.load import Executable
+    loaded = Executable("gfx1030").load(hip["so"])
+    chosen = [i for i in scan([hip["so"]]) if i.arch == "gfx1030"]
+    assert [o.name for o in loaded] == [str(i.address) for i in chosen] == [
+        f"{hip['so']}@.hip_fatbin#0.1", f"{hip['so']}@.hip_fatbin#1.1"]
+    out = io.StringIO()
+    assert main(["load", "--target", "gfx1030", "--json", str(hip["so"])], out) == 0
+    names = {s["name"] for s in json.loads(out.getvalue())["symbols"]}
+    assert {"square", "cube"} <= names, names

@@ -326,7 +326,7 @@ def test_parse_dump_callgraph_layout() -> None:
 
 def test_prune_device_code_of_nvcc_dc_object(tmp_path: Path) -> None:
     """The relocatable cubin inside an ``nvcc -dc`` host object (``__nv_relfatbin``) prunes and links."""
-    from devbin.discover import discover_bytes
+    from devbin.images import scan_bytes
 
     if cubins_from_ptx():
         pytest.skip("nvcc -dc needs nvcc's front end (cicc)")
@@ -334,7 +334,7 @@ def test_prune_device_code_of_nvcc_dc_object(tmp_path: Path) -> None:
     p = subprocess.run([require_tool("nvcc"), "-dc", "-arch=sm_90", "-o", str(obj), str(SRC / "prog.cu")],
                        capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr
-    (cubin,) = [f.image() for f in discover_bytes(obj.read_bytes(), "prog.o") if f.kind == "elf"]
+    (cubin,) = [bytes(i.data()) for i in scan_bytes(obj.read_bytes(), "prog.o") if i.kind == "cubin"]
     assert ElfFile(cubin).header.e_type == 1  # ET_REL
     pruned = prune_cubin(cubin, {"k_other", "k_recursive", "rec_fib", "ping", "pong", "unused_dev"})
     run_nvlink([pruned], "sm_90", tmp_path / "out.cubin", None)

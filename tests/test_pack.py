@@ -15,12 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devbin.cli.main import main
-from devbin.discover import discover
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
+from devbin.images import Address, Image, scan
 from devbin.packaging import PackInput, PackResult, check_consistency, choose_ptx, pack
 from devbin.packaging.consistency import ImageSettings, settings_from_options
-from devbin.packaging.facts import ImageFacts, image_facts
+from devbin.packaging.facts import loose_image, relocatable
 
 from tests.conftest import PTX_DIR, require_tool
 
@@ -52,14 +52,14 @@ def test_offload_package_read_by_llvm(images: dict[str, Path], tmp_path: Path) -
     x = tmp_path / "x.o"
     _run(packager, out, f"--image=file={x},arch=gfx90a")
     assert x.read_bytes() == images["gfx90a"].read_bytes()
-    found = list(discover([out]))
+    found = list(scan([out]))
     md = dict(found[3].metadata)
     assert md["Team"] == "kernels" and md["TargetID"] == "gfx90a" and md["VendorId"] == "0x1002"
     assert md["VendorName"] == "AMD" and md["Producer"].startswith(("clang", "Debian clang", "Ubuntu clang"))
     cub = dict(found[0].metadata)
     assert cub["VendorName"] == "NVIDIA" and "ptxas" in cub["Producer"] and "sm_80" in cub["CompileOptions"]
     assert {"Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName"} <= set(cub)
-    assert found[0].image() == images["sm_80"].read_bytes()
+    assert found[0].data() == images["sm_80"].read_bytes()
 
 
 def test_fatbin_package_read_by_cuobjdump(images: dict[str, Path], tmp_path: Path) -> None:
@@ -146,8 +146,8 @@ def test_wrapped_bad_input() -> None:
         write_wrapped(b"", [("a", "1"), ("a", "2")])
 
 
-def _facts(kind: str, arch: str) -> ImageFacts:
-    return ImageFacts(kind, "nvidia", arch)
+def _facts(kind: str, arch: str) -> Image:
+    return Image(Address(f"{arch}.{kind}"), "nvidia", kind, arch, 1, 1, "none", "file", "", 0)
 
 
 @pytest.mark.parametrize(("policy", "kept_ptx", "warns"), [
@@ -186,7 +186,8 @@ def test_option_settings_and_findings(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="debug"):
         pack([PackInput((tmp_path / "g.cubin").read_bytes(), "g.cubin"),
               PackInput((tmp_path / "o.cubin").read_bytes(), "o.cubin")], strict=True)
-    assert image_facts((tmp_path / "g.cubin").read_bytes()).relocatable is False
+    g = loose_image((tmp_path / "g.cubin").read_bytes(), "g.cubin")
+    assert relocatable(g) is False and g.kind == "cubin" and g.arch == "sm_90" and g.triple == "nvptx64-nvidia-cuda"
 
 
 def test_select_from_a_packed_offload_binary(images: dict[str, Path]) -> None:
@@ -213,10 +214,10 @@ def test_ptx_policy_per_translation_unit(images: dict[str, Path], capsys: pytest
     assert main(argv) == 0
     text = capsys.readouterr()
     assert "left out" not in text.out and "no PTX" not in text.err
-    assert [f.arch for f in discover([out])] == ["sm_80", "compute_80", "sm_90", "compute_90"]
+    assert [i.arch for i in scan([out])] == ["sm_80", "compute_80", "sm_90", "compute_90"]
     # The same images as loose images share one unit: only the highest PTX stays.
     res = pack([images[k] for k in ("sm_80", "ptx80", "sm_90", "ptx90")])
-    assert [p.facts.arch for p in res.dropped] == ["compute_80"]
+    assert [p.image.arch for p in res.dropped] == ["compute_80"]
     # The newer-GPU warning is per unit: unit a has SASS and no PTX of its own.
     res = pack([PackInput(images["sm_80"].read_bytes(), "a.cubin", (("tu", "a"),)),
                 PackInput(images["sm_90"].read_bytes(), "b.cubin", (("tu", "b"),)),
@@ -243,7 +244,7 @@ def test_two_nvcc_fatbins_keep_each_units_ptx(tmp_path: Path) -> None:
         _nvcc(tmp_path, "-fatbin", "-rdc=true", "-gencode", "arch=compute_80,code=[sm_80,compute_80]",
               "-o", f"{name}.fatbin", SOURCES / src)
     res = pack([tmp_path / "k.fatbin", tmp_path / "e.fatbin"], format="fatbin")
-    assert sorted((p.tu, p.facts.arch) for p in res.images if p.facts.kind == "ptx") == [
+    assert sorted((p.tu, p.image.arch) for p in res.images if p.image.kind == "ptx") == [
         (str(tmp_path / "e.fatbin"), "compute_80"), (str(tmp_path / "k.fatbin"), "compute_80")]
     assert not res.dropped
     # nvcc's PTX entries say --compile-only: relocatable PTX is named in a warning.
@@ -254,7 +255,7 @@ def test_two_nvcc_fatbins_keep_each_units_ptx(tmp_path: Path) -> None:
     ptx_entries = [e for e in entries if e.kind_name == "ptx"]
     assert ptx_entries and all("--compile-only" in e.options for e in ptx_entries)
     cubin_entries = [e for e in entries if e.kind_name == "elf"]
-    opts = [p.get("CompileOptions") for p in res.images if p.facts.kind == "cubin"]
+    opts = [p.get("CompileOptions") for p in res.images if p.image.kind == "cubin"]
     assert all(opts) and [e.options for e in cubin_entries] == opts
 
 
@@ -274,19 +275,19 @@ def test_pack_dlto_object(dlto: dict[str, Path], tmp_path: Path) -> None:
     from devbin.formats.fatbin import parse_fatbin
     from devbin.packaging.facts import LTOIR_MAGIC
     # What the real files carry: LTO-IR plain starts with NVIDIA's magic; compressed it is no zstd frame.
-    plain = [f for f in discover([dlto["plain"]]) if f.kind == "ltoir"]
-    assert len(plain) == 1 and plain[0].image().startswith(LTOIR_MAGIC)
-    stored = [f for f in discover([dlto["lto"]]) if f.kind == "ltoir"]
+    plain = [i for i in scan([dlto["plain"]], all=True) if i.kind == "lto-ir"]
+    assert len(plain) == 1 and bytes(plain[0].data()).startswith(LTOIR_MAGIC)
+    stored = [i for i in scan([dlto["lto"]], all=True) if i.kind == "lto-ir"]
     assert len(stored) == 1 and stored[0].entry is not None and stored[0].entry.compression == "zstd"
     assert not bytes(stored[0].entry.raw_payload).startswith(b"\x28\xb5\x2f\xfd")
     with pytest.raises(DeviceBinaryError, match="NVIDIA's own encoding"):
-        stored[0].image()
+        stored[0].data()
     # The review's command: the default container takes it (as a one-entry fatbin holding the entry as stored).
     out = tmp_path / "x.offload"
     assert main(["pack", "-o", str(out), "--image", f"file={dlto['lto']}"]) == 0
-    found = list(discover([out]))
-    assert [(f.image_kind, f.arch) for f in found] == [("ptx", "compute_90"), ("fatbinary", "compute_90")]
-    inner = parse_fatbin(found[1].image()).entries
+    found = list(scan([out]))
+    assert [(i.get("image-kind"), i.arch) for i in found] == [("ptx", "compute_90"), ("fatbinary", "compute_90")]
+    inner = parse_fatbin(found[1].data()).entries
     assert len(inner) == 1 and bytes(inner[0].payload_area) == bytes(stored[0].entry.payload_area)
     assert (inner[0].flags, inner[0].uncompressed_size) == (stored[0].entry.flags, stored[0].entry.uncompressed_size)
     # A fatbin copies the entry as stored, options string included; plain LTO-IR goes in decoded.
@@ -295,8 +296,9 @@ def test_pack_dlto_object(dlto: dict[str, Path], tmp_path: Path) -> None:
     assert plain[0].entry is not None
     assert [e.options for e in lto] == [stored[0].entry.options, plain[0].entry.options.strip()]
     assert bytes(lto[0].payload_area) == bytes(stored[0].entry.payload_area)
-    assert lto[1].data() == plain[0].image()
-    assert [p.facts.arch for p in res.images if p.facts.kind == "ltoir"] == ["compute_90", "compute_90"]
+    assert lto[1].data() == plain[0].data()
+    assert [p.image.arch for p in res.images if p.image.kind == "lto-ir"] == ["compute_90", "compute_90"]
+    assert [p.to_dict()["kind"] for p in res.images].count("lto-ir") == 2
 
 
 def test_fast_math_and_relocatable_from_real_dlto(dlto: dict[str, Path]) -> None:
@@ -305,8 +307,9 @@ def test_fast_math_and_relocatable_from_real_dlto(dlto: dict[str, Path]) -> None
     res = check_pack([dlto["lto"], dlto["fast"]])
     assert {f.option for f in res.findings} == {"fast-math", "ftz"}
     fast = next(f for f in res.findings if f.option == "fast-math")
-    assert fast.images == (f"{dlto['lto']}[compute_90]", f"{dlto['fast']}[compute_90]")
-    assert all(p.facts.relocatable for p in res.images if p.facts.kind == "ptx")
+    lto_ir = {k: next(str(i.address) for i in scan([dlto[k]], all=True) if i.kind == "lto-ir") for k in ("lto", "fast")}
+    assert fast.images == (lto_ir["lto"], lto_ir["fast"])  # the images' addresses
+    assert all(relocatable(p.image) for p in res.images if p.image.kind == "ptx")
     assert not check_pack([dlto["lto"], dlto["plain"]]).findings
 
 
@@ -332,14 +335,14 @@ def test_pack_bitcode_and_annotated_object(cubins: dict[str, Path], tmp_path: Pa
     subprocess.run([clang, "-c", "-emit-llvm", "--target=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib",
                     "-x", "cl", "-cl-std=CL2.0", "-o", str(bc), str(SOURCES / "amdgpu_kernels.cl")],
                    check=True, capture_output=True)
-    assert image_facts(bc.read_bytes()).kind == "bitcode"
+    assert loose_image(bc.read_bytes(), "k.bc").kind == "bitcode"
     out = tmp_path / "bc.offload"
     res = pack([PackInput(bc.read_bytes(), "k.bc", (("triple", "amdgcn-amd-amdhsa"), ("TargetID", "gfx90a")))])
     out.write_bytes(res.data)
     listing = _run(require_tool("llvm-objdump-19"), "--offloading", out)
     assert "llvm ir" in listing and "gfx90a" in listing
-    found = list(discover([out]))
-    assert found[0].image() == bc.read_bytes() and dict(found[0].metadata)["TargetID"] == "gfx90a"
+    found = list(scan([out]))
+    assert found[0].data() == bc.read_bytes() and dict(found[0].metadata)["TargetID"] == "gfx90a"
     # A devbin-annotated cubin: its .devbin.meta keys fill what the cubin leaves out.
     from dataclasses import replace
 

@@ -16,16 +16,17 @@ import devbin.packaging
 from conftest import SOURCES, require_tool
 from devbin.binary import ByteView
 from devbin.cli.main import main
-from devbin.discover import discover_bytes
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats import bundle as B
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.ar.writer import ArMember, write_archive
-from devbin.formats.fatbin import FatbinImage, write_fatbin
+from devbin.formats.elf.reader import ElfFile
+from devbin.formats.fatbin import FatbinImage, parse_fatbin, write_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
-from devbin.packaging.pruning import Selection, _Ctx, _prune_fatbin, arch_matches, prune, prune_file, rewrite_bundle
+from devbin.images import scan_bytes
+from devbin.packaging.pruning import Selection, _prune_fatbin, arch_matches, prune, prune_file, rewrite_bundle
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -42,7 +43,7 @@ GENCODE = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_9
 
 
 def _archs(data: bytes) -> list[tuple[str, str]]:
-    return [(f.kind, f.arch) for f in discover_bytes(data, "x")]
+    return [(i.kind, i.arch) for i in scan_bytes(data, "x", all=True)]
 
 
 def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -85,19 +86,18 @@ def _fatbin() -> bytes:
 
 def test_fatbin_rewrite_keeping_all_is_identical() -> None:
     for data in (_fatbin(), (FIXTURES / "sample.fatbin").read_bytes()):
-        ctx = _Ctx(Selection(drop=("sm_1",)))
-        assert _prune_fatbin(ByteView(data), ctx, "x", "fatbin") == data
+        assert _prune_fatbin(ByteView(data), lambda entry: True, "x") == (len(data), data)
         assert prune(data, drop="sm_12").data == data
 
 
 def test_fatbin_prune() -> None:
     data = _fatbin()
     r = prune(data, keep="sm_90")
-    assert _archs(r.data) == [("elf", "sm_90"), ("ptx", "compute_90")]
+    assert _archs(r.data) == [("cubin", "sm_90"), ("ptx", "compute_90")]
     assert r.saved_by_arch() == {"sm_80": len(data) - len(r.data)}
     assert r.file_bytes_saved == len(data) - len(r.data) == r.container_bytes_freed
     assert _archs(prune(data, keep="compute_90").data) == [("ptx", "compute_90")]
-    assert _archs(prune(data, drop="sm_90").data) == [("elf", "sm_80")]
+    assert _archs(prune(data, drop="sm_90").data) == [("cubin", "sm_80")]
     with pytest.raises(UsageError, match="leaves no device image"):
         prune(data, keep="sm_70")
     assert "sm_70 matches no image in x" in prune(data, keep="sm_90,sm_70", where="x").notes
@@ -111,9 +111,9 @@ def test_offload_binary_prune() -> None:
         data = write_offload_binary(imgs, version=version)
         assert prune(data, drop="gfx1030").data == data
         r = prune(data, keep="gfx90a")
-        assert [f.arch for f in discover_bytes(r.data, "x")] == ["gfx90a:xnack+", "gfx90a:xnack-"]
+        assert [i.arch for i in scan_bytes(r.data, "x")] == ["gfx90a:xnack+", "gfx90a:xnack-"]
         r = prune(data, keep="gfx90a:xnack-,gfx942")
-        assert [f.arch for f in discover_bytes(r.data, "x")] == ["gfx90a:xnack-", "gfx942"]
+        assert [i.arch for i in scan_bytes(r.data, "x")] == ["gfx90a:xnack-", "gfx942"]
     assert prune(write_offload_binary(imgs), keep="gfx942").data == write_offload_binary(imgs[2:])
 
 
@@ -215,19 +215,19 @@ def test_host_object_prune_links_and_runs(nv_build: Path) -> None:
     r = prune_file(src, out, keep="sm_90")
     assert r.file_bytes_saved > 0 and set(r.saved_by_arch()) == {"sm_80"}
     data = out.read_bytes()
-    assert _archs(data) == [("elf", "sm_90"), ("ptx", "compute_90")]
+    assert _archs(data) == [("cubin", "sm_90"), ("ptx", "compute_90")]
     _readelf_clean(out)
     _run(nvcc, "-gencode", "arch=compute_90,code=sm_90", "k90.o", "-o", "k90.exe", cwd=nv_build)
     assert _run(nv_build / "k90.exe").stdout == "hello\n"
-    linked = [(f.kind, f.arch) for f in discover_bytes((nv_build / "k90.exe").read_bytes(), "x")]
-    assert ("elf", "sm_80") not in linked and ("elf", "sm_90") in linked
+    linked = _archs((nv_build / "k90.exe").read_bytes())
+    assert ("cubin", "sm_80") not in linked and ("cubin", "sm_90") in linked
     # nothing dropped: the object comes back byte for byte
     assert prune(src.read_bytes(), drop="sm_75").data == src.read_bytes()
 
 
 def test_rdc_object_prune(nv_build: Path) -> None:
     r = prune((nv_build / "librdc.o").read_bytes(), drop="sm_90", where="librdc.o")
-    assert _archs(r.data) == [("elf", "sm_80")]
+    assert _archs(r.data) == [("cubin", "sm_80")]
     (nv_build / "librdc80.o").write_bytes(r.data)
     _readelf_clean(nv_build / "librdc80.o")
     rel = _run(require_tool("readelf"), "-rW", nv_build / "librdc80.o").stdout
@@ -290,8 +290,8 @@ def test_pruned_libraries_link_and_run(nv_build: Path) -> None:
     for exe in exes.values():
         assert _run(exe).stdout == "hello\n"  # starts, runs its host code, exits 0 without a GPU
     # The static link took its device code from the pruned archive: sm_90 only.
-    linked = {(f.kind, f.arch) for f in discover_bytes(exes["a"].read_bytes(), "x")}
-    assert ("elf", "sm_90") in linked and not any(a == "sm_80" for _, a in linked)
+    linked = set(_archs(exes["a"].read_bytes()))
+    assert ("cubin", "sm_90") in linked and not any(a == "sm_80" for _, a in linked)
     needed = _run(require_tool("readelf"), "-dW", exes["so"]).stdout
     assert "libp90.so" in needed
 
@@ -299,7 +299,7 @@ def test_pruned_libraries_link_and_run(nv_build: Path) -> None:
 def test_wrapped_image_prune(tmp_path: Path) -> None:
     from devbin.formats.wrapped import parse_wrapped, write_wrapped
     # One image behind the header: nothing to prune, and the message says so.
-    cubin = next(f for f in discover_bytes(_fatbin(), "x") if f.kind == "elf").image()
+    cubin = bytes(next(i for i in scan_bytes(_fatbin(), "x") if i.kind == "cubin").data())
     with pytest.raises(UsageError, match="holds one device image"):
         prune(write_wrapped(cubin, [("TargetID", "sm_80")]), keep="sm_80")
     # A container behind the header is pruned and wrapped again with the same metadata.
@@ -362,9 +362,62 @@ def test_cli(tmp_path: Path) -> None:
     assert src.read_bytes() == _fatbin()
     assert main(["prune", str(src), "--keep", "sm_90"], out=StringIO()) == 1
     assert main(["prune", str(src), "--keep", "sm_90", "--in-place"], out=StringIO()) == 0
-    assert _archs(src.read_bytes()) == [("elf", "sm_90"), ("ptx", "compute_90")]
+    assert _archs(src.read_bytes()) == [("cubin", "sm_90"), ("ptx", "compute_90")]
 
 
 def test_api_export() -> None:
     assert devbin.prune is prune
     assert devbin.pack is devbin.packaging.pack  # functions, not the modules that hold them
+
+
+# --------------------------------------------------------------------------- fatbins outside .nv_fatbin
+
+
+@pytest.mark.parametrize("section", [".data", ".rodata", ".ldata"])
+def test_fatbin_in_data_section_pruned(nv_build: Path, section: str) -> None:
+    """A fatbin kept in a data section (as libraries keep them for cuModuleLoadData), found by the scan,
+    is pruned in place in a host object and a shared library; cuobjdump reads the pruned fatbin."""
+    nvcc, gcc, cuobjdump = require_tool("nvcc"), require_tool("gcc"), require_tool("cuobjdump")
+    out = nv_build / f"data{section}"
+    out.mkdir(exist_ok=True)
+    _run(nvcc, *GENCODE, "-fatbin", nv_build / "lib.cu", "-o", out / "lib.fatbin")
+    fatbin = (out / "lib.fatbin").read_bytes()
+    const = "const " if section == ".rodata" else ""
+    (out / "blob.c").write_text(
+        f'{const}unsigned char blob[] __attribute__((section("{section}"), aligned(8), used)) = {{'
+        + ",".join(str(b) for b in fatbin) + "};\n"
+        f'{const}unsigned long long after_blob __attribute__((section("{section}"), used)) = 0x1122334455667788ULL;\n'
+        "int blob_size(void) { return (int)sizeof blob; }\n")
+    _run(gcc, "-c", "-fPIC", "-O2", "-fno-toplevel-reorder", "blob.c", "-o", "blob.o", cwd=out)
+    _run(gcc, "-shared", "blob.o", "-o", "libblob.so", cwd=out)
+    _run(cuobjdump, "-xelf", "all", "lib.fatbin", cwd=out)
+    want90 = next(p for p in out.glob("*.sm_90.cubin")).read_bytes()
+    for name in ("blob.o", "libblob.so"):
+        src = out / name
+        assert _archs(src.read_bytes()) == [("cubin", "sm_80"), ("cubin", "sm_90"), ("ptx", "compute_90")]
+        r = prune_file(src, out / f"p_{name}", keep="sm_90")
+        assert [(i.address.section, i.arch, kept) for i, kept in r.images] == [
+            (section, "sm_80", False), (section, "sm_90", True), (section, "compute_90", True)]
+        assert r.saved_by_arch()["sm_80"] == r.container_bytes_freed > 0
+        assert any("pruned in place" in n for n in r.notes)
+        data = (out / f"p_{name}").read_bytes()
+        assert _archs(data) == [("cubin", "sm_90"), ("ptx", "compute_90")]
+        _readelf_clean(out / f"p_{name}")
+        # The section keeps its size and every byte around the fatbin: the pruned fatbin is followed by zeros.
+        before, after = ElfFile(src.read_bytes()).section(section), ElfFile(data).section(section)
+        assert before is not None and after is not None and before.file_size == after.file_size
+        old, new = bytes(before.data), bytes(after.data)
+        at = old.index(fatbin[:16])
+        fb = parse_fatbin(new[at:])
+        assert new[:at] == old[:at] and new[at + len(fatbin):] == old[at + len(fatbin):]
+        assert not any(new[at + fb.size:at + len(fatbin)])
+        # cuobjdump reads the pruned fatbin: the sm_90 cubin and the PTX, the cubin byte-identical.
+        pruned = out / f"p_{name}.fatbin"
+        pruned.write_bytes(new[at:at + fb.size])
+        listing = [ln.split(":", 1)[0] + ln.rsplit(".", 2)[-2] for ln in
+                   _run(cuobjdump, "-lelf", "-lptx", pruned.name, cwd=out).stdout.splitlines()]
+        assert listing == ["ELF file    1sm_90", "PTX file    1sm_90"]
+        for p in out.glob(f"p_{name}*.cubin"):
+            p.unlink()
+        _run(cuobjdump, "-xelf", "all", pruned.name, cwd=out)
+        assert [p.read_bytes() for p in out.glob(f"p_{name}*.cubin")] == [want90]

@@ -23,7 +23,9 @@ AMD (shared/reference/llvm-amdgpu-formats.md):
 from __future__ import annotations
 
 import io
+import itertools
 import json
+import struct
 import subprocess
 from pathlib import Path
 
@@ -33,21 +35,52 @@ import devbin
 from conftest import PTX_DIR, SOURCES, require_tool
 from devbin.cli.main import main
 from devbin.errors import DeviceBinaryError, UsageError
-from devbin.packaging.selection import CHOSEN, OTHER, REJECTED, USABLE, Image, NoImageError, decide, parse_device
+from devbin.images import Address, BareElf, Entry, Image
+from devbin.packaging.selection import (
+    CHOSEN,
+    OTHER,
+    REJECTED,
+    USABLE,
+    Candidate,
+    NoImageError,
+    decide,
+    module_of,
+    parse_device,
+)
+from devbin.targets.amdgpu.mach import MACH_BY_NAME
+
+_ENTRY = itertools.count()
+_SPEC: dict[str, str] = {}  # address -> the spec the table names the image by
+
+
+def _amd_header(arch: str, generic_version: int) -> BareElf:
+    """A code object v6 ELF header whose e_flags carry ``arch``'s mach and ``generic_version``."""
+    flags = MACH_BY_NAME[arch.split(":", 1)[0]] | generic_version << 24
+    head = b"\x7fELF\x02\x01\x01\x40\x04" + bytes(7) + struct.pack("<HHIQQQI", 1, 224, 1, 0, 0, 0, flags)
+    return BareElf(224, 1, flags, 0x40, 4, len(head), memoryview(head))
 
 
 def _img(spec: str, module: str = "m") -> Image:
-    """``sm_80`` (SASS), ``compute_90a`` (PTX), ``lto_90`` (LTO-IR), ``gfx11-generic@2`` (AMD, generic v2)."""
+    """``sm_80`` (SASS), ``compute_90a`` (PTX), ``lto_90`` (LTO-IR), ``gfx11-generic@2`` (AMD, generic v2):
+    entry N of the fatbin or bundle ``module``."""
     arch, _, ver = spec.partition("@")
+    vendor, container, native = "nvidia", "fatbin", None
     if arch.startswith("sm_"):
-        kind = "elf"
+        kind = "cubin"
     elif arch.startswith("compute_"):
         kind = "ptx"
     elif arch.startswith("lto_"):
-        kind, arch = "ltoir", "compute_" + arch[4:]
+        kind, arch = "lto-ir", "compute_" + arch[4:]
     else:
-        kind = "amdgpu"
-    return Image(name=spec, kind=kind, arch=arch, module=module, generic_version=int(ver or 1))
+        kind, vendor, container = "amdgpu", "amd", "bundle"
+        native = _amd_header(arch, int(ver)) if ver else None
+    address = Address(module, (Entry(0, next(_ENTRY)),))
+    _SPEC[str(address)] = spec
+    return Image(address, vendor, kind, arch, 64, 64, "none", container, "", 0, native=native)
+
+
+def _name(c: Candidate | None) -> str | None:
+    return None if c is None else _SPEC[c.name]
 
 
 NVIDIA_ROWS: list[tuple[list[str], str, str | None]] = [
@@ -97,7 +130,7 @@ NVIDIA_ROWS: list[tuple[list[str], str, str | None]] = [
 @pytest.mark.parametrize(("images", "device", "expected"), NVIDIA_ROWS)
 def test_nvidia_rules(images: list[str], device: str, expected: str | None) -> None:
     sel = decide([_img(s) for s in images], device)
-    got = sel.chosen.name if sel.chosen is not None else None
+    got = _name(sel.chosen)
     assert got == expected, "\n".join(sel.explain())
     assert sel.ok == (expected is not None)
     if expected is not None:
@@ -149,7 +182,7 @@ AMD_ROWS: list[tuple[list[str], str, str | None]] = [
 @pytest.mark.parametrize(("images", "device", "expected"), AMD_ROWS)
 def test_amd_rules(images: list[str], device: str, expected: str | None) -> None:
     sel = decide([_img(s) for s in images], device)
-    got = sel.chosen.name if sel.chosen is not None else None
+    got = _name(sel.chosen)
     assert got == expected, "\n".join(sel.explain())
     assert sel.ok == (expected is not None)
     assert sel.jit is False
@@ -157,9 +190,9 @@ def test_amd_rules(images: list[str], device: str, expected: str | None) -> None
 
 def test_verdicts_and_reasons() -> None:
     sel = decide([_img("sm_80"), _img("sm_86"), _img("compute_80"), _img("sm_90a"), _img("gfx90a")], "sm_86")
-    verdicts = {c.name: c.verdict for c in sel.candidates}
+    verdicts = {_name(c): c.verdict for c in sel.candidates}
     assert verdicts == {"sm_80": USABLE, "sm_86": CHOSEN, "compute_80": USABLE, "sm_90a": REJECTED, "gfx90a": OTHER}
-    reasons = {c.name: c.reason for c in sel.candidates}
+    reasons = {_name(c): c.reason for c in sel.candidates}
     assert "closer" in reasons["sm_80"]
     assert "SASS preferred over PTX" in reasons["compute_80"]
     assert "exactly 9.0" in reasons["sm_90a"]
@@ -172,11 +205,12 @@ def test_verdicts_and_reasons() -> None:
 def test_per_module_choice_and_error() -> None:
     imgs = [_img("sm_80", "a"), _img("compute_80", "a"), _img("sm_90", "b"), _img("gfx90a", "c")]
     sel = decide(imgs, "sm_86")
-    assert [m.chosen.name if m.chosen else None for m in sel.modules] == ["sm_80", None, None]
+    assert [_name(m.chosen) for m in sel.modules] == ["sm_80", None, None]
+    assert [m.name for m in sel.modules] == ["a#0", "b#0", "c#0"]  # the fatbin or bundle: the address less the entry
     assert [m.relevant for m in sel.modules] == [True, True, False]  # an AMD bundle is not a failure on NVIDIA
     err = sel.error()
     assert isinstance(err, NoImageError) and isinstance(err, UsageError)
-    assert "in b" in str(err) and "sm_90" in str(err)
+    assert "in b#0" in str(err) and "sm_90" in str(err)
     ok = decide(imgs[:2] + imgs[3:], "sm_86")
     assert ok.ok and ok.error() is None
     none = decide([_img("gfx90a")], "sm_86")
@@ -256,6 +290,15 @@ def test_fatbin_explain_json_and_bytes(nv_package: dict[str, Path]) -> None:
     assert [c["verdict"] for c in data["candidates"]] == ["usable", "chosen", "rejected", "rejected", "usable",
                                                           "rejected"]
     assert all(c["reason"] for c in data["candidates"])
+    assert set(data["chosen"]) == {"address", "vendor", "kind", "arch", "size", "stored_size", "compression", "module",
+                                   "verdict", "reason", "jit"}
+    assert data["chosen"]["address"] == f"{fb}#0.1" and data["chosen"]["module"] == f"{fb}#0"
+    assert data["chosen"]["kind"] == "cubin" and data["chosen"]["vendor"] == "nvidia"
+    # `select` names the image by the address `list` prints for it
+    _, listing = _cli("list", "--json", str(fb))
+    assert json.loads(listing)["images"][1]["address"] == data["chosen"]["address"]
+    _, text = _cli("select", str(fb), "--device", "sm_86")
+    assert text == f"{fb}#0.1: sm_86 (SASS)\n"
     sel = devbin.select(fb.read_bytes(), "sm_86", name="pkg")
     assert sel.chosen is not None and sel.chosen.arch == "sm_86" and sel.source == "pkg"
 
@@ -318,7 +361,7 @@ def test_bundle_selection(amd_bundle: Path, device: str, arch: str) -> None:
 
 def test_bundle_generic_version_from_eflags(amd_bundle: Path) -> None:
     sel = devbin.select(amd_bundle, "gfx1101")
-    assert sel.chosen is not None and sel.chosen.image.generic_version == 1
+    assert sel.chosen is not None and sel.chosen.generic_version == 1
     _, js = _cli("select", str(amd_bundle), "--device", "gfx1101", "--json")
     assert json.loads(js)["chosen"]["generic_version"] == 1
 
@@ -346,3 +389,17 @@ def test_conftest_bundle_any_features(amdgpu_objects: dict[str, Path]) -> None:
         assert sel.chosen is not None and sel.chosen.arch == arch
     with pytest.raises(DeviceBinaryError, match="gfx1030"):
         devbin.select(amdgpu_objects["hipfb"], "gfx1030")
+
+
+@pytest.mark.parametrize(("address", "container", "module"), [
+    ("k.cubin", "file", "k.cubin"),
+    ("lib.a!k.o@__nv_relfatbin#1.3", "fatbin", "lib.a!k.o@__nv_relfatbin#1"),
+    ("x.o@.llvm.offloading#2.0", "offload", "x.o@.llvm.offloading"),  # OffloadBinaries back to back: one module
+    ("p.offload#0.1", "offload", "p.offload"),
+    ("x.so@.hip_fatbin#1.2", "bundle", "x.so@.hip_fatbin#1"),
+    ("k.o@__CLANG_OFFLOAD_BUNDLE__hip-amdgcn-amd-amdhsa--gfx90a", "bundle", "k.o@__CLANG_OFFLOAD_BUNDLE__*"),
+    ("k.wrapped", "wrapped", "k.wrapped"),
+])
+def test_module_of_address(address: str, container: str, module: str) -> None:
+    img = Image(Address.parse(address), "amd", "amdgpu", "gfx90a", 1, 1, "none", container, "", 0)
+    assert module_of(img) == module

@@ -91,9 +91,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _report(res: PackResult, args: argparse.Namespace, out: TextIO) -> None:
     for img in res.images:
-        out.write(f"  {img.facts.kind:<7} {img.facts.arch or '?':<16} {len(img.data):>9}  {img.label}\n")
+        out.write(f"  {img.image.kind:<7} {img.image.arch or '?':<16} {len(img.data):>9}  {img.label}\n")
     for img in res.dropped:
-        out.write(f"  left out by --ptx {args.ptx}: {img.label} ({img.facts.arch})\n")
+        out.write(f"  left out by --ptx {args.ptx}: {img.label} ({img.image.arch})\n")
     for w in res.warnings:
         print(f"devbin: warning: {w}", file=sys.stderr)
     for finding in res.findings:

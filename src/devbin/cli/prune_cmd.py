@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.packaging.pruning import prune_file
+    from devbin.packaging.pruning import footprint, prune_file
 
     output = args.output
     if output is None and args.in_place:
@@ -61,10 +61,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                **result.to_dict()}
         out.write(json.dumps(doc, indent=2) + "\n")
         return 0
-    out.write(f"{'where':48} {'container':16} {'kind':8} {'arch':16} {'size':>10}  action\n")
-    for i in result.images:
-        out.write(f"{i.where[-48:]:48} {i.container[:16]:16} {i.kind[:8]:8} {i.arch or '-':16} {i.size:>10}  "
-                  f"{'keep' if i.kept else 'drop'}\n")
+    width = max([len("address"), *(len(str(i.address)) for i, _ in result.images)])
+    out.write(f"{'address':{width}} {'kind':7} {'arch':16} {'bytes':>10}  action\n")
+    for image, kept in result.images:
+        out.write(f"{image.address!s:{width}} {image.kind:7} {image.arch or '-':16} {footprint(image):>10}  "
+                  f"{'keep' if kept else 'drop'}\n")
     for arch, saved in result.saved_by_arch().items():
         out.write(f"saved {saved} bytes of {arch}\n")
     out.write(f"container bytes freed: {result.container_bytes_freed}\n")

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             if m.chosen is None:
                 continue
             c = m.chosen
-            how = "PTX, JIT-compiled" if c.jit else "SASS" if c.kind == "elf" else "code object"
+            how = "PTX, JIT-compiled" if c.jit else "SASS" if c.kind == "cubin" else "code object"
             out.write(f"{c.name}: {c.arch} ({how})\n")
     if err is not None:
         out.flush()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from devbin.binary import ByteView
 from devbin.errors import FormatError, UsageError
@@ -164,6 +164,12 @@ class Image:
     def entry(self) -> FatbinEntry | None:
         """The fatbin entry this image is, or None."""
         return self.native if isinstance(self.native, FatbinEntry) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts every command that reports images gives each one, under the same keys
+        (docs/IMAGES.md): address, vendor, kind, arch, size, stored_size, compression."""
+        return {"address": str(self.address), "vendor": self.vendor, "kind": self.kind, "arch": self.arch,
+                "size": self.size, "stored_size": self.stored_size, "compression": self.compression}
 
     # -- bytes ------------------------------------------------------------------------
     def data(self, max_size: int = FC.DEFAULT_MAX) -> memoryview | bytes:

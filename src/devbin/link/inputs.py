@@ -25,12 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devbin.discover import discover_bytes
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.ar import ArchiveFile, is_archive
 from devbin.formats.ar.writer import elf_global_symbols
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
+from devbin.images.record import AMDGPU, CUBIN, BareElf
+from devbin.images.scan import scan_bytes
 from devbin.link.resolution import ArchiveInput
 from devbin.link.units import Unit
 from devbin.superarchive import is_superarchive
@@ -57,16 +58,18 @@ def arch_key(text: str) -> str:
 
 
 def _device_images(name: str, data: bytes) -> list[tuple[str, str, bytes]]:
-    """``(display name, arch, bytes)`` of every relocatable device ELF in ``data`` (itself, or inside a host file)."""
+    """``(display name, arch, bytes)`` of every relocatable device ELF in ``data`` (itself, or inside a host
+    file), from the images :func:`devbin.images.scan_bytes` finds (every image: ``all``)."""
     out: list[tuple[str, str, bytes]] = []
-    for f in discover_bytes(data, name):
-        if f.kind not in ("elf", "amdgpu"):
+    for image in scan_bytes(data, name, all=True):
+        if image.kind not in (CUBIN, AMDGPU):
             continue
-        image = f.image()
-        if (f.elf.e_type if f.elf is not None else ElfFile(image, where=name).header.e_type) != C.ET_REL:
+        elf = bytes(image.data())
+        e_type = image.native.e_type if isinstance(image.native, BareElf) else ElfFile(elf, where=name).header.e_type
+        if e_type != C.ET_REL:
             continue  # a linked cubin or code object: not link input
-        display = name if f.container in ("file", "ar", "zip") and f.bare is not None else f"{name}[{f.arch}]"
-        out.append((display, f.arch, image))
+        bare = image.container == "file" and not image.address.steps
+        out.append((name if bare else f"{name}[{image.arch}]", image.arch, elf))
     return out
 
 

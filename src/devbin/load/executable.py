@@ -93,14 +93,11 @@ class Executable(SymbolQueries, LazyLoading):
         with self._transaction():
             out = []
             for choice in sel.choices:
-                found = choice.image.found
-                if found is None:
-                    raise UsageError(f"{choice.name}: no image bytes", where=sel.source)
                 if choice.jit:
                     raise UsageError(f"{choice.name}: the selected image is {choice.kind} ({choice.arch}), which "
                                      "the driver JIT-compiles; the simulated backend loads only machine code",
                                      where=sel.source)
-                out.append(self._add(self._index(found.image(), choice.name)))
+                out.append(self._add(self._index(bytes(choice.image.data()), choice.name)))
             return tuple(out)
 
     def load_superarchive_member(self, archive: SuperArchive | Source, member: int | str, *,

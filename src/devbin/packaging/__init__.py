@@ -11,9 +11,9 @@ from devbin.packaging.build import (
                                     parse_image_spec,
 )
 from devbin.packaging.consistency import Finding, check_consistency
-from devbin.packaging.facts import ImageFacts, image_facts
+from devbin.packaging.facts import describe, loose_image
 from devbin.packaging.ptx import PTX_POLICIES, choose_ptx, parse_ptx_policy
 
-__all__ = ["FORMATS", "PTX_POLICIES", "STANDARD_KEYS", "Finding", "ImageFacts", "PackInput", "PackResult",
-           "PackedImage", "check", "check_consistency", "choose_ptx", "image_facts", "pack", "parse_image_spec",
+__all__ = ["FORMATS", "PTX_POLICIES", "STANDARD_KEYS", "Finding", "PackInput", "PackResult", "PackedImage", "check",
+           "check_consistency", "choose_ptx", "describe", "loose_image", "pack", "parse_image_spec",
            "parse_ptx_policy"]

@@ -33,10 +33,30 @@ from pathlib import Path
 
 from devbin.detect import ELF, UNKNOWN, detect
 from devbin.errors import FormatError, UsageError
+from devbin.formats.elf import constants as EC
+from devbin.formats.elf.reader import ElfFile
+from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.reader import FatbinEntry
 from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
+from devbin.formats.offload import OffloadEntry
+from devbin.formats.wrapped import WrappedImage
+from devbin.images.record import DATA, HOST, LTO_IR, PTX, Image
+from devbin.images.scan import scan_bytes
+from devbin.images.scanreport import ScanReport
 from devbin.packaging.consistency import Finding, ImageSettings, check_consistency, settings_from_options
-from devbin.packaging.facts import ImageFacts, image_facts, parse_sm
+from devbin.packaging.facts import (
+    code_object_version,
+    compile_options,
+    describe,
+    link_options,
+    loose_image,
+    parse_sm,
+    producer,
+    relocatable,
+    vendor_id,
+    vendor_name,
+    with_fact,
+)
 from devbin.packaging.ptx import DEFAULT_PTX_POLICY, choose_ptx, parse_ptx_policy
 
 __all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "check", "pack",
@@ -92,20 +112,27 @@ def parse_image_spec(spec: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 @dataclass(frozen=True, slots=True)
 class PackedImage:
-    label: str
+    """One image of a package: the input :class:`~devbin.images.Image` as its bytes describe it
+    (:func:`devbin.packaging.facts.describe`: kind, vendor, arch, triple and the facts keys), its
+    translation unit, the metadata written for it, and its bytes."""
+
+    image: Image
     tu: str
-    facts: ImageFacts
     metadata: tuple[tuple[str, str], ...]
     data: bytes = field(repr=False)
     offload_kind: str = ""
     stored: FatbinEntry | None = field(default=None, repr=False, compare=False)  # copied as stored
 
+    @property
+    def label(self) -> str:
+        """The input image's address (``k.cubin``, ``in.fatbin#0.1``)."""
+        return str(self.image.address)
+
     def get(self, key: str) -> str:
         return next((v for k, v in self.metadata if k == key), "")
 
     def to_dict(self) -> dict[str, object]:
-        return {"image": self.label, "tu": self.tu, "kind": self.facts.kind, "arch": self.facts.arch,
-                "size": len(self.data), "metadata": dict(self.metadata)}
+        return {**self.image.to_dict(), "tu": self.tu, "metadata": dict(self.metadata)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,56 +156,64 @@ class PackResult:
 
 @dataclass(frozen=True, slots=True)
 class _Expanded:
-    label: str
+    image: Image  # described (facts.describe)
     data: bytes
     carried: tuple[tuple[str, str], ...]  # metadata the container already carries
-    arch: str = ""  # the arch the container files the image under
     from_container: bool = True
     stored: FatbinEntry | None = None  # a fatbin entry to copy as stored (LTO-IR devbin cannot decode)
 
 
+def _device_elf(data: bytes) -> bool:
+    try:
+        return ElfFile(data).header.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU)
+    except FormatError:
+        return False
+
+
+def _carried(image: Image) -> tuple[tuple[str, str], ...]:
+    """What the container stored about ``image``: an OffloadBinary entry's strings, a wrapped image's
+    pairs, a fatbin entry's options string as ``CompileOptions``."""
+    n = image.native
+    pairs = list(n.strings) if isinstance(n, OffloadEntry) else list(n.metadata) if isinstance(n, WrappedImage) else []
+    e = image.entry
+    if e is not None and e.options and not any(k == "CompileOptions" for k, _ in pairs):
+        pairs.append(("CompileOptions", e.options.strip()))
+    return tuple(pairs)
+
+
 def _expand(inp: PackInput) -> list[_Expanded]:
-    """Every image of one input, with the metadata its container already carries."""
+    """Every image of one input (the scan's, every image), with the metadata its container already carries."""
     kind = detect(inp.data)
-    single = kind == UNKNOWN or (kind == ELF and image_facts(inp.data, where=inp.name).kind != "data")
-    if single:
-        return [_Expanded(inp.name, inp.data, (), from_container=False)]
-    from devbin.discover import ScanReport, discover_bytes
-    from devbin.formats.fatbin import constants as FC
+    if kind == UNKNOWN or (kind == ELF and _device_elf(inp.data)):
+        return [_Expanded(loose_image(inp.data, inp.name), inp.data, (), from_container=False)]
     rep = ScanReport()
     out = []
-    for f in discover_bytes(inp.data, inp.name, report=rep):
-        if f.kind == "host":
+    for image in scan_bytes(inp.data, inp.name, all=True, report=rep):
+        if image.kind == HOST:
             continue
-        carried = list(f.metadata)
-        if f.entry is not None and f.entry.options and not any(k == "CompileOptions" for k, _ in carried):
-            carried.append(("CompileOptions", f.entry.options.strip()))
-        label = f"{inp.name}[{f.arch or f.kind}]"
         stored = None
         try:
-            data = f.image()
+            data = bytes(image.data())
         except FormatError:
-            if f.entry is None or f.entry.kind != FC.KIND_LTOIR or not f.entry.is_compressed:
+            e = image.entry
+            if e is None or e.kind != FC.KIND_LTOIR or not e.is_compressed:
                 raise
-            data, stored = bytes(f.entry.raw_payload), f.entry  # NVIDIA's own LTO-IR encoding: copy it as is
-        out.append(_Expanded(label, data, tuple(carried), f.arch, stored=stored))
+            data, stored = bytes(e.raw_payload), e  # NVIDIA's own LTO-IR encoding: copy it as is
+        out.append(_Expanded(describe(image, data), data, _carried(image), stored=stored))
     if not out:
         detail = "; ".join(rep.warnings)
         raise UsageError(f"{inp.name}: no device image found" + (f" ({detail})" if detail else ""))
     return out
 
 
-def _metadata(facts: ImageFacts, carried: Sequence[tuple[str, str]], user: Sequence[tuple[str, str]],
+def _metadata(image: Image, carried: Sequence[tuple[str, str]], user: Sequence[tuple[str, str]],
               llvm_keys: bool) -> tuple[tuple[str, str], ...]:
-    extra = dict(facts.extra)
-    std = {"Producer": facts.producer or extra.get("producer", ""),
-           "CompileOptions": facts.compile_options or extra.get("compile-options", ""),
-           "LinkOptions": extra.get("link-options", ""),
-           "TargetID": facts.arch, "VendorId": facts.vendor_id, "VendorName": facts.vendor_name}
+    std = {"Producer": producer(image), "CompileOptions": compile_options(image), "LinkOptions": link_options(image),
+           "TargetID": image.arch, "VendorId": vendor_id(image), "VendorName": vendor_name(image)}
     pairs: dict[str, str] = {}
     if llvm_keys:
-        pairs["triple"] = facts.triple
-        pairs["arch"] = facts.arch
+        pairs["triple"] = image.triple
+        pairs["arch"] = image.arch
     pairs.update(std)
     for k, v in carried:  # what a container already said about the image wins over what the image says
         if v or k not in pairs:
@@ -194,11 +229,11 @@ def _metadata(facts: ImageFacts, carried: Sequence[tuple[str, str]], user: Seque
     return tuple(pairs.items())
 
 
-def _offload_kind(facts: ImageFacts, user: dict[str, str]) -> str:
+def _offload_kind(image: Image, user: dict[str, str]) -> str:
     k = user.get("kind", "").lower()
     if k:
         return k
-    return {"nvidia": "cuda", "amd": "hip"}.get(facts.vendor, "none")
+    return {"nvidia": "cuda", "amd": "hip"}.get(image.vendor, "none")
 
 
 # --------------------------------------------------------------------------- writers
@@ -209,7 +244,7 @@ def _write_offload(images: Sequence[PackedImage], version: int) -> bytes:
     from devbin.formats.offload.writer import OffloadImage, write_offload_binary
     kinds = _OFFLOAD_KINDS_V1 if version == 1 else _OFFLOAD_KINDS_V2
     image_kinds = {"cubin": OC.IMG_CUBIN, "amdgpu": OC.IMG_OBJECT, "ptx": OC.IMG_PTX, "bitcode": OC.IMG_BITCODE,
-                   "ltoir": OC.IMG_BITCODE}
+                   "lto-ir": OC.IMG_BITCODE}
     out = []
     for img in images:
         if img.offload_kind not in kinds:
@@ -219,7 +254,7 @@ def _write_offload(images: Sequence[PackedImage], version: int) -> bytes:
             out.append(OffloadImage.of(_stored_fatbin(img), image_kind=OC.IMG_FATBINARY,
                                        offload_kind=kinds[img.offload_kind], strings=img.metadata))
             continue
-        out.append(OffloadImage.of(img.data, image_kind=image_kinds.get(img.facts.kind, OC.IMG_NONE),
+        out.append(OffloadImage.of(img.data, image_kind=image_kinds.get(img.image.kind, OC.IMG_NONE),
                                    offload_kind=kinds[img.offload_kind], strings=img.metadata))
     return write_offload_binary(out, version=version)
 
@@ -241,21 +276,20 @@ def _stored_fatbin(img: PackedImage) -> bytes:
 
 
 def _write_fatbin(images: Sequence[PackedImage], compression: str) -> tuple[bytes, list[str]]:
-    from devbin.formats.fatbin import constants as FC
-    kinds = {"cubin": FC.KIND_ELF, "ptx": FC.KIND_PTX, "ltoir": FC.KIND_LTOIR}
+    kinds = {"cubin": FC.KIND_ELF, "ptx": FC.KIND_PTX, "lto-ir": FC.KIND_LTOIR}
     out = []
     lost: set[str] = set()
     for img in images:
-        sm = parse_sm(img.facts.arch)
-        if img.facts.kind not in kinds or sm is None:
+        sm = parse_sm(img.image.arch)
+        if img.image.kind not in kinds or sm is None:
             raise UsageError(f"{img.label}: a CUDA fatbin holds NVIDIA cubins, PTX and LTO-IR only "
-                             f"(this is {img.facts.kind} for {img.facts.arch or 'no known arch'})")
+                             f"(this is {img.image.kind} for {img.image.arch or 'no known arch'})")
         if img.stored is not None:
             out.append(_stored_image(img))
             lost.update(k for k, v in img.metadata if v and k != "CompileOptions")
             continue
-        data = img.data.rstrip(b"\0") if img.facts.kind == "ptx" else img.data
-        out.append(FatbinImage(kinds[img.facts.kind], sm[0], data, options=img.get("CompileOptions"),
+        data = img.data.rstrip(b"\0") if img.image.kind == PTX else img.data
+        out.append(FatbinImage(kinds[img.image.kind], sm[0], data, options=img.get("CompileOptions"),
                                variant=sm[1], compression=compression))
         lost.update(k for k, v in img.metadata if v and k != "CompileOptions")
     warnings = [f"a CUDA fatbin stores only CompileOptions (in each entry's options string); not stored: "
@@ -264,11 +298,11 @@ def _write_fatbin(images: Sequence[PackedImage], compression: str) -> tuple[byte
 
 
 def _bundle_id(img: PackedImage) -> str:
-    triple = img.facts.triple or "unknown-unknown-unknown"
+    triple = img.image.triple or "unknown-unknown-unknown"
     if triple.count("-") == 2:
         triple += "-"  # bundle IDs spell the environment, empty or not
     okind = {"hip": "hipv4", "none": "openmp"}.get(img.offload_kind, img.offload_kind)
-    return f"{okind}-{triple}-{img.facts.arch}"
+    return f"{okind}-{triple}-{img.image.arch}"
 
 
 def _write_bundle(images: Sequence[PackedImage], compression: str) -> tuple[bytes, list[str]]:
@@ -300,7 +334,7 @@ def check(inputs: Sequence[PackInput | str | os.PathLike[str]], *, ptx: str = DE
     policy = parse_ptx_policy(ptx)
     if not inputs:
         raise UsageError("nothing to pack: give at least one --image")
-    staged: list[tuple[_Expanded, str, ImageFacts, tuple[tuple[str, str], ...]]] = []
+    staged: list[tuple[_Expanded, str, Image, tuple[tuple[str, str], ...]]] = []
     for raw in inputs:
         inp = raw if isinstance(raw, PackInput) else PackInput(Path(raw).read_bytes(), os.fspath(raw))
         user = dict(inp.keys)
@@ -308,22 +342,21 @@ def check(inputs: Sequence[PackInput | str | os.PathLike[str]], *, ptx: str = DE
         # A container is one translation unit's output; loose images share one unless tu= says otherwise.
         tu = user.get("tu") or (inp.name if expanded[0].from_container else DEFAULT_TU)
         for item in expanded:
-            facts = _facts(item, user)
-            if facts.kind == "data" and not user.get("TargetID"):
-                raise UsageError(f"{item.label}: not a device image devbin knows (cubin, PTX, AMDGPU code object, "
+            image = _facts(item, user)
+            if image.kind == DATA and not user.get("TargetID"):
+                raise UsageError(f"{image.address}: not a device image devbin knows (cubin, PTX, AMDGPU code object, "
                                  "bitcode, LTO-IR); give its TargetID= (and triple=) to pack it anyway")
-            staged.append((item, tu, facts, inp.keys))
+            staged.append((item, tu, image, inp.keys))
     choice = choose_ptx([s[2] for s in staged], policy, [s[1] for s in staged])
     warnings = list(choice.warnings)
     packed: list[PackedImage] = []
-    for item, tu, facts, keys in staged:
-        md = _metadata(facts, item.carried, keys, llvm_keys=llvm_keys)
-        packed.append(PackedImage(item.label, tu, facts, md, item.data, _offload_kind(facts, dict(keys)),
-                                  item.stored))
+    for item, tu, image, keys in staged:
+        md = _metadata(image, item.carried, keys, llvm_keys=llvm_keys)
+        packed.append(PackedImage(image, tu, md, item.data, _offload_kind(image, dict(keys)), item.stored))
     kept = tuple(packed[i] for i in choice.keep)
     dropped = tuple(packed[i] for i in choice.dropped)
     for p in kept:
-        if p.facts.kind == "ptx" and p.facts.relocatable:
+        if p.image.kind == PTX and relocatable(p.image):
             warnings.append(f"{p.label}: relocatable PTX ({p.get('CompileOptions') or '-rdc'}): the driver cannot "
                             "JIT it alone, so it helps no newer GPU (pack whole-program PTX, or --ptx none)")
     findings = check_consistency([_settings(p) for p in packed])  # PTX left out still tells how a TU was built
@@ -372,23 +405,21 @@ def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = 
     return PackResult(data, format, kept, dropped, tuple(warnings), tuple(findings))
 
 
-def _facts(item: _Expanded, user: dict[str, str]) -> ImageFacts:
-    """The image's own facts; PTX also takes ``relocatable`` from its options (a fatbin entry's
-    ``--compile-only``), LTO-IR its arch from the entry that held it."""
-    if item.stored is not None:
-        facts = ImageFacts("ltoir", "nvidia", triple="nvptx64-nvidia-cuda")
-    else:
-        facts = image_facts(item.data, where=item.label)
-    if facts.kind == "ltoir" and not facts.arch and (item.arch or user.get("TargetID")):
-        facts = replace(facts, arch=item.arch or user.get("TargetID", ""))
-    if facts.kind == "ptx" and facts.relocatable is None:
+def _facts(item: _Expanded, user: dict[str, str]) -> Image:
+    """The image as its bytes describe it; LTO-IR without an arch from its entry takes the user's
+    ``TargetID=``, PTX ``relocatable`` from its options (a fatbin entry's ``--compile-only``)."""
+    image = item.image
+    if image.kind == LTO_IR and not image.arch and user.get("TargetID"):
+        image = replace(image, arch=user["TargetID"])
+    if image.kind == PTX and relocatable(image) is None:
         options = user.get("CompileOptions") or dict(item.carried).get("CompileOptions", "")
-        facts = replace(facts, relocatable=settings_from_options(options)["relocatable"])
-    return facts
+        image = with_fact(image, "relocatable", settings_from_options(options)["relocatable"])
+    return image
 
 
 def _settings(p: PackedImage) -> ImageSettings:
     opts = settings_from_options(p.get("CompileOptions"))
-    reloc = p.facts.relocatable if p.facts.relocatable is not None else opts["relocatable"]
-    return ImageSettings(p.label, p.tu, p.facts.arch, p.facts.kind, reloc, opts["debug"], opts["fast_math"],
-                         opts["ftz"], p.facts.code_object_version)
+    own = relocatable(p.image)
+    reloc = own if own is not None else opts["relocatable"]
+    return ImageSettings(p.label, p.tu, p.image.arch, p.image.kind, reloc, opts["debug"], opts["fast_math"],
+                         opts["ftz"], code_object_version(p.image))

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 __all__ = ["Finding", "ImageSettings", "check_consistency", "settings_from_options"]
 
 _TRUE = ("true", "1", "yes", "on")
-_NVIDIA = ("cubin", "ptx", "ltoir")
+_NVIDIA = ("cubin", "ptx", "lto-ir")
 
 
 @dataclass(frozen=True, slots=True)

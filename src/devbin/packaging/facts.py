@@ -1,6 +1,12 @@
-"""What a device image says about itself: kind, target, vendor, producer, options.
+"""What a device image says about itself, told on its :class:`~devbin.images.Image` record.
 
-Filled from the image's own bytes, never guessed:
+:func:`describe` gives the image a package is built from as its own bytes describe it, never
+guessed: ``kind``, ``vendor``, ``arch`` and the ``triple`` metadata key, and the facts keys
+below appended to its metadata.  :func:`loose_image` is the record of a file that is one image
+(a cubin or code object, PTX text, LLVM bitcode, NVIDIA LTO-IR, or unknown data).  There is
+no second record: the facts are metadata keys of the one :class:`~devbin.images.Image`, read
+by :func:`producer`, :func:`compile_options`, :func:`link_options`, :func:`relocatable`,
+:func:`code_object_version`, :func:`vendor_id` and :func:`vendor_name`.
 
 * cubin (``EM_CUDA``): the SM from ``e_flags``, the ``a`` variant from ``.nv.compat``; producer and
   options from ``.note.nv.tkinfo`` (``ptxas`` and the options it ran with);
@@ -12,31 +18,43 @@ Filled from the image's own bytes, never guessed:
 * LLVM bitcode: kind only (target keys must come from the user);
 * NVIDIA LTO-IR (``nvcc -dlto``; magic ``ed 43 4e 7f``): kind and vendor; its
   bytes are opaque, so the virtual arch comes from the fatbin entry that held
-  it (or the user's ``TargetID=``);
-* a devbin-annotated object: its ``.devbin.meta`` keys fill what the vendor's
-  structures leave out (producer, compile options ...).
+  it (the image's ``arch``) or the user's ``TargetID=``;
+* a devbin-annotated object: its ``.devbin.meta`` keys ``producer``, ``compile-options`` and
+  ``link-options`` fill what the vendor's structures leave out.
 
-Unknown facts stay empty; the packer never invents a value.
+Metadata keys :func:`describe` appends (docs/IMAGES.md): ``producer``, ``compile-options``,
+``link-options``, ``relocatable`` (``yes``/``no``), ``code-object-version``; a key is there only
+when the image records it.  Unknown facts stay empty; the packer never invents a value.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from devbin.binary import ByteView
+from devbin.binary import Buffer, ByteView
 from devbin.detect import ELF, detect
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
+from devbin.images.address import Address
+from devbin.images.record import AMDGPU, BITCODE, CUBIN, DATA, LTO_IR, PTX, BareElf, Image
+from devbin.images.scan import scan_bytes
 from devbin.targets.nvidia.archs import try_parse_arch
 
-__all__ = ["LTOIR_MAGIC", "NVIDIA_VENDOR_ID", "AMD_VENDOR_ID", "ImageFacts", "image_facts", "parse_sm"]
+__all__ = [
+    "AMD_VENDOR_ID", "FACT_KEYS", "LTOIR_MAGIC", "NVIDIA_VENDOR_ID", "code_object_version", "compile_options",
+    "describe", "link_options", "loose_image", "parse_sm", "producer", "relocatable", "vendor_id", "vendor_name",
+    "with_fact",
+]
 
 NVIDIA_VENDOR_ID = "0x10de"  # PCI vendor IDs
 AMD_VENDOR_ID = "0x1002"
 _BITCODE = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
 LTOIR_MAGIC = b"\xedCN\x7f"  # NVIDIA LTO-IR as nvcc -dlto stores it in a fatbin entry
+NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+#: The metadata keys :func:`describe` appends.
+FACT_KEYS = ("producer", "compile-options", "link-options", "relocatable", "code-object-version")
 
 
 def parse_sm(name: str) -> tuple[int, str] | None:
@@ -46,27 +64,54 @@ def parse_sm(name: str) -> tuple[int, str] | None:
     return None if a is None else (a.sm, a.variant)
 
 
-@dataclass(frozen=True, slots=True)
-class ImageFacts:
-    """Facts about one image.  ``kind``: ``cubin``, ``ptx``, ``amdgpu``, ``bitcode``, ``ltoir`` or ``data``."""
+# --------------------------------------------------------------------------- reading the facts
 
-    kind: str
-    vendor: str = ""  # "nvidia", "amd" or ""
-    arch: str = ""  # sm_90a, compute_90, gfx90a:xnack+ ...
-    triple: str = ""
-    producer: str = ""
-    compile_options: str = ""
-    relocatable: bool | None = None
-    code_object_version: int | None = None
-    extra: tuple[tuple[str, str], ...] = field(default=())  # devbin metadata keys of an annotated object
 
-    @property
-    def vendor_id(self) -> str:
-        return {"nvidia": NVIDIA_VENDOR_ID, "amd": AMD_VENDOR_ID}.get(self.vendor, "")
+def _fact(image: Image, key: str) -> str:
+    """The last value of ``key`` (what :func:`describe` appended wins over a container's pair of that name)."""
+    return next((v for k, v in reversed(image.metadata) if k == key), "")
 
-    @property
-    def vendor_name(self) -> str:
-        return {"nvidia": "NVIDIA", "amd": "AMD"}.get(self.vendor, "")
+
+def producer(image: Image) -> str:
+    return _fact(image, "producer")
+
+
+def compile_options(image: Image) -> str:
+    return _fact(image, "compile-options")
+
+
+def link_options(image: Image) -> str:
+    return _fact(image, "link-options")
+
+
+def relocatable(image: Image) -> bool | None:
+    """True for relocatable code (``ET_REL``, PTX from ``-rdc``), False for whole-program, None unknown."""
+    return {"yes": True, "no": False}.get(_fact(image, "relocatable"))
+
+
+def code_object_version(image: Image) -> int | None:
+    v = _fact(image, "code-object-version")
+    return int(v) if v.isdigit() else None
+
+
+def vendor_id(image: Image) -> str:
+    return {"nvidia": NVIDIA_VENDOR_ID, "amd": AMD_VENDOR_ID}.get(image.vendor, "")
+
+
+def vendor_name(image: Image) -> str:
+    return {"nvidia": "NVIDIA", "amd": "AMD"}.get(image.vendor, "")
+
+
+def with_fact(image: Image, key: str, value: str | bool | int | None) -> Image:
+    """``image`` with the fact ``key`` set (``None`` or ``""``: left out); an earlier fact of that key goes."""
+    text = "" if value is None else ("yes" if value else "no") if isinstance(value, bool) else str(value)
+    pairs = [(k, v) for k, v in image.metadata if k != key or key not in FACT_KEYS]
+    if text:
+        pairs.append((key, text))
+    return replace(image, metadata=tuple(pairs))
+
+
+# --------------------------------------------------------------------------- learning them
 
 
 def _comment(elf: ElfFile) -> str:
@@ -77,68 +122,112 @@ def _comment(elf: ElfFile) -> str:
     return ""
 
 
-def _devbin_meta(elf: ElfFile) -> tuple[tuple[str, str], ...]:
+def _devbin_meta(elf: ElfFile) -> dict[str, str]:
     from devbin.formats.devsec.elf import read_code_object
     try:
         co = read_code_object(elf)
     except DeviceBinaryError:
-        return ()
+        return {}
     if co is None:
-        return ()
-    return tuple((k, v if isinstance(v, str) else v.hex() if isinstance(v, bytes) else str(v))
-                 for k, v in co.metadata.items())
+        return {}
+    return {k: v if isinstance(v, str) else v.hex() if isinstance(v, bytes) else str(v)
+            for k, v in co.metadata.items()}
 
 
-def _cubin(elf: ElfFile) -> ImageFacts:
+_Facts = dict[str, str | bool | int | None]
+
+
+def _described(image: Image, *, kind: str, vendor: str, arch: str, triple: str, facts: _Facts,
+               extra: dict[str, str] | None = None) -> Image:
+    """``image`` as its bytes describe it: ``kind``/``vendor``/``arch``, the ``triple`` key (the bytes'
+    when they name one, else the container's), and the facts (a devbin-annotated object's keys where the
+    bytes say nothing)."""
+    extra = extra or {}
+    meta = image.metadata
+    if triple:  # the bytes' own triple replaces the one a container filed the image under
+        meta = (*((k, v) for k, v in meta if k not in ("triple", "Triple")), ("triple", triple))
+    out = replace(image, kind=kind, vendor=vendor, arch=arch, metadata=meta)
+    merged: _Facts = {
+        "producer": facts.get("producer") or extra.get("producer", ""),
+        "compile-options": facts.get("compile-options") or extra.get("compile-options", ""),
+        "link-options": extra.get("link-options", ""),
+        "relocatable": facts.get("relocatable"),
+        "code-object-version": facts.get("code-object-version"),
+    }
+    for key, value in merged.items():
+        out = with_fact(out, key, value)
+    return out
+
+
+def _cubin(image: Image, elf: ElfFile) -> Image:
     from devbin.targets.nvidia.cubin import Cubin
     from devbin.targets.nvidia.notes import tkinfo
-    h = elf.header
     arch = Cubin(elf).arch
-    producer = options = ""
+    prod = options = ""
     try:
         tk = tkinfo(elf)
     except DeviceBinaryError:
         tk = None
     if tk is not None:
-        producer = " ".join(p for p in (tk.tool_name, tk.tool_version) if p)
+        prod = " ".join(p for p in (tk.tool_name, tk.tool_version) if p)
         options = tk.tool_options.strip()
-    return ImageFacts("cubin", "nvidia", arch, "nvptx64-nvidia-cuda", producer, options, h.e_type == C.ET_REL,
-                      extra=_devbin_meta(elf))
+    return _described(image, kind=CUBIN, vendor="nvidia", arch=arch, triple=NVPTX_TRIPLE,
+                      facts={"producer": prod, "compile-options": options,
+                             "relocatable": elf.header.e_type == C.ET_REL}, extra=_devbin_meta(elf))
 
 
-def _amdgpu(elf: ElfFile) -> ImageFacts:
+def _amdgpu(image: Image, elf: ElfFile) -> Image:
     from devbin.targets.amdgpu.importer import code_object_facts
     facts = code_object_facts(elf, diag=lambda e: None)
-    return ImageFacts("amdgpu", "amd", facts.target_id, facts.triple, _comment(elf), "",
-                      elf.header.e_type == C.ET_REL, facts.flags.code_object_version, extra=_devbin_meta(elf))
+    return _described(image, kind=AMDGPU, vendor="amd", arch=facts.target_id, triple=facts.triple,
+                      facts={"producer": _comment(elf), "relocatable": elf.header.e_type == C.ET_REL,
+                             "code-object-version": facts.flags.code_object_version}, extra=_devbin_meta(elf))
 
 
-def _ptx(text: str) -> ImageFacts:
+def _ptx(image: Image, text: str) -> Image:
     target = re.search(r"^\s*\.target\s+([^\s,]+)", text, re.M)
     nv = try_parse_arch(target[1]) if target else None
     arch = replace(nv, kind="ptx").name if nv is not None else ""
-    producer = re.search(r"^//\s*(Cuda compilation tools[^\n]*)$", text, re.M)
-    return ImageFacts("ptx", "nvidia", arch, "nvptx64-nvidia-cuda", producer[1].strip() if producer else "")
+    prod = re.search(r"^//\s*(Cuda compilation tools[^\n]*)$", text, re.M)
+    return _described(image, kind=PTX, vendor="nvidia", arch=arch, triple=NVPTX_TRIPLE,
+                      facts={"producer": prod[1].strip() if prod else ""})
 
 
-def image_facts(data: bytes | memoryview, *, where: str = "") -> ImageFacts:
-    """The facts ``data`` gives about itself (see the module docstring)."""
-    view = ByteView(data, where=where)
+def describe(image: Image, data: Buffer | None = None) -> Image:
+    """``image`` as its own bytes describe it (see the module docstring).  ``data``: its bytes when
+    the caller has them already (a loose file's, or an entry devbin cannot decode), else ``image.data()``."""
+    raw = image.data() if data is None else data
+    where = str(image.address)
+    view = ByteView(raw, where=where)
+    if image.kind == LTO_IR or view.startswith(LTOIR_MAGIC):
+        return _described(image, kind=LTO_IR, vendor="nvidia", arch=image.arch if image.kind == LTO_IR else "",
+                          triple=NVPTX_TRIPLE, facts={})
     if detect(view) == ELF:
-        elf = ElfFile(data, where=where)
+        elf = ElfFile(raw, where=where)
         if elf.header.e_machine == C.EM_CUDA:
-            return _cubin(elf)
+            return _cubin(image, elf)
         if elf.header.e_machine == C.EM_AMDGPU:
-            return _amdgpu(elf)
-        return ImageFacts("data", extra=_devbin_meta(elf))
+            return _amdgpu(image, elf)
+        return _described(image, kind=DATA, vendor="", arch="", triple="", facts={}, extra=_devbin_meta(elf))
     if view.startswith(_BITCODE[0]) or view.startswith(_BITCODE[1]):
-        return ImageFacts("bitcode")
-    if view.startswith(LTOIR_MAGIC):
-        return ImageFacts("ltoir", "nvidia", triple="nvptx64-nvidia-cuda")
+        return _described(image, kind=BITCODE, vendor="", arch="", triple="", facts={})
     head = bytes(view.bytes_at(0, min(len(view), 4096)))
     if b".version" in head or b".target" in head:
         try:
-            return _ptx(bytes(data).decode("utf-8"))
+            return _ptx(image, bytes(raw).decode("utf-8"))
         except UnicodeDecodeError:
             pass
-    return ImageFacts("data")
+    return _described(image, kind=DATA, vendor="", arch="", triple="", facts={})
+
+
+def loose_image(data: Buffer, where: str) -> Image:
+    """The record of a file that is one image, described (:func:`describe`): a device ELF as the scan
+    gives it, anything else (PTX, bitcode, LTO-IR, unknown data) a bare image of no native record."""
+    if detect(ByteView(data, where=where)) == ELF:
+        found = [i for i in scan_bytes(data, where) if isinstance(i.native, BareElf)]
+        if found:
+            return describe(found[0], data)
+    size = len(memoryview(data))
+    bare = Image(address=Address(where), vendor="", kind=DATA, arch="", size=size, stored_size=size,
+                 compression="none", container="file", section="", offset=0)
+    return describe(bare, data)

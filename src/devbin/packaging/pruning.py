@@ -22,6 +22,15 @@ The selection must leave at least one device image somewhere in the input;
 otherwise the prune is refused (like ``lipo -thin`` with an architecture the
 file lacks).
 
+**Images** are those :func:`devbin.images.scan_bytes` finds with ``all=True`` (every image:
+``devbin list --all`` gives the same ones), each decided on its
+:class:`~devbin.images.Image` (address, kind, arch).  Each container is then rewritten
+where the images' addresses place it (file offset, section, container and entry
+numbers), so a fatbin the scan finds in ``.rodata``, ``.data`` or ``.ldata`` is pruned as
+one in ``.nv_fatbin`` is.  A bare image (a cubin or code object that is the whole file or
+archive member, or a wrapped image's one image) sits in no container: nothing is chosen
+among such images, and they are not reported.
+
 **Containers**
 
 * fatbin: the kept entries are copied byte for byte behind the original header,
@@ -37,6 +46,9 @@ file lacks).
   recompressed with the same method and CCOB version (v1 cannot be written and
   is refused).  The compression level is the writer's default, so the
   compressed bytes may differ from the original tool's.
+* fatbins in other sections (``.rodata``, ``.data``, ``.ldata``, or where a
+  ``.nvFatBinSegment`` wrapper points): always pruned in place as in a linked file
+  (below), since other data around them cannot move.
 * relocatable host object (``ET_REL``): ``.nv_fatbin``/``__nv_relfatbin``,
   ``.llvm.offloading`` and ``.hip_fatbin`` get new contents (containers packed
   back to back at their alignment: 8, 8, 4096) through
@@ -66,7 +78,7 @@ file lacks).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,12 +104,17 @@ from devbin.formats.bundle.writer import BundleImage, plan_bundle, write_bundle,
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.edit import ElfEditor
 from devbin.formats.elf.reader import ElfFile, Section
-from devbin.formats.fatbin import constants as FC
-from devbin.formats.fatbin import parse_fatbin
+from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
+from devbin.formats.wrapped import parse_wrapped, write_wrapped
+from devbin.images.address import Address, Entry, Member
+from devbin.images.address import Section as SectionStep
+from devbin.images.record import Image
+from devbin.images.scan import scan_bytes
+from devbin.images.scanreport import ScanReport
 from devbin.targets.nvidia.archs import try_parse_arch
 
-__all__ = ["PruneResult", "PrunedImage", "Selection", "arch_matches", "parse_arch_list", "prune", "prune_file"]
+__all__ = ["PruneResult", "Selection", "arch_matches", "footprint", "parse_arch_list", "prune", "prune_file"]
 
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _MAX_BUNDLE = 1 << 30
@@ -164,33 +181,27 @@ class Selection:
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True)
-class PrunedImage:
-    """One device image seen: where (``where``: file/member and container), what, and whether it stays.
-
-    ``size`` is the bytes it takes in its container (a fatbin entry's header and payload; an
-    OffloadBinary image; a bundle entry, uncompressed for a compressed bundle).
-    """
-
-    where: str
-    container: str
-    kind: str
-    arch: str
-    size: int
-    kept: bool
+def footprint(image: Image) -> int:
+    """The bytes ``image`` takes in its container, what dropping it frees: a fatbin entry's header
+    and payload, an OffloadBinary image, a bundle entry (uncompressed for a compressed bundle)."""
+    n = image.native
+    if isinstance(n, FatbinEntry):
+        return n.header_size + n.payload_size
+    return image.stored_size
 
 
 @dataclass
 class PruneResult:
     """What :func:`prune` did.  ``data`` is the pruned file.
 
+    ``images``: every image decided on, in scan order, with whether it stays.
     ``container_bytes_freed`` sums what the containers shrank by (inside their sections);
     ``file_bytes_saved`` is ``input_size - output_size`` (0 for shared libraries and executables).
     """
 
     data: bytes
     input_size: int
-    images: list[PrunedImage] = field(default_factory=list)
+    images: list[tuple[Image, bool]] = field(default_factory=list)
     container_bytes_freed: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -204,14 +215,14 @@ class PruneResult:
 
     @property
     def changed(self) -> bool:
-        return any(not i.kept for i in self.images)
+        return any(not kept for _, kept in self.images)
 
     def saved_by_arch(self) -> dict[str, int]:
-        """Bytes of the dropped images, per architecture, sorted by name."""
+        """Bytes of the dropped images (:func:`footprint`), per architecture, sorted by name."""
         out: dict[str, int] = {}
-        for i in self.images:
-            if not i.kept:
-                out[i.arch] = out.get(i.arch, 0) + i.size
+        for image, kept in self.images:
+            if not kept:
+                out[image.arch] = out.get(image.arch, 0) + footprint(image)
         return dict(sorted(out.items()))
 
     def to_dict(self) -> dict[str, object]:
@@ -221,23 +232,48 @@ class PruneResult:
             "file_bytes_saved": self.file_bytes_saved,
             "container_bytes_freed": self.container_bytes_freed,
             "saved_by_arch": self.saved_by_arch(),
-            "images": [{"where": i.where, "container": i.container, "kind": i.kind, "arch": i.arch,
-                        "size": i.size, "kept": i.kept} for i in self.images],
+            "images": [{**image.to_dict(), "container": image.container, "kept": kept}
+                       for image, kept in self.images],
             "notes": list(self.notes),
         }
 
 
+def _in_container(image: Image) -> bool:
+    """Whether ``image`` is an entry of a container prune can rewrite (not a bare or wrapped single image)."""
+    return image.container not in ("file", "wrapped")
+
+
 class _Ctx:
-    def __init__(self, sel: Selection) -> None:
+    """One prune: the decision on every image, and what the rewrite freed."""
+
+    def __init__(self, sel: Selection, images: Sequence[Image]) -> None:
         self.sel = sel
-        self.images: list[PrunedImage] = []
+        self.images = [(i, self._keeps(i)) for i in images if _in_container(i)]
+        self.kept = {i.address: k for i, k in self.images}
         self.freed = 0
         self.notes: list[str] = []
 
-    def decide(self, where: str, container: str, kind: str, arch: str, size: int, *, force: bool = False) -> bool:
-        kept = force or self.sel.keeps(arch)
-        self.images.append(PrunedImage(where, container, kind, arch, size, kept))
-        return kept
+    def _keeps(self, image: Image) -> bool:
+        # A bundle's host entry always stays; an image without an arch too (Selection.keeps).
+        host = image.container == "bundle" and image.get("offload-kind") == "host"
+        return host or self.sel.keeps(image.arch)
+
+    def keeps(self, address: Address) -> bool:
+        """The decision on the image at ``address``; True for entries no image was reported for
+        (a bundle's empty host entry)."""
+        return self.kept.get(address, True)
+
+    def at(self, base: Address) -> list[Image]:
+        """The images of containers directly in the file (or section) ``base``: its address plus one entry step."""
+        n = len(base.steps)
+        return [i for i, _ in self.images if i.address.path == base.path and len(i.address.steps) == n + 1
+                and i.address.steps[:n] == base.steps and isinstance(i.address.steps[n], Entry)]
+
+    def dropped_under(self, base: Address) -> bool:
+        """Whether any image under ``base`` (a file, member, section) goes."""
+        n = len(base.steps)
+        return any(not k and i.address.path == base.path and i.address.steps[:n] == base.steps
+                   for i, k in self.images)
 
 
 # --------------------------------------------------------------------------- entry points
@@ -249,17 +285,25 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
 
     ``keep``/``drop``: names or comma-separated lists; exactly one.  Raises
     :class:`~devbin.errors.UsageError` for a selection that leaves no device image or a
-    file that cannot be pruned, :class:`~devbin.errors.FormatError` for corrupt input.
+    file that cannot be pruned, :class:`~devbin.errors.FormatError` for corrupt input
+    (anything the scan warns about).  ``where`` starts the images' addresses.
     """
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
                     drop=None if drop is None else parse_arch_list(drop))
-    ctx = _Ctx(sel)
     raw = bytes(data)
-    out = _prune_any(ByteView(raw, where=where), ctx, where, depth=0)
-    device = [i for i in ctx.images if i.arch]
+    view = ByteView(raw, where=where)
+    _check_prunable(view, where)
+    report = ScanReport()
+    images = list(scan_bytes(raw, where, all=True, report=report))
+    if report.warnings:
+        raise FormatError(f"cannot prune a file the scan finds damaged: {report.warnings[0]}", fmt="prune",
+                          where=where)
+    ctx = _Ctx(sel, images)
+    out = _prune_any(view, ctx, Address(where), depth=0)
+    device = [i for i, _ in ctx.images if i.arch]
     if not ctx.images:
         raise UsageError(f"{where}: no device image found; nothing to prune")
-    if device and not any(i.kept for i in device):
+    if device and not any(ctx.kept[i.address] for i in device):
         raise UsageError(f"{where}: the selection {','.join(sel.names)} leaves no device image "
                          f"(architectures present: {', '.join(sorted({i.arch for i in device}))})")
     if sel.keep is not None:
@@ -297,87 +341,120 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
 # --------------------------------------------------------------------------- dispatch
 
 
-def _prune_any(view: ByteView, ctx: _Ctx, where: str, depth: int) -> bytes:
+def _check_prunable(view: ByteView, where: str) -> None:
+    """UsageError for a file prune cannot rewrite, before anything is scanned."""
+    kind = detect(view)
+    if kind == AR_THIN:
+        raise UsageError(f"{where}: a thin archive holds no member data; prune the member files instead")
+    if kind not in (ELF, CUDA_FATBIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED, AR, WRAPPED):
+        raise UsageError(f"{where}: not a fatbin, OffloadBinary, offload bundle, ELF file or ar archive")
+    if kind == ELF:
+        h = ElfFile(view, where=where).header
+        if h.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU):
+            raise UsageError(f"{where}: a bare device ELF holds one architecture; there is nothing to prune in it")
+
+
+def _prune_any(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
+    """``view``, the file at address ``at``, with the dropped images left out."""
+    where = str(at)
     if depth > _MAX_DEPTH:
         raise UsageError(f"{where}: nested more than {_MAX_DEPTH} containers deep")
     kind = detect(view)
     if kind == ELF:
-        return _prune_elf(view, ctx, where, depth)
-    if kind == CUDA_FATBIN:
-        return _bare(list(_fatbins(view, ctx, where, "fatbin")), view, ctx, 8, where)
-    if kind == OFFLOAD_BINARY:
-        return _bare(list(_offloads(view, ctx, where, "offload")), view, ctx, 8, where)
-    if kind in (OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
-        return _bare(list(_bundles(view, ctx, where, "bundle", 1)), view, ctx, 1, where)
+        return _prune_elf(view, ctx, at)
+    if kind in (CUDA_FATBIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
+        pieces = _pieces(view, 0, ctx, at)
+        if all(len(new) == size for _, size, new in pieces):
+            return bytes(view.bytes_at(0, len(view)))
+        ctx.freed += sum(size - len(new) for _, size, new in pieces)
+        out, _ = _pack(pieces, len(view), 8 if kind in (CUDA_FATBIN, OFFLOAD_BINARY) else 1, where)
+        return out
     if kind == AR:
-        return _prune_archive(view, ctx, where, depth)
-    if kind == AR_THIN:
-        raise UsageError(f"{where}: a thin archive holds no member data; prune the member files instead")
+        return _prune_archive(view, ctx, at, depth)
     if kind == WRAPPED:
-        return _prune_wrapped(view, ctx, where, depth)
+        return _prune_wrapped(view, ctx, at, depth)
     raise UsageError(f"{where}: not a fatbin, OffloadBinary, offload bundle, ELF file or ar archive")
 
 
-def _prune_wrapped(view: ByteView, ctx: _Ctx, where: str, depth: int) -> bytes:
+def _prune_wrapped(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
     """A wrapped image holds one image: nothing to prune, unless that image is itself a container
     (a fatbin, OffloadBinary or bundle), which is pruned and wrapped again with the same metadata."""
-    from devbin.formats.wrapped import parse_wrapped, write_wrapped
+    where = str(at)
     w = parse_wrapped(view, where=where)
-    inner = ByteView(w.image, where=f"{where}[wrapped]")
+    inner = ByteView(w.image, where=where)
     if detect(inner) not in (CUDA_FATBIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
         target = w.get("TargetID") or w.get("arch") or "one architecture"
         raise UsageError(f"{where}: a wrapped image holds one device image ({target}); there is nothing to prune "
                          "in it (to keep or drop it, keep or drop the file)")
-    pruned = _prune_any(inner, ctx, f"{where}[wrapped]", depth + 1)
+    pruned = _prune_any(inner, ctx, at, depth + 1)  # the scan addresses what it holds as the file itself
     if pruned == bytes(w.image):
         return bytes(view.bytes_at(0, len(view)))
     return write_wrapped(pruned, w.metadata, flags=w.flags)
 
 
-def _bare(pieces: list[_Piece], view: ByteView, ctx: _Ctx, align: int, where: str) -> bytes:
-    """A bare file of containers back to back: unchanged -> the input, else the pruned ones packed."""
-    if all(len(new) == size for _, size, new in pieces):
-        return bytes(view.bytes_at(0, len(view)))
-    ctx.freed += sum(size - len(new) for _, size, new in pieces)
-    out, _ = _pack(pieces, len(view), align, where)
-    return out
-
-
 # --------------------------------------------------------------------------- containers
 #
-# Each walker yields (old offset, old size, new bytes) per container found back to back in a view.
+# A piece is (old offset, old size, new bytes) of one container in a view (a bare file or a section).
 
 
 _Piece = tuple[int, int, bytes]
 
 
-def _fatbins(view: ByteView, ctx: _Ctx, where: str, container: str) -> Iterator[_Piece]:
-    """Fatbins back to back (8-aligned, zero padding between), each pruned."""
+def _pieces(view: ByteView, base: int, ctx: _Ctx, at: Address) -> list[_Piece]:
+    """Each container the images at ``at`` (a file, or a section at file offset ``base``, whose bytes
+    ``view`` holds) lie in, rewritten with the kept entries, in offset order.  Bytes between them
+    that are not zero (a fatbin emptied earlier, which gives no image) stay as pieces of their own."""
+    found: dict[int, tuple[int, Image]] = {}  # container number -> (offset in view, an image of it)
+    for image in ctx.at(at):
+        step = image.address.steps[-1]
+        assert isinstance(step, Entry)
+        found.setdefault(step.container, (image.offset - base, image))
+    pieces: list[_Piece] = []
+    for number, (off, image) in sorted(found.items(), key=lambda kv: kv[1][0]):
+        if not 0 <= off < len(view):
+            raise FormatError(f"{at}#{number}: container offset {off:#x} outside the data", fmt="prune",
+                              where=str(at))
+        keeps = _entry_keeps(ctx, at, number)
+        sub = view.sub(off, len(view) - off)
+        where = f"{at}#{number}"
+        if image.container == "fatbin":
+            size, new = _prune_fatbin(sub, keeps, where)
+        elif image.container == "offload":
+            size, new = _prune_offload(sub, keeps, where)
+        else:
+            size, new = _prune_bundle(sub, keeps, where)
+        pieces.append((off, size, new))
+    return _with_gaps(view, pieces)
+
+
+def _entry_keeps(ctx: _Ctx, at: Address, number: int) -> Callable[[int], bool]:
+    return lambda entry: ctx.keeps(at.child(Entry(number, entry)))
+
+
+def _with_gaps(view: ByteView, pieces: list[_Piece]) -> list[_Piece]:
+    out: list[_Piece] = []
     pos = 0
-    n = len(view)
-    while pos < n:
-        if view.is_zero_from(pos):
-            return
-        if not view.startswith(FC.FATBIN_MAGIC_BYTES, pos):
-            if any(view.bytes_at(pos, min(8, n - pos))):
-                raise FormatError(f"{where}: {container}: bytes that are no fatbin at offset {pos:#x}",
-                                  fmt="fatbin", where=where)
-            pos += 8
-            continue
-        fb = parse_fatbin(view.sub(pos, n - pos), where=f"{where}: {container}+{pos:#x}")
-        old = fb.size
-        yield pos, old, _prune_fatbin(view.sub(pos, old), ctx, where, container)
-        pos = align_up(pos + max(old, 8), 8)
+    for off, size, new in pieces:
+        if off < pos:
+            raise FormatError(f"containers overlap at offset {off:#x}", fmt="prune", where=view.where)
+        if off > pos and any(view.bytes_at(pos, off - pos)):
+            out.append((pos, off - pos, bytes(view.bytes_at(pos, off - pos))))
+        out.append((off, size, new))
+        pos = off + size
+    return out
 
 
-def _prune_fatbin(view: ByteView, ctx: _Ctx, where: str, container: str) -> bytes:
-    """One fatbin with the unselected entries left out; kept entries and the header copied verbatim."""
-    fb = parse_fatbin(view, where=f"{where}: {container}")
+def _prune_fatbin(view: ByteView, keeps: Callable[[int], bool], where: str) -> tuple[int, bytes]:
+    """(size, bytes) of the fatbin at offset 0 of ``view`` with the entries ``keeps`` refuses left out;
+    the kept entries and the header copied verbatim."""
+    fb = parse_fatbin(view, where=where)
+    view = view.sub(0, fb.size)
     kept = []
     for e in fb.entries:
-        size = e.header_size + e.payload_size
-        if ctx.decide(where, container, e.kind_name, e.arch_name, size):
-            kept.append(view.bytes_at(e.offset - view.base, size, "fatbin entry"))
+        if keeps(e.index):
+            kept.append(view.bytes_at(e.offset - view.base, e.header_size + e.payload_size, "fatbin entry"))
+    if len(kept) == len(fb.entries):
+        return fb.size, bytes(view.bytes_at(0, fb.size))
     em = Emitter()
     em.write(view.bytes_at(0, 8, "fatbin header"))
     em.pack("Q", sum(len(k) for k in kept))
@@ -385,24 +462,29 @@ def _prune_fatbin(view: ByteView, ctx: _Ctx, where: str, container: str) -> byte
     for k in kept:
         em.write(k)
     em.at(fb.header_size + sum(len(k) for k in kept), "end of fatbin")
-    return em.getvalue()
+    return fb.size, em.getvalue()
 
 
-def _offloads(view: ByteView, ctx: _Ctx, where: str, container: str) -> Iterator[_Piece]:
-    for ob in _offload.iter_offload_binaries(view, where=f"{where}: {container}"):
-        keep: list[_offload.OffloadEntry] = []
-        for e in ob.entries:
-            kind = e.image_kind_name
-            if ctx.decide(where, container, kind, e.arch, e.image_size):
-                keep.append(e)
-        if len(keep) == len(ob.entries):
-            new = bytes(view.bytes_at(ob.offset, ob.size))
-        elif not keep:
-            new = b""
-        else:
-            imgs = [OffloadImage(bytes(e.image), e.image_kind, e.offload_kind, e.flags, e.strings) for e in keep]
-            new = write_offload_binary(imgs, version=ob.version)
-        yield ob.offset, ob.size, new
+def _prune_offload(view: ByteView, keeps: Callable[[int], bool], where: str) -> tuple[int, bytes]:
+    """(size, bytes) of the OffloadBinary at offset 0 of ``view``, kept whole, dropped whole (b""), or
+    written again with the kept images."""
+    ob = _offload.parse_offload_binary(view, where=where)
+    keep = [e for e in ob.entries if keeps(e.index)]
+    if len(keep) == len(ob.entries):
+        return ob.size, bytes(view.bytes_at(0, ob.size))
+    if not keep:
+        return ob.size, b""
+    imgs = [OffloadImage(bytes(e.image), e.image_kind, e.offload_kind, e.flags, e.strings) for e in keep]
+    return ob.size, write_offload_binary(imgs, version=ob.version)
+
+
+def _prune_bundle(view: ByteView, keeps: Callable[[int], bool], where: str) -> tuple[int, bytes]:
+    """(size, bytes) of the bundle (plain or compressed) at offset 0 of ``view``; the host entry stays."""
+    b = _bundle.parse_any_bundle(ByteView(view, fmt="bundle", where=where), max_size=_MAX_BUNDLE)
+    keep = [e for e in b.entries if e.bundle_id.is_host or keeps(e.index)]
+    if len(keep) == len(b.entries):
+        return b.size, bytes(view.bytes_at(0, b.size))
+    return b.size, rewrite_bundle(b, keep)
 
 
 def _bundle_align(b: _bundle.Bundle) -> int:
@@ -430,28 +512,6 @@ def rewrite_bundle(b: _bundle.Bundle, keep: Sequence[_bundle.BundleEntry]) -> by
     return write_compressed_bundle(raw, method=h.method_name, version=h.version)
 
 
-def _bundle_kind(bid: _bundle.BundleId) -> str:
-    """What a bundle entry holds, in the words ``devbin list`` uses: host, amdgpu, nvptx, or the arch."""
-    if bid.is_host:
-        return "host"
-    arch = bid.triple.split("-", 1)[0]
-    return "amdgpu" if arch == "amdgcn" else arch
-
-
-def _bundles(view: ByteView, ctx: _Ctx, where: str, container: str, align: int) -> Iterator[_Piece]:
-    it = _bundle.iter_hip_fatbin(view, where=f"{where}: {container}", max_size=_MAX_BUNDLE,
-                                 align=max(align, 1))
-    for b in it:
-        keep: list[_bundle.BundleEntry] = []
-        for e in b.entries:
-            bid = e.bundle_id
-            arch = "" if bid.is_host else bid.target_id
-            if ctx.decide(where, container, _bundle_kind(bid), arch, e.size, force=bid.is_host):
-                keep.append(e)
-        unchanged = len(keep) == len(b.entries)
-        yield b.offset, b.size, bytes(view.bytes_at(b.offset, b.size)) if unchanged else rewrite_bundle(b, keep)
-
-
 def _pack(pieces: list[_Piece], old_len: int, align: int, where: str) -> tuple[bytes, dict[int, int]]:
     """Pieces back to back at ``align``; the offset map old -> new of every piece boundary and the end.
 
@@ -476,75 +536,81 @@ def _pack(pieces: list[_Piece], old_len: int, align: int, where: str) -> tuple[b
 # --------------------------------------------------------------------------- ELF
 
 
-def _section_kind(sec: Section) -> str | None:
+def _packed_section(sec: Section, images: Sequence[Image]) -> int | None:
+    """The alignment containers are packed at when ``sec`` of a relocatable object is rewritten
+    whole (a section that holds nothing but containers), or None: pruned in place."""
     if sec.name in FATBIN_SECTIONS:
-        return "fatbin"
-    if sec.name == _offload.constants.SECTION_NAME or sec.sh_type == _offload.constants.SHT_LLVM_OFFLOADING:
-        return "offload"
+        return 8
+    if any(i.container == "offload" for i in images):
+        return 8
     if sec.name == _bundle.constants.HIP_FATBIN_SECTION:
-        return "bundle"
-    prefix = _bundle.constants.SECTION_PREFIX
-    if sec.name.startswith(prefix) and len(sec.name) > len(prefix):
-        return "bundle-section"
+        return _bundle.constants.HIP_FATBIN_ALIGN
     return None
 
 
-def _walk_section(sec: Section, kind: str, ctx: _Ctx, where: str) -> tuple[list[_Piece], int]:
-    view = sec.view.sub(0, sec.file_size)
-    if kind == "fatbin":
-        return list(_fatbins(view, ctx, where, sec.name)), 8
-    if kind == "offload":
-        return list(_offloads(view, ctx, where, sec.name)), 8
-    return list(_bundles(view, ctx, where, sec.name, _bundle.constants.HIP_FATBIN_ALIGN)), \
-        _bundle.constants.HIP_FATBIN_ALIGN
-
-
-def _prune_elf(view: ByteView, ctx: _Ctx, where: str, depth: int) -> bytes:
+def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
+    where = str(at)
     elf = ElfFile(view)
-    h = elf.header
-    if h.e_machine in (190, 224):
-        raise UsageError(f"{where}: a bare device ELF holds one architecture; there is nothing to prune in it")
+    h = elf.header  # a bare device ELF has no image in a container: _check_prunable refused it, no member gets here
     relocatable = h.e_type == EC.ET_REL and not elf.segments
     if not relocatable and h.e_type not in (EC.ET_DYN, EC.ET_EXEC):
         raise UsageError(f"{where}: ELF type {EC.ET_NAMES.get(h.e_type, h.e_type)} cannot be pruned")
-    editor = ElfEditor(elf)
-    if relocatable:
-        editor.compact_relocatable()
+    if not ctx.dropped_under(at):
+        return bytes(view.bytes_at(0, len(view))) if not relocatable else _rewrite_relocatable(elf, {}, [])
     patched = bytearray(view.bytes_at(0, len(view)))
-    in_place_changed = False
+    in_place: list[str] = []
+    repacked: dict[int, tuple[bytes, dict[int, int]]] = {}
+    removed: list[int] = []
     for sec in elf.sections:
-        kind = _section_kind(sec)
-        if kind is None or not sec.file_size:
+        if not sec.file_size:
             continue
-        if kind == "bundle-section":
-            bid = _bundle.parse_bundle_id(sec.name[len(_bundle.constants.SECTION_PREFIX):])
-            keep = ctx.decide(where, sec.name, _bundle_kind(bid),
-                              "" if bid.is_host else bid.target_id, sec.file_size, force=bid.is_host)
-            if not keep:
-                if not relocatable:
-                    raise UsageError(f"{where}: cannot remove {sec.name!r} from a linked file")
-                editor.remove_section(sec.index)
-                ctx.freed += sec.file_size
+        sec_at = at.child(SectionStep(sec.name))
+        if not ctx.dropped_under(sec_at):
             continue
-        pieces, align = _walk_section(sec, kind, ctx, f"{where}")
+        whole = [i for i, _ in ctx.images if i.address == sec_at]  # an object-type bundle's entry section
+        if whole:
+            if not relocatable:
+                raise UsageError(f"{where}: cannot remove {sec.name!r} from a linked file")
+            removed.append(sec.index)
+            ctx.freed += sec.file_size
+            continue
+        view_s = sec.view.sub(0, sec.file_size)
+        pieces = _pieces(view_s, sec.sh_offset, ctx, sec_at)
         if all(len(new) == size for _, size, new in pieces):
-            continue  # nothing dropped here
+            continue
         ctx.freed += sum(size - len(new) for _, size, new in pieces)
-        if relocatable:
-            data, omap = _pack(pieces, sec.file_size, align, where)
-            editor.replace_relocatable_section(sec.index, data, omap)
+        align = _packed_section(sec, ctx.at(sec_at))
+        if relocatable and align is not None:
+            repacked[sec.index] = _pack(pieces, sec.file_size, align, where)
         else:
-            _in_place(patched, sec, pieces, align, kind, where)
-            in_place_changed = True
-    if relocatable:
-        return editor.write()
-    if in_place_changed:
-        ctx.notes.append(f"{where}: linked file: containers pruned in place and zero-filled; the file keeps its "
-                         "size")
-    return bytes(patched)
+            offload = any(i.container == "offload" for i in ctx.at(sec_at))
+            _in_place(patched, sec, pieces, "offload" if offload else "", where)
+            in_place.append(sec.name)
+    if in_place:
+        what = "linked file" if not relocatable else "data sections"
+        ctx.notes.append(f"{where}: {what}: containers in {', '.join(in_place)} pruned in place and zero-filled; "
+                         "their sections keep their size")
+    if not relocatable:
+        return bytes(patched)
+    if in_place:
+        elf = ElfFile(ByteView(bytes(patched), where=where))
+    return _rewrite_relocatable(elf, repacked, removed)
 
 
-def _in_place(buf: bytearray, sec: Section, pieces: list[_Piece], align: int, kind: str, where: str) -> None:
+def _rewrite_relocatable(elf: ElfFile, repacked: dict[int, tuple[bytes, dict[int, int]]],
+                         removed: Sequence[int]) -> bytes:
+    """A relocatable object laid out compactly (ElfEditor rule 6), with sections given new contents
+    (``repacked``: index -> (bytes, old -> new offsets)) and sections ``removed``."""
+    editor = ElfEditor(elf)
+    editor.compact_relocatable()
+    for index, (data, omap) in repacked.items():
+        editor.replace_relocatable_section(index, data, omap)
+    for index in removed:
+        editor.remove_section(index)
+    return editor.write()
+
+
+def _in_place(buf: bytearray, sec: Section, pieces: list[_Piece], kind: str, where: str) -> None:
     """Write each pruned container at its old offset and zero the rest of its old extent."""
     for i, (off, size, new) in enumerate(pieces):
         if len(new) > size:
@@ -559,7 +625,8 @@ def _in_place(buf: bytearray, sec: Section, pieces: list[_Piece], align: int, ki
 # --------------------------------------------------------------------------- ar
 
 
-def _prune_archive(view: ByteView, ctx: _Ctx, where: str, depth: int) -> bytes:
+def _prune_archive(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
+    where = str(at)
     errors: list[DeviceBinaryError] = []
     ar = ArchiveFile(view, where=where, diag=errors.append)
     if errors:
@@ -568,21 +635,14 @@ def _prune_archive(view: ByteView, ctx: _Ctx, where: str, depth: int) -> bytes:
         raise UsageError(f"{where}: {ar.flavour} archives cannot be written; only GNU/System V ones")
     members: list[ArMember] = []
     changed = False
+    seen: dict[str, int] = {}
     for m in ar.files:
+        seen[m.name] = n = seen.get(m.name, 0) + 1  # as the scan counts members of one name
+        member_at = at.child(Member(m.name, n))
         data = bytes(m.data)
-        inner = f"{where}({m.name})"
-        if detect(ByteView(data)) in (ELF, CUDA_FATBIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED,
-                                       AR):
-            before = len(ctx.images)
-            try:
-                new = _prune_any(ByteView(data, where=inner), ctx, inner, depth + 1)
-            except UsageError as e:
-                if "bare device ELF" not in str(e):
-                    raise
-                new = data
-            if any(not i.kept for i in ctx.images[before:]):
-                changed = True
-                data = new
+        if ctx.dropped_under(member_at):
+            data = _prune_any(ByteView(data, where=str(member_at)), ctx, member_at, depth + 1)
+            changed = True
         members.append(ArMember(m.name, data))
     if not changed:
         return bytes(view.bytes_at(0, len(view)))

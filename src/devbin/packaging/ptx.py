@@ -18,9 +18,9 @@ above it.  So:
 PTX compiled in relocatable mode (``-rdc``) has unresolved external calls: the
 driver cannot JIT it alone, so it is no help to a newer GPU either.  The text
 does not say so, but a fatbin entry's options do (``nvcc -dc`` and ``-dlto``
-record ``--compile-only``); such PTX has ``ImageFacts.relocatable`` set, is
-passed over by ``highest``/``lowest`` when the unit has whole-program PTX of
-the same kind, and never counts as PTX a newer GPU could JIT (``devbin pack``
+record ``--compile-only``); such PTX is relocatable
+(:func:`devbin.packaging.facts.relocatable`), is passed over by ``highest``/``lowest``
+when the unit has whole-program PTX of the same kind, and never counts as PTX a newer GPU could JIT (``devbin pack``
 also warns about each relocatable PTX it keeps).
 
 The policy applies per translation unit (``tu=``): each unit's code is
@@ -36,7 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from devbin.errors import UsageError
-from devbin.packaging.facts import ImageFacts, parse_sm
+from devbin.images.record import CUBIN, PTX, Image
+from devbin.packaging.facts import parse_sm, relocatable
 
 __all__ = ["PTX_POLICIES", "PtxChoice", "choose_ptx", "parse_ptx_policy"]
 
@@ -65,7 +66,7 @@ class PtxChoice:
     warnings: tuple[str, ...]
 
 
-def choose_ptx(facts: Sequence[ImageFacts], policy: str | frozenset[int],
+def choose_ptx(facts: Sequence[Image], policy: str | frozenset[int],
                groups: Sequence[str] | None = None) -> PtxChoice:
     """Apply ``policy`` to the PTX images among ``facts``, separately in each translation unit.
 
@@ -86,7 +87,7 @@ def choose_ptx(facts: Sequence[ImageFacts], policy: str | frozenset[int],
     listed_found: set[int] = set()
     for tu in order:
         members = [i for i, t in enumerate(tus) if t == tu]
-        ptx = [(i, parse_sm(facts[i].arch)) for i in members if facts[i].kind == "ptx"]
+        ptx = [(i, parse_sm(facts[i].arch)) for i in members if facts[i].kind == PTX]
         known = [(i, sm) for i, sm in ptx if sm is not None]
         chosen: set[int]
         if policy == "all":
@@ -95,7 +96,7 @@ def choose_ptx(facts: Sequence[ImageFacts], policy: str | frozenset[int],
             chosen = set()
         elif policy in ("highest", "lowest"):
             generic = [(i, sm) for i, sm in known if not sm[1]]
-            portable = [(i, sm) for i, sm in generic if not facts[i].relocatable] or generic or known
+            portable = [(i, sm) for i, sm in generic if not relocatable(facts[i])] or generic or known
             pick = (max if policy == "highest" else min)(portable, key=lambda p: p[1][0], default=None)
             chosen = {pick[0]} if pick else set()
         else:
@@ -107,8 +108,8 @@ def choose_ptx(facts: Sequence[ImageFacts], policy: str | frozenset[int],
             if lacking and len(order) > 1:
                 warnings.append(f"{_unit(tu)}has no PTX for " + ", ".join(f"compute_{m}" for m in lacking))
         keep_ptx |= chosen
-        sass = [sm for i in members if facts[i].kind == "cubin" and (sm := parse_sm(facts[i].arch)) is not None]
-        kept_portable = [sm for i, sm in known if i in chosen and not sm[1] and not facts[i].relocatable]
+        sass = [sm for i in members if facts[i].kind == CUBIN and (sm := parse_sm(facts[i].arch)) is not None]
+        kept_portable = [sm for i, sm in known if i in chosen and not sm[1] and not relocatable(facts[i])]
         if sass and not kept_portable:
             top = max(s[0] for s in sass)
             warnings.append(f"{_unit(tu) if len(order) > 1 else ''}no PTX that a GPU newer than the highest SASS "
@@ -120,8 +121,8 @@ def choose_ptx(facts: Sequence[ImageFacts], policy: str | frozenset[int],
         if missing:
             raise UsageError("--ptx names " + ", ".join(f"compute_{m}" for m in missing)
                              + " but no PTX image for it was given")
-    keep = tuple(i for i, f in enumerate(facts) if f.kind != "ptx" or i in keep_ptx)
-    dropped = tuple(i for i, f in enumerate(facts) if f.kind == "ptx" and i not in keep_ptx)
+    keep = tuple(i for i, f in enumerate(facts) if f.kind != PTX or i in keep_ptx)
+    dropped = tuple(i for i, f in enumerate(facts) if f.kind == PTX and i not in keep_ptx)
     return PtxChoice(keep, dropped, tuple(warnings))
 
 

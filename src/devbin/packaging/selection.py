@@ -1,11 +1,12 @@
 """Image selection: which device image of a package a driver would load on a given GPU.
 
-:func:`select` finds every device image in a file, folder or buffer (with
-:mod:`devbin.discover`), groups them into *modules* (one fatbin, one OffloadBinary,
-one offload bundle, or one bare cubin / code object: the unit a runtime hands to the
-driver and the driver picks one image from), and decides per module, with a verdict
-and a one-phrase reason for every image.  :func:`decide` does the same for images
-described by hand (what the table tests use).
+:func:`select` finds every device image in a file, folder or buffer (the
+:class:`devbin.images.Image` records of :func:`devbin.images.scan`, every image, as
+``list --all`` gives them), groups them into *modules* by their addresses (one fatbin,
+one offload bundle, the OffloadBinaries of one file or section, or one bare cubin / code
+object: the unit a runtime hands to the driver and the driver picks one image from), and
+decides per module, with a verdict and a one-phrase reason for every image.
+:func:`decide` does the same for any list of images (what the table tests use).
 
 The rules live beside the formats: NVIDIA in :mod:`devbin.targets.nvidia.archs`, AMD in
 :mod:`devbin.targets.amdgpu.matching`.  In short:
@@ -38,34 +39,35 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError, UsageError
+from devbin.formats import bundle as _bundle
+from devbin.formats.elf.reader import ElfFile
+from devbin.images.address import Address, Section
+from devbin.images.record import AMDGPU, CUBIN, LTO_IR, PTX, BareElf, Image
+from devbin.images.scan import scan, scan_bytes
 from devbin.targets.amdgpu import matching as amd
 from devbin.targets.amdgpu.mach import FeatureSetting, decode_flags
 from devbin.targets.amdgpu.targetid import TargetId, parse_target_id, supported_features
 from devbin.targets.nvidia import archs as nv
 
-if TYPE_CHECKING:
-    from devbin.discover import Found
-
-__all__ = ["Candidate", "Device", "Image", "Module", "NoImageError", "Selection", "decide", "parse_device",
-           "select"]
+__all__ = ["Candidate", "Device", "Module", "NoImageError", "Selection", "decide", "module_of",
+           "parse_device", "select"]
 
 CHOSEN, USABLE, REJECTED, OTHER = "chosen", "usable", "rejected", "other"
 
 _VENDOR_NAMES = {"nvidia": "NVIDIA", "amdgpu": "AMDGPU"}
-_NV_KINDS = frozenset({"elf", "ptx", "ltoir", "oldcubin"})
+_DEVICE_VENDOR = {"nvidia": "nvidia", "amd": "amdgpu"}  # an image's vendor -> the Device vendor it is for
 _NOT_CODE = {
     "bitcode": "LLVM bitcode: must be compiled first, no runtime loads it",
     "host": "host code, not a device image",
     "fatbin": "a CUDA fatbin nested in an LLVM container: not opened here",
     "spirv": "SPIR-V: not loaded by the CUDA or ROCm drivers",
-    "data": "unrecognised data, not a device image",
-    "oldcubin": "legacy (pre-ELF) cubin format: not selected",
+    "data": "unrecognised data (a legacy pre-ELF cubin included), not a device image",
 }
 
 
@@ -123,53 +125,26 @@ def parse_device(text: str) -> Device:
 
 
 @dataclass(frozen=True, slots=True)
-class Image:
-    """One device image to decide on.
-
-    ``kind`` as :class:`devbin.discover.Found` names it (``elf`` = cubin, ``ptx``,
-    ``ltoir``, ``amdgpu``, ``bitcode``, ``host`` ...); ``arch`` its arch with the variant
-    (``sm_90a``, ``compute_100f``) or AMD target id (``gfx90a:xnack+``); ``module`` the
-    fatbin/bundle/file it belongs to (the driver picks one image per module);
-    ``generic_version`` the AMD generic version (generic targets only).
-    """
-
-    name: str
-    kind: str
-    arch: str
-    module: str = ""
-    generic_version: int = 1
-    triple: str = ""
-    found: Found | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def vendor(self) -> str:
-        if self.kind in _NV_KINDS or self.arch.startswith(("sm_", "compute_", "lto_")) \
-                or self.triple.startswith("nvptx"):
-            return "nvidia"
-        if self.kind == "amdgpu" or self.arch.startswith("gfx") or self.triple.startswith("amdgcn"):
-            return "amdgpu"
-        return ""
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"name": self.name, "module": self.module, "kind": self.kind, "arch": self.arch}
-        if self.arch.split(":", 1)[0].endswith("-generic"):
-            d["generic_version"] = self.generic_version
-        return d
-
-
-@dataclass(frozen=True, slots=True)
 class Candidate:
-    """An image with its verdict (``chosen``/``usable``/``rejected``/``other``) and why."""
+    """An image with its verdict (``chosen``/``usable``/``rejected``/``other``) and why.
+
+    ``image`` is the scanned :class:`~devbin.images.Image`, its ``arch`` as the loader sees
+    it (see :func:`decide`); ``module`` the unit it belongs to (:func:`module_of`);
+    ``generic_version`` its AMD generic version (:func:`generic_version`).
+    """
 
     image: Image
     verdict: str
     reason: str
     jit: bool = False  # PTX, JIT-compiled by the driver when chosen
     rank: tuple[int, ...] = field(default=(), compare=False, repr=False)
+    module: str = ""
+    generic_version: int = 1
 
     @property
     def name(self) -> str:
-        return self.image.name
+        """The image's address, as ``devbin list`` prints it."""
+        return str(self.image.address)
 
     @property
     def arch(self) -> str:
@@ -180,7 +155,10 @@ class Candidate:
         return self.image.kind
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.image.to_dict(), "verdict": self.verdict, "reason": self.reason, "jit": self.jit}
+        d: dict[str, Any] = {**self.image.to_dict(), "module": self.module}
+        if self.arch.split(":", 1)[0].endswith("-generic"):
+            d["generic_version"] = self.generic_version
+        return {**d, "verdict": self.verdict, "reason": self.reason, "jit": self.jit}
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +243,7 @@ class Selection:
 def _holdings(cands: Iterable[Candidate]) -> str:
     seen: list[str] = []
     for c in cands:
-        label = c.arch if c.arch and c.kind in ("elf", "ptx", "amdgpu") else f"{c.kind} {c.arch}".strip()
+        label = c.arch if c.arch and c.kind in (CUBIN, PTX, AMDGPU) else f"{c.kind} {c.arch}".strip()
         if label not in seen:
             seen.append(label)
     return ", ".join(seen) if seen else "no device images"
@@ -277,7 +255,7 @@ def _holdings(cands: Iterable[Candidate]) -> str:
 def _nv_image_arch(img: Image) -> nv.NvArch | str:
     """The parsed arch of an NVIDIA image, or a reason it has none."""
     arch = img.arch
-    kind = {"elf": "sass", "ptx": "ptx", "ltoir": "ltoir"}.get(img.kind)
+    kind = {CUBIN: "sass", PTX: "ptx", LTO_IR: "ltoir"}.get(img.kind)
     if kind is None:
         return _NOT_CODE.get(img.kind, f"{img.kind} image: not device code")
     try:
@@ -296,14 +274,14 @@ def _judge_nvidia(img: Image, cc: tuple[int, int]) -> tuple[bool, str, tuple[int
     return ok, why, tuple(-x for x in nv.preference(a)), a.kind == "ptx"
 
 
-def _judge_amd(img: Image, dev: TargetId) -> tuple[bool, str, tuple[int, ...], bool]:
-    if img.kind != "amdgpu":
+def _judge_amd(img: Image, dev: TargetId, generic: int) -> tuple[bool, str, tuple[int, ...], bool]:
+    if img.kind != AMDGPU:
         return False, _NOT_CODE.get(img.kind, f"{img.kind} image: not a code object"), (), False
     try:
         t = parse_target_id(img.arch)
     except DeviceBinaryError:
         return False, f"unrecognised AMDGPU target {img.arch!r}", (), False
-    m = amd.match(t, dev, generic_version=img.generic_version)
+    m = amd.match(t, dev, generic_version=generic)
     return m.ok, m.reason, m.rank, False
 
 
@@ -332,29 +310,38 @@ def _passed_over(c: Candidate, chosen: Candidate, vendor: str) -> str:
 
 
 def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -> Selection:
-    """Decide over ``images`` (in file order) for ``device``; see the module docstring."""
+    """Decide over ``images`` (in file order) for ``device``; see the module docstring.
+
+    Each image is judged as the loader sees it: an AMDGPU code object's xnack/sramecc and
+    generic version from its ``e_flags``, a bare cubin's ``a`` variant from ``.nv.compat``,
+    PTX that an LLVM container files under ``sm_XY`` as ``compute_XY`` (the candidate's
+    image carries that ``arch``).  Images group into modules by :func:`module_of`.
+    """
     dev = parse_device(device) if isinstance(device, str) else device
     vendor_name = _VENDOR_NAMES[dev.vendor]
     order: list[str] = []
     by_module: dict[str, list[int]] = {}
     judged: list[Candidate] = []
-    for i, img in enumerate(images):
-        by_module.setdefault(img.module, []).append(i)
-        if img.module not in order:
-            order.append(img.module)
-        if img.vendor != dev.vendor:
-            other = _VENDOR_NAMES.get(img.vendor)
+    for i, scanned in enumerate(images):
+        module = module_of(scanned)
+        img, generic = _loader_view(scanned)
+        by_module.setdefault(module, []).append(i)
+        if module not in order:
+            order.append(module)
+        vendor = _DEVICE_VENDOR.get(img.vendor, "")
+        if vendor != dev.vendor:
+            other = _VENDOR_NAMES.get(vendor)
             why = (f"an {other} image, the device is {vendor_name}" if other
                    else _NOT_CODE.get(img.kind, f"{img.kind} image: not device code"))
-            judged.append(Candidate(img, OTHER, why))
+            judged.append(Candidate(img, OTHER, why, module=module, generic_version=generic))
             continue
         if dev.vendor == "nvidia":
             assert dev.cc is not None
             ok, why, rank, jit = _judge_nvidia(img, dev.cc)
         else:
             assert dev.target is not None
-            ok, why, rank, jit = _judge_amd(img, dev.target)
-        judged.append(Candidate(img, USABLE if ok else REJECTED, why, jit, (*rank, i)))
+            ok, why, rank, jit = _judge_amd(img, dev.target, generic)
+        judged.append(Candidate(img, USABLE if ok else REJECTED, why, jit, (*rank, i), module, generic))
     modules: list[Module] = []
     for name in order:
         idx = by_module[name]
@@ -363,12 +350,12 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
         if best is not None:
             b = judged[best]
             extra = " (JIT-compiled by the driver)" if b.jit else ""
-            judged[best] = Candidate(b.image, CHOSEN, b.reason + extra, b.jit, b.rank)
+            judged[best] = replace(b, verdict=CHOSEN, reason=b.reason + extra)
             for i in usable:
                 if i != best:
                     c = judged[i]
-                    judged[i] = Candidate(c.image, USABLE, f"{c.reason}; not chosen: "
-                                          f"{_passed_over(c, judged[best], dev.vendor)}", c.jit, c.rank)
+                    judged[i] = replace(c, reason=f"{c.reason}; not chosen: "
+                                                  f"{_passed_over(c, judged[best], dev.vendor)}")
         cands = tuple(judged[i] for i in idx)
         relevant = any(judged[i].verdict != OTHER for i in idx)
         modules.append(Module(name, cands, judged[best] if best is not None else None, relevant))
@@ -377,25 +364,36 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
     return Selection(source, dev, tuple(judged), tuple(modules), chosen, jit)
 
 
-# --------------------------------------------------------------------------- from discovered images
+# --------------------------------------------------------------------------- from scanned images
 
 
-def _module_name(f: Found) -> str:
-    """The module an image belongs to.  OffloadBinaries back to back (LLVM ≤ 22 writes one image
-    per blob) make one module: the runtime picks among all of them, as among a fatbin's entries."""
-    if f.fatbin_index is None:
-        return f.path
-    if f.container_format == "offload":
-        return f.path if f.container == "offload" else f"{f.path}:{f.container}"
-    if f.container in ("file", "ar", "zip", "bundle"):
-        return f"{f.path}[{f.fatbin_index}]"
-    return f"{f.path}:{f.container}[{f.fatbin_index}]"
+def module_of(image: Image) -> str:
+    """The module ``image`` belongs to, named from its address: the container it sits in.
+
+    A fatbin or a bundle is one module (``lib.so@.nv_fatbin#2``: the address without the entry
+    number); the OffloadBinaries back to back in one file or section make
+    one module (LLVM <= 22 writes one image per blob; the runtime picks among all of them, as
+    among a fatbin's entries: ``x.o@.llvm.offloading``); the ``__CLANG_OFFLOAD_BUNDLE__<id>``
+    sections of one object are one bundle (``k.o@__CLANG_OFFLOAD_BUNDLE__*``); a bare or wrapped
+    image is its own module (its address)."""
+    address = image.address
+    entry = address.entry
+    if entry is None:
+        section = address.section
+        prefix = _bundle.constants.SECTION_PREFIX
+        if image.container == "bundle" and section.startswith(prefix):
+            return f"{address.file}{Section(prefix)}*"
+        return str(address)
+    parent = str(Address(address.path, address.steps[:-1]))
+    if image.container == "offload":
+        return parent
+    return f"{parent}#{entry.container}"
 
 
-def _amd_elf_facts(f: Found) -> tuple[int, int, int] | None:
+def _amd_elf_facts(f: Image) -> tuple[int, int, int] | None:
     """(EI_OSABI, EI_ABIVERSION, e_flags) of an AMDGPU code object, or None when unreadable."""
     try:
-        view = f.image_view()
+        view = f.data()
     except DeviceBinaryError:
         return None
     v = ByteView(view, fmt="elf")
@@ -407,7 +405,7 @@ def _amd_elf_facts(f: Found) -> tuple[int, int, int] | None:
         return None
 
 
-def _amd_image(f: Found) -> tuple[str, int]:
+def _amd_image(f: Image) -> tuple[str, int]:
     """The code object's target id (features from ``e_flags`` when COV3+, the loader's view)
     and generic version (``e_flags`` bits 24..31), decoded by :func:`devbin.targets.amdgpu.mach.decode_flags`."""
     try:
@@ -434,32 +432,25 @@ def _amd_image(f: Found) -> tuple[str, int]:
     return str(TargetId(tid.processor, sramecc, xnack)), version
 
 
-def _nv_bare_arch(f: Found) -> str:
+def _nv_bare_arch(f: Image) -> str:
     """A bare cubin's arch including ``a`` (``.nv.compat`` attribute 9, or the old e_flags bit)."""
+    from devbin.targets.nvidia.cubin import cubin_arch
     try:
-        from devbin.binary import ByteView
-        from devbin.formats.elf.reader import ElfFile
-        from devbin.targets.nvidia.cubin import cubin_arch
-        return cubin_arch(ElfFile(ByteView(f.image_view())))
+        return cubin_arch(ElfFile(ByteView(f.data())))
     except DeviceBinaryError:
         return f.arch
 
 
-def image_of(f: Found) -> Image:
-    """The :class:`Image` for a discovered image."""
-    module = _module_name(f)
-    if f.container_format == "offload" and f.fatbin_index is not None:  # one module of many blobs
-        name = f"{module}#{f.fatbin_index}.{f.entry_index}"
-    else:
-        name = f"{module}#{f.entry_index}" if f.entry_index is not None else module
-    arch, generic_version = f.arch, 1
-    if f.kind == "amdgpu":
-        arch, generic_version = _amd_image(f)
-    elif f.kind == "elf" and f.entry is None:
-        arch = _nv_bare_arch(f)
-    elif f.kind == "ptx" and arch.startswith("sm_"):
+def _loader_view(image: Image) -> tuple[Image, int]:
+    """``image`` with its arch as the loader sees it, and its AMD generic version (see :func:`decide`)."""
+    arch, version = image.arch, 1
+    if image.kind == AMDGPU:
+        arch, version = _amd_image(image)
+    elif image.kind == CUBIN and isinstance(image.native, BareElf):
+        arch = _nv_bare_arch(image)
+    elif image.kind == PTX and arch.startswith("sm_"):
         arch = "compute_" + arch[3:]
-    return Image(name, f.kind, arch, module, generic_version, f.triple, f)
+    return (image if arch == image.arch else replace(image, arch=arch)), version
 
 
 def select(source: str | os.PathLike[str] | bytes | bytearray | memoryview, device: Device | str, *,
@@ -472,16 +463,14 @@ def select(source: str | os.PathLike[str] | bytes | bytearray | memoryview, devi
     :class:`Selection` says so (``ok`` False, ``error()``).  A bad device name raises
     UsageError.
     """
-    from devbin.discover import discover, discover_bytes
-
     dev = parse_device(device) if isinstance(device, str) else device
     if isinstance(source, (bytes, bytearray, memoryview)):
         where = name or "<bytes>"
-        found = list(discover_bytes(source, where))
+        images = list(scan_bytes(source, where, all=True))
     else:
         where = name or str(source)
-        found = list(discover([Path(source)]))
-    sel = decide([image_of(f) for f in found], dev, source=where)
+        images = list(scan([Path(source)], all=True))
+    sel = decide(images, dev, source=where)
     if strict and (err := sel.error()) is not None:
         raise err
     return sel

@@ -45,7 +45,7 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     pruned = prune(package.data, keep="sm_90", where=str(pkg_path))
     pruned_path = folder / "app.sm_90.offload"
     write(pruned_path, pruned.data)
-    kept = sorted({i.arch for i in pruned.images if i.kept})
+    kept = sorted({image.arch for image, stays in pruned.images if stays})
 
     ok = got == EXPECTED and kept == ["compute_90", "sm_90"] and not package.findings
     facts: dict[str, Any] = {
@@ -57,7 +57,7 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     }
     lines = [f"8. packed the three samples into {pkg_path} (LLVM OffloadBinary, {len(package.data)} bytes):"]
     for img in package.images:
-        lines.append(f"   {img.facts.kind:6} {img.facts.arch:11} {len(img.data):6} B  Producer: {img.get('Producer')}")
+        lines.append(f"   {img.image.kind:6} {img.image.arch:11} {len(img.data):6} B  Producer: {img.get('Producer')}")
     for w in package.warnings:
         lines.append(f"   warning: {w}")
     lines.append(f"   the cubin alone as a wrapped image ({wrapped_path}); its metadata, as a plugin logs it:")
@@ -65,7 +65,7 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     lines.append("9. the image a driver would load (devbin select):")
     for dev, s in picks.items():
         c = s.chosen
-        how = "PTX, JIT-compiled" if s.jit else "SASS" if c is not None and c.kind == "elf" else "code object"
+        how = "PTX, JIT-compiled" if s.jit else "SASS" if c is not None and c.kind == "cubin" else "code object"
         lines.append(f"   {dev:14} -> {c.arch if c else 'none'} ({how})")
     lines.append("   --explain for sm_120:")
     lines += ["     " + line.rstrip() for line in picks["sm_120"].explain()]
