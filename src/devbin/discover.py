@@ -45,8 +45,9 @@ Where images are looked for, by the first bytes of each file or member:
     ``__CLANG_OFFLOAD_BUNDLE__``.  The host entry (a 1-byte placeholder: the host object is
     the file itself) is not reported.
   - bare bundles (``__CLANG_OFFLOAD_BUNDLE__`` binary bundles, ``CCOB`` compressed ones),
-    container ``bundle``; compressed bundles are decompressed in memory under
-    :data:`MAX_BUNDLE_SIZE`.
+    container ``bundle``; compressed bundles are opened lazily (only the entry table and each
+    image's first bytes are decoded while scanning; an image is decoded when
+    :meth:`Found.image_view` asks for it), under :data:`MAX_BUNDLE_SIZE` and the memory budget.
 
   Image kinds: ``amdgpu`` (an AMDGPU code object, ``e_machine`` 224, as for a bare one),
   ``elf`` (a cubin, ``e_machine`` 190), ``host`` (any other ELF, or a bundle's host
@@ -92,7 +93,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
-from devbin.binary import Buffer, ByteView
+from devbin.binary import Buffer, ByteView, budget
 from devbin.detect import (
     AR,
     AR_THIN,
@@ -104,7 +105,7 @@ from devbin.detect import (
     WRAPPED,
     detect,
 )
-from devbin.errors import DeviceBinaryError, FormatError, UsageError
+from devbin.errors import DeviceBinaryError, FormatError, LimitExceeded, UsageError
 from devbin.formats import bundle as _bundle
 from devbin.formats import offload as _offload
 from devbin.formats.ar import ArchiveFile
@@ -133,6 +134,7 @@ MAX_MEMBER_SIZE = 8 << 30
 #: Cap on a compressed (CCOB) bundle once decompressed.
 MAX_BUNDLE_SIZE = 1 << 30
 
+_ZIP_CHUNK = 1 << 24  # a zip member is inflated into its buffer this much at a time
 _SNIFF = 24  # the longest magic: __CLANG_OFFLOAD_BUNDLE__
 _SCANNED = (ELF, CUDA_FATBIN, AR, AR_THIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED, WRAPPED)
 _EM_CUDA = 190
@@ -196,6 +198,8 @@ class Found:
     image_kind: str = ""  # an OffloadBinary entry's image kind (object, bitcode, cubin, fatbinary, ptx ...)
     metadata: tuple[tuple[str, str], ...] = ()  # key/value pairs: an OffloadBinary's string map, a wrapper's
     payload: memoryview | None = field(default=None, compare=False, repr=False)  # an LLVM container's image
+    #: An entry of a compressed bundle, decoded when its image is asked for (never while listing).
+    bundle_entry: _bundle.BundleEntry | None = field(default=None, compare=False, repr=False)
 
     def image_view(self, max_size: int = 1 << 30) -> memoryview | bytes:
         """The image for parsing, zero-copy when stored plain (see ``FatbinEntry.image_view``)."""
@@ -204,6 +208,13 @@ class Found:
     def extract_view(self, max_size: int = 1 << 30) -> memoryview | bytes:
         """What :meth:`image` returns, without copying an image stored plain."""
         return self._view(max_size, trimmed=True)
+
+    def head(self, n: int = 64) -> memoryview | bytes:
+        """The image's first ``n`` bytes (fewer when it is shorter); an entry of a compressed bundle
+        decodes only those."""
+        if self.bundle_entry is not None:
+            return self.bundle_entry.head(n)
+        return self.image_view()[:n]
 
     def image(self, max_size: int = 1 << 30) -> bytes:
         """The image's bytes, decompressed: what ``cuobjdump -xelf``/``-xptx`` writes for it."""
@@ -214,6 +225,11 @@ class Found:
             return self.entry.extract_view(max_size) if trimmed else self.entry.image_view(max_size)
         if self.bare is not None:
             return self.bare
+        if self.bundle_entry is not None:
+            if self.bundle_entry.size > max_size:
+                raise FormatError(f"{self.container} image of {self.bundle_entry.size} bytes is larger than the "
+                                  f"limit of {max_size} bytes", fmt=self.container_format, where=self.path)
+            return self.bundle_entry.data
         if self.payload is not None:
             if len(self.payload) > max_size:
                 raise FormatError(f"{self.path}: {self.container} image of {len(self.payload)} bytes is larger "
@@ -450,8 +466,11 @@ class _Scanner:
                 if data is not None:
                     yield from self.scan(data, where, origin="zip", depth=depth + 1, disk=None)
 
-    def _zip_member(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytes | None:
-        """The member's bytes when its first bytes name a format devbin looks into, else None."""
+    def _zip_member(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytearray | None:
+        """The member's bytes when its first bytes name a format devbin looks into, else None.
+
+        They are inflated into one buffer of the recorded size taken from the memory budget
+        (:mod:`devbin.binary.budget`); a member over the budget fails the scan (LimitExceeded)."""
         try:
             with zf.open(info) as fh:
                 head = fh.read(_SNIFF)
@@ -461,7 +480,19 @@ class _Scanner:
                     self.rep.warn(where, f"member of {info.file_size} bytes is larger than the limit; skipped")
                     return None
                 fh.seek(0)  # re-reads the first bytes rather than copying a large member twice
-                return fh.read()
+                buf = budget.current().allocate(info.file_size, what="zip member", fmt="zip", where=where)
+                n = 0
+                with memoryview(buf) as mv:
+                    while n < len(buf):
+                        got = fh.readinto(mv[n:n + _ZIP_CHUNK])  # type: ignore[attr-defined]  # ZipExtFile
+                        if not got:
+                            break
+                        n += got
+                if n < len(buf):
+                    del buf[n:]
+                return buf
+        except LimitExceeded:
+            raise
         except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption
             self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
             return None
@@ -560,7 +591,7 @@ class _Scanner:
         """Bundles (plain or CCOB) back to back in ``view``, each 4096-aligned; a corrupt one ends the walk.
         ``pointed`` gives the HIP wrapper version of a bundle by its offset in ``view``."""
         it = _bundle.iter_hip_fatbin(ByteView(view, fmt="bundle", where=container, base=view.base),
-                                     max_size=MAX_BUNDLE_SIZE)
+                                     max_size=MAX_BUNDLE_SIZE, lazy=True)
         index = 0
         while True:
             try:
@@ -798,6 +829,7 @@ def _amdgpu_arch(flags: int) -> str:
 # --------------------------------------------------------------------------- LLVM containers
 
 _ELF_MAGIC = b"\x7fELF"
+_KIND_BYTES = 64  # what _image_kind reads: the ELF header (e_flags), or a magic
 _BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
 _SPIRV_MAGIC = b"\x03\x02\x23\x07"
 
@@ -851,9 +883,9 @@ def _bundle_found(b: _bundle.Bundle, e: _bundle.BundleEntry, path: str, containe
     bid = e.bundle_id
     if bid.is_host and (skip_host or e.size == 0):
         return None
-    data = e.data
-    kind, elf_arch = _image_kind(data, host=bid.is_host, ptx=bid.triple.startswith("nvptx"))
+    kind, elf_arch = _image_kind(e.head(_KIND_BYTES), host=bid.is_host, ptx=bid.triple.startswith("nvptx"))
     return Found(path=path, container=container, kind=kind, arch=bid.target_id or elf_arch, size=e.size,
                  uncompressed_size=e.size, compression=b.compressed.method_name if b.compressed else "none",
                  fatbin_index=index, fatbin_offset=offset, entry_index=e.index, container_format="bundle",
-                 triple=bid.triple, bundle_id=e.id, offload_kind=bid.kind, payload=data)
+                 triple=bid.triple, bundle_id=e.id, offload_kind=bid.kind,
+                 payload=None if e.lazy else e.data, bundle_entry=e if e.lazy else None)

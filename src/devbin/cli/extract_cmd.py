@@ -160,6 +160,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         target.write_bytes(data)
         taken.add(name)
         written.append({"file": str(target), "kind": f.kind, "arch": f.arch, "size": len(data), "from": f.path})
+        del data  # a decoded image goes before the next one is decoded (the memory budget holds one at a time)
     if args.json:
         out.write(json.dumps({"written": written, "warnings": report.warnings}, indent=2) + "\n")
     else:

@@ -149,7 +149,7 @@ def _write_amdgpu(a: dict[str, Any], out: TextIO) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.discover import ScanReport, discover
-    from devbin.errors import DeviceBinaryError
+    from devbin.errors import DeviceBinaryError, LimitExceeded
     from devbin.formats.elf import constants as C
     from devbin.formats.elf.reader import ElfFile
     from devbin.targets.nvidia.cubin import Cubin
@@ -164,6 +164,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             if f.kind == "amdgpu" or (f.kind == "elf" and f.entry is None and _is_amdgpu(f)):
                 try:
                     amd.append(_amdgpu_usage(f))
+                except LimitExceeded:
+                    raise  # over the memory budget: the command fails, the file is not to blame
                 except DeviceBinaryError as e:
                     report.warn(f.path, str(e))
                 continue
@@ -182,6 +184,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 if elf.header.e_machine != C.EM_CUDA:
                     continue
                 u = usage(Cubin(elf, records=False))
+            except LimitExceeded:
+                raise
             except DeviceBinaryError as e:
                 report.warn(f.path, str(e))
                 continue

@@ -394,7 +394,7 @@ def _module_name(f: Found) -> str:
 def _amd_elf_facts(f: Found) -> tuple[int, int, int] | None:
     """(EI_ABIVERSION, e_flags, EI_CLASS) of an AMDGPU code object, or None when unreadable."""
     try:
-        view = f.image_view()
+        view = f.head(64)  # the ELF header: a compressed bundle's entry is not decoded whole for it
     except DeviceBinaryError:
         return None
     v = ByteView(view, fmt="elf")
