@@ -27,6 +27,7 @@ __all__ = [
     "TruncatedError",
     "UnsupportedVersion",
     "UsageError",
+    "quote",
     "short",
 ]
 
@@ -43,14 +44,22 @@ def _escape(text: str) -> str:
 
 def short(name: str, limit: int = NAME_LIMIT) -> str:
     """A name read from a file, fit for a one-line message: control characters escaped, and cut
-    after ``limit`` characters with ``...`` and its total length (``'aaaa...' (5000 chars)``).
+    after ``limit`` characters with ``...`` and its total length (``aaaa... (5000 chars)``).
 
-    The one helper for every message that embeds a member, entry, target or symbol name.
+    With :func:`quote`, the one helper for every message that embeds a member, entry, target,
+    section or symbol name read from a file.
     """
     text = _escape(name)
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(name)} chars)"
+
+
+def quote(name: str, limit: int = NAME_LIMIT) -> str:
+    """``repr(name)`` cut as :func:`short` cuts (``'aaaa'... (5000 chars)``): for ``{name!r}`` in messages."""
+    if len(name) <= limit:
+        return repr(name)
+    return f"{name[:limit]!r}... ({len(name)} chars)"
 
 
 class DeviceBinaryError(Exception):

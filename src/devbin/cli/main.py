@@ -122,8 +122,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except OSError as e:
         if args.traceback:
             raise
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"devbin: error: {where}{e.strerror or e}", file=sys.stderr)
+        from devbin.errors import short
+        where = f"{short(str(e.filename))}: " if e.filename else ""
+        print(f"devbin: error: {where}{short(str(e.strerror or e), 400)}", file=sys.stderr)
         return 1
     except MemoryError:
         # The decode sites turn this into LimitExceeded; anything else that runs out of memory ends here.

@@ -82,7 +82,7 @@ from devbin.detect import (
     WRAPPED,
     detect,
 )
-from devbin.errors import DeviceBinaryError, FormatError, UsageError
+from devbin.errors import DeviceBinaryError, FormatError, UsageError, short
 from devbin.formats import bundle as _bundle
 from devbin.formats import offload as _offload
 from devbin.formats.ar import ArchiveFile
@@ -268,7 +268,7 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
         raise UsageError(f"{where}: no device image found; nothing to prune")
     if device and not any(i.kept for i in device):
         raise UsageError(f"{where}: the selection {','.join(sel.names)} leaves no device image "
-                         f"(architectures present: {', '.join(sorted({i.arch for i in device}))})")
+                         f"(architectures present: {', '.join(sorted({short(i.arch) for i in device}))})")
     if sel.keep is not None:
         for name in sel.keep:
             if not any(arch_matches(name, i.arch) for i in device):

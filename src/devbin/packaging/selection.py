@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devbin.binary import ByteView
-from devbin.errors import DeviceBinaryError, UsageError
+from devbin.errors import DeviceBinaryError, UsageError, short
 from devbin.targets.amdgpu import matching as amd
 from devbin.targets.amdgpu.targetid import TargetId, parse_target_id, supported_features
 from devbin.targets.nvidia import archs as nv
@@ -237,7 +237,7 @@ class Selection:
             return NoImageError(f"no {vendor} image for {self.device.name}; it holds {held}", where=self.source)
         bad = [m for m in rel if m.chosen is None]
         more = f" (and {len(bad) - 1} more modules)" if len(bad) > 1 else ""
-        return NoImageError(f"no image compatible with {self.device.name} in {bad[0].name}; it holds "
+        return NoImageError(f"no image compatible with {self.device.name} in {short(bad[0].name)}; it holds "
                             f"{_holdings(bad[0].candidates)}{more}", where=self.source)
 
     def explain(self) -> list[str]:
@@ -264,7 +264,7 @@ class Selection:
 def _holdings(cands: Iterable[Candidate]) -> str:
     seen: list[str] = []
     for c in cands:
-        label = c.arch if c.arch and c.kind in ("elf", "ptx", "amdgpu") else f"{c.kind} {c.arch}".strip()
+        label = short(c.arch if c.arch and c.kind in ("elf", "ptx", "amdgpu") else f"{c.kind} {c.arch}".strip())
         if label not in seen:
             seen.append(label)
     return ", ".join(seen) if seen else "no device images"

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from devbin.binary import ByteView, align_up, budget, format_view, join_where
-from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion, short
+from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion, quote
 from devbin.formats.bundle import constants as C
 from devbin.formats.bundle.compress import PayloadStream, decompress, truncated_md5
 
@@ -147,7 +147,7 @@ class BundleEntry:
         return isinstance(self.source, CompressedPayload)
 
     def _where(self, where: str) -> str:
-        return join_where(where, f"entry {self.index} {short(self.id)!r}")
+        return join_where(where, f"entry {self.index} {quote(self.id)}")
 
     @property
     def view(self) -> ByteView:
@@ -251,7 +251,7 @@ def _read_table(v: ByteView, total: int) -> tuple[list[tuple[int, int, int, str]
         raw.append((at, offset, size, ident))
     for i, (at, offset, size, ident) in enumerate(raw):
         if offset > total or size > total - offset:
-            raise v.error(f"entry {i} {short(ident)!r}: image at {offset:#x} + size {size:#x} runs past the end "
+            raise v.error(f"entry {i} {quote(ident)}: image at {offset:#x} + size {size:#x} runs past the end "
                           f"({v.base + total:#x})", at, offset, cls=TruncatedError)
     return raw, cur.pos
 
@@ -266,7 +266,7 @@ def parse_bundle(view: ViewLike, *, where: str = "") -> Bundle:
     raw, end = _read_table(v, len(v))
     entries = []
     for i, (_, offset, size, ident) in enumerate(raw):
-        loc = join_where(v.where, f"entry {i} {short(ident)!r}")
+        loc = join_where(v.where, f"entry {i} {quote(ident)}")
         entries.append(BundleEntry(i, ident, offset, size, v.sub(offset, size, where=loc)))
         end = max(end, offset + size)
     return Bundle(entries=tuple(entries), size=end, raw=v)
@@ -532,8 +532,8 @@ def parse_text_bundle(text: str | bytes, *, where: str = "") -> list[TextBundleP
             j = text.find(marker, j + 1)
         if j < 0:
             other = text.find(end_tag, line_end)
-            msg = (f"part {short(ident)!r} has no end marker" if other < 0
-                   else f"part {short(ident)!r} ends with another ID")
+            msg = (f"part {quote(ident)} has no end marker" if other < 0
+                   else f"part {quote(ident)} ends with another ID")
             raise FormatError(msg, fmt=_FMT, where=where, offset=i)
         parts.append(TextBundlePart(ident, comment, text[line_end + 1:j]))
         pos = j + len(marker)
