@@ -1,10 +1,13 @@
 """Streaming zstd decompression under a size cap, shared by the fatbin and bundle readers.
 
-A container records the uncompressed size; the decoder reads at most one byte more than
-that (so a lying size is caught without decoding a bomb) and limits the window it accepts
-to what the recorded size and the caller's cap allow.  The super-archive's packed members
-(devbin.superarchive.packed) use the same decoder with a raw-content dictionary (a delta
-against a sibling's bytes, as ``zstd --patch-from``) and magicless frames.
+A container records the uncompressed size; the decoder writes the output in place into one
+buffer of that size taken from the command's memory budget (:mod:`devbin.binary.budget`: no
+second copy, and an image over the budget is a LimitExceeded before anything is decoded),
+reads at most one byte more than that (so a lying size is caught without decoding a bomb)
+and limits the window it accepts to what the recorded size and the caller's cap allow.
+The super-archive's packed members (devbin.superarchive.packed) use the same decoder with a
+raw-content dictionary (a delta against a sibling's bytes, as ``zstd --patch-from``) and
+magicless frames.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import lz4.block  # type: ignore[import-untyped]
 import zstandard
 
 from devbin.binary import budget
-from devbin.errors import FormatError, UsageError
+from devbin.errors import FormatError, LimitExceeded, UsageError
 from devbin.formats.fatbin.constants import DEFAULT_MAX
 from devbin.formats.zstdcap import decompress_capped
 
@@ -71,7 +71,11 @@ def decompress_lz4(
     with budget.current().charged(uncompressed_size, what="lz4 block", fmt=_FMT, where=where, offset=offset):
         try:
             out = lz4.block.decompress(data, uncompressed_size=uncompressed_size)
-        except Exception as e:  # lz4.block.LZ4BlockError, ValueError, MemoryError: library boundary
+        except MemoryError:
+            raise LimitExceeded(f"lz4 block needs {uncompressed_size} bytes once decoded and the system has not that "
+                                "much memory free", fmt=_FMT, where=where, offset=offset,
+                                value=uncompressed_size) from None
+        except Exception as e:  # lz4.block.LZ4BlockError, ValueError: library boundary
             raise FormatError(f"corrupt lz4 block: {e}", fmt=_FMT, where=where, offset=offset) from None
     if len(out) != uncompressed_size:
         raise _mismatch(len(out), uncompressed_size, "lz4", where, offset)
