@@ -227,3 +227,19 @@ def test_listing_a_compressed_bundle_decodes_its_table_only(bombs: Path, command
     assert rc == 0 and err == "", err
     assert "gfx90a" in out
     assert rss < 120 * MIB, rss  # main: 2.1 GB
+
+
+def test_a_zip_member_is_inflated_within_the_budget(tmp_path: Path) -> None:
+    """A 256 MiB member (a fatbin header, then zeros) deflated into a wheel of about 250 KB."""
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "bomb.whl", "w", compression=zipfile.ZIP_DEFLATED) as zf, \
+            zf.open("pkg/lib/bomb.fatbin", "w", force_zip64=True) as fh:
+        fh.write(b"\x50\xed\x55\xba\x01\x00\x10\x00")
+        for _ in range(256):
+            fh.write(bytes(MIB))
+    assert (tmp_path / "bomb.whl").stat().st_size < 1 * MIB
+    rc, _, err, rss = _devbin(tmp_path, "--max-memory", "64M", "list", "bomb.whl")
+    assert rc == 1
+    _one_error_line(err, "zip member needs 268435464 bytes once decoded, over the memory budget of 64 MiB")
+    assert rss < 200 * MIB
