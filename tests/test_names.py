@@ -19,6 +19,9 @@ import devbin.superarchive as sa
 from devbin.errors import NAME_LIMIT, FormatError, UsageError, quote, short
 from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.bundle import write_bundle, write_compressed_bundle
+from devbin.formats.fatbin import constants as FC
+from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
+from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.superarchive.build import MAX_TARGET_NAME, check_target_name
 
 from tests.elfbuild import patch_header, small_elf
@@ -110,6 +113,15 @@ def _malformed(d: Path) -> list[str]:
     (d / "shoff-past-end.o").write_bytes(patch_header(elf, e_shoff=1 << 40))
     archive = write_archive([ArMember("m" * 300 + ".o", elf)])
     (d / "archive-cut.a").write_bytes(archive[:-40])
+    fatbin = write_fatbin([FatbinImage(FC.KIND_ELF, 90, elf, identifier="k\n" + "i" * 300 + ".cu", major=1,
+                                       minor=8)])
+    (d / "fatbin-cut.fatbin").write_bytes(fatbin[:-16])
+    offload = write_offload_binary([OffloadImage.of(elf, strings={"triple": "amdgcn-amd-amdhsa\n" + "t" * 300,
+                                                                  "arch": "gfx90a"})])
+    (d / "offload-cut.bin").write_bytes(offload[:-8])
+    lib = bytearray(sa.create([sa.TargetInput("gfx90a", (sa.member_from_object("k.o", elf),))]))
+    lib[-20] ^= 0x20  # a member byte: the archive no longer matches its manifest (stale)
+    (d / "superarchive-stale.a").write_bytes(lib)
     return sorted(p.name for p in d.iterdir())
 
 
