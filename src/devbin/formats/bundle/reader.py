@@ -363,17 +363,7 @@ class CompressedPayload:
             got += stream.readinto(mv)
         if md5 is not None:
             md5.update(out)
-            got += stream.feed(h.uncompressed_size - start - size, md5)
-            extra = stream.readinto(memoryview(bytearray(1)))
-            if got != h.uncompressed_size or extra:
-                more = "more than" if extra else f"{got:#x} bytes, not"
-                raise FormatError(f"{h.method_name} data decompresses to {more} the recorded uncompressed size",
-                                  fmt=_FMT, where=self.where, offset=self._offset, value=h.uncompressed_size)
-            digest = int.from_bytes(md5.digest()[:8], "little")
-            if digest != h.hash:
-                raise FormatError(f"hash mismatch: the decompressed bundle hashes to {digest:#018x}", fmt=_FMT,
-                                  where=self.where, value=h.hash)
-            self._verified = True
+            self._finish(stream, got, md5)
         elif got != start + size and not exact:
             del out[max(0, got - start):]
         elif got != start + size:
@@ -382,15 +372,40 @@ class CompressedPayload:
                               value=h.uncompressed_size)
         return ByteView(out, fmt=_FMT, where=where or self.where)
 
+    def verify(self) -> None:
+        """Decode the whole stream once, holding nothing, and check its length and hash."""
+        if not self._verified:
+            md5 = hashlib.md5()
+            stream = self._stream()
+            self._finish(stream, stream.feed(self.header.uncompressed_size, md5), md5)
+
+    def _finish(self, stream: PayloadStream, got: int, md5: hashlib._Hash) -> None:
+        """Decode the rest of ``stream`` (``got`` bytes read so far) into ``md5``; check length and hash."""
+        h = self.header
+        got += stream.feed(h.uncompressed_size - got, md5)
+        extra = stream.readinto(memoryview(bytearray(1)))
+        if got != h.uncompressed_size or extra:
+            more = "more than" if extra else f"{got:#x} bytes, not"
+            raise FormatError(f"{h.method_name} data decompresses to {more} the recorded uncompressed size",
+                              fmt=_FMT, where=self.where, offset=self._offset, value=h.uncompressed_size)
+        digest = int.from_bytes(md5.digest()[:8], "little")
+        if digest != h.hash:
+            raise FormatError(f"hash mismatch: the decompressed bundle hashes to {digest:#018x}", fmt=_FMT,
+                              where=self.where, value=h.hash)
+        self._verified = True
+
 
 def open_compressed_bundle(
     view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX, check_hash: bool = True,
+    verify_limit: int = C.VERIFY_AT_OPEN,
 ) -> Bundle:
-    """A CCOB bundle read lazily: only the prefix holding the entry table is decompressed.
+    """A CCOB bundle read lazily: only the prefix holding the entry table is kept.
 
     The entries' images are decoded when asked for (:attr:`BundleEntry.view`, ``data``,
-    ``head``); the stream's length and hash are checked then (the first time).  ``Bundle.raw``
-    is None.  Listing a bundle that claims gigabytes therefore costs its table, not its size.
+    ``head``).  The stream's length and hash are checked at open when it decompresses to at
+    most ``verify_limit`` bytes (one pass through a scratch buffer: nothing is held), else
+    the first time an image is asked for.  ``Bundle.raw`` is None.  Listing a bundle that
+    claims gigabytes therefore costs its table, not its size.
     """
     v = format_view(view, _FMT, where)
     h = parse_compressed_header(v)
@@ -411,6 +426,8 @@ def open_compressed_bundle(
             if want >= h.uncompressed_size or len(head) < want:
                 raise
             want = min(h.uncompressed_size, want * 8)
+    if check_hash and h.uncompressed_size <= verify_limit:
+        lazy.verify()
     entries = tuple(BundleEntry(i, ident, offset, size, lazy) for i, (_, offset, size, ident) in enumerate(raw))
     return Bundle(entries=entries, size=end, compressed=h, raw=None)
 
