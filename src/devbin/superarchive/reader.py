@@ -227,7 +227,7 @@ class SuperArchive:
         if kind == PACKED:
             if self._packed is None:
                 self._packed = PackedReader(self._records, self._stored_view)
-            return memoryview(self._packed.content(ordinal))
+            return memoryview(self._packed.content(ordinal)).toreadonly()  # the reader's cache stays whole
         raise UnsupportedVersion(f"member [{ordinal}] {quote(record.name)}: storage kind {kind!r} is not supported "
                                  "by this devbin", fmt=FMT, where=self.archive.member_where(self.files[ordinal]))
 
