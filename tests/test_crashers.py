@@ -13,6 +13,10 @@
   the writer refuses an alignment that is no power of two up to 64 KiB (UsageError).
 * ``link-prune-object-bad-reloc-symbol.bin``: an AMDGPU object whose relocation names a symbol
   index past the symbol table; ``prune_object`` looked it up in a dict (KeyError).  Now: FormatError.
+* ``link-prune-object-reloc-target-out-of-range.bin``: ``tests/sources/link_amd/one.cl`` (gfx90a,
+  -ffunction-sections) whose ``.rela.text.unused_fn`` has sh_info 999: the link does not see the call
+  it holds, removes ``helper_fn``, and ``prune_object`` read ``sections[999]`` before its range check
+  (IndexError, issue 18 defect 6).  Now: FormatError naming the relocation section.
 * ``link-kernel-typed-as-object.bin``: a cubin whose kernel symbol says STT_OBJECT; the link graph
   made the kernel a variable and resource propagation looked it up among functions (KeyError).
   Now: a function of the model is a function node.

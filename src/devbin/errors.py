@@ -19,14 +19,48 @@ exceeds file size 0x2000``.  ``where`` is a path through containers, such as
 from __future__ import annotations
 
 __all__ = [
+    "NAME_LIMIT",
     "DeviceBinaryError",
     "FormatError",
+    "LimitExceeded",
     "NotThisFormat",
     "OutputError",
     "TruncatedError",
     "UnsupportedVersion",
     "UsageError",
+    "quote",
+    "short",
 ]
+
+#: Characters of a name from a file that a message shows before cutting it.
+NAME_LIMIT = 80
+
+
+def _escape(text: str) -> str:
+    """Control characters (C0, DEL, C1) as Python escapes, so that a message stays one line."""
+    if text.isprintable() or not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in text):
+        return text
+    return "".join(repr(c)[1:-1] if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text)
+
+
+def short(name: str, limit: int = NAME_LIMIT) -> str:
+    """A name read from a file, fit for a one-line message: control characters escaped, and cut
+    after ``limit`` characters with ``...`` and its total length (``aaaa... (5000 chars)``).
+
+    With :func:`quote`, the one helper for every message that embeds a member, entry, target,
+    section or symbol name read from a file.
+    """
+    text = _escape(name)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(name)} chars)"
+
+
+def quote(name: str, limit: int = NAME_LIMIT) -> str:
+    """``repr(name)`` cut as :func:`short` cuts (``'aaaa'... (5000 chars)``): for ``{name!r}`` in messages."""
+    if len(name) <= limit:
+        return repr(name)
+    return f"{name[:limit]!r}... ({len(name)} chars)"
 
 
 class DeviceBinaryError(Exception):
@@ -55,14 +89,20 @@ class DeviceBinaryError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        parts = [p for p in (self.fmt, self.where) if p]
-        head = ": ".join([*parts, self.message])
+        """One line: the location's parts cut with :func:`short`, control characters escaped."""
+        where = ": ".join(short(p) for p in self.where.split(": ")) if self.where else ""
+        parts = [p for p in (self.fmt, where) if p]
+        head = _escape(": ".join([*parts, self.message]))
         tail = []
         if self.offset is not None:
             tail.append(f"at offset {self.offset:#x}")
         if self.value is not None:
             v = self.value
-            tail.append(f"value {v:#x}" if isinstance(v, int) and not isinstance(v, bool) else f"value {v!r}")
+            if isinstance(v, int) and not isinstance(v, bool):
+                tail.append(f"value {v:#x}")
+            else:
+                text = repr(v)
+                tail.append(f"value {text if len(text) <= NAME_LIMIT else short(text)}")
         return f"{head} ({', '.join(tail)})" if tail else head
 
     def __str__(self) -> str:
@@ -94,6 +134,11 @@ class NotThisFormat(FormatError):
 
 class UnsupportedVersion(FormatError):
     """The format is recognised but its version is newer than this reader knows."""
+
+
+class LimitExceeded(DeviceBinaryError):
+    """Decoding an input would take more memory than the command's budget allows
+    (:mod:`devbin.binary.budget`), or more than the system can give."""
 
 
 class UsageError(DeviceBinaryError):

@@ -216,6 +216,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         write_file(target, data, inputs=inputs)  # each file whole or absent (devbin.binary.output)
         written.append({"file": str(target), **image_json(f), "size": len(data)})
+        del data  # a decoded image goes before the next one is decoded (the memory budget holds one at a time)
     if args.json:
         out.write(json.dumps({"written": written, "warnings": report.warnings}, indent=2) + "\n")
     else:

@@ -196,7 +196,7 @@ def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.api import open_file
     from devbin.cli.render import dump_json, render_elf
-    from devbin.errors import DeviceBinaryError
+    from devbin.errors import DeviceBinaryError, LimitExceeded
     from devbin.report import inspect_elf
     images = container_images(args.file)
     if images is None:
@@ -220,6 +220,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         try:
             elf = open_image(f, diag=image_warnings.append)
             r = inspect_elf(elf, file=image_label(f), warnings=image_warnings)
+            del elf  # its decoded image goes before the next one is decoded (the memory budget)
+        except LimitExceeded:
+            raise  # over the memory budget: the command fails in one line, the file is not to blame
         except DeviceBinaryError as e:
             errors.append(str(e))
             continue

@@ -3,6 +3,11 @@
 Every subcommand prints readable text, or the same facts as JSON with --json.
 Errors print one line, ``devbin: error: <where>: <message>``, and exit 1;
 --traceback shows the Python stack instead.
+
+--max-memory SIZE (before or after the command; default 4G, or DEVBIN_MAX_MEMORY) bounds
+the decoded bytes a command holds at once: compressed images (fatbin entries, compressed
+offload bundles, packed super-archive members) are decoded into buffers taken from this
+budget, and an image that does not fit is an error naming it and the budget.
 """
 
 from __future__ import annotations
@@ -42,10 +47,33 @@ def command_module(name: str) -> ModuleType:
     return importlib.import_module(f"devbin.cli.{COMMANDS[name]}")
 
 
+#: Options of the main parser that take a value in the next word.
+_VALUED = ("--max-memory",)
+
+
 def _command_named(argv: Sequence[str]) -> str | None:
-    """The subcommand in ``argv`` (the first word that is not an option) when it is a known one."""
-    word = next((a for a in argv if not a.startswith("-")), None)
-    return word if word in COMMANDS else None
+    """The subcommand in ``argv`` (the first word that is neither an option nor its value) when it is a known one."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in _VALUED:
+            skip = True
+        elif not a.startswith("-"):
+            return a if a in COMMANDS else None
+    return None
+
+
+def _size(text: str) -> int:
+    from devbin.binary.budget import parse_size
+    from devbin.errors import UsageError
+    try:
+        n = parse_size(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return n
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -54,6 +82,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"devbin {__version__}")
     parser.add_argument("--traceback", action="store_true", help="show the Python stack on errors")
+    parser.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
+                        help="decoded bytes a command may hold at once, e.g. 512M or 8G (default: 4G, or the "
+                             "DEVBIN_MAX_MEMORY environment variable)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS if only is None else (only,):
@@ -61,6 +92,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=mod.HELP, description=mod.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        p.add_argument("--max-memory", type=_size, default=argparse.SUPPRESS, metavar="SIZE",
+                       help=argparse.SUPPRESS)
         mod.add_arguments(p)
         p.set_defaults(func=mod.run)
     return parser
@@ -70,8 +103,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     words = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(_command_named(words)).parse_args(words)
+    from devbin.binary import budget
     try:
-        code: int = args.func(args, out)
+        with budget.limit(args.max_memory or budget.current().limit):
+            code: int = args.func(args, out)
         out.flush()
         return code
     except BrokenPipeError:
@@ -87,8 +122,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except OSError as e:
         if args.traceback:
             raise
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"devbin: error: {where}{e.strerror or e}", file=sys.stderr)
+        from devbin.errors import short
+        where = f"{short(str(e.filename))}: " if e.filename else ""
+        print(f"devbin: error: {where}{short(str(e.strerror or e), 400)}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        # The decode sites turn this into LimitExceeded; anything else that runs out of memory ends here.
+        if args.traceback:
+            raise
+        print("devbin: error: out of memory (the system refused an allocation; see --max-memory)",
+              file=sys.stderr)
         return 1
 
 

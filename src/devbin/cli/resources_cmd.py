@@ -157,7 +157,7 @@ def _write_amdgpu(a: dict[str, Any], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.errors import DeviceBinaryError
+    from devbin.errors import DeviceBinaryError, LimitExceeded
     from devbin.formats.elf import constants as C
     from devbin.formats.elf.reader import ElfFile
     from devbin.images.scan import Scanner
@@ -175,6 +175,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             if f.kind == "amdgpu" or (f.kind == "cubin" and f.entry is None and _is_amdgpu(f)):
                 try:
                     amd.append(_amdgpu_usage(f))
+                except LimitExceeded:
+                    raise  # over the memory budget: the command fails, the file is not to blame
                 except DeviceBinaryError as e:
                     report.warn(where, str(e))
                 continue
@@ -193,6 +195,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 if elf.header.e_machine != C.EM_CUDA:
                     continue
                 u = usage(Cubin(elf, records=False))
+            except LimitExceeded:
+                raise
             except DeviceBinaryError as e:
                 report.warn(where, str(e))
                 continue

@@ -36,6 +36,8 @@ from devbin.images.record import Image
 from devbin.images.scanreport import HIP_WRAPPER_SECTION, ScanReport, WrapperInfo
 from devbin.images.sniff import image_kind, vendor_of
 
+_KIND_BYTES = 64  # what image_kind reads: the ELF header (e_flags), or a magic
+
 __all__ = ["MAX_BUNDLE_SIZE", "bundle_images", "llvm_in_elf", "offload_images"]
 
 #: Cap on a compressed (CCOB) bundle once decompressed.
@@ -59,8 +61,9 @@ def _bundle_image(b: _bundle.Bundle, e: _bundle.BundleEntry, frame: Frame, secti
     bid = e.bundle_id
     if bid.is_host and (index is None or e.size == 0):
         return None
-    data = e.data
-    kind, elf_arch = image_kind(data, host=bid.is_host, ptx=bid.triple.startswith("nvptx"))
+    # The first bytes decide the kind (an ELF header's e_flags, or a magic): an entry of a compressed
+    # bundle is not decoded whole for it (devbin.binary.budget).
+    kind, elf_arch = image_kind(e.head(_KIND_BYTES), host=bid.is_host, ptx=bid.triple.startswith("nvptx"))
     meta = [("bundle-id", e.id), ("triple", bid.triple), ("offload-kind", bid.kind)]
     if wrapper_version is not None:
         meta.append(("wrapper-version", str(wrapper_version)))
@@ -99,7 +102,7 @@ def bundle_images(view: ByteView, rep: ScanReport, frame: Frame, section: str, b
     ``pointed`` gives the HIP wrapper version of a bundle by its offset in ``view``."""
     label = section or "bundle"
     it = _bundle.iter_hip_fatbin(ByteView(view, fmt="bundle", where=label, base=view.base),
-                                 max_size=MAX_BUNDLE_SIZE)
+                                 max_size=MAX_BUNDLE_SIZE, lazy=True)
     index = 0
     while True:
         try:

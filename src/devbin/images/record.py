@@ -191,6 +191,13 @@ class Image:
                               "bytes", fmt=self.container, where=str(self.address))
         return view
 
+    def head(self, n: int = 64) -> memoryview | bytes:
+        """The image's first ``n`` bytes (fewer when it is shorter); an entry of a compressed bundle
+        decodes only those (a fatbin entry stored compressed is decoded whole)."""
+        if isinstance(self.native, BundleEntry):
+            return self.native.head(n)
+        return self.data()[:n]
+
     def code_object(self, max_size: int = FC.DEFAULT_MAX) -> CodeObject | None:
         """The image in the unified model (:func:`devbin.importers.import_code_object`), or None
         for an image that is no code object (PTX, LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from devbin.binary import Buffer, ByteView
+from devbin.binary import Buffer, ByteView, budget
 from devbin.detect import (
     AR,
     AR_THIN,
@@ -60,7 +60,7 @@ from devbin.detect import (
     OFFLOAD_BUNDLE_COMPRESSED,
     WRAPPED,
 )
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, LimitExceeded
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile
@@ -79,6 +79,7 @@ __all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "scan", "scan_
 MAX_DEPTH = 12
 #: Zip members larger than this are not read (a warning says so).
 MAX_MEMBER_SIZE = 8 << 30
+_ZIP_CHUNK = 1 << 24  # a zip member is inflated into its buffer this much at a time
 
 Progress = Callable[[int, int], None]
 
@@ -282,8 +283,11 @@ class Scanner:
                 if data is not None:
                     yield from self.buffer(data, sub, depth=depth + 1)
 
-    def _zip_member(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytes | None:
-        """The member's bytes when its first bytes name a format devbin looks into, else None."""
+    def _zip_member(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytearray | None:
+        """The member's bytes when its first bytes name a format devbin looks into, else None.
+
+        They are inflated into one buffer of the recorded size taken from the memory budget
+        (:mod:`devbin.binary.budget`); a member over the budget fails the scan (LimitExceeded)."""
         try:
             with zf.open(info) as fh:
                 head = fh.read(SNIFF)
@@ -293,7 +297,19 @@ class Scanner:
                     self.rep.warn(where, f"member of {info.file_size} bytes is larger than the limit; skipped")
                     return None
                 fh.seek(0)  # re-reads the first bytes rather than copying a large member twice
-                return fh.read()
+                buf = budget.current().allocate(info.file_size, what="zip member", fmt="zip", where=where)
+                n = 0
+                with memoryview(buf) as mv:
+                    while n < len(buf):
+                        got = fh.readinto(mv[n:n + _ZIP_CHUNK])  # type: ignore[attr-defined]  # ZipExtFile
+                        if not got:
+                            break
+                        n += got
+                if n < len(buf):
+                    del buf[n:]
+                return buf
+        except LimitExceeded:
+            raise
         except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption
             self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
             return None

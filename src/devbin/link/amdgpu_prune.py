@@ -60,6 +60,9 @@ def _removed_sections(elf: ElfFile, remove: Set[str], where: str) -> set[int]:
                              "lists it, so removing kernels from an object is not supported", fmt=_FMT)
         if not 0 < s.st_shndx < C.SHN_LORESERVE:
             raise UsageError(f"{where}: {name!r} is not in a section", fmt=_FMT)
+        if s.st_shndx >= len(elf.sections):
+            raise FormatError(f"symbol {name!r} is defined in section {s.st_shndx}, which does not exist",
+                              fmt="amdgpu", where=where, value=s.st_shndx)
         out.add(s.st_shndx)
     for s in symtab:
         if s.st_shndx in out and s.name and s.type in (C.STT_FUNC, C.STT_OBJECT) and s.name not in remove:
@@ -72,6 +75,11 @@ def _removed_sections(elf: ElfFile, remove: Set[str], where: str) -> set[int]:
 
 def _rel_target(sec: Section) -> int | None:
     return sec.sh_info if sec.sh_type in (C.SHT_REL, C.SHT_RELA) else None
+
+
+def _bad_target(rsec: Section, where: str) -> FormatError:
+    return FormatError(f"{rsec.name!r} applies to section {rsec.sh_info}, which does not exist",
+                       fmt="amdgpu", where=where, value=rsec.sh_info)
 
 
 def prune_object(data: bytes, remove: Set[str], *, where: str = "object") -> bytes:
@@ -100,6 +108,8 @@ def prune_object(data: bytes, remove: Set[str], *, where: str = "object") -> byt
     for idx, relocs in elf.relocation_tables.items():
         rsec = elf.sections[idx]
         target = _rel_target(rsec)
+        if target is not None and not 0 < target < len(elf.sections):
+            raise _bad_target(rsec, where)
         if target in gone or target in skip:
             skip.add(idx)
             continue
@@ -142,8 +152,7 @@ def prune_object(data: bytes, remove: Set[str], *, where: str = "object") -> byt
         if idx in skip or rsec.sh_link != symtab.section.index:
             continue
         if not 0 < rsec.sh_info < len(elf.sections):
-            raise FormatError(f"{rsec.name!r} applies to section {rsec.sh_info}, which does not exist",
-                              fmt="amdgpu", where=where, value=rsec.sh_info)
+            raise _bad_target(rsec, where)
         rows: list[RelocSpec] = []
         for r in relocs:
             if r.r_sym and r.r_sym not in new_index:

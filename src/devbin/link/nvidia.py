@@ -210,6 +210,10 @@ def _close_sections(plan: _Plan) -> None:
             if s.index not in plan.sections and _info_is_index(s) and s.sh_info in plan.sections:
                 plan.sections.add(s.index)
                 changed = True
+    if plan.elf.header.e_shstrndx in plan.sections:
+        name = secs[plan.elf.header.e_shstrndx].name
+        raise FormatError(f"cannot remove section {name!r}: it is the section-name table (e_shstrndx) but is "
+                          "tied to a removed section", fmt=_FMT, where=plan.elf.where, value=plan.elf.header.e_shstrndx)
     for s in secs[1:]:
         if s.index not in plan.sections and s.sh_link in plan.sections:
             raise UsageError(f"cannot remove section {secs[s.sh_link].name!r}: {s.name!r} links to it",

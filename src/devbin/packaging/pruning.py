@@ -95,7 +95,7 @@ from devbin.detect import (
     WRAPPED,
     detect,
 )
-from devbin.errors import DeviceBinaryError, FormatError, OutputError, UsageError
+from devbin.errors import DeviceBinaryError, FormatError, OutputError, UsageError, short
 from devbin.formats import bundle as _bundle
 from devbin.formats import offload as _offload
 from devbin.formats.ar import ArchiveFile
@@ -305,7 +305,7 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
         raise UsageError(f"{where}: no device image found; nothing to prune")
     if device and not any(ctx.kept[i.address] for i in device):
         raise UsageError(f"{where}: the selection {','.join(sel.names)} leaves no device image "
-                         f"(architectures present: {', '.join(sorted({i.arch for i in device}))})")
+                         f"(architectures present: {', '.join(sorted({short(i.arch) for i in device}))})")
     if sel.keep is not None:
         for name in sel.keep:
             if not any(arch_matches(name, i.arch) for i in device):

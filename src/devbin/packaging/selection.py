@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from devbin.binary import ByteView
-from devbin.errors import DeviceBinaryError, UsageError
+from devbin.errors import DeviceBinaryError, UsageError, short
 from devbin.formats import bundle as _bundle
 from devbin.formats.elf.reader import ElfFile
 from devbin.images.address import Address, Section
@@ -216,7 +216,7 @@ class Selection:
             return NoImageError(f"no {vendor} image for {self.device.name}; it holds {held}", where=self.source)
         bad = [m for m in rel if m.chosen is None]
         more = f" (and {len(bad) - 1} more modules)" if len(bad) > 1 else ""
-        return NoImageError(f"no image compatible with {self.device.name} in {bad[0].name}; it holds "
+        return NoImageError(f"no image compatible with {self.device.name} in {short(bad[0].name)}; it holds "
                             f"{_holdings(bad[0].candidates)}{more}", where=self.source)
 
     def explain(self) -> list[str]:
@@ -243,7 +243,7 @@ class Selection:
 def _holdings(cands: Iterable[Candidate]) -> str:
     seen: list[str] = []
     for c in cands:
-        label = c.arch if c.arch and c.kind in (CUBIN, PTX, AMDGPU) else f"{c.kind} {c.arch}".strip()
+        label = short(c.arch if c.arch and c.kind in (CUBIN, PTX, AMDGPU) else f"{c.kind} {c.arch}".strip())
         if label not in seen:
             seen.append(label)
     return ", ".join(seen) if seen else "no device images"
@@ -393,7 +393,7 @@ def module_of(image: Image) -> str:
 def _amd_elf_facts(f: Image) -> tuple[int, int, int] | None:
     """(EI_OSABI, EI_ABIVERSION, e_flags) of an AMDGPU code object, or None when unreadable."""
     try:
-        view = f.data()
+        view = f.head(64)  # the ELF header: a compressed bundle's entry is not decoded whole for it
     except DeviceBinaryError:
         return None
     v = ByteView(view, fmt="elf")

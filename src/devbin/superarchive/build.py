@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devbin.binary import Buffer, ByteView
-from devbin.errors import DeviceBinaryError, UsageError
+from devbin.errors import DeviceBinaryError, UsageError, quote
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.ar.writer import ArMember, elf_global_symbols
 from devbin.superarchive.chains import check_chains
@@ -55,6 +55,7 @@ __all__ = [
     "InputMember",
     "SuperPlan",
     "TargetInput",
+    "check_target_name",
     "member_from_object",
     "members_from_archive",
     "plan_superarchive",
@@ -98,7 +99,7 @@ def _symbols_of(name: str, data: bytes) -> tuple[str, ...]:
     try:
         return elf_global_symbols(data)
     except DeviceBinaryError as e:
-        raise UsageError(f"cannot read the symbols of {name!r}: {e}", fmt=FMT) from e
+        raise UsageError(f"cannot read the symbols of {quote(name)}: {e}", fmt=FMT) from e
 
 
 def member_from_object(name: str, data: Buffer) -> InputMember:
@@ -128,6 +129,29 @@ def members_from_archive(data: Buffer | ByteView, *, where: str = "") -> tuple[I
 
 def _clean(text: str) -> str:
     return "".join(ch if ch in _SAFE else "_" for ch in text)
+
+
+#: The longest target name accepted (a target names files: `ar view -o DIR` writes one archive per level).
+MAX_TARGET_NAME = 200
+
+
+def check_target_name(name: object) -> None:
+    """Refuse a target name that is not a plain word: empty, longer than :data:`MAX_TARGET_NAME`,
+    holding ``/`` or ``\\``, ``..``, NUL, a newline or any other control character (UsageError).
+
+    Target names are free strings (``gfx90a:xnack+``, ``sm_90a``, ``generic``), but tools put
+    them in file names and messages, so what would escape a folder or break a line is refused.
+    """
+    if not isinstance(name, str) or not name:
+        raise UsageError("a target name is empty", fmt=FMT)
+    bad = next((c for c in name if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0), None)
+    why = ("is longer than " + str(MAX_TARGET_NAME) + " characters" if len(name) > MAX_TARGET_NAME
+           else f"holds the control character {bad!r}" if bad is not None
+           else "holds '/' or '\\'" if "/" in name or "\\" in name
+           else "holds '..'" if ".." in name else "")
+    if why:
+        raise UsageError(f"target name {quote(name)} {why}; a target name is one plain word (gfx90a:xnack+, "
+                         "sm_90a)", fmt=FMT)
 
 
 def _plain_name(name: str) -> str:
@@ -212,8 +236,9 @@ def plan_superarchive(
         raise UsageError(f"unknown storage {storage!r} (plain or packed)", fmt=FMT)
     seen: set[str] = set()
     for t in targets:
-        if not isinstance(t.name, str) or not t.name or t.name in seen:
-            raise UsageError(f"target name {t.name!r} is empty or given twice", fmt=FMT)
+        check_target_name(t.name)
+        if t.name in seen:
+            raise UsageError(f"target name {quote(t.name)} is given twice", fmt=FMT)
         seen.add(t.name)
     check_chains([(t.name, t.chain) for t in targets])
     index_target = _index_name(targets, index, storage)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from devbin.errors import DeviceBinaryError, UsageError
+from devbin.errors import DeviceBinaryError, UsageError, quote
 from devbin.targets.amdgpu.mach import FEATURES
 from devbin.targets.amdgpu.matching import match
 from devbin.targets.amdgpu.targetid import parse_target_id
@@ -113,7 +113,8 @@ def effective_chain(target: str, declared: Sequence[str], targets: Sequence[str]
     out: list[str] = [target]
     for entry in declared:
         if entry not in known:
-            raise UsageError(f"the chain of {target!r} names {entry!r}, which is not a target of this super-archive "
+            raise UsageError(f"the chain of {quote(target)} names {quote(entry)}, which is not a target of this "
+                             "super-archive "
                              f"(targets: {', '.join(targets) or 'none'})", fmt="superarchive")
         if entry not in out:
             out.append(entry)

@@ -50,7 +50,7 @@ import msgpack  # type: ignore[import-untyped]
 import zstandard
 
 from devbin.binary import Buffer, ByteView
-from devbin.errors import FormatError, NotThisFormat, UnsupportedVersion, UsageError
+from devbin.errors import FormatError, NotThisFormat, UnsupportedVersion, UsageError, quote
 from devbin.formats.zstdcap import decompress_capped
 
 __all__ = [
@@ -149,7 +149,7 @@ class Manifest:
             if t.name == name:
                 return t
         known = ", ".join(t.name for t in self.targets) or "none"
-        raise UsageError(f"no target {name!r} in this super-archive (targets: {known})", fmt=FMT)
+        raise UsageError(f"no target {quote(name)} in this super-archive (targets: {known})", fmt=FMT)
 
 
 # --------------------------------------------------------------------------- encoding

@@ -432,9 +432,9 @@ class PackedReader:
         self._max = max_size
         self._tables: dict[int, _Table] = {}
         self._params: dict[int, _Params] = {}
-        self._frames: dict[tuple[int, int], bytes] = {}
+        self._frames: dict[tuple[int, int], bytes | bytearray] = {}
         self._cached = 0
-        self._contents: dict[int, bytes] = {}
+        self._contents: dict[int, bytes | bytearray] = {}
         self._cached_contents = 0
 
     # -- manifest parameters --------------------------------------------------------------
@@ -533,13 +533,14 @@ class PackedReader:
         return t, t.frames[frame]
 
     # -- frames ------------------------------------------------------------------------------------
-    def frame(self, ordinal: int, frame: int, depth: int = 0) -> bytes:
+    def frame(self, ordinal: int, frame: int, depth: int = 0) -> bytes | bytearray:
         """The decoded bytes of one frame (following its bases, at most :data:`MAX_DEPTH` deep)."""
         key = (ordinal, frame)
         if key in self._frames:
             return self._frames[key]
         t, (kind, offset, stored, size, bases) = self._frame_entry(ordinal, frame, f"frame {key}")
         payload = t.view.bytes_at(offset, stored, f"frame [{frame}]")
+        out: bytes | bytearray
         if kind == RAW:
             out = bytes(payload)
         else:
@@ -547,7 +548,7 @@ class PackedReader:
             if kind == DELTA:
                 if depth >= MAX_DEPTH:
                     raise t.view.error(f"frame [{frame}]: delta chain deeper than {MAX_DEPTH}", offset, depth)
-                parts: list[bytes] = []
+                parts: list[bytes | bytearray] = []
                 total = 0
                 for o, f in bases:
                     _, entry = self._frame_entry(o, f, f"frame [{frame}] base")
@@ -561,7 +562,7 @@ class PackedReader:
             if len(data) != size:
                 got = str(len(data)) if len(data) <= size else f"more than {size}"
                 raise t.view.error(f"frame [{frame}] decodes to {got} bytes, the table says {size}", offset, size)
-            out = bytes(data)
+            out = data  # the one budget-charged buffer decoded into (devbin.binary.budget), not a copy
         if self._cached + len(out) > _CACHE_BYTES:
             self._frames.clear()
             self._cached = 0
@@ -578,7 +579,7 @@ class PackedReader:
                              f"{LAYOUT_SECTIONS} and {LAYOUT_MEMBERS})", 0, version)
         return version
 
-    def content(self, ordinal: int) -> bytes:
+    def content(self, ordinal: int) -> bytes | bytearray:
         """The decoded content of packed member ``ordinal``, checked against its size and SHA-256.
 
         Layout 2: decodes the member's bases first (each at most once, cached), never more than
@@ -636,7 +637,7 @@ class PackedReader:
                              cur.pos, len(view) - cur.pos)
         return kind, tuple(bases), cur.pos, view
 
-    def _content2(self, ordinal: int, active: tuple[int, ...]) -> bytes:
+    def _content2(self, ordinal: int, active: tuple[int, ...]) -> bytes | bytearray:
         if ordinal in self._contents:
             return self._contents[ordinal]
         if ordinal in active:
@@ -663,20 +664,20 @@ class PackedReader:
                     got = str(len(data)) if len(data) <= p.content_size else f"more than {p.content_size}"
                     raise view.error(f"member decodes to {got} bytes, content_size says {p.content_size}",
                                      offset, p.content_size)
-                out = bytes(data)
+                out = data  # the one budget-charged buffer decoded into (devbin.binary.budget), not a copy
             if hashlib.sha256(out).digest() != p.sha256:
                 raise self._fail(ordinal, "decoded content does not match content_sha256")
         self._keep(ordinal, out)
         return out
 
-    def _keep(self, ordinal: int, out: bytes) -> None:
+    def _keep(self, ordinal: int, out: bytes | bytearray) -> None:
         if self._cached_contents + len(out) > _CACHE_BYTES:
             self._contents.clear()
             self._cached_contents = 0
         self._contents[ordinal] = out
         self._cached_contents += len(out)
 
-    def _content1(self, ordinal: int) -> bytes:
+    def _content1(self, ordinal: int) -> bytes | bytearray:
         p = self.params(ordinal)
         t = self.table(ordinal)
         total = 0

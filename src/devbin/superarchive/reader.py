@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from devbin.binary import Buffer, ByteView
-from devbin.errors import FormatError, NotThisFormat, UnsupportedVersion, UsageError
+from devbin.errors import FormatError, NotThisFormat, UnsupportedVersion, UsageError, quote
 from devbin.formats.ar import ArchiveFile, Member
 from devbin.superarchive.build import InputMember, TargetInput
 from devbin.superarchive.chains import effective_chain
@@ -114,7 +114,8 @@ class SuperArchive:
         for r in self._records:
             m = self.files[r.ordinal]
             if m.name != r.name:
-                raise self._stale(f"member [{r.ordinal}] is named {m.name!r}, the manifest expects {r.name!r}", m)
+                raise self._stale(f"member [{r.ordinal}] is named {quote(m.name)}, the manifest expects "
+                                  f"{quote(r.name)}", m)
             if m.size != r.size:
                 raise self._stale(f"member [{r.ordinal}] has {m.size} bytes, the manifest expects {r.size}", m)
 
@@ -221,8 +222,8 @@ class SuperArchive:
         if kind == PACKED:
             if self._packed is None:
                 self._packed = PackedReader(self._records, self._stored_view)
-            return memoryview(self._packed.content(ordinal))
-        raise UnsupportedVersion(f"member [{ordinal}] {record.name!r}: storage kind {kind!r} is not supported "
+            return memoryview(self._packed.content(ordinal)).toreadonly()  # the reader's cache stays whole
+        raise UnsupportedVersion(f"member [{ordinal}] {quote(record.name)}: storage kind {kind!r} is not supported "
                                  "by this devbin", fmt=FMT, where=self.archive.member_where(self.files[ordinal]))
 
     def _stored_view(self, ordinal: int) -> ByteView:

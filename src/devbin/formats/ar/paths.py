@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from devbin.errors import UsageError
+from devbin.errors import UsageError, quote
 
 __all__ = ["safe_member_path"]
 
 
 def _refuse(name: str, folder: Path, why: str) -> UsageError:
-    return UsageError(f"refusing to extract member {name!r}: {why}; it would not stay inside {str(folder)!r}",
+    return UsageError(f"refusing to extract member {quote(name)}: {why}; it would not stay inside {str(folder)!r}",
                       fmt="ar")
 
 

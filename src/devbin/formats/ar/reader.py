@@ -42,7 +42,7 @@ from functools import cached_property
 from pathlib import Path
 
 from devbin.binary import Buffer, ByteView
-from devbin.errors import DeviceBinaryError, NotThisFormat, TruncatedError, UsageError
+from devbin.errors import DeviceBinaryError, NotThisFormat, TruncatedError, UsageError, quote
 from devbin.formats.ar import constants as C
 
 Diag = Callable[[DeviceBinaryError], None]
@@ -226,7 +226,7 @@ class ArchiveFile:
             except (OSError, RuntimeError, ValueError):
                 inside = False
             if not inside:
-                raise UsageError(f"thin member {member.name!r} lies outside the archive's folder {str(folder)!r}",
+                raise UsageError(f"thin member {quote(member.name)} lies outside the archive's folder {str(folder)!r}",
                                  fmt="ar", where=self.member_where(member))
         return target
 

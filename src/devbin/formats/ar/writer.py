@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from devbin.binary import ByteView, Emitter
-from devbin.errors import DeviceBinaryError, UsageError
+from devbin.errors import DeviceBinaryError, UsageError, quote
 from devbin.formats.ar import constants as C
 
 __all__ = ["FLAVOURS", "ArMember", "ArchivePlan", "Flavour", "elf_global_symbols", "plan_archive", "write_archive"]
@@ -147,7 +147,7 @@ def _header(name: str, size: int, mode: str, *, blank: bool = False, mtime: int 
     fields = [(name, 16), ("" if blank else str(mtime), 12), (stamp, 6), (stamp, 6), (mode, 8), (str(size), 10)]
     out = b"".join(text.encode("utf-8").ljust(width, b" ") for text, width in fields) + C.FMAG
     if len(out) != C.HEADER_SIZE:
-        raise UsageError(f"ar: header field too long for member {name!r}")
+        raise UsageError(f"ar: header field too long for member {quote(name)}")
     return out
 
 
@@ -180,9 +180,10 @@ def _validate(members: Sequence[ArMember]) -> None:
     """Refuse names a reader could not give back: with '/', newline or NUL, or read as a special member."""
     for m in members:
         if not m.name or "/" in m.name or "\n" in m.name or "\0" in m.name:
-            raise UsageError(f"ar: member name {m.name!r} is empty or holds '/', a newline or NUL")
+            raise UsageError(f"ar: member name {quote(m.name)} is empty or holds '/', a newline or NUL")
         if m.name in _RESERVED:
-            raise UsageError(f"ar: member name {m.name!r} is reserved (readers take it for a symbol or name table)")
+            raise UsageError(f"ar: member name {quote(m.name)} is reserved (readers take it for a symbol or name "
+                             "table)")
 
 
 def _collect_symbols(members: Sequence[ArMember]) -> tuple[list[tuple[str, int]], bool]:
@@ -193,7 +194,7 @@ def _collect_symbols(members: Sequence[ArMember]) -> tuple[list[tuple[str, int]]
         try:
             syms = m.symbols if m.symbols is not None else elf_global_symbols(m.data)
         except DeviceBinaryError as e:
-            raise UsageError(f"ar: cannot read the symbols of member {m.name!r}: {e}") from e
+            raise UsageError(f"ar: cannot read the symbols of member {quote(m.name)}: {e}") from e
         has_object = has_object or bool(syms) or m.data[:4] == b"\x7fELF"
         symbols.extend((s, i) for s in syms)
     return symbols, has_object
@@ -310,7 +311,7 @@ def write_archive(members: Sequence[ArMember], *, flavour: Flavour = "gnu",
         em.write(_header(C.GNU_STRTAB, len(plan.longnames), "", blank=True))
         em.write(plan.longnames)
     for i, (m, name, off) in enumerate(zip(members, plan.names, plan.header_offsets, strict=True)):
-        em.at(off, f"member {m.name!r}")
+        em.at(off, f"member {quote(m.name)}")
         prefix, tail = plan.prefixes[i], plan.tail_pads[i]
         stored = len(prefix) + len(m.data) + tail
         em.write(_header(name, stored, "644", mtime=plan.mtimes[i]))

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from typing import Any
 
 import zstandard
 
+from devbin.binary import budget
 from devbin.errors import FormatError, UsageError
 from devbin.formats.bundle import constants as C
-from devbin.formats.zstdcap import decompress_capped
+from devbin.formats.zstdcap import decompressor
 
-__all__ = ["compress", "decompress", "truncated_md5"]
+__all__ = ["PayloadStream", "compress", "decompress", "truncated_md5"]
 
 _FMT = "bundle"
 
@@ -40,11 +42,105 @@ def truncated_md5(data: bytes | bytearray | memoryview) -> int:
     return int.from_bytes(hashlib.md5(data).digest()[:8], "little")
 
 
+class PayloadStream:
+    """A CCOB payload decoded front to back: :meth:`readinto` fills a buffer with the next bytes.
+
+    Output is produced only as asked for (zstd through a streaming reader, zlib with
+    ``max_length``), so reading a prefix or skipping to an entry never holds more than the
+    buffer given; :meth:`skip` decodes into a small scratch buffer and drops it.  ``pos`` is the
+    number of bytes produced so far.  Library errors become :class:`FormatError`.
+    """
+
+    _SCRATCH = 1 << 20
+
+    def __init__(self, method: int, data: bytes | memoryview, uncompressed_size: int, max_size: int, *,
+                 where: str = "", offset: int | None = None) -> None:
+        self.method = method
+        self.where = where
+        self.offset = offset
+        self.pos = 0
+        self._data = data
+        self._zlib: Any = None
+        self._zstd: Any = None
+        try:
+            if method == C.METHOD_ZSTD:
+                self._zstd = decompressor(uncompressed_size, max_size).stream_reader(data, read_across_frames=True)
+            elif method == C.METHOD_ZLIB:
+                self._zlib = zlib.decompressobj()
+                self._tail: bytes | memoryview = data
+                self._pending = b""
+            else:
+                raise self.error("unknown compression method", method)
+        except FormatError:
+            raise
+        except Exception as e:  # zstandard.ZstdError, ValueError: library boundary
+            raise self.error(f"corrupt {C.METHOD_NAMES.get(method, 'compressed')} data: {e}") from None
+
+    def error(self, message: str, value: object = None) -> FormatError:
+        return FormatError(message, fmt=_FMT, where=self.where, offset=self.offset, value=value)
+
+    def readinto(self, out: memoryview) -> int:
+        """Fill ``out`` with the next decoded bytes; fewer only at the end of the stream."""
+        n = 0
+        try:
+            while n < len(out):
+                got = self._zstd.readinto(out[n:]) if self._zstd is not None else self._zlib_into(out[n:])
+                if not got:
+                    break
+                n += got
+        except FormatError:
+            raise
+        except zlib.error as e:
+            raise self.error(f"corrupt zlib data: {e}") from None
+        except MemoryError:
+            raise self.error(f"{C.METHOD_NAMES[self.method]} data too large to decompress") from None
+        except Exception as e:  # zstandard.ZstdError, ValueError: library boundary
+            raise self.error(f"corrupt {C.METHOD_NAMES[self.method]} data: {e}") from None
+        self.pos += n
+        return n
+
+    def _zlib_into(self, out: memoryview) -> int:
+        while not self._pending:
+            if self._zlib.eof:
+                return 0
+            before = len(self._tail)
+            self._pending = self._zlib.decompress(self._tail, min(len(out), self._SCRATCH))
+            self._tail = self._zlib.unconsumed_tail
+            if not self._pending and not self._zlib.eof and (not self._tail or len(self._tail) == before):
+                raise self.error("zlib stream is truncated")
+        k = min(len(out), len(self._pending))
+        out[:k] = self._pending[:k]
+        self._pending = self._pending[k:]
+        return k
+
+    def skip(self, count: int) -> int:
+        """Decode and drop ``count`` bytes (fewer at the end); feeds ``sink`` when given."""
+        return self.feed(count, None)
+
+    def feed(self, count: int, sink: Any) -> int:
+        """Decode ``count`` bytes through a scratch buffer, passing each piece to ``sink.update``."""
+        scratch = bytearray(min(count, self._SCRATCH) or 1)
+        done = 0
+        with memoryview(scratch) as mv:
+            while done < count:
+                got = self.readinto(mv[:min(len(mv), count - done)])
+                if not got:
+                    break
+                if sink is not None:
+                    sink.update(mv[:got])
+                done += got
+        return done
+
+
 def decompress(
     method: int, data: bytes | memoryview, uncompressed_size: int, *, max_size: int = C.DEFAULT_MAX,
     where: str = "", offset: int | None = None,
-) -> bytes:
-    """Decompress a CCOB payload into exactly ``uncompressed_size`` bytes."""
+) -> bytearray:
+    """Decompress a CCOB payload into exactly ``uncompressed_size`` bytes.
+
+    The result is the one buffer decoded into, taken from the command's memory budget
+    (:mod:`devbin.binary.budget`) and charged while it is alive.
+    """
 
     def err(message: str, value: object = None) -> FormatError:
         return FormatError(message, fmt=_FMT, where=where, offset=offset, value=value)
@@ -52,26 +148,21 @@ def decompress(
     if uncompressed_size > max_size:
         raise err(f"uncompressed size exceeds the limit of {max_size:#x} bytes (decompression bomb?)",
                   uncompressed_size)
-    out = bytearray()
-    if method == C.METHOD_ZSTD:
-        out += decompress_capped(data, uncompressed_size, max_size, fmt=_FMT, where=where, offset=offset)
-    elif method == C.METHOD_ZLIB:
-        try:
-            d = zlib.decompressobj()
-            out += d.decompress(bytes(data), uncompressed_size + 1)
-            if len(out) <= uncompressed_size and not d.eof:
-                raise err("zlib stream is truncated")
-        except zlib.error as e:
-            raise err(f"corrupt zlib data: {e}") from None
-        except MemoryError:
-            raise err("zlib data too large to decompress") from None
-    else:
+    if method not in C.METHOD_NAMES:
         raise err("unknown compression method", method)
-    if len(out) != uncompressed_size:
-        more = "more than" if len(out) > uncompressed_size else f"{len(out):#x} bytes, not"
-        raise err(f"{C.METHOD_NAMES[method]} data decompresses to {more} the recorded uncompressed size",
+    stream = PayloadStream(method, data, uncompressed_size, max_size, where=where, offset=offset)
+    out = budget.current().allocate(uncompressed_size, what="compressed bundle", fmt=_FMT, where=where,
+                                    offset=offset)
+    with memoryview(out) as mv:
+        n = stream.readinto(mv)
+    extra = bytearray(1)
+    if n == uncompressed_size and stream.readinto(memoryview(extra)):
+        raise err(f"{C.METHOD_NAMES[method]} data decompresses to more than the recorded uncompressed size",
                   uncompressed_size)
-    return bytes(out)
+    if n != uncompressed_size:
+        raise err(f"{C.METHOD_NAMES[method]} data decompresses to {n:#x} bytes, not the recorded uncompressed "
+                  "size", uncompressed_size)
+    return out
 
 
 def compress(method: str, data: bytes, level: int | None = None) -> bytes:

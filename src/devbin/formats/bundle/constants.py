@@ -46,3 +46,6 @@ DEFAULT_HOST_ID: Final = "host-x86_64-unknown-linux-gnu-"
 
 #: Cap on the decompressed size of a CCOB bundle (decompression-bomb guard).
 DEFAULT_MAX: Final = 1 << 30
+#: A lazily opened CCOB bundle up to this size once decompressed has its length and hash checked
+#: at open (a streaming pass that holds nothing); a larger one when an image is first read.
+VERIFY_AT_OPEN: Final = 64 << 20

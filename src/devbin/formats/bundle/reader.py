@@ -41,14 +41,15 @@ judging the target ID (AMDGPU rules live elsewhere).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from devbin.binary import ByteView, align_up, format_view, join_where
-from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion
+from devbin.binary import ByteView, align_up, budget, format_view, join_where
+from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion, quote
 from devbin.formats.bundle import constants as C
-from devbin.formats.bundle.compress import decompress, truncated_md5
+from devbin.formats.bundle.compress import PayloadStream, decompress, truncated_md5
 
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import ElfFile
@@ -58,10 +59,12 @@ __all__ = [
     "BundleEntry",
     "BundleId",
     "CompressedHeader",
+    "CompressedPayload",
     "TextBundlePart",
     "bundles_in_elf",
     "hip_fatbin_bundles",
     "iter_hip_fatbin",
+    "open_compressed_bundle",
     "parse_any_bundle",
     "parse_bundle",
     "parse_bundle_id",
@@ -76,6 +79,8 @@ _FMT = "bundle"
 _PROCESSOR_PREFIXES = ("gfx", "sm_")
 
 ViewLike = ByteView | bytes | bytearray | memoryview
+#: Decompressed bytes read first to find a lazily opened bundle's entry table (grown 8x while it is cut).
+_TABLE_PREFIX = 1 << 14
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,22 +123,53 @@ def parse_bundle_id(raw: str) -> BundleId:
 
 @dataclass(frozen=True)
 class BundleEntry:
-    """One entry: its ID, where its image lies in the (uncompressed) bundle, and the image."""
+    """One entry: its ID, where its image lies in the (uncompressed) bundle, and the image.
+
+    ``source`` is the bundle's bytes, or for a compressed bundle opened lazily
+    (:func:`open_compressed_bundle`) the payload decoded on demand: :attr:`view` and
+    :attr:`data` then decode the entry anew at each use, into a buffer charged to the memory
+    budget while it is alive, and :meth:`head` decodes only its first bytes.
+    """
 
     index: int
     id: str
     offset: int
     size: int
-    view: ByteView = field(repr=False, compare=False)
+    source: ByteView | CompressedPayload = field(repr=False, compare=False)
 
     @property
     def bundle_id(self) -> BundleId:
         return parse_bundle_id(self.id)
 
     @property
+    def lazy(self) -> bool:
+        """Whether the image is decoded on each use (an entry of a lazily opened compressed bundle)."""
+        return isinstance(self.source, CompressedPayload)
+
+    def _where(self, where: str) -> str:
+        return join_where(where, f"entry {self.index} {quote(self.id)}")
+
+    @property
+    def view(self) -> ByteView:
+        """The image as a view: a window on the bundle; decoded now for a lazy entry."""
+        s = self.source
+        if isinstance(s, ByteView):
+            return s
+        return s.read(self.offset, self.size, where=self._where(s.where))
+
+    @property
     def data(self) -> memoryview:
-        """The image bytes (a window on the bundle, not a copy)."""
-        return self.view.bytes_at(0, len(self.view))
+        """The image bytes (a window on the bundle, not a copy; decoded now for a lazy entry)."""
+        v = self.view
+        return v.bytes_at(0, len(v))
+
+    def head(self, n: int) -> memoryview:
+        """The first ``min(n, size)`` bytes of the image (for a lazy entry, only those are kept)."""
+        s = self.source
+        if isinstance(s, ByteView):
+            return s.bytes_at(0, min(n, len(s)))
+        v = s.read(self.offset, min(n, self.size), where=self._where(s.where), verify=False)
+        return v.bytes_at(0, len(v))
 
 
 @dataclass(frozen=True)
@@ -196,19 +232,16 @@ def _decode_id(raw: memoryview) -> str:
     return bytes(raw).decode("utf-8", "backslashreplace")
 
 
-def parse_bundle(view: ViewLike, *, where: str = "") -> Bundle:
-    """Parse the binary bundle at offset 0 of ``view`` (bytes after it are ignored).
-
-    Raises :class:`NotThisFormat` for a wrong magic, :class:`TruncatedError` when
-    the table or an image runs past the buffer, :class:`FormatError` otherwise.
-    """
-    v = format_view(view, _FMT, where)
+def _read_table(v: ByteView, total: int) -> tuple[list[tuple[int, int, int, str]], int]:
+    """The entry table at offset 0 of ``v`` (which may be a prefix of a bundle of ``total`` bytes):
+    ``(table offset, image offset, size, id)`` per entry, and where the table ends.  Each image
+    is checked to lie within ``total`` bytes."""
     if not v.startswith(C.BUNDLE_MAGIC):
         raise v.error("not a clang offload bundle (bad magic)", 0, cls=NotThisFormat)
     count = v.u64(len(C.BUNDLE_MAGIC))
     # Each entry needs at least its 24 fixed bytes: a lying count fails here, before any list.
-    if count * C.ENTRY_FIXED_SIZE > len(v) - C.HEADER_SIZE:
-        raise v.error(f"{count} entries cannot fit in the {len(v) - C.HEADER_SIZE} bytes left", 24, count)
+    if count * C.ENTRY_FIXED_SIZE > total - C.HEADER_SIZE:
+        raise v.error(f"{count} entries cannot fit in the {total - C.HEADER_SIZE} bytes left", 24, count)
     cur = v.cursor(C.HEADER_SIZE)
     raw: list[tuple[int, int, int, str]] = []
     for i in range(count):
@@ -216,13 +249,24 @@ def parse_bundle(view: ViewLike, *, where: str = "") -> Bundle:
         offset, size, id_len = cur.u64(), cur.u64(), cur.u64()
         ident = _decode_id(cur.bytes(id_len, f"entry {i} id"))
         raw.append((at, offset, size, ident))
-    end = cur.pos
-    entries = []
     for i, (at, offset, size, ident) in enumerate(raw):
-        loc = join_where(v.where, f"entry {i} {ident!r}")
-        if offset > len(v) or size > len(v) - offset:
-            raise v.error(f"entry {i} {ident!r}: image at {offset:#x} + size {size:#x} runs past the end "
-                          f"({v.base + len(v):#x})", at, offset, cls=TruncatedError)
+        if offset > total or size > total - offset:
+            raise v.error(f"entry {i} {quote(ident)}: image at {offset:#x} + size {size:#x} runs past the end "
+                          f"({v.base + total:#x})", at, offset, cls=TruncatedError)
+    return raw, cur.pos
+
+
+def parse_bundle(view: ViewLike, *, where: str = "") -> Bundle:
+    """Parse the binary bundle at offset 0 of ``view`` (bytes after it are ignored).
+
+    Raises :class:`NotThisFormat` for a wrong magic, :class:`TruncatedError` when
+    the table or an image runs past the buffer, :class:`FormatError` otherwise.
+    """
+    v = format_view(view, _FMT, where)
+    raw, end = _read_table(v, len(v))
+    entries = []
+    for i, (_, offset, size, ident) in enumerate(raw):
+        loc = join_where(v.where, f"entry {i} {quote(ident)}")
         entries.append(BundleEntry(i, ident, offset, size, v.sub(offset, size, where=loc)))
         end = max(end, offset + size)
     return Bundle(entries=tuple(entries), size=end, raw=v)
@@ -279,17 +323,128 @@ def parse_compressed_bundle(
     return Bundle(entries=b.entries, size=end, compressed=h, raw=inner)
 
 
-def parse_any_bundle(view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX) -> Bundle:
-    """A binary or compressed bundle, by magic; anything else is :class:`NotThisFormat`."""
+class CompressedPayload:
+    """The payload of a CCOB bundle, decoded only as far as a reader asks (:func:`open_compressed_bundle`).
+
+    :meth:`read` decodes one range into a buffer taken from the memory budget
+    (:mod:`devbin.binary.budget`), skipping what comes before it through a small scratch
+    buffer.  The first range read with ``verify`` decodes the whole stream once (still
+    holding only the range): its length and truncated-MD5 hash are checked before any image
+    byte is given out, as :func:`parse_compressed_bundle` checks them.
+    """
+
+    def __init__(self, header: CompressedHeader, payload: memoryview, max_size: int, *, where: str,
+                 offset: int, check_hash: bool = True) -> None:
+        self.header = header
+        self.where = where
+        self._payload = payload
+        self._max = max_size
+        self._offset = offset
+        self._verified = not check_hash
+
+    def _stream(self) -> PayloadStream:
+        return PayloadStream(self.header.method, self._payload, self.header.uncompressed_size, self._max,
+                             where=self.where, offset=self._offset)
+
+    def read(self, start: int, size: int, *, where: str = "", verify: bool = True, exact: bool = True) -> ByteView:
+        """Bytes ``[start, start + size)`` of the decompressed bundle, as a view of a new buffer
+        (``exact=False``: fewer when the stream ends sooner than recorded)."""
+        h = self.header
+        if start < 0 or size < 0 or start + size > h.uncompressed_size:
+            raise FormatError(f"range {start:#x} + {size:#x} lies outside the decompressed bundle",
+                              fmt=_FMT, where=where or self.where, value=h.uncompressed_size)
+        out = budget.current().allocate(size, what="bundle entry", fmt=_FMT, where=where or self.where,
+                                        offset=self._offset)
+        stream = self._stream()
+        check = verify and not self._verified
+        md5 = hashlib.md5() if check else None
+        got = stream.feed(start, md5)
+        with memoryview(out) as mv:
+            got += stream.readinto(mv)
+        if md5 is not None:
+            md5.update(out)
+            self._finish(stream, got, md5)
+        elif got != start + size and not exact:
+            del out[max(0, got - start):]
+        elif got != start + size:
+            raise FormatError(f"{h.method_name} data decompresses to {got:#x} bytes, not the recorded "
+                              "uncompressed size", fmt=_FMT, where=self.where, offset=self._offset,
+                              value=h.uncompressed_size)
+        return ByteView(out, fmt=_FMT, where=where or self.where)
+
+    def verify(self) -> None:
+        """Decode the whole stream once, holding nothing, and check its length and hash."""
+        if not self._verified:
+            md5 = hashlib.md5()
+            stream = self._stream()
+            self._finish(stream, stream.feed(self.header.uncompressed_size, md5), md5)
+
+    def _finish(self, stream: PayloadStream, got: int, md5: hashlib._Hash) -> None:
+        """Decode the rest of ``stream`` (``got`` bytes read so far) into ``md5``; check length and hash."""
+        h = self.header
+        got += stream.feed(h.uncompressed_size - got, md5)
+        extra = stream.readinto(memoryview(bytearray(1)))
+        if got != h.uncompressed_size or extra:
+            more = "more than" if extra else f"{got:#x} bytes, not"
+            raise FormatError(f"{h.method_name} data decompresses to {more} the recorded uncompressed size",
+                              fmt=_FMT, where=self.where, offset=self._offset, value=h.uncompressed_size)
+        digest = int.from_bytes(md5.digest()[:8], "little")
+        if digest != h.hash:
+            raise FormatError(f"hash mismatch: the decompressed bundle hashes to {digest:#018x}", fmt=_FMT,
+                              where=self.where, value=h.hash)
+        self._verified = True
+
+
+def open_compressed_bundle(
+    view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX, check_hash: bool = True,
+    verify_limit: int = C.VERIFY_AT_OPEN,
+) -> Bundle:
+    """A CCOB bundle read lazily: only the prefix holding the entry table is kept.
+
+    The entries' images are decoded when asked for (:attr:`BundleEntry.view`, ``data``,
+    ``head``).  The stream's length and hash are checked at open when it decompresses to at
+    most ``verify_limit`` bytes (one pass through a scratch buffer: nothing is held), else
+    the first time an image is asked for.  ``Bundle.raw`` is None.  Listing a bundle that
+    claims gigabytes therefore costs its table, not its size.
+    """
+    v = format_view(view, _FMT, where)
+    h = parse_compressed_header(v)
+    end = len(v) if h.total_size is None else h.total_size
+    if h.uncompressed_size > max_size:
+        raise v.error(f"uncompressed size exceeds the limit of {max_size:#x} bytes (decompression bomb?)",
+                      h.header_size, h.uncompressed_size)
+    payload = v.bytes_at(h.header_size, end - h.header_size, "CCOB payload")
+    lazy = CompressedPayload(h, payload, max_size, where=join_where(v.where, "decompressed"),
+                             offset=v.base + h.header_size, check_hash=check_hash)
+    want = min(h.uncompressed_size, _TABLE_PREFIX)
+    while True:
+        head = lazy.read(0, want, verify=False, exact=False)
+        try:
+            raw, _ = _read_table(head, h.uncompressed_size)
+            break
+        except TruncatedError:
+            if want >= h.uncompressed_size or len(head) < want:
+                raise
+            want = min(h.uncompressed_size, want * 8)
+    if check_hash and h.uncompressed_size <= verify_limit:
+        lazy.verify()
+    entries = tuple(BundleEntry(i, ident, offset, size, lazy) for i, (_, offset, size, ident) in enumerate(raw))
+    return Bundle(entries=entries, size=end, compressed=h, raw=None)
+
+
+def parse_any_bundle(view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX, lazy: bool = False) -> Bundle:
+    """A binary or compressed bundle, by magic; anything else is :class:`NotThisFormat`.
+    ``lazy``: a compressed one is opened with :func:`open_compressed_bundle`."""
     v = format_view(view, _FMT, where)
     if v.startswith(C.CCOB_MAGIC):
-        return parse_compressed_bundle(v, max_size=max_size)
+        return (open_compressed_bundle if lazy else parse_compressed_bundle)(v, max_size=max_size)
     return parse_bundle(v)
 
 
 
 def iter_hip_fatbin(
     view: ViewLike, *, where: str = "", max_size: int = C.DEFAULT_MAX, align: int = C.HIP_FATBIN_ALIGN,
+    lazy: bool = False,
 ) -> Iterator[Bundle]:
     """Bundles back to back in a ``.hip_fatbin`` section, each starting on an ``align`` boundary.
 
@@ -300,7 +455,8 @@ def iter_hip_fatbin(
     leaves them when it shrinks a bundle in a linked file, whose layout cannot move);
     anything else between bundles is a :class:`FormatError`.  A CCOB v1
     bundle has no total size, so it takes the rest of the section.
-    ``Bundle.offset`` is the offset in ``view``.
+    ``Bundle.offset`` is the offset in ``view``.  ``lazy``: compressed bundles are opened with
+    :func:`open_compressed_bundle` (their images decoded when asked for).
     """
     v = format_view(view, _FMT, where)
     pos = 0
@@ -317,7 +473,7 @@ def iter_hip_fatbin(
         if not (sub.startswith(C.CCOB_MAGIC) or sub.startswith(C.BUNDLE_MAGIC)):
             cls = NotThisFormat if index == 0 else FormatError
             raise sub.error("no clang offload bundle here (bad magic)", 0, cls=cls)
-        b = parse_any_bundle(sub, max_size=max_size)
+        b = parse_any_bundle(sub, max_size=max_size, lazy=lazy)
         yield Bundle(entries=b.entries, size=b.size, offset=pos, compressed=b.compressed, raw=b.raw)
         pos = align_up(pos + max(b.size, 1), align)
         index += 1
@@ -393,7 +549,8 @@ def parse_text_bundle(text: str | bytes, *, where: str = "") -> list[TextBundleP
             j = text.find(marker, j + 1)
         if j < 0:
             other = text.find(end_tag, line_end)
-            msg = f"part {ident!r} has no end marker" if other < 0 else f"part {ident!r} ends with another ID"
+            msg = (f"part {quote(ident)} has no end marker" if other < 0
+                   else f"part {quote(ident)} ends with another ID")
             raise FormatError(msg, fmt=_FMT, where=where, offset=i)
         parts.append(TextBundlePart(ident, comment, text[line_end + 1:j]))
         pos = j + len(marker)

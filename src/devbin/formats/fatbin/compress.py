@@ -13,11 +13,15 @@ length in ``uncompressed_size``:
 
 Both sizes come from an untrusted header, so decompression refuses an
 ``uncompressed_size`` above ``max_size`` (default :data:`DEFAULT_MAX`, 1 GiB)
-before allocating anything ("decompression bomb?"), reads zstd through a
-streaming reader that never produces more than ``uncompressed_size + 1``
-bytes, caps the zstd window, and checks that the produced length equals the
-recorded one.  Every exception the compression libraries raise becomes a
-:class:`~devbin.errors.FormatError`.
+before allocating anything ("decompression bomb?"), takes the output from the
+command's memory budget (:mod:`devbin.binary.budget`: a zstd image is decoded in
+place into one buffer of the recorded size, charged while it is alive; an LZ4
+block, at most 255 times its stored size, is charged while it decodes), reads
+zstd through a streaming reader that never produces more than
+``uncompressed_size + 1`` bytes, caps the zstd window, and checks that the
+produced length equals the recorded one.  Every exception the compression
+libraries raise becomes a :class:`~devbin.errors.FormatError`, an image over the
+budget a :class:`~devbin.errors.LimitExceeded`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from __future__ import annotations
 import lz4.block  # type: ignore[import-untyped]
 import zstandard
 
-from devbin.errors import FormatError, UsageError
+from devbin.binary import budget
+from devbin.errors import FormatError, LimitExceeded, UsageError
 from devbin.formats.fatbin.constants import DEFAULT_MAX
 from devbin.formats.zstdcap import decompress_capped
 
@@ -63,10 +68,15 @@ def decompress_lz4(
     _check_size(uncompressed_size, max_size, where, offset)
     if uncompressed_size == 0:  # nothing to produce (python-lz4 reads 0 as "size unknown")
         return b""
-    try:
-        out = lz4.block.decompress(bytes(data), uncompressed_size=uncompressed_size)
-    except Exception as e:  # lz4.block.LZ4BlockError, ValueError, MemoryError: library boundary
-        raise FormatError(f"corrupt lz4 block: {e}", fmt=_FMT, where=where, offset=offset) from None
+    with budget.current().charged(uncompressed_size, what="lz4 block", fmt=_FMT, where=where, offset=offset):
+        try:
+            out = lz4.block.decompress(data, uncompressed_size=uncompressed_size)
+        except MemoryError:
+            raise LimitExceeded(f"lz4 block needs {uncompressed_size} bytes once decoded and the system has not that "
+                                "much memory free", fmt=_FMT, where=where, offset=offset,
+                                value=uncompressed_size) from None
+        except Exception as e:  # lz4.block.LZ4BlockError, ValueError: library boundary
+            raise FormatError(f"corrupt lz4 block: {e}", fmt=_FMT, where=where, offset=offset) from None
     if len(out) != uncompressed_size:
         raise _mismatch(len(out), uncompressed_size, "lz4", where, offset)
     return bytes(out)
@@ -76,19 +86,21 @@ def decompress_lz4(
 def decompress_zstd(
     data: bytes | memoryview, uncompressed_size: int, *, max_size: int = DEFAULT_MAX, where: str = "",
     offset: int | None = None,
-) -> bytes:
-    """Decode zstd frame(s) into exactly ``uncompressed_size`` bytes, reading at most one byte more."""
+) -> bytearray:
+    """Decode zstd frame(s) into exactly ``uncompressed_size`` bytes, reading at most one byte more.
+
+    The result is the one buffer decoded into, charged to the memory budget while it is alive."""
     _check_size(uncompressed_size, max_size, where, offset)
     out = decompress_capped(data, uncompressed_size, max_size, fmt=_FMT, where=where, offset=offset)
     if len(out) != uncompressed_size:
         raise _mismatch(len(out), uncompressed_size, "zstd", where, offset)
-    return bytes(out)
+    return out
 
 
 def decompress(
     algo: str, data: bytes | memoryview, uncompressed_size: int, *, max_size: int = DEFAULT_MAX, where: str = "",
     offset: int | None = None,
-) -> bytes:
+) -> bytes | bytearray:
     """Decompress with ``algo`` (``"lz4"`` or ``"zstd"``); anything else is a :class:`FormatError`."""
     if algo == "lz4":
         return decompress_lz4(data, uncompressed_size, max_size=max_size, where=where, offset=offset)

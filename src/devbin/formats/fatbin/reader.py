@@ -150,8 +150,8 @@ class FatbinEntry:
         """
         if self.is_compressed:
             try:
-                return _decompress(self.compression, self.raw_payload, self.uncompressed_size, max_size=max_size,
-                                   where=self.where, offset=self.payload_offset)
+                return memoryview(_decompress(self.compression, self.raw_payload, self.uncompressed_size,
+                                              max_size=max_size, where=self.where, offset=self.payload_offset))
             except FormatError as e:
                 if self.kind != C.KIND_LTOIR:
                     raise

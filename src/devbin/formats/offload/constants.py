@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from devbin.errors import UsageError
+from devbin.errors import UsageError, quote
 
 MAGIC: Final = b"\x10\xff\x10\xad"
 MAGIC_U32: Final = 0xAD10FF10  # the magic read as a little-endian u32
@@ -125,4 +125,4 @@ def offload_kind_value(name: str, *, legacy: bool) -> int:
             return value
     if name == "none":
         return OFK_NONE
-    raise UsageError(f"unknown offload kind name {name!r}")
+    raise UsageError(f"unknown offload kind name {quote(name)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devbin.binary import Buffer, ByteView
-from devbin.errors import NotThisFormat, UnsupportedVersion
+from devbin.errors import NotThisFormat, UnsupportedVersion, quote
 from devbin.formats.wrapped.layout import FIXED_SIZE, HEADER_ALIGN, MAGIC, MAX_PAIRS, VERSION
 
 __all__ = ["WrappedImage", "parse_wrapped"]
@@ -59,7 +59,7 @@ def parse_wrapped(data: Buffer | ByteView, *, where: str = "") -> WrappedImage:
         key = cur.str_with_len("metadata key")
         value = cur.str_with_len("metadata value")
         if not key or key in seen:
-            raise header.error(f"metadata key {key!r} is empty or repeated", at)
+            raise header.error(f"metadata key {quote(key)} is empty or repeated", at)
         seen.add(key)
         pairs.append((key, value))
     if not header.is_zero_from(cur.pos):

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from devbin.binary import Buffer, Emitter, align_up
 from devbin.binary.writer import uleb
-from devbin.errors import UsageError
+from devbin.errors import UsageError, quote
 from devbin.formats.wrapped.layout import FIXED_SIZE, HEADER_ALIGN, MAGIC, MAX_PAIRS, VERSION
 
 __all__ = ["write_wrapped"]
@@ -22,7 +22,7 @@ def write_wrapped(image: Buffer, metadata: Mapping[str, str] | Iterable[tuple[st
     seen: set[str] = set()
     for key, value in pairs:
         if not isinstance(key, str) or not isinstance(value, str) or not key or key in seen:
-            raise UsageError(f"metadata: keys must be unique non-empty strings and values strings, got {key!r}")
+            raise UsageError(f"metadata: keys must be unique non-empty strings and values strings, got {quote(key)}")
         seen.add(key)
         for s in (key, value):
             raw = s.encode("utf-8")
