@@ -435,21 +435,3 @@ def test_addresses_of_hostile_and_repeated_member_names(tmp_path: Path) -> None:
     assert [i.address for i in scan([whl])] == [i.address for i in images]  # stable run to run
     assert bytes(find_image(images, images[1].address).data()) == cubin
 
-
-def test_discover_shim_gives_the_old_records(built: dict[str, Path]) -> None:
-    """`devbin.discover` (kept until packaging and link.inputs are ported) describes images as before."""
-    from devbin.discover import discover
-
-    lib = built["libr.a"]
-    old = list(discover([lib]))
-    new = list(scan([lib], all=True))
-    assert [(f.path, f.container, f.kind, f.fatbin_index, f.entry_index) for f in old] == [
-        (f"{lib}(rdc.o)", "__nv_relfatbin", "elf", 0, 0), (f"{lib}(rdc.o)", "__nv_relfatbin", "ptx", 0, 1),
-        (f"{lib}(ext.o)", "__nv_relfatbin", "elf", 0, 0), (f"{lib}(ext.o)", "__nv_relfatbin", "ptx", 0, 1)]
-    assert [f.image_record for f in old] == new
-    assert [(f.size, f.uncompressed_size, f.fatbin_offset, f.wrapper_version) for f in old] == [
-        (i.stored_size, i.entry.uncompressed_size if i.entry and i.compression != "none" else i.stored_size,
-         i.offset, 1) for i in new]
-    (bare,) = discover([built["k.cubin"]])
-    assert (bare.container, bare.kind, bare.fatbin_index, bare.elf is not None) == ("file", "elf", None, True)
-    assert bare.image() == built["k.cubin"].read_bytes()
