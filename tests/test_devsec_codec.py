@@ -243,6 +243,11 @@ def test_mutated_bytes_raise_only_device_binary_error(case: tuple[str, bytes, Sy
         return
     # Accepted input: the writer and reader must agree from here on.
     count = read_header(ByteView(data)).symtab_count if name in C.LINKS_SYMTAB else len(symtab)
+    if count > len(symtab) + 4 * len(data):
+        # A mutated header may record any symbol count (the reader does not allocate by it); the
+        # re-encoding below needs a name per symbol, so a count no section of this size could use
+        # is out of this round trip's reach (hypothesis found 0x83000000: 2 G names, the test's own memory).
+        return
     names = Symtab(symtab.names[1:] + [f"extra{i}" for i in range(max(0, count - len(symtab)))])
     try:
         secs = {s.name: s.data for s in encode(obj, names.index, max(count, len(names)))}
