@@ -501,7 +501,7 @@ def test_defect1_extract_archive_member_named_like_its_archive(tmp_path: Path) -
     data = (tmp_path / "k.gfx90a.o").read_bytes()
     line = one_line_error(devbin(["extract", "k.gfx90a.o"], tmp_path))
     assert line == ("devbin: error: k.gfx90a.o: refusing to write over the input k.gfx90a.o: the image "
-                    "k.gfx90a.o(k.o) (gfx90a) extracts to k.gfx90a.o, which is that file; extract into another "
+                    "k.gfx90a.o!k.o (gfx90a) extracts to k.gfx90a.o, which is that file; extract into another "
                     "folder with -o DIR"), line
     assert (tmp_path / "k.gfx90a.o").read_bytes() == data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.gfx90a.o", "v.a"]
