@@ -123,7 +123,7 @@ def container_images(path: str) -> Images | None:
     for f, _ in found:
         if f.kind == "fatbin":  # a CUDA fatbin inside an OffloadBinary: its entries are the images
             try:
-                inner = [g for g, _ in Scanner(report, all=True).buffer(f.data(), Frame(f.address, str(f.address)))]
+                inner = [g for g, _ in Scanner(report, all=True).buffer(f.data(), Frame(f.address))]
             except DeviceBinaryError as e:
                 report.warn(str(f.address), str(e))
                 inner = []

@@ -16,13 +16,10 @@ class Frame:
 
     ``address`` is its address (every image in it extends it); ``origin`` what holds it:
     ``file`` (on disk, or the bytes given), ``ar`` (an archive member: cuobjdump numbers and
-    heads an archive's images together), ``zip`` or ``wrapped``.  ``display`` is the old display
-    path (``lib.a(k.o)``, ``w.whl!x.so``), which only :mod:`devbin.discover`, the compatibility
-    shim, still reports to the consumers not yet ported to :class:`~devbin.images.Image`.
+    heads an archive's images together), ``zip`` or ``wrapped``.
     """
 
     address: Address
-    display: str
     origin: str = "file"
 
     @property

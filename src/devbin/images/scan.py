@@ -97,7 +97,7 @@ def scan(paths: Iterable[str | Path], *, all: bool = False, progress: Progress |
 
 def scan_bytes(data: Buffer, where: str, *, all: bool = False, report: ScanReport | None = None) -> Iterator[Image]:
     """Yield every device image in ``data`` (any of the formats above); addresses start with ``where``."""
-    for image, _ in Scanner(report, all=all).buffer(data, Frame(Address(where), where)):
+    for image, _ in Scanner(report, all=all).buffer(data, Frame(Address(where))):
         yield image
 
 
@@ -123,10 +123,10 @@ def _walk(display: str, root: Path, rep: ScanReport) -> Iterator[tuple[str, Path
             rep.warn(sub_display, f"cannot read: {err}")
 
 
-def _member(parent: Frame, name: str, seen: dict[str, int], display: str, origin: str) -> Frame:
+def _member(parent: Frame, name: str, seen: dict[str, int], origin: str) -> Frame:
     """The frame of archive/zip member ``name`` (``;N`` for the N-th of that name)."""
     seen[name] = n = seen.get(name, 0) + 1
-    return Frame(parent.address.child(Member(name, n)), display, origin)
+    return Frame(parent.address.child(Member(name, n)), origin)
 
 
 class Scanner:
@@ -158,7 +158,7 @@ class Scanner:
             rep.files += 1
             warned, images = len(rep.warnings), 0
             try:
-                for hit in self.file(path, Frame(Address(display), display)):
+                for hit in self.file(path, Frame(Address(display))):
                     images += 1
                     yield hit
             except OSError as e:
@@ -232,7 +232,7 @@ class Scanner:
         kind, elf_arch = image_kind(w.image, ptx=(w.get("ImageKind") or "").lower() == "ptx")
         address = frame.address  # one image: the wrapper is no step of its own
         if inner not in (None, ELF) or kind == HOST:
-            inside = Frame(address, f"{frame.display}!wrapped", "wrapped")
+            inside = Frame(address, "wrapped")
             yield from self.buffer(w.image, inside, depth=depth + 1)
             return
         triple = w.get("Triple") or ""
@@ -246,7 +246,7 @@ class Scanner:
         ar = ArchiveFile(view, where=frame.where, diag=lambda e: self.rep.warn(frame.where, str(e)))
         seen: dict[str, int] = {}
         for m in ar.files:
-            sub = _member(frame, m.name, seen, f"{frame.display}({m.name})", "ar")
+            sub = _member(frame, m.name, seen, "ar")
             self.rep.members += 1
             if not m.thin:
                 yield from self.buffer(m.data, sub, depth=depth + 1)
@@ -277,7 +277,7 @@ class Scanner:
             for info in infos:
                 if info.is_dir():
                     continue
-                sub = _member(frame, info.filename, seen, f"{frame.display}!{info.filename}", ZIP)
+                sub = _member(frame, info.filename, seen, ZIP)
                 self.rep.members += 1
                 data = self._zip_member(zf, info, sub.where)
                 if data is not None:
