@@ -11,6 +11,8 @@
 #   kernels.sm_XX.ptx        kernels.cu with -rdc=true  (ptxas -c  -> relocatable cubin)
 #   kernels-whole.sm_XX.ptx  kernels.cu whole-program   (ptxas     -> executable cubin)
 #   extfn.sm_XX.ptx          extfn.cu with -rdc=true    (ptxas -c  -> relocatable cubin)
+# and once, for sm_80 (tests/test_api_resources.py assembles it for sm_80 and sm_90):
+#   spill.sm_80.ptx          spill.cu with -rdc=true    (ptxas [-c] -> cubins that spill)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,4 +33,5 @@ for a in "${archs[@]}"; do
     ptxas -arch="sm_$a" -c -o "$tmp/e.cubin" "$out/extfn.sm_$a.ptx"
     rm -rf "$tmp"
 done
-echo "make-ptx-fixtures: wrote $((3 * ${#archs[@]})) files to ${out#"$root"/} ($(nvcc --version | tail -n 1))"
+nvcc -arch=sm_80 -ptx -rdc=true -o "$out/spill.sm_80.ptx" "$src/spill.cu"
+echo "make-ptx-fixtures: wrote $((3 * ${#archs[@]} + 1)) files to ${out#"$root"/} ($(nvcc --version | tail -n 1))"

@@ -7,23 +7,31 @@ format (``formats.elf``, ``formats.devsec`` ...), each exposing the raw,
 spec-named fields.  A unified object can always be traced back to the format
 objects it came from.
 
-Entry points: :func:`devbin.open_file` (a path, memory-mapped, as a context
-manager) and :func:`devbin.parse` (bytes or a memoryview).
+Entry points: :func:`devbin.open` (any file devbin reads, a folder, or bytes: its device
+images as :class:`devbin.images.Image` records, docs/API.md), and at the ELF level
+:func:`devbin.open_file` (a path, memory-mapped, as a context manager) and
+:func:`devbin.parse` (bytes or a memoryview).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devbin._version import __version__
 from devbin.api import open_file, parse
 
-__all__ = ["__version__", "open_file", "pack", "parse", "prune", "select"]
+if TYPE_CHECKING:
+    from devbin.source import Source, open
+
+__all__ = ["Source", "__version__", "open", "open_file", "pack", "parse", "prune", "select"]
 
 
 def __getattr__(name: str) -> Any:
-    """``devbin.pack``, ``devbin.prune`` and ``devbin.select`` are imported on first use (``import devbin``
-    stays cheap)."""
+    """``devbin.open``, ``devbin.Source``, ``devbin.pack``, ``devbin.prune`` and ``devbin.select`` are
+    imported on first use (``import devbin`` stays cheap)."""
+    if name in ("open", "Source"):
+        from devbin import source
+        return getattr(source, name)
     if name == "pack":
         from devbin.packaging import pack
         return pack

@@ -212,7 +212,17 @@ def find_image(images: Iterable[Image], address: Address | str) -> Image:
     """The image at ``address`` (an :class:`Address` or its text) among ``images`` (a scan's);
     UsageError naming the address when none is there."""
     want = Address.parse(address) if isinstance(address, str) else address
+    seen: list[Image] = []
     for image in images:
         if image.address == want:
             return image
-    raise UsageError(f"no device image at {str(want)!r} (`devbin list` prints the addresses)")
+        seen.append(image)
+    if not seen:
+        raise UsageError(f"no device image at {str(want)!r}: there are no device images")
+    shown = ", ".join(str(i.address) for i in seen[:_SHOWN])
+    more = f" and {len(seen) - _SHOWN} more (`devbin list` prints them all)" if len(seen) > _SHOWN else ""
+    raise UsageError(f"no device image at {str(want)!r}; there {'is' if len(seen) == 1 else 'are'} {shown}{more}")
+
+
+#: How many addresses the error of :func:`find_image` names.
+_SHOWN = 8

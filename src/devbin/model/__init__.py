@@ -38,6 +38,7 @@ from devbin.model.prototype import (
     decode_param_layout,
     encode_param_layout,
 )
+from devbin.model.resources import Resources, resources_of
 from devbin.model.target import Target, infer_vendor
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "Namespace",
     "ParamType",
     "Prototype",
+    "Resources",
     "SectionVersion",
     "StdAttr",
     "Target",
@@ -75,4 +77,5 @@ __all__ = [
     "namespace_of",
     "register_vendor_attribute",
     "registered_attributes",
+    "resources_of",
 ]

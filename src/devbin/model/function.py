@@ -15,6 +15,7 @@ from typing import Any
 from devbin.errors import UsageError
 from devbin.model.attributes import Applies, Attribute, AttrValue, StdAttr
 from devbin.model.prototype import KernelParam, decode_param_layout, enum_name
+from devbin.model.resources import Resources, resources_of
 
 __all__ = ["Function", "FunctionKind"]
 
@@ -89,6 +90,12 @@ class Function:
         """An integer attribute (UINT/SINT form), else ``default``."""
         v = self.attr(attr_id)
         return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+    @property
+    def resources(self) -> Resources:
+        """Registers, stack, shared/local memory, spills ... as one typed record
+        (:class:`devbin.model.resources.Resources`; ``None`` fields: the file does not say)."""
+        return resources_of(self.attributes)
 
     def params(self) -> tuple[KernelParam, ...] | None:
         """The decoded ``param_layout`` attribute (raises FormatError if malformed)."""

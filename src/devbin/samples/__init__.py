@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from importlib import resources
+from pathlib import Path
 
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.model import ElfModel, SectionSpec, SymbolSpec
@@ -36,7 +37,8 @@ from devbin.model import (
     encode_param_layout,
 )
 
-__all__ = ["sample_amdgpu_bytes", "sample_code_object", "sample_cubin_bytes", "sample_elf_bytes", "sample_elf_model"]
+__all__ = ["sample_amdgpu_bytes", "sample_code_object", "sample_cubin_bytes", "sample_elf_bytes", "sample_elf_model",
+           "sample_path"]
 
 _I32 = ParamType(TypeKind.INT, 4, 4)
 _F32 = ParamType(TypeKind.FLOAT, 4, 4)
@@ -134,3 +136,12 @@ def sample_cubin_bytes(relocatable: bool = False) -> bytes:
     """A shipped sm_90 cubin built by ptxas from ``sample.ptx``: executable, or relocatable (``ptxas -c``)."""
     name = "sample_sm90_rdc.cubin" if relocatable else "sample_sm90.cubin"
     return resources.files(__package__).joinpath(name).read_bytes()
+
+
+def sample_path(name: str) -> Path:
+    """The path of shipped sample file ``name`` (``sample_sm90.cubin``, ``sample_gfx90a.o``,
+    ``sample_layer_base.a`` ...), for APIs that take a path; FileNotFoundError for no such sample."""
+    path = Path(str(resources.files(__package__).joinpath(name)))
+    if not path.is_file():
+        raise FileNotFoundError(f"devbin ships no sample named {name!r}")
+    return path

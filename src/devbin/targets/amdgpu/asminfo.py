@@ -40,6 +40,7 @@ from typing import Any
 
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.model import Attribute, CodeObject, Function, StdAttr
+from devbin.model.resources import AMD_SGPR_SPILL, AMD_VGPR_SPILL
 from devbin.targets.amdgpu.resources import RESOURCE_SYMBOL_SUFFIXES
 
 __all__ = ["AsmFunctionInfo", "MergeReport", "attributes_from", "merge_asm_info", "parse_asm_info"]
@@ -47,8 +48,6 @@ __all__ = ["AsmFunctionInfo", "MergeReport", "attributes_from", "merge_asm_info"
 Diag = Callable[[DeviceBinaryError], None]
 
 # Vendor attribute ids registered by devbin.targets.amdgpu.importer (imported there, at module load).
-_AMD_SGPR_SPILL = 0x201
-_AMD_VGPR_SPILL = 0x202
 _AMD_USES_VCC = 0x209
 _AMD_USES_FLAT_SCRATCH = 0x20A
 
@@ -231,7 +230,7 @@ def attributes_from(info: AsmFunctionInfo) -> list[Attribute]:
     for attr_id, v in ((StdAttr.REGS_SCALAR, info.sgpr),
                        (StdAttr.REGS_GENERAL, info.total_vgpr if info.total_vgpr is not None else info.vgpr),
                        (StdAttr.REGS_ACCUM, info.agpr), (StdAttr.PRIVATE_BYTES, info.scratch),
-                       (_AMD_SGPR_SPILL, info.sgpr_spill), (_AMD_VGPR_SPILL, info.vgpr_spill)):
+                       (AMD_SGPR_SPILL, info.sgpr_spill), (AMD_VGPR_SPILL, info.vgpr_spill)):
         if v is not None and 0 <= v < (1 << 64):
             out.append(Attribute(attr_id, v))
     # FLAG attributes are written when true; a known false is represented by absence.
@@ -255,7 +254,7 @@ class MergeReport:
 # Kernel values compared with the note.  VCC/flat-scratch are left out: the descriptor's
 # reserve bits are not the note's (LLVM 19 has no such note field at all).
 _KERNEL_CHECKED = frozenset({StdAttr.REGS_SCALAR, StdAttr.REGS_GENERAL, StdAttr.REGS_ACCUM, StdAttr.PRIVATE_BYTES,
-                             StdAttr.DYNAMIC_STACK, _AMD_SGPR_SPILL, _AMD_VGPR_SPILL})
+                             StdAttr.DYNAMIC_STACK, AMD_SGPR_SPILL, AMD_VGPR_SPILL})
 
 
 def _disagree(fn: Function, new: list[Attribute], what: str) -> list[str]:

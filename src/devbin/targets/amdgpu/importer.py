@@ -57,6 +57,9 @@ from devbin.model import (
     encode_param_layout,
     register_vendor_attribute,
 )
+from devbin.model.resources import AMD_MAX_FLAT_WG as AMD_MAX_FLAT_WG  # re-exported: the ids are defined there
+from devbin.model.resources import AMD_SGPR_SPILL as AMD_SGPR_SPILL
+from devbin.model.resources import AMD_VGPR_SPILL as AMD_VGPR_SPILL
 from devbin.targets.amdgpu.descriptor import KernelDescriptor, read_descriptor
 from devbin.targets.amdgpu.mach import AmdgpuFlags, decode_flags
 from devbin.targets.amdgpu.metadata import AmdgpuMetadata, KernelMeta, read_metadata
@@ -71,9 +74,6 @@ R_REL32, R_GOTPCREL, R_GOTPCREL32_LO, R_GOTPCREL32_HI, R_REL32_LO, R_REL32_HI = 
 R_ABS64, R_RELATIVE64 = 3, 13
 _CALL_RELOCS = frozenset({R_REL32, R_GOTPCREL, R_GOTPCREL32_LO, R_GOTPCREL32_HI, R_REL32_LO, R_REL32_HI})
 
-AMD_SGPR_SPILL = 0x201
-AMD_VGPR_SPILL = 0x202
-AMD_MAX_FLAT_WG = 0x203
 AMD_KERNARG_ALIGN = 0x204
 AMD_RSRC1 = 0x205
 AMD_RSRC2 = 0x206

@@ -53,7 +53,15 @@ CONST_SECTION_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.+))?$")
 _APPLIED = frozenset(E.CODES[n] for n in (
     "CBANK_PARAM_SIZE", "PARAM_CBANK", "KPARAM_INFO", "KPARAM_INFO_V2", "MAX_THREADS", "REQNTID", "CTA_PER_CLUSTER",
     "MAXREG_COUNT", "NUM_BARRIERS", "EXIT_INSTR_OFFSETS", "EXTERNS", "CRS_STACK_SIZE", "CUDA_API_VERSION",
+    "ANNOTATIONS",
 ))
+#: ``EIATTR_ANNOTATIONS`` entries are (kind, instruction offset) u32 pairs; kind 1 marks a spill or
+#: refill instruction (``cuobjdump -elf`` prints it ``SpillRefill : Offset : 0x...``).
+ANNOTATION_SPILL_REFILL = 1
+#: ``EIATTR_CUDA_API_VERSION`` from which ptxas writes ``EIATTR_ANNOTATIONS`` whenever it spills (checked
+#: with CUDA 13.0's ptxas: a function without the record spills nothing); for older producers a missing
+#: record says nothing.
+ANNOTATIONS_SINCE_API = 130
 
 
 @dataclass(slots=True)
@@ -83,6 +91,7 @@ class CubinFunction:
     exit_offsets: list[int] = field(default_factory=list)
     externs: list[str] = field(default_factory=list)
     cuda_api_version: int | None = None
+    spill_instructions: int | None = None  # EIATTR_ANNOTATIONS SpillRefill entries (None: not recorded)
     records: list[NvInfoRecord] = field(default_factory=list)  # its .nv.info.<f> records, all of them
 
     @property
@@ -303,6 +312,11 @@ class Cubin:
                 f.crs_stack_size = words[0]
             elif r.attr == codes["CUDA_API_VERSION"] and words:
                 f.cuda_api_version = words[0]
+            elif r.attr == codes["ANNOTATIONS"] and len(r.payload) % 8 == 0:
+                f.spill_instructions = (f.spill_instructions or 0) + sum(
+                    1 for kind in words[0::2] if kind == ANNOTATION_SPILL_REFILL)
+        if f.spill_instructions is None and (f.cuda_api_version or 0) >= ANNOTATIONS_SINCE_API:
+            f.spill_instructions = 0
         f.params.sort(key=lambda p: p.ordinal)
 
     # -- module-wide ----------------------------------------------------------------------

@@ -33,6 +33,8 @@ from devbin.model import (
     encode_param_layout,
     register_vendor_attribute,
 )
+from devbin.model.resources import NV_CONSTANT_BANKS as NV_CONSTANT_BANKS  # re-exported: defined there
+from devbin.model.resources import NV_SPILL_INSTRUCTIONS as NV_SPILL_INSTRUCTIONS
 from devbin.targets.nvidia import eiattr as E
 from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin, CubinFunction
 from devbin.targets.nvidia.notes import tkinfo
@@ -42,7 +44,6 @@ NV_CUDA_API_VERSION = 0x101
 NV_CRS_STACK_SIZE = 0x102
 NV_EXIT_OFFSETS = 0x103
 NV_PARAM_CBANK_OFFSET = 0x104
-NV_CONSTANT_BANKS = 0x105
 NV_INFO_RECORDS = 0x1FF
 
 register_vendor_attribute(NV_CUDA_API_VERSION, "nvidia.cuda_api_version", AttrForm.UINT, Applies.BOTH,
@@ -55,6 +56,8 @@ register_vendor_attribute(NV_PARAM_CBANK_OFFSET, "nvidia.param_cbank_offset", At
                           "offset of the parameters in constant bank 0 (EIATTR_PARAM_CBANK)")
 register_vendor_attribute(NV_CONSTANT_BANKS, "nvidia.constant_banks", AttrForm.LIST, Applies.BOTH,
                           "bank, bytes, bank, bytes ... of the function's .nv.constant<N> sections")
+register_vendor_attribute(NV_SPILL_INSTRUCTIONS, "nvidia.spill_instructions", AttrForm.UINT, Applies.BOTH,
+                          "spill and refill instructions ptxas marked (EIATTR_ANNOTATIONS, kind 1)")
 register_vendor_attribute(NV_INFO_RECORDS, "nvidia.nv_info_records", AttrForm.BYTES, Applies.BOTH,
                           "every .nv.info.<f> record not mapped to another attribute, verbatim (TLV)")
 
@@ -122,6 +125,8 @@ def _attributes(f: CubinFunction, proto_index: int | None) -> list[Attribute]:
         a.append(Attribute(NV_CRS_STACK_SIZE, f.crs_stack_size))
     if f.exit_offsets:
         a.append(Attribute(NV_EXIT_OFFSETS, tuple(f.exit_offsets)))
+    if f.spill_instructions is not None:
+        a.append(Attribute(NV_SPILL_INSTRUCTIONS, f.spill_instructions))
     rest = b"".join(_raw_record(r.fmt, r.attr, r.value, r.payload) for r in f.records if r.attr not in _MAPPED)
     if rest:
         a.append(Attribute(NV_INFO_RECORDS, rest))
