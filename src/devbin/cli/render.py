@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TextIO
-
-if TYPE_CHECKING:
-    from devbin.images import Image
+import sys
+from typing import Any, TextIO
 
 
 def dump_json(data: Any, out: TextIO) -> None:
@@ -74,7 +72,7 @@ def render_elf(r: dict[str, Any], out: TextIO) -> None:
     else:
         w("\nDevbin sections: none\n")
     for msg in r.get("warnings", []):
-        w(f"warning: {msg}\n")
+        print(f"warning: {msg}", file=sys.stderr)  # results on stdout, warnings on stderr
 
 
 _CALLCONV = {0: "default", 1: "kernel", 2: "internal"}
@@ -185,14 +183,6 @@ def render_code_object(d: dict[str, Any], out: TextIO, source: str = "devbin sec
 def scan_status(failed: list[str]) -> int:
     """The exit status of a scanning command (list, extract, resources): 1, after one error line per
     file on stderr, when a file named on the command line gave no image and only warnings; else 0."""
-    import sys
     for path in failed:
         print(f"devbin: error: {path}: no device image could be read (see the warning)", file=sys.stderr)
     return 1 if failed else 0
-
-
-def image_json(image: Image) -> dict[str, Any]:
-    """The facts every command that prints device images gives each one, under the same keys
-    (docs/IMAGES.md): its address, vendor, kind, arch, size (as extracted), stored size, compression."""
-    return {"address": str(image.address), "vendor": image.vendor, "kind": image.kind, "arch": image.arch,
-            "size": image.size, "stored_size": image.stored_size, "compression": image.compression}
