@@ -14,9 +14,10 @@ wrapped, with the same metadata, around the annotated image.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TextIO
+
+from devbin.cli.common import dump
 
 HELP = "write the devbin sections into a copy of a cubin or AMDGPU code object"
 
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     result = {"input": args.file, "output": args.output, "size_before": size_in, "size_after": len(data),
               "functions": len(obj.functions), "kernels": len(obj.kernels)}
     if args.json:
-        out.write(json.dumps(result, indent=2) + "\n")
+        dump("annotate", result, out)
     else:
         out.write(f"{args.output}: {len(obj.functions)} functions ({len(obj.kernels)} kernels) described; "
                   f"{size_in} -> {len(data)} bytes; nothing the loader reads moved\n")

@@ -1,8 +1,8 @@
 """Link relocatable device code for one target: resolution, dead-code elimination, resources.
 
-  devbin link a.cubin b.cubin libdev.a --target sm_90 [--kernels k1,k2] [--keep SYM]
-  devbin link k.o lib.o --target gfx90a --map link.map --time-trace
-  devbin link user.o libs.a --target gfx90a:xnack+      (a super-archive: its chain for the target)
+  devbin link a.cubin b.cubin libdev.a --arch sm_90 [--kernels k1,k2] [--keep SYM]
+  devbin link k.o lib.o --arch gfx90a --map link.map --time-trace
+  devbin link user.o libs.a --arch gfx90a:xnack+      (a super-archive: its chain for the target)
   devbin link k.o lib.o -o app.so      (ld.lld / nvlink on what was kept, resources written back)
 
 Inputs, in command-line order: device relocatable objects (nvcc -rdc cubins, ptxas -c,
@@ -21,6 +21,10 @@ reaches; stack = own frame + deepest call path; recursion marks the stack dynami
 (--stack-budget adds a budget for it).  --map writes which member came from where and
 why; --time-trace prints each pass's time.  -o and --map are written whole or not at all, and
 never over an input (nor --map over -o).
+
+Results on stdout; notes, warnings and link errors on stderr (each as
+"error: ..."; --json carries them in "notes", "warnings" and "errors").  Exit
+status: 0 linked, 1 link errors, 2 bad arguments, 3 no input holds device code.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ HELP = "link device objects and archives for one target: resolution, dead-code e
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="FILE", help="device objects, host objects, archives, super-archives")
-    p.add_argument("--target", metavar="T", help="sm_90, gfx90a, or a super-archive target such as gfx90a:xnack+ "
-                   "(default: the first object's architecture)")
+    p.add_argument("--arch", "--target", dest="target", metavar="ARCH",
+                   help="sm_90, gfx90a, or a super-archive target such as gfx90a:xnack+ (default: the first object's "
+                        "architecture; --target is the old name)")
     p.add_argument("--kernels", metavar="K1,K2", help="the kernels to keep (default: every kernel)")
     p.add_argument("--keep", action="append", default=[], metavar="SYMBOL",
                    help="also keep this function or variable (a root; repeatable)")
@@ -58,10 +63,15 @@ def _regs(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    import sys
+
     from devbin.binary.output import Inputs, check_destination, write_file
-    from devbin.cli.render import dump_json
+    from devbin.cli.common import dump, no_device_code, note, warn
     from devbin.errors import OutputError
+    from devbin.images.scan import scan
     from devbin.link.core import link
+    if not any(next(iter(scan([p], all=True)), None) is not None for p in args.inputs):
+        return no_device_code(args.inputs)
 
     kernels = [k for k in args.kernels.split(",") if k] if args.kernels else None
     if args.map:  # before the link: a --map naming an input (or -o) fails at once
@@ -74,18 +84,18 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         write_file(args.map, result.link_map().encode(), inputs=args.inputs)
     facts = result.to_dict()
     if args.json:
-        dump_json(facts, out)
+        dump("link", facts, out)
         return 1 if facts["errors"] else 0
     w = out.write
     res = result.resolution
     named = sum(1 for u in res.units if u.archive is None)
     w(f"link for {facts['arch']}: {len(res.units)} units ({named} named, {len(res.pulls)} pulled from archives)\n")
     for n in facts["notes"]:
-        w(f"note: {n}\n")
+        note(n)
     for e in facts["errors"]:
-        w(f"error: {e}\n")
-    for warn in facts["warnings"]:
-        w(f"warning: {warn}\n")
+        print(f"error: {e}", file=sys.stderr)
+    for message in facts["warnings"]:
+        warn(message)
     w(f"roots: {', '.join(facts['roots']) or 'none'}\n")
     removed = facts["removed"]
     w(f"dead code: {len(removed)} removed, {facts['removed_bytes']} bytes\n")

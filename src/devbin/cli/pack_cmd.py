@@ -32,9 +32,10 @@ PTX across translation units) are warnings; --strict makes them errors.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, TextIO
+
+from devbin.cli.common import BadArguments, dump
 
 if TYPE_CHECKING:
     from devbin.packaging import PackResult
@@ -62,27 +63,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.binary.output import Inputs, check_destination, write_file
-    from devbin.errors import UsageError
     from devbin.packaging import PackInput, check, pack
     inputs = [PackInput.from_spec(s) for s in args.image]
     if args.check_only:
         res = check(inputs, ptx=args.ptx, strict=args.strict, llvm_keys=args.format == "offload")
         if args.json:
-            out.write(json.dumps(res.to_dict(), indent=2) + "\n")
+            dump("pack", {"output": None, "check_only": True, **res.to_dict()}, out)
         else:
             out.write(f"check only: {len(res.images)} image(s) would be packed, "
                       f"{len(res.findings)} option contradiction(s)\n")
             _report(res, args, out)
         return 0
     if not args.output:
-        raise UsageError("-o/--output is required (or --check-only)")
+        raise BadArguments("-o/--output is required (or --check-only)")
     sources = Inputs(i.name for i in inputs)
     check_destination(args.output, sources)  # before packing: an -o naming an input fails at once
     res = pack(inputs, format=args.format, ptx=args.ptx, strict=args.strict, offload_version=args.offload_version,
                compression=args.compress)
     write_file(args.output, res.data, inputs=sources)
     if args.json:
-        out.write(json.dumps({"output": args.output, **res.to_dict()}, indent=2) + "\n")
+        dump("pack", {"output": args.output, "check_only": False, **res.to_dict()}, out)
         return 0
     out.write(f"{args.output}: {res.format}, {len(res.images)} image(s), {len(res.data)} bytes\n")
     _report(res, args, out)

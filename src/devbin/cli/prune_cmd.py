@@ -21,16 +21,18 @@ and the bytes freed inside the sections are reported.
 
 -o OUT writes the result; the input is never overwritten unless --in-place.
 --dry-run prints what would be dropped and the bytes saved per architecture
-without writing anything.
+without writing anything.  Notes go to stderr.  Exit status: 0 success, 1
+error (a selection that leaves nothing, a file that cannot be rewritten), 2
+bad arguments (no -o, --dry-run or --in-place), 3 when the file holds no
+device code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TextIO
 
-from devbin.errors import UsageError
+from devbin.cli.common import BadArguments, dump, no_device_code, note
 
 HELP = "keep only the named GPU architectures (like nvprune / lipo -thin) in fatbins, bundles, objects, libraries"
 
@@ -47,19 +49,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.images.scan import scan
     from devbin.packaging.pruning import footprint, prune_file
 
     output = args.output
     if output is None and args.in_place:
         output = args.path
     if output is None and not args.dry_run:
-        raise UsageError("give -o OUT (or --dry-run, or --in-place)")
+        raise BadArguments("give -o OUT (or --dry-run, or --in-place)")
+    if next(iter(scan([args.path], all=True)), None) is None:
+        return no_device_code([args.path])
     result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                         in_place=args.in_place)
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
                **result.to_dict()}
-        out.write(json.dumps(doc, indent=2) + "\n")
+        dump("prune", doc, out)
         return 0
     width = max([len("address"), *(len(str(i.address)) for i, _ in result.images)])
     out.write(f"{'address':{width}} {'kind':7} {'arch':16} {'bytes':>10}  action\n")
@@ -75,5 +80,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(f"wrote {output}\n")
     for n in result.notes:
-        out.write(f"note: {n}\n")
+        note(n)
     return 0
