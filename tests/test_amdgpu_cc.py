@@ -186,7 +186,7 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path) -> None:
 
     # devbin resources: device functions' registers from the devbin sections; plain object: unknown
     infos = parse_asm_info(_asm(clang))
-    rows = {f["name"]: f for f in json.loads(_devbin("resources", "--json", str(cc)))["amdgpu"][0]["functions"]}
+    rows = {f["name"]: f for f in json.loads(_devbin("resources", "--json", str(cc)))["images"][0]["functions"]}
     h = rows["helper_square"]
     assert (h["sgpr"], h["vgpr"], h["agpr"], h["private_segment"]) == (
         infos["helper_square"].sgpr, infos["helper_square"].total_vgpr, infos["helper_square"].agpr,
@@ -195,7 +195,7 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path) -> None:
     for k in KERNELS:
         assert rows[k]["sgpr"] == infos[k].sgpr and rows[k]["vgpr"] == infos[k].total_vgpr
     plain_doc = json.loads(_devbin("resources", "--json", str(plain)))
-    plain_rows = {f["name"]: f for f in plain_doc["amdgpu"][0]["functions"]}
+    plain_rows = {f["name"]: f for f in plain_doc["images"][0]["functions"]}
     assert plain_rows["helper_square"]["vgpr"] is None and plain_rows["helper_square"]["source"] == "unknown"
     text = _devbin("resources", str(plain))
     assert re.search(r"helper_square\s+device\s+\?\s+\?", text)

@@ -78,6 +78,16 @@ def no_device_code(paths: Iterable[str]) -> int:
     return EXIT_NO_DEVICE_CODE
 
 
+def holds_device_code(paths: Iterable[str]) -> bool:
+    """Whether any of ``paths`` holds a device image (``--all``'s scope), or gives a scan warning (a
+    malformed file: the command's own reading then reports the error, exit 1)."""
+    from devbin.images.scan import Scanner
+    from devbin.images.scanreport import ScanReport
+    report = ScanReport()
+    scanner = Scanner(report, all=True)
+    return any(next(iter(scanner.paths([path])), None) is not None or bool(report.warnings) for path in paths)
+
+
 # --------------------------------------------------------------------------- image options
 
 

@@ -192,7 +192,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         found = list(Scanner(report, all=args.all or choose.all).paths(paths, progress))
     for message in report.warnings:
         warn(message)
-    if not found and not report.failed:
+    if not found and not report.warnings:
         return no_device_code(paths)
     hits = [h for h in found if wanted(h[0])]
     picked = {id(h) for h in keep(hits, choose, lambda h: h[0])}

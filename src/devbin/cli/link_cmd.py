@@ -66,11 +66,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     import sys
 
     from devbin.binary.output import Inputs, check_destination, write_file
-    from devbin.cli.common import dump, no_device_code, note, warn
+    from devbin.cli.common import dump, holds_device_code, no_device_code, note, warn
     from devbin.errors import OutputError
-    from devbin.images.scan import scan
     from devbin.link.core import link
-    if not any(next(iter(scan([p], all=True)), None) is not None for p in args.inputs):
+    if not holds_device_code(args.inputs):
         return no_device_code(args.inputs)
 
     kernels = [k for k in args.kernels.split(",") if k] if args.kernels else None

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     report = ScanReport()
     with progress_bar("scanning") as progress:
         found = [image for image, _ in Scanner(report, all=args.all or choose.all).paths(paths, progress)]
-    if not found and not report.failed:
+    if not found and not report.warnings:
         for w in report.warnings:
             warn(w)
         return no_device_code(paths)

@@ -107,12 +107,11 @@ def _run_cuda(args: argparse.Namespace, target: str, out: TextIO) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.cli.common import dump, no_device_code
+    from devbin.cli.common import dump, holds_device_code, no_device_code
     from devbin.errors import UsageError
-    from devbin.images.scan import scan
     from devbin.load import Executable, SymbolKind, code_object_target
 
-    if not any(next(iter(scan([p], all=True)), None) is not None for p in args.files):
+    if not holds_device_code(args.files):
         return no_device_code(args.files)
     target = args.target or code_object_target(args.files[0])
     if args.backend == "cuda":

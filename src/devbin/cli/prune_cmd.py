@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from devbin.cli.common import BadArguments, dump, no_device_code, note
+from devbin.cli.common import BadArguments, dump, holds_device_code, no_device_code, note
 
 HELP = "keep only the named GPU architectures (like nvprune / lipo -thin) in fatbins, bundles, objects, libraries"
 
@@ -49,7 +49,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.images.scan import scan
     from devbin.packaging.pruning import footprint, prune_file
 
     output = args.output
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         output = args.path
     if output is None and not args.dry_run:
         raise BadArguments("give -o OUT (or --dry-run, or --in-place)")
-    if next(iter(scan([args.path], all=True)), None) is None:
+    if not holds_device_code([args.path]):
         return no_device_code([args.path])
     result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                         in_place=args.in_place)

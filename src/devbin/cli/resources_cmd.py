@@ -184,7 +184,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         found = list(Scanner(report, all=args.all or choose.all).paths(paths, progress))
     for w in report.warnings:
         warn(w)
-    if not found and not report.failed:
+    if not found and not report.warnings:
         return no_device_code(paths)
     warned = len(report.warnings)
     for f, frame in keep(found, choose, lambda h: h[0]):

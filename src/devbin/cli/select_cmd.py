@@ -46,10 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from pathlib import Path
-
     from devbin.errors import UsageError
-    from devbin.images.scan import scan
+    from devbin.images.scan import Scanner
+    from devbin.images.scanreport import ScanReport
     from devbin.packaging.selection import decide, parse_device
 
     try:
@@ -58,8 +57,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise BadArguments(str(e)) from None
     choose = ImageFilter(args)
     paths = choose.paths([args.path] if args.path else [])
-    found = list(scan([Path(p) for p in paths], all=True))
-    if not found:
+    report = ScanReport()
+    found = [image for image, _ in Scanner(report, all=True).paths(paths)]
+    if not found and not report.warnings:
         return no_device_code(paths)
     sel = decide(keep(found, choose, lambda i: i), device, source=", ".join(paths))
     err = sel.error()
