@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from devbin.cli.common import dump
+from devbin.cli.common import dump, holds_device_code, no_device_code
 
 HELP = "write the devbin sections into a copy of a cubin or AMDGPU code object"
 
@@ -37,6 +37,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.formats.elf.reader import ElfFile
     from devbin.importers import import_code_object
     check_destination(args.output, [args.file])
+    if not holds_device_code([args.file]):
+        return no_device_code([args.file])
     from devbin.api import wrapped_metadata
     from devbin.formats.wrapped import parse_wrapped, write_wrapped
     raw = Path(args.file).read_bytes()

@@ -194,7 +194,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         warn(message)
     if not found and not report.warnings:
         return no_device_code(paths)
-    hits = [h for h in found if wanted(h[0])]
+    hits = [h for h in found if choose.addresses or wanted(h[0])]  # an address named is written, whatever its kind
     picked = {id(h) for h in keep(hits, choose, lambda h: h[0])}
     chosen: list[tuple[Image, Path]] = []
     taken: set[str] = set()

@@ -35,7 +35,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from devbin.cli.common import BadArguments, dump
+from devbin.cli.common import BadArguments, dump, holds_device_code, no_device_code
 
 if TYPE_CHECKING:
     from devbin.packaging import PackResult
@@ -65,6 +65,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.binary.output import Inputs, check_destination, write_file
     from devbin.packaging import PackInput, check, pack
     inputs = [PackInput.from_spec(s) for s in args.image]
+    if not any("TargetID=" in s or "triple=" in s for s in args.image) and not holds_device_code(
+            [str(i.name) for i in inputs]):
+        return no_device_code([str(i.name) for i in inputs])
     if args.check_only:
         res = check(inputs, ptx=args.ptx, strict=args.strict, llvm_keys=args.format == "offload")
         if args.json:
