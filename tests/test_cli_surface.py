@@ -436,3 +436,26 @@ def test_version_and_help_are_current() -> None:
         assert "--image ADDRESS" in text and "--arch ARCH" in text, command
     assert "-o DIR, --output DIR" in _run_help("tour") and "--out " not in _run_help("tour")
     assert "--arch ARCH" in _run_help("link") and "--device DEVICE" in _run_help("load")
+
+
+def test_link_and_load_take_image_addresses(work: Path) -> None:
+    """An image inside a package is an input as its own file would be (named by its address)."""
+    assert main(["pack", "-o", "inputs.offload", "--image", "file=sample_link_kern.o", "--image",
+                 "file=sample_link_lib.o", "--image", "file=sample_load_user.so", "--image",
+                 "file=sample_load_lib.so"], io.StringIO()) == 0
+    names = {"sample_link_kern.o": "inputs.offload#0.0", "sample_link_lib.o": "inputs.offload#1.0",
+             "sample_load_user.so": "inputs.offload#2.0", "sample_load_lib.so": "inputs.offload#3.0"}
+
+    def renamed(text: str) -> str:
+        for file, address in names.items():
+            text = text.replace(file, address)
+        return _stable(text)
+
+    for files, command in ((["sample_link_kern.o", "sample_link_lib.o"], "link"),
+                           (["sample_load_user.so", "sample_load_lib.so"], "load")):
+        code, by_file = _run(command, *files, "--json")
+        assert code == 0
+        images = [a for f in files for a in ("--image", names[f])]
+        code, by_address = _run(command, *images, "--json")
+        assert code == 0 and _stable(by_address) == renamed(by_file), command
+        _validate(command, by_address)

@@ -105,6 +105,29 @@ def add_image_options(p: argparse.ArgumentParser, *, all: bool = True, arch: boo
                             "in .nv_fatbin (cuobjdump -all)")
 
 
+def add_image_inputs(p: argparse.ArgumentParser) -> None:
+    """``--image ADDRESS`` for commands whose inputs are files (link, load): the image at the address is
+    one more input, after the files."""
+    p.add_argument("--image", action="append", default=[], metavar="ADDRESS",
+                   help="also the device image at this address, as `devbin list --all` prints it (repeatable)")
+
+
+def image_inputs(addresses: Sequence[str]) -> list[tuple[Image, bytes]]:
+    """The images at ``addresses`` and their bytes (what ``extract --image`` writes); BadArguments for an
+    address that names no image."""
+    from devbin.images import Address, find_image
+    from devbin.images.scan import scan
+    out: list[tuple[Image, bytes]] = []
+    for text in addresses:
+        try:
+            address = Address.parse(text)
+            image = find_image(scan([address.path], all=True), address)
+        except UsageError as e:
+            raise BadArguments(f"--image: {e}") from None
+        out.append((image, bytes(image.data())))
+    return out
+
+
 def _check_arch(text: str) -> None:
     from devbin.targets.amdgpu.targetid import parse_target_id
     from devbin.targets.nvidia.archs import try_parse_arch

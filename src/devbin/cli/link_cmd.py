@@ -5,7 +5,8 @@
   devbin link user.o libs.a --arch gfx90a:xnack+      (a super-archive: its chain for the target)
   devbin link k.o lib.o -o app.so      (ld.lld / nvlink on what was kept, resources written back)
 
-Inputs, in command-line order: device relocatable objects (nvcc -rdc cubins, ptxas -c,
+Inputs, in command-line order (then each --image ADDRESS: one image of a container, as
+`devbin list --all` names it): device relocatable objects (nvcc -rdc cubins, ptxas -c,
 clang -c AMDGPU objects; devbin-annotated or not), host objects carrying device code
 (nvcc -rdc -c), ar archives (nvcc -lib, llvm-ar) and super-archives.  Archive members are
 pulled only when they define a needed symbol; every archive acts as one group (a later
@@ -33,11 +34,14 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
+from devbin.cli.common import add_image_inputs
+
 HELP = "link device objects and archives for one target: resolution, dead-code elimination, resource usage"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="FILE", help="device objects, host objects, archives, super-archives")
+    p.add_argument("inputs", nargs="*", metavar="FILE", help="device objects, host objects, archives, super-archives")
+    add_image_inputs(p)
     p.add_argument("--arch", "--target", dest="target", metavar="ARCH",
                    help="sm_90, gfx90a, or a super-archive target such as gfx90a:xnack+ (default: the first object's "
                         "architecture; --target is the old name)")
@@ -66,21 +70,27 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     import sys
 
     from devbin.binary.output import Inputs, check_destination, write_file
-    from devbin.cli.common import dump, holds_device_code, no_device_code, note, warn
+    from devbin.cli.common import BadArguments, dump, holds_device_code, image_inputs, no_device_code, note, warn
     from devbin.errors import OutputError
     from devbin.link.core import link
-    if not holds_device_code(args.inputs):
+    images = image_inputs(args.image)
+    if not images and not args.inputs:
+        raise BadArguments("give FILEs to link (or --image ADDRESS)")
+    if not images and not holds_device_code(args.inputs):
         return no_device_code(args.inputs)
 
     kernels = [k for k in args.kernels.split(",") if k] if args.kernels else None
+    on_disk = [*args.inputs, *(image.address.path for image, _ in images)]
     if args.map:  # before the link: a --map naming an input (or -o) fails at once
-        check_destination(args.map, args.inputs)
+        check_destination(args.map, on_disk)
         if args.output and Inputs([args.output]).match(args.map):
             raise OutputError("--map and -o name the same file; give the map another name", where=args.map)
-    result = link([Path(p) for p in args.inputs], target=args.target, kernels=kernels, keep=args.keep,
+    sources: list[str | Path | tuple[str, bytes]] = [Path(p) for p in args.inputs]
+    sources += [(str(image.address), data) for image, data in images]
+    result = link(sources, target=args.target, kernels=kernels, keep=args.keep,
                   stack_budget=args.stack_budget, output=args.output, keep_address_taken=args.keep_address_taken)
     if args.map:
-        write_file(args.map, result.link_map().encode(), inputs=args.inputs)
+        write_file(args.map, result.link_map().encode(), inputs=on_disk)
     facts = result.to_dict()
     if args.json:
         dump("link", facts, out)

@@ -1,6 +1,7 @@
 """Load code objects into one executable on the simulated device, resolve them, print its symbols.
 
-Each FILE is a bare code object (an AMDGPU .so from ld.lld -shared, a cubin) or a package
+Each FILE (then each --image ADDRESS, one image of a container as `devbin list
+--all` names it) is a bare code object (an AMDGPU .so from ld.lld -shared, a cubin) or a package
 (fatbin, offload bundle, OffloadBinary, host binary), from which the image devbin select
 picks for --device is loaded.  Without --device, the first bare code object names it
 (gfx90a:xnack+ from its e_flags, sm_90 from its SASS).
@@ -29,11 +30,14 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
+from devbin.cli.common import add_image_inputs
+
 HELP = "load code objects into one executable (simulated device), resolve them, print the symbols"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help="code objects or packages to load, in order")
+    p.add_argument("files", nargs="*", metavar="FILE", help="code objects or packages to load, in order")
+    add_image_inputs(p)
     p.add_argument("--device", "--target", dest="target", metavar="DEVICE",
                    help="the device: gfx90a, gfx90a:xnack+, sm_90 ... (--target is the old name; default: the "
                                                  "first code object's)")
@@ -107,18 +111,25 @@ def _run_cuda(args: argparse.Namespace, target: str, out: TextIO) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.cli.common import dump, holds_device_code, no_device_code
+    from devbin.cli.common import BadArguments, dump, holds_device_code, image_inputs, no_device_code
     from devbin.errors import UsageError
     from devbin.load import Executable, SymbolKind, code_object_target
 
-    if not holds_device_code(args.files):
+    images = image_inputs(args.image)
+    if not images and not args.files:
+        raise BadArguments("give FILEs to load (or --image ADDRESS)")
+    if not images and not holds_device_code(args.files):
         return no_device_code(args.files)
-    target = args.target or code_object_target(args.files[0])
+    target = args.target or (code_object_target(args.files[0]) if args.files else images[0][0].arch)
     if args.backend == "cuda":
+        if images:
+            raise BadArguments("--backend cuda loads FILEs only; extract the image first (devbin extract --image)")
         return _run_cuda(args, target, out)
     exe = Executable(target, lazy=args.lazy)
     for f in args.files:
         exe.load(f)
+    for image, data in images:
+        exe.load(data, name=str(image.address))
     exe.freeze()
     k = exe.symbol(args.kernel) if args.kernel else None
     if k is not None and k.kind != SymbolKind.KERNEL:
