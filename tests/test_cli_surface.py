@@ -459,3 +459,8 @@ def test_link_and_load_take_image_addresses(work: Path) -> None:
         code, by_address = _run(command, *images, "--json")
         assert code == 0 and _stable(by_address) == renamed(by_file), command
         _validate(command, by_address)
+    code, text = _run("pack", "--check-only", "--json", "--image", "file=inputs.offload#1.0,Team=x")
+    doc = _validate("pack", text)
+    assert code == 0 and [(i["kind"], i["size"]) for i in doc["images"]] == [
+        ("amdgpu", (work / "sample_link_lib.o").stat().st_size)]
+    assert doc["images"][0]["metadata"]["Team"] == "x"
