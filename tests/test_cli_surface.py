@@ -415,6 +415,15 @@ def test_paths_are_never_cut_in_a_pipe(tmp_path: Path) -> None:
     code, text = _run("resources", str(deep))
     assert code == 0 and str(deep / long_name) in text
 
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    from devbin.cli.render import cell
+    name = ".nv.info." + "f" * 40  # a section or function name longer than its column
+    assert cell(name, 30, io.StringIO()) == name and cell(name, 30, Tty()) == name[:30]
+    assert cell("short", 8, io.StringIO()) == "short   "
+
 
 def test_version_and_help_are_current() -> None:
     from devbin import __version__

@@ -12,6 +12,14 @@ def dump_json(data: Any, out: TextIO) -> None:
     out.write("\n")
 
 
+def cell(text: str, width: int, out: TextIO) -> str:
+    """``text`` in a column of ``width``: cut to fit only on a terminal; whole (the row then runs
+    longer) when stdout is a pipe or a file, so that no name or path is ever lost there."""
+    if len(text) > width and out.isatty():
+        return text[:width]
+    return f"{text:{width}}"
+
+
 def _flags(names: list[str]) -> str:
     short = {"SHF_WRITE": "W", "SHF_ALLOC": "A", "SHF_EXECINSTR": "X", "SHF_MERGE": "M", "SHF_STRINGS": "S",
              "SHF_INFO_LINK": "I", "SHF_LINK_ORDER": "L", "SHF_GROUP": "G", "SHF_TLS": "T", "SHF_COMPRESSED": "C",
@@ -29,14 +37,14 @@ def render_elf(r: dict[str, Any], out: TextIO) -> None:
     w("  [Nr] Name                           Type                     Flags    Address  Offset   Size     "
       "Link Info Align\n")
     for s in r["sections"]:
-        w(f"  [{s['index']:2}] {s['name'][:30]:30} {s['type_name'][:24]:24} {_flags(s['flags_names']):8} "
+        w(f"  [{s['index']:2}] {cell(s['name'], 30, out)} {cell(s['type_name'], 24, out)} {_flags(s['flags_names']):8} "
           f"{s['addr']:08x} {s['offset']:08x} {s['size']:08x} {s['link']:4} {s['info']:4} {s['addralign']:5}\n")
     if r["segments"]:
         w(f"\nSegments ({len(r['segments'])}):\n")
         w("  Type             Flg Offset   VirtAddr         FileSiz  MemSiz   Align\n")
         for p in r["segments"]:
             fl = ("R" if p["flags"] & 4 else " ") + ("W" if p["flags"] & 2 else " ") + ("E" if p["flags"] & 1 else " ")
-            w(f"  {p['type_name'][:16]:16} {fl} {p['offset']:08x} {p['vaddr']:016x} {p['filesz']:08x} "
+            w(f"  {cell(p['type_name'], 16, out)} {fl} {p['offset']:08x} {p['vaddr']:016x} {p['filesz']:08x} "
               f"{p['memsz']:08x} {p['align']:#x}\n")
     tables: dict[str, list[dict[str, Any]]] = {}
     for sym in r["symbols"]:

@@ -243,6 +243,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _name(name: str, out: TextIO, width: int = 32) -> str:
     """A function name in its column: cut to ``width`` only on a terminal (whole in a pipe or file)."""
-    if out.isatty() and len(name) > width:
-        return name[:width]
-    return f"{name:{width}}"
+    from devbin.cli.render import cell
+    return cell(name, width, out)
