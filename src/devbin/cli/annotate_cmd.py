@@ -8,7 +8,8 @@ vendor's loader reads in place: the output is checked before it is written.
 `cuobjdump -res-usage` and `nvdisasm` read an annotated cubin as they read the
 input; `ld.lld-19` links an annotated AMDGPU object and `llvm-readelf-19
 --notes` reads it exactly as before.  A devbin wrapped image comes back
-wrapped, with the same metadata, around the annotated image.
+wrapped, with the same metadata, around the annotated image.  Exit status: 0
+written, 1 error, 2 bad arguments, 3 the file holds no device code.
 """
 
 from __future__ import annotations

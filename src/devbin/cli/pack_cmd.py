@@ -27,7 +27,9 @@ docs/PACKAGING.md).  --check-only runs the PTX policy and the option checks
 and writes nothing.
 Contradictory options across images (relocatable vs whole-program, debug vs
 optimised, fast-math, FTZ, xnack/sramecc, code object versions, arch sets and
-PTX across translation units) are warnings; --strict makes them errors.
+PTX across translation units) are warnings (on stderr); --strict makes them errors.
+Exit status: 0 packed, 1 error, 2 bad arguments (no -o without --check-only), 3
+no input holds device code (and no TargetID=/triple= says what it is).
 """
 
 from __future__ import annotations
