@@ -348,8 +348,17 @@ READERS: dict[str, list[str]] = {
 }
 
 
+#: Commands that read a file of their own format (a super-archive): no device code there is an error (1).
+OTHERS: dict[str, list[str]] = {
+    "ar-list": ["ar", "list", "FILE"],
+    "ar-symbols": ["ar", "symbols", "FILE", "--target", "gfx90a"],
+    "ar-resolve": ["ar", "resolve", "FILE", "--target", "gfx90a", "-u", "f"],
+    "ar-extract": ["ar", "extract", "FILE", "--target", "gfx90a", "-o", "OUT/x.a"],
+}
+
+
 def _argv(name: str, path: Path, out: Path, json_: bool) -> list[str]:
-    argv = [a.replace("FILE", str(path)).replace("OUT", str(out)) for a in READERS[name]]
+    argv = [a.replace("FILE", str(path)).replace("OUT", str(out)) for a in {**READERS, **OTHERS}[name]]
     return [*argv, "--json"] if json_ else argv
 
 
@@ -368,7 +377,7 @@ def test_no_device_code_exits_3_with_one_line(name: str, json_: bool, tmp_path: 
         assert out == "" and err == f"devbin: {path}: does not contain device code\n", name
 
 
-@pytest.mark.parametrize("name", sorted(READERS))
+@pytest.mark.parametrize("name", sorted({**READERS, **OTHERS}))
 def test_missing_file_exits_1_with_one_line(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "missing.o"
     code, out = _run(*_argv(name, path, tmp_path / "out", False))
@@ -377,7 +386,7 @@ def test_missing_file_exits_1_with_one_line(name: str, tmp_path: Path, capsys: p
     assert err.count("\n") == 1 and err.startswith("devbin: error: ") and "missing.o" in err, err
 
 
-@pytest.mark.parametrize("name", sorted(READERS))
+@pytest.mark.parametrize("name", sorted({**READERS, **OTHERS}))
 def test_malformed_file_exits_1_with_errors_on_stderr(name: str, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "cut.cubin"
