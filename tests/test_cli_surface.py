@@ -482,3 +482,16 @@ def test_link_and_load_take_image_addresses(work: Path) -> None:
     assert code == 0 and [(i["kind"], i["size"]) for i in doc["images"]] == [
         ("amdgpu", (work / "sample_link_lib.o").stat().st_size)]
     assert doc["images"][0]["metadata"]["Team"] == "x"
+
+
+def test_prune_image_applies_the_selection_to_those_images_only(work: Path) -> None:
+    assert main(["pack", "--format", "fatbin", "-o", "three.fatbin", "--image", "file=sample_sm90.cubin",
+                 "--image", "file=sample_sm90_rdc.cubin", "--image", "file=sample.ptx"], io.StringIO()) == 0
+    code, text = _run("prune", "three.fatbin", "--drop", "sm_90", "--image", "three.fatbin#0.1", "-o", "pruned.fatbin",
+                      "--json")
+    doc = _validate("prune", text)
+    assert code == 0 and [(i["address"], i["kept"]) for i in doc["images"]] == [
+        ("three.fatbin#0.0", True), ("three.fatbin#0.1", False), ("three.fatbin#0.2", True)]
+    left = list(scan([work / "pruned.fatbin"], all=True))
+    assert [bytes(i.data()) for i in left] == [bytes(i.data()) for i in scan([work / "three.fatbin"], all=True)
+                                               if not str(i.address).endswith("#0.1")]
