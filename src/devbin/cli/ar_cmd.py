@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Any, TextIO
 
-from devbin.cli.common import dump
+from devbin.cli.common import dump, note
 
 HELP = "build, list, extract and embed multi-target super-archives (one copy of each unique member)"
 
@@ -281,7 +281,7 @@ def _remove(args: argparse.Namespace, out: TextIO) -> int:
         if dropped:
             kept = tuple(c for c in t.chain if c not in args.targets)
             targets[i] = replace(t, chain=() if kept in ((), (t.name,)) else kept)
-            out.write(f"note: {', '.join(dropped)} removed from the chain of {t.name}\n")
+            note(f"{', '.join(dropped)} removed from the chain of {t.name}")
     index: str | bool = False
     if lib.index_target is not None:
         index = lib.index_target if lib.index_target not in args.targets else True

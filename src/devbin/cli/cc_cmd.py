@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from devbin.cli.common import dump
+from devbin.cli.common import dump, warn
 
 HELP = "compile with clang (AMDGPU) and record per-function resource usage in the object"
 
@@ -135,5 +135,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for n in report.missing:
         out.write(f"  {n}: the assembly printed no resource facts (left unknown)\n")
     for w in warnings:
-        out.write(f"warning: {w}\n")
+        warn(w)
     return 0
