@@ -154,7 +154,10 @@ def _nv_number(arch: str) -> tuple[str, str] | None:
 
 
 def arch_matches(found: str, wanted: str) -> bool:
-    """Whether an image of arch ``found`` is one ``--arch wanted`` takes (cuobjdump -arch's rule)."""
+    """Whether an image of arch ``found`` is one ``--arch wanted`` takes (cuobjdump -arch's rule: the SM
+    number decides, the ``a``/``f`` variant does not; measured with cuobjdump 13.0).  ``prune
+    --keep/--drop`` follow nvprune instead (:func:`devbin.packaging.pruning.arch_matches`: ``sm_90``
+    does not take ``sm_90a``), as each mirrors its own tool."""
     if found == wanted:
         return True
     w, f = _nv_number(wanted), _nv_number(found)
