@@ -53,6 +53,9 @@ _TIME_TEXT = re.compile(r"\d+\.\d+ ms")
 
 
 def _stable(text: str) -> str:
+    """``text`` without what changes from run to run or release to release: times, devbin's version."""
+    from devbin import __version__
+    text = text.replace(f"devbin {__version__}", "devbin VERSION")
     return _TIME_TEXT.sub("0.000 ms", _TIMES.sub(r"\g<1>0", text))
 
 
