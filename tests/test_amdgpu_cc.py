@@ -162,7 +162,7 @@ def _tool_text(tool: str, *args: str) -> str:
     return subprocess.run([tool, *args], capture_output=True, text=True, check=True).stdout
 
 
-def test_cc_output_links_like_the_plain_object(tmp_path: Path) -> None:
+def test_cc_output_links_like_the_plain_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     clang, lld, readelf = require_tool("clang-19"), require_tool("ld.lld-19"), require_tool("llvm-readelf-19")
     plain = _obj(clang, tmp_path / "plain.o")
     lib = _obj(clang, tmp_path / "lib.o", SOURCES / "amdgpu_lib.cl")
@@ -186,7 +186,7 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path) -> None:
 
     # devbin resources: device functions' registers from the devbin sections; plain object: unknown
     infos = parse_asm_info(_asm(clang))
-    rows = {f["name"]: f for f in json.loads(_devbin("resources", "--json", str(cc)))["amdgpu"][0]["functions"]}
+    rows = {f["name"]: f for f in json.loads(_devbin("resources", "--json", str(cc)))["images"][0]["functions"]}
     h = rows["helper_square"]
     assert (h["sgpr"], h["vgpr"], h["agpr"], h["private_segment"]) == (
         infos["helper_square"].sgpr, infos["helper_square"].total_vgpr, infos["helper_square"].agpr,
@@ -195,13 +195,15 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path) -> None:
     for k in KERNELS:
         assert rows[k]["sgpr"] == infos[k].sgpr and rows[k]["vgpr"] == infos[k].total_vgpr
     plain_doc = json.loads(_devbin("resources", "--json", str(plain)))
-    plain_rows = {f["name"]: f for f in plain_doc["amdgpu"][0]["functions"]}
+    plain_rows = {f["name"]: f for f in plain_doc["images"][0]["functions"]}
     assert plain_rows["helper_square"]["vgpr"] is None and plain_rows["helper_square"]["source"] == "unknown"
+    capsys.readouterr()
     text = _devbin("resources", str(plain))
     assert re.search(r"helper_square\s+device\s+\?\s+\?", text)
-    assert text.splitlines()[-1].startswith("? = not recorded in the file") and "devbin cc" in text.splitlines()[-1]
+    note = capsys.readouterr().err  # the footnote is a note: on stderr
+    assert note.startswith("note: ? = not recorded in the file") and "devbin cc" in note and "? = " not in text
     text = _devbin("resources", str(cc))
-    assert "? = not recorded" not in text  # every function known: no footnote
+    assert "? = not recorded" not in text + capsys.readouterr().err  # every function known: no footnote
     assert re.search(rf"helper_square\s+device\s+{infos['helper_square'].sgpr}\s+{infos['helper_square'].total_vgpr}",
                      text)
 

@@ -54,7 +54,7 @@ def test_inspect_golden(which: str, fmt: str, sample_o: Path, monkeypatch: pytes
 def test_json_and_text_show_the_same_facts(sample_o: Path) -> None:
     _, text = _run("inspect", str(sample_o))
     _, js = _run("inspect", str(sample_o), "--json")
-    data = json.loads(js)
+    data = json.loads(js)["images"][0]  # one code object: one entry of "images" (devbin.inspect/1)
     for s in data["sections"]:
         assert s["name"] in text
     for f in data["devbin"]["functions"]:
@@ -67,15 +67,7 @@ def test_inspect_is_deterministic(sample_o: Path) -> None:
     assert _run("inspect", str(sample_o), "--json") == _run("inspect", str(sample_o), "--json")
 
 
-@pytest.mark.parametrize(
-    "content,needle",
-    [
-        (b"", "not a recognised device binary"),
-        (b"hello world", "not a recognised device binary"),
-        (b"\x7fELF\x02\x01\x01", "e_ident"),
-        (b"!<arch>\n", "no device images found"),
-    ],
-)
+@pytest.mark.parametrize("content,needle", [(b"\x7fELF\x02\x01\x01", "e_ident")])
 def test_errors_are_one_line(tmp_path: Path, content: bytes, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "bad.bin"
     p.write_bytes(content)
@@ -83,6 +75,18 @@ def test_errors_are_one_line(tmp_path: Path, content: bytes, needle: str, capsys
     err = capsys.readouterr().err
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("devbin: error: ") and needle in err
+
+
+@pytest.mark.parametrize("content", [b"", b"hello world", b"!<arch>\n"])
+def test_no_device_code_is_one_line_and_status_3(tmp_path: Path, content: bytes,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty file, bytes of no known format, an empty archive: cuobjdump's "does not contain device code"."""
+    p = tmp_path / "bad.bin"
+    p.write_bytes(content)
+    code, out = _run("inspect", str(p))
+    err = capsys.readouterr().err
+    assert code == 3 and out == ""
+    assert err == f"devbin: {p}: does not contain device code\n"
 
 
 def test_missing_file_and_truncated_elf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,7 +104,7 @@ def test_traceback_flag_raises(tmp_path: Path) -> None:
     from devbin.errors import DeviceBinaryError
 
     p = tmp_path / "bad.bin"
-    p.write_bytes(b"junk")
+    p.write_bytes(b"\x7fELF\x02\x01\x01")
     with pytest.raises(DeviceBinaryError):
         main(["--traceback", "inspect", str(p)], io.StringIO())
 

@@ -86,24 +86,29 @@ def _check_text(command: str, path: Path, tmp: Path, n_images: int) -> str:
     code, text = _run(command, str(path))
     assert code == 0
     assert text.startswith(expected)
-    rest = text[len(expected):]
-    assert all(line.startswith(("note: ", "warning: ")) for line in rest.splitlines() if line), rest
+    assert text[len(expected):].strip() == ""  # notes and warnings go to stderr
     assert text.count("\n=== ") + text.startswith("=== ") == n_images
     return text
+
+
+IMAGE_KEYS = ("address", "vendor", "kind", "arch", "size", "stored_size", "compression")
 
 
 def _check_json(command: str, path: Path, tmp: Path, n_images: int) -> dict[str, Any]:
     code, text = _run(command, "--json", str(path))
     assert code == 0
     doc = json.loads(text)
-    assert list(doc) == ["file", "images", "skipped", "warnings"] and doc["file"] == str(path)
+    assert list(doc) == ["schema", "file", "images", "skipped", "warnings"] and doc["file"] == str(path)
+    assert doc["schema"] == f"devbin.{command}/1"
     images = _code_objects(path, tmp)
     assert len(doc["images"]) == len(images) == n_images
     for got, (info, file) in zip(doc["images"], images, strict=True):
         code, single_text = _run(command, "--json", str(file))
         assert code == 0
-        single = json.loads(single_text)
-        head = {k: info[k] for k in ("address", "vendor", "kind", "arch", "size", "stored_size", "compression")}
+        single_doc = json.loads(single_text)
+        assert single_doc["file"] == str(file) and len(single_doc["images"]) == 1  # one shape for every input
+        single = {k: v for k, v in single_doc["images"][0].items() if k not in IMAGE_KEYS}
+        head = {k: info[k] for k in IMAGE_KEYS}
         if command == "inspect":
             assert single["file"] == str(file)
             single["file"] = _label(info)
@@ -111,7 +116,7 @@ def _check_json(command: str, path: Path, tmp: Path, n_images: int) -> dict[str,
                 head["metadata"] = meta
             assert got == {**head, **single}
         else:
-            assert got == {**head, **single}  # the graph's own "arch" (the target ID) wins
+            assert got == {**head, **single}  # the image's keys, then the graph's (target_id, nodes)
     return doc
 
 
@@ -159,9 +164,10 @@ def test_compressed_bundle(command: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["inspect", "callgraph"])
-def test_fatbin_with_cubins_and_ptx(command: str, fatbin: Path, tmp_path: Path) -> None:
-    text = _check_text(command, fatbin, tmp_path, 2)
-    assert f"note: {fatbin}#0.1: skipped ptx image" in text
+def test_fatbin_with_cubins_and_ptx(command: str, fatbin: Path, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _check_text(command, fatbin, tmp_path, 2)
+    assert f"note: {fatbin}#0.1: skipped ptx image" in capsys.readouterr().err
     doc = _check_json(command, fatbin, tmp_path, 2)
     assert [s["kind"] for s in doc["skipped"]] == ["ptx"]
 
@@ -218,25 +224,29 @@ def test_single_code_objects_are_unchanged(tmp_path: Path) -> None:
             code, text = _run(command, str(path))
             assert code == 0 and "=== " not in text
             code, js = _run(command, "--json", str(path))
-            assert code == 0 and "images" not in json.loads(js)
+            doc = json.loads(js)  # the same shape as a container's: the one code object in "images"
+            assert code == 0 and doc["file"] == str(path) and len(doc["images"]) == 1
+            assert doc["images"][0]["address"] == str(path) and doc["skipped"] == []
 
 
 @pytest.mark.parametrize("content", [b"!<arch>\n", write_bundle([("host-x86_64-unknown-linux-gnu", b"")])])
-def test_nothing_found_is_a_one_line_error(content: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_found_is_one_line_and_status_3(content: bytes, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "empty.bin"
     p.write_bytes(content)
     for command in ("inspect", "callgraph"):
         code, out = _run(command, str(p))
         err = capsys.readouterr().err
-        assert code == 1 and out == ""
-        assert err.count("\n") == 1 and err.startswith("devbin: error: ") and "no device images found" in err
+        assert code == 3 and out == ""
+        assert err == f"devbin: {p}: does not contain device code\n"
 
 
-def test_only_ptx_says_so(tmp_path: Path) -> None:
+def test_only_ptx_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "ptx.fatbin"
     p.write_bytes(write_fatbin([FatbinImage(FC.KIND_PTX, 90, PTX)]))
     code, text = _run("inspect", str(p))
-    assert code == 0 and "skipped ptx image" in text and "no ELF code object found" in text
+    err = capsys.readouterr().err
+    assert code == 0 and text == "" and "skipped ptx image" in err and "no ELF code object found" in err
     code, text = _run("callgraph", "--json", str(p))
     assert code == 0 and json.loads(text)["images"] == []
 
@@ -272,7 +282,9 @@ def test_fatbin_of_built_cubins(command: str, cubins: dict[str, Path], tmp_path:
     _check_json(command, p, tmp_path, 2)
 
 
-def test_host_object_without_device_images_is_read_as_before(host_objects: dict[str, Path]) -> None:
+def test_host_object_without_device_images_exits_3(host_objects: dict[str, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     path = host_objects["x86_64_obj"]
-    code, text = _run("inspect", str(path))
-    assert code == 0 and text.startswith(f"{path}: ELF64") and "=== " not in text
+    for command in ("inspect", "callgraph"):
+        code, text = _run(command, str(path))
+        assert code == 3 and text == "" and capsys.readouterr().err == f"devbin: {path}: does not contain device code\n"

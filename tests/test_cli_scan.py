@@ -80,11 +80,13 @@ def test_one_bad_file_beside_a_good_one(argv: list[str], tmp_path: Path) -> None
     assert _run([*argv, str(good), str(cut)], tmp_path)[0] == 1  # the named bad file still fails
 
 
-def test_archive_with_a_good_and_a_bad_member_only_warns(tmp_path: Path) -> None:
+def test_archive_with_a_good_and_a_bad_member_only_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lib = tmp_path / "lib.a"
     lib.write_bytes(write_archive([ArMember("good.o", AMD), ArMember("bad.o", AMD[:len(AMD) // 2], symbols=())]))
     code, text = _run(["list", str(lib)], tmp_path)
-    assert code == 0 and "1 images" in text and "warning: " in text and "bad.o" in text
+    err = capsys.readouterr().err
+    assert code == 0 and "1 images" in text and "warning: " not in text  # warnings go to stderr
+    assert "warning: " in err and "bad.o" in err
     lib.write_bytes(write_archive([ArMember("bad.o", AMD[:len(AMD) // 2], symbols=())]))
     assert _run(["list", str(lib)], tmp_path)[0] == 1
 

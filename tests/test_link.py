@@ -166,7 +166,7 @@ def test_cli_rejects_bad_input(tmp_path: Path) -> None:
     text = tmp_path / "t.txt"
     text.write_text("hello")
     code, _ = _cli("link", str(text))
-    assert code == 1
+    assert code == 3  # no device code in it
 
 
 # --------------------------------------------------------------------------- more inputs

@@ -117,9 +117,9 @@ def test_resources_cuobjdump_format_equals_cuobjdump(host_inputs: dict[str, Path
 
 def test_resources_json_and_text(host_inputs: dict[str, Path]) -> None:
     data = json.loads(_devbin("resources", "--json", str(host_inputs["multi_fatbin"])))
-    assert [c["arch"] for c in data["cubins"]] == ["sm_80", "sm_90"]
+    assert [c["arch"] for c in data["images"]] == ["sm_80", "sm_90"]
     text = _devbin("resources", str(host_inputs["multi_fatbin"]))
-    for fn in data["cubins"][0]["functions"]:
+    for fn in data["images"][0]["functions"]:
         assert fn["name"] in text
 
 
@@ -128,7 +128,7 @@ def test_callgraph_formats(cubins: dict[str, Path]) -> None:
     text = _devbin("callgraph", path)
     assert text.startswith("callgraph for sm_90:") and "^apply_op [24] ->" in text
     data = json.loads(_devbin("callgraph", "--json", path))
-    apply_op = next(n for n in data["nodes"] if n["name"] == "apply_op")
+    apply_op = next(n for n in data["images"][0]["nodes"] if n["name"] == "apply_op")
     assert sorted(apply_op["calls"]) == ["op_add", "op_mul", "op_sub"]
     dot = _devbin("callgraph", "--dot", path)
     assert dot.startswith("digraph") and '"apply_op" -> "op_add" [style=dotted];' in dot

@@ -112,7 +112,7 @@ def test_wrapped_image_everywhere(images: dict[str, Path], tmp_path: Path, capsy
     text = capsys.readouterr().out
     assert text.startswith("Metadata:\n  Producer: ") and "\n  Team: x\n" in text and "\n  VendorId: 0x10de\n" in text
     assert main(["inspect", "--json", str(out)]) == 0
-    assert json.loads(capsys.readouterr().out)["metadata"]["Team"] == "x"
+    assert json.loads(capsys.readouterr().out)["images"][0]["metadata"]["Team"] == "x"
     assert main(["extract", "-o", str(tmp_path / "x"), str(out)]) == 0
     extracted = [p for p in (tmp_path / "x").rglob("*") if p.is_file()]
     assert [p.read_bytes() for p in extracted] == [images["sm_90"].read_bytes()]

@@ -360,7 +360,7 @@ def test_cli(tmp_path: Path) -> None:
     assert "saved" in buf.getvalue() and (tmp_path / "b.fatbin").exists()
     assert main(["prune", str(src), "--keep", "sm_90", "-o", str(src)], out=StringIO()) == 1
     assert src.read_bytes() == _fatbin()
-    assert main(["prune", str(src), "--keep", "sm_90"], out=StringIO()) == 1
+    assert main(["prune", str(src), "--keep", "sm_90"], out=StringIO()) == 2  # no -o: a usage error
     assert main(["prune", str(src), "--keep", "sm_90", "--in-place"], out=StringIO()) == 0
     assert _archs(src.read_bytes()) == [("cubin", "sm_90"), ("ptx", "compute_90")]
 

@@ -313,7 +313,7 @@ def test_fatbin_no_match(nv_package: dict[str, Path], capsys: pytest.CaptureFixt
     code, js = _cli("select", str(fb), "--device", "sm_75", "--json")
     assert code == 1 and json.loads(js)["ok"] is False and json.loads(js)["chosen"] is None
     code, _ = _cli("select", str(fb), "--device", "sm_8x")
-    assert code == 1 and "not an NVIDIA" in capsys.readouterr().err
+    assert code == 2 and "not an NVIDIA" in capsys.readouterr().err  # a --device devbin cannot read: usage
 
 
 def test_bare_arch_specific_cubin(nv_package: dict[str, Path]) -> None:
@@ -379,7 +379,7 @@ def test_bundle_explain_and_errors(amd_bundle: Path, capsys: pytest.CaptureFixtu
     code, _ = _cli("select", str(amd_bundle), "--device", "sm_90")
     assert code == 1 and "no NVIDIA image for sm_90" in capsys.readouterr().err
     code, _ = _cli("select", str(amd_bundle), "--device", "gfx11-generic")
-    assert code == 1 and "generic code target" in capsys.readouterr().err
+    assert code == 2 and "generic code target" in capsys.readouterr().err
 
 
 def test_conftest_bundle_any_features(amdgpu_objects: dict[str, Path]) -> None:

@@ -8,15 +8,17 @@ vendor's loader reads in place: the output is checked before it is written.
 `cuobjdump -res-usage` and `nvdisasm` read an annotated cubin as they read the
 input; `ld.lld-19` links an annotated AMDGPU object and `llvm-readelf-19
 --notes` reads it exactly as before.  A devbin wrapped image comes back
-wrapped, with the same metadata, around the annotated image.
+wrapped, with the same metadata, around the annotated image.  Exit status: 0
+written, 1 error, 2 bad arguments, 3 the file holds no device code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TextIO
+
+from devbin.cli.common import dump, holds_device_code, no_device_code
 
 HELP = "write the devbin sections into a copy of a cubin or AMDGPU code object"
 
@@ -36,6 +38,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.formats.elf.reader import ElfFile
     from devbin.importers import import_code_object
     check_destination(args.output, [args.file])
+    if not holds_device_code([args.file]):
+        return no_device_code([args.file])
     from devbin.api import wrapped_metadata
     from devbin.formats.wrapped import parse_wrapped, write_wrapped
     raw = Path(args.file).read_bytes()
@@ -55,7 +59,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     result = {"input": args.file, "output": args.output, "size_before": size_in, "size_after": len(data),
               "functions": len(obj.functions), "kernels": len(obj.kernels)}
     if args.json:
-        out.write(json.dumps(result, indent=2) + "\n")
+        dump("annotate", result, out)
     else:
         out.write(f"{args.output}: {len(obj.functions)} functions ({len(obj.kernels)} kernels) described; "
                   f"{size_in} -> {len(data)} bytes; nothing the loader reads moved\n")

@@ -29,10 +29,11 @@ top of the chain again (docs/FORMAT.md §16.5).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 from typing import Any, TextIO
+
+from devbin.cli.common import dump, note
 
 HELP = "build, list, extract and embed multi-target super-archives (one copy of each unique member)"
 
@@ -280,7 +281,7 @@ def _remove(args: argparse.Namespace, out: TextIO) -> int:
         if dropped:
             kept = tuple(c for c in t.chain if c not in args.targets)
             targets[i] = replace(t, chain=() if kept in ((), (t.name,)) else kept)
-            out.write(f"note: {', '.join(dropped)} removed from the chain of {t.name}\n")
+            note(f"{', '.join(dropped)} removed from the chain of {t.name}")
     index: str | bool = False
     if lib.index_target is not None:
         index = lib.index_target if lib.index_target not in args.targets else True
@@ -319,8 +320,7 @@ def list_facts(lib: Any) -> dict[str, Any]:
 def _list(args: argparse.Namespace, out: TextIO) -> int:
     facts = list_facts(_open(args.archive))
     if args.json:
-        json.dump(facts, out, indent=2)
-        out.write("\n")
+        dump("ar-list", facts, out)
         return 0
     refs = sum(t["members"] for t in facts["targets"])
     where = " (embedded)" if facts["embedded"] else ""
@@ -368,8 +368,7 @@ def _symbols(args: argparse.Namespace, out: TextIO) -> int:
                     seen.add(sym.name)
                     rows.append({"name": sym.name, "level": level, "ordinal": sym.ordinal, "member": sym.member})
         if args.json:
-            json.dump({"target": args.target, "chain": list(chain), "symbols": rows}, out, indent=2)
-            out.write("\n")
+            dump("ar-symbols", {"target": args.target, "chain": list(chain), "symbols": rows}, out)
             return 0
         out.write(f"chain: {' -> '.join(chain)}\n")
         for r in rows:
@@ -377,9 +376,8 @@ def _symbols(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     syms = lib.symbols(args.target)
     if args.json:
-        json.dump({"target": args.target, "symbols": [{"name": s.name, "ordinal": s.ordinal, "member": s.member}
-                                                      for s in syms]}, out, indent=2)
-        out.write("\n")
+        dump("ar-symbols", {"target": args.target, "chain": [args.target], "symbols": [
+            {"name": s.name, "level": args.target, "ordinal": s.ordinal, "member": s.member} for s in syms]}, out)
         return 0
     for s in syms:
         out.write(f"{s.name} in {s.member} [{s.ordinal}]\n")
@@ -435,8 +433,7 @@ def _resolve(args: argparse.Namespace, out: TextIO) -> int:
     res = lib.resolve(args.target, symbols, objects)
     facts = resolve_facts(res, list(args.explain))
     if args.json:
-        json.dump(facts, out, indent=2)
-        out.write("\n")
+        dump("ar-resolve", facts, out)
         return 1 if facts["undefined"] or facts["duplicates"] else 0
     out.write(f"target {res.target}, chain: {' -> '.join(res.chain)}\n")
     out.write(f"pulled {len(res.pulled)} members:\n")
@@ -485,8 +482,7 @@ def _view(args: argparse.Namespace, out: TextIO) -> int:
     facts = {"target": args.target, "chain": list(lib.chain(args.target)), "archives": files,
              "link": "ld.lld-19 ... " + " ".join(files)}
     if args.json:
-        json.dump(facts, out, indent=2)
-        out.write("\n")
+        dump("ar-view", facts, out)
         return 0
     out.write(f"target {args.target}, chain: {' -> '.join(facts['chain'])}\n")
     for f in files:
@@ -504,8 +500,7 @@ def _embed(args: argparse.Namespace, out: TextIO) -> int:
     result = embed(Path(args.into).read_bytes(), data, section=section, where=args.into)
     _write(args.output, result, [Path(args.archive), Path(args.into)])
     if args.json:
-        json.dump({"output": args.output, "section": section, "bytes": len(data)}, out, indent=2)
-        out.write("\n")
+        dump("ar-embed", {"output": args.output, "section": section, "bytes": len(data)}, out)
     return 0
 
 

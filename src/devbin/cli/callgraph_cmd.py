@@ -11,15 +11,21 @@ library or executable with .nv_fatbin, .llvm.offloading, .hip_fatbin or
 offload bundle sections, or an ar archive.  Then every code object in it
 (cubins, AMDGPU code objects; as `devbin list` finds them) gets a header line
 naming it and its call graph, exactly as for the extracted image; PTX,
-bitcode and other images are skipped with a note.  --json then prints
-{"file": FILE, "images": [{"path", "container", ..., "arch", "nodes"}], ...};
---dot prints one digraph with one `subgraph cluster_N` per code object.
+bitcode and other images are skipped with a note (on stderr).  --image
+ADDRESS and --arch ARCH (repeatable) take only those images.
+
+--json prints one shape for every input (schema devbin.callgraph/1):
+{"schema", "file": FILE, "images": [{"address", "vendor", "kind", "arch",
+"size", "stored_size", "compression", "target_id", "nodes"}], "skipped":
+[...], "warnings": [...]}; a single code object is one entry of "images".
+--dot prints one digraph per code object, or one digraph with one
+`subgraph cluster_N` per code object for a container.  Exit status 3 (one
+line on stderr) when the file holds no device code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -31,8 +37,11 @@ HELP = ("print the call graph with registers, entry points and address-taken fun
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a cubin, an AMDGPU code object or an ELF with devbin sections, or a container "
-                                "of them (fatbin, OffloadBinary, offload bundle, host object/library, ar archive)")
+    from devbin.cli.common import add_image_options
+    p.add_argument("file", nargs="?", help="a cubin, an AMDGPU code object or an ELF with devbin sections, or a "
+                                           "container of them (fatbin, OffloadBinary, offload bundle, host "
+                                           "object/library, ar archive); default: the file of --image")
+    add_image_options(p, all=False)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON")
     g.add_argument("--dot", action="store_true", help="print Graphviz DOT")
@@ -92,30 +101,39 @@ def format_dot_clusters(graphs: list[tuple[str, CodeObject]]) -> str:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.analysis.callgraph import format_dot, format_text, to_dict
     from devbin.api import open_file
+    from devbin.cli.common import ImageFilter, dump, no_device_code, warn
     from devbin.cli.inspect_cmd import (
+        choose_images,
         container_images,
         image_dict,
         image_header,
         image_label,
+        no_device_code_in,
         open_image,
+        single_keys,
         write_container_tail,
     )
     from devbin.errors import DeviceBinaryError
-    images = container_images(args.file)
-    if images is None:
-        with open_file(args.file) as elf:
-            obj = _code_object(elf, args.file)
-        arch = _arch(obj)
-        if args.json:
-            out.write(json.dumps(to_dict(obj, arch), indent=2) + "\n")
-        elif args.dot:
-            out.write(format_dot(obj, arch))
-        else:
-            out.write(format_text(obj, arch))
-        return 0
+    choose = ImageFilter(args)
+    path = args.file or choose.paths([])[0]
+    found = container_images(path)
+    if no_device_code_in(found):
+        return no_device_code([path])
+    images = choose_images(found, choose)
     graphs: list[tuple[str, CodeObject]] = []
     docs: list[dict[str, Any]] = []
     errors: list[str] = []
+
+    def graph_doc(head: dict[str, Any], obj: CodeObject) -> dict[str, Any]:
+        g = to_dict(obj, _arch(obj))
+        return {**head, "target_id": g["arch"], "nodes": g["nodes"]}
+
+    if images.single:
+        with open_file(path) as elf:
+            obj = _code_object(elf, path)
+        docs.append(graph_doc(single_keys(images), obj))
+        if not args.json:
+            out.write(format_dot(obj, _arch(obj)) if args.dot else format_text(obj, _arch(obj)))
     for f in images.code_objects:
         try:
             obj = _code_object(open_image(f), image_label(f))
@@ -123,22 +141,19 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             errors.append(str(e))
             continue
         graphs.append((image_label(f), obj))
-        if args.json:
-            docs.append({**image_dict(f), **to_dict(obj, _arch(obj))})
-        elif not args.dot:
+        docs.append(graph_doc(image_dict(f), obj))
+        if not args.json and not args.dot:
             if len(graphs) > 1:
                 out.write("\n")
             out.write(image_header(f) + "\n")
             out.write(format_text(obj, _arch(obj)))
     if args.json:
-        out.write(json.dumps({"file": args.file, "images": docs, "skipped": [image_dict(f) for f in images.skipped],
-                              "warnings": [*images.warnings, *errors]}, indent=2) + "\n")
-    elif args.dot:
-        out.write(format_dot_clusters(graphs))
-        for line in [*(f"skipped {image_label(f)}: {f.kind}" for f in images.skipped), *images.warnings, *errors]:
-            out.write(f"// {line}\n")
+        dump("callgraph", {"file": path, "images": docs, "skipped": [image_dict(f) for f in images.skipped],
+                           "warnings": [*images.warnings, *errors]}, out)
+        for w in [*images.warnings, *errors]:
+            warn(w)
     else:
-        if graphs and (images.skipped or images.warnings or errors):
-            out.write("\n")
-        write_container_tail(images, errors, out)
+        if args.dot and not images.single:
+            out.write(format_dot_clusters(graphs))
+        write_container_tail(images, errors)
     return 1 if errors else 0

@@ -18,8 +18,9 @@ and -o FILE, writing to stdout, or for a target other than amdgcn are refused.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any, TextIO
+
+from devbin.cli.common import dump, warn
 
 HELP = "compile with clang (AMDGPU) and record per-function resource usage in the object"
 
@@ -127,12 +128,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "warnings": warnings,
     }
     if args.json:
-        out.write(json.dumps(result, indent=2) + "\n")
+        dump("cc", result, out)
         return 0
     out.write(f"{path}: {len(report.filled)} device functions gained resource facts, {len(report.checked)} kernels "
               f"checked against the note; {size_in} -> {len(data)} bytes\n")
     for n in report.missing:
         out.write(f"  {n}: the assembly printed no resource facts (left unknown)\n")
     for w in warnings:
-        out.write(f"warning: {w}\n")
+        warn(w)
     return 0

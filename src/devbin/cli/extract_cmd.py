@@ -40,23 +40,29 @@ input file (the same file, also through a symbolic or hard link): an archive
 k.gfx90a.o holding k.o extracts to k.gfx90a.o; then nothing is written.  Each
 file is written whole or not at all (a new file renamed into place).
 
+--image ADDRESS (repeatable) writes only the images at those addresses (as
+`devbin list --all` prints them; the files are then numbered as in --all's
+scope), --arch ARCH (repeatable) only those architectures, as cuobjdump -arch
+(sm_90 also takes sm_90a and the compute_90 PTX; gfx90a every gfx90a target ID).
+
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
-corrupt); 0 otherwise, also when files found while walking a folder or a
-zip/wheel cannot be read (each becomes a warning); 2 for bad arguments.
+corrupt); 3 when the input holds no device code (one line on stderr, nothing
+on stdout); 0 otherwise, also when files found while walking a folder or a
+zip/wheel cannot be read (each becomes a warning, on stderr); 2 for bad
+arguments.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from devbin.cli.list_cmd import add_all_argument
+from devbin.cli.common import ImageFilter, add_image_options, dump, keep, no_device_code, warn
 from devbin.cli.progress import progress_bar
-from devbin.cli.render import image_json, scan_status
+from devbin.cli.render import scan_status
 
 if TYPE_CHECKING:
     from devbin.images import Image
@@ -75,21 +81,12 @@ _EXT = {"amdgpu": "o", "host": "o", "cubin": "cubin", "ptx": "ptx", "bitcode": "
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", help="a file or folder")
-    p.add_argument("--arch", help="only images of this architecture (sm_90 also matches compute_90 PTX, "
-                                  "gfx90a also matches gfx90a:xnack-)")
+    p.add_argument("path", nargs="?", help="a file or folder (default: the file of --image)")
     p.add_argument("--kind", choices=KINDS, help="only images of this kind")
-    add_all_argument(p)
+    add_image_options(p)
     p.add_argument("-o", "--output", default=".", metavar="DIR", help="folder to write into (default: .)")
     p.add_argument("--max-size", type=int, default=1 << 30, help="refuse images larger than this once decompressed")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
-
-
-def _arch_matches(found: str, wanted: str | None) -> bool:
-    if wanted is None:
-        return True
-    return (found == wanted or found.split("_", 1)[-1] == wanted.split("_", 1)[-1]
-            or found.split(":", 1)[0] == wanted)
 
 
 def _clean(text: str, keep: str = "._+-") -> str:
@@ -174,10 +171,10 @@ _LABELS = {"cubin": "ELF file", "ptx": "PTX file", "amdgpu": "AMDGPU code object
            "host": "host file"}
 
 
-def _source_files(path: str, images: list[Image]) -> list[str]:
-    """The files on disk the images were read from: ``path`` when it is a file, and the file each
+def _source_files(paths: list[str], images: list[Image]) -> list[str]:
+    """The files on disk the images were read from: each of ``paths`` that is a file, and the file each
     image's address starts from (a file found in a folder walk)."""
-    out = {path} if os.path.isfile(path) else set()
+    out = {p for p in paths if os.path.isfile(p)}
     out.update(p for p in (f.address.path for f in images) if os.path.isfile(p))
     return sorted(out)
 
@@ -188,13 +185,22 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
     folder = Path(args.output)
+    choose = ImageFilter(args)
+    paths = choose.paths([args.path] if args.path else [])
     report = ScanReport()
     with progress_bar("scanning") as progress:
-        hits = [h for h in Scanner(report, all=args.all).paths([args.path], progress) if wanted(h[0])]
+        found = list(Scanner(report, all=args.all or choose.all).paths(paths, progress))
+    for message in report.warnings:
+        warn(message)
+    if not found and not report.warnings:
+        return no_device_code(paths)
+    hits = [h for h in found if choose.addresses or wanted(h[0])]  # an address named is written, whatever its kind
+    picked = {id(h) for h in keep(hits, choose, lambda h: h[0])}
     chosen: list[tuple[Image, Path]] = []
     taken: set[str] = set()
-    for (f, _), name in zip(hits, names(hits), strict=True):
-        if (args.kind and f.kind != args.kind) or not _arch_matches(f.arch, args.arch):
+    for h, name in zip(hits, names(hits), strict=True):
+        f = h[0]
+        if (args.kind and f.kind != args.kind) or id(h) not in picked:
             continue
         if name in taken:
             raise UsageError(f"two images would both be written as {name!r} (from {f.address}); "
@@ -203,7 +209,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         chosen.append((f, folder / safe_name(name)))
     # An image's default name can be its input's own name (an archive k.gfx90a.o holding k.o, a
     # cubin kern.sm_90.cubin with identifier kern.cu): refuse before writing anything.
-    inputs = Inputs(_source_files(args.path, [h[0] for h in hits]))
+    inputs = Inputs(_source_files(paths, [h[0] for h in hits]))
     for f, target in chosen:
         hit = inputs.match(target)
         if hit is not None:
@@ -215,16 +221,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         data = f.data(max_size=args.max_size)
         folder.mkdir(parents=True, exist_ok=True)
         write_file(target, data, inputs=inputs)  # each file whole or absent (devbin.binary.output)
-        written.append({"file": str(target), **image_json(f), "size": len(data)})
+        written.append({"file": str(target), **f.to_dict(), "size": len(data)})
         del data  # a decoded image goes before the next one is decoded (the memory budget holds one at a time)
     if args.json:
-        out.write(json.dumps({"written": written, "warnings": report.warnings}, indent=2) + "\n")
+        dump("extract", {"written": written, "warnings": report.warnings}, out)
     else:
         counts: dict[str, int] = {}
         for w in written:
             counts[w["kind"]] = counts.get(w["kind"], 0) + 1
             label = _LABELS.get(w["kind"], f"{w['kind']} file")
             out.write(f"Extracting {label} {counts[w['kind']]:4}: {Path(w['file']).name}\n")
-        for warning in report.warnings:
-            out.write(f"warning: {warning}\n")
     return scan_status(report.failed)

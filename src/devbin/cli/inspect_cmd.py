@@ -15,13 +15,17 @@ line, as a plugin's debug log would.
 
 Each image is named by its address (docs/IMAGES.md), as `devbin list`
 prints it; every image of the file is read (cuobjdump's -all scope).
+--image ADDRESS and --arch ARCH (repeatable) print only those images.
 Text by default; --json prints the same facts as JSON (stable key order,
-integers as integers, names beside raw values); for a container that is
-{"file": FILE, "images": [{"address", "vendor", "kind", "arch", "size",
-"stored_size", "compression", <the single-file report>}], "skipped": [...],
-"warnings": [...]}.  Problems that do not stop
-the reading (a bad section name, an undecodable devbin section) are reported
-as warnings and the rest is still shown.
+integers as integers, names beside raw values), in one shape for every input
+(schema devbin.inspect/1): {"schema", "file": FILE, "images": [{"address",
+"vendor", "kind", "arch", "size", "stored_size", "compression", <the ELF
+report>}], "skipped": [...], "warnings": [...]}; a single code object is one
+entry of "images".  Problems that do not stop the reading (a bad section
+name, an undecodable devbin section) are reported as warnings and the rest is
+still shown.  Notes and warnings go to stderr.  Exit status 3 (one line on
+stderr) when the file holds no device code: a host ELF with no device image,
+a file of no known format.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from devbin.cli.render import image_json
+from devbin.cli.common import ImageFilter, add_image_options, file_image_keys, note, warn
 
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import Diag, ElfFile
@@ -44,8 +48,10 @@ CODE_OBJECT_KINDS = ("cubin", "amdgpu")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a device code object (cubin, AMDGPU code object, any ELF), or a container of them "
-                                "(fatbin, OffloadBinary, offload bundle, host object/library, ar archive)")
+    p.add_argument("file", nargs="?", help="a device code object (cubin, AMDGPU code object, any ELF), or a container "
+                                           "of them (fatbin, OffloadBinary, offload bundle, host object/library, ar "
+                                           "archive); default: the file of --image")
+    add_image_options(p, all=False)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -57,6 +63,10 @@ class Images:
     """The device images of a container file: the code objects and the images skipped."""
 
     file: str
+    #: The file is one code object (a cubin, an AMDGPU code object, an ELF with devbin sections), read
+    #: as it is; ``image`` is the scan's record of it (None for an ELF no scan names, devbin sections only).
+    single: bool = False
+    image: Image | None = None
     code_objects: list[Image] = field(default_factory=list)
     skipped: list[Image] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -74,11 +84,34 @@ def image_header(f: Image) -> str:
 
 def image_dict(f: Image) -> dict[str, Any]:
     """The facts of ``f`` that head its entry in the JSON ``images`` list (the keys every command gives)."""
-    return image_json(f)
+    return f.to_dict()
 
 
 def skipped_note(f: Image) -> str:
-    return f"note: {image_label(f)}: skipped {f.kind} image ({f.arch or 'no arch'}): not an ELF code object\n"
+    return f"{image_label(f)}: skipped {f.kind} image ({f.arch or 'no arch'}): not an ELF code object"
+
+
+def single_keys(images: Images) -> dict[str, Any]:
+    """The image keys of a file read as one code object."""
+    import os
+    if images.image is not None:
+        return images.image.to_dict()
+    return file_image_keys(images.file, os.path.getsize(images.file))
+
+
+def choose_images(images: Images, choose: ImageFilter) -> Images:
+    """``images`` with only what ``--image``/``--arch`` take (a single code object: kept or not);
+    BadArguments for an ``--image`` address that names no image of the file."""
+    if not choose.active:
+        return images
+    if images.single:
+        taken = images.image is not None and choose(images.image)
+        choose.check()
+        return Images(file=images.file, single=taken, image=images.image, warnings=images.warnings)
+    kept = Images(file=images.file, code_objects=[f for f in images.code_objects if choose(f)],
+                  skipped=[f for f in images.skipped if choose(f)], warnings=images.warnings)
+    choose.check()
+    return kept
 
 
 def _is_code_object_elf(elf: ElfFile) -> bool:
@@ -87,13 +120,13 @@ def _is_code_object_elf(elf: ElfFile) -> bool:
     return elf.header.e_machine in (C.EM_CUDA, C.EM_AMDGPU) or bool(devbin_sections(elf))
 
 
-def container_images(path: str) -> Images | None:
-    """The device images in ``path``, or None when ``path`` is to be read as one code object (as before).
+def container_images(path: str) -> Images:
+    """The device images in ``path``; ``single`` when ``path`` is to be read as one code object.
 
-    One code object: a cubin, an AMDGPU code object, any ELF with devbin sections; also any
-    other ELF (or a file of no known format, or a broken ELF) in which no device image is found,
-    so that reading it gives the single-file output or error.  Fatbin entries of OffloadBinaries
-    are opened in turn.  A container with no device image at all raises FormatError.
+    One code object: a cubin, an AMDGPU code object, any ELF with devbin sections.  A broken ELF
+    raises its error.  A file with no device image at all (a host ELF, a container with none, a
+    file of no known format) gives an empty :class:`Images` (the command exits 3).  Fatbin entries
+    of OffloadBinaries are opened in turn.
     """
     from devbin.api import open_file
     from devbin.detect import ELF, UNKNOWN, WRAPPED, detect
@@ -107,19 +140,20 @@ def container_images(path: str) -> Images | None:
         head = fh.read(64)
     kind = detect(head)
     is_zip = head.startswith(ZIP_MAGICS)
-    if kind in (ELF, WRAPPED) or (kind == UNKNOWN and not is_zip):
+    if kind in (ELF, WRAPPED):
         try:
             with open_file(path) as elf:
                 if _is_code_object_elf(elf):
-                    return None
+                    mine = [f for f, _ in Scanner(all=True).paths([path]) if str(f.address) == path]
+                    return Images(file=path, single=True, image=mine[0] if len(mine) == 1 else None)
         except DeviceBinaryError:
             if kind != WRAPPED:
-                raise  # a broken ELF or an unknown file: the error single-file reading gives
+                raise  # a broken ELF: the error single-file reading gives
     report = ScanReport()
     found = list(Scanner(report, all=True).paths([path]))
-    if kind in (ELF, WRAPPED) and not found:
-        return None  # a host ELF with no device images: printed (or refused) as one file, as before
     images = Images(file=path, warnings=report.warnings)
+    if kind == UNKNOWN and not is_zip and not found:
+        return images  # a file of no known format: no device code
     for f, _ in found:
         if f.kind == "fatbin":  # a CUDA fatbin inside an OffloadBinary: its entries are the images
             try:
@@ -133,10 +167,9 @@ def container_images(path: str) -> Images | None:
                 images.skipped += [g for g in inner if g.kind not in CODE_OBJECT_KINDS]
                 continue
         (images.code_objects if f.kind in CODE_OBJECT_KINDS else images.skipped).append(f)
-    if not images.code_objects and not images.skipped:
+    if not images.code_objects and not images.skipped and report.warnings:
         what = "zip" if is_zip else kind
-        extra = f" ({report.warnings[0]})" if report.warnings else ""
-        raise FormatError(f"no device images found in this {what} file{extra}", fmt=what, where=path)
+        raise FormatError(f"no device images found in this {what} file ({report.warnings[0]})", fmt=what, where=path)
     return images
 
 
@@ -146,14 +179,19 @@ def open_image(f: Image, diag: Diag | None = None) -> ElfFile:
     return ElfFile(f.data(), where=image_label(f), diag=diag)
 
 
-def write_container_tail(images: Images, errors: list[str], out: TextIO) -> None:
-    """The skipped-image notes and warnings that close a container's text output."""
+def write_container_tail(images: Images, errors: list[str]) -> None:
+    """The skipped-image notes and warnings of a container, on stderr."""
     for f in images.skipped:
-        out.write(skipped_note(f))
+        note(skipped_note(f))
     for w in [*images.warnings, *errors]:
-        out.write(f"warning: {w}\n")
-    if not images.code_objects:
-        out.write(f"note: {images.file}: no ELF code object found\n")
+        warn(w)
+    if not images.code_objects and not images.single:
+        note(f"{images.file}: no ELF code object found")
+
+
+def no_device_code_in(images: Images) -> bool:
+    """Whether the file holds no device code at all (the command then exits 3)."""
+    return not images.single and not images.code_objects and not images.skipped
 
 
 # --------------------------------------------------------------------------- the command
@@ -195,26 +233,28 @@ def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.api import open_file
-    from devbin.cli.render import dump_json, render_elf
+    from devbin.cli.common import dump, no_device_code
+    from devbin.cli.render import render_elf
     from devbin.errors import DeviceBinaryError, LimitExceeded
     from devbin.report import inspect_elf
-    images = container_images(args.file)
-    if images is None:
+    choose = ImageFilter(args)
+    path = args.file or choose.paths([])[0]
+    found = container_images(path)
+    if no_device_code_in(found):
+        return no_device_code([path])
+    images = choose_images(found, choose)
+    reports: list[dict[str, Any]] = []
+    errors: list[str] = []
+    if images.single:
         warnings: list[DeviceBinaryError] = []
-        meta = _wrapped_metadata(args.file)
-        with open_file(args.file, diag=warnings.append) as elf:
-            report = inspect_elf(elf, file=args.file, warnings=warnings)
-        if meta is not None:
-            report = {"metadata": dict(meta), **report}
-        if args.json:
-            dump_json(report, out)
-        else:
+        meta = _wrapped_metadata(path)
+        with open_file(path, diag=warnings.append) as elf:
+            report = inspect_elf(elf, file=path, warnings=warnings)
+        reports.append({**single_keys(images), **({"metadata": dict(meta)} if meta is not None else {}), **report})
+        if not args.json:
             if meta is not None:
                 write_metadata(meta, out)
             render_elf(report, out)
-        return 0
-    reports: list[dict[str, Any]] = []
-    errors: list[str] = []
     for f in images.code_objects:
         image_warnings: list[DeviceBinaryError] = []
         try:
@@ -236,10 +276,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 write_metadata(meta, out)
             render_elf(r, out)
     if args.json:
-        dump_json({"file": args.file, "images": reports, "skipped": [image_dict(f) for f in images.skipped],
-                   "warnings": [*images.warnings, *errors]}, out)
+        dump("inspect", {"file": path, "images": reports, "skipped": [image_dict(f) for f in images.skipped],
+                         "warnings": [*images.warnings, *errors]}, out)
+        for w in [*images.warnings, *errors]:
+            warn(w)
     else:
-        if reports and (images.skipped or images.warnings or errors):
-            out.write("\n")
-        write_container_tail(images, errors, out)
+        write_container_tail(images, errors)
     return 1 if errors else 0

@@ -1,11 +1,12 @@
 """Link relocatable device code for one target: resolution, dead-code elimination, resources.
 
-  devbin link a.cubin b.cubin libdev.a --target sm_90 [--kernels k1,k2] [--keep SYM]
-  devbin link k.o lib.o --target gfx90a --map link.map --time-trace
-  devbin link user.o libs.a --target gfx90a:xnack+      (a super-archive: its chain for the target)
+  devbin link a.cubin b.cubin libdev.a --arch sm_90 [--kernels k1,k2] [--keep SYM]
+  devbin link k.o lib.o --arch gfx90a --map link.map --time-trace
+  devbin link user.o libs.a --arch gfx90a:xnack+      (a super-archive: its chain for the target)
   devbin link k.o lib.o -o app.so      (ld.lld / nvlink on what was kept, resources written back)
 
-Inputs, in command-line order: device relocatable objects (nvcc -rdc cubins, ptxas -c,
+Inputs, in command-line order (then each --image ADDRESS: one image of a container, as
+`devbin list --all` names it): device relocatable objects (nvcc -rdc cubins, ptxas -c,
 clang -c AMDGPU objects; devbin-annotated or not), host objects carrying device code
 (nvcc -rdc -c), ar archives (nvcc -lib, llvm-ar) and super-archives.  Archive members are
 pulled only when they define a needed symbol; every archive acts as one group (a later
@@ -21,6 +22,10 @@ reaches; stack = own frame + deepest call path; recursion marks the stack dynami
 (--stack-budget adds a budget for it).  --map writes which member came from where and
 why; --time-trace prints each pass's time.  -o and --map are written whole or not at all, and
 never over an input (nor --map over -o).
+
+Results on stdout; notes, warnings and link errors on stderr (each as
+"error: ..."; --json carries them in "notes", "warnings" and "errors").  Exit
+status: 0 linked, 1 link errors, 2 bad arguments, 3 no input holds device code.
 """
 
 from __future__ import annotations
@@ -29,13 +34,17 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
+from devbin.cli.common import add_image_inputs
+
 HELP = "link device objects and archives for one target: resolution, dead-code elimination, resource usage"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="FILE", help="device objects, host objects, archives, super-archives")
-    p.add_argument("--target", metavar="T", help="sm_90, gfx90a, or a super-archive target such as gfx90a:xnack+ "
-                   "(default: the first object's architecture)")
+    p.add_argument("inputs", nargs="*", metavar="FILE", help="device objects, host objects, archives, super-archives")
+    add_image_inputs(p)
+    p.add_argument("--arch", "--target", dest="target", metavar="ARCH",
+                   help="sm_90, gfx90a, or a super-archive target such as gfx90a:xnack+ (default: the first object's "
+                        "architecture; --target is the old name)")
     p.add_argument("--kernels", metavar="K1,K2", help="the kernels to keep (default: every kernel)")
     p.add_argument("--keep", action="append", default=[], metavar="SYMBOL",
                    help="also keep this function or variable (a root; repeatable)")
@@ -58,34 +67,44 @@ def _regs(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    import sys
+
     from devbin.binary.output import Inputs, check_destination, write_file
-    from devbin.cli.render import dump_json
+    from devbin.cli.common import BadArguments, dump, holds_device_code, image_inputs, no_device_code, note, warn
     from devbin.errors import OutputError
     from devbin.link.core import link
+    images = image_inputs(args.image)
+    if not images and not args.inputs:
+        raise BadArguments("give FILEs to link (or --image ADDRESS)")
+    if not images and not holds_device_code(args.inputs):
+        return no_device_code(args.inputs)
 
     kernels = [k for k in args.kernels.split(",") if k] if args.kernels else None
+    on_disk = [*args.inputs, *(image.address.path for image, _ in images)]
     if args.map:  # before the link: a --map naming an input (or -o) fails at once
-        check_destination(args.map, args.inputs)
+        check_destination(args.map, on_disk)
         if args.output and Inputs([args.output]).match(args.map):
             raise OutputError("--map and -o name the same file; give the map another name", where=args.map)
-    result = link([Path(p) for p in args.inputs], target=args.target, kernels=kernels, keep=args.keep,
+    sources: list[str | Path | tuple[str, bytes]] = [Path(p) for p in args.inputs]
+    sources += [(str(image.address), data) for image, data in images]
+    result = link(sources, target=args.target, kernels=kernels, keep=args.keep,
                   stack_budget=args.stack_budget, output=args.output, keep_address_taken=args.keep_address_taken)
     if args.map:
-        write_file(args.map, result.link_map().encode(), inputs=args.inputs)
+        write_file(args.map, result.link_map().encode(), inputs=on_disk)
     facts = result.to_dict()
     if args.json:
-        dump_json(facts, out)
+        dump("link", facts, out)
         return 1 if facts["errors"] else 0
     w = out.write
     res = result.resolution
     named = sum(1 for u in res.units if u.archive is None)
     w(f"link for {facts['arch']}: {len(res.units)} units ({named} named, {len(res.pulls)} pulled from archives)\n")
     for n in facts["notes"]:
-        w(f"note: {n}\n")
+        note(n)
     for e in facts["errors"]:
-        w(f"error: {e}\n")
-    for warn in facts["warnings"]:
-        w(f"warning: {warn}\n")
+        print(f"error: {e}", file=sys.stderr)
+    for message in facts["warnings"]:
+        warn(message)
     w(f"roots: {', '.join(facts['roots']) or 'none'}\n")
     removed = facts["removed"]
     w(f"dead code: {len(removed)} removed, {facts['removed_bytes']} bytes\n")

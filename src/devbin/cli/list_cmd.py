@@ -13,6 +13,8 @@ read in memory.  --json prints the same facts (address, vendor, kind, arch,
 size, stored_size, compression, and container, section, offset and the
 key/value metadata); a progress bar goes to stderr when it is a terminal.
 Addresses are shortened in the middle only when stdout is a terminal.
+--image ADDRESS and --arch ARCH (both repeatable) list only those images
+(docs/IMAGES.md; --arch as cuobjdump -arch).
 
 Scope as cuobjdump's: where a host ELF holds executable images in
 .nv_fatbin, its relocatable __nv_relfatbin images are left out unless --all
@@ -20,18 +22,20 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
-corrupt); 0 otherwise, also when files found while walking a folder or a
-zip/wheel cannot be read (each becomes a warning); 2 for bad arguments.
+corrupt); 3 when no input holds device code (one line on stderr, nothing on
+stdout); 0 otherwise, also when files found while walking a folder or a
+zip/wheel cannot be read (each becomes a warning, on stderr); 2 for bad
+arguments.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any, TextIO
 
+from devbin.cli.common import ImageFilter, add_image_options, dump, keep, no_device_code, warn
 from devbin.cli.progress import progress_bar
-from devbin.cli.render import image_json, scan_status
+from devbin.cli.render import scan_status
 
 if TYPE_CHECKING:
     from devbin.images import Image
@@ -42,16 +46,9 @@ HELP = ("list every device image (cubin, PTX, LTO-IR, AMDGPU code objects, offlo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
-    add_all_argument(p)
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: the files of --image)")
+    add_image_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def add_all_argument(p: argparse.ArgumentParser) -> None:
-    """``--all``: cuobjdump's ``-all`` (shared by list, extract and resources)."""
-    p.add_argument("--all", action="store_true",
-                   help="also the relocatable __nv_relfatbin images of host files that hold executable ones in "
-                        ".nv_fatbin (cuobjdump -all)")
 
 
 #: On a terminal the address column grows to the longest address up to this width; longer ones are
@@ -73,7 +70,7 @@ def fit_path(path: str, width: int) -> str:
 
 def image_dict(image: Image) -> dict[str, Any]:
     """What ``--json`` gives for one image."""
-    return {**image_json(image), "container": image.container, "section": image.section, "offset": image.offset,
+    return {**image.to_dict(), "container": image.container, "section": image.section, "offset": image.offset,
             "metadata": dict(image.metadata)}
 
 
@@ -83,14 +80,22 @@ def identifier(image: Image) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.images.scan import scan
+    from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
+    choose = ImageFilter(args)
+    paths = choose.paths(args.paths)
     report = ScanReport()
     with progress_bar("scanning") as progress:
-        images = list(scan(args.paths, all=args.all, progress=progress, report=report))
+        found = [image for image, _ in Scanner(report, all=args.all or choose.all).paths(paths, progress)]
+    if not found and not report.warnings:
+        for w in report.warnings:
+            warn(w)
+        return no_device_code(paths)
+    images = keep(found, choose, lambda i: i)
+    for w in report.warnings:
+        warn(w)
     if args.json:
-        out.write(json.dumps({"images": [image_dict(i) for i in images], "warnings": report.warnings},
-                             indent=2) + "\n")
+        dump("list", {"images": [image_dict(i) for i in images], "warnings": report.warnings}, out)
         return scan_status(report.failed)
     addresses = [str(i.address) for i in images]
     width = max([len("address"), *(len(a) for a in addresses)])
@@ -103,6 +108,4 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                   f"{image.size:>10} {image.stored_size:>10} {image.compression:6} {identifier(image)}".rstrip()
                   + "\n")
     out.write(f"{len(images)} images\n")
-    for w in report.warnings:
-        out.write(f"warning: {w}\n")
     return scan_status(report.failed)

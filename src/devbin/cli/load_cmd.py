@@ -1,8 +1,9 @@
 """Load code objects into one executable on the simulated device, resolve them, print its symbols.
 
-Each FILE is a bare code object (an AMDGPU .so from ld.lld -shared, a cubin) or a package
+Each FILE (then each --image ADDRESS, one image of a container as `devbin list
+--all` names it) is a bare code object (an AMDGPU .so from ld.lld -shared, a cubin) or a package
 (fatbin, offload bundle, OffloadBinary, host binary), from which the image devbin select
-picks for --target is loaded.  Without --target, the first bare code object names it
+picks for --device is loaded.  Without --device, the first bare code object names it
 (gfx90a:xnack+ from its e_flags, sm_90 from its SASS).
 
 The executable is frozen: every undefined reference must be defined by one of the FILEs
@@ -17,6 +18,11 @@ For an AMDGPU kernel the address is its descriptor's (what a dispatch packet hol
 NAME then maps exactly the kernel's call-graph closure, and the statistics say how many
 functions, variables and bytes that took.  --backend cuda loads the images with the CUDA
 driver instead (cuda-bindings: pip install devbin[cuda]; a GPU).
+
+--json: schema devbin.load/1 (devbin.load-cuda/1 with --backend cuda).  Exit
+status: 0 loaded, 1 error (an unresolved symbol ...; with --backend cuda,
+resources that differ from devbin's model), 2 bad arguments, 3 no input holds
+device code.
 """
 
 from __future__ import annotations
@@ -24,12 +30,16 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
+from devbin.cli.common import add_image_inputs
+
 HELP = "load code objects into one executable (simulated device), resolve them, print the symbols"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help="code objects or packages to load, in order")
-    p.add_argument("--target", metavar="T", help="the device: gfx90a, gfx90a:xnack+, sm_90 ... (default: the "
+    p.add_argument("files", nargs="*", metavar="FILE", help="code objects or packages to load, in order")
+    add_image_inputs(p)
+    p.add_argument("--device", "--target", dest="target", metavar="DEVICE",
+                   help="the device: gfx90a, gfx90a:xnack+, sm_90 ... (--target is the old name; default: the "
                                                  "first code object's)")
     p.add_argument("--kernel", metavar="NAME", help="print only this kernel, with every attribute")
     p.add_argument("--lazy", action="store_true", help="freeze without mapping; --kernel maps only its closure")
@@ -85,12 +95,12 @@ def _kernel_text(s: dict[str, Any], out: TextIO) -> None:
 
 def _run_cuda(args: argparse.Namespace, target: str, out: TextIO) -> int:
     """``--backend cuda``: link and load the files with the driver, print kernels and resources."""
-    from devbin.cli.render import dump_json
+    from devbin.cli.common import dump
     from devbin.load.cuda import driver_report
 
     d = driver_report(args.files, target, args.kernel, args.lazy)
     if args.json:
-        dump_json(d, out)
+        dump("load-cuda", d, out)
     else:
         out.write(f"CUDA driver ({d['lazy_env']} module loading), {target}\n")
         for r in d["kernels"]:
@@ -101,16 +111,25 @@ def _run_cuda(args: argparse.Namespace, target: str, out: TextIO) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.cli.render import dump_json
+    from devbin.cli.common import BadArguments, dump, holds_device_code, image_inputs, no_device_code
     from devbin.errors import UsageError
     from devbin.load import Executable, SymbolKind, code_object_target
 
-    target = args.target or code_object_target(args.files[0])
+    images = image_inputs(args.image)
+    if not images and not args.files:
+        raise BadArguments("give FILEs to load (or --image ADDRESS)")
+    if not images and not holds_device_code(args.files):
+        return no_device_code(args.files)
+    target = args.target or (code_object_target(args.files[0]) if args.files else images[0][0].arch)
     if args.backend == "cuda":
+        if images:
+            raise BadArguments("--backend cuda loads FILEs only; extract the image first (devbin extract --image)")
         return _run_cuda(args, target, out)
     exe = Executable(target, lazy=args.lazy)
     for f in args.files:
         exe.load(f)
+    for image, data in images:
+        exe.load(data, name=str(image.address))
     exe.freeze()
     k = exe.symbol(args.kernel) if args.kernel else None
     if k is not None and k.kind != SymbolKind.KERNEL:
@@ -123,7 +142,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         d["closure"] = {o.name: {"functions": sorted(o.loaded_functions), "data": sorted(o.loaded_data)}
                         for o in exe.code_objects if o.loaded_functions or o.loaded_data}
     if args.json:
-        dump_json(d, out)
+        dump("load", d, out)
     elif k is not None:
         _kernel_text(symbols[0], out)
         if args.lazy:

@@ -1,8 +1,17 @@
-"""devbin: inspect, annotate and (later) pack, link and load device binaries.
+"""devbin: list, extract, inspect, select, prune, pack, link and load GPU device binaries.
 
-Every subcommand prints readable text, or the same facts as JSON with --json.
-Errors print one line, ``devbin: error: <where>: <message>``, and exit 1;
---traceback shows the Python stack instead.
+Cubins, PTX, AMDGPU code objects, CUDA fatbins, LLVM OffloadBinaries, clang
+offload bundles, host objects and libraries, ar archives, super-archives,
+wheels and folders; every device image is named by one address (`devbin
+list` prints them) that --image accepts.
+
+Results go to stdout, as text or, with --json, as one JSON object whose
+"schema" key names its schema (`devbin schema COMMAND` prints it); warnings,
+notes, progress and errors go to stderr.  Errors print one line,
+``devbin: error: <where>: <message>``; --traceback shows the Python stack.
+
+Exit status: 0 success; 1 error; 2 usage error (bad or missing arguments);
+3 no input holds device code (one line on stderr, nothing on stdout).
 
 --max-memory SIZE (before or after the command; default 4G, or DEVBIN_MAX_MEMORY) bounds
 the decoded bytes a command holds at once: compressed images (fatbin entries, compressed
@@ -21,6 +30,7 @@ from types import ModuleType
 from typing import TextIO
 
 from devbin._version import __version__
+from devbin.cli.common import exit_status
 from devbin.errors import DeviceBinaryError
 
 #: Subcommand -> module under devbin.cli.  Only the module of the command being run is imported
@@ -40,6 +50,7 @@ COMMANDS = {
     "link": "link_cmd",
     "select": "select_cmd",
     "load": "load_cmd",
+    "schema": "schema_cmd",
 }
 
 
@@ -118,7 +129,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.traceback:
             raise
         print(f"devbin: error: {e}", file=sys.stderr)
-        return 1
+        return exit_status(e)
     except OSError as e:
         if args.traceback:
             raise

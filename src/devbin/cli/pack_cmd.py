@@ -4,8 +4,9 @@
               --image file=k.gfx90a.o,Team=kernels
 
 Each --image is file=PATH followed by KEY=VALUE pairs (no commas in values), as in
-clang-offload-packager.  A file may be a cubin, PTX, an AMDGPU code object, LLVM
-bitcode, a devbin-annotated object, or a container (fatbin, OffloadBinary,
+clang-offload-packager; PATH may also be an image address as `devbin list --all`
+prints it (app.fatbin#0.1, libk.a!k.o), which packs that one image.  A file may be a
+cubin, PTX, an AMDGPU code object, LLVM bitcode, a devbin-annotated object, or a container (fatbin, OffloadBinary,
 bundle, wrapped image, host object): a container contributes every image in it.
 Keys read by pack itself: tu= (which translation unit the image came from; by
 default a container input is one unit of its own and loose images share one),
@@ -26,18 +27,21 @@ docs/PACKAGING.md).  --check-only runs the PTX policy and the option checks
 and writes nothing.
 Contradictory options across images (relocatable vs whole-program, debug vs
 optimised, fast-math, FTZ, xnack/sramecc, code object versions, arch sets and
-PTX across translation units) are warnings; --strict makes them errors.
+PTX across translation units) are warnings (on stderr); --strict makes them errors.
+Exit status: 0 packed, 1 error, 2 bad arguments (no -o without --check-only), 3
+no input holds device code (and no TargetID=/triple= says what it is).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from devbin.cli.common import BadArguments, dump, holds_device_code, no_device_code
+
 if TYPE_CHECKING:
-    from devbin.packaging import PackResult
+    from devbin.packaging import PackInput, PackResult
 
 HELP = "pack device images into one multi-target package (OffloadBinary, fatbin, bundle, wrapped)"
 
@@ -62,31 +66,57 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.binary.output import Inputs, check_destination, write_file
-    from devbin.errors import UsageError
-    from devbin.packaging import PackInput, check, pack
-    inputs = [PackInput.from_spec(s) for s in args.image]
+    from devbin.packaging import check, pack
+    inputs = [_input(s) for s in args.image]
+    files = [_file_of(i.name) for i in inputs]
+    if not any("TargetID=" in s or "triple=" in s for s in args.image) and not holds_device_code(files):
+        return no_device_code(files)
     if args.check_only:
         res = check(inputs, ptx=args.ptx, strict=args.strict, llvm_keys=args.format == "offload")
         if args.json:
-            out.write(json.dumps(res.to_dict(), indent=2) + "\n")
+            dump("pack", {"output": None, "check_only": True, **res.to_dict()}, out)
         else:
             out.write(f"check only: {len(res.images)} image(s) would be packed, "
                       f"{len(res.findings)} option contradiction(s)\n")
             _report(res, args, out)
         return 0
     if not args.output:
-        raise UsageError("-o/--output is required (or --check-only)")
-    sources = Inputs(i.name for i in inputs)
+        raise BadArguments("-o/--output is required (or --check-only)")
+    sources = Inputs(files)
     check_destination(args.output, sources)  # before packing: an -o naming an input fails at once
     res = pack(inputs, format=args.format, ptx=args.ptx, strict=args.strict, offload_version=args.offload_version,
                compression=args.compress)
     write_file(args.output, res.data, inputs=sources)
     if args.json:
-        out.write(json.dumps({"output": args.output, **res.to_dict()}, indent=2) + "\n")
+        dump("pack", {"output": args.output, "check_only": False, **res.to_dict()}, out)
         return 0
     out.write(f"{args.output}: {res.format}, {len(res.images)} image(s), {len(res.data)} bytes\n")
     _report(res, args, out)
     return 0
+
+
+def _is_address(text: str) -> bool:
+    """Whether ``file=TEXT`` names an image inside a container (an address with steps) rather than a file."""
+    import os
+    return not os.path.exists(text) and any(c in text for c in "!@#")
+
+
+def _file_of(name: str) -> str:
+    """The file on disk an input comes from (an address's file)."""
+    from devbin.images import Address
+    return Address.parse(name).path if _is_address(name) else name
+
+
+def _input(spec: str) -> PackInput:
+    """One ``--image file=PATH[,KEY=VALUE...]``; PATH may be an image address (``app.fatbin#0.1``)."""
+    from devbin.cli.common import image_inputs
+    from devbin.packaging import PackInput
+    from devbin.packaging.build import parse_image_spec
+    path, keys = parse_image_spec(spec)
+    if not _is_address(path):
+        return PackInput.from_spec(spec)
+    ((_, data),) = image_inputs([path])
+    return PackInput(data, path, keys)
 
 
 def _report(res: PackResult, args: argparse.Namespace, out: TextIO) -> None:

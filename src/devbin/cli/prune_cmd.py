@@ -19,18 +19,25 @@ executables cannot move their code: each container is pruned in place and the
 freed bytes zero-filled, so the file keeps its size ("file bytes saved: 0")
 and the bytes freed inside the sections are reported.
 
+--image ADDRESS (repeatable; as `devbin list --all` prints it) applies --keep or
+--drop to those images only; every other image stays.  (--keep/--drop use
+nvprune's matching, where sm_90 does not take sm_90a; --arch elsewhere is
+cuobjdump's.)
+
 -o OUT writes the result; the input is never overwritten unless --in-place.
 --dry-run prints what would be dropped and the bytes saved per architecture
-without writing anything.
+without writing anything.  Notes go to stderr.  Exit status: 0 success, 1
+error (a selection that leaves nothing, a file that cannot be rewritten), 2
+bad arguments (no -o, --dry-run or --in-place), 3 when the file holds no
+device code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TextIO
 
-from devbin.errors import UsageError
+from devbin.cli.common import BadArguments, ImageFilter, dump, holds_device_code, keep, no_device_code, note
 
 HELP = "keep only the named GPU architectures (like nvprune / lipo -thin) in fatbins, bundles, objects, libraries"
 
@@ -40,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sel = p.add_mutually_exclusive_group(required=True)
     sel.add_argument("--keep", metavar="ARCHS", help="comma list of architectures to keep (sm_90,gfx90a ...)")
     sel.add_argument("--drop", metavar="ARCHS", help="comma list of architectures to remove")
+    p.add_argument("--image", action="append", default=[], metavar="ADDRESS",
+                   help="apply --keep/--drop only to the image at this address (repeatable)")
     p.add_argument("-o", "--output", metavar="OUT", help="write the pruned file here")
     p.add_argument("--in-place", action="store_true", help="allow OUT to be the input file (or omit -o)")
     p.add_argument("--dry-run", action="store_true", help="write nothing; print the bytes saved per architecture")
@@ -47,19 +56,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.images.scan import scan
     from devbin.packaging.pruning import footprint, prune_file
 
     output = args.output
     if output is None and args.in_place:
         output = args.path
     if output is None and not args.dry_run:
-        raise UsageError("give -o OUT (or --dry-run, or --in-place)")
+        raise BadArguments("give -o OUT (or --dry-run, or --in-place)")
+    if not holds_device_code([args.path]):
+        return no_device_code([args.path])
+    if args.image:  # every address must name an image of the file
+        choose = ImageFilter(args)
+        keep(scan([args.path], all=True), choose, lambda i: i)
     result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
-                        in_place=args.in_place)
+                        in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses])
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
                **result.to_dict()}
-        out.write(json.dumps(doc, indent=2) + "\n")
+        dump("prune", doc, out)
         return 0
     width = max([len("address"), *(len(str(i.address)) for i, _ in result.images)])
     out.write(f"{'address':{width}} {'kind':7} {'arch':16} {'bytes':>10}  action\n")
@@ -75,5 +90,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(f"wrote {output}\n")
     for n in result.notes:
-        out.write(f"note: {n}\n")
+        note(n)
     return 0

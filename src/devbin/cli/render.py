@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TextIO
-
-if TYPE_CHECKING:
-    from devbin.images import Image
+import sys
+from typing import Any, TextIO
 
 
 def dump_json(data: Any, out: TextIO) -> None:
     json.dump(data, out, indent=2, sort_keys=False, ensure_ascii=False)
     out.write("\n")
+
+
+def cell(text: str, width: int, out: TextIO) -> str:
+    """``text`` in a column of ``width``: cut to fit only on a terminal; whole (the row then runs
+    longer) when stdout is a pipe or a file, so that no name or path is ever lost there."""
+    if len(text) > width and out.isatty():
+        return text[:width]
+    return f"{text:{width}}"
 
 
 def _flags(names: list[str]) -> str:
@@ -31,14 +37,14 @@ def render_elf(r: dict[str, Any], out: TextIO) -> None:
     w("  [Nr] Name                           Type                     Flags    Address  Offset   Size     "
       "Link Info Align\n")
     for s in r["sections"]:
-        w(f"  [{s['index']:2}] {s['name'][:30]:30} {s['type_name'][:24]:24} {_flags(s['flags_names']):8} "
+        w(f"  [{s['index']:2}] {cell(s['name'], 30, out)} {cell(s['type_name'], 24, out)} {_flags(s['flags_names']):8} "
           f"{s['addr']:08x} {s['offset']:08x} {s['size']:08x} {s['link']:4} {s['info']:4} {s['addralign']:5}\n")
     if r["segments"]:
         w(f"\nSegments ({len(r['segments'])}):\n")
         w("  Type             Flg Offset   VirtAddr         FileSiz  MemSiz   Align\n")
         for p in r["segments"]:
             fl = ("R" if p["flags"] & 4 else " ") + ("W" if p["flags"] & 2 else " ") + ("E" if p["flags"] & 1 else " ")
-            w(f"  {p['type_name'][:16]:16} {fl} {p['offset']:08x} {p['vaddr']:016x} {p['filesz']:08x} "
+            w(f"  {cell(p['type_name'], 16, out)} {fl} {p['offset']:08x} {p['vaddr']:016x} {p['filesz']:08x} "
               f"{p['memsz']:08x} {p['align']:#x}\n")
     tables: dict[str, list[dict[str, Any]]] = {}
     for sym in r["symbols"]:
@@ -74,7 +80,7 @@ def render_elf(r: dict[str, Any], out: TextIO) -> None:
     else:
         w("\nDevbin sections: none\n")
     for msg in r.get("warnings", []):
-        w(f"warning: {msg}\n")
+        print(f"warning: {msg}", file=sys.stderr)  # results on stdout, warnings on stderr
 
 
 _CALLCONV = {0: "default", 1: "kernel", 2: "internal"}
@@ -185,14 +191,6 @@ def render_code_object(d: dict[str, Any], out: TextIO, source: str = "devbin sec
 def scan_status(failed: list[str]) -> int:
     """The exit status of a scanning command (list, extract, resources): 1, after one error line per
     file on stderr, when a file named on the command line gave no image and only warnings; else 0."""
-    import sys
     for path in failed:
         print(f"devbin: error: {path}: no device image could be read (see the warning)", file=sys.stderr)
     return 1 if failed else 0
-
-
-def image_json(image: Image) -> dict[str, Any]:
-    """The facts every command that prints device images gives each one, under the same keys
-    (docs/IMAGES.md): its address, vendor, kind, arch, size (as extracted), stored size, compression."""
-    return {"address": str(image.address), "vendor": image.vendor, "kind": image.kind, "arch": image.arch,
-            "size": image.size, "stored_size": image.stored_size, "compression": image.compression}

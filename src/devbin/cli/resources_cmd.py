@@ -6,36 +6,44 @@ them (`devbin cc` output: device functions included), else from the metadata
 note and LLVM 20+ resource symbols.  What the file does not say prints `?`
 (JSON null, with "source": "unknown"), and a note after the tables points to
 `devbin cc`, which records device functions' resources when compiling.
---format cuobjdump prints cubins only (warnings then go to stderr).
+--format cuobjdump prints cubins only.
 
 PATH may be a cubin, a fatbin, a host object, library or executable, an ar
 archive, a wheel/zip or a folder.  --format cuobjdump prints exactly the
 lines of `cuobjdump -res-usage` (fatbin entry headers included), so scripts
-that parse them can switch; --json gives the same facts as data, each image
-under its address (docs/IMAGES.md) with the keys every command gives images.
+that parse them can switch; --json gives the same facts as data: one list
+"images", in the order the text prints them, each image under its address
+(docs/IMAGES.md) with the keys every command gives images, then its
+"functions" (NVIDIA: "common" too; AMDGPU: "target_id" and "source").
+
+--image ADDRESS (repeatable) reads only those images (addresses as `devbin
+list --all` prints them); --arch ARCH (repeatable) only those
+architectures: `--arch sm_90 --format cuobjdump` prints exactly what
+`cuobjdump -arch sm_90 -res-usage` prints (sm_90 also takes sm_90a and the
+compute_90 PTX entries).
 
 Scope as cuobjdump's: where a host ELF holds executable images in
 .nv_fatbin, its relocatable __nv_relfatbin images are left out unless --all
 (cuobjdump -all), which prints them after the .nv_fatbin ones, as
 `cuobjdump -all -res-usage` does.
 
-Exit status: 1 on an error, which includes a file named on the command line
-that cannot be opened or that gives no image, only warnings (truncated,
-corrupt); 0 otherwise, also when files found while walking a folder or a
-zip/wheel cannot be read (each becomes a warning); 2 for bad arguments.
+Warnings go to stderr.  Exit status: 1 on an error, which includes a file
+named on the command line that cannot be opened or that gives no image, only
+warnings (truncated, corrupt); 3 when no input holds device code (one line on
+stderr, nothing on stdout); 0 otherwise, also when files found while walking
+a folder or a zip/wheel cannot be read (each becomes a warning); 2 for bad
+arguments.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from devbin.cli.list_cmd import add_all_argument
+from devbin.cli.common import ImageFilter, add_image_options, dump, keep, no_device_code, note, warn
 from devbin.cli.progress import progress_bar
-from devbin.cli.render import image_json, scan_status
+from devbin.cli.render import scan_status
 
 if TYPE_CHECKING:
     from devbin.images import Image
@@ -46,9 +54,9 @@ HELP = "print per-function resource usage of every cubin and AMDGPU code object 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: the files of --image)")
     p.add_argument("--format", choices=("text", "cuobjdump"), default="text", help="text layout (default: text)")
-    add_all_argument(p)
+    add_image_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -129,7 +137,7 @@ def _amdgpu_usage(f: Image) -> dict[str, Any]:
         for r in facts.resources:
             d = r.to_dict()
             rows.append({"name": r.name, "kind": r.kind, **{k: d[k] for k in _AMD_COLUMNS}, "source": r.source})
-    return {**image_json(f), "target-id": facts.target_id, "source": source, "functions": rows}
+    return {**f.to_dict(), "target_id": facts.target_id, "source": source, "functions": rows}
 
 
 #: Printed once after the tables when a function's resources are unknown (JSON: ``"source": "unknown"``).
@@ -146,12 +154,12 @@ def _cell(v: Any) -> str:
 
 
 def _write_amdgpu(a: dict[str, Any], out: TextIO) -> None:
-    out.write(f"{a['address']} ({a['target-id']}, from {a['source']}):\n")
+    out.write(f"{a['address']} ({a['target_id']}, from {a['source']}):\n")
     out.write(f"  {'function':32} {'kind':7} {'SGPR':>5} {'VGPR':>5} {'AGPR':>5} {'PRIVATE':>8} {'GROUP':>6} "
               f"{'KERNARG':>7} {'DYNSTACK':>8} {'SSPILL':>6} {'VSPILL':>6}\n")
     for fn in a["functions"]:
         c = {k: _cell(fn[k]) for k in _AMD_COLUMNS}
-        out.write(f"  {fn['name'][:32]:32} {fn['kind']:7} {c['sgpr']:>5} {c['vgpr']:>5} {c['agpr']:>5} "
+        out.write(f"  {_name(fn['name'], out)} {fn['kind']:7} {c['sgpr']:>5} {c['vgpr']:>5} {c['agpr']:>5} "
                   f"{c['private_segment']:>8} {c['group_segment']:>6} {c['kernarg_segment']:>7} "
                   f"{c['dynamic_stack']:>8} {c['sgpr_spill']:>6} {c['vgpr_spill']:>6}\n")
 
@@ -165,54 +173,62 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.targets.nvidia.cubin import Cubin
     from devbin.targets.nvidia.resources import format_cuobjdump, usage
     report = ScanReport()
+    choose = ImageFilter(args)
+    paths = choose.paths(args.paths)
+    images: list[dict[str, Any]] = []  # both vendors, in scan order (JSON)
     results: list[dict[str, Any]] = []
     amd: list[dict[str, Any]] = []
     text: list[str] = []
     last_member = None
     with progress_bar("scanning") as progress:
-        for f, frame in Scanner(report, all=args.all).paths(args.paths, progress):
-            where = str(f.address)
-            if f.kind == "amdgpu" or (f.kind == "cubin" and f.entry is None and _is_amdgpu(f)):
-                try:
-                    amd.append(_amdgpu_usage(f))
-                except LimitExceeded:
-                    raise  # over the memory budget: the command fails, the file is not to blame
-                except DeviceBinaryError as e:
-                    report.warn(where, str(e))
-                continue
-            if f.kind not in ("cubin", "ptx"):
-                continue
-            member = _member_line(frame)
-            if member and member != last_member:
-                text.append(member)
-                last_member = member
-            if f.entry is not None:
-                text.append(_entry_header(f))
-            if f.kind != "cubin":
-                continue
+        found = list(Scanner(report, all=args.all or choose.all).paths(paths, progress))
+    for w in report.warnings:
+        warn(w)
+    if not found and not report.warnings:
+        return no_device_code(paths)
+    warned = len(report.warnings)
+    for f, frame in keep(found, choose, lambda h: h[0]):
+        where = str(f.address)
+        if f.kind == "amdgpu" or (f.kind == "cubin" and f.entry is None and _is_amdgpu(f)):
             try:
-                elf = ElfFile(f.data(), where=where)
-                if elf.header.e_machine != C.EM_CUDA:
-                    continue
-                u = usage(Cubin(elf, records=False))
+                amd.append(_amdgpu_usage(f))
+                images.append(amd[-1])
             except LimitExceeded:
-                raise
+                raise  # over the memory budget: the command fails, the file is not to blame
             except DeviceBinaryError as e:
                 report.warn(where, str(e))
+            continue
+        if f.kind not in ("cubin", "ptx"):
+            continue
+        member = _member_line(frame)
+        if member and member != last_member:
+            text.append(member)
+            last_member = member
+        if f.entry is not None:
+            text.append(_entry_header(f))
+        if f.kind != "cubin":
+            continue
+        try:
+            elf = ElfFile(f.data(), where=where)
+            if elf.header.e_machine != C.EM_CUDA:
                 continue
-            results.append({**image_json(f), **u})
-            text.append(format_cuobjdump(u))
+            u = usage(Cubin(elf, records=False))
+        except LimitExceeded:
+            raise  # over the memory budget: the command fails, the file is not to blame
+        except DeviceBinaryError as e:
+            report.warn(where, str(e))
+            continue
+        head = f.to_dict()
+        results.append({**head, **{k: v for k, v in u.items() if k not in head}})
+        images.append(results[-1])
+        text.append(format_cuobjdump(u))
+    for w in report.warnings[warned:]:
+        warn(w)
     if args.json:
-        doc: dict[str, Any] = {"cubins": results}
-        if amd:
-            doc["amdgpu"] = amd
-        doc["warnings"] = report.warnings
-        out.write(json.dumps(doc, indent=2) + "\n")
+        dump("resources", {"images": images, "warnings": report.warnings}, out)
         return scan_status(report.failed)
     if args.format == "cuobjdump":
-        out.write("".join(text))
-        for w in report.warnings:
-            print(f"warning: {w}", file=sys.stderr)  # stdout stays exactly cuobjdump's lines
+        out.write("".join(text))  # stdout is exactly cuobjdump's lines
         return scan_status(report.failed)
     for u in results:
         out.write(f"{u['address']} ({u['arch']}): GLOBAL {u['common']['global']} bytes"
@@ -220,12 +236,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"  {'function':32} {'kind':7} {'REG':>4} {'STACK':>6} {'SHARED':>7} {'LOCAL':>6}  constant banks\n")
         for fn in u["functions"]:
             banks = " ".join(f"[{c['bank']}]:{c['size']}" for c in fn["constant"])
-            out.write(f"  {fn['name'][:32]:32} {fn['kind']:7} {fn['registers']:>4} {fn['stack']:>6} "
+            out.write(f"  {_name(fn['name'], out)} {fn['kind']:7} {fn['registers']:>4} {fn['stack']:>6} "
                       f"{fn['shared']:>7} {fn['local']:>6}  {banks}\n")
     for a in amd:
         _write_amdgpu(a, out)
     if any(fn["source"] == "unknown" for a in amd for fn in a["functions"]):
-        out.write(UNKNOWN_NOTE)
-    for w in report.warnings:
-        out.write(f"warning: {w}\n")
+        note(UNKNOWN_NOTE.rstrip("\n"))
     return scan_status(report.failed)
+
+
+def _name(name: str, out: TextIO, width: int = 32) -> str:
+    """A function name in its column: cut to ``width`` only on a terminal (whole in a pipe or file)."""
+    from devbin.cli.render import cell
+    return cell(name, width, out)

@@ -18,7 +18,10 @@ gfx12-generic ...) when its generic version is high enough.
 The choice is made per module (a fatbin, an offload bundle, an OffloadBinary, a bare
 cubin or code object), as the runtime registers each with the driver.  --explain adds
 one line per candidate image: name, arch, verdict (chosen, usable, rejected, other) and
-reason.  No compatible image is an error that names what the package holds.
+reason.  No compatible image is an error (exit 1) that names what the package
+holds; a path with no device image at all exits 3; a DEVICE devbin cannot read
+exits 2.  --image ADDRESS and --arch ARCH (repeatable) leave only those
+images as candidates.
 """
 
 from __future__ import annotations
@@ -26,30 +29,47 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from devbin.cli.common import BadArguments, ImageFilter, add_image_options, dump, keep, no_device_code, note
+
 HELP = "name the image a driver would pick for a device (sm_86, sm_90a, gfx90a:xnack+, gfx1101)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", help="a file or folder (fatbin, cubin, code object, bundle, host object, library ...)")
+    p.add_argument("path", nargs="?",
+                   help="a file or folder (fatbin, cubin, code object, bundle, host object, library ...); "
+                        "default: the file of --image")
     p.add_argument("--device", required=True, metavar="DEVICE",
                    help="the GPU: sm_XY (sm_86, sm_90a, sm_100f, sm_120) or gfxNNN[:sramecc±][:xnack±]")
+    add_image_options(p, all=False)
     p.add_argument("--explain", action="store_true", help="list every candidate image with its verdict and reason")
     p.add_argument("--json", action="store_true", help="print the decision as JSON")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.cli.render import dump_json
-    from devbin.packaging.selection import select
+    from devbin.errors import UsageError
+    from devbin.images.scan import Scanner
+    from devbin.images.scanreport import ScanReport
+    from devbin.packaging.selection import decide, parse_device
 
-    sel = select(args.path, args.device, strict=False)
+    try:
+        device = parse_device(args.device)
+    except UsageError as e:
+        raise BadArguments(str(e)) from None
+    choose = ImageFilter(args)
+    paths = choose.paths([args.path] if args.path else [])
+    report = ScanReport()
+    found = [image for image, _ in Scanner(report, all=True).paths(paths)]
+    if not found and not report.warnings:
+        return no_device_code(paths)
+    sel = decide(keep(found, choose, lambda i: i), device, source=", ".join(paths))
     err = sel.error()
+    if sel.device.note:
+        note(sel.device.note)
     if args.json:
-        dump_json(sel.to_dict(), out)
+        dump("select", sel.to_dict(), out)
     else:
         if args.explain:
             out.write(f"device: {sel.device.description}\n")
-            if sel.device.note:
-                out.write(f"note: {sel.device.note}\n")
             for line in sel.explain():
                 out.write(line.rstrip() + "\n")
         for m in sel.modules:

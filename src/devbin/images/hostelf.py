@@ -1,7 +1,8 @@
 """NVIDIA fatbins: bare fatbin files, and the fatbins of a host ELF with their wrappers.
 
 Where a host ELF (object, shared library, executable) keeps fatbins, after
-shared/reference/nvidia-formats.md §1.1 and §3 (public: NVIDIA's ``fatbinary_section.h``):
+NVIDIA's public header ``include/fatbinary_section.h`` (CUDA toolkit; section names, wrapper
+magic) and experiments with nvcc 13.0 (tests/test_nvidia_cli.py):
 
 * ``.nv_fatbin`` (whole-program and ``nvcc -dlink`` output: the executable images; a linked
   program holds several fatbins back to back, each 8-aligned) and ``__nv_relfatbin``

@@ -161,6 +161,8 @@ class Selection:
 
     keep: tuple[str, ...] | None = None
     drop: tuple[str, ...] | None = None
+    #: When given, only the images at these addresses are kept or dropped; every other image stays.
+    images: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.keep is None) == (self.drop is None):
@@ -256,7 +258,8 @@ class _Ctx:
     def _keeps(self, image: Image) -> bool:
         # A bundle's host entry always stays; an image without an arch too (Selection.keeps).
         host = image.container == "bundle" and image.get("offload-kind") == "host"
-        return host or self.sel.keeps(image.arch)
+        untouched = bool(self.sel.images) and str(image.address) not in self.sel.images
+        return host or untouched or self.sel.keeps(image.arch)
 
     def keeps(self, address: Address) -> bool:
         """The decision on the image at ``address``; True for entries no image was reported for
@@ -280,25 +283,27 @@ class _Ctx:
 
 
 def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
-          drop: str | Iterable[str] | None = None, where: str = "input") -> PruneResult:
+          drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = ()) -> PruneResult:
     """Prune ``data`` (any format in the module docstring) to the selected architectures.
 
     ``keep``/``drop``: names or comma-separated lists; exactly one.  Raises
     :class:`~devbin.errors.UsageError` for a selection that leaves no device image or a
     file that cannot be pruned, :class:`~devbin.errors.FormatError` for corrupt input
-    (anything the scan warns about).  ``where`` starts the images' addresses.
+    (anything the scan warns about).  ``where`` starts the images' addresses.  ``images``: when
+    given, the addresses (docs/IMAGES.md) of the only images the selection applies to; every
+    other image stays.
     """
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
-                    drop=None if drop is None else parse_arch_list(drop))
+                    drop=None if drop is None else parse_arch_list(drop), images=tuple(images))
     raw = bytes(data)
     view = ByteView(raw, where=where)
     _check_prunable(view, where)
     report = ScanReport()
-    images = list(scan_bytes(raw, where, all=True, report=report))
+    found = list(scan_bytes(raw, where, all=True, report=report))
     if report.warnings:
         raise FormatError(f"cannot prune a file the scan finds damaged: {report.warnings[0]}", fmt="prune",
                           where=where)
-    ctx = _Ctx(sel, images)
+    ctx = _Ctx(sel, found)
     out = _prune_any(view, ctx, Address(where), depth=0)
     device = [i for i, _ in ctx.images if i.arch]
     if not ctx.images:
@@ -315,7 +320,8 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
 
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
-               in_place: bool = False, backup: str | os.PathLike[str] | None = None) -> PruneResult:
+               in_place: bool = False, backup: str | os.PathLike[str] | None = None,
+               images: Iterable[str] = ()) -> PruneResult:
     """Prune the file ``src`` into ``dst`` (None: compute only, write nothing).
 
     ``dst`` may not be ``src`` (nor another name of it: a symbolic or hard link) unless
@@ -331,7 +337,7 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
         except OutputError as e:
             raise OutputError(f"{e.message}, or pass --in-place (in_place=True)", where=e.where) from None
     data = src_p.read_bytes()
-    result = prune(data, keep=keep, drop=drop, where=str(src))
+    result = prune(data, keep=keep, drop=drop, where=str(src), images=images)
     if dst is None:
         return result
     write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)

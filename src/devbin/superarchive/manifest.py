@@ -33,9 +33,9 @@ version and checksum readable without decoding the body, so a corrupt or newer b
 refused before MessagePack sees it.
 
 Why ordinals plus hashes and never offsets: ``ranlib``/``ar s`` rewrite the ``/`` index and
-so move every member's byte offset, but keep the member order (shared/reference/archives.md
-§0.2); an ordinal (the member's position in ``ar t`` order, the manifest being ordinal 0)
-survives that, and the SHA-256 catches a member replaced in place by ``ar r``.
+so move every member's byte offset, but keep the member order (binutils ``ar`` manual, ``s``
+modifier; measured with GNU ar and llvm-ar-19); an ordinal (the member's position in ``ar t``
+order, the manifest being ordinal 0) survives that, and the SHA-256 catches a member replaced in place by ``ar r``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Per-target views of a super-archive for real linkers (docs/FORMAT.md §16.5).
 
 A super-archive cannot be handed to ``ld.lld`` as it is: lld ignores the archive index and
-refuses an archive holding members for another machine (shared/reference/archives.md §0.3).
+refuses an archive holding members for another machine (measured with
+ld.lld-19, which reports such a member as incompatible with the output).
 A *view* turns one target's chain into standard archives a linker takes:
 
 * :func:`level_archives`: one archive per chain level, in chain order; passed to a linker in

@@ -28,7 +28,7 @@
     statistics (:mod:`devbin.cli.tour.load`).
 14. Prints `devbin inspect` of the three code objects.
 
-Files are written to --out (default: ./devbin-tour), each whole or not at all
+Files are written to -o/--output (default: ./devbin-tour), each whole or not at all
 (:func:`write`), never over a shipped sample.
 """
 
@@ -46,13 +46,15 @@ HELP = "build, write, read back and print the shipped sample device code objects
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="devbin-tour", help="folder for the files written (default: %(default)s)")
+    p.add_argument("-o", "--output", default="devbin-tour", metavar="DIR",
+                   help="folder for the files written (default: %(default)s)")
+    p.add_argument("--out", dest="output", help=argparse.SUPPRESS)  # the old name, kept
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
 def write(path: Path, data: bytes | str) -> None:
     """Write one of the tour's files whole (:func:`devbin.binary.output.write_file`), never over
-    a shipped sample (``--out`` naming the samples' folder is refused)."""
+    a shipped sample (``-o`` naming the samples' folder is refused)."""
     from devbin.binary.output import write_file
 
     write_file(path, data.encode() if isinstance(data, str) else data, inputs=_samples())
@@ -93,7 +95,8 @@ def _annotate_and_check(elf: ElfFile, model: CodeObject, folder: Path, stem: str
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.analysis.callgraph import format_text
     from devbin.analysis.callgraph import to_dict as graph_dict
-    from devbin.cli.render import dump_json, render_elf
+    from devbin.cli.common import dump
+    from devbin.cli.render import render_elf
     from devbin.formats.devsec.elf import devbin_sections, read_code_object
     from devbin.formats.elf.reader import ElfFile
     from devbin.importers import import_code_object
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.samples import sample_amdgpu_bytes, sample_code_object, sample_cubin_bytes, sample_elf_bytes
     from devbin.targets.nvidia.cubin import Cubin
     from devbin.targets.nvidia.resources import usage
-    folder = Path(args.out)
+    folder = Path(args.output)
     folder.mkdir(parents=True, exist_ok=True)
     model = sample_code_object()
     sample = sample_elf_bytes()
@@ -164,7 +167,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     result["inspect"] = [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path)),
                          inspect_elf(amd_out, file=str(amd_path))]
     if args.json:
-        dump_json(result, out)
+        dump("tour", result, out)
     else:
         w = out.write
         s, c = result["sample"], result["cubin"]

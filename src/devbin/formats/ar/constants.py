@@ -1,4 +1,5 @@
-"""Constants of the Unix ``ar`` family (shared/reference/archives.md §1).
+"""Constants of the Unix ``ar`` family (binutils ``include/aout/ar.h``; LLVM
+``llvm/lib/Object/ArchiveWriter.cpp``).
 
 The member header is 60 ASCII bytes, every field space-padded on the right::
 

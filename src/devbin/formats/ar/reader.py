@@ -1,7 +1,7 @@
 """Read view of Unix ``ar`` archives: GNU/System V, BSD/Darwin and GNU thin archives.
 
 ``ArchiveFile(buf, where="lib.a")`` walks and validates every member header at open
-(shared/reference/archives.md §1); member *data* stays a zero-copy window over ``buf``.
+(binutils ``include/aout/ar.h``); member *data* stays a zero-copy window over ``buf``.
 
 On-disk layout::
 

@@ -1,6 +1,7 @@
 """Write ``ar`` archives deterministically (GNU, GNU with ``/SYM64/``, BSD, Darwin): plan the layout, then emit it.
 
-Flavours and their layouts (shared/reference/archives.md §1.2, §1.3, §1.7; constants in ``constants.py``)::
+Flavours and their layouts (binutils ``include/aout/ar.h``, LLVM ``ArchiveWriter.cpp``;
+constants in ``constants.py``)::
 
     gnu, gnu64 (what ``ar rcsD`` / ``llvm-ar rcsD --format=gnu`` write)
         "!<arch>\\n"

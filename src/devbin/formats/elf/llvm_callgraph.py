@@ -19,8 +19,8 @@ All integers are in the file's byte order.  In a relocatable object every
 addend; in a linked file it is the address.  :func:`read_llvm_callgraph`
 resolves either to the defined ``STT_FUNC`` symbol at that address.
 
-Measured on AMDGPU (clang-22 22.1, shared/reference/llvm-amdgpu-formats.md
-§4.7): every record is 18 bytes, flags 1: LLVM calls every function without
+Measured on AMDGPU (clang-22 22.1 with
+-fexperimental-call-graph-section): every record is 18 bytes, flags 1: LLVM calls every function without
 local linkage an "indirect target" (its address could be taken in another
 object), so the flag says "may be called indirectly", not "is address-taken";
 no direct- or indirect-callee lists were emitted even for real indirect calls.

@@ -1,6 +1,6 @@
 """Read Apple universal ("fat") files: several Mach-O files or archives, one per CPU, side by side.
 
-Layout (cctools ``<mach-o/fat.h>``; shared/reference/archives.md §2.1), every field big-endian::
+Layout (cctools ``include/mach-o/fat.h``), every field big-endian::
 
     fat_header     u32 magic        0xCAFEBABE (FAT_MAGIC) or 0xCAFEBABF (FAT_MAGIC_64)
                    u32 nfat_arch

@@ -2,7 +2,8 @@
 
 * SM number from ``e_flags``: the layout changed with CUDA 13's ELF ABI v8
   (OS/ABI 0x41).  In ABI v7 (CUDA <= 12, OS/ABI 0x33) the SM is the low byte;
-  in v8 it is bits 8..15 (shared/reference/nvidia-formats.md §2.2).
+  in v8 it is bits 8..15 (LLVM ``llvm/include/llvm/BinaryFormat/ELF.h``
+  ``EF_CUDA_*``; llvm-project PRs #75624, #149534, #159354).
 * kernel or device function from ``st_other``: ``STO_CUDA_ENTRY`` (0x10)
   marks kernels.
 

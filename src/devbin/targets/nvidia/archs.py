@@ -24,7 +24,7 @@ Rules (:func:`runs_on`), from NVIDIA's documentation:
   10.0 and 10.3, ``sm_103f`` only on 10.3, ``sm_120f`` on 12.0 and 12.1; ``sm_110f`` on
   11.0, sm_110 being the renumbered sm_101).  For SASS this equals the plain rule; for
   PTX it withholds the cross-major JIT (``compute_100f`` does not JIT on 12.0).
-  CUDA 13 does not mark ``f`` in a cubin (shared/reference/nvidia-formats.md §1.4): only
+  CUDA 13 does not mark ``f`` in a cubin (llvm-project PR #151604): only
   the fatbin entry's flags carry it, so a bare ``f`` cubin reads as plain (same rule).
 * LTO-IR is not loaded by the driver (nvJitLink links it), so it never runs as is.
 

@@ -1,6 +1,6 @@
 """A read view of an NVIDIA cubin: functions and their resources, call graph, prototypes.
 
-What comes from where (shared/reference/nvidia-formats.md §2, checked against
+What comes from where (the public decoders redplait/denvdis and VivekPanyam/cudaparsers, checked against
 ``cuobjdump -res-usage`` and ``ptxas -v`` in tests/test_nvidia_cubin.py):
 
 * SM and the ``a`` variant: read by the one NVIDIA architecture module,

@@ -1,5 +1,6 @@
-"""EIATTR codes of NVIDIA's ``.nv.info`` records (names per the reference table,
-shared/reference/nvidia-formats.md §2.4).  An unknown code is named ``EIATTR_0x..``."""
+"""EIATTR codes of NVIDIA's ``.nv.info`` records (names as in the public decoders:
+redplait/denvdis ``test/eiattrs.inc``, cloudcores/CuAssembler ``CuAsm/CuNVInfo.py``).  An unknown
+code is named ``EIATTR_0x..``."""
 
 from __future__ import annotations
 

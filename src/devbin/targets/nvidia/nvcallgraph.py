@@ -2,7 +2,8 @@
 
 ``.nv.callgraph`` (entsize 8): ``{u32 a, i32 b}`` pairs in four blocks, each
 opened by a marker ``{0, -N}`` that is present even when the block is empty
-(shared/reference/nvidia-formats.md §2.6):
+(as nvdisasm and ``nvlink --dump-callgraph`` show it; an empty graph is the 32 bytes
+``0 -1 0 -2 0 -3 0 -4``, e.g. mikex86/LibreCuda ``tests/many_kernels_launch/empty_kernel.asm``):
 
 * ``-1`` direct calls: ``a`` calls ``b`` (symbol indices);
 * ``-2`` address-taken functions: ``a`` with ``b`` = ``.strtab`` offset of its prototype string;

@@ -1,6 +1,7 @@
 """NVIDIA ``.nv.info`` / ``.nv.info.<function>`` / ``.nv.compat`` records.
 
-Layout (shared/reference/nvidia-formats.md §2.4): records packed back to
+Layout (as the public decoders read it: VivekPanyam/cudaparsers ``src/cubin.rs``,
+redplait/denvdis ``test/nvd.cc``; checked against nvcc 13.0 output): records packed back to
 back to ``sh_size``, each starting with ``u8 fmt, u8 attr`` then
 
 * ``EIFMT_NVAL`` (1): ``u16 0``, no payload (a flag);

@@ -1,0 +1,244 @@
+"""What every command shares: the image options, the JSON envelope, the streams and the exit statuses.
+
+Image options (one helper, every command that reads images):
+
+* ``--image ADDRESS`` (repeatable): only the images at these addresses (docs/IMAGES.md, as
+  ``devbin list --all`` prints them).  Addresses are looked up in ``--all``'s scope, so every
+  address ``list --all`` prints is accepted; an address that names no image is a usage error.
+  When no PATH is given, the files the addresses start from are read.
+* ``--arch ARCH`` (repeatable): only images of these architectures, matched as ``cuobjdump
+  -arch`` matches them: ``sm_90`` takes every image of SM 9.0 (the ``sm_90`` and ``sm_90a``
+  cubins, the ``compute_90`` PTX and LTO-IR); ``sm_90a`` takes the same; ``compute_90`` only
+  the PTX and LTO-IR of 9.0; ``gfx90a`` every ``gfx90a`` target ID, ``gfx90a:xnack+`` only
+  that one.  An architecture devbin does not know is a usage error.
+* ``--all``: cuobjdump's ``-all`` scope (the relocatable ``__nv_relfatbin`` images too).
+
+Exit statuses (docs/JSON.md): 0 success, 1 error, 2 usage error (argparse, and
+:class:`BadArguments`: a flag's value the command cannot use), 3 no input holds device code
+(:func:`no_device_code`: one line on stderr, nothing on stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
+
+from devbin.errors import DeviceBinaryError, UsageError
+
+if TYPE_CHECKING:
+    from devbin.images import Address, Image
+
+#: The exit statuses of every command.
+EXIT_OK: Final = 0
+EXIT_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_NO_DEVICE_CODE: Final = 3
+
+#: The major version of every command's JSON schema (docs/JSON.md: what bumps it).
+SCHEMA_VERSION: Final = 1
+
+
+class BadArguments(UsageError):
+    """A value given on the command line that the command cannot use (exit status 2, as argparse's errors)."""
+
+
+def exit_status(error: DeviceBinaryError) -> int:
+    """The exit status for an error that reached the command line: 2 for :class:`BadArguments`, else 1."""
+    return EXIT_USAGE if isinstance(error, BadArguments) else EXIT_ERROR
+
+
+def schema_name(command: str) -> str:
+    """The name and major version of a command's JSON schema: ``devbin.list/1``."""
+    return f"devbin.{command}/{SCHEMA_VERSION}"
+
+
+def dump(command: str, doc: dict[str, Any], out: TextIO) -> None:
+    """Write a command's JSON: one object, its ``schema`` key first."""
+    json.dump({"schema": schema_name(command), **doc}, out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+def warn(message: str) -> None:
+    """A warning, on stderr (stdout carries results only)."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def note(message: str) -> None:
+    """A note, on stderr."""
+    print(f"note: {message}", file=sys.stderr)
+
+
+def no_device_code(paths: Iterable[str]) -> int:
+    """Say on stderr, one line per input, that it holds no device code; the status to exit with (3)."""
+    for path in paths:
+        print(f"devbin: {path}: does not contain device code", file=sys.stderr)
+    return EXIT_NO_DEVICE_CODE
+
+
+def holds_device_code(paths: Iterable[str]) -> bool:
+    """Whether any of ``paths`` holds a device image (``--all``'s scope), or gives a scan warning (a
+    malformed file: the command's own reading then reports the error, exit 1)."""
+    from devbin.images.scan import Scanner
+    from devbin.images.scanreport import ScanReport
+    report = ScanReport()
+    scanner = Scanner(report, all=True)
+    return any(next(iter(scanner.paths([path])), None) is not None or bool(report.warnings) for path in paths)
+
+
+# --------------------------------------------------------------------------- image options
+
+
+def add_image_options(p: argparse.ArgumentParser, *, all: bool = True, arch: bool = True) -> None:
+    """``--image``, ``--arch`` and (unless ``all`` is False) ``--all``: see the module docstring."""
+    p.add_argument("--image", action="append", default=[], metavar="ADDRESS",
+                   help="only the image at this address, as `devbin list --all` prints it (repeatable)")
+    if arch:
+        p.add_argument("--arch", action="append", default=[], metavar="ARCH",
+                       help="only images of this architecture, as cuobjdump -arch: sm_90 (also sm_90a and the "
+                            "compute_90 PTX), compute_90, gfx90a, gfx90a:xnack+ (repeatable)")
+    if all:
+        p.add_argument("--all", action="store_true",
+                       help="also the relocatable __nv_relfatbin images of host files that hold executable ones "
+                            "in .nv_fatbin (cuobjdump -all)")
+
+
+def add_image_inputs(p: argparse.ArgumentParser) -> None:
+    """``--image ADDRESS`` for commands whose inputs are files (link, load): the image at the address is
+    one more input, after the files."""
+    p.add_argument("--image", action="append", default=[], metavar="ADDRESS",
+                   help="also the device image at this address, as `devbin list --all` prints it (repeatable)")
+
+
+def image_inputs(addresses: Sequence[str]) -> list[tuple[Image, bytes]]:
+    """The images at ``addresses`` and their bytes (what ``extract --image`` writes); BadArguments for an
+    address that names no image."""
+    from devbin.images import Address, find_image
+    from devbin.images.scan import scan
+    out: list[tuple[Image, bytes]] = []
+    for text in addresses:
+        try:
+            address = Address.parse(text)
+            image = find_image(scan([address.path], all=True), address)
+        except UsageError as e:
+            raise BadArguments(f"--image: {e}") from None
+        out.append((image, bytes(image.data())))
+    return out
+
+
+def _check_arch(text: str) -> None:
+    from devbin.targets.amdgpu.targetid import parse_target_id
+    from devbin.targets.nvidia.archs import try_parse_arch
+    if text.startswith(("sm_", "compute_", "lto_")):
+        if try_parse_arch(text) is None:
+            raise BadArguments(f"--arch {text}: not an NVIDIA architecture (sm_90, sm_90a, compute_90 ...)")
+        return
+    if text.startswith("gfx"):
+        try:
+            parse_target_id(text)
+        except DeviceBinaryError as e:
+            raise BadArguments(f"--arch {text}: {e}") from None
+        return
+    raise BadArguments(f"--arch {text}: not an architecture (sm_90, compute_90, gfx90a, gfx90a:xnack+ ...)")
+
+
+def _nv_number(arch: str) -> tuple[str, str] | None:
+    """(``sm``/``compute``, the SM number without variant) of an NVIDIA arch name."""
+    for prefix, word in (("sm_", "sm"), ("compute_", "compute"), ("lto_", "compute")):
+        if arch.startswith(prefix):
+            digits = "".join(c for c in arch[len(prefix):] if c.isdigit())
+            return word, digits
+    return None
+
+
+def arch_matches(found: str, wanted: str) -> bool:
+    """Whether an image of arch ``found`` is one ``--arch wanted`` takes (cuobjdump -arch's rule: the SM
+    number decides, the ``a``/``f`` variant does not; measured with cuobjdump 13.0).  ``prune
+    --keep/--drop`` follow nvprune instead (:func:`devbin.packaging.pruning.arch_matches`: ``sm_90``
+    does not take ``sm_90a``), as each mirrors its own tool."""
+    if found == wanted:
+        return True
+    w, f = _nv_number(wanted), _nv_number(found)
+    if w is not None and f is not None:
+        return w[1] == f[1] and (w[0] == "sm" or f[0] == "compute")
+    if wanted.startswith("gfx") and ":" not in wanted:
+        return found.split(":", 1)[0] == wanted
+    return False
+
+
+class ImageFilter:
+    """The ``--image``/``--arch`` choice of one command line."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from devbin.images import Address
+        self.addresses: list[Address] = []
+        for text in getattr(args, "image", None) or []:
+            try:
+                self.addresses.append(Address.parse(text))
+            except UsageError as e:
+                raise BadArguments(f"--image: {e}") from None
+        self.archs: list[str] = list(getattr(args, "arch", None) or [])
+        for a in self.archs:
+            _check_arch(a)
+        self.matched: set[Address] = set()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.addresses or self.archs)
+
+    @property
+    def all(self) -> bool:
+        """Whether the scan must take ``--all``'s scope (an address may name an __nv_relfatbin image)."""
+        return bool(self.addresses)
+
+    def paths(self, given: Sequence[str]) -> list[str]:
+        """The paths to read: those given, or the files the ``--image`` addresses start from."""
+        if given:
+            return list(given)
+        if not self.addresses:
+            raise BadArguments("give a PATH (or --image ADDRESS)")
+        return list(dict.fromkeys(a.path for a in self.addresses))
+
+    def __call__(self, image: Image) -> bool:
+        if self.addresses:
+            if image.address not in self.addresses:
+                return False
+            self.matched.add(image.address)
+        return not self.archs or any(arch_matches(image.arch, a) for a in self.archs)
+
+    def check(self) -> None:
+        """BadArguments naming every ``--image`` address that matched no image (after the scan)."""
+        missing = [str(a) for a in self.addresses if a not in self.matched]
+        if missing:
+            raise BadArguments(f"--image: no device image at {', '.join(repr(m) for m in missing)} "
+                               "(`devbin list --all` prints the addresses)")
+
+
+T = TypeVar("T")
+
+
+def keep(items: Iterable[T], choose: ImageFilter, image: Callable[[T], Image]) -> list[T]:
+    """The items whose image ``choose`` takes; BadArguments for an ``--image`` address that named none."""
+    kept = [x for x in items if choose(image(x))]
+    choose.check()
+    return kept
+
+
+def image_keys(image: Image) -> dict[str, Any]:
+    """The keys every command gives an image (``Image.to_dict()``)."""
+    return image.to_dict()
+
+
+def file_image_keys(path: str, size: int) -> dict[str, Any]:
+    """The image keys of a file read as one ELF that no scan names as a device image (an ELF holding
+    only devbin sections): its path as address, no vendor, kind ``data``."""
+    return {"address": _address_text(path), "vendor": "", "kind": "data", "arch": "", "size": size,
+            "stored_size": size, "compression": "none"}
+
+
+def _address_text(path: str) -> str:
+    from devbin.images import Address
+    a: Address = Address(path)
+    return str(a)
