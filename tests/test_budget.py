@@ -220,17 +220,17 @@ def test_one_copy_and_one_image_at_a_time(bombs: Path) -> None:
         _, _, err, rss = _devbin(bombs, *command)
         assert "Traceback" not in err
         assert rss < 256 * MIB + 160 * MIB, (command, rss)
-    rc, out, _, rss = _devbin(bombs, "resources", "fb1.fatbin")
-    assert rc == 0 and "not an ELF file" in out  # decoded (one copy): the zeros are no ELF
+    rc, _, err, rss = _devbin(bombs, "resources", "fb1.fatbin")
+    assert rc == 0 and "not an ELF file" in err  # decoded (one copy): the zeros are no ELF (a warning, on stderr)
     assert rss < GIB + 160 * MIB, rss
 
 
 @pytest.mark.parametrize("command", [["list", "ccob.hipfb"], ["select", "--device", "gfx90a", "ccob.hipfb"]])
 def test_listing_a_compressed_bundle_decodes_its_table_only(bombs: Path, command: list[str]) -> None:
     rc, out, err, rss = _devbin(bombs, "--max-memory", "1M", *command)
-    assert rc == 0 and err == "", err
+    assert rc == 0 and all(line.startswith("note: ") for line in err.splitlines()), err
     assert "gfx90a" in out
-    assert rss < 120 * MIB, rss  # main: 2.1 GB
+    assert rss < 160 * MIB, rss  # the interpreter and devbin's modules; main: 2.1 GB
 
 
 def test_a_zip_member_is_inflated_within_the_budget(tmp_path: Path) -> None:
