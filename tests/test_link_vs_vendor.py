@@ -26,15 +26,20 @@ from devbin.link.nvlink import linked_functions, nvlink_facts, nvlink_kept
 from devbin.model import StdAttr
 
 from tests.conftest import SOURCES, require_tool
-from tests.test_link_nvidia import ADDRESS_TAKEN, NVLINK_KEEPS, _build
+from tests.test_link_nvidia import ADDRESS_TAKEN, BLACKWELL, NVLINK_KEEPS, Programs
 
 CHOICES = [k for k in NVLINK_KEEPS if k != ("k_int",)]  # devbin names kernels exactly; nvlink matches substrings
 
 
 @pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+def programs(tmp_path_factory: pytest.TempPathFactory) -> Programs:
     require_tool("nvlink")
-    built = _build(tmp_path_factory.mktemp("link_vs_nvlink"), "sm_90")
+    return Programs(tmp_path_factory.mktemp("link_vs_nvlink"))
+
+
+@pytest.fixture()
+def program(programs: Programs) -> list[Path]:
+    built = programs["sm_90"]
     return [built["prog"], built["lib"]]
 
 
@@ -48,6 +53,23 @@ def test_nvlink_compatible_mode_keeps_what_nvlink_keeps(program: list[Path], ker
     result = link(program, kernels=kernels, keep_address_taken=True)
     assert result.errors == []
     assert _kept_functions(result) == nvlink_kept(program, kernels)
+
+
+@pytest.mark.parametrize("arch", BLACKWELL)
+def test_blackwell_links_as_earlier_archs(programs: Programs, tmp_path: Path, arch: str) -> None:
+    """sm_100-sm_121 (Mercury sections): for every kernel choice devbin keeps what nvlink
+    -kernels-used keeps, each kernel's stack and recursion marker are nvlink's, and -o links."""
+    objs = [programs[arch]["prog"], programs[arch]["lib"]]
+    for kernels in CHOICES:
+        result = link(objs, kernels=kernels, keep_address_taken=True)
+        assert result.errors == [] and result.inputs.arch == arch
+        assert _kept_functions(result) == nvlink_kept(objs, kernels), kernels
+    _stack_and_recursion_agree(objs)
+    out = tmp_path / "linked.cubin"
+    result = link(objs, kernels=["k_direct", "k_recursive"], output=out)
+    assert result.output is not None and not result.output.kept_in_output
+    assert linked_functions(out.read_bytes()) == _kept_functions(result) == {
+        "k_direct", "helper", "leaf", "k_recursive", "rec_fib", "ping", "pong"}
 
 
 @pytest.mark.parametrize("kernels", CHOICES)
@@ -69,6 +91,10 @@ def test_default_mode_follows_prototypes(program: list[Path]) -> None:
 
 
 def test_stack_and_recursion_agree_with_nvlink(program: list[Path]) -> None:
+    _stack_and_recursion_agree(program)
+
+
+def _stack_and_recursion_agree(program: list[Path]) -> None:
     facts = nvlink_facts(program, None)
     usage = {u.kernel: u for u in link(program, keep_address_taken=True).usage}
     for name, k in facts.kernels.items():
