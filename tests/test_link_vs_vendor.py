@@ -171,6 +171,24 @@ def test_amdgpu_output_carries_the_one_unit_totals(amd: dict[str, Path], tmp_pat
     assert notes.returncode == 0 and ".private_segment_fixed_size: 68" in notes.stdout
 
 
+@pytest.mark.parametrize(("kernel", "gone"), [("kern_light", {"kern_main", "heavy_fn", "unused_fn", "helper_fn"}),
+                                              ("kern_main", {"kern_light", "unused_fn", "helper_fn"})])
+def test_amdgpu_output_without_the_kernels_not_asked_for(amd: dict[str, Path], tmp_path: Path, kernel: str,
+                                                       gone: set[str]) -> None:
+    """The other kernel goes with what only it called, across objects (kern_main calls heavy_fn in
+    lib.o: leaving kern_main in while heavy_fn goes made ld.lld fail with an undefined hidden symbol)."""
+    out = tmp_path / "linked.so"
+    result = link([amd["kern"], amd["lib"]], kernels=[kernel], output=out)
+    assert result.output is not None and not result.output.kept_in_output
+    assert {r.split(": ")[1] for r in result.output.removed} == gone
+    syms = subprocess.run([require_tool("llvm-readelf-19"), "-s", "--notes", str(out)], capture_output=True,
+                          text=True, check=False)
+    assert syms.returncode == 0
+    names = {ln.split()[-1] for ln in syms.stdout.splitlines() if " FUNC " in ln or " OBJECT " in ln}
+    assert {kernel, f"{kernel}.kd"} <= names and not names & {*gone, *(f"{g}.kd" for g in gone)}
+    assert f".name:           {kernel}" in syms.stdout and syms.stdout.count(".name:  ") == 1
+
+
 def test_shipped_link_samples_match_their_recipe(amd: dict[str, Path]) -> None:
     """src/devbin/samples/sample_link_{kern,lib}.o (tests/fixtures/make-fixtures.sh) are what devbin cc builds here."""
     shipped = Path(__file__).parents[1] / "src" / "devbin" / "samples"

@@ -226,10 +226,13 @@ def _reannotate(old: ElfFile, model: ElfModel, remove: Set[str]) -> None:
     if obj is None:
         return
     cg = obj.callgraph
+    direct = tuple((a, b) for a, b in cg.direct if a not in remove and b not in remove)
+    called = {b for _, b in direct}
     keep_cg = CallGraph(
-        direct=tuple((a, b) for a, b in cg.direct if a not in remove and b not in remove),
+        direct=direct,
         indirect_sites=tuple(x for x in cg.indirect_sites if x[0] not in remove),
         address_taken=tuple(x for x in cg.address_taken if x[0] not in remove),
-        external=cg.external, unknown_blocks=cg.unknown_blocks)
+        external=tuple(e for e in cg.external if e in called),  # their undefined symbols go with the callers
+        unknown_blocks=cg.unknown_blocks)
     kept = replace(obj, functions=tuple(f for f in obj.functions if f.name not in remove), callgraph=keep_cg)
     with_devbin_sections(model, kept)
