@@ -11,6 +11,7 @@ relocations, the metadata note) on the pruned objects and the linked code object
 from __future__ import annotations
 
 import re
+import struct
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import msgpack  # type: ignore[import-untyped]
 import pytest
 
 from conftest import SOURCES, require_tool
+from devbin.errors import FormatError
 from devbin.formats.elf.reader import ElfFile
 from devbin.link.amdgpu import function_facts, kernel_totals, prune_object
 from devbin.link.amdgpu_msgpack import parse, remove_elements
@@ -216,3 +218,14 @@ def test_a_unit_that_cannot_be_pruned_keeps_what_it_calls_in_the_others(objs: di
     syms = _symbols(out)
     assert not [n for n, (_, ndx) in syms.items() if ndx == "UND" and n]
     assert {"lib_fact", "lib_leaf"} <= _functions(syms)
+
+
+def test_prune_object_on_a_relocation_section_for_no_section(objs: dict[str, dict[str, Path]]) -> None:
+    """A relocation section whose sh_info names no section is a FormatError, not an IndexError."""
+    data = bytearray(objs["clang-19"]["main"].read_bytes())
+    elf = ElfFile(bytes(data))
+    rela = elf.section(".rela.text.k_table")
+    assert rela is not None
+    struct.pack_into("<I", data, elf.header.e_shoff + rela.index * 64 + 44, 999)  # sh_info
+    with pytest.raises(FormatError, match="applies to section 999"):
+        prune_object(bytes(data), {"k_fact"})

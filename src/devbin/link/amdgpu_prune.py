@@ -142,6 +142,9 @@ def prune_object(data: bytes, remove: Set[str], *, where: str = "object") -> byt
     for idx, relocs in elf.relocation_tables.items():
         rsec = elf.sections[idx]
         target = _rel_target(rsec)
+        if target is not None and not 0 < target < len(elf.sections):
+            raise FormatError(f"{rsec.name!r} applies to section {target}, which does not exist",
+                              fmt="amdgpu", where=where, value=target)
         if target in gone or target in skip:
             skip.add(idx)
             continue
