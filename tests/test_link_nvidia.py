@@ -4,6 +4,9 @@ The program is tests/sources/link_nv/{prog,lib}.cu (README there), built at test
 ``nvcc -rdc=true -cubin`` (or, without nvcc's front end, ``ptxas -c`` from the committed PTX).
 What nvlink keeps for each ``-kernels-used`` choice is written out below as facts, and
 pruning with devbin then linking without ``-kernels-used`` must give the same functions.
+The Blackwell architectures CUDA 13.0 accepts (``nvcc --list-gpu-code``: sm_100, sm_103,
+sm_110, sm_120, sm_121) carry the Mercury copies (``.nv.merc.*``, ``.nv.capmerc.text.<f>``),
+pruned with the rest.
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ from devbin.errors import DeviceBinaryError, FormatError, UsageError
 from devbin.formats.elf.reader import ElfFile
 from devbin.link.nvidia import prune_cubin, removable
 from devbin.link.nvlink import linked_functions, nvlink_facts, nvlink_kept, parse_dump_callgraph, run_nvlink
+from devbin.targets.nvidia import eiattr as E
 from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin
+from devbin.targets.nvidia.nvinfo import parse_nvinfo
 
 SRC = Path(__file__).parent / "sources" / "link_nv"
 ARCHS = ("sm_90", "sm_80")
+BLACKWELL = ("sm_100", "sm_103", "sm_110", "sm_120", "sm_121")
 
 PROG_KERNELS = {"k_direct", "k_other", "k_recursive", "k_int_table", "k_flt_table", "k_takes_address", "k_shared"}
 # Address-taken: in function-pointer tables in .nv.global.init, or (taken_in_code) only in a kernel's code.
@@ -50,9 +56,9 @@ def _build(out: Path, arch: str) -> dict[str, Path]:
     built = {}
     for name in ("prog", "lib"):
         dest = out / f"{name}.{arch}.cubin"
-        if cubins_from_ptx():
-            argv = [require_tool("ptxas"), f"-arch={arch}", "-c", "-o", str(dest),
-                    str(SRC / "ptx" / f"{name}.{arch}.ptx")]
+        if cubins_from_ptx():  # sm_90 PTX for the newer architectures: ptxas compiles it for them
+            ptx = SRC / "ptx" / f"{name}.{arch if arch in ARCHS else 'sm_90'}.ptx"
+            argv = [require_tool("ptxas"), f"-arch={arch}", "-c", "-o", str(dest), str(ptx)]
         else:
             argv = [require_tool("nvcc"), "-rdc=true", f"-arch={arch}", "-cubin", "-o", str(dest),
                     str(SRC / f"{name}.cu")]
@@ -62,11 +68,22 @@ def _build(out: Path, arch: str) -> dict[str, Path]:
     return built
 
 
+class Programs(dict[str, dict[str, Path]]):
+    """The program's two relocatable cubins per architecture, each architecture built on first use."""
+
+    def __init__(self, out: Path) -> None:
+        super().__init__()
+        self.out = out
+
+    def __missing__(self, arch: str) -> dict[str, Path]:
+        built = self[arch] = _build(self.out, arch)
+        return built
+
+
 @pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]:
+def program(tmp_path_factory: pytest.TempPathFactory) -> Programs:
     require_tool("nvlink")
-    out = tmp_path_factory.mktemp("link_nv")
-    return {arch: _build(out, arch) for arch in ARCHS}
+    return Programs(tmp_path_factory.mktemp("link_nv"))
 
 
 def _functions(path: Path | bytes) -> set[str]:
@@ -95,7 +112,7 @@ def test_what_nvlink_keeps(program: dict[str, dict[str, Path]], kernels: tuple[s
     assert nvlink_kept(list(objs.values()), kernels) == NVLINK_KEEPS[kernels]
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCHS + BLACKWELL)
 @pytest.mark.parametrize("kernels", [k for k in NVLINK_KEEPS if k != ("k_int",)])
 def test_pruned_objects_link_to_what_nvlink_keeps(program: dict[str, dict[str, Path]], tmp_path: Path, arch: str,
                                                  kernels: tuple[str, ...] | None) -> None:
@@ -112,14 +129,15 @@ def test_pruned_objects_link_to_what_nvlink_keeps(program: dict[str, dict[str, P
     assert all("Undefined" not in w for w in res.warnings)
 
 
-def test_nvlink_facts_stack_and_recursion(program: dict[str, dict[str, Path]]) -> None:
-    facts = nvlink_facts(list(program["sm_90"].values()))
+@pytest.mark.parametrize("arch", ("sm_90", *BLACKWELL))
+def test_nvlink_facts_stack_and_recursion(program: dict[str, dict[str, Path]], arch: str) -> None:
+    facts = nvlink_facts(list(program[arch].values()))
     k = facts.kernels
     assert k["k_recursive"].stack_unknown and k["k_recursive"].min_stack_size is None
     assert k["k_recursive"].crs_stack_size == STACK_UNKNOWN
     assert facts.stack_warnings == {"k_recursive"}
     # k_direct -> helper (frame 8) -> leaf (frame 0): the deepest path's frames
-    helper = Cubin(ElfFile(program["sm_90"]["prog"].read_bytes())).function("helper")
+    helper = Cubin(ElfFile(program[arch]["prog"].read_bytes())).function("helper")
     assert helper is not None and helper.frame_size == 8
     assert k["k_direct"].min_stack_size == 8 and k["k_other"].min_stack_size == 8
     assert not any(k[n].stack_unknown for n in k if n != "k_recursive")
@@ -129,7 +147,7 @@ def test_nvlink_facts_stack_and_recursion(program: dict[str, dict[str, Path]]) -
     assert facts.graph["rec_fib"].calls == {"rec_fib"}
     assert facts.graph["vop_zero"].address_taken and not facts.graph["vop_zero"].entry
     # recursion removed with devbin: the stack is known again
-    pruned = nvlink_facts(_prune_for(program["sm_90"], facts.kept - {"k_recursive", "rec_fib", "ping", "pong"}))
+    pruned = nvlink_facts(_prune_for(program[arch], facts.kept - {"k_recursive", "rec_fib", "ping", "pong"}))
     assert not pruned.stack_warnings and "k_recursive" not in pruned.kernels
 
 
@@ -185,7 +203,7 @@ REMOVALS = [
 ]
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCHS + BLACKWELL)
 @pytest.mark.parametrize("remove", REMOVALS, ids=lambda r: "+".join(sorted(r)))
 def test_prune_keeps_the_rest_unchanged(program: dict[str, dict[str, Path]], tmp_path: Path, arch: str,
                                         remove: set[str]) -> None:
@@ -228,6 +246,115 @@ def test_prune_drops_what_only_removed_code_used(program: dict[str, dict[str, Pa
     # per kernel .text, .nv.info, .rela.text, .nv.constant0; and k_shared's .nv.shared
     assert len(out.sections) == len(before.sections) - 9
     assert len(out.section(".debug_frame").data) < len(before.section(".debug_frame").data)  # type: ignore[union-attr]
+
+
+def _merc_symbols(data: bytes) -> list[tuple[str, int, int]]:
+    """(name, type, section name index) of each ``.nv.merc.symtab`` entry, read with struct (not devbin)."""
+    elf = ElfFile(data)
+    (sec,) = [s for s in elf.sections if s.name == ".nv.merc.symtab"]
+    strtab = bytes(elf.sections[sec.sh_link].data)
+    out = []
+    for i in range(sec.sh_size // 24):
+        name, info, _other, shndx, _value, _size = struct.unpack_from("<IBBHQQ", data, sec.sh_offset + 24 * i)
+        text = strtab[name:strtab.index(b"\0", name)].decode()
+        out.append((text, info & 0xF, shndx))
+    return out
+
+
+def _merc_relocations(data: bytes) -> dict[str, list[tuple[int, str, int, int]]]:
+    """Each ``.nv.merc.rela.*``: (offset, symbol name, type, addend) rows."""
+    elf = ElfFile(data)
+    names = [n for n, _, _ in _merc_symbols(data)]
+    out = {}
+    for s in elf.sections:
+        if s.name.startswith(".nv.merc.rela"):
+            rows = [struct.unpack_from("<QQq", data, s.sh_offset + 24 * i) for i in range(s.sh_size // 24)]
+            out[s.name] = [(off, names[info >> 32], info & 0xFFFFFFFF, add) for off, info, add in rows]
+    return out
+
+
+MERCURY_REMOVAL = {"k_other", "k_shared", "unused_dev", "void_ops", "vop_zero", "vop_one"}
+
+
+@pytest.mark.parametrize("arch", BLACKWELL)
+def test_prune_rewrites_the_mercury_copies(program: dict[str, dict[str, Path]], tmp_path: Path, arch: str) -> None:
+    """sm_100+: the second symbol table, its relocations and .nv.info, .nv.merc.debug_frame and each
+    .nv.capmerc.text.<f> (whose first word is the section index of .text.<f>) follow the removal."""
+    before = program[arch]["prog"].read_bytes()
+    after = prune_cubin(before, MERCURY_REMOVAL)
+    old, new = ElfFile(before), ElfFile(after)
+    gone = MERCURY_REMOVAL | {"lib_twice"}  # lib_twice: undefined, only k_other called it
+    merc_sections = [s.name for s in new.sections if s.name.startswith((".nv.merc", ".nv.capmerc"))]
+    assert not [n for n in merc_sections if n.rsplit(".", 1)[-1] in gone]
+    capsules = [s.name for s in old.sections if s.name.startswith(".nv.capmerc.text.")]
+    assert [n for n in merc_sections if n.startswith(".nv.capmerc.text.")] == [
+        n for n in capsules if n.rsplit(".", 1)[-1] not in gone]
+    for sec in new.sections:
+        if sec.name.startswith(".nv.capmerc.text."):
+            text = new.section(".text." + sec.name[len(".nv.capmerc.text."):])
+            assert text is not None and struct.unpack_from("<I", bytes(sec.data))[0] == text.index
+            was = old.section(sec.name)
+            assert was is not None and bytes(sec.data)[4:] == bytes(was.data)[4:]
+    # the Mercury symbol table: the same symbols less the removed ones (and their sections' symbols),
+    # each still defined in the section of the same name
+    def defined(data: bytes) -> list[tuple[str, int, str]]:
+        secs = ElfFile(data).sections
+        return [(n, t, secs[x].name if 0 < x < len(secs) else str(x)) for n, t, x in _merc_symbols(data)]
+    removed_secs = {s.name for s in old.sections} - {s.name for s in new.sections}
+    assert defined(after) == [row for row in defined(before) if row[0] not in gone and row[2] not in removed_secs]
+    # Mercury relocations (R_MERCURY_*, 0x10000 + n) of kept sections are copied, against the same symbols,
+    # less those inside the removed table void_ops
+    rel_before, rel_after = _merc_relocations(before), _merc_relocations(after)
+    for name, rows in rel_after.items():
+        if name != ".nv.merc.rela.debug_frame":
+            assert rows == [r for r in rel_before[name] if r[1] not in gone], name
+    assert all(t >= 0x10000 for rows in rel_after.values() for _, _, t, _ in rows)
+    assert not {sym for rows in rel_after.values() for _, sym, _, _ in rows} & gone
+    merc_frame = new.section(".nv.merc.debug_frame")
+    old_frame = old.section(".nv.merc.debug_frame")
+    assert merc_frame is not None and old_frame is not None and merc_frame.sh_size < old_frame.sh_size
+    # the per-function records of the Mercury .nv.info (REGCOUNT, FRAME_SIZE, ...) name the same functions
+    # as before, less the removed ones
+    def named(data: bytes) -> list[tuple[int, str]]:
+        names = [n for n, _, _ in _merc_symbols(data)]
+        sec = ElfFile(data).section(".nv.merc.nv.info")
+        assert sec is not None
+        return [(r.attr, names[struct.unpack_from("<I", r.payload)[0]]) for r in parse_nvinfo(sec.view)
+                if r.attr in E.INDEXED]
+    assert named(after) == [(a, n) for a, n in named(before) if n not in gone]
+    assert Cubin(new).function("k_other") is None and Cubin(new).function("k_direct") is not None
+    run_nvlink([after, program[arch]["lib"]], arch, tmp_path / "linked.cubin", None)
+    assert not _functions(tmp_path / "linked.cubin") & (gone - {"lib_twice"})  # lib's k_lib calls lib_twice
+
+
+@pytest.mark.parametrize("arch", ("sm_100", "sm_120"))
+def test_prune_keeps_unknown_mercury_relocations_and_records(program: dict[str, dict[str, Path]], arch: str) -> None:
+    """A relocation type and an .nv.info record code devbin has no name for are copied, never fatal."""
+    data = bytearray(program[arch]["prog"].read_bytes())
+    elf = ElfFile(bytes(data))
+    rela = elf.section(".nv.merc.rela.text.k_direct")
+    info = elf.section(".nv.merc.nv.info.k_direct")
+    assert rela is not None and info is not None
+    struct.pack_into("<I", data, rela.sh_offset + 8, 0x1FFFE)  # r_info's type word of the first row
+    assert data[info.sh_offset:info.sh_offset + 2] == bytes([0x04, 0x37])  # CUDA_API_VERSION, 4 bytes
+    data[info.sh_offset + 1] = 0x7E  # an attribute code no table names
+    after = prune_cubin(bytes(data), {"k_other", "unused_dev"})
+    rows = _merc_relocations(after)[".nv.merc.rela.text.k_direct"]
+    assert rows[0][2] == 0x1FFFE and rows == _merc_relocations(bytes(data))[".nv.merc.rela.text.k_direct"]
+    kept = ElfFile(after).section(".nv.merc.nv.info.k_direct")
+    assert kept is not None and bytes(kept.data) == bytes(info.data).replace(b"\x04\x37", b"\x04\x7e", 1)
+
+
+def test_prune_refuses_a_capsule_whose_code_section_goes(program: dict[str, dict[str, Path]]) -> None:
+    """A .nv.capmerc.text.<f> naming another function's .text section (corrupt) is refused, not written."""
+    data = bytearray(program["sm_100"]["prog"].read_bytes())
+    elf = ElfFile(bytes(data))
+    capsule, unused = elf.section(".nv.capmerc.text.k_direct"), elf.section(".text.unused_dev")
+    assert capsule is not None and unused is not None
+    struct.pack_into("<I", data, capsule.sh_offset, unused.index)
+    with pytest.raises(UsageError, match=re.escape("'.nv.capmerc.text.k_direct' is kept but its code section "
+                                                   "'.text.unused_dev' is removed")):
+        prune_cubin(bytes(data), {"unused_dev"})
 
 
 def test_prune_is_stepwise_the_same(program: dict[str, dict[str, Path]]) -> None:

@@ -26,15 +26,20 @@ from devbin.link.nvlink import linked_functions, nvlink_facts, nvlink_kept
 from devbin.model import StdAttr
 
 from tests.conftest import SOURCES, require_tool
-from tests.test_link_nvidia import ADDRESS_TAKEN, NVLINK_KEEPS, _build
+from tests.test_link_nvidia import ADDRESS_TAKEN, BLACKWELL, NVLINK_KEEPS, Programs
 
 CHOICES = [k for k in NVLINK_KEEPS if k != ("k_int",)]  # devbin names kernels exactly; nvlink matches substrings
 
 
 @pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+def programs(tmp_path_factory: pytest.TempPathFactory) -> Programs:
     require_tool("nvlink")
-    built = _build(tmp_path_factory.mktemp("link_vs_nvlink"), "sm_90")
+    return Programs(tmp_path_factory.mktemp("link_vs_nvlink"))
+
+
+@pytest.fixture()
+def program(programs: Programs) -> list[Path]:
+    built = programs["sm_90"]
     return [built["prog"], built["lib"]]
 
 
@@ -48,6 +53,23 @@ def test_nvlink_compatible_mode_keeps_what_nvlink_keeps(program: list[Path], ker
     result = link(program, kernels=kernels, keep_address_taken=True)
     assert result.errors == []
     assert _kept_functions(result) == nvlink_kept(program, kernels)
+
+
+@pytest.mark.parametrize("arch", (*BLACKWELL, "sm_100a", "sm_120f"))
+def test_blackwell_links_as_earlier_archs(programs: Programs, tmp_path: Path, arch: str) -> None:
+    """sm_100-sm_121 (Mercury sections): for every kernel choice devbin keeps what nvlink
+    -kernels-used keeps, each kernel's stack and recursion marker are nvlink's, and -o links."""
+    objs = [programs[arch]["prog"], programs[arch]["lib"]]
+    for kernels in CHOICES:
+        result = link(objs, kernels=kernels, keep_address_taken=True)
+        assert result.errors == [] and result.inputs.arch == arch[:6]  # sm_100a, sm_120f: link as sm_100, sm_120
+        assert _kept_functions(result) == nvlink_kept(objs, kernels), kernels
+    _stack_and_recursion_agree(objs)
+    out = tmp_path / "linked.cubin"
+    result = link(objs, kernels=["k_direct", "k_recursive"], output=out)
+    assert result.output is not None and not result.output.kept_in_output
+    assert linked_functions(out.read_bytes()) == _kept_functions(result) == {
+        "k_direct", "helper", "leaf", "k_recursive", "rec_fib", "ping", "pong"}
 
 
 @pytest.mark.parametrize("kernels", CHOICES)
@@ -69,6 +91,10 @@ def test_default_mode_follows_prototypes(program: list[Path]) -> None:
 
 
 def test_stack_and_recursion_agree_with_nvlink(program: list[Path]) -> None:
+    _stack_and_recursion_agree(program)
+
+
+def _stack_and_recursion_agree(program: list[Path]) -> None:
     facts = nvlink_facts(program, None)
     usage = {u.kernel: u for u in link(program, keep_address_taken=True).usage}
     for name, k in facts.kernels.items():
@@ -143,6 +169,24 @@ def test_amdgpu_output_carries_the_one_unit_totals(amd: dict[str, Path], tmp_pat
     notes = subprocess.run([require_tool("llvm-readelf-19"), "--notes", str(out)], capture_output=True, text=True,
                            check=False)
     assert notes.returncode == 0 and ".private_segment_fixed_size: 68" in notes.stdout
+
+
+@pytest.mark.parametrize(("kernel", "gone"), [("kern_light", {"kern_main", "heavy_fn", "unused_fn", "helper_fn"}),
+                                              ("kern_main", {"kern_light", "unused_fn", "helper_fn"})])
+def test_amdgpu_output_without_the_kernels_not_asked_for(amd: dict[str, Path], tmp_path: Path, kernel: str,
+                                                       gone: set[str]) -> None:
+    """The other kernel goes with what only it called, across objects (kern_main calls heavy_fn in
+    lib.o: leaving kern_main in while heavy_fn goes made ld.lld fail with an undefined hidden symbol)."""
+    out = tmp_path / "linked.so"
+    result = link([amd["kern"], amd["lib"]], kernels=[kernel], output=out)
+    assert result.output is not None and not result.output.kept_in_output
+    assert {r.split(": ")[1] for r in result.output.removed} == gone
+    syms = subprocess.run([require_tool("llvm-readelf-19"), "-s", "--notes", str(out)], capture_output=True,
+                          text=True, check=False)
+    assert syms.returncode == 0
+    names = {ln.split()[-1] for ln in syms.stdout.splitlines() if " FUNC " in ln or " OBJECT " in ln}
+    assert {kernel, f"{kernel}.kd"} <= names and not names & {*gone, *(f"{g}.kd" for g in gone)}
+    assert f".name:           {kernel}" in syms.stdout and syms.stdout.count(".name:  ") == 1
 
 
 def test_shipped_link_samples_match_their_recipe(amd: dict[str, Path]) -> None:

@@ -26,7 +26,7 @@ those stay ``None``).  Two values are derived here:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from devbin.analysis.propagation import Propagation, propagate
@@ -136,7 +136,7 @@ def _language(fn: Function) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def _object_facts(unit: str, elf: ElfFile) -> list[FunctionFacts]:
+def _object_facts(unit: str, elf: ElfFile, variables: Set[str] = frozenset()) -> list[FunctionFacts]:
     if elf.header.e_machine != C.EM_AMDGPU:
         raise UsageError(f"{unit}: not an AMDGPU object (e_machine {elf.header.e_machine})", fmt="link")
     obj = _model(elf)
@@ -153,6 +153,8 @@ def _object_facts(unit: str, elf: ElfFile) -> list[FunctionFacts]:
     calls: dict[str, list[str]] = {}
     for caller, callee in obj.callgraph.direct:
         calls.setdefault(caller, [])
+        if callee in variables and callee not in funcs:
+            continue  # an external the object could not type (clang: STT_NOTYPE) that an object defines as data
         if callee not in calls[caller]:
             calls[caller].append(callee)
     out = []
@@ -181,14 +183,18 @@ def function_facts(objects: Sequence[bytes | ElfFile], names: Sequence[str] | No
     """Per-function facts of AMDGPU relocatable objects (annotated by ``devbin cc`` or not).
 
     Keys are function names, and ``unit::name`` for local (``static``) functions, ``unit``
-    being ``names[i]`` (default ``#i``).  A global defined twice keeps the first definition
+    being ``names[i]`` (default ``#i``).  A call edge to an undefined name that one of the
+    objects defines as a variable (``STT_OBJECT``) is data, not a call: clang writes every
+    external declaration as ``STT_NOTYPE``, and reads a variable through its GOT slot with the
+    same relocations it uses to call a function.  A global defined twice keeps the first definition
     (command-line order); symbol resolution proper is the linker core's job.
     """
     out: dict[str, FunctionFacts] = {}
-    for i, data in enumerate(objects):
-        unit = names[i] if names is not None and i < len(names) else f"#{i}"
-        elf = data if isinstance(data, ElfFile) else ElfFile(data, where=unit)
-        for f in _object_facts(unit, elf):
+    elves = [(names[i] if names is not None and i < len(names) else f"#{i}", data) for i, data in enumerate(objects)]
+    opened = [(unit, data if isinstance(data, ElfFile) else ElfFile(data, where=unit)) for unit, data in elves]
+    variables = {s.name for _, elf in opened for s in elf.global_symbols(defined=True) if s.type == C.STT_OBJECT}
+    for unit, elf in opened:
+        for f in _object_facts(unit, elf, variables):
             out.setdefault(f.key, f)
     return out
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from devbin.binary import ByteView
 from devbin.errors import FormatError
 
-__all__ = ["Node", "encode_key", "encode_uint", "parse", "splice"]
+__all__ = ["Node", "encode_key", "encode_uint", "parse", "remove_elements", "splice"]
 
 _FMT = "amdgpu-metadata"
 _MAX_DEPTH = 32
@@ -151,3 +151,24 @@ def splice(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
         out += data[pos:off] + new
         pos = end
     return bytes(out + data[pos:])
+
+
+def remove_elements(doc: bytes, array: Node, drop: set[int]) -> bytes:
+    """``doc`` without the elements numbered ``drop`` of ``array`` (an array node of ``doc``): their
+    bytes are cut and the array's count rewritten in its header's own width (a fixarray stays one)."""
+    if array.kind != "array":
+        raise ValueError("not an array")
+    if not drop:
+        return doc
+    left = len(array.elements) - len(drop & set(range(len(array.elements))))
+    hdr = doc[array.off]
+    if 0x90 <= hdr <= 0x9F:
+        header = bytes([0x90 | left])
+    elif hdr == 0xDC:
+        header = b"\xdc" + left.to_bytes(2, "big")
+    else:
+        header = b"\xdd" + left.to_bytes(4, "big")
+    first = array.elements[0].off if array.elements else array.end
+    edits = [(array.off, first, header)]
+    edits += [(e.off, e.end, b"") for i, e in enumerate(array.elements) if i in drop]
+    return splice(doc, edits)

@@ -39,7 +39,7 @@ the patch is refused with a :class:`~devbin.errors.UsageError`.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from devbin.binary import ByteView, align_up
@@ -47,12 +47,12 @@ from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, Symbol
 from devbin.link.amdgpu_facts import KernelTotals, unified_vgprs
-from devbin.link.amdgpu_msgpack import Node, encode_key, encode_uint, parse, splice
+from devbin.link.amdgpu_msgpack import Node, encode_key, encode_uint, parse, remove_elements, splice
 from devbin.targets.amdgpu.descriptor import KD_SIZE, decode_descriptor, vgpr_granule
 from devbin.targets.amdgpu.mach import decode_flags, gfx_major
 from devbin.targets.amdgpu.metadata import NOTE_OWNER, NT_AMDGPU_METADATA
 
-__all__ = ["PATCHED_NOTE_KEYS", "descriptor_fields", "patch_linked"]
+__all__ = ["PATCHED_NOTE_KEYS", "descriptor_fields", "drop_kernels_from_notes", "patch_linked"]
 
 PATCHED_NOTE_KEYS = (".private_segment_fixed_size", ".vgpr_count", ".sgpr_count", ".agpr_count",
                      ".uses_dynamic_stack")
@@ -240,6 +240,30 @@ def _read_notes(sec: Section) -> list[_Note]:
         out.append(note)
         pos += note.slot
     return out
+
+
+def drop_kernels_from_notes(sec: Section, kernels: Set[str]) -> bytes | None:
+    """The contents of note section ``sec`` (of a relocatable object: it may shrink) with the
+    ``amdhsa.kernels`` entries whose ``.name`` is in ``kernels`` cut from every metadata note;
+    None when no note lists one of them.  Every other byte is kept as LLVM wrote it."""
+    notes = _read_notes(sec)
+    changed = False
+    for n in notes:
+        if not n.is_metadata():
+            continue
+        root = parse(n.desc)
+        listed = root.get("amdhsa.kernels")
+        if listed is None or listed.kind != "array":
+            continue
+        drop = set()
+        for i, k in enumerate(listed.elements):
+            name = k.get(".name") if k.kind == "map" else None
+            if name is not None and name.value in kernels:
+                drop.add(i)
+        if drop:
+            n.desc = remove_elements(n.desc, listed, drop)
+            changed = True
+    return b"".join(n.emit() for n in notes) if changed else None
 
 
 def _redundant(note: _Note) -> bool:

@@ -7,7 +7,9 @@ by a strong one, the second of a duplicate) is not a node: its code is not used.
 
 Edges, from each unit's model (:class:`devbin.model.CallGraph`) and its relocations:
 
-* ``calls``: direct calls (the model's ``direct`` pairs, callees resolved across units);
+* ``calls``: direct calls (the model's ``direct`` pairs, callees resolved across units; a
+  "call" that resolves to a data object, which an AMDGPU object cannot tell from a call to
+  an external function, becomes a data edge);
 * ``data``: a function or data object refers to a data object (a relocation naming it);
   an AMDGPU kernel "refers to" its descriptor ``<kernel>.kd``, so the two stay together;
 * ``sites``: the prototypes of a function's indirect call sites;
@@ -105,6 +107,8 @@ def build_graph(res: Resolution) -> ProgramGraph:
             if tk is None or tk not in g.nodes:
                 g.unresolved_calls.append((ck, callee))
                 continue
+            if not g.nodes[tk].is_function:  # an external the object could not type (AMDGPU: clang writes
+                continue  # STT_NOTYPE for every extern) resolved to a variable: the relocation's data edge
             if (ck, tk) not in edges:  # a self edge is kept: it is recursion
                 edges.add((ck, tk))
                 g.nodes[ck].calls.append(tk)

@@ -40,13 +40,28 @@ redplait/denvdis and VivekPanyam/cudaparsers read them, checked against nvlink 1
   referring to its functions).  Nothing moves, so no byte is saved: the point is
   to let the functions go.
 
+* **Mercury copies (sm_100 and later).**  ptxas 13.0 writes for every Blackwell cubin (sm_100,
+  sm_103, sm_110, sm_120, sm_121) a second set of sections for deferred finalisation:
+  ``.nv.merc.symtab`` (Elf64_Sym rows in the same string table; its first entries mirror
+  ``.symtab``'s index for index, but its functions are defined in ``.nv.capmerc.text.<f>``),
+  ``.nv.capmerc.text.<f>`` (``sh_info`` the function's Mercury symbol, like ``.text.<f>``),
+  ``.nv.merc.nv.info[.<f>]`` (EIATTR records indexing the Mercury table),
+  ``.nv.merc.rela.*`` (Elf64_Rela against it, ``R_MERCURY_*`` types 0x10000 + n),
+  ``.nv.merc.debug_frame`` and ``.nv.merc.nv.global.init``.  Each is rewritten as its
+  ``.symtab`` counterpart is: a removed function's ``.nv.capmerc.text.<f>`` goes with every
+  section tied to it, the Mercury table is renumbered on its own and its relocations,
+  records, FDEs and variables follow.  The first word of a capsule (``.nv.capmerc.text.<f>``)
+  is the section index of its ``.text.<f>`` (true of every function ptxas 13.0 writes); it is
+  renumbered too, since nvlink 13.0 crashes on a capsule naming the wrong section.  Section
+  types as redplait/denvdis ``test/nvd.cc`` names them.
+* **Unknown kept.**  Relocation types are copied whatever they are; ``.nv.info`` records are
+  copied unless they are among the few known to hold symbol indices (rewritten).
+
 Refused with :class:`~devbin.errors.UsageError`: removing something that kept
-code or data still refers to (a relocation outside the removed ranges, a direct
-call or address reference from a kept function), so a caller cannot produce an
-object nvlink would reject or, worse, link wrongly; names not defined in the
-cubin; linked cubins (``ET_EXEC``); sm_100+ cubins with Mercury sections
-(``.nv.merc.*``, ``.nv.capmerc.*``: a second symbol table and relocation set
-this module does not rewrite yet).
+code or data still refers to (a relocation outside the removed ranges, in either symbol
+table's relocations, a direct call or address reference from a kept function), so a caller
+cannot produce an object nvlink would reject or, worse, link wrongly; names not defined in
+the cubin; linked cubins (``ET_EXEC``).
 
 Output layout: every kept section in its original file order, each at its
 alignment right after the previous one (what ``ElfEditor.compact_relocatable``
@@ -64,16 +79,27 @@ from devbin.binary import Emitter, align_up
 from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
-from devbin.formats.elf.reader import ElfFile, Relocation, Section, Symbol, SymbolTable
+from devbin.formats.elf.reader import ElfFile, Relocation, Section, Symbol
 from devbin.targets.nvidia import eiattr as E
-from devbin.targets.nvidia.cubin import SHT_CUDA_CALLGRAPH, SHT_CUDA_INFO, SHT_CUDA_PROTOTYPE
+from devbin.targets.nvidia.cubin import (
+    SHT_CUDA_CALLGRAPH,
+    SHT_CUDA_CAPMERC_TEXT,
+    SHT_CUDA_INFO,
+    SHT_CUDA_MERC_INFO,
+    SHT_CUDA_MERC_RELA,
+    SHT_CUDA_MERC_SYMTAB,
+    SHT_CUDA_PROTOTYPE,
+)
 from devbin.targets.nvidia.nvinfo import parse_nvinfo
 
 __all__ = ["prune_cubin", "removable", "STT_CUDA_OBJECT"]
 
 STT_CUDA_OBJECT = 13
 _FMT = "cubin"
-_MERCURY = (".nv.merc.", ".nv.capmerc.")
+_SYMTABS = (C.SHT_SYMTAB, SHT_CUDA_MERC_SYMTAB)
+_RELOCS = (C.SHT_REL, C.SHT_RELA, SHT_CUDA_MERC_RELA)
+_INFOS = (SHT_CUDA_INFO, SHT_CUDA_MERC_INFO)
+_TEXT_PREFIXES = ((".text.", C.SHT_PROGBITS), (".nv.capmerc.text.", SHT_CUDA_CAPMERC_TEXT))
 _WORD0_SYMBOL = E.INDEXED | {E.CODES["PARAM_CBANK"]}
 _SYMBOL_LIST = frozenset({E.CODES["EXTERNS"]})
 _FUNCTION_RECORDS = E.INDEXED  # {function sym, value}: dropped with the function
@@ -81,17 +107,46 @@ _CIE_ID = {4: 0xFFFFFFFF, 12: 0xFFFFFFFFFFFFFFFF}
 
 
 @dataclass(slots=True)
+class _Table:
+    """One symbol table (``.symtab``, or sm_100+'s ``.nv.merc.symtab``) and what goes from it."""
+
+    section: Section
+    symbols: list[Symbol]
+    removed: set[int] = field(default_factory=set)
+    new_index: dict[int, int] = field(default_factory=dict)
+
+    def name(self, i: int) -> str:
+        return self.symbols[i].name if 0 <= i < len(self.symbols) else f"<symbol {i}>"
+
+
+@dataclass(slots=True)
+class _Frame:
+    """A ``.debug_frame`` (or ``.nv.merc.debug_frame``): the byte ranges cut from it."""
+
+    index: int
+    table: int  # the symbol table its relocations use
+    cuts: list[tuple[int, int]] = field(default_factory=list)  # [start, end)
+    cie_of: dict[int, int] = field(default_factory=dict)  # FDE start -> its CIE start
+
+
+@dataclass(slots=True)
 class _Plan:
-    """What goes: sections, symbols, byte ranges cut from (or zeroed in) kept sections."""
+    """What goes: sections, symbols (per table), byte ranges cut from (or zeroed in) kept sections."""
 
     elf: ElfFile
-    symtab: SymbolTable
+    tables: dict[int, _Table]  # by section index
+    main: _Table  # .symtab: .nv.callgraph and .nv.prototype index it
+    relocs: dict[int, list[Relocation]]  # every relocation section, Mercury ones included
     sections: set[int] = field(default_factory=set)
-    symbols: set[int] = field(default_factory=set)
     zeroed: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # section -> [start, end)
-    frame_cuts: list[tuple[int, int]] = field(default_factory=list)  # .debug_frame [start, end)
-    frame_cie_of: dict[int, int] = field(default_factory=dict)  # FDE start -> its CIE start
-    frame_index: int = 0
+    frames: dict[int, _Frame] = field(default_factory=dict)
+
+    def table_of(self, sec: Section) -> _Table:
+        t = self.tables.get(sec.sh_link)
+        if t is None:
+            raise FormatError(f"section {sec.name!r}: sh_link {sec.sh_link} is not a symbol table", fmt=_FMT,
+                              where=self.elf.where, value=sec.sh_link)
+        return t
 
 
 _MAX_ALIGN = 1 << 16  # a larger (or non power of two) sh_addralign is corrupt input, not padding to write
@@ -134,71 +189,120 @@ def _open(data: bytes, where: str) -> ElfFile:
     if not h.little or not h.is64:
         raise UsageError("only little-endian ELF64 cubins are supported", fmt=_FMT, where=where)
     for s in elf.sections:
-        if s.name.startswith(_MERCURY):
-            raise UsageError(f"section {s.name!r}: sm_100+ Mercury sections (.nv.merc.*, .nv.capmerc.*) carry a "
-                             "second symbol table that devbin does not rewrite yet", fmt=_FMT, where=where)
         if s.sh_type == C.SHT_SYMTAB_SHNDX:
             raise UsageError("extended section numbering (SHT_SYMTAB_SHNDX) is not supported", fmt=_FMT, where=where)
     tables = [t for t in elf.symbol_tables.values() if t.section.sh_type == C.SHT_SYMTAB]
     if len(tables) != 1:
         raise FormatError(f"a cubin has one symbol table, this one has {len(tables)}", fmt=_FMT, where=where)
+    merc = elf.sections_of_type(SHT_CUDA_MERC_SYMTAB)
+    if len(merc) > 1:
+        raise FormatError(f"a cubin has at most one .nv.merc.symtab, this one has {len(merc)}", fmt=_FMT,
+                          where=where)
     return elf
+
+
+def _read_symbols(elf: ElfFile, sec: Section) -> list[Symbol]:
+    """Every entry of symbol table ``sec`` (``.symtab`` or ``.nv.merc.symtab``: the same Elf64_Sym rows)."""
+    if sec.sh_type == C.SHT_SYMTAB:
+        table = elf.symbol_tables[sec.index]
+        return [table[i] for i in range(len(table))]
+    lay = L.SYM[C.ELFCLASS64]
+    if sec.sh_entsize != lay.size or sec.sh_size % lay.size:
+        raise FormatError(f"{sec.name!r}: not a table of {lay.size}-byte symbols (sh_entsize {sec.sh_entsize}, "
+                          f"sh_size {sec.sh_size:#x})", fmt=_FMT, where=elf.where)
+    if not 0 < sec.sh_link < len(elf.sections) or elf.sections[sec.sh_link].sh_type != C.SHT_STRTAB:
+        raise FormatError(f"{sec.name!r}: sh_link {sec.sh_link} is not a string table", fmt=_FMT, where=elf.where)
+    strings = elf.sections[sec.sh_link].view
+    out = []
+    for i, row in enumerate(sec.view.iter_unpack(lay.fmt, 0, sec.sh_size // lay.size, sec.name)):
+        d = dict(zip(lay.fields, row, strict=True))
+        name = strings.cstr(d["st_name"], "symbol name") if d["st_name"] else ""
+        out.append(Symbol(index=i, name=name, **d))
+    return out
+
+
+def _read_relocations(elf: ElfFile, sec: Section) -> list[Relocation]:
+    if sec.sh_type in (C.SHT_REL, C.SHT_RELA):
+        return elf.relocation_table(sec.index)
+    lay = L.RELA[C.ELFCLASS64]  # .nv.merc.rela.*: Elf64_Rela
+    if sec.sh_entsize not in (0, lay.size) or sec.sh_size % lay.size:
+        raise FormatError(f"{sec.name!r}: not a table of {lay.size}-byte relocations", fmt=_FMT, where=elf.where)
+    return [Relocation(off, L.r_sym(C.ELFCLASS64, info), L.r_type(C.ELFCLASS64, info), addend)
+            for off, info, addend in sec.view.iter_unpack(lay.fmt, 0, sec.sh_size // lay.size, sec.name)]
 
 
 # --------------------------------------------------------------------------- planning
 
 
 def _plan(elf: ElfFile, remove: set[str]) -> _Plan:
-    symtab = elf.symtab
-    assert symtab is not None  # _open checked
-    plan = _Plan(elf, symtab)
+    tables = {s.index: _Table(s, _read_symbols(elf, s)) for s in elf.sections if s.sh_type in _SYMTABS}
+    main = next(t for t in tables.values() if t.section.sh_type == C.SHT_SYMTAB)
+    relocs = {s.index: _read_relocations(elf, s) for s in elf.sections if s.sh_type in _RELOCS}
+    plan = _Plan(elf, tables, main, relocs)
     _resolve_names(plan, remove)
     _close_sections(plan)
-    plan.symbols |= {s.index for s in symtab if s.index and 0 < s.st_shndx < C.SHN_LORESERVE
-                     and s.st_shndx in plan.sections}
-    _plan_debug_frame(plan)
+    for t in tables.values():
+        t.removed |= {s.index for s in t.symbols if s.index and 0 < s.st_shndx < C.SHN_LORESERVE
+                      and s.st_shndx in plan.sections}
+    _plan_debug_frames(plan)
     kept_refs, removed_refs = _references(plan)
-    for si in sorted(plan.symbols):
-        if si in kept_refs:
-            raise UsageError(f"cannot remove {symtab[si].name!r}: {kept_refs[si]} still refers to it",
-                             fmt=_FMT, where=elf.where)
-    for s in symtab:  # undefined functions only removed code called
-        if (s.index and s.st_shndx == C.SHN_UNDEF and s.type == C.STT_FUNC and s.index in removed_refs
-                and s.index not in kept_refs):
-            plan.symbols.add(s.index)
+    for ti, t in tables.items():
+        for si in sorted(t.removed):
+            if (ti, si) in kept_refs:
+                raise UsageError(f"cannot remove {t.name(si)!r}: {kept_refs[ti, si]} still refers to it",
+                                 fmt=_FMT, where=elf.where)
+        for s in t.symbols:  # undefined functions only removed code called
+            if (s.index and s.st_shndx == C.SHN_UNDEF and s.type == C.STT_FUNC and (ti, s.index) in removed_refs
+                    and (ti, s.index) not in kept_refs):
+                t.removed.add(s.index)
     return plan
+
+
+def _function_section(plan: _Plan, t: _Table, s: Symbol) -> Section | None:
+    """The ``.text.<f>`` (``.nv.capmerc.text.<f>`` in the Mercury table) that function ``s`` owns."""
+    sec = plan.elf.sections[s.st_shndx]
+    for prefix, sh_type in _TEXT_PREFIXES:
+        if sec.name.startswith(prefix) and sec.sh_type == sh_type and sec.sh_link == t.section.index:
+            return sec if sec.sh_info & 0xFFFFFF == s.index else None
+    return None
 
 
 def _resolve_names(plan: _Plan, remove: set[str]) -> None:
     elf = plan.elf
-    by_name: dict[str, list[Symbol]] = {}
-    for s in plan.symtab:
-        if s.index and s.name and s.defined and s.type in (C.STT_FUNC, C.STT_OBJECT, STT_CUDA_OBJECT):
-            by_name.setdefault(s.name, []).append(s)
-    for name in sorted(remove):
-        found = by_name.get(name)
-        if not found:
-            raise UsageError(f"cannot remove {name!r}: no function or variable of that name is defined in this cubin",
-                             fmt=_FMT, where=elf.where)
-        for s in found:
-            plan.symbols.add(s.index)
-            if s.st_shndx >= min(C.SHN_LORESERVE, len(elf.sections)):
-                continue  # SHN_ABS/SHN_COMMON: the symbol is all there is
-            sec = elf.sections[s.st_shndx]
-            if s.type == C.STT_FUNC:
-                if not (sec.name.startswith(".text.") and sec.sh_info & 0xFFFFFF == s.index):
-                    raise UsageError(f"cannot remove function {name!r}: it is not the function of its section "
-                                     f"{sec.name!r}", fmt=_FMT, where=elf.where)
-                plan.sections.add(sec.index)
-            elif sec.sh_flags & C.SHF_EXECINSTR:
-                raise UsageError(f"cannot remove {name!r}: a data symbol inside code section {sec.name!r}",
-                                 fmt=_FMT, where=elf.where)
-            elif sec.file_size:
-                end = s.st_value + s.st_size
-                if end > sec.file_size:
-                    raise FormatError(f"variable {name!r} ends at {end:#x}, past its section {sec.name!r}",
-                                      fmt=_FMT, where=elf.where, value=sec.file_size)
-                plan.zeroed.setdefault(sec.index, []).append((s.st_value, end))
+    for t in [plan.main, *(t for t in plan.tables.values() if t is not plan.main)]:
+        by_name: dict[str, list[Symbol]] = {}
+        for s in t.symbols:
+            if s.index and s.name and s.defined and s.type in (C.STT_FUNC, C.STT_OBJECT, STT_CUDA_OBJECT):
+                by_name.setdefault(s.name, []).append(s)
+        for name in sorted(remove):
+            found = by_name.get(name)
+            if not found:
+                if t is plan.main:
+                    raise UsageError(f"cannot remove {name!r}: no function or variable of that name is defined in "
+                                     "this cubin", fmt=_FMT, where=elf.where)
+                continue  # not in the Mercury table: nothing of it there to remove
+            for s in found:
+                t.removed.add(s.index)
+                if s.st_shndx >= min(C.SHN_LORESERVE, len(elf.sections)):
+                    continue  # SHN_ABS/SHN_COMMON: the symbol is all there is
+                sec = elf.sections[s.st_shndx]
+                if s.type == C.STT_FUNC:
+                    text = _function_section(plan, t, s)
+                    if text is None:
+                        raise UsageError(f"cannot remove function {name!r}: it is not the function of its section "
+                                         f"{sec.name!r}", fmt=_FMT, where=elf.where)
+                    plan.sections.add(text.index)
+                elif sec.sh_flags & C.SHF_EXECINSTR:
+                    raise UsageError(f"cannot remove {name!r}: a data symbol inside code section {sec.name!r}",
+                                     fmt=_FMT, where=elf.where)
+                elif sec.file_size:
+                    end = s.st_value + s.st_size
+                    if end > sec.file_size:
+                        raise FormatError(f"variable {name!r} ends at {end:#x}, past its section {sec.name!r}",
+                                          fmt=_FMT, where=elf.where, value=sec.file_size)
+                    ranges = plan.zeroed.setdefault(sec.index, [])
+                    if (s.st_value, end) not in ranges:
+                        ranges.append((s.st_value, end))
 
 
 def _close_sections(plan: _Plan) -> None:
@@ -222,7 +326,7 @@ def _close_sections(plan: _Plan) -> None:
 
 
 def _info_is_index(s: Section) -> bool:
-    return s.sh_type in (C.SHT_REL, C.SHT_RELA) or bool(s.sh_flags & C.SHF_INFO_LINK)
+    return s.sh_type in _RELOCS or bool(s.sh_flags & C.SHF_INFO_LINK)
 
 
 def _in(ranges: Iterable[tuple[int, int]], offset: int) -> bool:
@@ -230,72 +334,74 @@ def _in(ranges: Iterable[tuple[int, int]], offset: int) -> bool:
 
 
 def _cut_ranges(plan: _Plan, section: int) -> list[tuple[int, int]]:
-    if section == plan.frame_index and plan.frame_cuts:
-        return plan.frame_cuts
+    frame = plan.frames.get(section)
+    if frame is not None and frame.cuts:
+        return frame.cuts
     return plan.zeroed.get(section, [])
 
 
-def _references(plan: _Plan) -> tuple[dict[int, str], set[int]]:
-    """Symbol -> first kept thing that refers to it; and the symbols removed content refers to."""
+def _references(plan: _Plan) -> tuple[dict[tuple[int, int], str], set[tuple[int, int]]]:
+    """(table, symbol) -> first kept thing that refers to it; and those removed content refers to."""
     elf = plan.elf
-    kept: dict[int, str] = {}
-    gone: set[int] = set()
-    for ri, relocs in elf.relocation_tables.items():
+    kept: dict[tuple[int, int], str] = {}
+    gone: set[tuple[int, int]] = set()
+    for ri, relocs in plan.relocs.items():
         rsec = elf.sections[ri]
-        if rsec.sh_link != plan.symtab.section.index:
-            raise UsageError(f"relocation section {rsec.name!r} uses another symbol table", fmt=_FMT, where=elf.where)
+        ti = plan.table_of(rsec).section.index
         cuts = _cut_ranges(plan, rsec.sh_info)
         for r in relocs:
             if ri in plan.sections or _in(cuts, r.r_offset):
-                gone.add(r.r_sym)
+                gone.add((ti, r.r_sym))
             else:
-                kept.setdefault(r.r_sym, f"relocation at {r.r_offset:#x} in {rsec.name!r}")
+                kept.setdefault((ti, r.r_sym), f"relocation at {r.r_offset:#x} in {rsec.name!r}")
+    main = plan.main.section.index
     for sec in elf.sections_of_type(SHT_CUDA_CALLGRAPH):
         for marker, a, b in _callgraph_rows(sec):
             if marker in (-1, -4):
                 what = "a direct call" if marker == -1 else "an address reference"
-                if a in plan.symbols:
-                    gone.add(b)
+                if a in plan.main.removed:
+                    gone.add((main, b))
                 else:
-                    kept.setdefault(b, f"{what} from {_sym_name(plan.symtab, a)!r} in .nv.callgraph")
+                    kept.setdefault((main, b), f"{what} from {plan.main.name(a)!r} in .nv.callgraph")
     return kept, gone
 
 
-def _sym_name(symtab: SymbolTable, i: int) -> str:
-    return symtab[i].name if 0 <= i < len(symtab) else f"<symbol {i}>"
-
-
-def _plan_debug_frame(plan: _Plan) -> None:
-    """Find the CIE/FDE entries of ``.debug_frame`` that belong to removed functions."""
-    sec = plan.elf.section(".debug_frame")
-    if sec is None or sec.index in plan.sections or not sec.file_size:
-        return
-    plan.frame_index = sec.index
-    targets: dict[int, set[int]] = {}  # offset -> symbols relocations there refer to
-    for ri, relocs in plan.elf.relocation_tables.items():
-        if plan.elf.sections[ri].sh_info == sec.index:
-            for r in relocs:
-                targets.setdefault(r.r_offset, set()).add(r.r_sym)
-    entries = _frame_entries(sec)
-    cie = -1
-    groups: list[tuple[int, int, list[tuple[int, int, bool]]]] = []  # CIE (start, end), its FDEs (start, end, gone)
-    for start, end, is_cie in entries:
-        if is_cie:
-            groups.append((start, end, []))
-            cie = start
+def _plan_debug_frames(plan: _Plan) -> None:
+    """Find the CIE/FDE entries of ``.debug_frame`` (and ``.nv.merc.debug_frame``) of removed functions."""
+    for name in (".debug_frame", ".nv.merc.debug_frame"):
+        sec = plan.elf.section(name)
+        if sec is None or sec.index in plan.sections or not sec.file_size:
             continue
-        gone = any(t & plan.symbols for off, t in targets.items() if start <= off < end)
-        if not groups:
-            if gone:
-                raise FormatError("an FDE before any CIE in .debug_frame", fmt=_FMT, where=plan.elf.where, offset=start)
-            continue
-        groups[-1][2].append((start, end, gone))
-        plan.frame_cie_of[start] = cie
-    for c_start, c_end, fdes in groups:
-        if fdes and all(g for _, _, g in fdes):
-            plan.frame_cuts.append((c_start, c_end))
-        plan.frame_cuts += [(s, e) for s, e, g in fdes if g]
-    plan.frame_cuts.sort()
+        targets: dict[int, set[int]] = {}  # offset -> symbols relocations there refer to
+        table: _Table | None = None
+        for ri, relocs in plan.relocs.items():
+            rsec = plan.elf.sections[ri]
+            if rsec.sh_info == sec.index:
+                table = plan.table_of(rsec)
+                for r in relocs:
+                    targets.setdefault(r.r_offset, set()).add(r.r_sym)
+        frame = plan.frames[sec.index] = _Frame(sec.index, table.section.index if table else -1)
+        removed = table.removed if table is not None else set()
+        cie = -1
+        groups: list[tuple[int, int, list[tuple[int, int, bool]]]] = []  # CIE (start, end), its FDEs
+        for start, end, is_cie in _frame_entries(sec):
+            if is_cie:
+                groups.append((start, end, []))
+                cie = start
+                continue
+            gone = any(t & removed for off, t in targets.items() if start <= off < end)
+            if not groups:
+                if gone:
+                    raise FormatError(f"an FDE before any CIE in {name}", fmt=_FMT, where=plan.elf.where,
+                                      offset=start)
+                continue
+            groups[-1][2].append((start, end, gone))
+            frame.cie_of[start] = cie
+        for c_start, c_end, fdes in groups:
+            if fdes and all(g for _, _, g in fdes):
+                frame.cuts.append((c_start, c_end))
+            frame.cuts += [(s, e) for s, e, g in fdes if g]
+        frame.cuts.sort()
 
 
 def _frame_entries(sec: Section) -> list[tuple[int, int, bool]]:
@@ -321,93 +427,107 @@ def _frame_entries(sec: Section) -> list[tuple[int, int, bool]]:
 # --------------------------------------------------------------------------- rewriting
 
 
-@dataclass(slots=True)
-class _Maps:
-    sections: dict[int, int]
-    symbols: dict[int, int]
-
-
 def _write(plan: _Plan) -> bytes:
     elf = plan.elf
     kept_secs = [s.index for s in elf.sections if s.index not in plan.sections]
-    maps = _Maps({old: new for new, old in enumerate(kept_secs)},
-                 {old: new for new, old in enumerate(i for i in range(len(plan.symtab)) if i not in plan.symbols)})
+    sections = {old: new for new, old in enumerate(kept_secs)}
+    for t in plan.tables.values():
+        t.new_index = {old: new for new, old in enumerate(i for i in range(len(t.symbols)) if i not in t.removed)}
     contents: dict[int, bytes] = {}
     infos: dict[int, int] = {}
     for s in elf.sections[1:]:
         if s.index in plan.sections:
             continue
-        if s.sh_type == C.SHT_SYMTAB:
-            contents[s.index] = _symtab(plan, maps)
-            infos[s.index] = sum(1 for i in range(min(s.sh_info, len(plan.symtab))) if i not in plan.symbols)
-        elif s.sh_type in (C.SHT_REL, C.SHT_RELA):
-            contents[s.index] = _relocations(plan, maps, s)
-        elif s.sh_type == SHT_CUDA_INFO:
-            contents[s.index] = _nvinfo(plan, maps, s)
+        frame = plan.frames.get(s.index)
+        if s.sh_type in _SYMTABS:
+            t = plan.tables[s.index]
+            contents[s.index] = _symtab(plan, t, sections)
+            infos[s.index] = sum(1 for i in range(min(s.sh_info, len(t.symbols))) if i not in t.removed)
+        elif s.sh_type in _RELOCS:
+            contents[s.index] = _relocations(plan, s)
+        elif s.sh_type in _INFOS:
+            contents[s.index] = _nvinfo(plan, plan.table_of(s), s)
         elif s.sh_type == SHT_CUDA_CALLGRAPH:
-            contents[s.index] = _callgraph(plan, maps, s)
+            contents[s.index] = _callgraph(plan, s)
         elif s.sh_type == SHT_CUDA_PROTOTYPE:
-            contents[s.index] = _prototypes(plan, maps, s)
-        elif s.index == plan.frame_index and plan.frame_cuts:
-            contents[s.index] = _cut(bytes(s.data), plan.frame_cuts)
+            contents[s.index] = _prototypes(plan, s)
+        elif frame is not None and frame.cuts:
+            contents[s.index] = _cut(bytes(s.data), frame.cuts)
+        elif s.sh_type == SHT_CUDA_CAPMERC_TEXT:
+            contents[s.index] = _capsule(plan, s, sections)
         elif s.index in plan.zeroed:
             raw = bytearray(s.data)
             for a, b in plan.zeroed[s.index]:
                 raw[a:b] = bytes(b - a)
             contents[s.index] = bytes(raw)
-        if s.name.startswith(".text.") and s.sh_type == C.SHT_PROGBITS:
+        if any(s.name.startswith(prefix) and s.sh_type == sh_type for prefix, sh_type in _TEXT_PREFIXES):
+            t = plan.table_of(s)
             sym = s.sh_info & 0xFFFFFF
-            if sym not in maps.symbols:
+            if sym not in t.new_index:
                 raise FormatError(f"{s.name!r}: sh_info names symbol {sym}, which is not kept", fmt=_FMT,
                                   where=elf.where)
-            infos[s.index] = (s.sh_info & 0xFF000000) | maps.symbols[sym]
-    return _emit(elf, kept_secs, maps, contents, infos)
+            infos[s.index] = (s.sh_info & 0xFF000000) | t.new_index[sym]
+    return _emit(elf, kept_secs, sections, contents, infos)
 
 
-def _symtab(plan: _Plan, maps: _Maps) -> bytes:
+def _capsule(plan: _Plan, sec: Section, sections: dict[int, int]) -> bytes:
+    """``.nv.capmerc.text.<f>`` with its first word, the section index of ``.text.<f>`` (the SASS of the same
+    function: verified on every function ptxas 13.0 writes for sm_100-sm_121), renumbered; nvlink 13.0
+    dereferences a null pointer when it names another section."""
+    (text,) = sec.view.unpack("I", 0, "capsule's .text section index")
+    if text not in sections:
+        what = plan.elf.sections[text].name if 0 < text < len(plan.elf.sections) else f"section {text}"
+        raise UsageError(f"{sec.name!r} is kept but its code section {what!r} is removed", fmt=_FMT,
+                         where=plan.elf.where)
+    return struct.pack("<I", sections[text]) + bytes(sec.data)[4:]
+
+
+def _symtab(plan: _Plan, t: _Table, sections: dict[int, int]) -> bytes:
     lay = L.SYM[C.ELFCLASS64]
-    v = plan.symtab.section.view
     out = Emitter()
-    for i, row in enumerate(v.iter_unpack(lay.fmt, 0, len(plan.symtab), "symbol table")):
-        if i in plan.symbols:
+    for i, row in enumerate(t.section.view.iter_unpack(lay.fmt, 0, len(t.symbols), "symbol table")):
+        if i in t.removed:
             continue
         vals = dict(zip(lay.fields, row, strict=True))
         if 0 < vals["st_shndx"] < C.SHN_LORESERVE:
-            if vals["st_shndx"] not in maps.sections:
+            if vals["st_shndx"] not in sections:
                 raise FormatError(f"symbol {i} is defined in section {vals['st_shndx']}, which does not exist",
                                   fmt=_FMT, where=plan.elf.where)
-            vals["st_shndx"] = maps.sections[vals["st_shndx"]]
+            vals["st_shndx"] = sections[vals["st_shndx"]]
         out.pack(lay.fmt, *(vals[f] for f in lay.fields))
     return out.getvalue()
 
 
-def _frame_shift(plan: _Plan, offset: int) -> int:
-    return sum(b - a for a, b in plan.frame_cuts if b <= offset)
+def _frame_shift(frame: _Frame, offset: int) -> int:
+    return sum(b - a for a, b in frame.cuts if b <= offset)
 
 
-def _relocations(plan: _Plan, maps: _Maps, rsec: Section) -> bytes:
-    rela = rsec.sh_type == C.SHT_RELA
+def _relocations(plan: _Plan, rsec: Section) -> bytes:
+    rela = rsec.sh_type != C.SHT_REL
     lay = (L.RELA if rela else L.REL)[C.ELFCLASS64]
-    relocs: list[Relocation] = plan.elf.relocation_tables.get(rsec.index, [])
-    frame = rsec.sh_info == plan.frame_index and bool(plan.frame_cuts)
+    relocs = plan.relocs.get(rsec.index, [])
+    t = plan.table_of(rsec)
+    frame = plan.frames.get(rsec.sh_info)
+    if frame is not None and not frame.cuts:
+        frame = None
     cuts = _cut_ranges(plan, rsec.sh_info)
-    frame_sym = next((s.index for s in plan.symtab if s.type == C.STT_SECTION and s.st_shndx == plan.frame_index),
-                     -1) if frame else -1
+    frame_sym = next((s.index for s in t.symbols if s.type == C.STT_SECTION and s.st_shndx == frame.index),
+                     -1) if frame is not None else -1
     out = Emitter()
     for r in relocs:
         if _in(cuts, r.r_offset):
             continue
-        if r.r_sym not in maps.symbols:
+        if r.r_sym not in t.new_index:
             raise UsageError(f"relocation at {r.r_offset:#x} in {rsec.name!r} refers to a removed symbol",
                              fmt=_FMT, where=plan.elf.where)
         offset, addend = r.r_offset, r.r_addend
-        if frame:
-            offset -= _frame_shift(plan, r.r_offset)
+        if frame is not None:
+            offset -= _frame_shift(frame, r.r_offset)
             if r.r_sym == frame_sym and addend is not None:
-                fde = max((s for s in plan.frame_cie_of if s <= r.r_offset), default=None)
-                anchor = plan.frame_cie_of[fde] if fde is not None else addend
-                addend -= _frame_shift(plan, anchor)
-        info = L.r_info(C.ELFCLASS64, maps.symbols[r.r_sym], r.r_type)
+                fde = max((s for s in frame.cie_of if s <= r.r_offset), default=None)
+                anchor = frame.cie_of[fde] if fde is not None else addend
+                addend -= _frame_shift(frame, anchor)
+        info = L.r_info(C.ELFCLASS64, t.new_index[r.r_sym], r.r_type)  # the type is copied, known or not
         if rela:
             out.pack(lay.fmt, offset, info, addend or 0)
         else:
@@ -424,7 +544,7 @@ def _cut(data: bytes, cuts: list[tuple[int, int]]) -> bytes:
     return bytes(out + data[at:])
 
 
-def _nvinfo(plan: _Plan, maps: _Maps, sec: Section) -> bytes:
+def _nvinfo(plan: _Plan, t: _Table, sec: Section) -> bytes:
     raw = bytes(sec.data)
     out = bytearray()
     for rec in parse_nvinfo(sec.view):
@@ -437,16 +557,16 @@ def _nvinfo(plan: _Plan, maps: _Maps, sec: Section) -> bytes:
             words = list(struct.unpack_from(f"<{n}I", rec.payload))
             tail = rec.payload[4 * n:]
             if rec.attr in _SYMBOL_LIST:
-                words = [maps.symbols[w] for w in words if w not in plan.symbols and w in maps.symbols]
+                words = [t.new_index[w] for w in words if w not in t.removed and w in t.new_index]
                 if not words:
                     continue
-            elif words[0] in plan.symbols:
+            elif words[0] in t.removed:
                 if rec.attr in _FUNCTION_RECORDS:
                     continue
-                raise UsageError(f"{sec.name!r}: {rec.name} still names removed symbol "
-                                 f"{_sym_name(plan.symtab, words[0])!r}", fmt=_FMT, where=plan.elf.where)
-            elif words[0] in maps.symbols:
-                words[0] = maps.symbols[words[0]]
+                raise UsageError(f"{sec.name!r}: {rec.name} still names removed symbol {t.name(words[0])!r}",
+                                 fmt=_FMT, where=plan.elf.where)
+            elif words[0] in t.new_index:
+                words[0] = t.new_index[words[0]]
             payload = struct.pack(f"<{len(words)}I", *words) + tail
             chunk = struct.pack("<BBH", rec.fmt, rec.attr, len(payload)) + payload
         out += chunk
@@ -471,19 +591,20 @@ def _callgraph_rows(sec: Section) -> list[tuple[int, int, int]]:
     return rows
 
 
-def _callgraph(plan: _Plan, maps: _Maps, sec: Section) -> bytes:
+def _callgraph(plan: _Plan, sec: Section) -> bytes:
     out = Emitter()
-    sym = maps.symbols
+    t = plan.table_of(sec)
+    sym = t.new_index
     identity = all(k == v for k, v in sym.items())
     for marker, a, b in _callgraph_rows(sec):
         if marker == 0:
             out.pack("Ii", a, b)
         elif marker in (-1, -4):
-            if a in plan.symbols or b in plan.symbols:
+            if a in t.removed or b in t.removed:
                 continue
             out.pack("Ii", sym.get(a, a), sym.get(b, b))
         elif marker in (-2, -3):
-            if a in plan.symbols:
+            if a in t.removed:
                 continue
             out.pack("Ii", sym.get(a, a), b)
         elif identity:
@@ -494,17 +615,19 @@ def _callgraph(plan: _Plan, maps: _Maps, sec: Section) -> bytes:
     return out.getvalue()
 
 
-def _prototypes(plan: _Plan, maps: _Maps, sec: Section) -> bytes:
+def _prototypes(plan: _Plan, sec: Section) -> bytes:
     v = sec.view
+    t = plan.table_of(sec)
     out = Emitter()
     for s, o in v.iter_unpack("II", 0, len(v) // 8, ".nv.prototype entries"):
-        if s not in plan.symbols:
-            out.pack("II", maps.symbols.get(s, s), o)
+        if s not in t.removed:
+            out.pack("II", t.new_index.get(s, s), o)
     out.write(bytes(v.bytes_at(len(v) // 8 * 8, len(v) % 8)))
     return out.getvalue()
 
 
-def _emit(elf: ElfFile, kept: list[int], maps: _Maps, contents: dict[int, bytes], infos: dict[int, int]) -> bytes:
+def _emit(elf: ElfFile, kept: list[int], sections: dict[int, int], contents: dict[int, bytes],
+          infos: dict[int, int]) -> bytes:
     """Compact layout: kept sections in original file order, then the section header table."""
     h = elf.header
     secs = elf.sections
@@ -534,7 +657,7 @@ def _emit(elf: ElfFile, kept: list[int], maps: _Maps, contents: dict[int, bytes]
     out.write(elf.bytes()[:L.EI_NIDENT])
     ehdr = L.EHDR[C.ELFCLASS64]
     values = {f: getattr(h, f) for f in ehdr.fields}
-    values.update(e_phoff=0, e_shoff=shoff, e_shnum=len(kept), e_shstrndx=maps.sections[h.e_shstrndx])
+    values.update(e_phoff=0, e_shoff=shoff, e_shnum=len(kept), e_shstrndx=sections[h.e_shstrndx])
     out.pack(ehdr.fmt, *(values[f] for f in ehdr.fields))
     for at, data in pieces:
         out.pad_to(at, "section")
@@ -546,9 +669,9 @@ def _emit(elf: ElfFile, kept: list[int], maps: _Maps, contents: dict[int, bytes]
         if i == 0:
             out.write(bytes(shdr.size))
             continue
-        info = infos.get(i, maps.sections.get(s.sh_info, 0) if _info_is_index(s) and s.sh_info else s.sh_info)
+        info = infos.get(i, sections.get(s.sh_info, 0) if _info_is_index(s) and s.sh_info else s.sh_info)
         vals = {"sh_name": s.sh_name, "sh_type": s.sh_type, "sh_flags": s.sh_flags, "sh_addr": s.sh_addr,
-                "sh_offset": offsets[i], "sh_size": sizes[i], "sh_link": maps.sections.get(s.sh_link, 0),
+                "sh_offset": offsets[i], "sh_size": sizes[i], "sh_link": sections.get(s.sh_link, 0),
                 "sh_info": info, "sh_addralign": s.sh_addralign, "sh_entsize": s.sh_entsize}
         out.pack(shdr.fmt, *(vals[f] for f in shdr.fields))
     return out.getvalue()

@@ -4,10 +4,12 @@ devbin feeds the vendor linker exactly the units resolution loaded, each rewritt
 the ELF core without the functions dead-code elimination removed, then writes what the
 vendor linker cannot know back into its output:
 
-* **AMDGPU** (:mod:`devbin.link.amdgpu`): functions are removed from ``-ffunction-sections``
-  objects (:func:`~devbin.link.amdgpu.prune_object`); a function that shares a section with
-  code that stays, and kernels (their descriptors share ``.rodata`` and the note lists them),
-  are left in and reported.  ``ld.lld -shared`` links; the kernel descriptors and the
+* **AMDGPU** (:mod:`devbin.link.amdgpu`): dead functions and kernels are removed from
+  ``-ffunction-sections`` objects (:func:`~devbin.link.amdgpu.prune_object`; a kernel with its
+  descriptor, relocations and note entry); nothing kept may refer to what is removed, across
+  objects (``_amdgpu_removals``): what something kept still references, and every dead function of
+  an object whose pruning is refused (a function sharing a section with code that stays), are
+  left in and reported.  ``ld.lld -shared`` links; the kernel descriptors and the
   metadata note then get each kernel's totals over everything it reaches across objects
   (private segment, register granules, dynamic-stack bit:
   :func:`~devbin.link.amdgpu.patch_linked`), which ld.lld leaves at the kernel's own,
@@ -27,7 +29,6 @@ What could not be removed is listed in :attr:`OutputReport.kept_in_output` with 
 
 from __future__ import annotations
 
-import functools
 import os
 import tempfile
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ from pathlib import Path
 from devbin.binary.output import Inputs, check_destination, write_file
 from devbin.errors import UsageError
 from devbin.formats.devsec.elf import annotate
+from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.importers import import_code_object
 from devbin.link.amdgpu import function_facts, kernel_totals, patch_linked, prune_object, run_lld
@@ -48,10 +50,6 @@ from devbin.model.reach import reachable
 __all__ = ["OutputReport", "write_output"]  # OutputReport: devbin.link.result
 
 
-def _get(table: dict[str, list[str]], key: str) -> list[str]:
-    return table.get(key, [])
-
-
 def _removed_by_unit(result: LinkResult) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for node in result.dce.removed_nodes(result.graph):
@@ -60,30 +58,84 @@ def _removed_by_unit(result: LinkResult) -> dict[str, list[str]]:
     return out
 
 
+_Id = tuple[str, str]  # (unit name, name) for a local symbol, ("", name) for a global one
+
+
+def _amdgpu_removals(result: LinkResult) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
+    """What to take out of each AMDGPU unit, and what stays although dead-code elimination
+    removed it (name, why).
+
+    Dead kernels go with the rest (their descriptors and note entries with them:
+    :func:`~devbin.link.amdgpu.prune_object`).  Then one rule, across units: nothing kept may
+    refer to something removed.  Every relocation (and model call edge) from a holder that
+    stays -- a kept function, any data object or section (data is not pruned here), a kept
+    kernel's descriptor -- to a removed function puts that function back, and what it refers
+    to in turn (one closure walk, :func:`devbin.model.reach.reachable`).  A unit whose pruning
+    is refused (e.g. two functions in one section) keeps all its dead functions, and the walk
+    runs again from them, so no unit is left naming a symbol another unit dropped."""
+    units = result.resolution.units
+    dead_names = _removed_by_unit(result)
+
+    def ident(unit: str, local: frozenset[str], name: str) -> _Id:
+        return (unit, name) if name in local else ("", name)
+
+    refs: dict[_Id, set[_Id]] = {}
+    dead: set[_Id] = set()
+    for u in units:
+        local = u.local_functions
+        dead |= {ident(u.name, local, n) for n in dead_names.get(u.name, [])}
+        for holder, target in (*u.references, *u.model.callgraph.direct):
+            sec = u.elf.section(holder)
+            if sec is not None and not sec.sh_flags & C.SHF_ALLOC:
+                continue  # .llvm.callgraph, debug info: not loaded, rewritten or dropped with the code
+            if holder.endswith(".kd"):  # a descriptor lives and dies with its kernel
+                holder = holder[:-3]
+            refs.setdefault(ident(u.name, local, holder), set()).add(ident(u.name, local, target))
+    refused: dict[str, str] = {}
+    while True:
+        back = _put_back(refs, dead)
+        plan: dict[str, list[str]] = {}
+        for u in units:
+            plan[u.name] = [] if u.name in refused else sorted(
+                n for n in dead_names.get(u.name, []) if ident(u.name, u.local_functions, n) not in back)
+        for u in units:
+            if plan[u.name] and u.name not in refused:
+                try:
+                    prune_object(u.data, set(plan[u.name]), where=u.name)
+                except UsageError as e:
+                    refused[u.name] = e.message
+                    break
+        else:
+            break
+        dead -= {ident(u.name, u.local_functions, n) for u in units if u.name in refused
+                 for n in dead_names.get(u.name, [])}
+    kept: list[tuple[str, str]] = []
+    for u in units:
+        for n in sorted(dead_names.get(u.name, [])):
+            if u.name in refused:
+                kept.append((n, f"{u.name}: {refused[u.name]}"))
+            elif n not in plan[u.name]:
+                kept.append((n, f"{u.name}: something kept still refers to it"))
+    return plan, kept
+
+
+def _put_back(refs: dict[_Id, set[_Id]], dead: set[_Id]) -> set[_Id]:
+    """The removed functions that something kept refers to, directly or through other such functions."""
+    def successors(i: _Id) -> list[_Id]:
+        return sorted(t for t in refs.get(i, ()) if t in dead)
+
+    live_refs = sorted({t for h, ts in refs.items() if h not in dead for t in ts if t in dead})
+    return set(reachable(live_refs, successors))
+
+
 def _amdgpu(result: LinkResult, output: Path, stack_budget: int | None) -> tuple[OutputReport, bytes]:
     report = OutputReport(str(output), "ld.lld")
-    removed = _removed_by_unit(result)
+    plan, kept = _amdgpu_removals(result)
+    report.kept_in_output += kept
     datas: list[bytes] = []
     names: list[str] = []
     for unit in result.resolution.units:
-        data = unit.data
-        dead = sorted(removed.get(unit.name, []))
-        kernels = {f.name for f in unit.model.functions if f.is_kernel}
-        for k in [d for d in dead if d in kernels]:
-            report.kept_in_output.append((k, f"{unit.name}: a kernel (its descriptor shares .rodata; kernels "
-                                             "are not removed from AMDGPU objects)"))
-        # what a kernel left in the object calls must stay with it
-        calls: dict[str, list[str]] = {}
-        for caller, c in unit.model.callgraph.direct:
-            calls.setdefault(caller, []).append(c)
-        dead_set = set(dead)
-        dead_callees = {f: [c for c in cs if c in dead_set] for f, cs in calls.items()}
-        left = reachable(sorted(kernels), functools.partial(_get, dead_callees))
-        keep_too = {c for f in left for c in dead_callees.get(f, ())}
-        for f in sorted(keep_too):
-            report.kept_in_output.append((f, f"{unit.name}: called by a kernel left in the object"))
-        drop = [d for d in dead if d not in kernels and d not in keep_too]
-        datas.append(report.prune(unit.name, data, drop, prune_object))
+        datas.append(report.prune(unit.name, unit.data, plan[unit.name], prune_object))
         names.append(unit.name)
     with tempfile.TemporaryDirectory(prefix="devbin-link-") as tmp:
         paths = []

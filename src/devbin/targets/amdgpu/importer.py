@@ -9,7 +9,9 @@
   ``--emit-relocs``): an ``R_AMDGPU_REL32_LO/HI`` or ``GOTPCREL32_LO/HI`` in an
   executable section against a function is a direct call from the function
   containing the relocation; against an undefined symbol, a call to an
-  external.  (Relocations do not say whether code calls or only takes the
+  external; against a variable (a data symbol type, or defined outside code,
+  e.g. a ``__global int`` read through its GOT slot) nothing: that is data.
+  (Relocations do not say whether code calls or only takes the
   address; LLVM uses the same ``s_getpc_b64`` pair for both.)  ``ABS64``/
   ``RELATIVE64`` from data to a function make it address-taken.  AMDGPU
   objects carry no prototypes, so address-taken functions and indirect call
@@ -173,6 +175,21 @@ def _code_relocations(elf: ElfFile, index: int, target: int, funcs: dict[str, Sy
     return out
 
 
+_DATA_TYPES = frozenset({C.STT_OBJECT, C.STT_COMMON, C.STT_TLS})
+
+
+def _is_data(elf: ElfFile, sym: Symbol) -> bool:
+    """The symbol says it is a variable: a data type (``STT_OBJECT``, ``STT_COMMON``, ``STT_TLS``), or
+    defined in a section that holds no code.  An undefined ``STT_NOTYPE`` symbol (what clang writes for
+    every external declaration, function or variable) says nothing: it stays a possible callee, and
+    the linker's graph turns the edge into a data edge once it resolves to a variable."""
+    if sym.type in _DATA_TYPES:
+        return True
+    if sym.type in (C.STT_FUNC, C.STT_SECTION) or not 0 < sym.st_shndx < min(C.SHN_LORESERVE, len(elf.sections)):
+        return False
+    return not elf.sections[sym.st_shndx].sh_flags & C.SHF_EXECINSTR
+
+
 def _callgraph(elf: ElfFile, funcs: dict[str, Symbol], indirect_calls: set[str],
                records: tuple[CallGraphRecord, ...], callers: frozenset[str] | None = None) -> CallGraph:
     """The call graph from relocations and ``.llvm.callgraph``; with ``callers``, only the direct
@@ -199,7 +216,9 @@ def _callgraph(elf: ElfFile, funcs: dict[str, Symbol], indirect_calls: set[str],
                 if caller is None or (callers is not None and caller.name not in callers):
                     continue
                 callee: str | None = None
-                if sym.type == C.STT_FUNC and sym.defined:
+                if _is_data(elf, sym):
+                    pass  # a variable's address (through the GOT or pc-relative): data, not a call
+                elif sym.type == C.STT_FUNC and sym.defined:
                     callee = sym.name
                 elif sym.type == C.STT_SECTION and r.r_addend is not None and r.r_type == R_REL32_LO:
                     f = index.containing(sym.st_shndx, sym.st_value + r.r_addend - 4)

@@ -44,6 +44,14 @@ SHT_CUDA_INFO = 0x70000000
 SHT_CUDA_CALLGRAPH = 0x70000001
 SHT_CUDA_PROTOTYPE = 0x70000002
 SHT_CUDA_COMPAT = 0x70000086
+# sm_100+ "Mercury" copies (CUDA 12.8+): section types as redplait/denvdis test/nvd.cc names them and ptxas
+# 13.0 writes them.  ``.nv.merc.symtab`` has the same layout as ``.symtab`` (same string table; its first
+# symbols mirror ``.symtab``'s, index for index), ``.nv.merc.rela.*`` are Elf64_Rela against it, and
+# ``.nv.merc.nv.info*`` are EIATTR records whose symbol words index it.
+SHT_CUDA_CAPMERC_TEXT = 0x70000016  # .nv.capmerc.text.<f>: sh_info = the function's .nv.merc.symtab index
+SHT_CUDA_MERC_RELA = 0x70000082
+SHT_CUDA_MERC_INFO = 0x70000083
+SHT_CUDA_MERC_SYMTAB = 0x70000085
 STACK_UNKNOWN = 0xFFFFFFFF
 NT_NV_CUINFO = 1000
 
