@@ -21,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "DeviceBinaryError",
     "FormatError",
+    "FormatWarning",
     "NotThisFormat",
     "OutputError",
     "TruncatedError",
@@ -104,3 +105,9 @@ class OutputError(UsageError):
     """A file devbin was asked to write cannot be written, or must not be: it is one of the
     command's inputs, or the system refused (permissions, disk full, file-size limit).
     ``where`` names the file; nothing of it was left behind (:mod:`devbin.binary.output`)."""
+
+
+class FormatWarning(UserWarning):
+    """A problem a reader went past, keeping the data raw (``warnings.warn``): an NVIDIA
+    prototype string devbin cannot decode, for one.  The CLI prints each one once on stderr
+    as ``devbin: warning: ...``; a library caller may filter or escalate them."""

@@ -2,7 +2,9 @@
 
 Every subcommand prints readable text, or the same facts as JSON with --json.
 Errors print one line, ``devbin: error: <where>: <message>``, and exit 1;
---traceback shows the Python stack instead.
+--traceback shows the Python stack instead.  Problems a reader went past
+(:class:`devbin.errors.FormatWarning`) print ``devbin: warning: <message>`` on stderr, each
+distinct message once.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
 from typing import TextIO
 
 from devbin._version import __version__
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, FormatWarning
 
 #: Subcommand -> module under devbin.cli.  Only the module of the command being run is imported
 #: (all of them for `devbin --help` or a misspelt command): a short command pays for nothing else.
@@ -66,10 +70,35 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+@contextmanager
+def _format_warnings_on_stderr() -> Iterator[None]:
+    """Show each distinct :class:`FormatWarning` once, as ``devbin: warning: ...`` on stderr."""
+    seen: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if not issubclass(category, FormatWarning):
+            previous(message, category, filename, lineno, file, line)
+        elif str(message) not in seen:
+            seen.add(str(message))
+            print(f"devbin: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        previous = warnings.showwarning
+        warnings.simplefilter("always", FormatWarning)
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     words = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(_command_named(words)).parse_args(words)
+    with _format_warnings_on_stderr():
+        return _run(args, out)
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
     try:
         code: int = args.func(args, out)
         out.flush()
