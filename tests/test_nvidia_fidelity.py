@@ -19,6 +19,7 @@ import re
 import struct
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -376,3 +377,96 @@ def test_corrupt_prototype_warns_once_and_goes_on(proto_cubins: dict[str, Path],
     collected: list[Exception] = []
     import_cubin(ElfFile(bad.read_bytes()), diag=collected.append)
     assert len(collected) == 1
+
+
+# --------------------------------------------------------------------------- 6: LTO-IR
+
+LTO_CU = ("__device__ int sq(int x) { return x * x; }\n"
+          "__global__ void kl(int *p) { p[threadIdx.x] = sq(p[threadIdx.x]); }\n")
+
+
+def require_nvjitlink() -> Any:
+    """``cuda.bindings.nvjitlink`` (the test extra installs cuda-bindings and nvidia-nvjitlink);
+    skip when missing, fail under CI, as :func:`require_tool`."""
+    from tests.conftest import in_ci
+
+    try:
+        from cuda.bindings import nvjitlink
+        nvjitlink.version()
+    except Exception as e:  # ImportError, or the library not found by cuda-pathfinder
+        msg = f"nvJitLink not usable ({e}): pip install cuda-bindings nvidia-nvjitlink"
+        if in_ci():
+            pytest.fail(msg + " -- oracle tests must not skip in CI", pytrace=False)
+        pytest.skip(msg)
+    return nvjitlink
+
+
+def _nvjitlink(data: bytes, fatbin: bool, arch: str = "sm_90") -> bytes:
+    """Link one input with nvJitLink (``-lto``; no GPU needed) and return the cubin."""
+    J = require_nvjitlink()
+    h = J.create(2, [f"-arch={arch}", "-lto"])
+    try:
+        kind = J.InputType.FATBIN if fatbin else J.InputType.LTOIR
+        J.add_data(h, kind, data, len(data), "input")
+        J.complete(h)
+        out = bytearray(J.get_linked_cubin_size(h))
+        J.get_linked_cubin(h, out)
+        return bytes(out)
+    finally:
+        J.destroy(h)
+
+
+@pytest.fixture(scope="module")
+def lto_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    nvcc = require_tool("nvcc")
+    out = tmp_path_factory.mktemp("lto")
+    (out / "lto.cu").write_text(LTO_CU)
+    lto90 = "-gencode=arch=compute_90,code=lto_90"
+    builds = {"plain": [lto90, "-Xfatbin", "-compress=false"], "zstd": [lto90],
+              "lz4": [lto90, "-Xfatbin", "-compress-mode=speed"], "dlto": ["-dlto", "-arch=sm_90"]}
+    built = {}
+    for name, flags in builds.items():
+        built[name] = out / f"{name}.o"
+        _build([nvcc, "-dc", *flags, "-o", str(built[name]), str(out / "lto.cu")])
+    return built
+
+
+def test_lto_ir_listed_with_its_encoding(lto_objects: dict[str, Path]) -> None:
+    for name, path in lto_objects.items():
+        data = json.loads(_devbin("list", "--json", str(path))[0])
+        (lto,) = [i for i in data["images"] if i["kind"] == "lto-ir"]
+        assert lto["arch"] == "compute_90"
+        assert lto["compression"] == ("none" if name == "plain" else "nvidia-opaque"), name
+
+
+def test_lto_ir_extracted_and_linked_by_nvjitlink(lto_objects: dict[str, Path], tmp_path: Path) -> None:
+    from devbin.images import scan
+
+    cuobjdump = require_tool("cuobjdump")
+    for name, path in lto_objects.items():
+        folder = tmp_path / name
+        _devbin("extract", str(path), "--kind", "lto-ir", "-o", str(folder))
+        (written,) = folder.iterdir()
+        (image,) = [i for i in scan([str(path)]) if i.kind == "lto-ir"]
+        e = image.entry
+        assert e is not None
+        data = written.read_bytes()
+        if name == "plain":
+            assert written.name == f"{name}.1.sm_90.ltoir"
+            assert data == bytes(e.raw_payload) and data[:4] == b"\xed\x43\x4e\x7f"  # byte-exact LTO-IR
+        else:
+            # NVIDIA's own encoding: the entry as stored, in a one-entry fatbin (same entry bytes).
+            assert written.name == f"{name}.1.sm_90.ltoir.fatbin"
+            (copy,) = parse_fatbin(data).entries
+            original = path.read_bytes()[e.offset:e.offset + e.header_size + e.payload_size]
+            assert data[16:] == original
+            assert (copy.reserved, copy.flags, copy.options) == (e.reserved, e.flags, e.options)
+        cubin = _nvjitlink(data, fatbin=name != "plain")
+        linked = tmp_path / f"{name}.linked.cubin"
+        linked.write_bytes(cubin)
+        theirs = oracles.run([cuobjdump, "-res-usage", str(linked)]).stdout
+        assert "Function _Z2klPi:" in theirs, (name, theirs)
+        assert _devbin("resources", "--format", "cuobjdump", str(linked))[0] == theirs
+    # Default extract stays cuobjdump's (-xelf all / -xptx all): LTO-IR only on request.
+    _devbin("extract", str(lto_objects["dlto"]), "-o", str(tmp_path / "default"))
+    assert [p.name for p in (tmp_path / "default").iterdir()] == ["dlto.1.sm_90.ptx"]

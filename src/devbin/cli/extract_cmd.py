@@ -5,8 +5,14 @@ kind from 1 through the whole input file, archive members included; stem is
 the input file name without its last extension), or <identifier base
 name>.<arch>.<ext> when the image carries an identifier.  Cubins are written
 trimmed to their last section and PTX up to its first NUL, byte for byte as
-cuobjdump writes them.  A bare cubin is written as <stem>.<arch>.cubin, a
-bare AMDGPU code object (a file, or an archive member such as the archives
+cuobjdump writes them; a family-specific cubin is named by its own arch
+(sm_100f -> k.1.sm_100.cubin), as cuobjdump names it.  LTO-IR entries, which
+cuobjdump does not extract, only with --kind lto-ir: <stem>.<n>.<arch>.ltoir
+with the entry's bytes, or <stem>.<n>.<arch>.ltoir.fatbin, a one-entry fatbin
+holding the entry as stored, when the LTO-IR is in NVIDIA's own encoding
+(`devbin list` says compression nvidia-opaque; nvJitLink takes it as a fatbin).
+A bare cubin is written as <stem>.<arch>.cubin, a bare AMDGPU code object
+(a file, or an archive member such as the archives
 `clang-offload-bundler --unbundle -type=a` writes) as <stem>.<target id>.o,
 stem from the member's name for a member.
 
@@ -67,7 +73,7 @@ HELP = ("extract cubins and PTX like cuobjdump -xelf/-xptx, and the images of LL
         "and clang offload bundles")
 
 #: --kind takes the image kinds of docs/IMAGES.md.
-KINDS = ("cubin", "ptx", "amdgpu", "bitcode", "spirv", "fatbin", "host", "data")
+KINDS = ("cubin", "ptx", "lto-ir", "amdgpu", "bitcode", "spirv", "fatbin", "host", "data")
 
 _OFFLOAD_EXT = {"object": "o", "bitcode": "bc", "cubin": "cubin", "fatbinary": "fatbin", "ptx": "s"}
 _EXT = {"amdgpu": "o", "host": "o", "cubin": "cubin", "ptx": "ptx", "bitcode": "bc", "fatbin": "fatbin",
@@ -161,7 +167,7 @@ def names(hits: list[tuple[Image, Frame]]) -> list[str]:
             target = _clean((f.arch or f.triple or "none").replace(":", "_"))
             out.append(f"{_stem(_file_name(frame))}.{target}.{_EXT.get(f.kind, 'bin')}")
             continue
-        key = (unit, "ptx" if f.kind == "ptx" else "elf")
+        key = (unit, f.kind if f.kind in ("ptx", "lto-ir") else "elf")
         counters[key] = counters.get(key, 0) + 1
         if f.entry is not None:
             out.append(extract_name(f.entry, stem, counters[key]))
@@ -170,8 +176,8 @@ def names(hits: list[tuple[Image, Frame]]) -> list[str]:
     return out
 
 
-_LABELS = {"cubin": "ELF file", "ptx": "PTX file", "amdgpu": "AMDGPU code object", "bitcode": "bitcode file",
-           "host": "host file"}
+_LABELS = {"cubin": "ELF file", "ptx": "PTX file", "lto-ir": "LTO-IR file", "amdgpu": "AMDGPU code object",
+           "bitcode": "bitcode file", "host": "host file"}
 
 
 def _source_files(path: str, images: list[Image]) -> list[str]:
@@ -190,7 +196,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     folder = Path(args.output)
     report = ScanReport()
     with progress_bar("scanning") as progress:
-        hits = [h for h in Scanner(report, all=args.all).paths([args.path], progress) if wanted(h[0])]
+        hits = [h for h in Scanner(report, all=args.all).paths([args.path], progress)
+                if wanted(h[0]) or (args.kind == "lto-ir" and h[0].kind == "lto-ir")]
     chosen: list[tuple[Image, Path]] = []
     taken: set[str] = set()
     for (f, _), name in zip(hits, names(hits), strict=True):

@@ -69,6 +69,7 @@ __all__ = ["Fatbin", "FatbinEntry", "elf_image_size", "extract_name", "iter_fatb
 
 _FMT = "fatbin"
 _ENTRY_FMT = "HHIQIIHHIIIQQQ"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,16 @@ class FatbinEntry:
     @property
     def is_compressed(self) -> bool:
         return bool(self.flags & C.COMPRESSION_MASK)
+
+    @property
+    def is_opaque(self) -> bool:
+        """Compressed LTO-IR in NVIDIA's own encoding (module docstring): what ``fatbinary``
+        writes for compressed LTO-IR, zstd- or lz4-flagged, whose payload is no zstd frame
+        (nor, for lz4, an lz4 block; which has no magic to tell, so every lz4-flagged LTO-IR
+        entry counts).  Only NVIDIA's tools decode it; devbin copies it as stored."""
+        if self.kind != C.KIND_LTOIR or not self.is_compressed:
+            return False
+        return not (self.flags & C.FLAG_ZSTD and bytes(self.raw_payload[:4]) == _ZSTD_MAGIC)
 
     @property
     def is_64bit(self) -> bool:
@@ -399,8 +410,13 @@ def extract_name(entry: FatbinEntry, stem: str, number: int) -> str:
     family, so a family-specific cubin (``-arch=sm_100f``: the entry says
     ``sm_100f``) is named ``x.1.sm_100.cubin``, while family PTX keeps it
     (``x.1.sm_120f.ptx``), as ``cuobjdump -lelf -lptx`` lists them (CUDA 13).
+
+    cuobjdump neither lists nor extracts LTO-IR; devbin names it the same way with the arch
+    ``-res-usage`` prints for it: ``x.1.sm_90.ltoir`` (the entry's bytes, stored plain), or
+    ``x.1.sm_90.ltoir.fatbin`` for LTO-IR in NVIDIA's own encoding (:attr:`FatbinEntry.is_opaque`),
+    written as a one-entry fatbin holding the entry as stored.
     """
-    ext = "ptx" if entry.kind == C.KIND_PTX else "cubin"
+    ext = {C.KIND_PTX: "ptx", C.KIND_LTOIR: "ltoir.fatbin" if entry.is_opaque else "ltoir"}.get(entry.kind, "cubin")
     variant = "" if entry.kind != C.KIND_PTX and entry.variant == "f" else entry.variant
     arch = f"sm_{entry.arch}{variant}"
     if entry.identifier:
