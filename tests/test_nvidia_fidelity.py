@@ -254,6 +254,15 @@ ABI_PTX = """.version 9.0
 }}
 """
 
+#: Arithmetic whose slow paths ptxas calls as routines of its own (typed prototypes at -O0).
+OPS_CU = r"""
+__global__ void k(float *f, double *d, long long *l, unsigned long long *ul) {
+  f[0] = f[1] / f[2]; f[3] = sqrtf(f[4]); f[5] = 1.0f / f[6];
+  d[0] = d[1] / d[2]; d[3] = sqrt(d[4]); d[5] = 1.0 / d[6]; d[7] = rsqrt(d[8]);
+  l[0] = l[1] / l[2]; l[3] = l[4] % l[5]; ul[0] = ul[1] / ul[2];
+}
+"""
+
 ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
 
 
@@ -262,8 +271,12 @@ def proto_cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     nvcc, ptxas = require_tool("nvcc"), require_tool("ptxas")
     out = tmp_path_factory.mktemp("protos")
     (out / "shapes.cu").write_text(SHAPES_CU)
+    (out / "ops.cu").write_text(OPS_CU)
     built = {}
     for arch in ARCHS:
+        built[f"ops_{arch}"] = out / f"ops_{arch}.cubin"
+        _build([nvcc, "-rdc=true", f"-arch={arch}", "-cubin", "-Xptxas", "-O0", "-o", str(built[f"ops_{arch}"]),
+                str(out / "ops.cu")])
         built[f"shapes_{arch}"] = out / f"shapes_{arch}.cubin"
         _build([nvcc, "-rdc=true", f"-arch={arch}", "-cubin", "-o", str(built[f"shapes_{arch}"]),
                 str(out / "shapes.cu")])
@@ -302,7 +315,8 @@ def test_every_prototype_decodes_and_round_trips(proto_cubins: dict[str, Path]) 
         assert err == "" and out.startswith(f"callgraph for {name.split('_', 1)[1]}:"), name
     # Every shape the grammar names was met.
     assert {"#ill|12p4r20sRx" + "0" * 60 + "fff9", "#vllill|12p4r20sRx" + "0" * 60 + "fff9", "#iib0", "#xx",
-            "#b12b12l", "#b16b16b24", "#b2b2", "#ii|sBx0000000f", "#b32b24i", "#iii", "#lll", "#vl"} <= seen
+            "#b12b12l", "#b16b16b24", "#b2b2", "#ii|sBx0000000f", "#b32b24i", "#iii", "#lll", "#vl",
+            "#ff", "#fff", "#ddd", "#ddiddd", "#dd", "#ddi"} <= seen
     assert any(t.startswith("#ii|1p4r22sBx00000003sRx7f") for t in seen)
     assert any(t.startswith("#llllllll|14p32r22sRx7f") for t in seen)
 
@@ -321,9 +335,12 @@ def test_prototype_meanings() -> None:
     varargs = parse_prototype_string("#iib0").prototype()
     assert [(t.kind, t.size) for t in varargs.params] == [(TypeKind.BITS, 4), (TypeKind.AGGREGATE, 0)]
     assert parse_prototype_string("#xx").prototype().ret.size == 16
+    div = parse_prototype_string("#ddd").prototype()  # __cuda_sm20_div_rn_f64_full
+    assert [(t.kind, t.size) for t in (div.ret, *div.params)] == [(TypeKind.FLOAT, 8)] * 3
+    assert parse_prototype_string("#ff").prototype().ret == parse_prototype_string("#fi").prototype().ret
 
 
-_TYPES = st.one_of(st.sampled_from(["i", "l", "x"]), st.integers(0, 1 << 20).map(lambda n: f"b{n}"))
+_TYPES = st.one_of(st.sampled_from(["i", "l", "x", "f", "d"]), st.integers(0, 1 << 20).map(lambda n: f"b{n}"))
 
 
 @st.composite

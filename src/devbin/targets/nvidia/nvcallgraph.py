@@ -21,6 +21,9 @@ and hand-written PTX; ``cuobjdump -elf`` and ``nvdisasm`` print them as stored):
     type      = "i"                           ; a .b32 (int, float, char, short, bool: promoted)
               / "l"                           ; a .b64 (pointer, long, double)
               / "x"                           ; a .b128
+              / "f" / "d"                     ; a .f32 / .f64: ptxas's own routines (the math
+                                              ; slow paths it calls at -O0 or -G, such as
+                                              ; __cuda_sm20_div_rn_f64_full "#ddd")
               / "b" 1*DIGIT                   ; a .b8 array of that many bytes (structs, vectors,
                                               ; __half; "b0": the unsized varargs array %VAParam[])
     abi       = [count "p" first] ["r" reg / "u" reg] *scratch
@@ -87,9 +90,11 @@ def parse_prototype_section(view: ByteView) -> list[tuple[int, int]]:
 _B32 = ParamType(TypeKind.BITS, 4, 4)
 _B64 = ParamType(TypeKind.BITS, 8, 8)
 _B128 = ParamType(TypeKind.BITS, 16, 16)
+_F32 = ParamType(TypeKind.FLOAT, 4, 4)
+_F64 = ParamType(TypeKind.FLOAT, 8, 8)
 _VOID = ParamType(TypeKind.VOID, 0, 1)
-_LETTERS = {"v": _VOID, "i": _B32, "l": _B64, "x": _B128}
-_TYPE_RE = re.compile(r"[vilx]|b[0-9]+")
+_LETTERS = {"v": _VOID, "i": _B32, "l": _B64, "x": _B128, "f": _F32, "d": _F64}
+_TYPE_RE = re.compile(r"[vilxfd]|b[0-9]+")
 _ABI_RE = re.compile(r"(?:([0-9]+)p([0-9]+))?(?:([ru])([0-9]+))?((?:s[A-Z]+x[0-9a-fA-F]+)*)")
 _SCRATCH_RE = re.compile(r"s([A-Z]+)x([0-9a-fA-F]+)")
 
@@ -126,7 +131,7 @@ class NvCallAbi:
 class NvPrototype:
     """A prototype string, decoded: ``types`` as stored (return first), and the ABI part if any."""
 
-    types: tuple[str, ...]  # "v", "i", "l", "x" or "b<N>"
+    types: tuple[str, ...]  # "v", "i", "l", "x", "f", "d" or "b<N>"
     abi: NvCallAbi | None = None
 
     def text(self) -> str:
