@@ -29,7 +29,9 @@ and hand-written PTX; ``cuobjdump -elf`` and ``nvdisasm`` print them as stored):
     abi       = [count "p" first] ["r" reg / "u" reg] *scratch
     count     = 1*DIGIT                       ; registers holding the parameters ...
     first     = 1*DIGIT                       ; ... from R<first>
-    reg       = 1*DIGIT                       ; return address in R<reg>:R<reg+1> ("u": UR<reg>)
+    reg       = 1*DIGIT                       ; return address in R<reg>:R<reg+1> ("u": in a
+                                              ; uniform register; in ptxas's format strings,
+                                              ; never seen written)
     scratch   = "s" class "x" 1*HEXDIG        ; registers of the class the callee may clobber, a
     class     = 1*UPPER                       ; bit mask, highest register first: "B" convergence
                                               ; barriers (8 digits), "R" R0-R255 (64 digits)
@@ -37,10 +39,12 @@ and hand-written PTX; ``cuobjdump -elf`` and ``nvdisasm`` print them as stored):
 The ``|abi`` part states a call ABI of its own: the CUDA runtime's system calls (``vprintf``,
 ``malloc``, ``free``, ``__assertfail``: ``#ill|12p4r20sRx0...0fff9``: 12 parameter registers
 from R4, return address in R20, scratch R0 and R3-R15) and functions declared with PTX's
-``.abi_preserve N`` (N preserved registers from R16) or ``.abi_preserve_control N`` (ptxas
-writes ``sBx`` with the low N bits set).  Alignment is not recorded (an ``alignas(16)``
-struct of 16 bytes is ``b16`` as a ``float4`` is).  ``.nv.callgraph``'s address-taken block
-names a kernel (device-side launch) with string offset 0: the empty string, no prototype.
+``.abi_preserve N`` (R16 to R16+N-1 preserved, clear in the ``sRx`` mask; the return address
+in the top pair of them, R14 for N < 2; the parameters move up, ``14p32``, when R4 on would
+reach them) or ``.abi_preserve_control N`` (``sBx`` with the low N bits set).  Alignment is
+not recorded (an ``alignas(16)`` struct of 16 bytes is ``b16`` as a ``float4`` is).
+``.nv.callgraph``'s address-taken block names a kernel (device-side launch) with string
+offset 0: the empty string, no prototype.
 """
 
 from __future__ import annotations
