@@ -196,7 +196,7 @@ def test_prototype_strings(text: str, ret: tuple[int, int], params: list[tuple[i
     assert [(x.kind, x.size) for x in p.params] == params
 
 
-@pytest.mark.parametrize("bad", ["", "iii", "#", "#ix", "#ib", "#iv"])
+@pytest.mark.parametrize("bad", ["", "iii", "#", "#iq", "#ib", "#iv"])
 def test_bad_prototype_strings(bad: str) -> None:
     with pytest.raises(FormatError):
         decode_prototype(bad)

@@ -281,7 +281,12 @@ def test_pack_dlto_object(dlto: dict[str, Path], tmp_path: Path) -> None:
     assert len(stored) == 1 and stored[0].entry is not None and stored[0].entry.compression == "zstd"
     assert not bytes(stored[0].entry.raw_payload).startswith(b"\x28\xb5\x2f\xfd")
     with pytest.raises(DeviceBinaryError, match="NVIDIA's own encoding"):
-        stored[0].data()
+        stored[0].entry.data()
+    # The image's bytes (what extract writes) are the entry as stored, in a one-entry fatbin.
+    assert stored[0].compression == "nvidia-opaque"
+    (copied,) = parse_fatbin(stored[0].data()).entries
+    assert bytes(copied.payload_area) == bytes(stored[0].entry.payload_area)
+    assert copied.reserved == stored[0].entry.reserved != 0  # nvJitLink needs it (tests/test_nvidia_fidelity.py)
     # The review's command: the default container takes it (as a one-entry fatbin holding the entry as stored).
     out = tmp_path / "x.offload"
     assert main(["pack", "-o", str(out), "--image", f"file={dlto['lto']}"]) == 0
@@ -289,7 +294,8 @@ def test_pack_dlto_object(dlto: dict[str, Path], tmp_path: Path) -> None:
     assert [(i.get("image-kind"), i.arch) for i in found] == [("ptx", "compute_90"), ("fatbinary", "compute_90")]
     inner = parse_fatbin(found[1].data()).entries
     assert len(inner) == 1 and bytes(inner[0].payload_area) == bytes(stored[0].entry.payload_area)
-    assert (inner[0].flags, inner[0].uncompressed_size) == (stored[0].entry.flags, stored[0].entry.uncompressed_size)
+    assert (inner[0].flags, inner[0].uncompressed_size, inner[0].reserved) == (
+        stored[0].entry.flags, stored[0].entry.uncompressed_size, stored[0].entry.reserved)
     # A fatbin copies the entry as stored, options string included; plain LTO-IR goes in decoded.
     res = pack([dlto["lto"], dlto["plain"]], format="fatbin")
     lto = [e for e in parse_fatbin(res.data).entries if e.kind == FC.KIND_LTOIR]

@@ -23,6 +23,7 @@ __all__ = [
     "DeviceBinaryError",
     "FormatError",
     "LimitExceeded",
+    "FormatWarning",
     "NotThisFormat",
     "OutputError",
     "TruncatedError",
@@ -149,3 +150,9 @@ class OutputError(UsageError):
     """A file devbin was asked to write cannot be written, or must not be: it is one of the
     command's inputs, or the system refused (permissions, disk full, file-size limit).
     ``where`` names the file; nothing of it was left behind (:mod:`devbin.binary.output`)."""
+
+
+class FormatWarning(UserWarning):
+    """A problem a reader went past, keeping the data raw (``warnings.warn``): an NVIDIA
+    prototype string devbin cannot decode, for one.  The CLI prints each one once on stderr
+    as ``warning: ...``; a library caller may filter or escalate them."""

@@ -5,8 +5,14 @@ kind from 1 through the whole input file, archive members included; stem is
 the input file name without its last extension), or <identifier base
 name>.<arch>.<ext> when the image carries an identifier.  Cubins are written
 trimmed to their last section and PTX up to its first NUL, byte for byte as
-cuobjdump writes them.  A bare cubin is written as <stem>.<arch>.cubin, a
-bare AMDGPU code object (a file, or an archive member such as the archives
+cuobjdump writes them; a family-specific cubin is named by its own arch
+(sm_100f -> k.1.sm_100.cubin), as cuobjdump names it.  LTO-IR entries, which
+cuobjdump does not extract, only with --kind lto-ir: <stem>.<n>.<arch>.ltoir
+with the entry's bytes, or <stem>.<n>.<arch>.ltoir.fatbin, a one-entry fatbin
+holding the entry as stored, when the LTO-IR is in NVIDIA's own encoding
+(`devbin list` says compression nvidia-opaque; nvJitLink takes it as a fatbin).
+A bare cubin is written as <stem>.<arch>.cubin, a bare AMDGPU code object
+(a file, or an archive member such as the archives
 `clang-offload-bundler --unbundle -type=a` writes) as <stem>.<target id>.o,
 stem from the member's name for a member.
 
@@ -73,7 +79,7 @@ HELP = ("extract cubins and PTX like cuobjdump -xelf/-xptx, and the images of LL
         "and clang offload bundles")
 
 #: --kind takes the image kinds of docs/IMAGES.md.
-KINDS = ("cubin", "ptx", "amdgpu", "bitcode", "spirv", "fatbin", "host", "data")
+KINDS = ("cubin", "ptx", "lto-ir", "amdgpu", "bitcode", "spirv", "fatbin", "host", "data")
 
 _OFFLOAD_EXT = {"object": "o", "bitcode": "bc", "cubin": "cubin", "fatbinary": "fatbin", "ptx": "s"}
 _EXT = {"amdgpu": "o", "host": "o", "cubin": "cubin", "ptx": "ptx", "bitcode": "bc", "fatbin": "fatbin",
@@ -158,7 +164,7 @@ def names(hits: list[tuple[Image, Frame]]) -> list[str]:
             target = _clean((f.arch or f.triple or "none").replace(":", "_"))
             out.append(f"{_stem(_file_name(frame))}.{target}.{_EXT.get(f.kind, 'bin')}")
             continue
-        key = (unit, "ptx" if f.kind == "ptx" else "elf")
+        key = (unit, f.kind if f.kind in ("ptx", "lto-ir") else "elf")
         counters[key] = counters.get(key, 0) + 1
         if f.entry is not None:
             out.append(extract_name(f.entry, stem, counters[key]))
@@ -167,8 +173,8 @@ def names(hits: list[tuple[Image, Frame]]) -> list[str]:
     return out
 
 
-_LABELS = {"cubin": "ELF file", "ptx": "PTX file", "amdgpu": "AMDGPU code object", "bitcode": "bitcode file",
-           "host": "host file"}
+_LABELS = {"cubin": "ELF file", "ptx": "PTX file", "lto-ir": "LTO-IR file", "amdgpu": "AMDGPU code object",
+           "bitcode": "bitcode file", "host": "host file"}
 
 
 def _source_files(paths: list[str], images: list[Image]) -> list[str]:
@@ -194,7 +200,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         warn(message)
     if not found and not report.warnings:
         return no_device_code(paths)
-    hits = [h for h in found if choose.addresses or wanted(h[0])]  # an address named is written, whatever its kind
+    hits = [h for h in found if choose.addresses or wanted(h[0])
+            or (args.kind == "lto-ir" and h[0].kind == "lto-ir")]  # an address named is written, whatever its kind
     picked = {id(h) for h in keep(hits, choose, lambda h: h[0])}
     chosen: list[tuple[Image, Path]] = []
     taken: set[str] = set()

@@ -17,6 +17,9 @@ Exit status: 0 success; 1 error; 2 usage error (bad or missing arguments);
 the decoded bytes a command holds at once: compressed images (fatbin entries, compressed
 offload bundles, packed super-archive members) are decoded into buffers taken from this
 budget, and an image that does not fit is an error naming it and the budget.
+
+Problems a reader went past (:class:`devbin.errors.FormatWarning`) print
+``warning: <message>`` on stderr, each distinct message once.
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
 from typing import TextIO
 
 from devbin._version import __version__
-from devbin.cli.common import exit_status
-from devbin.errors import DeviceBinaryError
+from devbin.cli.common import exit_status, warn
+from devbin.errors import DeviceBinaryError, FormatWarning
 
 #: Subcommand -> module under devbin.cli.  Only the module of the command being run is imported
 #: (all of them for `devbin --help` or a misspelt command): a short command pays for nothing else.
@@ -110,10 +115,35 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+@contextmanager
+def _format_warnings_on_stderr() -> Iterator[None]:
+    """Show each distinct :class:`FormatWarning` once, as ``warning: ...`` on stderr (as every warning)."""
+    seen: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if not issubclass(category, FormatWarning):
+            previous(message, category, filename, lineno, file, line)
+        elif str(message) not in seen:
+            seen.add(str(message))
+            warn(str(message))
+
+    with warnings.catch_warnings():
+        previous = warnings.showwarning
+        warnings.simplefilter("always", FormatWarning)
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     words = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(_command_named(words)).parse_args(words)
+    with _format_warnings_on_stderr():
+        return _run(args, out)
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.binary import budget
     try:
         with budget.limit(args.max_memory or budget.current().limit):

@@ -35,10 +35,9 @@ no input holds device code (and no TargetID=/triple= says what it is).
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING, TextIO
 
-from devbin.cli.common import BadArguments, dump, holds_device_code, no_device_code
+from devbin.cli.common import BadArguments, dump, holds_device_code, no_device_code, warn
 
 if TYPE_CHECKING:
     from devbin.packaging import PackInput, PackResult
@@ -125,6 +124,6 @@ def _report(res: PackResult, args: argparse.Namespace, out: TextIO) -> None:
     for img in res.dropped:
         out.write(f"  left out by --ptx {args.ptx}: {img.label} ({img.image.arch})\n")
     for w in res.warnings:
-        print(f"devbin: warning: {w}", file=sys.stderr)
+        warn(str(w))
     for finding in res.findings:
-        print(f"devbin: warning: {finding}", file=sys.stderr)
+        warn(str(finding))

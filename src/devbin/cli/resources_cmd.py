@@ -71,7 +71,7 @@ def _entry_header(f: Image) -> str:
              f"compile_size = {'64bit' if e.is_64bit else '32bit'}"]
     if e.is_compressed:
         lines.append("compressed")
-    if f.kind == "ptx":
+    if f.kind == "ptx" and e.has_options:  # cuobjdump prints no line for a descriptor without a string
         lines.append(f"ptxasOptions = {e.options}")
     return "\n".join(lines) + "\n"
 

@@ -41,7 +41,7 @@ from devbin.formats.fatbin import constants as FC
 from devbin.images.address import Entry
 from devbin.images.address import Section as SectionStep
 from devbin.images.frame import Frame, Hit
-from devbin.images.record import DATA, Image, fatbin_kind
+from devbin.images.record import DATA, OPAQUE, Image, fatbin_kind
 from devbin.images.scanreport import WRAPPER_SECTION, ScanReport, WrapperInfo
 from devbin.images.sniff import FATBIN_MAGIC
 
@@ -86,7 +86,8 @@ def fatbin_images(fb: Fatbin, frame: Frame, section: str, index: int, offset: in
         if wrapper_version is not None:
             meta.append(("wrapper-version", str(wrapper_version)))
         image = Image(address=base.child(Entry(index, e.index)), vendor="nvidia", kind=kind, arch=e.arch_name,
-                      size=entry_size(e), stored_size=e.payload_size, compression=e.compression, container="fatbin",
+                      size=entry_size(e), stored_size=e.payload_size,
+                      compression=OPAQUE if e.is_opaque else e.compression, container="fatbin",
                       section=section, offset=offset, metadata=tuple(meta), native=e)
         yield image, frame
 

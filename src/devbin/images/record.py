@@ -20,6 +20,7 @@ from devbin.formats.bundle import BundleEntry
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.fatbin import FatbinEntry
 from devbin.formats.fatbin import constants as FC
+from devbin.formats.fatbin.writer import stored_entry, write_fatbin
 from devbin.formats.offload import OffloadEntry
 from devbin.formats.wrapped import WrappedImage
 from devbin.images.address import Address
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject
 
 __all__ = [
-    "AMDGPU", "BITCODE", "CONTAINERS", "CUBIN", "DATA", "FATBIN", "HOST", "KINDS", "LTO_IR", "PTX", "SPIRV",
+    "AMDGPU", "BITCODE", "CONTAINERS", "CUBIN", "DATA", "FATBIN", "HOST", "KINDS", "LTO_IR", "OPAQUE", "PTX", "SPIRV",
     "VENDORS", "BareElf", "Image", "Native", "fatbin_kind", "find_image",
 ]
 
@@ -59,6 +60,9 @@ KINDS: Final[dict[str, str]] = {
 
 #: ``vendor``: whose device the image is for; ``""`` for host objects and unknown data.
 VENDORS: Final = ("nvidia", "amd", "")
+
+#: ``Image.compression`` of LTO-IR in NVIDIA's own encoding (:attr:`FatbinEntry.is_opaque`).
+OPAQUE: Final = "nvidia-opaque"
 
 #: ``container``: the format holding the image.
 CONTAINERS: Final[dict[str, str]] = {
@@ -114,7 +118,9 @@ class Image:
     * ``stored_size``: the bytes the image takes in the file (a fatbin entry's payload area).
     * ``compression``: ``none``, ``lz4``, ``zstd`` (fatbin entries), ``zlib``/``zstd`` (an entry of a
       compressed bundle: the bundle is compressed as a whole, so ``stored_size`` is the entry's size in
-      the decompressed bundle), or the raw flag bits in hex when unknown.
+      the decompressed bundle), ``nvidia-opaque`` (LTO-IR in NVIDIA's own encoding, which only NVIDIA's
+      tools decode: :meth:`data` gives the entry as stored, in a one-entry fatbin), or the raw flag
+      bits in hex when unknown.
     * ``container``: the format holding it (:data:`CONTAINERS`).
     * ``section``: the host ELF section it was found in, or ``""``.
     * ``offset``: file offset, in the innermost file, of the container (fatbin, OffloadBinary, bundle),
@@ -177,6 +183,8 @@ class Image:
         plain, decompressed otherwise.  Raises FormatError above ``max_size`` bytes or for bad data."""
         n = self.native
         if isinstance(n, FatbinEntry):
+            if n.is_opaque:  # NVIDIA's own LTO-IR encoding: the entry as stored, in a one-entry fatbin
+                return write_fatbin([stored_entry(n)])
             return n.extract_view(max_size)
         if isinstance(n, OffloadEntry | WrappedImage):
             view = n.image

@@ -192,13 +192,11 @@ def _expand(inp: PackInput) -> list[_Expanded]:
         if image.kind == HOST:
             continue
         stored = None
-        try:
-            data = bytes(image.data())
-        except FormatError:
-            e = image.entry
-            if e is None or e.kind != FC.KIND_LTOIR or not e.is_compressed:
-                raise
+        e = image.entry
+        if e is not None and e.is_opaque:
             data, stored = bytes(e.raw_payload), e  # NVIDIA's own LTO-IR encoding: copy it as is
+        else:
+            data = bytes(image.data())
         out.append(_Expanded(describe(image, data), data, _carried(image), stored=stored))
     if not out:
         detail = "; ".join(rep.warnings)
@@ -267,7 +265,7 @@ def _stored_image(img: PackedImage) -> FatbinImage:
     options = e.options if options == e.options.strip() else options  # unchanged: keep its exact bytes
     return FatbinImage(e.kind, e.arch, img.data, identifier=e.identifier, options=options,
                        variant=e.variant, compression=e.compression, flags=e.flags, major=e.major, minor=e.minor,
-                       stored_size=e.uncompressed_size)
+                       stored_size=e.uncompressed_size, reserved=e.reserved)  # nvJitLink needs the reserved word
 
 
 def _stored_fatbin(img: PackedImage) -> bytes:

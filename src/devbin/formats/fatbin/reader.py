@@ -69,6 +69,7 @@ __all__ = ["Fatbin", "FatbinEntry", "elf_image_size", "extract_name", "iter_fatb
 
 _FMT = "fatbin"
 _ENTRY_FMT = "HHIQIIHHIIIQQQ"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,19 @@ class FatbinEntry:
     raw_payload: memoryview = field(repr=False, compare=False)
     payload_area: memoryview = field(repr=False, compare=False)
     where: str = field(default="", repr=False, compare=False)
+    options_string_offset: int = 0  # the descriptor's string offset; 0: no options string (see has_options)
+
+    @property
+    def has_options(self) -> bool:
+        """Whether the entry records an options string, even an empty one.
+
+        An options descriptor whose string offset is 0 records none: older toolchains
+        (CUDA 11) wrote PTX entries with a 0x48-byte header holding only the descriptor
+        ``{0, 0}``, where ``cuobjdump -res-usage`` prints no ``ptxasOptions =`` line, while
+        CUDA 12-13 point the descriptor at a string, empty or not, and cuobjdump prints
+        the line (checked with cuobjdump 13 on patched entries: tests/test_nvidia_fidelity.py).
+        """
+        return self.options_string_offset != 0
 
     @property
     def kind_name(self) -> str:
@@ -125,6 +139,16 @@ class FatbinEntry:
     @property
     def is_compressed(self) -> bool:
         return bool(self.flags & C.COMPRESSION_MASK)
+
+    @property
+    def is_opaque(self) -> bool:
+        """Compressed LTO-IR in NVIDIA's own encoding (module docstring): what ``fatbinary``
+        writes for compressed LTO-IR, zstd- or lz4-flagged, whose payload is no zstd frame
+        (nor, for lz4, an lz4 block; which has no magic to tell, so every lz4-flagged LTO-IR
+        entry counts).  Only NVIDIA's tools decode it; devbin copies it as stored."""
+        if self.kind != C.KIND_LTOIR or not self.is_compressed:
+            return False
+        return not (self.flags & C.FLAG_ZSTD and bytes(self.raw_payload[:4]) == _ZSTD_MAGIC)
 
     @property
     def is_64bit(self) -> bool:
@@ -267,14 +291,16 @@ def _parse_entry(fv: ByteView, pos: int, index: int, where: str) -> FatbinEntry:
         identifier = _text(hv.bytes_at(ident_off, ident_len, "identifier"))
     options = ""
     options_raw = b""
+    str_off = 0
     if options_offset:
         if options_offset > header_size or header_size - options_offset < 8:
             raise hv.error("options descriptor runs past the entry header", 0x14, options_offset)
         str_off, str_len = hv.unpack("II", options_offset, "options descriptor")
-        if str_off > header_size or str_len > header_size - str_off:
+        if str_off > header_size or (str_off and str_len > header_size - str_off):
             raise hv.error("options string runs past the entry header", options_offset, str_off)
-        options_raw = hv.bytes_at(str_off, str_len, "options").tobytes()
-        options = _text(memoryview(options_raw))
+        if str_off:  # 0: a descriptor without a string (CUDA 11's 0x48-byte PTX header), no options
+            options_raw = hv.bytes_at(str_off, str_len, "options").tobytes()
+            options = _text(memoryview(options_raw))
     payload_area = fv.bytes_at(pos + header_size, payload_size, "payload")
     raw = payload_area
     if flags & C.COMPRESSION_MASK:
@@ -287,7 +313,7 @@ def _parse_entry(fv: ByteView, pos: int, index: int, where: str) -> FatbinEntry:
         major=major, arch=arch, identifier_offset=ident_off, identifier_len=ident_len, identifier=identifier,
         options=options, options_raw=options_raw, flags=flags, reserved=reserved, uncompressed_size=uncompressed_size,
         extension=hv.bytes_at(C.ENTRY_HEADER_SIZE, header_size - C.ENTRY_HEADER_SIZE, "extension").tobytes(),
-        raw_payload=raw, payload_area=payload_area, where=loc,
+        raw_payload=raw, payload_area=payload_area, where=loc, options_string_offset=str_off,
     )
 
 
@@ -379,10 +405,20 @@ def extract_name(entry: FatbinEntry, stem: str, number: int) -> str:
     the ``sm_`` prefix too (``x.1.sm_90.ptx``).  For ELF cuobjdump takes the
     arch from the cubin itself, not from the entry header, so an sm_90 cubin
     filed as arch 80 (or as ``sm_90a``) is still named ``sm_90``; this
-    function uses the entry header, which agrees for every real fatbin.
+    function uses the entry header, which agrees for every real fatbin but
+    one way: a cubin's ``e_flags`` record the ``a`` variant but not the
+    family, so a family-specific cubin (``-arch=sm_100f``: the entry says
+    ``sm_100f``) is named ``x.1.sm_100.cubin``, while family PTX keeps it
+    (``x.1.sm_120f.ptx``), as ``cuobjdump -lelf -lptx`` lists them (CUDA 13).
+
+    cuobjdump neither lists nor extracts LTO-IR; devbin names it the same way with the arch
+    ``-res-usage`` prints for it: ``x.1.sm_90.ltoir`` (the entry's bytes, stored plain), or
+    ``x.1.sm_90.ltoir.fatbin`` for LTO-IR in NVIDIA's own encoding (:attr:`FatbinEntry.is_opaque`),
+    written as a one-entry fatbin holding the entry as stored.
     """
-    ext = "ptx" if entry.kind == C.KIND_PTX else "cubin"
-    arch = f"sm_{entry.arch}{entry.variant}"
+    ext = {C.KIND_PTX: "ptx", C.KIND_LTOIR: "ltoir.fatbin" if entry.is_opaque else "ltoir"}.get(entry.kind, "cubin")
+    variant = "" if entry.kind != C.KIND_PTX and entry.variant == "f" else entry.variant
+    arch = f"sm_{entry.arch}{variant}"
     if entry.identifier:
         base = os.path.splitext(os.path.basename(entry.identifier))[0]
         return f"{base}.{arch}.{ext}"

@@ -43,8 +43,9 @@ from devbin.binary import ByteView, Emitter, align_up
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.fatbin import constants as C
 from devbin.formats.fatbin.compress import compress as _compress_payload
+from devbin.formats.fatbin.reader import FatbinEntry
 
-__all__ = ["FatbinImage", "PlannedEntry", "plan_fatbin", "ptx_version", "squeeze_ptx", "write_fatbin"]
+__all__ = ["FatbinImage", "PlannedEntry", "plan_fatbin", "ptx_version", "squeeze_ptx", "stored_entry", "write_fatbin"]
 
 _VERSION_RE = re.compile(rb"\.version[ \t]*([0-9]+)\.([0-9])")
 _U16 = 0xFFFF
@@ -64,7 +65,9 @@ class FatbinImage:
     ELF image (``b""`` for none).  ``stored_size`` says ``data`` is already
     compressed with ``compression`` (to be stored as is) and is the size it
     decompresses to: for entries copied from another fatbin, such as LTO-IR in
-    NVIDIA's own encoding, which devbin cannot decode.
+    NVIDIA's own encoding, which devbin cannot decode.  ``reserved`` is the header word
+    at +0x30: 0 as ``fatbinary`` writes it, except on LTO-IR in that encoding, where it
+    holds a value nvJitLink needs to decode the payload (:func:`stored_entry` copies it).
     """
 
     kind: int
@@ -81,6 +84,7 @@ class FatbinImage:
     squeeze: bool = True
     compat: bytes | None = None
     stored_size: int | None = None
+    reserved: int = 0
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class PlannedEntry:
     major: int
     arch: int
     flags: int
+    reserved: int = 0
 
 
 def ptx_version(text: bytes) -> tuple[int, int] | None:
@@ -261,7 +266,7 @@ def _plan_entry(img: FatbinImage, at: int) -> PlannedEntry:
         offset=at, header_size=pos, identifier=ident, identifier_offset=ident_off, options=options,
         options_len=options_len, options_offset=opts_off, payload=stored, payload_size=align_up(len(stored), 8),
         compressed_size=csize, uncompressed_size=usize, kind=img.kind, minor=minor, major=major, arch=img.arch,
-        flags=flags,
+        flags=flags, reserved=img.reserved,
     )
 
 
@@ -286,7 +291,7 @@ def write_fatbin(images: Sequence[FatbinImage]) -> bytes:
         out.at(p.offset, "entry header")
         out.pack(
             "HHIQIIHHIIIQQQ", p.kind, C.ENTRY_VERSION, p.header_size, p.payload_size, p.compressed_size,
-            p.options_offset, p.minor, p.major, p.arch, p.identifier_offset, len(p.identifier), p.flags, 0,
+            p.options_offset, p.minor, p.major, p.arch, p.identifier_offset, len(p.identifier), p.flags, p.reserved,
             p.uncompressed_size,
         )
         if p.identifier:
@@ -301,3 +306,19 @@ def write_fatbin(images: Sequence[FatbinImage]) -> bytes:
         out.pad_to(p.offset + p.header_size + p.payload_size, "next entry")
     out.at(end, "end of fatbin")
     return out.getvalue()
+
+
+def stored_entry(entry: FatbinEntry) -> FatbinImage:
+    """An LTO-IR ``entry`` to be written back as it is stored: payload (compressed or not), header
+    values and options string unchanged.  ``write_fatbin([stored_entry(e)])`` is the one-entry
+    fatbin devbin writes for LTO-IR in NVIDIA's own encoding (``nvcc -dlto``'s default), which
+    only NVIDIA's tools decode and nvJitLink accepts as a fatbin input; for an entry
+    ``fatbinary`` laid out, its entry bytes equal the original's."""
+    if entry.kind != C.KIND_LTOIR:
+        raise UsageError(f"fatbin: only LTO-IR entries are copied as stored, not {entry.kind_name}")
+    compressed = entry.is_compressed
+    return FatbinImage(entry.kind, entry.arch, bytes(entry.raw_payload), identifier=entry.identifier,
+                       options=entry.options, variant=entry.variant,
+                       compression=entry.compression if compressed else "none", flags=entry.flags,
+                       major=entry.major, minor=entry.minor,
+                       stored_size=entry.uncompressed_size if compressed else None, reserved=entry.reserved)

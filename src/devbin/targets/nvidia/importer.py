@@ -9,13 +9,15 @@ nothing a cubin says is dropped.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 from devbin._version import __version__
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, FormatWarning
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import (
+    UNKNOWN_PROTOTYPE,
     Applies,
     AttrForm,
     Attribute,
@@ -140,16 +142,29 @@ def import_cubin(elf: ElfFile, *, diag: Diag | None = None, only: frozenset[str]
     gives; only their ``.nv.info.<f>`` records are read), the whole call graph and prototypes
     (``.nv.callgraph``; of the ``EIATTR_EXTERNS`` of each function, only these functions' join the
     external callees): what a lazy loader needs for one kernel."""
+    diag_given = diag
     diag = diag or _raise
     cubin = Cubin(elf, only=only)
     protos: list[Prototype] = []
 
+    undecoded: list[str] = []
+
     def proto(text: str) -> Prototype | None:
-        try:
-            p = decode_prototype(text)
-        except DeviceBinaryError as e:
-            diag(e)
-            return None
+        if not text:  # string offset 0: no prototype recorded (a kernel launched from the device)
+            p = UNKNOWN_PROTOTYPE
+        else:
+            try:
+                p = decode_prototype(text)
+            except DeviceBinaryError as e:
+                # Never fatal: the function keeps an unknown prototype (matching every call site,
+                # so indirect-call reachability stays conservative) and the string is kept raw.
+                if text not in undecoded:
+                    undecoded.append(text)
+                    if diag_given is not None:
+                        diag_given(e)
+                    else:
+                        warnings.warn(FormatWarning(f"{e} (kept raw, read as an unknown prototype)"), stacklevel=3)
+                p = UNKNOWN_PROTOTYPE
         if p not in protos:
             protos.append(p)
         return p
@@ -199,6 +214,7 @@ def import_cubin(elf: ElfFile, *, diag: Diag | None = None, only: frozenset[str]
     meta.append(("importer", f"devbin {__version__}"))
     if cubin.virtual_arch:
         meta.append(("nvidia.virtual-arch", cubin.virtual_arch))
+    meta += [("nvidia.undecoded-prototype", text) for text in undecoded]
     callgraph = CallGraph(direct=tuple(direct), indirect_sites=tuple(indirect), address_taken=tuple(taken),
                           external=tuple(sorted(external)))
     return CodeObject(Target("nvidia", cubin.arch, (), "nvptx64-nvidia-cuda"), tuple(functions), callgraph,
