@@ -111,17 +111,17 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for r in removed:
         w(f"  - {r['kind']:8} {r['name']}  [{r['unit']}]  {r['bytes']} bytes\n")
     w("resources (own -> through the call graph):\n")
-    for u in facts["resources"]:
-        stack = f"{u['stack']}" + (" + dynamic" if u["dynamic"] else "")
-        if u["stack_budget_used"] is not None:
-            stack += f" (incl. budget {u['stack_budget_used']})"
-        w(f"  {u['kernel']}: registers {_regs(u['own_registers'])} -> {_regs(u['registers'])}; "
-          f"stack {u['own_stack'] if u['own_stack'] is not None else '?'} -> {stack}; "
-          f"reaches {len(u['reaches'])} functions\n")
-        for reason in u["reasons"]:
+    for u in result.usage:
+        stack = f"{u.stack}" + (" + dynamic" if u.dynamic else "")
+        if u.budget_used is not None:
+            stack += f" (incl. budget {u.budget_used})"
+        w(f"  {u.kernel}: registers {_regs(u.own_registers)} -> {_regs(u.registers)}; "
+          f"stack {u.own_stack if u.own_stack is not None else '?'} -> {stack}; "
+          f"reaches {len(u.reaches)} functions\n")
+        for reason in u.reasons:
             w(f"      dynamic: {reason}\n")
-        if u["unknown"]:
-            w(f"      no resource facts for: {', '.join(u['unknown'])} (compile with devbin cc, or clang 20+)\n")
+        if u.unknown:
+            w(f"      no resource facts for: {', '.join(u.unknown)} (compile with devbin cc, or clang 20+)\n")
     o = facts["output"]
     if o is not None:
         w(f"output: {o['path']} ({o['size']} bytes, linked by {o['linker']}); {len(o['removed'])} functions "
