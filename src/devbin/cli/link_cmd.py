@@ -19,7 +19,8 @@ stays if called from a kept one, or if its address is taken and a reachable indi
 call site has a matching prototype (--keep-address-taken: every address-taken function,
 as nvlink keeps them).  Resources per kernel: registers = max over what it
 reaches; stack = own frame + deepest call path; recursion marks the stack dynamic
-(--stack-budget adds a budget for it).  --map writes which member came from where and
+(--stack-budget adds a budget for it); --json gives each kernel's "own" and
+"total" resources in the shape every command prints them (docs/JSON.md).  --map writes which member came from where and
 why; --time-trace prints each pass's time.  -o and --map are written whole or not at all, and
 never over an input (nor --map over -o).
 
