@@ -187,16 +187,19 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path, capsys: pytest.Ca
     # devbin resources: device functions' registers from the devbin sections; plain object: unknown
     infos = parse_asm_info(_asm(clang))
     rows = {f["name"]: f for f in json.loads(_devbin("resources", "--json", str(cc)))["images"][0]["functions"]}
-    h = rows["helper_square"]
-    assert (h["sgpr"], h["vgpr"], h["agpr"], h["private_segment"]) == (
-        infos["helper_square"].sgpr, infos["helper_square"].total_vgpr, infos["helper_square"].agpr,
-        infos["helper_square"].scratch)
-    assert h["dynamic_stack"] is None and h["sgpr_spill"] is None  # not printed by LLVM 19: unknown
+    h = rows["helper_square"]["resources"]
+    assert (h["sgprs"], h["vgprs"], h["registers"], h["agprs"], h["local"]) == (
+        infos["helper_square"].sgpr, infos["helper_square"].total_vgpr, infos["helper_square"].total_vgpr,
+        infos["helper_square"].agpr, infos["helper_square"].scratch)
+    # not printed by LLVM 19: unknown (a flag is true only where recorded)
+    assert h["dynamic_stack"] is False and h["sgpr_spills"] is None
     for k in KERNELS:
-        assert rows[k]["sgpr"] == infos[k].sgpr and rows[k]["vgpr"] == infos[k].total_vgpr
+        r = rows[k]["resources"]
+        assert r["sgprs"] == infos[k].sgpr and r["vgprs"] == infos[k].total_vgpr
     plain_doc = json.loads(_devbin("resources", "--json", str(plain)))
     plain_rows = {f["name"]: f for f in plain_doc["images"][0]["functions"]}
-    assert plain_rows["helper_square"]["vgpr"] is None and plain_rows["helper_square"]["source"] == "unknown"
+    assert plain_rows["helper_square"]["resources"]["vgprs"] is None
+    assert plain_rows["helper_square"]["source"] == "unknown"
     capsys.readouterr()
     text = _devbin("resources", str(plain))
     assert re.search(r"helper_square\s+device\s+\?\s+\?", text)

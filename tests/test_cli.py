@@ -136,7 +136,8 @@ def test_tour(tmp_path: Path) -> None:
         ("cos16", "base(cos16.o)"), ("cos8", "gfx90a(cos8.o)"), ("cos1", "gfx90a:xnack+(cos1.o)")]
     assert "bytes saved" in text and "devbin ar resolve --explain cos16" in text
     usage = {u["kernel"]: u for u in data["link"]["resources"]}
-    assert usage["kern_main"]["own_stack"] == 0 and usage["kern_main"]["stack"] == 68
+    # AMDGPU: the stack is the private segment, resources' "local" (own and through the call graph)
+    assert usage["kern_main"]["own"]["local"] == 0 and usage["kern_main"]["total"]["local"] == 68
     assert {r["name"] for r in data["link"]["removed"]} >= {"unused_fn", "helper_fn"}
     assert "kern_main: stack 0->68" in text
     load = data["load"]

@@ -236,6 +236,55 @@ def test_callgraph_json_has_one_shape_for_every_input(work: Path) -> None:
     assert shapes == {("schema", "file", "images", "skipped", "warnings")}
 
 
+#: ``Resources.to_dict()``'s keys, in order: a function's resources in every command (docs/JSON.md).
+RESOURCE_KEYS = ["registers", "sgprs", "vgprs", "agprs", "stack", "frame", "dynamic_stack", "shared", "local",
+                 "constant_banks", "params", "spill_instructions", "sgpr_spills", "vgpr_spills", "max_threads",
+                 "max_registers"]
+
+
+def _function_resources(work: Path) -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
+    """Every function's ``resources`` object that each command prints, by (file, function)."""
+    out: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    objects = ("sample_sm90.cubin", "sample_gfx90a.o", "sample_link_kern.o", "sample_link_lib.o",
+               "sample_load_user.so", "sample_load_lib.so")
+    for command in ("resources", "callgraph", "inspect"):
+        got = out.setdefault(command, {})
+        for path in objects:
+            for image in json.loads(_run(command, "--json", path)[1])["images"]:
+                functions = image["functions"] if command == "resources" else image["nodes"] \
+                    if command == "callgraph" else image["devbin"]["functions"]
+                got.update({(path, f["name"]): f["resources"] for f in functions if f["resources"] is not None})
+    link = json.loads(_run("link", "--json", "sample_link_kern.o", "sample_link_lib.o")[1])
+    out["link"] = {("sample_link_kern.o", u["kernel"]): u["own"] for u in link["resources"]}
+    out["link total"] = {("sample_link_kern.o", u["kernel"]): u["total"] for u in link["resources"]}
+    load = json.loads(_run("load", "--json", "sample_load_user.so", "sample_load_lib.so")[1])
+    out["load"] = {(Path(s["code_object"]).name, s["name"]): s["resources"] for s in load["symbols"]
+                   if s["resources"] is not None}
+    return out
+
+
+def test_a_function_has_the_same_resource_keys_in_every_command(work: Path) -> None:
+    from devbin.model.resources import Resources
+    assert list(Resources().to_dict()) == RESOURCE_KEYS
+    docs = _function_resources(work)
+    assert set(docs) == {"resources", "callgraph", "inspect", "link", "link total", "load"}
+    for command, functions in docs.items():
+        assert functions, command
+        for where, res in functions.items():
+            assert list(res) == RESOURCE_KEYS, (command, where)
+    # and the same values: every command reads Function.resources
+    for command in ("resources", "callgraph", "link", "load"):
+        for where, res in docs[command].items():
+            if where in docs["inspect"]:
+                assert res == docs["inspect"][where], (command, where)
+    assert docs["resources"].keys() == docs["inspect"].keys()
+    assert docs["link"].keys() & docs["inspect"].keys() and docs["load"].keys() & docs["inspect"].keys()
+    sm90 = docs["resources"][("sample_sm90.cubin", "saxpy")]
+    assert sm90["registers"] == 10 and sm90["sgprs"] is None and sm90["stack"] == 0
+    gfx = docs["resources"][("sample_gfx90a.o", "saxpy")]
+    assert gfx["registers"] == gfx["vgprs"] and gfx["sgprs"] is not None and gfx["stack"] is None
+
+
 # --------------------------------------------------------------------------- --image round trips
 
 

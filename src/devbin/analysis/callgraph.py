@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from devbin.model import CodeObject, FunctionKind, StdAttr
+from devbin.model import CodeObject, FunctionKind
+from devbin.model.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,7 @@ class Node:
     registers: int | None
     address_taken: bool
     calls: tuple[str, ...]
+    resources: Resources | None = None  # None for external callees (not in this code object)
 
 
 _KINDS = {int(FunctionKind.KERNEL): "kernel", int(FunctionKind.DEVICE): "device",
@@ -43,8 +45,9 @@ def nodes(obj: CodeObject) -> list[Node]:
     known = set()
     for f in obj.functions:
         kind = _KINDS.get(int(f.kind), f"kind {int(f.kind)}")
-        out.append(Node(len(out) + 1, f.name, kind, f.uint(StdAttr.REGS_GENERAL), f.name in taken_names,
-                        tuple(calls.get(f.name, ()))))
+        res = f.resources
+        out.append(Node(len(out) + 1, f.name, kind, res.registers, f.name in taken_names,
+                        tuple(calls.get(f.name, ())), res))
         known.add(f.name)
     externals = [e for e in cg.external if e not in known]
     for caller_calls in calls.values():
@@ -74,9 +77,11 @@ def format_text(obj: CodeObject, arch: str) -> str:
 
 
 def to_dict(obj: CodeObject, arch: str) -> dict[str, Any]:
+    """Each node with its function's resources in the one shape (``Resources.to_dict()``; null for externals)."""
     return {
         "arch": arch,
-        "nodes": [{"number": n.number, "name": n.name, "kind": n.kind, "registers": n.registers,
+        "nodes": [{"number": n.number, "name": n.name, "kind": n.kind,
+                   "resources": n.resources.to_dict() if n.resources is not None else None,
                    "address_taken": n.address_taken, "calls": list(n.calls)} for n in nodes(obj)],
     }
 

@@ -18,6 +18,9 @@ ADDRESS and --arch ARCH (repeatable) take only those images.
 {"schema", "file": FILE, "images": [{"address", "vendor", "kind", "arch",
 "size", "stored_size", "compression", "target_id", "nodes"}], "skipped":
 [...], "warnings": [...]}; a single code object is one entry of "images".
+Each node: "number", "name", "kind", "resources" (a function's resources in
+the shape every command prints them, docs/JSON.md; null for an external
+callee), "address_taken", "calls".
 --dot prints one digraph per code object, or one digraph with one
 `subgraph cluster_N` per code object for a container.  Exit status 3 (one
 line on stderr) when the file holds no device code.

@@ -19,7 +19,8 @@ stays if called from a kept one, or if its address is taken and a reachable indi
 call site has a matching prototype (--keep-address-taken: every address-taken function,
 as nvlink keeps them).  Resources per kernel: registers = max over what it
 reaches; stack = own frame + deepest call path; recursion marks the stack dynamic
-(--stack-budget adds a budget for it).  --map writes which member came from where and
+(--stack-budget adds a budget for it); --json gives each kernel's "own" and
+"total" resources in the shape every command prints them (docs/JSON.md).  --map writes which member came from where and
 why; --time-trace prints each pass's time.  -o and --map are written whole or not at all, and
 never over an input (nor --map over -o).
 
@@ -111,17 +112,17 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for r in removed:
         w(f"  - {r['kind']:8} {r['name']}  [{r['unit']}]  {r['bytes']} bytes\n")
     w("resources (own -> through the call graph):\n")
-    for u in facts["resources"]:
-        stack = f"{u['stack']}" + (" + dynamic" if u["dynamic"] else "")
-        if u["stack_budget_used"] is not None:
-            stack += f" (incl. budget {u['stack_budget_used']})"
-        w(f"  {u['kernel']}: registers {_regs(u['own_registers'])} -> {_regs(u['registers'])}; "
-          f"stack {u['own_stack'] if u['own_stack'] is not None else '?'} -> {stack}; "
-          f"reaches {len(u['reaches'])} functions\n")
-        for reason in u["reasons"]:
+    for u in result.usage:
+        stack = f"{u.stack}" + (" + dynamic" if u.dynamic else "")
+        if u.budget_used is not None:
+            stack += f" (incl. budget {u.budget_used})"
+        w(f"  {u.kernel}: registers {_regs(u.own_registers)} -> {_regs(u.registers)}; "
+          f"stack {u.own_stack if u.own_stack is not None else '?'} -> {stack}; "
+          f"reaches {len(u.reaches)} functions\n")
+        for reason in u.reasons:
             w(f"      dynamic: {reason}\n")
-        if u["unknown"]:
-            w(f"      no resource facts for: {', '.join(u['unknown'])} (compile with devbin cc, or clang 20+)\n")
+        if u.unknown:
+            w(f"      no resource facts for: {', '.join(u.unknown)} (compile with devbin cc, or clang 20+)\n")
     o = facts["output"]
     if o is not None:
         w(f"output: {o['path']} ({o['size']} bytes, linked by {o['linker']}); {len(o['removed'])} functions "

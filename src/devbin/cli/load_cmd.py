@@ -19,7 +19,8 @@ NAME then maps exactly the kernel's call-graph closure, and the statistics say h
 functions, variables and bytes that took.  --backend cuda loads the images with the CUDA
 driver instead (cuda-bindings: pip install devbin[cuda]; a GPU).
 
---json: schema devbin.load/1 (devbin.load-cuda/1 with --backend cuda).  Exit
+--json: schema devbin.load/1 (devbin.load-cuda/1 with --backend cuda); each
+symbol's "resources" in the shape every command prints them (docs/JSON.md).  Exit
 status: 0 loaded, 1 error (an unresolved symbol ...; with --backend cuda,
 resources that differ from devbin's model), 2 bad arguments, 3 no input holds
 device code.
@@ -48,9 +49,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the executable as JSON")
 
 
-def _regs(r: dict[str, int]) -> str:
-    letters = {"general": "r", "scalar": "s", "accum": "a", "predicate": "p"}
-    return " ".join(f"{letters.get(k, k)}{v}" for k, v in r.items()) or "-"
+def _regs(r: dict[str, Any] | None) -> str:
+    """A symbol's register counts from its ``resources``: r (general: VGPR / R), s (SGPR), a (AGPR)."""
+    if r is None:
+        return "-"
+    counts = (("r", r["registers"]), ("s", r["sgprs"]), ("a", r["agprs"]))
+    return " ".join(f"{letter}{v}" for letter, v in counts if v is not None) or "-"
+
+
+def _stack(r: dict[str, Any] | None) -> int | None:
+    """Per-thread stack from ``resources``: ``stack``, else ``local``: ``LoadedSymbol.stack_bytes``."""
+    if r is None:
+        return None
+    v = r["stack"] if r["stack"] is not None else r["local"]
+    return v if isinstance(v, int) else None
 
 
 def _text(d: dict[str, Any], symbols: list[dict[str, Any]], out: TextIO) -> None:
@@ -63,9 +75,10 @@ def _text(d: dict[str, Any], symbols: list[dict[str, Any]], out: TextIO) -> None
     out.write("\n")
     rows = [("KIND", "ADDRESS", "SIZE", "NAME", "CODE OBJECT", "REGS", "STACK", "CALLCONV", "LINKAGE")]
     for s in symbols:
-        stack = "-" if s["stack_bytes"] is None else str(s["stack_bytes"])
+        own = _stack(s["resources"])
+        stack = "-" if own is None else str(own)
         rows.append((s["kind"], f"{s['address']:#x}", str(s["size"]), s["name"], s["code_object"],
-                     _regs(s["registers"]), stack, s["callconv"] or "-", s["linkage"]))
+                     _regs(s["resources"]), stack, s["callconv"] or "-", s["linkage"]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
@@ -87,7 +100,7 @@ def _kernel_text(s: dict[str, Any], out: TextIO) -> None:
     out.write(f"  address      {s['address']:#x}" + (f"  (descriptor {s['descriptor']})" if s["descriptor"] else "")
               + "\n")
     out.write(f"  entry        {s['code_address']:#x}\n  size         {s['size']}\n")
-    out.write(f"  registers    {_regs(s['registers'])}\n  stack        {s['stack_bytes']}\n")
+    out.write(f"  registers    {_regs(s['resources'])}\n  stack        {_stack(s['resources'])}\n")
     out.write(f"  callconv     {s['callconv']}\n")
     for k, v in s["attributes"].items():
         out.write(f"  {k:<12} {v}\n")

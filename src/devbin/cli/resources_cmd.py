@@ -14,7 +14,9 @@ lines of `cuobjdump -res-usage` (fatbin entry headers included), so scripts
 that parse them can switch; --json gives the same facts as data: one list
 "images", in the order the text prints them, each image under its address
 (docs/IMAGES.md) with the keys every command gives images, then its
-"functions" (NVIDIA: "common" too; AMDGPU: "target_id" and "source").
+"functions" (NVIDIA: "common" too; AMDGPU: "target_id" and "source"), each
+function's numbers under "resources" in the shape every command gives a
+function's resources (docs/JSON.md).
 
 --image ADDRESS (repeatable) reads only those images (addresses as `devbin
 list --all` prints them); --arch ARCH (repeatable) only those
@@ -100,10 +102,11 @@ def _is_amdgpu(f: Image) -> bool:
         return False
 
 
-def _amdgpu_usage(f: Image) -> dict[str, Any]:
+def _amdgpu_usage(f: Image) -> tuple[dict[str, Any], dict[str, Any]]:
     """Per-function AMDGPU resources: from the devbin sections when present, else from the vendor's facts.
 
-    Every value the file does not give is ``None`` (text: ``?``), never a guess.
+    Returns the text rows (every value the file does not give is ``None``, text ``?``, never a
+    guess) and the JSON image, whose functions carry ``Function.resources`` (docs/JSON.md).
     """
     from devbin.formats.devsec.elf import read_code_object
     from devbin.formats.elf.reader import ElfFile
@@ -112,6 +115,7 @@ def _amdgpu_usage(f: Image) -> dict[str, Any]:
         AMD_SGPR_SPILL,
         AMD_VGPR_SPILL,
         code_object_facts,
+        import_amdgpu,
     )
     elf = ElfFile(f.data(), where=str(f.address))
     facts = code_object_facts(elf)
@@ -134,10 +138,15 @@ def _amdgpu_usage(f: Image) -> dict[str, Any]:
             })
     else:
         source = "vendor"
+        obj = import_amdgpu(elf, diag=lambda e: None)  # the model built from these same facts
         for r in facts.resources:
             d = r.to_dict()
             rows.append({"name": r.name, "kind": r.kind, **{k: d[k] for k in _AMD_COLUMNS}, "source": r.source})
-    return {**f.to_dict(), "target_id": facts.target_id, "source": source, "functions": rows}
+    model = {fn.name: fn.resources for fn in obj.functions}
+    functions = [{"name": r["name"], "kind": r["kind"], "source": r["source"],
+                  "resources": model[r["name"]].to_dict() if r["name"] in model else None} for r in rows]
+    head = {**f.to_dict(), "target_id": facts.target_id, "source": source}
+    return {**head, "functions": rows}, {**head, "functions": functions}
 
 
 #: Printed once after the tables when a function's resources are unknown (JSON: ``"source": "unknown"``).
@@ -171,6 +180,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
     from devbin.targets.nvidia.cubin import Cubin
+    from devbin.targets.nvidia.importer import cubin_function_resources
     from devbin.targets.nvidia.resources import format_cuobjdump, usage
     report = ScanReport()
     choose = ImageFilter(args)
@@ -191,8 +201,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         where = str(f.address)
         if f.kind == "amdgpu" or (f.kind == "cubin" and f.entry is None and _is_amdgpu(f)):
             try:
-                amd.append(_amdgpu_usage(f))
-                images.append(amd[-1])
+                rows, image = _amdgpu_usage(f)
+                amd.append(rows)
+                images.append(image)
             except LimitExceeded:
                 raise  # over the memory budget: the command fails, the file is not to blame
             except DeviceBinaryError as e:
@@ -212,7 +223,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             elf = ElfFile(f.data(), where=where)
             if elf.header.e_machine != C.EM_CUDA:
                 continue
-            u = usage(Cubin(elf, records=False))
+            cubin = Cubin(elf)
+            u = usage(cubin)
         except LimitExceeded:
             raise  # over the memory budget: the command fails, the file is not to blame
         except DeviceBinaryError as e:
@@ -220,7 +232,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             continue
         head = f.to_dict()
         results.append({**head, **{k: v for k, v in u.items() if k not in head}})
-        images.append(results[-1])
+        common = {"global": u["common"]["global"], "constant_banks": u["common"]["constant"]}
+        images.append({**head, "common": common, "functions": [
+            {"name": fn.name, "kind": "kernel" if fn.is_entry else "device",
+             "resources": cubin_function_resources(fn).to_dict()} for fn in cubin.functions]})
         text.append(format_cuobjdump(u))
     for w in report.warnings[warned:]:
         warn(w)

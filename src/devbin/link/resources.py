@@ -25,12 +25,13 @@ The stack and register arithmetic over the components is :func:`devbin.analysis.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from devbin.analysis.propagation import propagate as propagate_totals
 from devbin.link.graph import Node, ProgramGraph
 from devbin.model import StdAttr
 from devbin.model.reach import reachable_preorder
+from devbin.model.resources import Resources
 
 __all__ = ["KernelUsage", "propagate"]
 
@@ -54,11 +55,28 @@ class KernelUsage:
     reaches: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # reached functions with no known resources
     budget_used: int | None = None
+    #: the kernel's own resources (``Function.resources``) and the same record with the
+    #: propagated totals put in: registers (and SGPR/VGPR/AGPR) maxima, stack, dynamic stack
+    own: Resources = field(default_factory=Resources)
+    total: Resources = field(default_factory=Resources)
 
     def to_dict(self) -> dict[str, object]:
-        return {"kernel": self.kernel, "own_registers": self.own_registers, "registers": self.registers,
-                "own_stack": self.own_stack, "stack": self.stack, "dynamic": self.dynamic, "reasons": self.reasons,
-                "stack_budget_used": self.budget_used, "reaches": self.reaches, "unknown": self.unknown}
+        """``own`` and ``total`` in the one shape of a function's resources (docs/JSON.md); ``dynamic``
+        is ``total.dynamic_stack`` there."""
+        return {"kernel": self.kernel, "own": self.own.to_dict(), "total": self.total.to_dict(),
+                "reasons": self.reasons, "stack_budget_used": self.budget_used,
+                "reaches": self.reaches, "unknown": self.unknown}
+
+
+def _totals(node: Node, own: Resources, maxima: dict[str, int | None], stack: int, dynamic: bool) -> Resources:
+    """``own`` with the propagated totals in its fields (the stack where the vendor keeps it:
+    ``stack``, or for AMDGPU without a stack size the private segment, ``local``)."""
+    general, scalar = maxima.get("general"), maxima.get("scalar")
+    out = replace(own, registers=general, sgprs=scalar, vgprs=general if scalar is not None else None,
+                  agprs=maxima.get("accum"), dynamic_stack=dynamic)
+    if node.unit.machine == "amdgpu" and own.stack is None:
+        return replace(out, local=stack)
+    return replace(out, stack=stack)
 
 
 def _uint(node: Node, attr: int) -> int | None:
@@ -164,7 +182,9 @@ def propagate(graph: ProgramGraph, kernels: list[str], *, stack_budget: int | No
         if prop.recurses[c] and stack_budget is not None:
             total += stack_budget
             used = stack_budget
+        own = root.function.resources if root.function is not None else Resources()
         out.append(KernelUsage(root.name, {n: _uint(root, a) for n, a in _REGS.items()}, prop.maxima[c],
                                _stack(root), total, bool(why[c]),
-                               why[c] + (["(more reasons not listed)"] if more[c] else []), reach, unknown, used))
+                               why[c] + (["(more reasons not listed)"] if more[c] else []), reach, unknown, used,
+                               own, _totals(root, own, prop.maxima[c], total, bool(why[c]))))
     return out

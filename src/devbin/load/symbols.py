@@ -124,6 +124,8 @@ class LoadedSymbol:
             "name": self.name, "kind": self.kind.word, "kind_raw": int(self.kind), "address": self.address,
             "size": self.size, "code_address": self.code_address, "code_object": self.code_object,
             "linkage": self.linkage, "section": self.section, "offset": self.offset, "binding": self.binding,
-            "visibility": self.visibility, "descriptor": self.descriptor or None, "registers": self.registers,
-            "stack_bytes": self.stack_bytes, "callconv": self.callconv, "attributes": self.attributes(),
+            "visibility": self.visibility, "descriptor": self.descriptor or None,
+            # the one shape of a function's resources (docs/JSON.md); null for variables
+            "resources": self.function.resources.to_dict() if self.function is not None else None,
+            "callconv": self.callconv, "attributes": self.attributes(),
         }

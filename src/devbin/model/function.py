@@ -124,6 +124,7 @@ class Function:
             "binding": self.binding,
             "visibility": self.visibility,
             "attributes": [a.to_dict() for a in self.attributes],
+            "resources": self.resources.to_dict(),
         }
 
 

@@ -94,6 +94,11 @@ class Resources:
         return sum(size for b, size in self.constant_banks if b == bank)
 
     def to_dict(self) -> dict[str, Any]:
+        """The one JSON shape of a function's resources, the same in every command (docs/JSON.md).
+
+        Every field is a key, always present and in field order; ``null`` where the file does
+        not say; ``constant_banks`` is a list of ``{"bank", "size"}``.
+        """
         d = asdict(self)
         d["constant_banks"] = [{"bank": b, "size": s} for b, s in self.constant_banks]
         return d

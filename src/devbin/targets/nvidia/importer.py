@@ -37,6 +37,7 @@ from devbin.model import (
 )
 from devbin.model.resources import NV_CONSTANT_BANKS as NV_CONSTANT_BANKS  # re-exported: defined there
 from devbin.model.resources import NV_SPILL_INSTRUCTIONS as NV_SPILL_INSTRUCTIONS
+from devbin.model.resources import Resources, resources_of
 from devbin.targets.nvidia import eiattr as E
 from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin, CubinFunction
 from devbin.targets.nvidia.notes import tkinfo
@@ -82,6 +83,11 @@ def _raw_record(rec_fmt: int, attr: int, value: int | None, payload: bytes) -> b
         v = value or 0
         return bytes([rec_fmt, attr]) + (v.to_bytes(2, "little") if rec_fmt != E.EIFMT_BVAL else bytes([v, 0]))
     return payload  # an unsizeable tail, kept as read
+
+
+def cubin_function_resources(f: CubinFunction) -> Resources:
+    """``f``'s :class:`Resources`, as ``Function.resources`` gives it after :func:`import_cubin`."""
+    return resources_of(_attributes(f, None))
 
 
 def _attributes(f: CubinFunction, proto_index: int | None) -> list[Attribute]:
