@@ -42,7 +42,7 @@ importers that fill them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
@@ -78,7 +78,7 @@ class Resources:
     agprs: int | None = None
     stack: int | None = None
     frame: int | None = None
-    dynamic_stack: bool = False
+    dynamic_stack: bool | None = None
     shared: int | None = None
     local: int | None = None
     constant_banks: tuple[tuple[int, int], ...] = ()
@@ -110,6 +110,17 @@ def _pairs(v: object) -> tuple[tuple[int, int], ...]:
     return tuple((v[i], v[i + 1]) for i in range(0, len(v), 2))
 
 
+def _dynamic_stack(values: Mapping[int, object]) -> bool | None:
+    """True when the vendor marked the stack dynamic; False when it recorded the function's stack or
+    private segment size without that mark (the importers add the attribute only when it is set);
+    None when neither is recorded (an LLVM 19 device function): unknown, not guessed."""
+    if values.get(StdAttr.DYNAMIC_STACK) is True:
+        return True
+    if values.get(StdAttr.STACK_SIZE) is not None or values.get(StdAttr.PRIVATE_BYTES) is not None:
+        return False
+    return None
+
+
 def resources_of(attributes: Iterable[Attribute]) -> Resources:
     """The :class:`Resources` a function's ``attributes`` state (``Function.resources`` calls this)."""
     values: dict[int, AttrValue] = {a.id: a.value for a in attributes}
@@ -131,7 +142,7 @@ def resources_of(attributes: Iterable[Attribute]) -> Resources:
         agprs=u(StdAttr.REGS_ACCUM),
         stack=u(StdAttr.STACK_SIZE),
         frame=u(StdAttr.FRAME_SIZE),
-        dynamic_stack=values.get(StdAttr.DYNAMIC_STACK) is True,
+        dynamic_stack=_dynamic_stack(values),
         shared=u(StdAttr.SHARED_BYTES),
         local=u(StdAttr.PRIVATE_BYTES),
         constant_banks=_pairs(values.get(NV_CONSTANT_BANKS)),
