@@ -386,7 +386,7 @@ def test_corrupt_prototype_warns_once_and_goes_on(proto_cubins: dict[str, Path],
     assert err.count("warning: ") == 1 and "unknown type letter 'q'" in err
     assert "#vllq?l|12p4r20sRx" in err
     json_out, _ = _devbin("callgraph", "--json", str(bad))
-    assert json.loads(json_out)["nodes"]
+    assert json.loads(json_out)["images"][0]["nodes"]
     with pytest.warns(Warning, match="unknown type letter 'q'"):
         obj = import_cubin(ElfFile(bad.read_bytes()))
     raw = [v for k, v in obj.metadata.items() if k == "nvidia.undecoded-prototype"]
