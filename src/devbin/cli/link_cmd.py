@@ -1,6 +1,6 @@
 """Link relocatable device code for one target: resolution, dead-code elimination, resources.
 
-  devbin link a.cubin b.cubin libdev.a --arch sm_90 [--kernels k1,k2] [--keep SYM]
+  devbin link a.cubin b.cubin libdev.a --arch sm_90 [--kernels k1,k2] [--root SYM]
   devbin link k.o lib.o --arch gfx90a --map link.map --time-trace
   devbin link user.o libs.a --arch gfx90a:xnack+      (a super-archive: its chain for the target)
   devbin link k.o lib.o -o app.so      (ld.lld / nvlink on what was kept, resources written back)
@@ -14,7 +14,7 @@ member's reference can pull from an earlier archive).  Strong beats weak and com
 two strong definitions and undefined references are errors (exit 1) naming every
 definer and every referring function.
 
-Roots: all kernels, or --kernels (like nvlink -kernels-used), plus --keep.  A function
+Roots: all kernels, or --kernels (like nvlink -kernels-used), plus --root.  A function
 stays if called from a kept one, or if its address is taken and a reachable indirect
 call site has a matching prototype (--keep-address-taken: every address-taken function,
 as nvlink keeps them).  Resources per kernel: registers = max over what it
@@ -47,8 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sm_90, gfx90a, or a super-archive target such as gfx90a:xnack+ (default: the first object's "
                         "architecture; --target is the old name)")
     p.add_argument("--kernels", metavar="K1,K2", help="the kernels to keep (default: every kernel)")
-    p.add_argument("--keep", action="append", default=[], metavar="SYMBOL",
-                   help="also keep this function or variable (a root; repeatable)")
+    p.add_argument("--root", "--keep", dest="keep", action="append", default=[], metavar="SYMBOL",
+                   help="also keep this function or variable (a root of the dead-code walk; repeatable).  "
+                        "--keep is its old name: elsewhere --keep names architectures (prune)")
     p.add_argument("--keep-address-taken", action="store_true",
                    help="keep every address-taken function (nvlink's rule) instead of only those a reachable "
                         "indirect call site of a matching prototype can reach")
