@@ -223,7 +223,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             elf = ElfFile(f.data(), where=where)
             if elf.header.e_machine != C.EM_CUDA:
                 continue
-            cubin = Cubin(elf)
+            # Only the JSON reports spills and launch bounds, which need every per-function record;
+            # the text tables need the resource records alone (cuobjdump's numbers).
+            cubin = Cubin(elf, records=args.json)
             u = usage(cubin)
         except LimitExceeded:
             raise  # over the memory budget: the command fails, the file is not to blame
@@ -233,9 +235,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         head = f.to_dict()
         results.append({**head, **{k: v for k, v in u.items() if k not in head}})
         common = {"global": u["common"]["global"], "constant_banks": u["common"]["constant"]}
-        images.append({**head, "common": common, "functions": [
-            {"name": fn.name, "kind": "kernel" if fn.is_entry else "device",
-             "resources": cubin_function_resources(fn).to_dict()} for fn in cubin.functions]})
+        if args.json:
+            images.append({**head, "common": common, "functions": [
+                {"name": fn.name, "kind": "kernel" if fn.is_entry else "device",
+                 "resources": cubin_function_resources(fn).to_dict()} for fn in cubin.functions]})
         text.append(format_cuobjdump(u))
     for w in report.warnings[warned:]:
         warn(w)
