@@ -104,25 +104,20 @@ def format_dot_clusters(graphs: list[tuple[str, CodeObject]]) -> str:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.analysis.callgraph import format_dot, format_text, to_dict
     from devbin.api import open_file
-    from devbin.cli.common import ImageFilter, dump, no_device_code, warn
+    from devbin.cli.common import dump, no_device_code, warn
     from devbin.cli.inspect_cmd import (
-        choose_images,
-        container_images,
         image_dict,
         image_header,
         image_label,
-        no_device_code_in,
         open_image,
+        selected_images,
         single_keys,
         write_container_tail,
     )
     from devbin.errors import DeviceBinaryError
-    choose = ImageFilter(args)
-    path = args.file or choose.paths([])[0]
-    found = container_images(path)
-    if no_device_code_in(found):
+    path, images = selected_images(args)
+    if images is None:
         return no_device_code([path])
-    images = choose_images(found, choose)
     graphs: list[tuple[str, CodeObject]] = []
     docs: list[dict[str, Any]] = []
     errors: list[str] = []

@@ -99,6 +99,17 @@ def single_keys(images: Images) -> dict[str, Any]:
     return file_image_keys(images.file, os.path.getsize(images.file))
 
 
+def selected_images(args: argparse.Namespace) -> tuple[str, Images | None]:
+    """The file ``inspect``/``callgraph`` read (FILE, or the one ``--image`` names) and its images
+    after ``--image``/``--arch``; None for the images when the file holds no device code (exit 3)."""
+    choose = ImageFilter(args)
+    path: str = args.file or choose.paths([])[0]
+    found = container_images(path)
+    if no_device_code_in(found):
+        return path, None
+    return path, choose_images(found, choose)
+
+
 def choose_images(images: Images, choose: ImageFilter) -> Images:
     """``images`` with only what ``--image``/``--arch`` take (a single code object: kept or not);
     BadArguments for an ``--image`` address that names no image of the file."""
@@ -237,12 +248,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.cli.render import render_elf
     from devbin.errors import DeviceBinaryError, LimitExceeded
     from devbin.report import inspect_elf
-    choose = ImageFilter(args)
-    path = args.file or choose.paths([])[0]
-    found = container_images(path)
-    if no_device_code_in(found):
+    path, images = selected_images(args)
+    if images is None:
         return no_device_code([path])
-    images = choose_images(found, choose)
     reports: list[dict[str, Any]] = []
     errors: list[str] = []
     if images.single:
