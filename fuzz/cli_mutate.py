@@ -101,6 +101,9 @@ def _child(argv: list[str], cwd: str, err_path: str, memory: int) -> None:
         os.dup2(fd, 2)
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
+        # Whatever the parent had as sys.stdout/sys.stderr (pytest's capture, say), write to the fds.
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
@@ -304,8 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = 0
     try:
         warm_up(seeds, scratch)
+        vm = next((int(ln.split()[1]) >> 10 for ln in Path("/proc/self/status").read_text().splitlines()
+                   if ln.startswith("VmSize:")), 0)
         print(f"cli_mutate: {len(seeds)} seeds, {len(cmds)} commands, seed {args.seed}, timeout {args.timeout:g} s, "
-              f"memory {args.memory_mb} MiB; warm-up {time.monotonic() - t0:.1f} s", flush=True)
+              f"address space {args.memory_mb} MiB per run (the harness itself: {vm} MiB); "
+              f"warm-up {time.monotonic() - t0:.1f} s", flush=True)
         t0 = time.monotonic()
         index = args.only if args.only is not None else 0
         seen: set[tuple[str, str, str]] = set()

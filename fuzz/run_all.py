@@ -1,6 +1,8 @@
 """Run every fuzz target for a time budget; save and report any crash.
 
-    python3 fuzz/run_all.py --seconds 60
+    python3 fuzz/run_all.py --seconds 60                      # all targets share 60 s
+    python3 fuzz/run_all.py --target fuzz_elf --seconds 600 --runs 1000000
+    python3 fuzz/run_all.py --seconds 60 --cli-seconds 45     # then fuzz/cli_mutate.py (what CI runs)
 
 Seeds: synthetic files from the test builders, the committed fixtures and the
 committed crashers (tests/crashers/).  With atheris installed each target runs
