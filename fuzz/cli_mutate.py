@@ -82,6 +82,8 @@ COMMANDS: dict[str, list[str]] = {
     "w:pack": ["pack", "-o", "{tmp}/p.offload", "--image", "file={in}"],
     "w:annotate": ["annotate", "{in}", "-o", "{tmp}/annotated.o"],
     "w:extract-here": ["extract", "{in}"],
+    "w:link-o": ["link", "{in}", "--target", "{dev}", "-o", "{tmp}/linked.o", "--map", "{tmp}/link.map"],
+    "w:ar-extract": ["ar", "extract", "{in}", "--target", "{tgt}", "-o", "{tmp}/target.a"],
 }
 
 
