@@ -327,6 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 data, what = mutate(rng, seed.data, pool)
             for cmd in cmds:
+                if args.runs and runs >= args.runs:
+                    break
                 res = run_case(seed, data, cmd, scratch / "case", args.timeout, memory)
                 counts[(seed.fmt, cmd)][res.outcome] += 1
                 runs += 1
