@@ -1,6 +1,8 @@
 """Run every fuzz target for a time budget; save and report any crash.
 
-    python3 fuzz/run_all.py --seconds 60
+    python3 fuzz/run_all.py --seconds 60                      # all targets share 60 s
+    python3 fuzz/run_all.py --target fuzz_elf --seconds 600 --runs 1000000
+    python3 fuzz/run_all.py --seconds 60 --cli-seconds 45     # then fuzz/cli_mutate.py (what CI runs)
 
 Seeds: synthetic files from the test builders, the committed fixtures and the
 committed crashers (tests/crashers/).  With atheris installed each target runs
@@ -137,7 +139,7 @@ def check(name: str, fn: Callable[[bytes], None], data: bytes) -> None:
         sys.exit(1)
 
 
-def run_atheris(name: str, pool: list[bytes], seconds: int) -> None:
+def run_atheris(name: str, pool: list[bytes], seconds: int, runs: int = 0) -> None:
     with tempfile.TemporaryDirectory() as corpus:
         for i, s in enumerate(pool):
             Path(corpus, f"seed{i}").write_bytes(s)
@@ -146,10 +148,11 @@ def run_atheris(name: str, pool: list[bytes], seconds: int) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
         cmd = [sys.executable, str(ROOT / "fuzz" / f"{name}.py"), corpus, f"-max_total_time={seconds}",
                f"-artifact_prefix={crash_dir}/{name}-", "-print_final_stats=1", "-rss_limit_mb=4096",
-               "-max_len=65536"]
+               "-max_len=65536"] + ([f"-runs={runs}"] if runs else [])
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-        stats = [ln for ln in proc.stderr.splitlines() if ln.startswith("stat::number_of_executed_units")]
-        print(f"  {name}: atheris exit {proc.returncode}; {stats[0] if stats else ''}")
+        stats = [ln for ln in proc.stderr.splitlines()
+                 if ln.startswith(("stat::number_of_executed_units", "stat::average_exec_per_sec"))]
+        print(f"  {name}: atheris exit {proc.returncode}; {'; '.join(stats)}", flush=True)
         if proc.returncode != 0:
             print(proc.stderr[-6000:], file=sys.stderr)
             print(f"run_all: CRASH in {name}; see {crash_dir}", file=sys.stderr)
@@ -161,11 +164,17 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=60, help="total budget, shared by the targets")
     ap.add_argument("--engine", choices=("auto", "atheris", "python"), default="auto")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--target", action="append", choices=TARGETS, metavar="NAME",
+                    help="run only this target (repeatable; default: all); --seconds is then per target")
+    ap.add_argument("--runs", type=int, default=0,
+                    help="atheris: stop a target after this many executions (or its time, whichever first)")
+    ap.add_argument("--cli-seconds", type=int, default=0,
+                    help="also run fuzz/cli_mutate.py for this many seconds after the targets")
     args = ap.parse_args()
     scratch = tempfile.mkdtemp(prefix="devbin-fuzz-")
     pool = list(seeds()) + list(real_seeds(Path(scratch)))
-    names = available_targets()
-    per = max(args.seconds // max(len(names), 1), 1)
+    names = [n for n in available_targets() if not args.target or n in args.target]
+    per = args.seconds if args.target else max(args.seconds // max(len(names), 1), 1)
     engine = args.engine
     if engine == "auto":
         try:
@@ -181,10 +190,16 @@ def main() -> None:
         for s in pool:
             check(name, mod.TestOneInput, s)
         if engine == "atheris":
-            run_atheris(name, pool, per)
+            run_atheris(name, pool, per, args.runs)
         else:
             runs = run_python(name, mod.TestOneInput, pool, per, args.seed)
-            print(f"  {name}: {runs} inputs, no crash")
+            print(f"  {name}: {runs} inputs, no crash", flush=True)
+    if args.cli_seconds:
+        rc = subprocess.run([sys.executable, str(ROOT / "fuzz" / "cli_mutate.py"), "--seconds", str(args.cli_seconds),
+                             "--seed", str(args.seed)], check=False).returncode
+        if rc != 0:
+            print("run_all: fuzz/cli_mutate.py found a failure (saved under tests/crashers/cli/)", file=sys.stderr)
+            sys.exit(1)
     print("run_all: no crashes")
 
 

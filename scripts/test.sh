@@ -7,7 +7,8 @@
 #   1. scripts/setup-test-env.sh   Debian tools + pip install -e '.[test]' (fast when done)
 #   2. ruff check src tests
 #   3. python3 -m pytest -q        "no tests collected" (exit 5) counts as a failure
-#   4. python3 fuzz/run_all.py --seconds $DEVBIN_FUZZ_SECONDS (default 60), if present
+#   4. python3 fuzz/run_all.py --seconds $DEVBIN_FUZZ_SECONDS (default 60), if present, then the
+#      CLI mutation harness (fuzz/cli_mutate.py) for $DEVBIN_CLI_FUZZ_SECONDS (default 45)
 # With CI set (CI=true), tests that need a missing oracle tool fail instead of skipping.
 # Sized for ~15 minutes on 2 cores; each step has a hard time limit.
 set -euo pipefail
@@ -16,6 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 fuzz_seconds="${DEVBIN_FUZZ_SECONDS:-60}"
+cli_fuzz_seconds="${DEVBIN_CLI_FUZZ_SECONDS:-45}"
 t0=$SECONDS
 step() { printf '\n== %s  [%ds]\n' "$*" "$((SECONDS - t0))"; }
 fail() { printf '\ntest.sh: FAILED: %s  [%ds]\n' "$*" "$((SECONDS - t0))" >&2; exit 1; }
@@ -40,11 +42,12 @@ case "$rc" in
 esac
 
 if [[ -f fuzz/run_all.py ]]; then
-    step "fuzz: python3 fuzz/run_all.py --seconds $fuzz_seconds"
+    step "fuzz: python3 fuzz/run_all.py --seconds $fuzz_seconds --cli-seconds $cli_fuzz_seconds"
     rc=0
     # run_all.py spends the budget per target, so the hard limit is generous.
-    fuzz_limit=$((fuzz_seconds * 2 + 120 > 600 ? fuzz_seconds * 2 + 120 : 600))
-    timeout --kill-after=30 "$fuzz_limit" python3 fuzz/run_all.py --seconds "$fuzz_seconds" || rc=$?
+    fuzz_limit=$((fuzz_seconds * 2 + cli_fuzz_seconds + 120 > 600 ? fuzz_seconds * 2 + cli_fuzz_seconds + 120 : 600))
+    timeout --kill-after=30 "$fuzz_limit" python3 fuzz/run_all.py --seconds "$fuzz_seconds" \
+        --cli-seconds "$cli_fuzz_seconds" || rc=$?
     case "$rc" in
         0) ;;
         124 | 137) fail "fuzz/run_all.py ran past its ${fuzz_limit} s limit" ;;

@@ -21,6 +21,7 @@ from devbin.formats.ar import ArchiveFile, is_archive
 from devbin.formats.ar import constants as C
 
 from tests.conftest import require_tool
+from tests.expect import assert_located, outcome
 
 # name -> contents: odd and even sizes, a name of exactly 15 and one of 16+ characters,
 # a name with a space, an empty member.
@@ -245,26 +246,53 @@ def test_corrupt_symbol_tables_raise_format_errors() -> None:
         _ = ArchiveFile(bsd).symbols
 
 
-def _exercise(data: bytes) -> None:
-    try:
-        a = ArchiveFile(data, where="lib.a")
+def _exercise(data: bytes, multiline: list[str] | None = None) -> DeviceBinaryError | None:
+    """Read everything; a refusal must be a located ar FormatError, an archive read must hold its members."""
+
+    def read(buf: bytearray) -> None:
+        a = ArchiveFile(buf, where="lib.a")
         for m in a.members:
-            bytes(m.data)
+            got = bytes(m.data)
+            assert m.header_offset + 60 <= m.offset <= len(buf), (m.name, m.offset)
+            assert len(got) == (0 if m.thin else m.size) and m.offset + len(got) <= len(buf), (m.name, m.size)
+            assert got == bytes(buf[m.offset:m.offset + len(got)]), m.name
             m.mode_value, m.mtime_value  # noqa: B018
-        _ = a.symbols
-    except DeviceBinaryError:
-        pass
+        _ = a.symbols  # read as stored: a symbol may name a member the cut removed
+
+    err = outcome(read, data)
+    if err is not None:
+        assert_located(err, fmts={"ar"}, size=len(data), top="lib.a", multiline=multiline)
+        assert err.where.startswith("lib.a"), err
+    return err
 
 
 @pytest.mark.parametrize("flavour", ["gnu", "gnu_index", "sym64", "bsd", "bsd_index", "thin"])
 def test_truncation_gives_only_device_binary_errors(archives: dict[str, Path], flavour: str) -> None:
+    """Every cut short of the whole archive but the 8-byte magic alone is refused with a located error
+    (a cut on a member boundary is a shorter, valid archive, and reads)."""
     data = archives[flavour].read_bytes()
+    boundaries = {0, 8} | {m.offset + m.size + (m.size & 1) for m in ArchiveFile(data).members if not m.thin}
+    boundaries |= {m.offset + m.size for m in ArchiveFile(data).members if not m.thin}
+    boundaries |= {m.offset for m in ArchiveFile(data).members if m.thin}
     for cut in range(len(data)):
-        _exercise(data[:cut])
+        err = _exercise(data[:cut])
+        if cut not in boundaries:
+            assert err is not None, f"a cut at {cut:#x} read as an archive"
 
 
 @pytest.mark.parametrize("flavour", ["gnu", "gnu_index", "sym64", "bsd", "bsd_index", "thin"])
 def test_mutation_gives_only_device_binary_errors(archives: dict[str, Path], flavour: str) -> None:
+    _mutate_headers(archives, flavour, [])
+
+
+@pytest.mark.parametrize("flavour", ["gnu", "bsd"])
+def test_mutation_errors_are_one_line(archives: dict[str, Path], flavour: str) -> None:
+    multiline: list[str] = []
+    _mutate_headers(archives, flavour, multiline)
+    assert not multiline, multiline[:3]
+
+
+def _mutate_headers(archives: dict[str, Path], flavour: str, multiline: list[str]) -> None:
     data = archives[flavour].read_bytes()
     rng = random.Random(flavour)
     # Header bytes (names, sizes, terminators), BSD names and symbol tables are where mutations matter.
@@ -278,4 +306,4 @@ def test_mutation_gives_only_device_binary_errors(archives: dict[str, Path], fla
         for _ in range(rng.randint(1, 3)):
             i = rng.choice(hot)
             buf[i] = rng.choice((0, 0x20, 0x2F, 0x30, 0x39, 0x0A, 0x60, 0xFF, rng.randrange(256)))
-        _exercise(bytes(buf))
+        _exercise(bytes(buf), multiline)

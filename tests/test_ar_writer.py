@@ -25,11 +25,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devbin.errors import DeviceBinaryError, UsageError
+from devbin.errors import UsageError
 from devbin.formats.ar import ArchiveFile, safe_member_path
 from devbin.formats.ar.writer import FLAVOURS, ArMember, Flavour, plan_archive, write_archive
 
 from tests.conftest import require_tool
+from tests.expect import assert_located, outcome
 
 C_FILES = {
     "one.c": "int devbin_one(int x) { return x + 1; }\nint devbin_shared_var = 3;\n",
@@ -209,15 +210,27 @@ def test_round_trip(flavour: Flavour, members: list[ArMember], wide: bool) -> No
 
 
 def test_truncated_writer_output_raises_devbin_errors() -> None:
+    """A cut inside any member or table of the writer's output is a located ar FormatError; a cut on a
+    member boundary reads as the members before it, byte for byte."""
     members = [ArMember("k.o", b"abc", ("f",)), ArMember("a_long_member_name.o", b"x" * 9, ("g", "h"))]
     for flavour in FLAVOURS:
         data = write_archive(members, flavour=flavour)  # type: ignore[arg-type]
+        whole = ArchiveFile(data)
+        # A last member without its padding byte is a warning (diag), so both ends of a member read.
+        ends = {8: -1} | {m.offset + m.size + pad: i for i, m in enumerate(whole.members) for pad in (0, m.size & 1)}
         for cut in range(8, len(data)):
-            try:
-                a = ArchiveFile(data[:cut], diag=lambda e: None)
+            def read(buf: bytearray) -> list[bytes]:
+                a = ArchiveFile(buf, diag=lambda e: None)
                 _ = a.symbols
-            except DeviceBinaryError:
-                pass
+                return [bytes(m.data) for m in a.members]
+
+            err = outcome(read, data[:cut])
+            if cut in ends:
+                assert err is None, (flavour, cut, err)
+                assert read(bytearray(data[:cut])) == [bytes(m.data) for m in whole.members[:ends[cut] + 1]]
+            else:
+                assert err is not None, (flavour, cut)
+                assert_located(err, fmts={"ar"}, size=cut)
 
 
 # -------------------------------------------------------------------------- extraction safety

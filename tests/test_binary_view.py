@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -73,10 +71,26 @@ def test_sleb_round_trip(n: int) -> None:
 
 @given(st.binary(max_size=16))
 def test_leb_on_arbitrary_bytes_only_raises_format_errors(data: bytes) -> None:
+    """A LEB128 is read when a byte without the top bit ends it within 10 bytes, its value being that of
+    the bytes before; otherwise a FormatError at the LEB's offset (TruncatedError when the bytes end)."""
+    end = next((i for i, b in enumerate(data) if not b & 0x80), None)
     for method in ("uleb", "sleb"):
-        c = ByteView(data).cursor()
-        with contextlib.suppress(FormatError):
-            getattr(c, method)()
+        buf = bytearray(data)
+        c = ByteView(buf).cursor()
+        try:
+            value = getattr(c, method)()
+        except FormatError as e:
+            assert e.offset == 0 or isinstance(e, TruncatedError), e
+            assert end is None or end >= 9, (e, end)
+            if end is None:
+                assert isinstance(e, TruncatedError), e
+        else:
+            assert end is not None and c.pos == end + 1, (end, c.pos)
+            raw = sum((b & 0x7F) << (7 * i) for i, b in enumerate(data[:end + 1]))
+            if method == "sleb" and data[end] & 0x40:
+                raw -= 1 << (7 * (end + 1))
+            assert value == raw, (method, value, raw)
+        assert bytes(buf) == data
 
 
 def test_overlong_leb_rejected() -> None:

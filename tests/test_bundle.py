@@ -8,7 +8,6 @@ time, every truncation) must raise only ``DeviceBinaryError``.
 
 from __future__ import annotations
 
-import contextlib
 import struct
 import subprocess
 import zlib
@@ -37,6 +36,8 @@ from devbin.formats.bundle import (
 from devbin.formats.bundle import constants as C
 from devbin.formats.bundle.compress import truncated_md5
 from devbin.formats.elf.reader import ElfFile
+
+from tests.expect import assert_located, outcome
 
 HOST = "host-x86_64-unknown-linux-gnu-"
 #: What to pass to the bundler: it normalises the triple and appends the ``-`` of the empty
@@ -382,10 +383,22 @@ def test_hip_fatbin_section_of_a_host_object(tmp_path: Path, amdgpu_objects: dic
 
 
 def _only_device_errors(data: bytes) -> None:
-    with contextlib.suppress(DeviceBinaryError):
-        parse_any_bundle(data, max_size=1 << 20)
-    with contextlib.suppress(DeviceBinaryError):
-        list(iter_hip_fatbin(data, max_size=1 << 20))
+    """Both readers either read ``data`` (each entry inside it, or decoded from it) or refuse it with a
+    located bundle FormatError; neither touches the bytes."""
+
+    def read_one(buf: bytearray) -> None:
+        b = parse_any_bundle(buf, max_size=1 << 20)
+        for e in b.entries:
+            assert len(e.data) <= (1 << 20 if b.compressed is not None else len(buf)), e.id
+
+    def read_all(buf: bytearray) -> None:
+        for one in iter_hip_fatbin(buf, max_size=1 << 20):
+            assert one.ids() is not None
+
+    for read in (read_one, read_all):
+        err = outcome(read, data)
+        if err is not None:
+            assert_located(err, fmts={"bundle"}, size=len(data))
 
 
 def _small_bundle() -> bytes:
@@ -526,3 +539,6 @@ def test_roundtrip_text(parts: list[tuple[str, str]], comment: str) -> None:
 def test_garbage_after_magic(tail: bytes, which: int) -> None:
     head = (C.BUNDLE_MAGIC, C.CCOB_MAGIC, b"")[which]
     _only_device_errors(head + tail)
+    if which == 2 and not tail.startswith((C.BUNDLE_MAGIC[:len(tail)], C.CCOB_MAGIC[:len(tail)])):
+        with pytest.raises(NotThisFormat):  # no magic: "not a bundle", never a misleading parse error
+            parse_any_bundle(tail)

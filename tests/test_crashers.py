@@ -1,4 +1,7 @@
-"""Inputs the fuzzers once crashed on.  Each must now give a clean DeviceBinaryError or succeed.
+"""Inputs the fuzzers once crashed on.  Each must now give a clean DeviceBinaryError or succeed,
+and exactly the outcome its sidecar ``NAME.expect`` names (exception class and message, or success),
+with its bytes untouched.  ``tests/crashers/cli/`` holds inputs fuzz/cli_mutate.py saved, each with
+the command line that failed and, once fixed, its ``.expect`` (exit status and error line).
 
 * ``elf-edit-huge-sh_addralign.bin``: ``.shstrtab`` with sh_addralign 2**63; adding a section
   made the editor pad the output to an exabyte (MemoryError).  Now: FormatError naming the section.
@@ -30,35 +33,211 @@
   ``.nv.global`` claims 0x220000000004 bytes; a lazy lookup zero-filled the range in host memory
   before the simulated device checked its limit (MemoryError).  Now: the device zero-fills what it
   maps, after the check (UsageError naming the limit).
+* ``link-prune-object-reloc-sh_info-out-of-range.bin``: found by fuzz_link in this campaign (issue 18
+  item 6): an AMDGPU object whose relocation section's sh_info is past the section table;
+  ``prune_object`` indexed the sections with it before any check (IndexError).  Now: a FormatError
+  naming the relocation section and the missing section, whichever function is removed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fuzz import run_all
 
-CRASHERS = sorted((Path(__file__).parent / "crashers").glob("*.bin"))
+from devbin.errors import DeviceBinaryError
+
+HERE = Path(__file__).parent / "crashers"
+CRASHERS = sorted(HERE.glob("*.bin"))
+CLI_CRASHERS = sorted((HERE / "cli").glob("*.bin"))
 
 
-@pytest.mark.parametrize("path", CRASHERS, ids=[p.name for p in CRASHERS])
-@pytest.mark.parametrize("target", run_all.available_targets())
+def _pending(path: Path) -> str:
+    """A crasher kept before its fix (sidecar key "pending": why): its tests are strict xfails, so the
+    fix makes them pass unexpectedly, and the key must then go."""
+    sidecar = path.with_suffix(".expect")
+    return str(json.loads(sidecar.read_text()).get("pending", "")) if sidecar.is_file() else ""
+
+
+def _marks(path: Path) -> list[pytest.MarkDecorator]:
+    reason = _pending(path)
+    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+
+
+def _found_by(path: Path) -> str:
+    sidecar = path.with_suffix(".expect")
+    return str(json.loads(sidecar.read_text()).get("found_by", "")) if sidecar.is_file() else ""
+
+
+@pytest.mark.parametrize("path,target", [
+    pytest.param(p, t, id=f"{t}-{p.name}", marks=_marks(p) if t == _found_by(p) else [])
+    for t in run_all.available_targets() for p in CRASHERS])
 def test_crasher_is_handled(path: Path, target: str) -> None:
     import importlib
 
     mod = importlib.import_module(f"fuzz.{target}")
-    mod.TestOneInput(path.read_bytes())
+    data = path.read_bytes()
+    mod.TestOneInput(data)
+    assert path.read_bytes() == data
 
 
 def test_crashers_exist() -> None:
     assert len(CRASHERS) >= 2
 
 
+# ------------------------------------------------------------------ what each crasher must do now
+#
+# Each crasher NAME.bin has a sidecar NAME.expect (JSON): {"checks": [CHECK, ...]}, a CHECK being
+# {"call": CALL, ...arguments, "result": "ok"} or {..., "raises": "ExceptionClass", "match": REGEX}.
+# A top-level "pending": REASON keeps a crasher whose fix has not landed: its raising checks and its
+# "found_by" fuzz target are strict xfails until then.
+# CALLs: "edit" (add a section with the ELF editor and write), "import" (the unified-model importer),
+# "link" (devbin.link.core.link, its dict and map), "prune_cubin"/"prune_object" ("symbol"),
+# "load" ("target", "lazy": load, freeze, look up the first symbols, to_dict), "cli" ("argv" with
+# {in} for the input; "exit" and "stderr" REGEX instead of raises/match).
+
+
+def _edit(data: bytearray, check: dict[str, Any]) -> None:
+    from devbin.formats.elf.edit import ElfEditor, NewSection
+    from devbin.formats.elf.reader import ElfFile
+
+    seen: list[DeviceBinaryError] = []
+    ed = ElfEditor(ElfFile(data, diag=seen.append))
+    ed.add_section(NewSection(".devbin.meta", b"x"))
+    ed.write()
+
+
+def _import(data: bytearray, check: dict[str, Any]) -> None:
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.importers import import_code_object
+
+    seen: list[DeviceBinaryError] = []
+    import_code_object(ElfFile(data, diag=seen.append), diag=seen.append)
+
+
+def _link(data: bytearray, check: dict[str, Any]) -> None:
+    from devbin.link.core import link
+
+    result = link([("fuzz.o", bytes(data))])
+    result.to_dict()
+    result.link_map()
+
+
+def _prune_cubin(data: bytearray, check: dict[str, Any]) -> None:
+    from devbin.link.nvidia import prune_cubin
+
+    prune_cubin(bytes(data), {check["symbol"]}, where="fuzz")
+
+
+def _prune_object(data: bytearray, check: dict[str, Any]) -> None:
+    from devbin.link.amdgpu import prune_object
+
+    prune_object(bytes(data), {check["symbol"]}, where="fuzz")
+
+
+def _load(data: bytearray, check: dict[str, Any]) -> None:
+    from devbin.load import Executable
+
+    exe = Executable(check["target"], lazy=check["lazy"])
+    exe.load_code_object(bytes(data), name="fuzz")
+    exe.freeze()
+    for name in [s.name for s in exe.symbols()][:4]:
+        exe.symbol(name)
+    exe.to_dict()
+
+
+CALLS: dict[str, Callable[[bytearray, dict[str, Any]], None]] = {
+    "edit": _edit, "import": _import, "link": _link, "prune_cubin": _prune_cubin, "prune_object": _prune_object,
+    "load": _load,
+}
+
+
+def _expectations(path: Path) -> list[dict[str, Any]]:
+    sidecar = path.with_suffix(".expect")
+    assert sidecar.is_file(), f"{path.name} has no {sidecar.name} saying what it must do now"
+    checks: list[dict[str, Any]] = json.loads(sidecar.read_text())["checks"]
+    assert checks, sidecar
+    return checks
+
+
+def _check_id(c: dict[str, Any]) -> str:
+    return " ".join(str(v) for k, v in c.items() if k in ("call", "symbol", "target", "lazy"))
+
+
+CASES = [(p, c) for p in CRASHERS for c in _expectations(p)]
+
+
+@pytest.mark.parametrize("path,check", [pytest.param(p, c, id=f"{p.stem}:{_check_id(c)}",
+                                                      marks=_marks(p) if "raises" in c else [])
+                                         for p, c in CASES])
+def test_crasher_does_what_its_sidecar_says(path: Path, check: dict[str, Any]) -> None:
+    data = path.read_bytes()
+    buf = bytearray(data)
+    call = CALLS[check["call"]]
+    if "raises" in check:
+        with pytest.raises(DeviceBinaryError) as info:
+            call(buf, check)
+        assert type(info.value).__name__ == check["raises"], info.value
+        assert re.search(check["match"], str(info.value)), info.value
+        assert "\n" not in str(info.value)
+    else:
+        assert check["result"] == "ok", check
+        call(buf, check)
+    assert bytes(buf) == data, "the input bytes changed"
+
+
+CLI_CASES = [(p, c) for p in CLI_CRASHERS for c in _expectations(p)]
+
+
+@pytest.mark.parametrize("path,check", CLI_CASES, ids=[p.stem for p, _ in CLI_CASES])
+def test_cli_crasher_does_what_its_sidecar_says(path: Path, check: dict[str, Any], tmp_path: Path) -> None:
+    """An input fuzz/cli_mutate.py saved: the command line again, in-process, in a fresh folder."""
+    from devbin.cli.main import main
+
+    data = path.read_bytes()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    name = check.get("input_name", "input.bin")
+    (tmp_path / "in" / name).write_bytes(data)
+    argv = [a.replace("{in}", name).replace("{tmp}", str(tmp_path / "out")) for a in check["argv"]]
+    err = io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(tmp_path / "in")
+    try:
+        with contextlib.redirect_stderr(err):
+            try:
+                code = main(argv, out=io.StringIO())
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 1
+    finally:
+        os.chdir(cwd)
+    assert code == check["exit"], err.getvalue()
+    lines = err.getvalue().splitlines()
+    if check["exit"]:
+        assert len(lines) == 1 and lines[0].startswith("devbin: error:"), lines
+        assert re.search(check["stderr"], lines[0]), lines
+    assert (tmp_path / "in" / name).read_bytes() == data, "the input changed"
+
+
+def test_every_crasher_has_a_sidecar() -> None:
+    for p in CRASHERS + CLI_CRASHERS:
+        assert p.with_suffix(".expect").is_file(), p
+    for sidecar in HERE.rglob("*.expect"):
+        assert sidecar.with_suffix(".bin").is_file(), f"{sidecar} names no crasher"
+
+
 @pytest.mark.parametrize("name,needle", [("elf-edit-huge-sh_addralign.bin", "e_shstrndx|sh_addralign"),
                                           ("elf-edit-bad-e_shstrndx.bin", "e_shstrndx")])
 def test_crasher_gives_the_named_error(name: str, needle: str) -> None:
-    from devbin.errors import DeviceBinaryError, FormatError
+    from devbin.errors import FormatError
     from devbin.formats.elf.edit import ElfEditor, NewSection
     from devbin.formats.elf.reader import ElfFile
 

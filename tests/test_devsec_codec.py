@@ -7,7 +7,6 @@ name the model mentions, after the null symbol, so ``symbol_index`` and
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import re
 import sys
@@ -41,6 +40,8 @@ from devbin.model import (
     attr_info,
     encode_param_layout,
 )
+
+from tests.expect import assert_located, outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -259,18 +260,32 @@ def test_mutated_bytes_raise_only_device_binary_error(case: tuple[str, bytes, Sy
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=64), st.sampled_from(C.SECTION_NAMES))
 def test_arbitrary_bytes(data: bytes, name: str) -> None:
-    with contextlib.suppress(DeviceBinaryError):
-        decode_section(name, ByteView(data), lambda i: f"s{i}", None)
+    """Any bytes decode or give a devsec FormatError naming the section, with its offset."""
+    err = outcome(lambda buf: decode_section(name, ByteView(buf), lambda i: f"s{i}", None), data)
+    if err is not None:
+        assert_located(err, fmts={"devsec"}, size=len(data))
+        assert err.where.startswith(f"section {name!r}") and err.offset is not None, err
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=48).map(lambda b: b"\x01\x00\x00\x00\x07\x00\x00\x00" + b))
 def test_fuzz_target(data: bytes) -> None:
+    """The fuzz target (which re-encodes whatever decodes) holds, and each section name's refusal is
+    a located devsec error; the header (version 1, 7 symbols) is never what is refused."""
     fuzz_devsec.TestOneInput(data)
+    for name in C.SECTION_NAMES:
+        err = outcome(lambda buf, n=name: decode({n: ByteView(buf)}, lambda i: f"s{i}", None), data)
+        if err is not None:
+            assert_located(err, fmts={"devsec"}, size=len(data))
+            assert not isinstance(err, UnsupportedVersion) and err.where.startswith(f"section {name!r}"), err
 
 
 def test_fuzz_target_on_valid_sections() -> None:
-    for data in format_sizes.example_sections().values():
+    """Each example section decodes under its own name (and round-trips, in the fuzz target)."""
+    sections = format_sizes.example_sections()
+    assert sections
+    for name, data in sections.items():
+        assert outcome(lambda buf, n=name: decode({n: ByteView(buf)}, lambda i: f"s{i}", None), data) is None, name
         fuzz_devsec.TestOneInput(data)
 
 

@@ -24,6 +24,7 @@ from devbin.formats.macho import FatFile, is_fat
 from devbin.formats.macho.fat import FAT_MAGIC, FAT_MAGIC_64, arch_name
 
 from tests.conftest import require_tool
+from tests.expect import assert_located, outcome
 
 SOURCE = "int devbin_fat(int x) { return x * 2; }\nint devbin_fat_data = 7;\n"
 TARGETS = {"x86_64": "x86_64-apple-macos11", "arm64": "arm64-apple-macos11", "arm64e": "arm64e-apple-macos11",
@@ -133,14 +134,21 @@ def test_java_class_files_are_not_fat() -> None:
     assert not is_fat(b"\xca\xfe")
 
 
-def _exercise(data: bytes) -> None:
-    try:
-        f = FatFile(data)
+def _exercise(data: bytes) -> DeviceBinaryError | None:
+    """Read every slice: a slice read lies inside the file; a refusal is a located macho-fat FormatError."""
+
+    def read(buf: bytearray) -> None:
+        f = FatFile(buf)
         for s in f.slices:
-            bytes(s.data)
+            got = bytes(s.data)
+            assert len(got) == s.size and s.offset + s.size <= len(buf)
+            assert got == bytes(buf[s.offset:s.offset + s.size])
             _ = s.arch
-    except DeviceBinaryError:
-        pass
+
+    err = outcome(read, data)
+    if err is not None:
+        assert_located(err, fmts={"macho-fat"}, size=len(data))
+    return err
 
 
 @pytest.mark.parametrize("name", ["fat", "fat64"])
@@ -148,8 +156,8 @@ def test_truncation_and_mutation_give_only_devbin_errors(fat_files: dict[str, Pa
     data = fat_files[name].read_bytes()
     head = len(data) if len(data) < 256 else 256
     for cut in range(head):
-        _exercise(data[:cut])
-    _exercise(data[: len(data) // 2])
+        assert _exercise(data[:cut]) is not None, cut  # the header and slice table cut: always refused
+    assert isinstance(_exercise(data[: len(data) // 2]), TruncatedError)
     rng = random.Random(4)
     for _ in range(400):
         buf = bytearray(data[:0x80])

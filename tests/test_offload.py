@@ -33,6 +33,8 @@ from devbin.formats.offload import (
 )
 from devbin.formats.offload import constants as C
 
+from tests.expect import assert_located, outcome
+
 GFX = ("gfx90a", "gfx942")
 FAKE_CUBIN = bytes(range(37))
 
@@ -244,12 +246,17 @@ def test_random_corruption_only_raises_devbin_errors(junk: bytes, at: int, patch
         at_ = at % len(data)
         data[at_:at_ + len(patch)] = patch
         for blob in (bytes(data), C.MAGIC + junk):
-            try:
-                for ob in iter_offload_binaries(blob):
+            def read(buf: bytearray) -> None:
+                for ob in iter_offload_binaries(buf):
                     for e in ob.entries:
-                        _ = (e.string_map, e.image_bytes, e.producer, e.objdump_kind, e.image_kind_name)
-            except DeviceBinaryError:
-                pass
+                        _ = (e.string_map, e.producer, e.objdump_kind, e.image_kind_name)
+                        # An image read is the stored range of its blob, inside the bytes given.
+                        assert e.image_bytes == bytes(buf[ob.offset + e.image_offset:][:e.image_size])
+                        assert len(e.image_bytes) == e.image_size
+
+            err = outcome(read, blob)
+            if err is not None:
+                assert_located(err, fmts={"offload"}, size=len(blob))
 
 
 # -- real tools ---------------------------------------------------------------------------------------------
