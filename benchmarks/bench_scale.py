@@ -282,7 +282,8 @@ import devbin.images.scan, devbin.formats.fatbin
 prof = cProfile.Profile()
 t = time.perf_counter()
 prof.runcall(main, sys.argv[1:], io.StringIO())
-print(f"devbin {' '.join(sys.argv[1:])}: {time.perf_counter() - t:.3f} s profiled (imports excluded); top 15 by own time")
+took = time.perf_counter() - t
+print(f"devbin {' '.join(sys.argv[1:])}: {took:.3f} s profiled (imports excluded); top 15 by own time")
 pstats.Stats(prof).sort_stats("tottime").print_stats(15)
 """
 
