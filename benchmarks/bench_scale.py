@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,8 +97,34 @@ def expected_names(n: int) -> list[str]:
     return [f"gen_{i}.sm_90.cubin" if identifier(i) else f"{stem}.{i + 1}.sm_90.cubin" for i in range(n)]
 
 
-def run_once(cmd: list[str], out: Path, cwd: Path | None = None) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes) of one fresh process; its stdout goes to ``out``."""
+@dataclass(frozen=True)
+class Run:
+    """One command's figures: median wall, user and system seconds, largest peak RSS (0: not measured)."""
+
+    wall: float
+    user: float
+    sys: float
+    peak: int
+
+
+#: Runs devbin as `python -m devbin` does, then writes the process's own high-water RSS (VmHWM) to the file
+#: named by DEVBIN_BENCH_PEAK.  The operating system's ru_maxrss cannot serve: a child started by
+#: vfork+exec inherits its parent's (this benchmark's) peak.
+_PEAK = """
+import os, runpy, sys
+sys.argv[0] = "devbin"
+try:
+    runpy.run_module("devbin", run_name="__main__", alter_sys=True)
+finally:
+    with open("/proc/self/status") as f:
+        kb = next((int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")), 0)
+    with open(os.environ["DEVBIN_BENCH_PEAK"], "w") as f:
+        f.write(str(kb * 1024))
+"""
+
+
+def run_once(cmd: list[str], out: Path, cwd: Path | None = None) -> tuple[float, float, float]:
+    """Wall, user and system seconds of one fresh process; its stdout goes to ``out``."""
     with open(out, "wb") as f:
         t = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.PIPE, cwd=cwd)
@@ -108,20 +135,22 @@ def run_once(cmd: list[str], out: Path, cwd: Path | None = None) -> tuple[float,
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode:
         raise SystemExit(f"bench: {' '.join(cmd)} failed ({p.returncode}): {err.decode(errors='replace')[-2000:]}")
-    return wall, usage.ru_maxrss * 1024
+    return wall, usage.ru_utime, usage.ru_stime
 
 
-def timed(cmd: list[str], repeat: int, out: Path, fresh: Path | None = None) -> tuple[float, int]:
-    """Median wall time and largest peak RSS of ``repeat`` runs; ``fresh`` is emptied before each run."""
-    walls, peak = [], 0
+def timed(cmd: list[str], repeat: int, out: Path, fresh: Path | None = None, peak: Path | None = None) -> Run:
+    """Medians of ``repeat`` runs; ``fresh`` is emptied before each run; ``peak`` is where the
+    :data:`_PEAK` wrapper writes the process's peak RSS."""
+    runs, rss = [], 0
     for _ in range(repeat):
         if fresh is not None:
             shutil.rmtree(fresh, ignore_errors=True)
             fresh.mkdir()
-        wall, rss = run_once(cmd, out, cwd=fresh)
-        walls.append(wall)
-        peak = max(peak, rss)
-    return statistics.median(walls), peak
+        runs.append(run_once(cmd, out, cwd=fresh))
+        if peak is not None:
+            rss = max(rss, int(peak.read_text()))
+    wall, user, sys_ = (statistics.median(r[i] for r in runs) for i in range(3))
+    return Run(wall, user, sys_, rss)
 
 
 # -- the checks: one per command, on the output of the last timed run ------------------------------
@@ -185,8 +214,11 @@ def main() -> None:
     cuobjdump = find_tool("cuobjdump")
     if cuobjdump is None:
         raise SystemExit("bench: cuobjdump is needed (the CUDA toolkit, or the nvidia-cuda-cuobjdump wheel)")
-    work = Path(tempfile.mkdtemp(prefix="devbin-scale-"))
-    devbin = [sys.executable, "-m", "devbin"]
+    # In memory where there is a tmpfs: 2 x 85 MB of inputs and 85 MB extracted at N = 20,000, and the
+    # disk of a shared machine is the noisiest thing in it.
+    shm = Path("/dev/shm")
+    work = Path(tempfile.mkdtemp(prefix="devbin-scale-", dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None))
+    devbin = [sys.executable, "-c", _PEAK]
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
     if not args.no_bytecode:  # as an installed package runs: from cached bytecode (see bench_bundles.py)
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -201,10 +233,11 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, sizes: list[int], work: Path, devbin: list[str], cuobjdump: str) -> None:
-    out, ext = work / "stdout", work / "extracted"
-    # (command, N) -> (median s, peak bytes); N = 1 is the fixed cost.
-    mine: dict[tuple[str, int], tuple[float, int]] = {}
-    peer: dict[tuple[str, int], tuple[float, int]] = {}
+    out, ext, peak = work / "stdout", work / "extracted", work / "peak"
+    os.environ["DEVBIN_BENCH_PEAK"] = str(peak)
+    # (command, N) -> figures; N = 1 is the fixed cost.
+    mine: dict[tuple[str, int], Run] = {}
+    peer: dict[tuple[str, int], Run] = {}
     for n in [1, *sizes]:
         d = work / str(n)
         (d / "ldata").mkdir(parents=True)
@@ -218,7 +251,7 @@ def run(args: argparse.Namespace, sizes: list[int], work: Path, devbin: list[str
             run_once([*devbin, "list", str(host)], out)  # compiles the bytecode once, untimed
         for name, argv in COMMANDS.items():
             cmd = [*devbin, *(str(host) if a == "FILE" else str(ext) if a == "OUT" else a for a in argv)]
-            mine[name, n] = timed(cmd, args.repeat, out, fresh=ext if name == "extract" else None)
+            mine[name, n] = timed(cmd, args.repeat, out, fresh=ext if name == "extract" else None, peak=peak)
             if name == "extract":
                 check_extract(n, ext)
             else:
@@ -235,43 +268,53 @@ def run(args: argparse.Namespace, sizes: list[int], work: Path, devbin: list[str
                 need(sorted(cu) == sorted(expected_names(n)) and all(b == CUBIN for b in cu.values()),
                      "cuobjdump -xelf all: not the files devbin writes")
         if n > 1:
-            print(f"N = {n}: {host.stat().st_size:,} bytes; generated in {gen:.2f} s; "
-                  f"all answers checked", flush=True)
+            print(f"N = {n}: {host.stat().st_size:,} bytes; generated in {gen:.2f} s; all answers checked", flush=True)
         for p in (host, twin):
             p.unlink()
-
-    print(f"\nmedian of {args.repeat} fresh processes; fixed cost = the same command on a one-fatbin file")
-    print(f"{'command':16} {'N':>6} {'seconds':>8} {'peak MB':>8} {'ms/image':>9} {'net ms/img':>11} "
-          f"{'cuobjdump s':>12} {'devbin/cuobjdump':>17}")
-    for name in COMMANDS:
-        base = mine[name, 1][0]
-        print(f"{name:16} {1:>6} {base:8.3f} {mine[name, 1][1] / 2**20:8.1f}   (fixed cost)")
-        for n in sizes:
-            t, rss = mine[name, n]
-            net = (t - base) / (n - 1) * 1e3
-            line = f"{name:16} {n:>6} {t:8.3f} {rss / 2**20:8.1f} {t / n * 1e3:9.4f} {net:11.4f}"
-            if name in PEERS:
-                line += f" {peer[name, n][0]:12.3f} {t / peer[name, n][0]:17.2f}"
-            print(line)
-    lo, hi = sizes[0], sizes[-1]
-    print(f"\nnet time per image at N = {hi} against N = {lo} (linear: about 1.0; above {SUPERLINEAR}: superlinear)")
-    for name in COMMANDS:
-        base = mine[name, 1][0]
-        per = [(mine[name, n][0] - base) / (n - 1) for n in (lo, hi)]
-        raw = (mine[name, hi][0] / hi) / (mine[name, lo][0] / lo)
-        flag = "SUPERLINEAR" if per[1] / per[0] > SUPERLINEAR else "linear"
-        print(f"{name:16} net {per[1] / per[0]:5.2f}   raw {raw:5.2f}   {flag}")
-    for name in PEERS:
-        pb = peer[name, 1][0]
-        per = [(peer[name, n][0] - pb) / (n - 1) for n in (lo, hi)]
-        print(f"{'cuobjdump ' + ' '.join(PEERS[name]):16} net {per[1] / per[0]:5.2f}")
+    report(args.repeat, sizes, mine, peer)
     if args.profile:
         host = work / "profiled" / NAME
         host.parent.mkdir()
-        host.write_bytes(host_elf(hi, ".ldata"))
+        host.write_bytes(host_elf(sizes[-1], ".ldata"))
         argv = [str(host) if a == "FILE" else str(work / "profiled" / "out") if a == "OUT" else a
                 for a in COMMANDS[args.profile]]
         subprocess.run([sys.executable, "-c", _PROFILE, *argv], check=True)
+
+
+def net(figs: dict[tuple[str, int], Run], name: str, n: int, what: str) -> float:
+    """Seconds per image of ``what`` (wall, user) net of the one-fatbin run."""
+    return float(getattr(figs[name, n], what) - getattr(figs[name, 1], what)) / (n - 1)
+
+
+def report(repeat: int, sizes: list[int], mine: dict[tuple[str, int], Run], peer: dict[tuple[str, int], Run]) -> None:
+    print(f"\nmedian of {repeat} fresh processes; N = 1 is the fixed cost (start-up, imports, the host ELF); "
+          "net = (t_N - t_1) / (N - 1)")
+    print(f"{'command':16} {'N':>6} {'wall s':>7} {'user s':>7} {'sys s':>6} {'peak MB':>8} {'ms/img':>7} "
+          f"{'net ms/img':>10} {'net user':>9} {'cuobjdump s':>11} {'devbin/cuobjdump':>16}")
+    for name in COMMANDS:
+        r = mine[name, 1]
+        print(f"{name:16} {1:>6} {r.wall:7.3f} {r.user:7.3f} {r.sys:6.3f} {r.peak / 2**20:8.1f}")
+        for n in sizes:
+            r = mine[name, n]
+            line = (f"{name:16} {n:>6} {r.wall:7.3f} {r.user:7.3f} {r.sys:6.3f} {r.peak / 2**20:8.1f} "
+                    f"{r.wall / n * 1e3:7.4f} {net(mine, name, n, 'wall') * 1e3:10.4f} "
+                    f"{net(mine, name, n, 'user') * 1e3:9.4f}")
+            if name in PEERS:
+                line += f" {peer[name, n].wall:11.3f} {r.wall / peer[name, n].wall:16.2f}"
+            print(line)
+    lo, hi = sizes[0], sizes[-1]
+    print(f"\nper image at N = {hi} against N = {lo}, net of the fixed cost (linear: about 1.0; the flag is on "
+          f"user CPU, which a busy machine or disk moves least; above {SUPERLINEAR}: superlinear)")
+    print(f"{'command':22} {'wall':>5} {'user':>5} {'peak MB/img':>11}  verdict")
+    for name in COMMANDS:
+        w, u = (net(mine, name, hi, k) / net(mine, name, lo, k) for k in ("wall", "user"))
+        mem = (mine[name, hi].peak - mine[name, 1].peak) / (hi - 1) / ((mine[name, lo].peak - mine[name, 1].peak)
+                                                                        / (lo - 1))
+        flag = "SUPERLINEAR" if u > SUPERLINEAR or mem > SUPERLINEAR else "linear"
+        print(f"{name:22} {w:5.2f} {u:5.2f} {mem:11.2f}  {flag}")
+    for name, flags in PEERS.items():
+        w, u = (net(peer, name, hi, k) / net(peer, name, lo, k) for k in ("wall", "user"))
+        print(f"{'cuobjdump ' + ' '.join(flags):22} {w:5.2f} {u:5.2f}")
 
 
 _PROFILE = """
