@@ -251,14 +251,14 @@ def run(args: argparse.Namespace, sizes: list[int], work: Path, devbin: list[str
             run_once([*devbin, "list", str(host)], out)  # compiles the bytecode once, untimed
         for name, argv in COMMANDS.items():
             cmd = [*devbin, *(str(host) if a == "FILE" else str(ext) if a == "OUT" else a for a in argv)]
-            mine[name, n] = timed(cmd, args.repeat, out, fresh=ext if name == "extract" else None, peak=peak)
+            mine[name, n] = timed(cmd, reps(args.repeat, n), out, fresh=ext if name == "extract" else None, peak=peak)
             if name == "extract":
                 check_extract(n, ext)
             else:
                 CHECKS[name](n, out.read_text())
         for name, flags in PEERS.items():
             cmd = [cuobjdump, *flags, str(twin)]
-            peer[name, n] = timed(cmd, args.repeat, out, fresh=ext if name == "extract" else None)
+            peer[name, n] = timed(cmd, reps(args.repeat, n), out, fresh=ext if name == "extract" else None)
             if name == "list":
                 need(out.read_text().count("ELF file") == n, "cuobjdump -lelf: wrong count")
             elif name == "resources":
@@ -281,14 +281,24 @@ def run(args: argparse.Namespace, sizes: list[int], work: Path, devbin: list[str
         subprocess.run([sys.executable, "-c", _PROFILE, *argv], check=True)
 
 
+def reps(repeat: int, n: int) -> int:
+    """More runs of the small files: there the work is a few tens of ms against a noisy 0.15-0.3 s start-up."""
+    return repeat * max(1, min(5, 5000 // n))
+
+
 def net(figs: dict[tuple[str, int], Run], name: str, n: int, what: str) -> float:
     """Seconds per image of ``what`` (wall, user) net of the one-fatbin run."""
     return float(getattr(figs[name, n], what) - getattr(figs[name, 1], what)) / (n - 1)
 
 
+def per_mb(figs: dict[tuple[str, int], Run], name: str, n: int) -> float:
+    """Peak memory per image, net of the one-fatbin run."""
+    return (figs[name, n].peak - figs[name, 1].peak) / (n - 1)
+
+
 def report(repeat: int, sizes: list[int], mine: dict[tuple[str, int], Run], peer: dict[tuple[str, int], Run]) -> None:
-    print(f"\nmedian of {repeat} fresh processes; N = 1 is the fixed cost (start-up, imports, the host ELF); "
-          "net = (t_N - t_1) / (N - 1)")
+    print(f"\nmedian of {repeat} fresh processes ({reps(repeat, 1)} for N < 2000); N = 1 is the fixed cost "
+          "(start-up, imports, the host ELF); net = (t_N - t_1) / (N - 1)")
     print(f"{'command':16} {'N':>6} {'wall s':>7} {'user s':>7} {'sys s':>6} {'peak MB':>8} {'ms/img':>7} "
           f"{'net ms/img':>10} {'net user':>9} {'cuobjdump s':>11} {'devbin/cuobjdump':>16}")
     for name in COMMANDS:
@@ -303,18 +313,22 @@ def report(repeat: int, sizes: list[int], mine: dict[tuple[str, int], Run], peer
                 line += f" {peer[name, n].wall:11.3f} {r.wall / peer[name, n].wall:16.2f}"
             print(line)
     lo, hi = sizes[0], sizes[-1]
-    print(f"\nper image at N = {hi} against N = {lo}, net of the fixed cost (linear: about 1.0; the flag is on "
-          f"user CPU, which a busy machine or disk moves least; above {SUPERLINEAR}: superlinear)")
-    print(f"{'command':22} {'wall':>5} {'user':>5} {'peak MB/img':>11}  verdict")
-    for name in COMMANDS:
-        w, u = (net(mine, name, hi, k) / net(mine, name, lo, k) for k in ("wall", "user"))
-        mem = (mine[name, hi].peak - mine[name, 1].peak) / (hi - 1) / ((mine[name, lo].peak - mine[name, 1].peak)
-                                                                        / (lo - 1))
-        flag = "SUPERLINEAR" if u > SUPERLINEAR or mem > SUPERLINEAR else "linear"
-        print(f"{name:22} {w:5.2f} {u:5.2f} {mem:11.2f}  {flag}")
-    for name, flags in PEERS.items():
-        w, u = (net(peer, name, hi, k) / net(peer, name, lo, k) for k in ("wall", "user"))
-        print(f"{'cuobjdump ' + ' '.join(flags):22} {w:5.2f} {u:5.2f}")
+    mid = next((n for n in sizes if n * 4 >= hi), lo)
+    print(f"\nper image at N = {hi} against N = {lo} (and against N = {mid}, less moved by the noise of the small "
+          f"runs), net of the fixed cost: linear is about 1.0; the verdict is on user CPU, which a busy machine or "
+          f"disk moves least, and on peak memory: above {SUPERLINEAR} at {hi} against {lo} is superlinear")
+    print(f"{'command':22} {'wall':>5} {'user':>5} {'memory':>6}   {'wall':>5} {'user':>5} {'memory':>6}  verdict")
+    for figs, names in ((mine, {k: k for k in COMMANDS}), (peer, {k: "cuobjdump " + " ".join(v) for k, v in
+                                                                  PEERS.items()})):
+        for name, label in names.items():
+            cols = []
+            for ref in (lo, mid):
+                w, u = (net(figs, name, hi, k) / net(figs, name, ref, k) for k in ("wall", "user"))
+                mem = (per_mb(figs, name, hi) / per_mb(figs, name, ref)) if figs is mine else float("nan")
+                cols.append((w, u, mem))
+            (w, u, mem), (w2, u2, mem2) = cols
+            flag = "" if figs is peer else "SUPERLINEAR" if u > SUPERLINEAR or mem > SUPERLINEAR else "linear"
+            print(f"{label:22} {w:5.2f} {u:5.2f} {mem:6.2f}   {w2:5.2f} {u2:5.2f} {mem2:6.2f}  {flag}")
 
 
 _PROFILE = """
