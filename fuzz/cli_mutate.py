@@ -16,10 +16,12 @@ Each mutant is written into a fresh folder and every command of ``COMMANDS`` is 
 address-space limit (RLIMIT_AS, --memory-mb) and a file-size limit.  Outcomes:
 
   ok          exit 0
-  error       exit 1 or 2 with exactly one stderr line, and it starts "devbin: error:"
+  error       exit 1 or 2 with exactly one "devbin: error:" stderr line, the last (any other
+              stderr lines are one-line warnings and notes: "warning: ...", "note: ...")
+  no-device   exit 3 with the one stderr line "devbin: PATH: does not contain device code"
   reported    exit 1 and nothing on stderr: the command printed what it found wrong as its
               result (inspect/callgraph errors, link's undefined symbols), by design
-  messy       exit 1 or 2 with some other stderr (several lines, or no "devbin: error:")
+  messy       exit 1, 2 or 3 with some other stderr (an error over several lines, or none)
   traceback   an exception escaped main() (or a non-devbin exit status)
   hang        still running at the time limit (killed)
   memory      MemoryError escaped, or the child died of a signal under the memory limit
@@ -61,7 +63,7 @@ from fuzz.cli_seeds import Seed, build_seeds  # noqa: E402
 
 CRASH_DIR = ROOT / "tests" / "crashers" / "cli"
 FAILURES = ("traceback", "hang", "memory", "damaged")
-OUTCOMES = ("ok", "error", "reported", "messy", *FAILURES)
+OUTCOMES = ("ok", "error", "no-device", "reported", "messy", *FAILURES)
 _TB_RC, _MEM_RC = 70, 71  # child exit statuses for an escaped exception / MemoryError
 
 #: name -> argv template.  {in} the input file (cwd is its folder), {dev} the seed's device,
@@ -123,7 +125,7 @@ def _child(argv: list[str], cwd: str, err_path: str, memory: int) -> None:
             os._exit(_MEM_RC)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(rc if rc in (0, 1, 2) else _TB_RC)
+        os._exit(rc if rc in (0, 1, 2, 3) else _TB_RC)
     except BaseException:
         with contextlib.suppress(BaseException):
             traceback.print_exc()
@@ -161,13 +163,16 @@ def classify(rc: int, err: str) -> str:
         return "memory"
     if rc == 0:
         return "ok"
-    if rc in (1, 2):
+    if rc in (1, 2, 3):
         if "Traceback (most recent call last)" in err:
             return "traceback"
         lines = err.splitlines()
+        if rc == 3:
+            return "no-device" if len(lines) == 1 and lines[0].endswith(": does not contain device code") else "messy"
         if rc == 1 and not lines:
             return "reported"
-        return "error" if len(lines) == 1 and lines[0].startswith("devbin: error:") else "messy"
+        others = [line for line in lines[:-1] if not line.startswith(("warning: ", "note: "))]
+        return "error" if lines and lines[-1].startswith("devbin: error:") and not others else "messy"
     return "traceback"
 
 

@@ -37,7 +37,11 @@ def seeds() -> dict[str, H.Seed]:
     (70, "", "traceback"),
     (71, "", "memory"),
     (1, "MemoryError\n", "memory"),
-    (3, "", "traceback"),
+    (1, "warning: x: skipped\nnote: y\ndevbin: error: z\n", "error"),
+    (1, "devbin: error: z\nwarning: after the error\n", "messy"),
+    (3, "devbin: k.o: does not contain device code\n", "no-device"),
+    (3, "", "messy"),
+    (4, "", "traceback"),
 ])
 def test_classify(rc: int, err: str, want: str) -> None:
     assert H.classify(rc, err) == want
