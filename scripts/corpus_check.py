@@ -13,7 +13,7 @@ NVIDIA (cuobjdump from the CUDA toolkit):
     list --all      the same with devbin list --all               vs  cuobjdump -all -lelf -lptx
     resources       devbin resources --format cuobjdump           vs  cuobjdump -res-usage (byte-identical)
     extract         devbin extract --kind cubin / --kind ptx      vs  cuobjdump -xelf all -xptx all
-                    (file names and bytes)
+                    (file names and bytes); and the same with --all / -all
 
 AMD (LLVM 19 tools):
 
@@ -61,7 +61,7 @@ class Wheel:
     libs: tuple[str, ...]
 
 
-# Pinned corpus: NVIDIA libraries of CUDA 11.8, 12.0, 12.9 and 13 eras, an ML project's own CUDA kernels
+# Pinned corpus: NVIDIA libraries of CUDA 11.8, 12.0, 12.4, 12.5, 12.9 and 13 eras, an ML project's own CUDA kernels
 # built against several CUDA versions, and CuPy's ROCm builds for ROCm 4.3, 5.0 and 7.0
 # (HIP fat binaries: .hip_fatbin sections holding clang offload bundles).
 WHEELS: tuple[Wheel, ...] = (
@@ -69,6 +69,11 @@ WHEELS: tuple[Wheel, ...] = (
     Wheel("nvidia-nvjpeg-cu11==11.9.0.86", "nvidia", "CUDA 11.8", ("nvidia/nvjpeg/lib/libnvjpeg.so.11",)),
     Wheel("nvidia-curand-cu12==10.3.1.50", "nvidia", "CUDA 12.0", ("nvidia/curand/lib/libcurand.so.10",)),
     Wheel("nvidia-nvjpeg-cu12==12.1.0.39", "nvidia", "CUDA 12.0", ("nvidia/nvjpeg/lib/libnvjpeg.so.12",)),
+    Wheel("nvidia-curand-cu12==10.3.5.147", "nvidia", "CUDA 12.4", ("nvidia/curand/lib/libcurand.so.10",)),
+    Wheel("nvidia-nvjpeg-cu12==12.3.1.117", "nvidia", "CUDA 12.5", ("nvidia/nvjpeg/lib/libnvjpeg.so.12",)),
+    Wheel("cupy-cuda12x==13.3.0", "nvidia", "CUDA 12.x (project kernels)",
+          ("cupy/cuda/thrust.cpython-311-x86_64-linux-gnu.so", "cupy/cuda/cub.cpython-311-x86_64-linux-gnu.so",
+           "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so")),
     Wheel("nvidia-curand-cu12==10.3.10.19", "nvidia", "CUDA 12.9", ("nvidia/curand/lib/libcurand.so.10",)),
     Wheel("nvidia-curand==10.4.4.72", "nvidia", "CUDA 13", ("nvidia/cu13/lib/libcurand.so.10",)),
     Wheel("bitsandbytes==0.45.0", "nvidia", "CUDA 11.7-12.6 (project kernels)",
@@ -110,14 +115,16 @@ def tally(name: str) -> Tally:
 
 
 class VendorRefuses(RuntimeError):
-    """The vendor tool refuses the whole library (cuobjdump 13 on a fatbin with sm_35 cubins)."""
+    """The vendor tool refuses the whole library (cuobjdump 13 on a fatbin with sm_35 cubins, ...)."""
 
 
 def run(cmd: list[str], cwd: Path | None = None,
         ok_codes: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[bytes]:
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, check=False)
     if p.returncode not in ok_codes:
-        if b"has been removed" in p.stderr:  # cuobjdump fatal: Support for 'sm_35' has been removed.
+        if b"cuobjdump fatal" in p.stderr:
+            # cuobjdump 13 refuses whole libraries: "Support for 'sm_35' has been removed", and
+            # "Invalid ELF" on CUDA 12.0-era libraries (it lists the first images, then stops)
             raise VendorRefuses(p.stderr.decode(errors="replace").strip()[-300:])
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.decode(errors='replace')[-800:]}")
     return p
@@ -161,14 +168,19 @@ def cuobjdump_listing(cuobjdump: str, lib: Path, all_: bool) -> list[tuple[str, 
         if m:
             kind = "cubin" if m.group(1) == "ELF" else "ptx"
             parts = m.group(2).rsplit(".", 2)  # <name>.<arch>.<cubin|ptx>
-            rows.append((kind, parts[-2] if len(parts) == 3 else "?"))
+            rows.append((kind, arch_number(parts[-2]) if len(parts) == 3 else "?"))
     return sorted(rows)
 
 
 def devbin_listing(lib: Path, all_: bool) -> list[tuple[str, str]]:
     p = devbin("list", "--json", *(["--all"] if all_ else []), str(lib))
     images = json.loads(p.stdout)["images"]
-    return sorted((i["kind"], i["arch"]) for i in images if i["kind"] in ("cubin", "ptx"))
+    return sorted((i["kind"], arch_number(i["arch"])) for i in images if i["kind"] in ("cubin", "ptx"))
+
+
+def arch_number(arch: str) -> str:
+    """``sm_90a`` / ``compute_90a`` -> ``90a``: cuobjdump names a PTX file by sm_NN, devbin says compute_NN."""
+    return arch.split("_", 1)[-1]
 
 
 def diff_rows(a: list[tuple[str, str]], b: list[tuple[str, str]]) -> str:
@@ -208,16 +220,20 @@ def check_nvidia(lib: Path, label: str, cuobjdump: str, work: Path) -> None:
     theirs_res = run([cuobjdump, "-res-usage", str(lib)]).stdout.decode()
     tally("nvidia resources (cuobjdump -res-usage, bytes)").add(
         mine_res == theirs_res, label, first_line_diff(mine_res, theirs_res))
-    d_mine, d_theirs = work / "devbin", work / "cuobjdump"
-    for d in (d_mine, d_theirs):
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
-    # the vendor tool writes into its working directory: give it a copy-free absolute path
-    run([cuobjdump, "-xelf", "all", "-xptx", "all", str(lib)], cwd=d_theirs)
-    for kind in ("cubin", "ptx"):
-        devbin("extract", "--kind", kind, "-o", str(d_mine), str(lib), ok_codes=(0, 3))
-    ok, detail = compare_dirs(d_mine, d_theirs)
-    tally("nvidia extract (cuobjdump -xelf/-xptx all: names, bytes)").add(ok, label, detail)
+    for all_ in (False, True):
+        d_mine, d_theirs = work / "devbin", work / "cuobjdump"
+        for d in (d_mine, d_theirs):
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir(parents=True)
+        flag = ["-all"] if all_ else []
+        run([cuobjdump, *flag, "-xelf", "all", "-xptx", "all", str(lib)], cwd=d_theirs)
+        for kind in ("cubin", "ptx"):
+            devbin("extract", *(["--all"] if all_ else []), "--kind", kind, "-o", str(d_mine), str(lib),
+                   ok_codes=(0, 3))
+        ok, detail = compare_dirs(d_mine, d_theirs)
+        name = "nvidia extract --all (cuobjdump -all -xelf/-xptx all)" if all_ else \
+            "nvidia extract (cuobjdump -xelf/-xptx all: names, bytes)"
+        tally(name).add(ok, label, detail)
 
 
 # -- AMD ----------------------------------------------------------------------------------------
