@@ -159,23 +159,24 @@ def fetch(wheel: Wheel, cache: Path) -> list[Path]:
 _CUOBJ_LINE = re.compile(r"^(ELF|PTX) file\s+\d+: (.+)$")
 
 
-def cuobjdump_listing(cuobjdump: str, lib: Path, all_: bool) -> list[tuple[str, str]]:
+def cuobjdump_listing(cuobjdump: str, lib: Path, all_: bool) -> tuple[list[tuple[str, str]], str]:
+    """(kind, arch) of each image in cuobjdump's order, and its complaint when it stopped early."""
     args = [cuobjdump, *(["-all"] if all_ else []), "-lelf", "-lptx", str(lib)]
-    out = run(args).stdout.decode()
+    p = run(args, ok_codes=(0, 1))
     rows = []
-    for line in out.splitlines():
+    for line in p.stdout.decode().splitlines():
         m = _CUOBJ_LINE.match(line.strip())
         if m:
             kind = "cubin" if m.group(1) == "ELF" else "ptx"
             parts = m.group(2).rsplit(".", 2)  # <name>.<arch>.<cubin|ptx>
             rows.append((kind, arch_number(parts[-2]) if len(parts) == 3 else "?"))
-    return sorted(rows)
+    return rows, (p.stderr.decode(errors="replace").strip() if p.returncode else "")
 
 
 def devbin_listing(lib: Path, all_: bool) -> list[tuple[str, str]]:
     p = devbin("list", "--json", *(["--all"] if all_ else []), str(lib))
     images = json.loads(p.stdout)["images"]
-    return sorted((i["kind"], arch_number(i["arch"])) for i in images if i["kind"] in ("cubin", "ptx"))
+    return [(i["kind"], arch_number(i["arch"])) for i in images if i["kind"] in ("cubin", "ptx")]
 
 
 def arch_number(arch: str) -> str:
@@ -214,8 +215,14 @@ def compare_dirs(a: Path, b: Path) -> tuple[bool, str]:
 def check_nvidia(lib: Path, label: str, cuobjdump: str, work: Path) -> None:
     for all_ in (False, True):
         name = "nvidia list --all (cuobjdump -all -lelf -lptx)" if all_ else "nvidia list (cuobjdump -lelf -lptx)"
-        mine, theirs = devbin_listing(lib, all_), cuobjdump_listing(cuobjdump, lib, all_)
-        tally(name).add(mine == theirs, label, diff_rows(mine, theirs))
+        mine, (theirs, refused) = devbin_listing(lib, all_), cuobjdump_listing(cuobjdump, lib, all_)
+        if refused:
+            # cuobjdump lists images in order until one it refuses: the images it did list, in order
+            if theirs:
+                tally("nvidia list, images cuobjdump lists before it stops").add(
+                    mine[:len(theirs)] == theirs, label, diff_rows(mine[:len(theirs)], theirs))
+            raise VendorRefuses(f"{refused} (after {len(theirs)} of devbin's {len(mine)} images)")
+        tally(name).add(sorted(mine) == sorted(theirs), label, diff_rows(mine, theirs))
     mine_res = devbin("resources", "--format", "cuobjdump", str(lib)).stdout.decode()
     theirs_res = run([cuobjdump, "-res-usage", str(lib)]).stdout.decode()
     tally("nvidia resources (cuobjdump -res-usage, bytes)").add(
