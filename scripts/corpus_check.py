@@ -23,6 +23,9 @@ AMD (LLVM 19 tools):
                     clang-offload-bundler -unbundle of the same entry (bytes)
     kernel notes    on those code objects: kernel names and VGPR counts of devbin resources --json
                     vs  .name / .vgpr_count in llvm-readelf --notes
+    compressed      the first 3 of those code objects bundled again here with clang-offload-bundler
+                    -compress (no pinned wheel ships a compressed bundle): devbin list and extract vs
+                    the bundler's -list and -unbundle (a local container around third-party objects)
 
 It prints one table (check, agree, disagree, first disagreement) and exits 1 when any check
 disagrees.  Only the standard library and devbin (from this checkout's src/) are used.
@@ -326,9 +329,37 @@ def check_amd(lib: Path, label: str, bundler: str, readelf: str, work: Path, sam
             mine_k == theirs_k, f"{label} {w['address']}",
             f"devbin {len(mine_k)} kernels, notes {len(theirs_k)}; devbin only "
             f"{sorted(set(mine_k) - set(theirs_k))[:2]}; notes only {sorted(set(theirs_k) - set(mine_k))[:2]}")
-        tally("amd kernels counted").agree += len(theirs_k)
+        tally("amd kernels compared (a count, not a check)").agree += len(theirs_k)
     for blob in work.glob("bundle*.bin"):
         blob.unlink()
+    check_compressed(written, label, bundler, work)
+
+
+def check_compressed(written: list[dict[str, str]], label: str, bundler: str, work: Path) -> None:
+    """ROCm 6+ compresses bundles (``--offload-compress``); no pinned wheel here ships one, so the
+    wheel's own code objects (up to 3) are bundled again here with ``clang-offload-bundler -compress``:
+    the bundle is local, its entries are the third-party code objects."""
+    objs = written[:3]
+    targets = ["host-x86_64-unknown-linux-gnu-"] + [f"hipv4-amdgcn-amd-amdhsa--{w['arch']}" for w in objs]
+    if len(set(targets)) != len(targets):
+        return
+    ccob = work / "compressed.hipfb"
+    run([bundler, "-type=o", "-compress", f"-targets={','.join(targets)}", "-input=/dev/null",
+         *[f"-input={w['file']}" for w in objs], f"-output={ccob}"])
+    images = json.loads(devbin("list", "--json", str(ccob)).stdout)["images"]
+    mine = sorted(im["metadata"]["bundle-id"] for im in images)
+    theirs = sorted(t for t in run([bundler, "-list", "-type=o", f"-input={ccob}"]).stdout.decode().split()
+                    if not t.startswith("host-"))
+    tally("amd compressed bundle list (local re-bundle, -compress)").add(
+        mine == theirs, label, f"devbin {mine} vs bundler {theirs}")
+    d = work / "ccob"
+    out = json.loads(devbin("extract", "--json", "--kind", "amdgpu", "-o", str(d), str(ccob)).stdout)["written"]
+    for w in out:
+        target = next(im["metadata"]["bundle-id"] for im in images if im["address"] == w["address"])
+        unbundled = work / "unbundled.o"
+        run([bundler, "-unbundle", "-type=o", f"-input={ccob}", f"-targets={target}", f"-output={unbundled}"])
+        tally("amd compressed bundle bytes (local re-bundle, -unbundle)").add(
+            filecmp.cmp(unbundled, w["file"], shallow=False), f"{label} {target}", "bytes differ")
 
 
 def main() -> None:
