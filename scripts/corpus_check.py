@@ -387,6 +387,8 @@ def main() -> None:
     readelf = find_tool("llvm-readelf", versions=("19",))
     if cuobjdump is None or bundler is None or readelf is None:
         raise SystemExit("corpus_check: needs cuobjdump, clang-offload-bundler-19 and llvm-readelf-19")
+    version = run([cuobjdump, "--version"]).stdout.decode().strip().splitlines()[-1]
+    print(f"cuobjdump: {version}; {bundler}; {readelf}")
     start = time.perf_counter()
     nlibs = 0
     for wheel in WHEELS:
@@ -403,7 +405,9 @@ def main() -> None:
                     else:
                         check_amd(lib, label, bundler, readelf, Path(tmp), args.sample)
                 except VendorRefuses as exc:
-                    tally("skipped: the vendor tool refuses the library").add(False, label, str(exc))
+                    skipped = tally("skipped: the vendor tool refuses the library")
+                    skipped.add(False, label, str(exc))
+                    skipped.errors.append(f"{label}: {str(exc).splitlines()[0]}")
                     continue
                 except RuntimeError as exc:
                     tally("runs without error").add(False, label, str(exc))
@@ -415,6 +419,11 @@ def main() -> None:
     print(f"{'check':<{width}}  {'agree':>6}  {'disagree':>8}  first disagreement")
     for name, t in TALLY.items():
         print(f"{name:<{width}}  {t.agree:>6}  {t.disagree:>8}  {t.first}")
+    for name, t in TALLY.items():
+        if t.errors:
+            print(f"\n{name}:")
+            for line in t.errors:
+                print(f"  {line}")
     sys.exit(1 if any(t.disagree for name, t in TALLY.items() if not name.startswith("skipped")) else 0)
 
 
