@@ -387,7 +387,7 @@ def main() -> None:
     readelf = find_tool("llvm-readelf", versions=("19",))
     if cuobjdump is None or bundler is None or readelf is None:
         raise SystemExit("corpus_check: needs cuobjdump, clang-offload-bundler-19 and llvm-readelf-19")
-    version = run([cuobjdump, "--version"]).stdout.decode().strip().splitlines()[-1]
+    version = next((ln for ln in run([cuobjdump, "--version"]).stdout.decode().splitlines() if "release" in ln), "?")
     print(f"cuobjdump: {version}; {bundler}; {readelf}")
     start = time.perf_counter()
     nlibs = 0
