@@ -77,6 +77,9 @@ WHEELS: tuple[Wheel, ...] = (
     Wheel("cupy-cuda12x==13.3.0", "nvidia", "CUDA 12.x (project kernels)",
           ("cupy/cuda/thrust.cpython-311-x86_64-linux-gnu.so", "cupy/cuda/cub.cpython-311-x86_64-linux-gnu.so",
            "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so")),
+    Wheel("cupy-cuda12x==14.2.0", "nvidia", "CUDA 12.9 (project kernels, family-specific sm_100f/sm_120f)",
+          ("cupy/cuda/cub.cpython-311-x86_64-linux-gnu.so",
+           "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so")),
     Wheel("nvidia-curand-cu12==10.3.10.19", "nvidia", "CUDA 12.9", ("nvidia/curand/lib/libcurand.so.10",)),
     Wheel("nvidia-curand==10.4.4.72", "nvidia", "CUDA 13", ("nvidia/cu13/lib/libcurand.so.10",)),
     Wheel("bitsandbytes==0.45.0", "nvidia", "CUDA 11.7-12.6 (project kernels)",
@@ -177,9 +180,24 @@ def cuobjdump_listing(cuobjdump: str, lib: Path, all_: bool) -> tuple[list[tuple
 
 
 def devbin_listing(lib: Path, all_: bool) -> list[tuple[str, str]]:
+    """(kind, arch) of each cubin/PTX devbin lists, arch as cuobjdump's file names give it.
+
+    A family-specific cubin (sm_100f) is listed by devbin with its family; cuobjdump names its
+    file by the base architecture (sm_100), so the comparison drops the ``f`` and counts them.
+    """
     p = devbin("list", "--json", *(["--all"] if all_ else []), str(lib))
     images = json.loads(p.stdout)["images"]
-    return [(i["kind"], arch_number(i["arch"])) for i in images if i["kind"] in ("cubin", "ptx")]
+    rows = []
+    for i in images:
+        if i["kind"] not in ("cubin", "ptx"):
+            continue
+        arch = arch_number(i["arch"])
+        if i["kind"] == "cubin" and re.fullmatch(r"\d+f", arch):
+            if not all_:
+                tally("nvidia family-specific cubins listed as sm_NNNf (a count)").agree += 1
+            arch = arch[:-1]
+        rows.append((i["kind"], arch))
+    return rows
 
 
 def arch_number(arch: str) -> str:
