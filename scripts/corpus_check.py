@@ -14,6 +14,9 @@ NVIDIA (cuobjdump from the CUDA toolkit):
     resources       devbin resources --format cuobjdump           vs  cuobjdump -res-usage (byte-identical)
     extract         devbin extract --kind cubin / --kind ptx      vs  cuobjdump -xelf all -xptx all
                     (file names and bytes); and the same with --all / -all
+    (a family-specific cubin, sm_100f, is compared under the base-arch name cuobjdump gives it;
+    a library cuobjdump refuses -- sm_35 in CUDA 11 fatbins, "Invalid ELF" on CUDA 12.0's early
+    sm_90 cubins -- is counted on a "skipped" row, with the images it listed before stopping)
 
 AMD (LLVM 19 tools):
 
@@ -28,7 +31,7 @@ AMD (LLVM 19 tools):
                     the bundler's -list and -unbundle (a local container around third-party objects)
 
 It prints one table (check, agree, disagree, first disagreement) and exits 1 when any check
-disagrees.  Only the standard library and devbin (from this checkout's src/) are used.
+but the "skipped" row disagrees.  Only the standard library and devbin (from this checkout's src/) are used.
 """
 
 from __future__ import annotations
