@@ -144,15 +144,6 @@ def _check_arch(text: str) -> None:
     raise BadArguments(f"--arch {text}: not an architecture (sm_90, compute_90, gfx90a, gfx90a:xnack+ ...)")
 
 
-def _nv_number(arch: str) -> tuple[str, str] | None:
-    """(``sm``/``compute``, the SM number without variant) of an NVIDIA arch name."""
-    for prefix, word in (("sm_", "sm"), ("compute_", "compute"), ("lto_", "compute")):
-        if arch.startswith(prefix):
-            digits = "".join(c for c in arch[len(prefix):] if c.isdigit())
-            return word, digits
-    return None
-
-
 def arch_matches(found: str, wanted: str) -> bool:
     """Whether an image of arch ``found`` is one ``--arch wanted`` takes (cuobjdump -arch's rule: the SM
     number decides, the ``a``/``f`` variant does not; measured with cuobjdump 13.0).  ``prune
@@ -160,9 +151,10 @@ def arch_matches(found: str, wanted: str) -> bool:
     does not take ``sm_90a``), as each mirrors its own tool."""
     if found == wanted:
         return True
-    w, f = _nv_number(wanted), _nv_number(found)
-    if w is not None and f is not None:
-        return w[1] == f[1] and (w[0] == "sm" or f[0] == "compute")
+    from devbin.targets.nvidia.archs import try_parse_arch
+    w, f = try_parse_arch(wanted), try_parse_arch(found)
+    if w is not None and f is not None:  # sm_NN takes the cubins, PTX and LTO-IR of NN; compute_NN the latter two
+        return (w.major, w.minor) == (f.major, f.minor) and (w.kind == "sass" or f.kind != "sass")
     if wanted.startswith("gfx") and ":" not in wanted:
         return found.split(":", 1)[0] == wanted
     return False

@@ -43,7 +43,6 @@ from devbin.images.address import Section as SectionStep
 from devbin.images.frame import Frame, Hit
 from devbin.images.record import DATA, OPAQUE, Image, fatbin_kind
 from devbin.images.scanreport import WRAPPER_SECTION, ScanReport, WrapperInfo
-from devbin.images.sniff import FATBIN_MAGIC
 
 __all__ = ["EXEC_SECTION", "FATBIN_SECTIONS", "REL_SECTION", "HostElf", "fatbin_images", "walk_fatbins"]
 
@@ -100,8 +99,8 @@ def walk_fatbins(view: ByteView, rep: ScanReport, where: str, label: str) -> Ite
     index = 0
     n = len(view)
     while pos + 4 <= n:
-        if not view.startswith(FATBIN_MAGIC, pos):
-            nxt = view.find(FATBIN_MAGIC, pos)
+        if not view.startswith(FC.FATBIN_MAGIC_BYTES, pos):
+            nxt = view.find(FC.FATBIN_MAGIC_BYTES, pos)
             gap_end = n if nxt < 0 else nxt
             if any(view.bytes_at(pos, gap_end - pos)):
                 rep.warn(where, f"{label}: bytes that are no fatbin at offset {view.base + pos:#x}; "
@@ -194,7 +193,7 @@ class HostElf:
         n = len(view)
         pos = 0
         while pos < n:
-            hit = view.find(FATBIN_MAGIC, pos)
+            hit = view.find(FC.FATBIN_MAGIC_BYTES, pos)
             if hit < 0:
                 return
             if (sec.sh_addr + hit) % 8:

@@ -21,6 +21,7 @@ the one the image's ``e_flags`` give.  Empty host entries of bundles are skipped
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeVar
 
 from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError
@@ -35,6 +36,8 @@ from devbin.images.hostelf import HostElf
 from devbin.images.record import Image
 from devbin.images.scanreport import HIP_WRAPPER_SECTION, ScanReport, WrapperInfo
 from devbin.images.sniff import image_kind, vendor_of
+
+T = TypeVar("T")
 
 _KIND_BYTES = 64  # what image_kind reads: the ELF header (e_flags), or a magic
 
@@ -78,22 +81,29 @@ def _bundle_image(b: _bundle.Bundle, e: _bundle.BundleEntry, frame: Frame, secti
     return image, frame
 
 
-def offload_images(view: ByteView, rep: ScanReport, frame: Frame, section: str, base: int) -> Iterator[Hit]:
-    """OffloadBinaries back to back in ``view`` (at file offset ``base``); a corrupt one ends the walk."""
-    label = section or "offload"
-    it = _offload.iter_offload_binaries(ByteView(view, fmt="offload", where=label, base=view.base))
+def _until_corrupt(it: Iterator[T], rep: ScanReport, frame: Frame, label: str) -> Iterator[tuple[int, T]]:
+    """``(index, container)`` for containers stored back to back; a corrupt one ends the walk with a
+    warning (its size is unknown, so nothing after it can be trusted)."""
     index = 0
     while True:
         try:
-            ob = next(it)
+            item = next(it)
         except StopIteration:
             return
         except DeviceBinaryError as e:
             rep.warn(frame.where, f"{label}: {e}")
             return
+        yield index, item
+        index += 1
+
+
+def offload_images(view: ByteView, rep: ScanReport, frame: Frame, section: str, base: int) -> Iterator[Hit]:
+    """OffloadBinaries back to back in ``view`` (at file offset ``base``); a corrupt one ends the walk."""
+    label = section or "offload"
+    it = _offload.iter_offload_binaries(ByteView(view, fmt="offload", where=label, base=view.base))
+    for index, ob in _until_corrupt(it, rep, frame, label):
         for oe in ob.entries:
             yield _offload_image(oe, frame, section, index, base + ob.offset)
-        index += 1
 
 
 def bundle_images(view: ByteView, rep: ScanReport, frame: Frame, section: str, base: int,
@@ -103,21 +113,12 @@ def bundle_images(view: ByteView, rep: ScanReport, frame: Frame, section: str, b
     label = section or "bundle"
     it = _bundle.iter_hip_fatbin(ByteView(view, fmt="bundle", where=label, base=view.base),
                                  max_size=MAX_BUNDLE_SIZE, lazy=True)
-    index = 0
-    while True:
-        try:
-            b = next(it)
-        except StopIteration:
-            return
-        except DeviceBinaryError as e:
-            rep.warn(frame.where, f"{label}: {e}")
-            return
+    for index, b in _until_corrupt(it, rep, frame, label):
         ver = (pointed or {}).get(b.offset)
         for be in b.entries:
             hit = _bundle_image(b, be, frame, section, index, base + b.offset, ver)
             if hit is not None:
                 yield hit
-        index += 1
 
 
 def _hip_wrappers(rep: ScanReport, elf: ElfFile, frame: Frame, hip_fatbin: Section) -> dict[int, int]:

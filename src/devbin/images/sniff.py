@@ -29,12 +29,10 @@ from devbin.targets.amdgpu.mach import EF_AMDGPU_MACH, mach_name
 from devbin.targets.nvidia.archs import sm_from_e_flags
 
 __all__ = [
-    "FATBIN_MAGIC", "SNIFF", "ZIP", "ZIP_MAGICS", "amdgpu_arch", "container_format", "cuda_arch", "image_kind",
+    "SNIFF", "ZIP", "ZIP_MAGICS", "amdgpu_arch", "container_format", "cuda_arch", "image_kind",
     "vendor_of",
 ]
 
-#: The fatbin magic as it stands in a file (``FC.FATBIN_MAGIC``, little-endian).
-FATBIN_MAGIC: Final = FC.FATBIN_MAGIC.to_bytes(4, "little")
 ZIP_MAGICS: Final = (b"PK\x03\x04", b"PK\x05\x06")
 #: The format name :func:`container_format` gives zip files (wheels, eggs).
 ZIP: Final = "zip"
@@ -106,7 +104,7 @@ def image_kind(data: Buffer, *, host: bool = False, ptx: bool = False) -> tuple[
         return HOST, ""
     if v.startswith(_BITCODE_MAGICS[0]) or v.startswith(_BITCODE_MAGICS[1]):
         return BITCODE, ""
-    if v.startswith(FATBIN_MAGIC):
+    if v.startswith(FC.FATBIN_MAGIC_BYTES):
         return FATBIN, ""
     if v.startswith(_SPIRV_MAGIC):
         return SPIRV, ""
