@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from devbin.analysis.propagation import sccs
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 #: Layer of each package or module (the longest matching prefix decides); a module may import its
@@ -128,45 +130,9 @@ def test_nothing_outside_the_cli_imports_the_cli() -> None:
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Tarjan's strongly connected components with more than one module, iteratively."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on.add(start)
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(graph[w]))))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    x = stack.pop()
-                    on.discard(x)
-                    comp.append(x)
-                    if x == v:
-                        break
-                if len(comp) > 1:
-                    out.append(sorted(comp))
-    return out
+    """The strongly connected components of more than one module (the package's own Tarjan walk)."""
+    comps = sccs(sorted(graph), {mod: sorted(targets) for mod, targets in graph.items()})
+    return sorted(sorted(c) for c in comps if len(c) > 1)
 
 
 def test_no_import_cycles() -> None:
