@@ -54,6 +54,8 @@ such an entry's image raises :class:`FormatError` saying so, and
 
 from __future__ import annotations
 
+import itertools
+import operator
 import os
 import struct
 from collections.abc import Iterator
@@ -385,11 +387,16 @@ def elf_image_size(view: ByteView) -> int | None:
             # One struct pass over the whole table (every plain fatbin cubin is measured at scan time).
             full = struct.Struct(("<" if ei_data == 1 else ">") + sh_fmt + ("IIQQ" if ei_class == 2 else "IIII"))
             table = v.bytes_at(shoff, shnum * shentsize, "section headers")
-            recs = (full.iter_unpack(table) if shentsize == full.size
-                    else (full.unpack_from(table, i * shentsize) for i in range(shnum)))
-            no_file = no_file_types(machine)
-            # A section running past the view makes ``end`` run past it too: None below.
-            end = max(end, max((r[4] + r[5] for r in recs if r[5] and r[1] not in no_file), default=0))
+            recs = (list(full.iter_unpack(table)) if shentsize == full.size
+                    else [full.unpack_from(table, i * shentsize) for i in range(shnum)])
+            if recs:
+                no_file = no_file_types(machine)
+                # max(offset + size) over the sections with file bytes, column-wise (map/compress run in
+                # C: this is on every scan's path, once per plain fatbin cubin).  A section running past
+                # the view makes ``end`` run past it too: None below.
+                _, sh_type, _, _, offset, size, *_ = zip(*recs, strict=True)
+                has_bytes = map(operator.and_, map(bool, size), map(operator.not_, map(no_file.__contains__, sh_type)))
+                end = max(end, max(itertools.compress(map(operator.add, offset, size), has_bytes), default=0))
         return end if end <= len(v) else None
     except FormatError:
         return None

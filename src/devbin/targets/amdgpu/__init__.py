@@ -10,9 +10,27 @@
 
 from __future__ import annotations
 
-from devbin.targets.amdgpu.importer import code_object_facts, import_amdgpu
-from devbin.targets.amdgpu.mach import decode_flags, mach_name
-from devbin.targets.amdgpu.targetid import compatible, parse_offload_id, parse_target_id
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from devbin.targets.amdgpu.importer import code_object_facts, import_amdgpu
+    from devbin.targets.amdgpu.mach import decode_flags, mach_name
+    from devbin.targets.amdgpu.targetid import compatible, parse_offload_id, parse_target_id
 
 __all__ = ["code_object_facts", "compatible", "decode_flags", "import_amdgpu", "mach_name", "parse_offload_id",
            "parse_target_id"]
+
+#: Re-exported names and their modules, imported on first use: the image scanner reads the processor
+#: table (``mach``) for every code object it lists, and must not pay for the importer (the model,
+#: msgpack) to do so.
+_EXPORTS = {"code_object_facts": "importer", "import_amdgpu": "importer", "decode_flags": "mach",
+            "mach_name": "mach", "compatible": "targetid", "parse_offload_id": "targetid",
+            "parse_target_id": "targetid"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'devbin.targets.amdgpu' has no attribute {name!r}")
+    return getattr(import_module(f"devbin.targets.amdgpu.{module}"), name)

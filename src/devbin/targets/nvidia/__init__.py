@@ -13,11 +13,15 @@ yet; :func:`code_object_from_symbols` gives names, kinds and metadata only.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from devbin._version import __version__
 from devbin.formats.elf import constants as C
-from devbin.formats.elf.reader import ElfFile
-from devbin.model import CodeObject, Function, FunctionKind, Metadata, Target
 from devbin.targets.nvidia.archs import sm_from_e_flags
+
+if TYPE_CHECKING:
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.model import CodeObject
 
 STO_CUDA_ENTRY = 0x10
 
@@ -30,6 +34,10 @@ def sm_of(elf: ElfFile) -> int:
 
 def code_object_from_symbols(elf: ElfFile) -> CodeObject:
     """A code object naming every defined function of a cubin, kernel or device, with metadata."""
+    # The model is imported here, not with the package: the image scanner reads the arch table
+    # (targets.nvidia.archs) for every cubin it lists, and must not pay for the model to do so.
+    from devbin.model import CodeObject, Function, FunctionKind, Metadata, Target
+
     funcs = []
     for s in elf.symtab or ():
         if s.type == C.STT_FUNC and s.defined and s.name:
