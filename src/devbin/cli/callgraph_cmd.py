@@ -24,6 +24,15 @@ callee), "address_taken", "calls".
 --dot prints one digraph per code object, or one digraph with one
 `subgraph cluster_N` per code object for a container.  Exit status 3 (one
 line on stderr) when the file holds no device code.
+
+--svg OUT also writes the graph as an SVG picture to OUT (what is printed
+is unchanged): a layered drawing computed by devbin (no Graphviz), each
+function a box with its registers and stack where the file records them;
+kernels bold, address-taken functions dashed, external callees grey,
+indirect calls dotted, recursion (back edges) red.  A container's code
+objects are drawn one below the other, each titled with its address.  A
+graph of more than 150 functions shows the 150 reached first from the
+kernels, with a note.
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON")
     g.add_argument("--dot", action="store_true", help="print Graphviz DOT")
+    p.add_argument("--svg", metavar="OUT", help="also write the call graph as SVG to OUT (layout computed by devbin; "
+                                                "a container's code objects one below the other)")
 
 
 def _code_object(elf: ElfFile, where: str) -> CodeObject:
@@ -119,6 +130,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if images is None:
         return no_device_code([path])
     graphs: list[tuple[str, CodeObject]] = []
+    pictures: list[tuple[str, CodeObject]] = []  # for --svg: titled with the arch
     docs: list[dict[str, Any]] = []
     errors: list[str] = []
 
@@ -129,6 +141,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if images.single:
         with open_file(path) as elf:
             obj = _code_object(elf, path)
+        pictures.append((f"{path} ({_arch(obj)})", obj))
         docs.append(graph_doc(single_keys(images), obj))
         if not args.json:
             out.write(format_dot(obj, _arch(obj)) if args.dot else format_text(obj, _arch(obj)))
@@ -139,12 +152,17 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             errors.append(str(e))
             continue
         graphs.append((image_label(f), obj))
+        pictures.append((f"{image_label(f)} ({_arch(obj)})", obj))
         docs.append(graph_doc(image_dict(f), obj))
         if not args.json and not args.dot:
             if len(graphs) > 1:
                 out.write("\n")
             out.write(image_header(f) + "\n")
             out.write(format_text(obj, _arch(obj)))
+    if args.svg is not None:
+        from devbin.binary.output import write_file
+        from devbin.htmlreport.callgraph import callgraphs_svg
+        write_file(args.svg, callgraphs_svg(pictures).encode(), inputs=[path])
     if args.json:
         dump("callgraph", {"file": path, "images": docs, "skipped": [image_dict(f) for f in images.skipped],
                            "warnings": [*images.warnings, *errors]}, out)

@@ -1,0 +1,488 @@
+"""The ``devbin size --html`` report: one self-contained HTML page from ``devbin size --json``'s document.
+
+It reads only the keys of the size document listed in docs/REPORT.md and tolerates absent optional
+ones (``savings``, ``duplicates``, ``functions``, ``related`` ...).  The page holds:
+
+* a **treemap** of stored bytes, vendor -> file -> architecture -> function, laid out here
+  (:mod:`devbin.htmlreport.treemap`) and drawn as inline SVG.  A box's area is the bytes it takes in
+  the file (``stored_size``): an architecture's box is its images' stored sizes; inside an image the
+  stored bytes are shared among its functions in proportion to their (uncompressed) symbol sizes,
+  what the functions do not cover (headers, data, other sections) being one "rest of image" box, so
+  that a compressed image's functions are scaled down with it.  Labels and tooltips give the real
+  sizes.  A container's own overhead is a box in its file.  Click a box to zoom into it; the
+  breadcrumb above goes back.  A small inline script only rescales the rectangles devbin computed.
+* **sortable tables** (click a column head): totals, by architecture, by file, the largest functions
+  (demangled and mangled names), the duplicate images and functions, and the ``--keep`` savings;
+* the **call graphs** handed in (SVG from :func:`devbin.htmlreport.callgraph.callgraph_svg`).
+
+Nothing is fetched at view time; no clock or random value is used: the same document gives the same
+bytes.
+"""
+
+from __future__ import annotations
+
+import html
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+
+from devbin.htmlreport.treemap import Box, Rect, layout
+
+__all__ = ["MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "render_size_report", "size_tree"]
+
+#: Treemap canvas, in CSS pixels, and the padding a parent keeps for its label and border.
+WIDTH, HEIGHT, PAD_TOP, PAD = 1200.0, 640.0, 16.0, 2.0
+#: Files per vendor and functions per architecture drawn as their own boxes; the others share one box.
+MAX_FILES = 200
+MAX_FUNCTIONS = 60
+#: Rows of the largest-functions table.
+TOP_FUNCTIONS = 100
+#: A function's box is drawn when it is at least this share of all the bytes (smaller ones are merged).
+MIN_SHARE = 1e-5
+
+_HUES = {"nvidia": 95, "amd": 5, "intel": 210}
+
+
+# --------------------------------------------------------------------------- reading the document
+
+
+def _map(v: object) -> Mapping[str, object]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def _list(v: object) -> list[Mapping[str, object]]:
+    return [x for x in v if isinstance(x, Mapping)] if isinstance(v, list | tuple) else []
+
+
+def _int(v: object) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _str(v: object, default: str = "") -> str:
+    return v if isinstance(v, str) else default
+
+
+def _bytes(n: float) -> str:
+    """``1.50 MiB`` and the like (binary units)."""
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= div:
+            return f"{n / div:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def _hue(name: str) -> int:
+    return _HUES.get(name, zlib.crc32(name.encode()) % 360)
+
+
+def _shade(hue: int, key: str, base: int) -> str:
+    light = base + zlib.crc32(key.encode()) % 18
+    return f"hsl({hue},{45 + zlib.crc32(key.encode()[::-1]) % 25}%,{light}%)"
+
+
+# --------------------------------------------------------------------------- the tree
+
+
+def _function_boxes(image: Mapping[str, object], hue: int, arch: str) -> list[Box]:
+    """One box per function of ``image``, the stored bytes shared in proportion to symbol sizes, and the rest."""
+    stored = _int(image.get("stored_size"))
+    size = _int(image.get("size")) or stored
+    functions = _list(image.get("functions"))
+    address = _str(image.get("address"))
+    kind = _str(image.get("kind"), "image")
+    if not functions or stored <= 0:
+        return [Box(f"{kind} {address}", stored, "image", f"{kind} image {address}: {_bytes(stored)} stored, "
+                    f"{_bytes(size)} uncompressed", color=_shade(hue, address, 62))]
+    covered = sum(max(0, _int(f.get("size"))) for f in functions)
+    scale = stored / max(size, covered, 1)
+    out = []
+    for f in functions:
+        name = _str(f.get("name"))
+        shown = _str(f.get("demangled")) or name
+        fsize = max(0, _int(f.get("size")))
+        related = _map(f.get("related"))
+        extra = ", ".join(f"{k} {_int(v)} B" for k, v in related.items() if _int(v))
+        info = f"{shown}\n{name}\n{arch}: {_bytes(fsize)}" + (f" (+ {extra})" if extra else "")
+        out.append(Box(shown, fsize * scale, "function", info, color=_shade(hue, arch + name, 58)))
+    rest = (max(size, covered) - covered) * scale
+    if rest > 0:
+        out.append(Box("rest of image", rest, "rest", f"{address}: {_bytes(max(size, covered) - covered)} "
+                       "outside the functions (headers, data, other sections)", color="hsl(0,0%,80%)"))
+    return out
+
+
+def _merge(boxes: list[Box], keep: int, min_weight: float, what: str) -> list[Box]:
+    """The ``keep`` heaviest boxes (at least ``min_weight``), the others merged into one."""
+    ordered = sorted(boxes, key=lambda b: -b.weight)
+    kept = [b for b in ordered[:keep] if b.weight >= min_weight]
+    rest = ordered[len(kept):]
+    if rest:
+        weight = sum(b.weight for b in rest)
+        kept.append(Box(f"{len(rest)} more {what}", weight, "rest",
+                        f"{len(rest)} more {what}: {_bytes(weight)} stored", color="hsl(0,0%,75%)"))
+    return kept
+
+
+def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES,
+              max_functions: int = MAX_FUNCTIONS) -> Box:
+    """The treemap's tree of ``doc`` (a ``devbin size --json`` document): vendor -> file -> arch -> function.
+
+    Weights are stored bytes (module docstring).  Each level is ordered by weight, heaviest first.
+    """
+    files = _list(doc.get("files"))
+    grand = sum(_int(f.get("device_bytes")) for f in files) or 1
+    min_weight = grand * MIN_SHARE
+    vendors: dict[str, list[Box]] = {}
+    for f in files:
+        path = _str(f.get("path"), "?")
+        images = _list(f.get("images"))
+        # vendor -> arch -> images, in first-seen order
+        by_vendor: dict[str, dict[str, list[Mapping[str, object]]]] = {}
+        for im in images:
+            vendor = _str(im.get("vendor"), "unknown")
+            arch = _str(im.get("arch"), "") or "unknown"
+            by_vendor.setdefault(vendor, {}).setdefault(arch, []).append(im)
+        weights = {v: sum(_int(im.get("stored_size")) for a in archs.values() for im in a)
+                   for v, archs in by_vendor.items()}
+        overhead = _int(f.get("overhead"))
+        home = max(weights, key=lambda v: weights[v]) if weights else "unknown"
+        if not by_vendor and overhead:
+            by_vendor["unknown"] = {}
+        for vendor, archs in by_vendor.items():
+            hue = _hue(vendor)
+            arch_boxes = []
+            for arch, ims in archs.items():
+                stored = sum(_int(im.get("stored_size")) for im in ims)
+                size = sum(_int(im.get("size")) for im in ims)
+                kids = [b for im in ims for b in _function_boxes(im, hue, arch)]
+                kids = _merge(kids, max_functions, min_weight, "functions")
+                arch_boxes.append(Box(arch, stored, "arch", f"{path}\n{arch}: {len(ims)} image(s), "
+                                      f"{_bytes(stored)} stored, {_bytes(size)} uncompressed", kids,
+                                      color=_shade(hue, arch, 40)))
+            if vendor == home and overhead > 0:
+                arch_boxes.append(Box("container overhead", overhead, "rest",
+                                      f"{path}: {_bytes(overhead)} of container headers and padding",
+                                      color="hsl(0,0%,70%)"))
+            arch_boxes.sort(key=lambda b: -b.weight)
+            weight = sum(b.weight for b in arch_boxes)
+            vendors.setdefault(vendor, []).append(
+                Box(path, weight, "file", f"{path}\n{_bytes(weight)} of {vendor} device code", arch_boxes,
+                    color=_shade(hue, path, 30)))
+    vendor_boxes = []
+    for vendor, file_boxes in vendors.items():
+        kept = _merge(file_boxes, max_files, 0.0, "files")
+        weight = sum(b.weight for b in kept)
+        vendor_boxes.append(Box(vendor, weight, "vendor", f"{vendor}: {_bytes(weight)} stored", kept,
+                                color=f"hsl({_hue(vendor)},35%,22%)"))
+    vendor_boxes.sort(key=lambda b: -b.weight)
+    total = sum(b.weight for b in vendor_boxes)
+    return Box("all device code", total, "root", f"all device code: {_bytes(total)} stored", vendor_boxes,
+               color="hsl(0,0%,15%)")
+
+
+# --------------------------------------------------------------------------- drawing
+
+
+def _inner(r: Rect) -> Rect:
+    """What a parent leaves its children (the script's ``inner`` does the same)."""
+    if r.w > 4 * PAD + 1 and r.h > PAD_TOP + 2 * PAD + 1:
+        return Rect(r.x + PAD, r.y + PAD_TOP, r.w - 2 * PAD, r.h - PAD_TOP - PAD)
+    return r
+
+
+def _num(v: float) -> str:
+    text = f"{v:.2f}".rstrip("0").rstrip(".")
+    return text if text != "-0" else "0"
+
+
+def _frac(v: float) -> str:
+    text = f"{v:.6f}".rstrip("0").rstrip(".")
+    return text if text not in ("-0", "") else "0"
+
+
+def _label(text: str, r: Rect, parent: bool) -> str:
+    """The label as it fits in ``r`` (the script's ``fit`` does the same)."""
+    if r.w < 30 or r.h < (14 if parent else 16):
+        return ""
+    n = int((r.w - 6) / 6.5)
+    return text if len(text) <= n else (text[:n - 1] + "\u2026" if n > 1 else "")
+
+
+def _treemap_svg(root: Box) -> str:
+    layout(root, Rect(0.0, 0.0, WIDTH, HEIGHT), pad_top=PAD_TOP, pad=PAD)
+    order: list[tuple[Box, int, int]] = []  # (box, parent index, depth), parents before children
+    stack: list[tuple[Box, int, int]] = [(root, -1, 0)]
+    while stack:
+        box, parent, depth = stack.pop()
+        index = len(order)
+        order.append((box, parent, depth))
+        stack.extend((c, index, depth + 1) for c in reversed(box.children))
+    out = [f'<svg id="tm" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_num(WIDTH)} {_num(HEIGHT)}" '
+           f'width="{_num(WIDTH)}" height="{_num(HEIGHT)}" font-family="sans-serif" font-size="11">']
+    for box, parent, depth in order:
+        r = box.rect or Rect(0, 0, 0, 0)
+        if parent >= 0:
+            q = _inner(order[parent][0].rect or Rect(0, 0, 0, 0))
+            f = ((r.x - q.x) / q.w if q.w else 0, (r.y - q.y) / q.h if q.h else 0,
+                 r.w / q.w if q.w else 0, r.h / q.h if q.h else 0)
+        else:
+            f = (0.0, 0.0, 1.0, 1.0)
+        text = _label(box.label, r, bool(box.children))
+        dark = box.kind in ("root", "vendor", "file", "arch")
+        out.append(f'<g class="tm {box.kind}" data-p="{parent}" data-d="{depth}" '
+                   f'data-f="{" ".join(_frac(v) for v in f)}" data-l="{html.escape(box.label)}">'
+                   f"<title>{html.escape(box.info or box.label)}</title>"
+                   f'<rect x="{_num(r.x)}" y="{_num(r.y)}" width="{_num(r.w)}" height="{_num(r.h)}" '
+                   f'fill="{box.color}" stroke="#ffffff" stroke-width="0.5"/>'
+                   f'<text x="{_num(r.x + 3)}" y="{_num(r.y + 12)}" fill="{"#ffffff" if dark else "#111111"}">'
+                   f"{html.escape(text)}</text></g>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _cell(value: object, *, num: bool = False, title: str = "", cls: str = "") -> str:
+    attrs = ""
+    if num:
+        attrs += f' data-v="{_int(value)}" class="n"'
+        text = f"{_int(value):,}"
+    else:
+        text = "" if value is None else str(value)
+        if cls:
+            attrs += f' class="{cls}"'
+    if title:
+        attrs += f' title="{html.escape(title)}"'
+    return f"<td{attrs}>{html.escape(text)}</td>"
+
+
+def _table(tid: str, heads: Sequence[tuple[str, bool]], rows: Iterable[str], caption: str = "") -> str:
+    head = "".join(f'<th data-num="{1 if num else 0}">{html.escape(h)}</th>' for h, num in heads)
+    body = "\n".join(rows)
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return (f'<table class="sortable" id="{tid}">{cap}<thead><tr>{head}</tr></thead>\n'
+            f"<tbody>\n{body}\n</tbody></table>")
+
+
+def _totals(doc: Mapping[str, object]) -> str:
+    t = _map(doc.get("totals"))
+    rows = [(k, _int(t.get(k))) for k in ("files", "file_bytes", "device_bytes", "overhead", "stored_size", "size")
+            if k in t]
+    if "duplicate_bytes" in doc:
+        rows.append(("duplicate_bytes", _int(doc.get("duplicate_bytes"))))
+    savings = _map(doc.get("savings"))
+    if savings:
+        kept = savings.get("keep")
+        keep = ",".join(str(k) for k in kept) if isinstance(kept, list) else ""
+        rows.append((f"saved by --keep {keep}".strip(), _int(savings.get("bytes"))))
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td class=\"n\">{v:,}</td>"
+                   f"<td>{html.escape(_bytes(v)) if k != 'files' else ''}</td></tr>" for k, v in rows)
+    return f'<table id="totals" class="totals"><tbody>{body}</tbody></table>'
+
+
+def _by_arch(doc: Mapping[str, object]) -> str:
+    rows = _list(doc.get("by_arch"))
+    total = sum(_int(r.get("stored_size")) for r in rows) or 1
+    saved = _map(_map(doc.get("savings")).get("by_arch"))
+    heads = [("vendor", False), ("architecture", False), ("images", True), ("stored bytes", True), ("share %", True),
+             ("uncompressed bytes", True)]
+    if saved:
+        heads.append(("saved by --keep", True))
+    out = []
+    for r in rows:
+        stored = _int(r.get("stored_size"))
+        arch = _str(r.get("arch"), "") or "unknown"
+        cells = [_cell(_str(r.get("vendor"))), _cell(arch, cls="arch"), _cell(r.get("images"), num=True),
+                 _cell(stored, num=True),
+                 f'<td class="n" data-v="{stored}">{100 * stored / total:.1f}</td>', _cell(r.get("size"), num=True)]
+        if saved:
+            cells.append(_cell(saved.get(arch, 0), num=True))
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return _table("by-arch", heads, out)
+
+
+def _by_file(doc: Mapping[str, object]) -> str:
+    files = _list(doc.get("files"))
+    any_savings = any("savings" in f for f in files)
+    heads = [("file", False), ("architectures", False), ("images", True), ("file bytes", True),
+             ("device bytes", True), ("overhead", True), ("stored bytes", True), ("uncompressed bytes", True)]
+    if any_savings:
+        heads.append(("saved by --keep", True))
+    out = []
+    for f in files:
+        images = _list(f.get("images"))
+        archs = sorted({_str(im.get("arch"), "") or "unknown" for im in images})
+        cells = [_cell(_str(f.get("path")), cls="path"), _cell(" ".join(archs)), _cell(len(images), num=True),
+                 _cell(f.get("file_bytes"), num=True), _cell(f.get("device_bytes"), num=True),
+                 _cell(f.get("overhead"), num=True),
+                 _cell(sum(_int(im.get("stored_size")) for im in images), num=True),
+                 _cell(sum(_int(im.get("size")) for im in images), num=True)]
+        if any_savings:
+            cells.append(_cell(_map(f.get("savings")).get("bytes", 0), num=True))
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return _table("by-file", heads, out)
+
+
+def _top_functions(doc: Mapping[str, object], top: int) -> str:
+    found: list[tuple[int, str, str, str, str, str, str]] = []
+    for f in _list(doc.get("files")):
+        for im in _list(f.get("images")):
+            arch = _str(im.get("arch"), "") or "unknown"
+            for fn in _list(im.get("functions")):
+                related = _map(fn.get("related"))
+                extra = ", ".join(f"{k} {_int(v)}" for k, v in related.items() if _int(v))
+                found.append((_int(fn.get("size")), _str(fn.get("demangled")) or _str(fn.get("name")),
+                              _str(fn.get("name")), arch, _str(fn.get("kind")), _str(im.get("address")), extra))
+    found.sort(key=lambda t: (-t[0], t[1], t[5]))
+    rows = ["<tr>" + "".join([_cell(d, cls="fn", title=d), _cell(m, cls="mangled"), _cell(a, cls="arch"),
+                              _cell(k), _cell(s, num=True), _cell(e), _cell(addr, cls="path")]) + "</tr>"
+            for s, d, m, a, k, addr, e in found[:top]]
+    caption = f"the {min(top, len(found))} largest of {len(found)} functions" if found else "no functions"
+    return _table("top-functions", [("function", False), ("mangled name", False), ("architecture", False),
+                                    ("kind", False), ("bytes", True), ("beside it (bytes)", False),
+                                    ("image", False)], rows, caption)
+
+
+def _duplicates(doc: Mapping[str, object]) -> str:
+    dup = _map(doc.get("duplicates"))
+    images = _list(dup.get("images"))
+    functions = _list(dup.get("functions"))
+
+    def copies(d: Mapping[str, object]) -> list[str]:
+        c = d.get("copies")
+        return [str(x) for x in c] if isinstance(c, list) else []
+
+    img_rows = ["<tr>" + "".join([_cell(_str(d.get("sha256"))[:16], title=_str(d.get("sha256"))),
+                                  _cell(_str(d.get("kind"))), _cell(_str(d.get("arch"), "") or "unknown", cls="arch"),
+                                  _cell(d.get("stored_size"), num=True), _cell(len(copies(d)), num=True),
+                                  _cell(d.get("wasted"), num=True), _cell(" ".join(copies(d)), cls="path")]) + "</tr>"
+                for d in images]
+    fn_rows = ["<tr>" + "".join([_cell(_str(d.get("demangled")) or _str(d.get("name")), cls="fn"),
+                                 _cell(_str(d.get("name")), cls="mangled"),
+                                 _cell(_str(d.get("arch"), "") or "unknown", cls="arch"),
+                                 _cell(d.get("size"), num=True), _cell(len(copies(d)), num=True),
+                                 _cell(d.get("wasted"), num=True), _cell(" ".join(copies(d)), cls="path")]) + "</tr>"
+               for d in functions]
+    out = [f"<p>The extra copies cost {_int(doc.get('duplicate_bytes')):,} bytes "
+           f"({html.escape(_bytes(_int(doc.get('duplicate_bytes'))))}).</p>"]
+    out.append(_table("dup-images", [("sha256", False), ("kind", False), ("architecture", False),
+                                     ("stored bytes", True), ("copies", True), ("wasted", True), ("where", False)],
+                      img_rows, f"identical images: {len(images)}"))
+    out.append(_table("dup-functions", [("function", False), ("mangled name", False), ("architecture", False),
+                                        ("bytes", True), ("copies", True), ("wasted", True), ("where", False)],
+                      fn_rows, f"identical functions (outside identical images): {len(functions)}"))
+    return "\n".join(out)
+
+
+def _graphs(graphs: Mapping[str, str]) -> str:
+    if not graphs:
+        return "<p>No call graph was chosen.</p>"
+    out = []
+    for address, svg in graphs.items():
+        start = svg.find("<svg")
+        out.append(f'<figure class="graph"><figcaption>{html.escape(address)}</figcaption>'
+                   f"{svg[start:] if start >= 0 else ''}</figure>")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- the page
+
+_CSS = """
+body{font-family:sans-serif;margin:16px;color:#111;background:#fff}
+h1{font-size:20px;margin:0 0 8px}h2{font-size:16px;margin:24px 0 8px;border-bottom:1px solid #ccc}
+#crumbs{margin:6px 0;font-size:13px}#crumbs a{color:#0645ad;cursor:pointer;text-decoration:none}
+#crumbs a:hover{text-decoration:underline}
+#tm g.tm{cursor:pointer}#tm g.tm:hover>rect{stroke:#000;stroke-width:1.5}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}
+td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+table.sortable th{cursor:pointer;background:#f2f2f2;user-select:none}
+table.sortable th.asc::after{content:" \\25B2"}table.sortable th.desc::after{content:" \\25BC"}
+td.mangled,td.path{font-family:monospace;font-size:11px;word-break:break-all}
+caption{text-align:left;font-size:12px;color:#555}
+figure.graph{margin:8px 0;overflow:auto}figcaption{font-family:monospace;font-size:12px}
+.note{color:#555;font-size:12px}
+"""
+
+_JS = """
+(function(){
+var W=%(w)s,H=%(h)s,PT=%(pt)s,PD=%(pd)s;
+var svg=document.getElementById('tm');if(!svg)return;
+var gs=Array.prototype.slice.call(svg.querySelectorAll('g.tm')),N=gs.length,par=[],fr=[],kids=[];
+gs.forEach(function(g,i){par.push(+g.getAttribute('data-p'));
+fr.push(g.getAttribute('data-f').split(' ').map(Number));kids.push(0);if(par[i]>=0)kids[par[i]]++;});
+function inner(r){return(r[2]>4*PD+1&&r[3]>PT+2*PD+1)?[r[0]+PD,r[1]+PT,r[2]-2*PD,r[3]-PT-PD]:r;}
+function fit(t,r,p){if(r[2]<30||r[3]<(p?14:16))return'';var n=Math.floor((r[2]-6)/6.5);
+return t.length<=n?t:(n>1?t.slice(0,n-1)+'\\u2026':'');}
+function f2(v){return String(Math.round(v*100)/100);}
+var root=0;
+function draw(){var abs=new Array(N);abs[root]=[0,0,W,H];
+for(var i=0;i<N;i++){var g=gs[i],r=abs[i];
+if(i!==root&&par[i]>=0&&abs[par[i]]){var q=inner(abs[par[i]]),f=fr[i];
+r=[q[0]+f[0]*q[2],q[1]+f[1]*q[3],f[2]*q[2],f[3]*q[3]];abs[i]=r;}
+if(!r){g.style.display='none';continue;}
+g.style.display='';var e=g.firstElementChild.nextElementSibling;
+e.setAttribute('x',f2(r[0]));e.setAttribute('y',f2(r[1]));
+e.setAttribute('width',f2(r[2]));e.setAttribute('height',f2(r[3]));
+var t=e.nextElementSibling;t.setAttribute('x',f2(r[0]+3));t.setAttribute('y',f2(r[1]+12));
+t.textContent=fit(g.getAttribute('data-l'),r,kids[i]>0);}
+var c=document.getElementById('crumbs');c.textContent='';var chain=[];
+for(var k=root;k>=0;k=par[k])chain.unshift(k);
+chain.forEach(function(k,j){if(j){c.appendChild(document.createTextNode(' \\u203a '));}
+var a=document.createElement('a');a.textContent=gs[k].getAttribute('data-l');
+a.setAttribute('data-i',k);a.onclick=function(){root=k;draw();return false;};c.appendChild(a);});}
+svg.addEventListener('click',function(ev){var g=ev.target.closest('g.tm');if(!g)return;
+var i=gs.indexOf(g);while(i>=0&&par[i]!==root)i=par[i];
+if(i>=0&&kids[i]>0){root=i;draw();}});
+draw();
+})();
+"""
+
+_SORT_JS = """
+(function(){
+document.querySelectorAll('table.sortable').forEach(function(tb){
+tb.querySelectorAll('th').forEach(function(th,col){th.addEventListener('click',function(){
+var num=th.getAttribute('data-num')==='1',asc=!th.classList.contains('asc');
+tb.querySelectorAll('th').forEach(function(h){h.classList.remove('asc','desc');});
+th.classList.add(asc?'asc':'desc');var body=tb.tBodies[0];
+var rows=Array.prototype.slice.call(body.rows);
+rows.sort(function(a,b){var x=a.cells[col],y=b.cells[col];
+var d=num?(+x.getAttribute('data-v'))-(+y.getAttribute('data-v')):x.textContent.localeCompare(y.textContent);
+return asc?d:-d;});rows.forEach(function(r){body.appendChild(r);});});});});
+})();
+"""
+
+
+def render_size_report(doc: Mapping[str, object], graphs: Mapping[str, str] | None = None, *,
+                       title: str = "devbin size", top: int = TOP_FUNCTIONS) -> str:
+    """The HTML report of ``doc`` (a ``devbin size --json`` document), one self-contained page.
+
+    ``graphs``: call graphs to show, image address -> SVG (as :func:`callgraph_svg` writes it; put
+    in the page as given, so it must come from devbin).  ``top``: rows of the largest-functions
+    table.  The same arguments give the same text.
+    """
+    graphs = graphs or {}
+    tree = size_tree(doc)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        "<h2>Totals</h2>", _totals(doc),
+        "<h2>Treemap</h2>",
+        '<p class="note">Area: bytes stored in the file.  Inside an image, its stored bytes are shared among its '
+        "functions in proportion to their symbol sizes (the rest of the image is one grey box).  Click a box to "
+        "zoom in; the path above goes back.</p>",
+        '<nav id="crumbs"></nav>',
+        _treemap_svg(tree),
+        "<h2>By architecture</h2>", _by_arch(doc),
+        "<h2>By file</h2>", _by_file(doc),
+        "<h2>Largest functions</h2>", _top_functions(doc, top),
+        "<h2>Duplicates</h2>", _duplicates(doc),
+        "<h2>Call graphs</h2>", _graphs(graphs),
+        "<script>" + _JS % {"w": _num(WIDTH), "h": _num(HEIGHT), "pt": _num(PAD_TOP), "pd": _num(PAD)}
+        + _SORT_JS + "</script>",
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
