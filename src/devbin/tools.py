@@ -59,6 +59,7 @@ _HINTS: dict[str, str] = {
     "ar": "apt-get install binutils",
     "nm": "apt-get install binutils",
     "gcc": "apt-get install gcc",
+    "chromium": "apt-get install chromium",
 }
 
 

@@ -217,7 +217,7 @@ def _treemap_svg(root: Box) -> str:
         stack.extend((c, index, depth + 1) for c in reversed(box.children))
     out = [f'<svg id="tm" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_num(WIDTH)} {_num(HEIGHT)}" '
            f'width="{_num(WIDTH)}" height="{_num(HEIGHT)}" font-family="sans-serif" font-size="11">']
-    for box, parent, depth in order:
+    for index, (box, parent, depth) in enumerate(order):
         r = box.rect or Rect(0, 0, 0, 0)
         if parent >= 0:
             q = _inner(order[parent][0].rect or Rect(0, 0, 0, 0))
@@ -227,7 +227,7 @@ def _treemap_svg(root: Box) -> str:
             f = (0.0, 0.0, 1.0, 1.0)
         text = _label(box.label, r, bool(box.children))
         dark = box.kind in ("root", "vendor", "file", "arch")
-        out.append(f'<g class="tm {box.kind}" data-p="{parent}" data-d="{depth}" '
+        out.append(f'<g class="tm {box.kind}" data-i="{index}" data-p="{parent}" data-d="{depth}" '
                    f'data-f="{" ".join(_frac(v) for v in f)}" data-l="{html.escape(box.label)}">'
                    f"<title>{html.escape(box.info or box.label)}</title>"
                    f'<rect x="{_num(r.x)}" y="{_num(r.y)}" width="{_num(r.w)}" height="{_num(r.h)}" '
@@ -429,10 +429,12 @@ var c=document.getElementById('crumbs');c.textContent='';var chain=[];
 for(var k=root;k>=0;k=par[k])chain.unshift(k);
 chain.forEach(function(k,j){if(j){c.appendChild(document.createTextNode(' \\u203a '));}
 var a=document.createElement('a');a.textContent=gs[k].getAttribute('data-l');
-a.setAttribute('data-i',k);a.onclick=function(){root=k;draw();return false;};c.appendChild(a);});}
+a.setAttribute('data-i',k);a.onclick=function(){zoom(k);return false;};c.appendChild(a);});}
+function zoom(i){root=i;draw();try{history.replaceState(null,'','#tm='+i);}catch(e){}}
 svg.addEventListener('click',function(ev){var g=ev.target.closest('g.tm');if(!g)return;
 var i=gs.indexOf(g);while(i>=0&&par[i]!==root)i=par[i];
-if(i>=0&&kids[i]>0){root=i;draw();}});
+if(i>=0&&kids[i]>0)zoom(i);});
+var m=/^#tm=(\\d+)$/.exec(location.hash);if(m&&+m[1]<N&&kids[+m[1]]>0)root=+m[1];
 draw();
 })();
 """
@@ -473,7 +475,7 @@ def render_size_report(doc: Mapping[str, object], graphs: Mapping[str, str] | No
         "<h2>Treemap</h2>",
         '<p class="note">Area: bytes stored in the file.  Inside an image, its stored bytes are shared among its '
         "functions in proportion to their symbol sizes (the rest of the image is one grey box).  Click a box to "
-        "zoom in; the path above goes back.</p>",
+        "zoom in; the path above goes back (the page's address ends in #tm=N for box N).</p>",
         '<nav id="crumbs"></nav>',
         _treemap_svg(tree),
         "<h2>By architecture</h2>", _by_arch(doc),

@@ -1,0 +1,513 @@
+"""The size report and call-graph pictures (issue 15, item 5): the treemap and graph layouts, the page
+built from a size document, ``devbin callgraph --svg``, and the page opened in a real headless browser.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import random
+import re
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+
+from conftest import require_tool
+from devbin.analysis.callgraph import Node
+from devbin.api import open_file
+from devbin.cli.main import main
+from devbin.formats.devsec.elf import read_code_object
+from devbin.htmlreport import (
+    Box,
+    Rect,
+    callgraph_svg,
+    layered_layout,
+    layout,
+    render_size_report,
+    size_tree,
+    squarify,
+)
+from devbin.htmlreport.callgraph import graph_svg
+from devbin.importers import import_code_object
+from devbin.model import CodeObject
+
+SAMPLES = Path(__file__).parents[1] / "src" / "devbin" / "samples"
+EPS = 1e-6
+
+
+# --------------------------------------------------------------------------- treemap layout
+
+
+def _overlap(a: Rect, b: Rect) -> float:
+    w = min(a.x + a.w, b.x + b.w) - max(a.x, b.x)
+    h = min(a.y + a.h, b.y + b.h) - max(a.y, b.y)
+    return max(0.0, w) * max(0.0, h)
+
+
+def _inside(r: Rect, p: Rect) -> bool:
+    return (r.x >= p.x - EPS and r.y >= p.y - EPS and r.x + r.w <= p.x + p.w + EPS
+            and r.y + r.h <= p.y + p.h + EPS)
+
+
+def _check_tiling(weights: list[float], rect: Rect) -> list[Rect]:
+    rects = squarify(weights, rect)
+    assert len(rects) == len(weights)
+    total = sum(weights)
+    for w, r in zip(weights, rects, strict=True):
+        assert r.w >= -EPS and r.h >= -EPS
+        assert _inside(r, rect), (r, rect)
+        # area proportional to weight, within floating-point rounding
+        assert r.area == pytest.approx(rect.area * w / total, rel=1e-9, abs=1e-6)
+    for a, b in itertools.combinations(rects, 2):
+        assert _overlap(a, b) < 1e-6, (a, b)
+    assert sum(r.area for r in rects) == pytest.approx(rect.area, rel=1e-9)
+    return rects
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_squarify_areas_proportional_inside_and_disjoint(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(1, 60)
+    weights = [float(rng.choice([rng.randint(1, 10), rng.randint(1, 10_000), rng.randint(1, 10**7)]))
+               for _ in range(n)]
+    rect = Rect(rng.uniform(0, 50), rng.uniform(0, 50), rng.uniform(1, 1500), rng.uniform(1, 900))
+    _check_tiling(weights, rect)
+
+
+def test_squarify_edge_cases() -> None:
+    r = Rect(10, 20, 300, 100)
+    assert squarify([5.0], r) == [r]
+    assert squarify([], r) == []
+    assert all(x.area == 0 for x in squarify([0.0, 0.0], r))
+    rects = squarify([3.0, 0.0, 1.0], r)
+    assert rects[1].area == 0 and rects[0].area == pytest.approx(225 * 100) and rects[2].area == pytest.approx(7500)
+    _check_tiling([1.0] * 17, r)  # equal weights
+
+
+def test_squarify_is_squarified() -> None:
+    """Many equal boxes in a square come out close to squares (not slices)."""
+    rects = squarify([1.0] * 16, Rect(0, 0, 400, 400))
+    assert max(max(r.w / r.h, r.h / r.w) for r in rects) < 2.0
+
+
+def test_nested_layout_keeps_children_inside_their_parent() -> None:
+    rng = random.Random(7)
+
+    def tree(depth: int) -> Box:
+        if depth == 0:
+            return Box("leaf", float(rng.randint(1, 1000)))
+        kids = [tree(depth - 1) for _ in range(rng.randint(1, 6))]
+        return Box("node", sum(k.weight for k in kids), children=kids)
+
+    root = tree(4)
+    layout(root, Rect(0, 0, 1200, 640), pad_top=16, pad=2)
+    stack = [root]
+    while stack:
+        box = stack.pop()
+        assert box.rect is not None
+        rects = [c.rect for c in box.children]
+        assert all(r is not None for r in rects)
+        for c in box.children:
+            assert c.rect is not None and _inside(c.rect, box.rect)
+        for a, b in itertools.combinations([r for r in rects if r is not None], 2):
+            assert _overlap(a, b) < 1e-6
+        child_area = sum(r.area for r in rects if r is not None)
+        if box.children and child_area > 0:  # shares among siblings follow the weights
+            for c in box.children:
+                assert c.rect is not None
+                assert c.rect.area / child_area == pytest.approx(c.weight / box.weight, rel=1e-9, abs=1e-9)
+        stack.extend(box.children)
+
+
+# --------------------------------------------------------------------------- graph layout
+
+
+def _random_graph(rng: random.Random, n: int, m: int) -> tuple[list[str], list[tuple[str, str]]]:
+    names = [f"f{i}" for i in range(n)]
+    return names, [(rng.choice(names), rng.choice(names)) for _ in range(m)]
+
+
+def _has_path(edges: list[tuple[str, str]], a: str, b: str) -> bool:
+    seen, stack = {a}, [a]
+    while stack:
+        v = stack.pop()
+        if v == b:
+            return True
+        for s, t in edges:
+            if s == v and t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return False
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_layered_layout_edges_point_down_except_marked_back_edges(seed: int) -> None:
+    rng = random.Random(seed)
+    names, edges = _random_graph(rng, rng.randint(2, 25), rng.randint(1, 50))
+    lay = layered_layout(names, edges)
+    assert set(lay.layer) == set(names)
+    distinct = list(dict.fromkeys(e for e in edges if e[0] != e[1]))
+    assert [(a, b) for a, b, _, _ in lay.edges] == distinct
+    assert set(lay.loops) == {a for a, b in edges if a == b}
+    forward = [(a, b) for a, b, _, back in lay.edges if not back]
+    for a, b, pts, back in lay.edges:
+        if back:
+            assert lay.layer[b] <= lay.layer[a]
+            # a back edge closes a cycle: its target reaches its source
+            assert _has_path(distinct, b, a)
+        else:
+            assert lay.layer[b] > lay.layer[a]
+        # one point per layer crossed, from the source to the target, each on its layer
+        assert len(pts) == abs(lay.layer[b] - lay.layer[a]) + 1
+        assert pts[0] == (round(lay.x[a], 2), round(lay.y[a], 2))
+        assert pts[-1] == (round(lay.x[b], 2), round(lay.y[b], 2))
+    # longest-path layering: a node's layer is one more than its deepest caller's (back edges aside)
+    for v in names:
+        callers = [lay.layer[a] for a, b in forward if b == v]
+        assert lay.layer[v] == (max(callers) + 1 if callers else 0)
+    # the forward edges alone are acyclic
+    assert all(not _has_path(forward, b, a) for a, b in forward)
+    # nodes of one layer do not overlap
+    for level in set(lay.layer.values()):
+        row = sorted(lay.x[v] for v in names if lay.layer[v] == level)
+        assert all(b - a >= 120 for a, b in itertools.pairwise(row))
+    # deterministic
+    assert layered_layout(names, edges) == lay
+
+
+def test_layered_layout_recursion_and_barycentre() -> None:
+    lay = layered_layout(["k", "a", "b", "c"], [("k", "a"), ("a", "b"), ("b", "a"), ("c", "c"), ("k", "b")])
+    assert lay.layer == {"k": 0, "a": 1, "b": 2, "c": 0}
+    assert [(a, b, back) for a, b, _, back in lay.edges] == [("k", "a", False), ("a", "b", False),
+                                                             ("b", "a", True), ("k", "b", False)]
+    assert lay.loops == ("c",)
+    # a crossing that the barycentre sweeps remove: x1 -> y2, x2 -> y1 given crossed
+    lay = layered_layout(["x1", "x2", "y1", "y2"], [("x1", "y2"), ("x2", "y1")])
+    assert (lay.order["y2"] < lay.order["y1"]) == (lay.order["x1"] < lay.order["x2"])
+
+
+def test_large_graph_is_capped_with_a_note() -> None:
+    ns = [Node(i + 1, f"fn{i}", "kernel" if i == 0 else "device", 10, False,
+               (f"fn{i + 1}",) if i < 399 else ()) for i in range(400)]
+    svg = graph_svg(ns, max_nodes=50)
+    assert svg.count('class="node ') == 50
+    assert "350 of 400 functions not shown" in svg
+    ElementTree.fromstring(svg)
+
+
+# --------------------------------------------------------------------------- call graphs of real code objects
+
+
+def _code_object(path: Path) -> CodeObject:
+    with open_file(str(path)) as elf:
+        obj = read_code_object(elf)
+        return obj if obj is not None else import_code_object(elf)
+
+
+def _svg_nodes(svg: str) -> dict[str, str]:
+    root = ElementTree.fromstring(svg)  # well-formed XML
+    ns = "{http://www.w3.org/2000/svg}"
+    return {g.attrib["data-name"]: "".join(t.text or "" for t in g.iter(f"{ns}text"))
+            for g in root.iter(f"{ns}g") if "data-name" in g.attrib}
+
+
+def test_callgraph_svg_of_a_cubin(cubins: dict[str, Path]) -> None:
+    obj = _code_object(cubins["sm_90_rdc"])
+    svg = callgraph_svg(obj, title="kernels sm_90")
+    assert svg == callgraph_svg(obj, title="kernels sm_90")
+    assert " id=" not in svg and "<?xml" not in svg
+    shown = _svg_nodes(svg)
+    for f in obj.functions:
+        assert f.name in shown
+        regs = f.resources.registers
+        if regs is not None:
+            assert f"{regs} regs" in shown[f.name]
+    assert shown["ext_scale"].endswith("external")  # the unresolved callee of the relocatable cubin
+    # apply_op calls op_add, op_mul, op_sub through a pointer: indirect edges, drawn dotted
+    indirect = re.findall(r"<title>apply_op -&gt; (op_\w+) \(indirect\)</title>", svg)
+    assert sorted(indirect) == ["op_add", "op_mul", "op_sub"]
+
+
+def test_callgraph_svg_recursion_is_drawn_against_the_layers() -> None:
+    """Self and mutual recursion (the compilers here turn the test sources' recursion into loops: a model)."""
+    from devbin.model import CallGraph, Function, FunctionKind
+    obj = CodeObject(functions=(Function("k", FunctionKind.KERNEL), Function("even", FunctionKind.DEVICE),
+                                Function("odd", FunctionKind.DEVICE), Function("fact", FunctionKind.DEVICE)),
+                     callgraph=CallGraph(direct=(("k", "even"), ("even", "odd"), ("odd", "even"), ("k", "fact"),
+                                                 ("fact", "fact"))))
+    svg = callgraph_svg(obj)
+    assert svg.count('class="edge back"') == 1 and "<title>odd -&gt; even (back edge)</title>" in svg
+    assert svg.count('class="edge loop"') == 1 and "<title>fact calls itself</title>" in svg
+    assert set(_svg_nodes(svg)) == {"k", "even", "odd", "fact"}
+
+
+def test_callgraph_svg_of_an_amdgpu_object(amdgpu_objects: dict[str, Path]) -> None:
+    obj = _code_object(amdgpu_objects["gfx90a_so"])
+    shown = _svg_nodes(callgraph_svg(obj))
+    assert {f.name for f in obj.functions} <= set(shown)
+    assert any("SGPRs" in t or "regs" in t for t in shown.values())
+
+
+def _run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out), out.getvalue()
+
+
+def test_cli_callgraph_svg(tmp_path: Path) -> None:
+    cubin = SAMPLES / "sample_sm90_rdc.cubin"
+    plain = _run("callgraph", str(cubin))
+    out = tmp_path / "g.svg"
+    assert _run("callgraph", str(cubin), "--svg", str(out)) == plain  # what is printed is unchanged
+    assert _svg_nodes(out.read_text()).keys() == {"saxpy", "axpy_one"}
+    as_json = _run("callgraph", str(cubin), "--json")
+    assert _run("callgraph", str(cubin), "--json", "--svg", str(tmp_path / "h.svg")) == as_json
+    assert (tmp_path / "h.svg").read_bytes() == out.read_bytes()
+    # a container: one graph per code object, each titled with its address
+    from devbin.formats.ar.writer import ArMember, write_archive
+    lib = tmp_path / "lib.a"
+    lib.write_bytes(write_archive([ArMember("a.cubin", cubin.read_bytes()),
+                                   ArMember("b.o", (SAMPLES / "sample_gfx90a.o").read_bytes())]))
+    code, _ = _run("callgraph", str(lib), "--svg", str(tmp_path / "lib.svg"))
+    text = (tmp_path / "lib.svg").read_text()
+    assert code == 0 and text.count('class="graph"') == 2 and "(sm_90)" in text and "(gfx90a" in text
+    ElementTree.fromstring(text)
+    # the output is never one of the inputs
+    code, _ = _run("callgraph", str(lib), "--svg", str(lib))
+    assert code == 1 and lib.read_bytes().startswith(b"!<arch>\n")
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def _doc() -> dict[str, Any]:
+    """A size document written by hand after the contract (two vendors, compression, PTX, duplicates, --keep)."""
+    return {
+        "schema": "devbin.size/1",
+        "files": [
+            {"path": "lib/libfoo.so", "file_bytes": 9000, "device_bytes": 7000, "overhead": 100,
+             "images": [
+                 {"address": "lib/libfoo.so#0.0", "vendor": "nvidia", "kind": "cubin", "arch": "sm_90",
+                  "size": 5000, "stored_size": 2500, "compression": "zstd",
+                  "functions": [
+                      {"name": "_Z12huge_kernelPfi", "demangled": "huge_kernel(float*, int)", "size": 3000,
+                       "kind": "kernel", "related": {"constant_bank": 360, "nv_info": 40}},
+                      {"name": "_Z6helperv", "demangled": "helper()", "size": 1000, "kind": "function"}]},
+                 {"address": "lib/libfoo.so#0.1", "vendor": "nvidia", "kind": "cubin", "arch": "sm_80",
+                  "size": 4000, "stored_size": 4000, "compression": None,
+                  "functions": [{"name": "_Z12huge_kernelPfi", "demangled": "huge_kernel(float*, int)",
+                                 "size": 2800, "kind": "kernel"}]},
+                 {"address": "lib/libfoo.so#0.2", "vendor": "nvidia", "kind": "ptx", "arch": "compute_90",
+                  "size": 1200, "stored_size": 400, "compression": "zstd"}],
+             "savings": {"bytes": 4000, "by_arch": {"sm_80": 4000}}},
+            {"path": "lib/libamd.so", "file_bytes": 4000, "device_bytes": 3000, "overhead": 0,
+             "images": [{"address": "lib/libamd.so#0", "vendor": "amd", "kind": "amdgpu", "arch": "gfx90a",
+                         "size": 3000, "stored_size": 3000, "compression": None,
+                         "functions": [{"name": "amd_kern", "demangled": "amd_kern", "size": 2000,
+                                        "kind": "kernel"}]}],
+             "savings": {"bytes": 0, "by_arch": {}}},
+        ],
+        "by_arch": [{"vendor": "nvidia", "arch": "sm_80", "images": 1, "stored_size": 4000, "size": 4000},
+                    {"vendor": "amd", "arch": "gfx90a", "images": 1, "stored_size": 3000, "size": 3000},
+                    {"vendor": "nvidia", "arch": "sm_90", "images": 1, "stored_size": 2500, "size": 5000},
+                    {"vendor": "nvidia", "arch": "compute_90", "images": 1, "stored_size": 400, "size": 1200}],
+        "totals": {"files": 2, "file_bytes": 13000, "device_bytes": 10000, "overhead": 100, "stored_size": 9900,
+                   "size": 13200},
+        "duplicate_bytes": 2000,
+        "duplicates": {"images": [{"sha256": "ab" * 32, "kind": "cubin", "arch": "sm_90", "stored_size": 2000,
+                                   "copies": ["a#0", "b#0"], "wasted": 2000}],
+                       "functions": [{"name": "_Z6helperv", "demangled": "helper()", "arch": "sm_90", "size": 1000,
+                                      "copies": ["a#0:_Z6helperv", "c#0:_Z6helperv"], "wasted": 1000}]},
+        "savings": {"keep": ["sm_90", "gfx90a"], "bytes": 4000, "by_arch": {"sm_80": 4000}},
+        "unknown_key": {"ignored": True},
+    }
+
+
+def _boxes(root: Box) -> list[Box]:
+    out, stack = [], [root]
+    while stack:
+        b = stack.pop()
+        out.append(b)
+        stack.extend(b.children)
+    return out
+
+
+def test_size_tree_weights_are_stored_bytes() -> None:
+    root = size_tree(_doc())
+    assert [v.label for v in root.children] == ["nvidia", "amd"]
+    assert root.weight == 10000  # stored sizes plus the container overhead
+    nvidia = root.children[0]
+    (foo,) = nvidia.children
+    assert foo.label == "lib/libfoo.so" and foo.weight == 2500 + 4000 + 400 + 100
+    archs = {b.label: b for b in foo.children}
+    assert archs["sm_90"].weight == 2500 and archs["container overhead"].weight == 100
+    # inside a compressed image, functions share its stored bytes in proportion to their sizes
+    funcs = {b.label: b.weight for b in archs["sm_90"].children}
+    assert funcs == {"huge_kernel(float*, int)": 1500.0, "helper()": 500.0, "rest of image": 500.0}
+    for b in _boxes(root):
+        if b.children:
+            assert sum(c.weight for c in b.children) == pytest.approx(b.weight)
+
+
+def test_size_tree_caps_functions_and_files() -> None:
+    doc = {"files": [{"path": f"f{i}", "device_bytes": 100, "overhead": 0, "images": [
+        {"address": f"f{i}#0", "vendor": "nvidia", "arch": "sm_90", "size": 100, "stored_size": 100,
+         "functions": [{"name": f"k{j}", "size": 1} for j in range(100)]}]} for i in range(30)]}
+    root = size_tree(doc, max_files=10, max_functions=20)
+    files = root.children[0].children
+    assert len(files) == 11 and files[-1].label == "20 more files" and files[-1].weight == 2000
+    arch = files[0].children[0]
+    assert len(arch.children) == 21 and arch.children[-1].label == "80 more functions"
+
+
+def test_report_page_is_self_contained_and_deterministic() -> None:
+    doc = _doc()
+    cubin = SAMPLES / "sample_sm90_rdc.cubin"
+    page = render_size_report(doc, {"lib/libfoo.so#0.0": callgraph_svg(_code_object(cubin))})
+    again = render_size_report(json.loads(json.dumps(doc)), {"lib/libfoo.so#0.0": callgraph_svg(_code_object(cubin))})
+    assert page == again
+    assert page.startswith("<!DOCTYPE html>")
+    # nothing from elsewhere: no external URL but the SVG namespace, no src=, no link/import
+    urls = set(re.findall(r"https?://[^\s\"'<>]+", page))
+    assert urls <= {"http://www.w3.org/2000/svg"}
+    assert " src=" not in page and "<link" not in page and "@import" not in page and "fetch(" not in page
+    for text in ("huge_kernel(float*, int)", "_Z12huge_kernelPfi", "gfx90a", "sm_80", "compute_90",
+                 "lib/libamd.so", "saved by --keep sm_90,gfx90a", "axpy_one", "helper()", "ab" * 8):
+        assert text in page, text
+
+
+def test_report_tolerates_absent_keys() -> None:
+    for doc in ({}, {"files": []}, {"files": [{"path": "x"}]},
+                {"files": [{"path": "x", "images": [{"address": "x#0", "stored_size": 10}]}], "totals": {}},
+                {"files": "not a list", "by_arch": None, "duplicates": [], "savings": 3}):
+        page = render_size_report(doc)
+        assert page.endswith("</html>\n")
+
+
+# --------------------------------------------------------------------------- in a real browser
+
+
+def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """Width, height and rows of RGB(A) pixels of an 8-bit, non-interlaced PNG (what Chromium writes)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    assert header is not None
+    width, height, depth, colour, _, _, interlace = header
+    assert depth == 8 and colour in (2, 6) and interlace == 0, header
+    bpp = 4 if colour == 6 else 3
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows: list[bytes] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif f == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        rows.append(bytes(line))
+        prev = line
+    return width, height, [r[i:i + 3] for r in rows for i in range(0, stride, bpp)]
+
+
+def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    exe = require_tool("chromium", versions=())
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={profile}", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def _real_doc(cubins: dict[str, Path], amdgpu_objects: dict[str, Path]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A size document for real code objects built at test time, their functions' sizes from the model."""
+    files, graphs, by_arch = [], {}, []
+    for path, vendor in ((cubins["sm_90_rdc"], "nvidia"), (cubins["sm_80_rdc"], "nvidia"),
+                         (amdgpu_objects["gfx90a_so"], "amd")):
+        obj = _code_object(path)
+        arch = obj.target.arch if obj.target else None
+        n = path.stat().st_size
+        address = f"{path.name}#0"
+        files.append({"path": path.name, "file_bytes": n, "device_bytes": n, "overhead": 0, "images": [
+            {"address": address, "vendor": vendor, "kind": "cubin" if vendor == "nvidia" else "amdgpu",
+             "arch": arch, "size": n, "stored_size": n, "compression": None,
+             "functions": [{"name": f.name, "demangled": f.name, "size": f.size,
+                            "kind": "kernel" if f.is_kernel else "function"} for f in obj.functions]}]})
+        by_arch.append({"vendor": vendor, "arch": arch, "images": 1, "stored_size": n, "size": n})
+        graphs[address] = callgraph_svg(obj, title=address)
+    total = sum(f["device_bytes"] for f in files)
+    doc = {"schema": "devbin.size/1", "files": files, "by_arch": by_arch,
+           "totals": {"files": len(files), "file_bytes": total, "device_bytes": total, "overhead": 0,
+                      "stored_size": total, "size": total}, "duplicate_bytes": 0}
+    return doc, graphs
+
+
+@pytest.mark.parametrize("which", ["by-hand", "built"])
+def test_report_in_headless_chromium(which: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    require_tool("chromium", versions=())
+    if which == "by-hand":
+        doc, graphs = _doc(), {"lib/libfoo.so#0.0": callgraph_svg(_code_object(SAMPLES / "sample_sm90_rdc.cubin"))}
+    else:
+        doc, graphs = _real_doc(request.getfixturevalue("cubins"), request.getfixturevalue("amdgpu_objects"))
+    page = tmp_path / "report.html"
+    page.write_text(render_size_report(doc, graphs))
+    functions = sorted(((fn["size"], fn["demangled"]) for f in doc["files"] for im in f["images"]
+                        for fn in im.get("functions", [])), reverse=True)
+    largest = [name for _, name in functions[:3]]
+    archs = {a["arch"] for a in doc["by_arch"]}
+
+    shot = tmp_path / "shot.png"
+    res = _chromium(tmp_path, "--window-size=1280,1400", f"--screenshot={shot}", page.as_uri())
+    assert shot.is_file(), res.stderr[-2000:]
+    width, height, pixels = _png_pixels(shot.read_bytes())
+    assert (width, height) == (1280, 1400)
+    colours = set(pixels)
+    assert len(colours) > 50, len(colours)  # not blank: the treemap's colours, text
+    white = sum(1 for p in pixels if p == b"\xff\xff\xff")
+    assert white < 0.9 * len(pixels)
+
+    res = _chromium(tmp_path, "--dump-dom", page.as_uri())
+    dom = res.stdout
+    assert "<svg" in dom and 'id="tm"' in dom, res.stderr[-2000:]
+    import html as html_mod
+    text = html_mod.unescape(dom)
+    for name in largest:
+        assert name in text, name
+    for arch in archs:
+        assert arch in text, arch
+    # the script ran: the breadcrumb is filled in by it
+    assert re.search(r'<nav id="crumbs"><a data-i="0">all device code</a></nav>', dom), dom[:2000]
+
+    # zoomed into the first file (through the page's address): the breadcrumb names it, other vendors hide
+    first_file = re.search(r'<g class="tm file" data-i="(\d+)"[^>]*data-l="([^"]*)"', page.read_text())
+    assert first_file is not None
+    res = _chromium(tmp_path, "--dump-dom", page.as_uri() + f"#tm={first_file.group(1)}")
+    crumbs = re.search(r'<nav id="crumbs">(.*?)</nav>', res.stdout)
+    assert crumbs is not None and html_mod.unescape(first_file.group(2)) in html_mod.unescape(crumbs.group(1))
+    assert 'class="tm vendor" data-i="1"' in res.stdout
+    hidden = re.findall(r'<g class="tm [a-z]+" data-i="\d+"[^>]*style="display: none;"', res.stdout)
+    assert hidden or len(doc["files"]) == 1
