@@ -2,7 +2,7 @@
 # Prepare a Debian 12 (bookworm) machine to run devbin's whole test suite.
 #
 #  1. Debian packages for the oracle tools and fixture compilers (LLVM 19 and 22,
-#     lld, binutils, gcc).  Skipped entirely when every tool is already on PATH,
+#     lld, binutils, gcc; chromium for the HTML report test).  Skipped entirely when every tool is already on PATH,
 #     so a second run is fast.
 #  2. python3 -m pip install -e '.[test]' (test deps, plus the PyPI wheels that
 #     carry cuobjdump and nvdisasm), and nvidia-cuda-nvcc (ptxas, nvlink,
@@ -34,6 +34,7 @@ declare -A tool_pkg=(
     [nm]=binutils
     [readelf]=binutils
     [gcc]=gcc
+    [chromium]=chromium  # the HTML report's headless-browser test (tests/test_htmlreport.py)
 )
 
 missing_pkgs=()

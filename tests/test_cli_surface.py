@@ -138,6 +138,20 @@ def test_golden_text_and_json(name: str, work: Path) -> None:
         _golden(f"{name}.{fmt}", text)
 
 
+@pytest.mark.parametrize("name", ["callgraph-cubin", "callgraph-offload"])
+def test_golden_callgraph_svg(name: str, work: Path) -> None:
+    """``callgraph --svg OUT``: the picture (golden) and, printed, the same text and JSON as without it."""
+    argv, _ = CASES[name]
+    for fmt in ("txt", "json"):
+        out = work / "out-graph.svg"
+        if out.exists():
+            out.unlink()
+        code, text = _run(*argv, "--svg", out.name, *(["--json"] if fmt == "json" else []))
+        assert code == 0, text
+        _golden(f"{name}.{fmt}", text)
+        _golden(f"{name}.svg", out.read_text())
+
+
 def test_tour_json_follows_its_schema(tmp_path: Path) -> None:
     code, text = _run("tour", "-o", str(tmp_path / "t"), "--json")
     assert code == 0
