@@ -362,7 +362,13 @@ def test_size_tree_caps_functions_and_files() -> None:
     files = root.children[0].children
     assert len(files) == 11 and files[-1].label == "20 more files" and files[-1].weight == 2000
     arch = files[0].children[0]
-    assert len(arch.children) == 21 and arch.children[-1].label == "80 more functions"
+    assert len(arch.children) == 21
+    assert [(b.label, b.weight) for b in arch.children if b.kind == "rest"] == [("80 more functions", 80.0)]
+    # with few boxes allowed in all, the smallest functions are merged too
+    root = size_tree(doc, max_functions=20, max_boxes=100)
+    arches = [f.children[0] for f in root.children[0].children]
+    assert sum(1 for a in arches for b in a.children if b.kind == "function") <= 100
+    assert all(sum(b.weight for b in a.children) == pytest.approx(100) for a in arches)
 
 
 def test_report_page_is_self_contained_and_deterministic() -> None:

@@ -21,19 +21,23 @@ bytes.
 
 from __future__ import annotations
 
+import heapq
 import html
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from devbin.htmlreport.treemap import Box, Rect, layout
 
-__all__ = ["MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "render_size_report", "size_tree"]
+__all__ = ["MAX_BOXES", "MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "render_size_report", "size_tree"]
 
 #: Treemap canvas, in CSS pixels, and the padding a parent keeps for its label and border.
 WIDTH, HEIGHT, PAD_TOP, PAD = 1200.0, 640.0, 16.0, 2.0
 #: Files per vendor and functions per architecture drawn as their own boxes; the others share one box.
 MAX_FILES = 200
 MAX_FUNCTIONS = 60
+MAX_IMAGES = 20
+#: Function boxes in the whole treemap, at most.
+MAX_BOXES = 6000
 #: Rows of the largest-functions table.
 TOP_FUNCTIONS = 100
 #: A function's box is drawn when it is at least this share of all the bytes (smaller ones are merged).
@@ -81,32 +85,26 @@ def _shade(hue: int, key: str, base: int) -> str:
 # --------------------------------------------------------------------------- the tree
 
 
-def _function_boxes(image: Mapping[str, object], hue: int, arch: str) -> list[Box]:
-    """One box per function of ``image``, the stored bytes shared in proportion to symbol sizes, and the rest."""
+def _image_functions(image: Mapping[str, object]) -> tuple[list[tuple[float, Mapping[str, object]]], float]:
+    """``image``'s functions with their boxes' weights (its stored bytes shared in proportion to their
+    symbol sizes), and the stored bytes its functions do not cover."""
     stored = _int(image.get("stored_size"))
     size = _int(image.get("size")) or stored
     functions = _list(image.get("functions"))
-    address = _str(image.get("address"))
-    kind = _str(image.get("kind"), "image")
-    if not functions or stored <= 0:
-        return [Box(f"{kind} {address}", stored, "image", f"{kind} image {address}: {_bytes(stored)} stored, "
-                    f"{_bytes(size)} uncompressed", color=_shade(hue, address, 62))]
-    covered = sum(max(0, _int(f.get("size"))) for f in functions)
+    sizes = [max(0, _int(f.get("size"))) for f in functions]
+    covered = sum(sizes)
     scale = stored / max(size, covered, 1)
-    out = []
-    for f in functions:
-        name = _str(f.get("name"))
-        shown = _str(f.get("demangled")) or name
-        fsize = max(0, _int(f.get("size")))
-        related = _map(f.get("related"))
-        extra = ", ".join(f"{k} {_int(v)} B" for k, v in related.items() if _int(v))
-        info = f"{shown}\n{name}\n{arch}: {_bytes(fsize)}" + (f" (+ {extra})" if extra else "")
-        out.append(Box(shown, fsize * scale, "function", info, color=_shade(hue, arch + name, 58)))
-    rest = (max(size, covered) - covered) * scale
-    if rest > 0:
-        out.append(Box("rest of image", rest, "rest", f"{address}: {_bytes(max(size, covered) - covered)} "
-                       "outside the functions (headers, data, other sections)", color="hsl(0,0%,80%)"))
-    return out
+    return [(s * scale, f) for s, f in zip(sizes, functions, strict=True)], (max(size, covered) - covered) * scale
+
+
+def _function_box(weight: float, f: Mapping[str, object], hue: int, arch: str) -> Box:
+    name = _str(f.get("name"))
+    shown = _str(f.get("demangled")) or name
+    fsize = max(0, _int(f.get("size")))
+    related = _map(f.get("related"))
+    extra = ", ".join(f"{k} {_int(v)} B" for k, v in related.items() if _int(v))
+    info = f"{shown}\n{name}\n{arch}: {_bytes(fsize)}" + (f" (+ {extra})" if extra else "")
+    return Box(shown, weight, "function", info, color=_shade(hue, arch + name, 58))
 
 
 def _merge(boxes: list[Box], keep: int, min_weight: float, what: str) -> list[Box]:
@@ -114,23 +112,72 @@ def _merge(boxes: list[Box], keep: int, min_weight: float, what: str) -> list[Bo
     ordered = sorted(boxes, key=lambda b: -b.weight)
     kept = [b for b in ordered[:keep] if b.weight >= min_weight]
     rest = ordered[len(kept):]
-    if rest:
+    if len(rest) == 1 and rest[0].count == 1 and not rest[0].children:
+        kept += rest  # one box stands for itself
+    elif rest:
         weight = sum(b.weight for b in rest)
-        kept.append(Box(f"{len(rest)} more {what}", weight, "rest",
-                        f"{len(rest)} more {what}: {_bytes(weight)} stored", color="hsl(0,0%,75%)"))
+        count = sum(b.count for b in rest)
+        kept.append(Box(f"{count} more {what}", weight, "rest", f"{count} more {what}: {_bytes(weight)} stored",
+                        color="hsl(0,0%,75%)", count=count))
     return kept
 
 
-def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES,
-              max_functions: int = MAX_FUNCTIONS) -> Box:
+def _arch_box(path: str, arch: str, hue: int, ims: list[Mapping[str, object]], max_functions: int,
+              min_weight: float) -> Box:
+    stored = sum(_int(im.get("stored_size")) for im in ims)
+    size = sum(_int(im.get("size")) for im in ims)
+    functions: list[tuple[float, Mapping[str, object]]] = []
+    whole: list[Box] = []
+    rest = 0.0
+    with_functions = 0
+    for im in ims:
+        if _list(im.get("functions")) and _int(im.get("stored_size")) > 0:
+            fs, r = _image_functions(im)
+            functions += fs
+            rest += r
+            with_functions += 1
+        else:
+            address, kind, n = _str(im.get("address")), _str(im.get("kind"), "image"), _int(im.get("stored_size"))
+            whole.append(Box(f"{kind} {address}", n, "image", f"{kind} image {address}: {_bytes(n)} stored, "
+                             f"{_bytes(_int(im.get('size')))} uncompressed", color=_shade(hue, address, 62)))
+    # boxes for the heaviest functions only (same order as a stable sort, heaviest first)
+    top = heapq.nlargest(max_functions, range(len(functions)), key=lambda i: functions[i][0])
+    boxes = [_function_box(*functions[i], hue, arch) for i in sorted(top, key=lambda i: (-functions[i][0], i))]
+    kids = _merge(boxes, max_functions, min_weight, "functions")
+    left = len(functions) - len(boxes)
+    if left:
+        weight = sum(w for w, _ in functions) - sum(b.weight for b in boxes)
+        if kids and kids[-1].kind == "rest":  # one "N more functions" box
+            kids[-1] = Box(f"{kids[-1].count + left} more functions", kids[-1].weight + weight, "rest",
+                           f"{kids[-1].count + left} more functions: {_bytes(kids[-1].weight + weight)} stored",
+                           color="hsl(0,0%,75%)", count=kids[-1].count + left)
+        else:
+            kids.append(Box(f"{left} more functions", weight, "rest", f"{left} more functions: {_bytes(weight)} "
+                            "stored", color="hsl(0,0%,75%)", count=left))
+    if rest > 0:
+        kids.append(Box("rest of image" if with_functions == 1 else f"rest of {with_functions} images", rest, "rest",
+                        f"{path} {arch}: {_bytes(rest)} stored outside the functions (headers, data, other "
+                        "sections)", color="hsl(0,0%,80%)"))
+    kids += _merge(whole, MAX_IMAGES, min_weight, "images")
+    kids.sort(key=lambda b: -b.weight)
+    return Box(arch, stored, "arch", f"{path}\n{arch}: {len(ims)} image(s), {_bytes(stored)} stored, "
+               f"{_bytes(size)} uncompressed", kids, color=_shade(hue, arch, 40))
+
+
+def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES, max_functions: int = MAX_FUNCTIONS,
+              max_boxes: int = MAX_BOXES) -> Box:
     """The treemap's tree of ``doc`` (a ``devbin size --json`` document): vendor -> file -> arch -> function.
 
     Weights are stored bytes (module docstring).  Each level is ordered by weight, heaviest first.
+    Beyond ``max_files`` files per vendor and ``max_functions`` functions per architecture, and
+    below a share of :data:`MIN_SHARE` of all the bytes, boxes are merged into one "N more" box;
+    when the function boxes still number more than ``max_boxes``, the smallest are merged too.
     """
     files = _list(doc.get("files"))
     grand = sum(_int(f.get("device_bytes")) for f in files) or 1
     min_weight = grand * MIN_SHARE
     vendors: dict[str, list[Box]] = {}
+    arch_boxes_all: list[Box] = []
     for f in files:
         path = _str(f.get("path"), "?")
         images = _list(f.get("images"))
@@ -148,15 +195,8 @@ def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES,
             by_vendor["unknown"] = {}
         for vendor, archs in by_vendor.items():
             hue = _hue(vendor)
-            arch_boxes = []
-            for arch, ims in archs.items():
-                stored = sum(_int(im.get("stored_size")) for im in ims)
-                size = sum(_int(im.get("size")) for im in ims)
-                kids = [b for im in ims for b in _function_boxes(im, hue, arch)]
-                kids = _merge(kids, max_functions, min_weight, "functions")
-                arch_boxes.append(Box(arch, stored, "arch", f"{path}\n{arch}: {len(ims)} image(s), "
-                                      f"{_bytes(stored)} stored, {_bytes(size)} uncompressed", kids,
-                                      color=_shade(hue, arch, 40)))
+            arch_boxes = [_arch_box(path, arch, hue, ims, max_functions, min_weight) for arch, ims in archs.items()]
+            arch_boxes_all += arch_boxes
             if vendor == home and overhead > 0:
                 arch_boxes.append(Box("container overhead", overhead, "rest",
                                       f"{path}: {_bytes(overhead)} of container headers and padding",
@@ -166,6 +206,15 @@ def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES,
             vendors.setdefault(vendor, []).append(
                 Box(path, weight, "file", f"{path}\n{_bytes(weight)} of {vendor} device code", arch_boxes,
                     color=_shade(hue, path, 30)))
+    leaves = sorted((b.weight for a in arch_boxes_all for b in a.children if b.kind == "function"), reverse=True)
+    if len(leaves) > max_boxes:
+        floor = leaves[max_boxes]
+        for a in arch_boxes_all:
+            fs = [b for b in a.children if b.kind == "function" or b.label.endswith(" more functions")]
+            merged = {id(b) for b in fs}
+            others = [b for b in a.children if id(b) not in merged]
+            a.children = sorted([*_merge(fs, max_functions, floor + 1e-12 * grand, "functions"), *others],
+                                key=lambda b: -b.weight)
     vendor_boxes = []
     for vendor, file_boxes in vendors.items():
         kept = _merge(file_boxes, max_files, 0.0, "files")
@@ -332,11 +381,12 @@ def _top_functions(doc: Mapping[str, object], top: int) -> str:
                 extra = ", ".join(f"{k} {_int(v)}" for k, v in related.items() if _int(v))
                 found.append((_int(fn.get("size")), _str(fn.get("demangled")) or _str(fn.get("name")),
                               _str(fn.get("name")), arch, _str(fn.get("kind")), _str(im.get("address")), extra))
-    found.sort(key=lambda t: (-t[0], t[1], t[5]))
+    count = len(found)
+    found = heapq.nsmallest(top, found, key=lambda t: (-t[0], t[1], t[5]))
     rows = ["<tr>" + "".join([_cell(d, cls="fn", title=d), _cell(m, cls="mangled"), _cell(a, cls="arch"),
                               _cell(k), _cell(s, num=True), _cell(e), _cell(addr, cls="path")]) + "</tr>"
             for s, d, m, a, k, addr, e in found[:top]]
-    caption = f"the {min(top, len(found))} largest of {len(found)} functions" if found else "no functions"
+    caption = f"the {len(found)} largest of {count} functions" if found else "no functions"
     return _table("top-functions", [("function", False), ("mangled name", False), ("architecture", False),
                                     ("kind", False), ("bytes", True), ("beside it (bytes)", False),
                                     ("image", False)], rows, caption)

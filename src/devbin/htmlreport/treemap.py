@@ -45,6 +45,7 @@ class Box:
     children: list[Box] = field(default_factory=list)
     color: str = ""
     rect: Rect | None = None
+    count: int = 1  # how many items the box stands for (a merged "N more" box: N)
 
 
 def _worst(row: Sequence[float], side: float) -> float:
