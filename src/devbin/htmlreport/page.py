@@ -122,6 +122,11 @@ def _merge(boxes: list[Box], keep: int, min_weight: float, what: str) -> list[Bo
     return kept
 
 
+def _more_functions(count: int, weight: float) -> Box:
+    return Box(f"{count} more functions", weight, "rest", f"{count} more functions: {_bytes(weight)} stored",
+               color="hsl(0,0%,75%)", count=count)
+
+
 def _arch_box(path: str, arch: str, hue: int, ims: list[Mapping[str, object]], max_functions: int,
               min_weight: float) -> Box:
     stored = sum(_int(im.get("stored_size")) for im in ims)
@@ -147,13 +152,10 @@ def _arch_box(path: str, arch: str, hue: int, ims: list[Mapping[str, object]], m
     left = len(functions) - len(boxes)
     if left:
         weight = sum(w for w, _ in functions) - sum(b.weight for b in boxes)
-        if kids and kids[-1].kind == "rest":  # one "N more functions" box
-            kids[-1] = Box(f"{kids[-1].count + left} more functions", kids[-1].weight + weight, "rest",
-                           f"{kids[-1].count + left} more functions: {_bytes(kids[-1].weight + weight)} stored",
-                           color="hsl(0,0%,75%)", count=kids[-1].count + left)
+        if kids and kids[-1].kind == "rest":  # fold into the one "N more functions" box
+            kids[-1] = _more_functions(kids[-1].count + left, kids[-1].weight + weight)
         else:
-            kids.append(Box(f"{left} more functions", weight, "rest", f"{left} more functions: {_bytes(weight)} "
-                            "stored", color="hsl(0,0%,75%)", count=left))
+            kids.append(_more_functions(left, weight))
     if rest > 0:
         kids.append(Box("rest of image" if with_functions == 1 else f"rest of {with_functions} images", rest, "rest",
                         f"{path} {arch}: {_bytes(rest)} stored outside the functions (headers, data, other "
@@ -210,11 +212,14 @@ def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES, max_func
     if len(leaves) > max_boxes:
         floor = leaves[max_boxes]
         for a in arch_boxes_all:
-            fs = [b for b in a.children if b.kind == "function" or b.label.endswith(" more functions")]
-            merged = {id(b) for b in fs}
-            others = [b for b in a.children if id(b) not in merged]
-            a.children = sorted([*_merge(fs, max_functions, floor + 1e-12 * grand, "functions"), *others],
-                                key=lambda b: -b.weight)
+            fs = [b for b in a.children if b.kind == "function"]
+            more = [b for b in a.children if b.kind == "rest" and b.label.endswith(" more functions")]
+            others = [b for b in a.children if b.kind != "function" and all(b is not m for m in more)]
+            kept = [b for b in fs if b.weight > floor]
+            dropped = [*more, *(b for b in fs if b.weight <= floor)]
+            if dropped:
+                kept.append(_more_functions(sum(b.count for b in dropped), sum(b.weight for b in dropped)))
+            a.children = sorted([*kept, *others], key=lambda b: -b.weight)
     vendor_boxes = []
     for vendor, file_boxes in vendors.items():
         kept = _merge(file_boxes, max_files, 0.0, "files")
