@@ -192,6 +192,17 @@ def test_layered_layout_recursion_and_barycentre() -> None:
     assert (lay.order["y2"] < lay.order["y1"]) == (lay.order["x1"] < lay.order["x2"])
 
 
+def test_layered_layout_dummy_budget_draws_the_longest_edges_straight() -> None:
+    names = [f"c{i}" for i in range(12)]
+    edges = [*itertools.pairwise(names), ("c0", "c11"), ("c0", "c3")]
+    full = layered_layout(names, edges)
+    assert {(a, b): len(p) for a, b, p, _ in full.edges}[("c0", "c11")] == 12
+    lay = layered_layout(names, edges, max_dummies=2)  # enough for c0 -> c3 only
+    points = {(a, b): p for a, b, p, _ in lay.edges}
+    assert len(points[("c0", "c3")]) == 4 and len(points[("c0", "c11")]) == 2
+    assert lay.layer == full.layer
+
+
 def test_large_graph_is_capped_with_a_note() -> None:
     ns = [Node(i + 1, f"fn{i}", "kernel" if i == 0 else "device", 10, False,
                (f"fn{i + 1}",) if i < 399 else ()) for i in range(400)]

@@ -7,7 +7,8 @@ Understanding of Hierarchical System Structures", IEEE Trans. SMC 11(2), 1981).
 2. **Layers**: longest path from the sources: a node's layer is one more than the largest layer of
    the nodes calling it (back edges not counted), so every other edge goes from layer i to j > i.
 3. **Long edges** get one dummy node per layer they cross, so that each edge segment joins
-   neighbouring layers.
+   neighbouring layers (up to a budget of dummy nodes, the shortest edges first; the others are
+   drawn straight, which keeps a dense graph's time and width bounded).
 4. **Order**: barycentre heuristic: sweeps down and up the layers, each node moved to the mean
    position of its neighbours in the layer before; ties keep the previous order.  A fixed number of
    sweeps, the order with the fewest crossings kept.
@@ -25,9 +26,11 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["GraphLayout", "layered_layout"]
+__all__ = ["MAX_DUMMIES", "GraphLayout", "layered_layout"]
 
 _SWEEPS = 8
+#: Dummy nodes at most (long edges beyond it are drawn straight): bounds the time and the drawing's width.
+MAX_DUMMIES = 1500
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +95,12 @@ def _crossings(layers: list[list[str]], down: Mapping[str, list[str]]) -> int:
 def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], *,
                    widths: Mapping[str, float] | None = None, node_height: float = 40.0,
                    gap_x: float = 24.0, gap_y: float = 56.0, dummy_width: float = 8.0,
-                   margin: float = 16.0) -> GraphLayout:
+                   margin: float = 16.0, max_dummies: int = MAX_DUMMIES) -> GraphLayout:
     """Lay out the graph ``nodes`` (unique names, in order) and ``edges`` (pairs of those names).
 
-    ``widths`` gives each node's box width (default 120).  Duplicate edges are drawn once.
+    ``widths`` gives each node's box width (default 120).  Duplicate edges are drawn once.  At most
+    ``max_dummies`` dummy nodes are made, the shortest long edges first; the long edges left over
+    are drawn as straight lines from source to target (two points).
     """
     names = list(dict.fromkeys(nodes))
     known = set(names)
@@ -131,22 +136,32 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], *,
             if indeg[w] == 0:
                 ready.append(w)
     assert len(layer) == len(names), "back edges left a cycle"
-    # dummy nodes along edges longer than one layer
+    # dummy nodes along edges longer than one layer, while the budget lasts; the shorter edges first
     down: dict[str, list[str]] = {}
     up: dict[str, list[str]] = {}
     chains: dict[tuple[str, str], list[str]] = {}
     all_layer = dict(layer)
-    for a, b in dict.fromkeys(dag):
+    dag_edges = list(dict.fromkeys(dag))
+    budget = max_dummies
+    routed: set[tuple[str, str]] = set()
+    for a, b in sorted(dag_edges, key=lambda e: layer[e[1]] - layer[e[0]]):  # stable: ties in edge order
+        span = layer[b] - layer[a] - 1
+        if span <= budget:
+            budget -= span
+            routed.add((a, b))
+    for a, b in dag_edges:
         chain = [a]
-        for level in range(layer[a] + 1, layer[b]):
-            d = f"\0{a}\0{b}\0{level}"
-            all_layer[d] = level
-            chain.append(d)
+        if (a, b) in routed:
+            for level in range(layer[a] + 1, layer[b]):
+                d = f"\0{a}\0{b}\0{level}"
+                all_layer[d] = level
+                chain.append(d)
         chain.append(b)
         chains[(a, b)] = chain
-        for s, t in itertools.pairwise(chain):
-            down.setdefault(s, []).append(t)
-            up.setdefault(t, []).append(s)
+        if (a, b) in routed:
+            for s, t in itertools.pairwise(chain):
+                down.setdefault(s, []).append(t)
+                up.setdefault(t, []).append(s)
     depth = max(all_layer.values(), default=-1) + 1
     layers: list[list[str]] = [[] for _ in range(depth)]
     for v in all_layer:  # real nodes in given order, then dummies in edge order
