@@ -27,6 +27,7 @@ from devbin.htmlreport import (
     Box,
     Rect,
     callgraph_svg,
+    largest_code_objects,
     layered_layout,
     layout,
     render_size_report,
@@ -396,6 +397,12 @@ def test_report_page_is_self_contained_and_deterministic() -> None:
     for text in ("huge_kernel(float*, int)", "_Z12huge_kernelPfi", "gfx90a", "sm_80", "compute_90",
                  "lib/libamd.so", "saved by --keep sm_90,gfx90a", "axpy_one", "helper()", "ab" * 8):
         assert text in page, text
+
+
+def test_largest_code_objects() -> None:
+    assert largest_code_objects(_doc()) == ["lib/libfoo.so#0.1"]
+    assert largest_code_objects(_doc(), 3) == ["lib/libfoo.so#0.1", "lib/libamd.so#0", "lib/libfoo.so#0.0"]
+    assert largest_code_objects({}) == []
 
 
 def test_report_tolerates_absent_keys() -> None:

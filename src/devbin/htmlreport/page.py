@@ -28,7 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from devbin.htmlreport.treemap import Box, Rect, layout
 
-__all__ = ["MAX_BOXES", "MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "render_size_report", "size_tree"]
+__all__ = ["MAX_BOXES", "MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "largest_code_objects", "render_size_report",
+           "size_tree"]
 
 #: Treemap canvas, in CSS pixels, and the padding a parent keeps for its label and border.
 WIDTH, HEIGHT, PAD_TOP, PAD = 1200.0, 640.0, 16.0, 2.0
@@ -437,6 +438,15 @@ def _graphs(graphs: Mapping[str, str]) -> str:
         out.append(f'<figure class="graph"><figcaption>{html.escape(address)}</figcaption>'
                    f"{svg[start:] if start >= 0 else ''}</figure>")
     return "\n".join(out)
+
+
+def largest_code_objects(doc: Mapping[str, object], count: int = 1) -> list[str]:
+    """Addresses of the ``count`` largest code objects (``cubin``/``amdgpu`` images, by stored bytes) of
+    ``doc``: a default choice of call graphs to show (ties: the first listed)."""
+    found = [(_int(im.get("stored_size")), i, _str(im.get("address")))
+             for i, im in enumerate(im for f in _list(doc.get("files")) for im in _list(f.get("images")))
+             if _str(im.get("kind")) in ("cubin", "amdgpu") and _str(im.get("address"))]
+    return [a for _, _, a in heapq.nsmallest(count, found, key=lambda t: (-t[0], t[1]))]
 
 
 # --------------------------------------------------------------------------- the page
