@@ -103,7 +103,9 @@ from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.bundle.writer import BundleImage, plan_bundle, write_bundle, write_compressed_bundle
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.edit import ElfEditor
+from devbin.formats.elf.pages import remove_pages
 from devbin.formats.elf.reader import ElfFile, Section
+from devbin.formats.elf.references import retarget
 from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
@@ -567,6 +569,7 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
     in_place: list[str] = []
     repacked: dict[int, tuple[bytes, dict[int, int]]] = {}
     removed: list[int] = []
+    free: list[tuple[int, int]] = []
     for sec in elf.sections:
         if not sec.file_size:
             continue
@@ -590,14 +593,21 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
             repacked[sec.index] = _pack(pieces, sec.file_size, align, where)
         else:
             offload = any(i.container == "offload" for i in ctx.at(sec_at))
+            if not relocatable and align is not None and not offload:
+                tail = _compact_linked(patched, elf, sec, pieces, align, ctx, where)
+                if tail is not None:
+                    free.append(tail)
+                    in_place.append(sec.name)
+                    continue
             _in_place(patched, sec, pieces, "offload" if offload else "", where)
             in_place.append(sec.name)
-    if in_place:
-        what = "linked file" if not relocatable else "data sections"
-        ctx.notes.append(f"{where}: {what}: containers in {', '.join(in_place)} pruned in place and zero-filled; "
-                         "their sections keep their size")
+            if not relocatable and align is not None:
+                free += _freed(patched, sec, pieces)
+    if in_place and relocatable:
+        ctx.notes.append(f"{where}: data sections: containers in {', '.join(in_place)} pruned in place and "
+                         "zero-filled; their sections keep their size")
     if not relocatable:
-        return bytes(patched)
+        return _cut_pages(patched, free, ctx, at, in_place)
     if in_place:
         elf = ElfFile(ByteView(bytes(patched), where=where))
     return _rewrite_relocatable(elf, repacked, removed)
@@ -614,6 +624,73 @@ def _rewrite_relocatable(elf: ElfFile, repacked: dict[int, tuple[bytes, dict[int
     for index in removed:
         editor.remove_section(index)
     return editor.write()
+
+
+def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Piece], align: int, ctx: _Ctx,
+                    where: str) -> tuple[int, int] | None:
+    """Pack the pruned containers of ``sec`` (a linked file's ``.nv_fatbin``/``.hip_fatbin``) back to back at
+    its start, move the wrappers and relocations that point at them
+    (:func:`devbin.formats.elf.references.retarget`) and zero the rest: the freed file range, or None
+    (nothing written) when a reference cannot be moved."""
+    packed, omap = _pack(pieces, sec.file_size, align, where)
+    last_off, last_size, _ = pieces[-1]
+    content = omap[last_off + last_size]
+    reason = retarget(elf, buf, sec, {off: omap[off] for off, _, _ in pieces})
+    if reason is not None:
+        ctx.notes.append(f"{where}: the containers of {sec.name} stay where they are ({reason}); each is "
+                         "compacted at its own start")
+        return None
+    buf[sec.sh_offset:sec.sh_offset + sec.file_size] = packed[:content] + bytes(sec.file_size - content)
+    return sec.sh_offset + content, sec.sh_offset + sec.file_size
+
+
+def _freed(buf: bytearray, sec: Section, pieces: list[_Piece]) -> list[tuple[int, int]]:
+    """The file ranges a container pruned in place no longer uses: from the end of its new bytes to the
+    next piece (the bytes between pieces are zero), or to the section's end when all zero to there."""
+    out = []
+    end = sec.sh_offset + sec.file_size
+    for i, (off, _size, new) in enumerate(pieces):
+        lo = sec.sh_offset + off + len(new)
+        if i + 1 < len(pieces):
+            hi = sec.sh_offset + pieces[i + 1][0]
+        else:
+            hi = sec.sh_offset + off + _size
+            if not any(buf[hi:end]):
+                hi = end
+        if hi > lo:
+            out.append((lo, hi))
+    return out
+
+
+def _cut_pages(patched: bytearray, free: list[tuple[int, int]], ctx: _Ctx, at: Address,
+               sections: list[str]) -> bytes:
+    """A linked file whose containers were pruned in place, with the whole free pages removed
+    (:func:`devbin.formats.elf.pages.remove_pages`), checked: the kept images are the original's, byte for byte."""
+    where = str(at)
+    if not sections:
+        return bytes(patched)
+    cut = remove_pages(ElfFile(ByteView(bytes(patched), where=where)), free)
+    _check_kept(ctx, cut.data, at)
+    freed = sum(hi - lo for lo, hi in free)
+    ctx.notes.append(f"{where}: containers in {', '.join(sections)} compacted; {cut.bytes_removed} of the "
+                     f"{freed} freed bytes removed as {cut.bytes_removed // cut.page} whole pages of "
+                     f"{cut.page} (the partial pages at the ends of each freed range stay)")
+    ctx.notes.extend(f"{where}: {n}" for n in cut.notes)
+    return cut.data
+
+
+def _check_kept(ctx: _Ctx, data: bytes, at: Address) -> None:
+    """FormatError unless scanning ``data`` finds exactly the kept images of the file at ``at``, byte for byte
+    and in order."""
+    where, n = str(at), len(at.steps)
+    want = [(i.kind, i.arch, bytes(i.data())) for i, k in ctx.images
+            if k and i.address.path == at.path and i.address.steps[:n] == at.steps]
+    report = ScanReport()
+    got = [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(data, where, all=True, report=report)
+           if _in_container(i)]
+    if report.warnings or got != want:
+        problem = report.warnings[0] if report.warnings else "the kept images differ from the original's"
+        raise FormatError(f"the pruned file fails its check ({problem}); nothing written", fmt="prune", where=where)
 
 
 def _in_place(buf: bytearray, sec: Section, pieces: list[_Piece], kind: str, where: str) -> None:
