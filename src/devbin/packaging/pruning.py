@@ -567,6 +567,7 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
         return bytes(view.bytes_at(0, len(view))) if not relocatable else _rewrite_relocatable(elf, {}, [])
     patched = bytearray(view.bytes_at(0, len(view)))
     in_place: list[str] = []
+    compacted: list[str] = []
     repacked: dict[int, tuple[bytes, dict[int, int]]] = {}
     removed: list[int] = []
     free: list[tuple[int, int]] = []
@@ -596,18 +597,21 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
             if not relocatable and align is not None and not offload:
                 tail = _compact_linked(patched, elf, sec, pieces, align, ctx, where)
                 if tail is not None:
-                    free.append(tail)
-                    in_place.append(sec.name)
+                    free += tail
+                    compacted.append(sec.name)
                     continue
             _in_place(patched, sec, pieces, "offload" if offload else "", where)
-            in_place.append(sec.name)
             if not relocatable and align is not None:
                 free += _freed(patched, sec, pieces)
-    if in_place and relocatable:
-        ctx.notes.append(f"{where}: data sections: containers in {', '.join(in_place)} pruned in place and "
-                         "zero-filled; their sections keep their size")
+                compacted.append(sec.name)
+            else:
+                in_place.append(sec.name)
+    if in_place:
+        what = "linked file" if not relocatable else "data sections"
+        ctx.notes.append(f"{where}: {what}: containers in {', '.join(in_place)} pruned in place and zero-filled; "
+                         "their sections keep their size")
     if not relocatable:
-        return _cut_pages(patched, free, ctx, at, in_place)
+        return _cut_pages(patched, free, ctx, at, compacted)
     if in_place:
         elf = ElfFile(ByteView(bytes(patched), where=where))
     return _rewrite_relocatable(elf, repacked, removed)
@@ -627,21 +631,37 @@ def _rewrite_relocatable(elf: ElfFile, repacked: dict[int, tuple[bytes, dict[int
 
 
 def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Piece], align: int, ctx: _Ctx,
-                    where: str) -> tuple[int, int] | None:
-    """Pack the pruned containers of ``sec`` (a linked file's ``.nv_fatbin``/``.hip_fatbin``) back to back at
-    its start, move the wrappers and relocations that point at them
-    (:func:`devbin.formats.elf.references.retarget`) and zero the rest: the freed file range, or None
-    (nothing written) when a reference cannot be moved."""
-    packed, omap = _pack(pieces, sec.file_size, align, where)
-    last_off, last_size, _ = pieces[-1]
-    content = omap[last_off + last_size]
-    reason = retarget(elf, buf, sec, {off: omap[off] for off, _, _ in pieces})
+                    where: str) -> list[tuple[int, int]] | None:
+    """Pack the pruned containers of ``sec`` (a linked file's ``.nv_fatbin``/``.hip_fatbin``) towards its
+    start and move the wrappers and relocations that point at them
+    (:func:`devbin.formats.elf.references.retarget`); a container no wrapper points at stays where it
+    is (something else may address it).  The freed file ranges (before such a container, and the
+    tail), or None (nothing written) when a reference cannot be moved."""
+    reason, reached = retarget(elf, buf, sec, {off: off for off, _, _ in pieces}, write=False)
+    moves: dict[int, int] = {}
+    out = bytearray()
+    free: list[tuple[int, int]] = []
+    for off, _size, new in pieces:
+        at = align_up(len(out), align) if off in reached else off
+        if off not in reached and off > len(out):
+            free.append((sec.sh_offset + len(out), sec.sh_offset + off))
+        out += bytes(at - len(out))
+        out += new
+        moves[off] = at
+    if reason is None:
+        reason, _ = retarget(elf, buf, sec, moves)
     if reason is not None:
         ctx.notes.append(f"{where}: the containers of {sec.name} stay where they are ({reason}); each is "
                          "compacted at its own start")
         return None
-    buf[sec.sh_offset:sec.sh_offset + sec.file_size] = packed[:content] + bytes(sec.file_size - content)
-    return sec.sh_offset + content, sec.sh_offset + sec.file_size
+    if len(out) < sec.file_size:
+        free.append((sec.sh_offset + len(out), sec.sh_offset + sec.file_size))
+    buf[sec.sh_offset:sec.sh_offset + sec.file_size] = out + bytes(sec.file_size - len(out))
+    pinned = sum(1 for off, _, _ in pieces if off not in reached)
+    if pinned:
+        ctx.notes.append(f"{where}: {pinned} container(s) of {sec.name} that no wrapper points at stay at their "
+                         "offsets")
+    return free
 
 
 def _freed(buf: bytearray, sec: Section, pieces: list[_Piece]) -> list[tuple[int, int]]:

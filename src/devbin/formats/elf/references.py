@@ -44,13 +44,22 @@ def _file_offset(elf: ElfFile, vaddr: int, size: int) -> int | None:
     return None
 
 
-def retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int]) -> str | None:
+def retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int], *,
+             write: bool = True) -> tuple[str | None, set[int]]:
     """Rewrite in ``buf`` (``elf``'s bytes) every reference to ``sec`` + old offset as ``sec`` + ``moves[old]``.
 
-    Nothing is written and the reason is returned when a reference targets ``sec`` at an offset
-    ``moves`` lacks, when a dynamic symbol lies in ``sec``, or when a moved offset is the target of no
-    wrapper.  None when all were moved.
+    Returns (reason, the offsets in ``sec`` some reference targets).  Nothing is written and the
+    reason is given when a reference targets ``sec`` at an offset ``moves`` lacks, when a dynamic
+    symbol lies in ``sec``, or when an offset that moves is the target of no wrapper.  ``write=False``
+    only surveys.
     """
+    reached: set[int] = set()
+    reason = _retarget(elf, buf, sec, moves, reached, write)
+    return reason, {a - sec.sh_addr for a in reached}
+
+
+def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int], reached: set[int],
+              write: bool) -> str | None:
     h = elf.header
     if not h.is64 and h.e_machine != 3:
         return "32-bit files other than i386 are not handled"
@@ -59,7 +68,6 @@ def retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int
     wfmt = end + ("Q" if h.is64 else "I")
     lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
     patches: dict[int, tuple[str, int]] = {}  # file offset -> (struct format, value)
-    reached: set[int] = set()
 
     def inside(addr: int) -> bool:
         return lo <= addr < hi
@@ -139,9 +147,11 @@ def retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int
         for sym in elf.dynsym:
             if sym.defined and sym.st_shndx == sec.index:
                 return f"dynamic symbol {sym.name!r} lies in {sec.name}"
-    unreached = sorted(o for o in moves if lo + o not in reached)
+    unreached = sorted(o for o, n in moves.items() if n != o and lo + o not in reached)
     if unreached:
         return f"{sec.name}+{unreached[0]:#x} is the target of no wrapper"
+    if not write:
+        return None
     symtab = elf.symtab
     if symtab is not None:
         lay_s = L.SYM[h.ei_class]
