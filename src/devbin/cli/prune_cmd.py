@@ -95,14 +95,17 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
     result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                         in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses], backup=backup)
+    arch_bytes = result.to_dict()["arch_bytes"]
     files = [{"name": args.path, "input_size": result.input_size, "output_size": result.output_size,
-              "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(), "untouched": ""}]
+              "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(),
+              "arch_bytes": arch_bytes, "untouched": ""}]
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
                "kind": "file", **result.to_dict(), "files": files, "package": None, "backup": backup}
         dump("prune", doc, out)
         return 0
     _images(result.images, out)
+    _arch_table(result.bytes_by_arch(), out)
     for arch, saved in result.saved_by_arch().items():
         out.write(f"saved {saved} bytes of {arch}\n")
     out.write(f"container bytes freed: {result.container_bytes_freed}\n")
@@ -129,6 +132,12 @@ def _images(images: list[tuple[Image, bool]], out: TextIO) -> None:
     for image, kept in images:
         out.write(f"{image.address!s:{width}} {image.kind:7} {image.arch or '-':16} {footprint(image):>10}  "
                   f"{'keep' if kept else 'drop'}\n")
+
+
+def _arch_table(rows: dict[str, tuple[int, int]], out: TextIO) -> None:
+    out.write(f"{'architecture':16} {'before':>12} {'after':>12}\n")
+    for arch, (before, after) in rows.items():
+        out.write(f"{arch or '-':16} {before:>12} {after:>12}\n")
 
 
 def _written(args: argparse.Namespace, output: str | None, backup: str | None, out: TextIO) -> None:
@@ -166,6 +175,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
                "kind": result.kind, "input_size": result.input_size, "output_size": result.output_size,
                "file_bytes_saved": result.bytes_saved, "container_bytes_freed": freed,
                "saved_by_arch": result.saved_by_arch(),
+               "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in result.bytes_by_arch().items()},
                "images": [{**i.to_dict(), "container": i.container, "kept": k} for i, k in result.images],
                "notes": list(result.notes), "files": totals["files"],
                "package": {k: totals[k] for k in ("kind", "package_size_before", "package_size_after",
@@ -174,6 +184,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
         dump("prune", doc, out)
         return 0
     _images(result.images, out)
+    _arch_table(result.bytes_by_arch(), out)
     out.write(f"{'file':40} {'before':>12} {'after':>12}  note\n")
     for f in result.files:
         after = f.result.output_size if f.result is not None else f.size

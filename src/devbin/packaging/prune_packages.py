@@ -74,10 +74,12 @@ class FileOutcome:
     def to_dict(self) -> dict[str, object]:
         if self.result is None:
             return {"name": self.name, "input_size": self.size, "output_size": self.size, "file_bytes_saved": 0,
-                    "saved_by_arch": {}, "untouched": self.untouched}
+                    "saved_by_arch": {}, "arch_bytes": {}, "untouched": self.untouched}
         r = self.result
         return {"name": self.name, "input_size": r.input_size, "output_size": r.output_size,
-                "file_bytes_saved": r.file_bytes_saved, "saved_by_arch": r.saved_by_arch(), "untouched": ""}
+                "file_bytes_saved": r.file_bytes_saved, "saved_by_arch": r.saved_by_arch(),
+                "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in r.bytes_by_arch().items()},
+                "untouched": ""}
 
 
 @dataclass
@@ -106,6 +108,15 @@ class PackagePruneResult:
     @property
     def images(self) -> list[tuple[Image, bool]]:
         return [pair for f in self.files if f.result is not None for pair in f.result.images]
+
+    def bytes_by_arch(self) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for f in self.files:
+            if f.result is not None:
+                for arch, (b, c) in f.result.bytes_by_arch().items():
+                    x, y = out.get(arch, (0, 0))
+                    out[arch] = (x + b, y + c)
+        return dict(sorted(out.items()))
 
     def to_dict(self) -> dict[str, object]:
         files_in = sum(f.size for f in self.files)

@@ -229,6 +229,15 @@ class PruneResult:
                 out[image.arch] = out.get(image.arch, 0) + footprint(image)
         return dict(sorted(out.items()))
 
+    def bytes_by_arch(self) -> dict[str, tuple[int, int]]:
+        """Bytes of each architecture's images (:func:`footprint`) before and after, sorted by name."""
+        out: dict[str, tuple[int, int]] = {}
+        for image, kept in self.images:
+            before, after = out.get(image.arch, (0, 0))
+            n = footprint(image)
+            out[image.arch] = (before + n, after + (n if kept else 0))
+        return dict(sorted(out.items()))
+
     def to_dict(self) -> dict[str, object]:
         return {
             "input_size": self.input_size,
@@ -236,6 +245,7 @@ class PruneResult:
             "file_bytes_saved": self.file_bytes_saved,
             "container_bytes_freed": self.container_bytes_freed,
             "saved_by_arch": self.saved_by_arch(),
+            "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in self.bytes_by_arch().items()},
             "images": [{**image.to_dict(), "container": image.container, "kept": kept}
                        for image, kept in self.images],
             "notes": list(self.notes),
