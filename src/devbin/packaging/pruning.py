@@ -57,18 +57,20 @@ among such images, and they are not reported.
   (nvcc's ``fatbinData``; the ``.nvFatBinSegment`` wrapper's relocation);
   ``__CLANG_OFFLOAD_BUNDLE__<id>`` sections of unselected targets are removed.
   The object is then laid out compactly (ElfEditor rule 6), so it shrinks.
-* shared library / executable (``ET_DYN``/``ET_EXEC``): the containers sit inside
-  a loaded segment and other code refers to their addresses, so nothing moves:
-  each pruned container is written at its original offset and the rest of its
-  old extent is zero-filled (no stale image remains).  The file keeps its size
-  (``file_bytes_saved`` is 0, ``container_bytes_freed`` says what was freed
-  inside the sections).  Wrappers keep pointing at the same addresses.
-  Shrinking the file is not attempted: nvcc puts ``.nv_fatbin`` in the middle
-  of the read-only segment (``.rodata .nv_fatbin __nv_module_id .eh_frame_hdr``),
-  so there is no case to shrink in practice.  A ``.hip_fatbin`` bundle that
-  shrinks past a 4096 boundary leaves whole zero blocks before the next bundle,
-  which devbin's reader skips; clang-offload-bundler reads one bundle at a
-  time anyway.
+* shared library / executable (``ET_DYN``/``ET_EXEC``): ``.nv_fatbin`` and ``.hip_fatbin``
+  are rewritten with the kept images packed towards the section's start (at 8 and 4096);
+  every wrapper that points at a container (``.nvFatBinSegment``, ``.hipFatBinSegment``),
+  its relative relocation and ``fatbinData``-like symbols move with it
+  (:func:`devbin.formats.elf.references.retarget`).  A container no wrapper points at
+  stays at its offset (something else may address it) and the others pack around it;
+  when a reference cannot be moved every container stays and is compacted at its own
+  start.  The freed bytes are zeroed, then their whole pages are cut out of the file by
+  :func:`devbin.formats.elf.pages.remove_pages` (segments split, virtual addresses
+  unchanged, later offsets moved down; refused when anything reads a removed byte), and
+  the result is scanned again: it must hold the kept images, byte for byte, or nothing is
+  returned.  The file shrinks by the dropped bytes less at most the partial pages at the
+  ends of each removed range.  Fatbins in other sections (``.rodata`` ...) of a linked
+  file are pruned in place and zero-filled (their sections keep their size).
 * ``ar`` archive (GNU/System V; BSD and thin archives are refused): every member
   is pruned (members without device code are copied); when anything changed the
   archive is written again with :mod:`devbin.formats.ar.writer` (symbol table
@@ -200,7 +202,8 @@ class PruneResult:
 
     ``images``: every image decided on, in scan order, with whether it stays.
     ``container_bytes_freed`` sums what the containers shrank by (inside their sections);
-    ``file_bytes_saved`` is ``input_size - output_size`` (0 for shared libraries and executables).
+    ``file_bytes_saved`` is ``input_size - output_size``: what writing ``data`` saves, exactly
+    (``devbin size --keep`` predicts savings with it).
     """
 
     data: bytes
