@@ -77,6 +77,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _run(nvcc, *ARCHS, "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "libstatic.so", cwd=out)
     _run(nvcc, *ARCHS, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "lib.cu", "-o", "libshared.so", cwd=out)
     _run(nvcc, *ARCHS, "k.cu", "-o", "k.exe", cwd=out)
+    # position-dependent: the wrapper holds the fatbin's address with no relocation
+    _run(nvcc, *ARCHS, "-Xcompiler", "-fno-pie", "-Xlinker", "-no-pie", "k.cu", "-o", "k_nopie.exe", cwd=out)
     return out
 
 
@@ -160,8 +162,10 @@ def test_library_shrinks_by_whole_pages(built: Path, name: str) -> None:
     assert prune(out.read_bytes(), keep="sm_90").data == out.read_bytes()
 
 
-def test_executable_shrinks_and_runs(built: Path) -> None:
-    src, out = built / "k.exe", built / "k90.exe"
+@pytest.mark.parametrize(("name", "e_type"), [("k.exe", EC.ET_DYN), ("k_nopie.exe", EC.ET_EXEC)])
+def test_executable_shrinks_and_runs(built: Path, name: str, e_type: int) -> None:
+    src, out = built / name, built / f"p90_{name}"
+    assert ElfFile(src.read_bytes()).header.e_type == e_type
     r = prune_file(src, out, drop="sm_75,sm_80")
     assert r.file_bytes_saved > 0 and r.file_bytes_saved % PAGE == 0
     out.chmod(0o755)
@@ -181,6 +185,47 @@ def test_removing_read_bytes_is_refused(built: Path) -> None:
     assert data is not None
     nothing = remove_pages(elf, [(data.sh_offset, data.sh_offset + 16)])  # no whole page: unchanged
     assert nothing.data == (built / "libstatic.so").read_bytes() and not nothing.removed
+
+
+BIG_C = r"""
+__attribute__((section("bigsec"), aligned(4096), used)) static const char big[65536] = {1};
+#ifdef POINT_INSIDE
+const char *const inside = big + 8192;
+#endif
+int seven(void) { return 7; }
+"""
+
+
+@pytest.mark.parametrize("head", [16, 0])
+def test_page_remover_on_a_gcc_library(tmp_path: Path, head: int) -> None:
+    """remove_pages alone: 15 of the 16 pages of a 64 KiB section go; with free bytes before the first whole
+    page the program-header table moves there, without them one page is kept back for it."""
+    gcc = require_tool("gcc")
+    (tmp_path / "big.c").write_text(BIG_C)
+    _run(gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so", cwd=tmp_path)
+    src = tmp_path / "libbig.so"
+    elf = ElfFile(src.read_bytes())
+    sec = elf.section("bigsec")
+    assert sec is not None and sec.sh_offset % PAGE == 0
+    cut = remove_pages(elf, [(sec.sh_offset + head, sec.sh_offset + sec.sh_size)])
+    assert cut.bytes_removed == 15 * PAGE and cut.phdr_moved_to is not None  # head 0: a page kept for the table
+    out = tmp_path / "libsmall.so"
+    out.write_bytes(cut.data)
+    assert len(cut.data) == src.stat().st_size - cut.bytes_removed
+    assert _readelf_messages(out) == _readelf_messages(src) == ("", "")
+    assert ctypes.CDLL(str(out)).seven() == 7
+    new = ElfFile(cut.data)
+    assert [(s.name, s.sh_addr) for s in new.sections] == [(s.name, s.sh_addr) for s in elf.sections]
+    assert _run("nm", "-D", "--defined-only", out).stdout == _run("nm", "-D", "--defined-only", src).stdout
+    phdr = [s for s in new.segments if s.p_type == EC.PT_PHDR]
+    assert all(s.p_offset == new.header.e_phoff for s in phdr)
+    # A pointer into the removed pages (a relative relocation's target: big + 0x2000) is refused.
+    _run(gcc, "-shared", "-fPIC", "-O1", "-DPOINT_INSIDE", "big.c", "-o", "libptr.so", cwd=tmp_path)
+    pointed = ElfFile((tmp_path / "libptr.so").read_bytes())
+    psec = pointed.section("bigsec")
+    assert psec is not None
+    with pytest.raises(UsageError, match="the target of a relative relocation"):
+        remove_pages(pointed, [(psec.sh_offset + head, psec.sh_offset + psec.sh_size)])
 
 
 def test_cli_safety(built: Path, tmp_path: Path) -> None:

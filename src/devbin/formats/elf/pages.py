@@ -161,14 +161,24 @@ def _check_unread(elf: ElfFile, ranges: Sequence[_Range]) -> None:
     relative = _RELATIVE.get(h.e_machine)
     for sec in elf.sections:
         if sec.sh_type in (C.SHT_REL, C.SHT_RELA):
+            symbols = elf.symbol_tables.get(sec.sh_link)
             for rel in elf.relocation_table(sec.index):
                 if hit(rel.r_offset):
                     raise refuse(f"a relocation in {sec.name}", rel.r_offset)
-                if rel.r_type == relative and sec.is_alloc:
-                    target = rel.r_addend if rel.r_addend is not None else _word(elf, rel.r_offset)
-                    if target is not None and hit(target):
+                if not sec.is_alloc:
+                    continue
+                addend = rel.r_addend if rel.r_addend is not None else _word(elf, rel.r_offset)
+                if addend is None:
+                    continue
+                if rel.r_type == relative:
+                    if hit(addend):
                         raise refuse(f"the target of a relative relocation in {sec.name} (at {rel.r_offset:#x})",
-                                     target)
+                                     addend)
+                elif symbols is not None and 0 < rel.r_sym < len(symbols):
+                    sym = symbols[rel.r_sym]
+                    if sym.defined and sym.st_shndx != C.SHN_ABS and hit(sym.st_value + addend):
+                        raise refuse(f"the target of a relocation in {sec.name} against {sym.name!r} "
+                                     f"(at {rel.r_offset:#x})", sym.st_value + addend)
         elif sec.sh_type == C.SHT_RELR:
             for place in relr_places(elf, sec):
                 target = _word(elf, place)
