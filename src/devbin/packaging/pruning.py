@@ -702,7 +702,7 @@ def _cut_pages(patched: bytearray, free: list[tuple[int, int]], ctx: _Ctx, at: A
     where = str(at)
     if not sections:
         return bytes(patched)
-    cut = remove_pages(ElfFile(ByteView(bytes(patched), where=where)), free)
+    cut = remove_pages(ElfFile(ByteView(patched, where=where)), free)
     _check_kept(ctx, cut.data, at)
     freed = sum(hi - lo for lo, hi in free)
     ctx.notes.append(f"{where}: containers in {', '.join(sections)} compacted; {cut.bytes_removed} of the "

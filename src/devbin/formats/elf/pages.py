@@ -45,6 +45,7 @@ from devbin.binary import align_up
 from devbin.errors import UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
+from devbin.formats.elf.edit import _patch_header  # the one ELF-header patcher
 from devbin.formats.elf.reader import ElfFile, Section, Segment
 
 __all__ = ["PageCut", "abi_page_size", "relr_places", "remove_pages"]
@@ -52,6 +53,7 @@ __all__ = ["PageCut", "abi_page_size", "relr_places", "remove_pages"]
 #: The largest page a loader of the machine may use (x86-64 psABI; AArch64 and PowerPC64 kernels run 64 KiB pages).
 _ABI_PAGE = {C.EM_X86_64: 0x1000, 3: 0x1000, C.EM_AARCH64: 0x10000, 21: 0x10000}
 _SHN_LORESERVE = 0xFF00
+_PHDR_FIELDS = ("p_type", "p_flags", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_align")
 # dynamic tags whose value is an address in the image (ELF gABI "Dynamic Section"; GNU extensions)
 _DT_ADDRESS = frozenset({3, 4, 5, 6, 7, 12, 13, 17, 21, 23, 25, 26, 32, 34, 36,
                          0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE})
@@ -295,17 +297,13 @@ def _segments(elf: ElfFile, ranges: Sequence[_Range]) -> list[dict[str, int]]:
         if end_file > off or end_mem > seg.p_vaddr + delta:
             out.append({**base, "p_offset": off, "p_vaddr": seg.p_vaddr + delta, "p_paddr": seg.p_paddr + delta,
                         "p_filesz": end_file - off, "p_memsz": end_mem - (seg.p_vaddr + delta)})
-    spare = {f: 0 for f in base_fields()}
+    spare = dict.fromkeys(_PHDR_FIELDS, 0)
     out += [dict(spare) for _ in range(elf.header.e_phnum - len(out))]
     return out
 
 
-def base_fields() -> tuple[str, ...]:
-    return ("p_type", "p_flags", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_align")
-
-
 def _fields(seg: Segment) -> dict[str, int]:
-    return {f: getattr(seg, f) for f in base_fields()}
+    return {f: getattr(seg, f) for f in _PHDR_FIELDS}
 
 
 def _rebuild(elf: ElfFile, ranges: list[_Range], page: int, phdr_at: int, notes: list[str]) -> PageCut:
@@ -380,7 +378,6 @@ def _rebuild(elf: ElfFile, ranges: list[_Range], page: int, phdr_at: int, notes:
             body[new_shoff:new_shoff + len(table_s)] = table_s
     else:
         new_shoff = 0
-    from devbin.formats.elf.edit import _patch_header  # the one ELF-header patcher
     _patch_header(body, h, {"e_phoff": new_phoff, "e_phnum": len(phdrs), "e_shoff": new_shoff,
                             "e_shnum": count if count < _SHN_LORESERVE else 0})
     return PageCut(bytes(body), page, [(lo, hi - lo) for lo, hi in cuts if hi > lo],
