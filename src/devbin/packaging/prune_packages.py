@@ -36,7 +36,7 @@ from pathlib import Path
 
 from devbin.binary.output import check_destination, write_file
 from devbin.errors import UsageError
-from devbin.images.address import Member
+from devbin.images.address import Address, Member
 from devbin.images.record import Image
 from devbin.images.scan import scan
 from devbin.images.scanreport import ScanReport
@@ -183,7 +183,8 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
                 result.notes.append(f"{src}!{name}: {why}")
                 continue
             data = zf.read(name)
-            r = prune(data, keep=sel.keep, drop=sel.drop, where=name)
+            member = Address(images[0].address.path, images[0].address.steps[:1])  # pkg.whl!lib/libx.so
+            r = prune(data, keep=sel.keep, drop=sel.drop, at=member)
             result.files.append(FileOutcome(name, len(data), r))
             result.notes.extend(r.notes)
             if r.data != data:

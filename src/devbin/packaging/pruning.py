@@ -113,8 +113,9 @@ from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
 from devbin.images.address import Address, Entry, Member
 from devbin.images.address import Section as SectionStep
+from devbin.images.frame import Frame
 from devbin.images.record import Image
-from devbin.images.scan import scan_bytes
+from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
 from devbin.targets.nvidia.archs import try_parse_arch
 
@@ -298,7 +299,8 @@ class _Ctx:
 
 
 def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
-          drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = ()) -> PruneResult:
+          drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = (),
+          at: Address | None = None) -> PruneResult:
     """Prune ``data`` (any format in the module docstring) to the selected architectures.
 
     ``keep``/``drop``: names or comma-separated lists; exactly one.  Raises
@@ -306,20 +308,23 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     file that cannot be pruned, :class:`~devbin.errors.FormatError` for corrupt input
     (anything the scan warns about).  ``where`` starts the images' addresses.  ``images``: when
     given, the addresses (docs/IMAGES.md) of the only images the selection applies to; every
-    other image stays.
+    other image stays.  ``at``: the file's address when it is a member of something (a wheel's
+    ``pkg.whl!lib/libx.so``), which then starts the images' addresses instead of ``where``.
     """
+    start = at if at is not None else Address(where)
+    where = str(start)
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
                     drop=None if drop is None else parse_arch_list(drop), images=tuple(images))
     raw = bytes(data)
     view = ByteView(raw, where=where)
     _check_prunable(view, where)
     report = ScanReport()
-    found = list(scan_bytes(raw, where, all=True, report=report))
+    found = [image for image, _ in Scanner(report, all=True).buffer(raw, Frame(start))]
     if report.warnings:
         raise FormatError(f"cannot prune a file the scan finds damaged: {report.warnings[0]}", fmt="prune",
                           where=where)
     ctx = _Ctx(sel, found)
-    out = _prune_any(view, ctx, Address(where), depth=0)
+    out = _prune_any(view, ctx, start, depth=0)
     device = [i for i, _ in ctx.images if i.arch]
     if not ctx.images:
         raise UsageError(f"{where}: no device image found; nothing to prune")
