@@ -228,6 +228,30 @@ def test_page_remover_on_a_gcc_library(tmp_path: Path, head: int) -> None:
         remove_pages(pointed, [(psec.sh_offset + head, psec.sh_offset + psec.sh_size)])
 
 
+def test_page_remover_splits_a_section_with_two_ranges(tmp_path: Path) -> None:
+    """Two free ranges in one section: two cuts, the PT_LOAD split twice, the section split into two pieces
+    of the same name (the second appended to the section header table) at their old addresses."""
+    gcc = require_tool("gcc")
+    (tmp_path / "big.c").write_text(BIG_C)
+    _run(gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so", cwd=tmp_path)
+    elf = ElfFile((tmp_path / "libbig.so").read_bytes())
+    sec = elf.section("bigsec")
+    assert sec is not None
+    half = sec.sh_size // 2
+    cut = remove_pages(elf, [(sec.sh_offset + 100, sec.sh_offset + half),
+                             (sec.sh_offset + half + 100, sec.sh_offset + sec.sh_size)])
+    assert cut.bytes_removed == 14 * PAGE and len(cut.removed) == 2
+    (tmp_path / "out.so").write_bytes(cut.data)
+    assert _readelf_messages(tmp_path / "out.so") == ("", "")
+    new = ElfFile(cut.data)
+    pieces = [s for s in new.sections if s.name == "bigsec"]
+    assert [(p.sh_addr, p.sh_size) for p in pieces] == [(sec.sh_addr, 100), (sec.sh_addr + half, 100)]
+    assert [bytes(p.data) for p in pieces] == [bytes(sec.data)[:100], bytes(sec.data)[half:half + 100]]
+    loads = [s for s in new.segments if s.p_type == EC.PT_LOAD]
+    assert len(loads) == len([s for s in elf.segments if s.p_type == EC.PT_LOAD]) + 2
+    assert ctypes.CDLL(str(tmp_path / "out.so")).seven() == 7
+
+
 def test_cli_safety(built: Path, tmp_path: Path) -> None:
     src = tmp_path / "lib.so"
     src.write_bytes((built / "libstatic.so").read_bytes())
@@ -401,3 +425,28 @@ def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None
             nv = {s.name: bytes(s.data) for s in ElfFile(theirs).sections if s.file_size and s.name not in skip
                   and s.sh_type != EC.SHT_RELA}
             assert mine == nv
+
+
+def test_containers_that_cannot_move_are_compacted_in_place(built: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """When a reference into .nv_fatbin cannot be moved, every container stays at its offset, compacted at its
+    own start; the whole pages of each tail still go (a section with several such tails is split into pieces of
+    the same name)."""
+    import devbin.packaging.pruning as P
+
+    monkeypatch.setattr(P, "retarget", lambda *a, **k: ("a reference that cannot move (test)", set()))
+    src = built / "libstatic.so"
+    r = prune_file(src, tmp_path / "p.so", keep="sm_90")
+    assert any("stay where they are (a reference that cannot move (test))" in n for n in r.notes)
+    assert r.file_bytes_saved > 0 and r.file_bytes_saved % PAGE == 0
+    data = (tmp_path / "p.so").read_bytes()
+    elf, old = ElfFile(data), ElfFile(src.read_bytes())
+    # the wrappers were not touched: every wrapper and its relocation are as they were
+    assert _dynamic_relocations(tmp_path / "p.so") == _dynamic_relocations(src)
+    wrap, wrap0 = elf.section(".nvFatBinSegment"), old.section(".nvFatBinSegment")
+    assert wrap is not None and wrap0 is not None and bytes(wrap.data) == bytes(wrap0.data)
+    kept = [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(src.read_bytes(), "x", all=True)
+            if i.arch in ("sm_90", "compute_90")]
+    assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(data, "x", all=True)] == kept
+    assert _readelf_messages(tmp_path / "p.so") == ("", "")
+    assert ctypes.CDLL(str(tmp_path / "p.so")).host_add(1, 1) == 2
