@@ -13,6 +13,7 @@ import csv
 import ctypes
 import hashlib
 import io
+import json
 import subprocess
 import sys
 import zipfile
@@ -20,9 +21,11 @@ from collections import Counter
 from io import StringIO
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from conftest import require_tool
+from devbin.cli import schema_cmd
 from devbin.cli.main import main
 from devbin.errors import OutputError, UsageError
 from devbin.formats.elf import constants as EC
@@ -368,8 +371,8 @@ def test_wheel_prune_installs(built: Path, hip_lib: Path, tmp_path: Path) -> Non
     out.parent.mkdir()
     buf = StringIO()
     assert main(["prune", str(src), "--keep", "sm_90", "-o", str(out), "--json"], out=buf) == 0
-    import json
     doc = json.loads(buf.getvalue())
+    jsonschema.Draft202012Validator(json.loads(schema_cmd.text("prune"))).validate(doc)
     assert doc["kind"] == "wheel" and doc["package"]["package_size_after"] == out.stat().st_size
     assert doc["package"]["package_size_before"] == src.stat().st_size > out.stat().st_size
     by_name = {f["name"]: f for f in doc["files"]}
@@ -395,7 +398,13 @@ def test_folder_prune_in_place(built: Path, tmp_path: Path) -> None:
     src = _wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/libk.so": lib})
     target = tmp_path / "site"
     _run(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", target, src)
-    assert main(["prune", str(target), "--keep", "sm_90", "--dry-run"], out=StringIO()) == 0
+    buf = StringIO()
+    assert main(["prune", str(target), "--keep", "sm_90", "--dry-run", "--json"], out=buf) == 0
+    doc = json.loads(buf.getvalue())
+    jsonschema.Draft202012Validator(json.loads(schema_cmd.text("prune"))).validate(doc)
+    assert doc["kind"] == "folder" and doc["dry_run"] and doc["output"] is None
+    assert doc["files"][0]["output_size"] == prune(lib, keep="sm_90").output_size
+    assert doc["arch_bytes"]["sm_80"]["after"] == 0 < doc["arch_bytes"]["sm_80"]["before"]
     assert (target / "pkg" / "libk.so").read_bytes() == lib
     assert main(["prune", str(target), "--keep", "sm_90", "--in-place"], out=StringIO()) == 0
     new = (target / "pkg" / "libk.so").read_bytes()
