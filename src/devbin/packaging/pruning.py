@@ -61,7 +61,7 @@ among such images, and they are not reported.
   are rewritten with the kept images packed towards the section's start (at 8 and 4096);
   every wrapper that points at a container (``.nvFatBinSegment``, ``.hipFatBinSegment``),
   its relative relocation and ``fatbinData``-like symbols move with it
-  (:func:`devbin.formats.elf.references.retarget`).  A container no wrapper points at
+  (:func:`devbin.packaging.wrapper_refs.retarget`).  A container no wrapper points at
   stays at its offset (something else may address it) and the others pack around it;
   when a reference cannot be moved every container stays and is compacted at its own
   start.  The freed bytes are zeroed, then their whole pages are cut out of the file by
@@ -107,7 +107,6 @@ from devbin.formats.elf import constants as EC
 from devbin.formats.elf.edit import ElfEditor
 from devbin.formats.elf.pages import remove_pages
 from devbin.formats.elf.reader import ElfFile, Section
-from devbin.formats.elf.references import retarget
 from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
@@ -117,6 +116,7 @@ from devbin.images.frame import Frame
 from devbin.images.record import Image
 from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
+from devbin.packaging.wrapper_refs import retarget
 from devbin.targets.nvidia.archs import try_parse_arch
 
 __all__ = ["PruneResult", "Selection", "arch_matches", "footprint", "parse_arch_list", "prune", "prune_file"]
@@ -652,7 +652,7 @@ def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Pi
                     where: str) -> list[tuple[int, int]] | None:
     """Pack the pruned containers of ``sec`` (a linked file's ``.nv_fatbin``/``.hip_fatbin``) towards its
     start and move the wrappers and relocations that point at them
-    (:func:`devbin.formats.elf.references.retarget`); a container no wrapper points at stays where it
+    (:func:`devbin.packaging.wrapper_refs.retarget`); a container no wrapper points at stays where it
     is (something else may address it).  The freed file ranges (before such a container, and the
     tail), or None (nothing written) when a reference cannot be moved."""
     reason, reached = retarget(elf, buf, sec, {off: off for off, _, _ in pieces}, write=False)

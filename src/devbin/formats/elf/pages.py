@@ -48,7 +48,7 @@ from devbin.formats.elf import layout as L
 from devbin.formats.elf.edit import _patch_header  # the one ELF-header patcher
 from devbin.formats.elf.reader import ElfFile, Section, Segment
 
-__all__ = ["PageCut", "abi_page_size", "relr_places", "remove_pages"]
+__all__ = ["RELATIVE_RELOCATION", "PageCut", "abi_page_size", "relr_places", "remove_pages"]
 
 #: The largest page a loader of the machine may use (x86-64 psABI; AArch64 and PowerPC64 kernels run 64 KiB pages).
 _ABI_PAGE = {C.EM_X86_64: 0x1000, 3: 0x1000, C.EM_AARCH64: 0x10000, 21: 0x10000}
@@ -57,8 +57,9 @@ _PHDR_FIELDS = ("p_type", "p_flags", "p_offset", "p_vaddr", "p_paddr", "p_filesz
 # dynamic tags whose value is an address in the image (ELF gABI "Dynamic Section"; GNU extensions)
 _DT_ADDRESS = frozenset({3, 4, 5, 6, 7, 12, 13, 17, 21, 23, 25, 26, 32, 34, 36,
                          0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE})
-# relocation types whose target is r_addend plus the load base (R_X86_64_RELATIVE, R_AARCH64_RELATIVE, R_386_RELATIVE)
-_RELATIVE = {C.EM_X86_64: 8, C.EM_AARCH64: 1027, 3: 8}
+#: The relocation type whose target is the load base plus ``r_addend``, per machine (the psABIs:
+#: R_X86_64_RELATIVE, R_386_RELATIVE, R_AARCH64_RELATIVE, R_PPC64_RELATIVE, R_RISCV_RELATIVE).
+RELATIVE_RELOCATION = {C.EM_X86_64: 8, 3: 8, C.EM_AARCH64: 1027, 21: 22, 243: 3}
 
 
 def abi_page_size(elf: ElfFile) -> int:
@@ -160,7 +161,7 @@ def _check_unread(elf: ElfFile, ranges: Sequence[_Range]) -> None:
         for r in ranges:
             if seg.p_offset < r.hi and r.lo < seg.p_offset + seg.p_filesz:
                 raise refuse(f"segment [{seg.index}] ({C.pt_name(seg.p_type)})", r.vaddr(r.lo))
-    relative = _RELATIVE.get(h.e_machine)
+    relative = RELATIVE_RELOCATION.get(h.e_machine)
     for sec in elf.sections:
         if sec.sh_type in (C.SHT_REL, C.SHT_RELA):
             symbols = elf.symbol_tables.get(sec.sh_link)

@@ -1,4 +1,4 @@
-"""Find and move the references a linked ELF file declares to places in one of its sections.
+"""Find and move the references a linked ELF file declares to the device-code containers of one of its sections.
 
 A linked file (shared library, executable) refers to an address of its own image through:
 
@@ -26,15 +26,17 @@ from collections.abc import Mapping
 
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
-from devbin.formats.elf.pages import relr_places
+from devbin.formats.elf.pages import RELATIVE_RELOCATION, relr_places
 from devbin.formats.elf.reader import ElfFile, Section
+from devbin.formats.fatbin import constants as FC
+from devbin.formats.fatbin.wrapper import HIP_WRAPPER_MAGIC
+from devbin.images.scanreport import HIP_WRAPPER_SECTION, WRAPPER_SECTION
 
 __all__ = ["WRAPPER_SECTIONS", "retarget"]
 
 #: Wrapper sections: name -> magic of their 24-byte records (formats.fatbin.wrapper).
-WRAPPER_SECTIONS = {".nvFatBinSegment": 0x466243B1, ".hipFatBinSegment": 0x48495046}
-_WRAPPER_SIZE = 24
-_RELATIVE = {C.EM_X86_64: 8, C.EM_AARCH64: 1027, 3: 8}
+WRAPPER_SECTIONS = {WRAPPER_SECTION: FC.WRAPPER_MAGIC, HIP_WRAPPER_SECTION: HIP_WRAPPER_MAGIC}
+_WRAPPER_SIZE = FC.WRAPPER_SIZE
 
 
 def _file_offset(elf: ElfFile, vaddr: int, size: int) -> int | None:
@@ -90,7 +92,7 @@ def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, in
             patches[off] = (wfmt, new)
         return None
 
-    relative = _RELATIVE.get(h.e_machine)
+    relative = RELATIVE_RELOCATION.get(h.e_machine)
     for rsec in elf.sections:
         if rsec.sh_type not in (C.SHT_REL, C.SHT_RELA) or not rsec.is_alloc:
             continue
