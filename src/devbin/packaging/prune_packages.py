@@ -132,24 +132,34 @@ def _selection(keep: str | Iterable[str] | None, drop: str | Iterable[str] | Non
                      drop=None if drop is None else parse_arch_list(drop))
 
 
-def _untouched(sel: Selection, images: list[Image]) -> str:
-    """Why a library stays as it is under ``sel`` (no image of a named vendor), or ``""``."""
+def _untouched(sel: Selection, vendors: set[str]) -> str:
+    """Why a library whose device images are of ``vendors`` stays as it is under ``sel`` (no
+    architecture of its vendor named), or ``""``."""
     named = {vendor_of_name(n) for n in sel.names} - {""}
-    have = {i.vendor for i in images if i.arch} - {""}
-    if have and named and not have & named:
-        return (f"no {'/'.join(sorted(named))} architecture in it ({'/'.join(sorted(have))} only); "
+    if vendors and named and not vendors & named:
+        return (f"no {'/'.join(sorted(named))} architecture in it ({'/'.join(sorted(vendors))} only); "
                 "kept byte-identical")
     return ""
 
 
-def _libraries(path: Path, where: str) -> dict[str, list[Image]]:
-    """The device images of ``path`` (a wheel or folder) by top-level file: member name or file path."""
+@dataclass
+class _Library:
+    address: Address  # the file: ``pkg.whl!lib/libx.so``, or a path in a folder
+    vendors: set[str] = field(default_factory=set)
+
+
+def _libraries(path: Path, where: str) -> dict[str, _Library]:
+    """The files of ``path`` (a wheel or folder) that hold device images, by member name or file path,
+    with the vendors of their images (the images themselves are not kept: a wheel's libraries are
+    pruned one at a time)."""
     report = ScanReport()
-    out: dict[str, list[Image]] = {}
+    out: dict[str, _Library] = {}
     for image in scan([path], all=True, report=report):
         step = image.address.steps[0] if image.address.steps else None
         key = step.name if isinstance(step, Member) else image.address.path
-        out.setdefault(key, []).append(image)
+        lib = out.setdefault(key, _Library(Address(image.address.path, image.address.steps[:1] if step else ())))
+        if image.arch and image.vendor:
+            lib.vendors.add(image.vendor)
     if report.warnings:
         raise UsageError(f"{where}: cannot prune a package the scan finds damaged: {report.warnings[0]}")
     return out
@@ -173,18 +183,17 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
     with zipfile.ZipFile(src_p) as zf:
         infos = [i for i in zf.infolist() if not i.is_dir()]
         names = [i.filename for i in infos]
-        for name, images in libs.items():
+        for name, lib in libs.items():
             if names.count(name) != 1:
                 raise UsageError(f"{src}: member {name!r} appears {names.count(name)} times; refusing to rewrite")
             info = zf.getinfo(name)
-            why = _untouched(sel, images)
+            why = _untouched(sel, lib.vendors)
             if why:
                 result.files.append(FileOutcome(name, info.file_size, None, why))
                 result.notes.append(f"{src}!{name}: {why}")
                 continue
             data = zf.read(name)
-            member = Address(images[0].address.path, images[0].address.steps[:1])  # pkg.whl!lib/libx.so
-            r = prune(data, keep=sel.keep, drop=sel.drop, at=member)
+            r = prune(data, keep=sel.keep, drop=sel.drop, at=lib.address)
             result.files.append(FileOutcome(name, len(data), r))
             result.notes.extend(r.notes)
             if r.data != data:
@@ -245,9 +254,9 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
         raise UsageError(f"{root}: no device image under the folder; nothing to prune")
     result = PackagePruneResult("folder", 0, 0)
     planned: list[tuple[str, PruneResult]] = []
-    for path, images in sorted(libs.items()):
+    for path, lib in sorted(libs.items()):
         size = os.path.getsize(path)
-        why = _untouched(sel, images)
+        why = _untouched(sel, lib.vendors)
         if why:
             result.files.append(FileOutcome(path, size, None, why))
             result.notes.append(f"{path}: {why}")

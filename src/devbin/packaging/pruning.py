@@ -79,6 +79,7 @@ among such images, and they are not reported.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -721,11 +722,11 @@ def _check_kept(ctx: _Ctx, data: bytes, at: Address) -> None:
     """FormatError unless scanning ``data`` finds exactly the kept images of the file at ``at``, byte for byte
     and in order."""
     where, n = str(at), len(at.steps)
-    want = [(i.kind, i.arch, bytes(i.data())) for i, k in ctx.images
+    want = [(i.kind, i.arch, hashlib.sha256(i.data()).digest()) for i, k in ctx.images
             if k and i.address.path == at.path and i.address.steps[:n] == at.steps]
     report = ScanReport()
-    got = [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(data, where, all=True, report=report)
-           if _in_container(i)]
+    got = [(i.kind, i.arch, hashlib.sha256(i.data()).digest())
+           for i in scan_bytes(data, where, all=True, report=report) if _in_container(i)]
     if report.warnings or got != want:
         problem = report.warnings[0] if report.warnings else "the kept images differ from the original's"
         raise FormatError(f"the pruned file fails its check ({problem}); nothing written", fmt="prune", where=where)
