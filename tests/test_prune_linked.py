@@ -253,6 +253,18 @@ def test_page_remover_splits_a_section_with_two_ranges(tmp_path: Path) -> None:
     loads = [s for s in new.segments if s.p_type == EC.PT_LOAD]
     assert len(loads) == len([s for s in elf.segments if s.p_type == EC.PT_LOAD]) + 2
     assert ctypes.CDLL(str(tmp_path / "out.so")).seven() == 7
+    # The same in two steps: the second cut finds zero bytes, in no section, after the table the first one
+    # moved, and grows the table there in place.
+    first = remove_pages(elf, [(sec.sh_offset + 100, sec.sh_offset + half)])
+    assert first.phdr_moved_to is not None
+    tail = [s for s in ElfFile(first.data).sections if s.name == "bigsec"][-1]
+    assert tail.sh_addr == sec.sh_addr + half
+    second = remove_pages(ElfFile(first.data), [(tail.sh_offset + 100, tail.sh_offset + tail.sh_size)])
+    assert second.phdr_moved_to is None and second.bytes_removed == 7 * PAGE
+    assert ElfFile(second.data).header.e_phoff == ElfFile(first.data).header.e_phoff
+    (tmp_path / "twice.so").write_bytes(second.data)
+    assert _readelf_messages(tmp_path / "twice.so") == ("", "")
+    assert ctypes.CDLL(str(tmp_path / "twice.so")).seven() == 7
 
 
 def test_cli_safety(built: Path, tmp_path: Path) -> None:
