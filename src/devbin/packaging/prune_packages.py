@@ -198,7 +198,7 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
             result.notes.extend(r.notes)
             if r.data != data:
                 new_data[name] = r.data
-        result.data = _write_wheel(zf, infos, new_data, result.notes, str(src))
+        result.data = _write_wheel(zf, zf.infolist(), new_data, result.notes, str(src))
     result.output_size = len(result.data)
     if dst is not None:
         write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
@@ -217,6 +217,9 @@ def _write_wheel(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], new_data: di
         for info in infos:
             name = info.filename
             if name == record:
+                continue
+            if info.is_dir():  # a folder entry: copied, no RECORD row (wheel pack lists files only)
+                _copy(zo, info, b"")
                 continue
             if name.rsplit("/", 1)[-1] in _SIGNATURES and name.startswith(record.rsplit("/", 1)[0] + "/"):
                 notes.append(f"{where}!{name}: the RECORD signature no longer matches; left out")
