@@ -451,8 +451,8 @@ def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None
 def test_containers_that_cannot_move_are_compacted_in_place(built: Path, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """When a reference into .nv_fatbin cannot be moved, every container stays at its offset, compacted at its
-    own start; the whole pages of each tail still go (a section with several such tails is split into pieces of
-    the same name)."""
+    own start; the whole pages after the last one still go, the bytes freed before the others stay as zeros
+    (the section stays whole: cuobjdump reads only the first section of a name)."""
     import devbin.packaging.pruning as P
 
     monkeypatch.setattr(P, "retarget", lambda *a, **k: ("a reference that cannot move (test)", set()))
@@ -471,3 +471,6 @@ def test_containers_that_cannot_move_are_compacted_in_place(built: Path, tmp_pat
     assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(data, "x", all=True)] == kept
     assert _readelf_messages(tmp_path / "p.so") == ("", "")
     assert ctypes.CDLL(str(tmp_path / "p.so")).host_add(1, 1) == 2
+    assert [s.name for s in elf.sections].count(".nv_fatbin") == 1
+    assert _listing(tmp_path / "p.so") == [x for x in _listing(src) if x.endswith("sm_90")]
+    assert any("zero-filled, not cut out" in n for n in r.notes)

@@ -64,12 +64,14 @@ among such images, and they are not reported.
   (:func:`devbin.packaging.wrapper_refs.retarget`).  A container no wrapper points at
   stays at its offset (something else may address it) and the others pack around it;
   when a reference cannot be moved every container stays and is compacted at its own
-  start.  The freed bytes are zeroed, then their whole pages are cut out of the file by
-  :func:`devbin.formats.elf.pages.remove_pages` (segments split, virtual addresses
+  start.  The freed bytes are zeroed, then the whole pages of the freed range that ends the
+  section are cut out of the file by :func:`devbin.formats.elf.pages.remove_pages` (segments split, virtual addresses
   unchanged, later offsets moved down; refused when anything reads a removed byte), and
   the result is scanned again: it must hold the kept images, byte for byte, or nothing is
   returned.  The file shrinks by the dropped bytes less at most the partial pages at the
-  ends of each removed range.  Fatbins in other sections (``.rodata`` ...) of a linked
+  ends of the removed range, less the bytes freed in front of containers that stay in place
+  (kept as zeros: cutting there would split the section, and the vendors' tools read only the
+  first section of a name).  Fatbins in other sections (``.rodata`` ...) of a linked
   file are pruned in place and zero-filled (their sections keep their size).
 * ``ar`` archive (GNU/System V; BSD and thin archives are refused): every member
   is pruned (members without device code are copied); when anything changed the
@@ -616,12 +618,12 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
             if not relocatable and align is not None and not offload:
                 tail = _compact_linked(patched, elf, sec, pieces, align, ctx, where)
                 if tail is not None:
-                    free += tail
+                    free += _tail_only(sec, tail, ctx, where)
                     compacted.append(sec.name)
                     continue
             _in_place(patched, sec, pieces, "offload" if offload else "", where)
             if not relocatable and align is not None:
-                free += _freed(patched, sec, pieces)
+                free += _tail_only(sec, _freed(patched, sec, pieces), ctx, where)
                 compacted.append(sec.name)
             else:
                 in_place.append(sec.name)
@@ -681,6 +683,19 @@ def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Pi
         ctx.notes.append(f"{where}: {pinned} container(s) of {sec.name} that no wrapper points at stay at their "
                          "offsets")
     return free
+
+
+def _tail_only(sec: Section, free: list[tuple[int, int]], ctx: _Ctx, where: str) -> list[tuple[int, int]]:
+    """Of the freed ranges of ``sec``, the one that ends the section: cutting pages anywhere else would split
+    the section in pieces of the same name, and cuobjdump and clang-offload-bundler read only the first.
+    The others stay as zeros (said in a note)."""
+    end = sec.sh_offset + sec.file_size
+    tail = [r for r in free if r[1] == end]
+    left = sum(hi - lo for lo, hi in free if (lo, hi) not in tail)
+    if left:
+        ctx.notes.append(f"{where}: {left} freed bytes between containers of {sec.name} that stay in place are "
+                         "zero-filled, not cut out (the section stays whole for the vendors' tools)")
+    return tail
 
 
 def _freed(buf: bytearray, sec: Section, pieces: list[_Piece]) -> list[tuple[int, int]]:
