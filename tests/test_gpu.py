@@ -167,3 +167,25 @@ def test_pruned_program_runs_its_kernel(gpu: tuple[_Cuda, ctypes.c_int, str], tm
         prune_file(exe, other, keep=rejected[0])
         res = subprocess.run([str(other)], capture_output=True, text=True, check=False)
         assert res.returncode != 0 and "cudaSuccess" not in res.stdout, (rejected[0], res.stdout)
+
+
+def test_pruned_shared_library_runs_its_kernel(gpu: tuple[_Cuda, ctypes.c_int, str], tmp_path: Path) -> None:
+    """A shared library that prune shrank by whole pages (tests/test_prune_linked.py) still launches its kernel,
+    through the wrapper and relocation prune moved, from a program linked against it."""
+    from tests.test_prune_linked import ARCHS, LIB_CU
+
+    _, _, sm = gpu
+    (tmp_path / "lib.cu").write_text(LIB_CU)
+    _nvcc(tmp_path, *ARCHS, "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "libfull.so")
+    sel = devbin.select(tmp_path / "libfull.so", sm, strict=False)
+    if sel.chosen is None:
+        pytest.skip(f"the test library has no image for {sm} (sm_75, sm_80, sm_90, compute_90)")
+    result = prune_file(tmp_path / "libfull.so", tmp_path / "libk.so", keep=sel.chosen.arch)
+    assert result.file_bytes_saved > 0
+    (tmp_path / "use.cu").write_text(
+        'extern "C" int launch_a(float *p);\n#include <cstdio>\n'
+        "int main() { float *d; cudaMalloc(&d, 1 << 16); int rc = launch_a(d);\n"
+        '  printf("%s\\n", cudaGetErrorName((cudaError_t)rc)); return rc; }\n')
+    _nvcc(tmp_path, "use.cu", "-o", "use.exe", "-L.", "-lk", "-Xlinker", "-rpath,$ORIGIN")
+    res = subprocess.run([str(tmp_path / "use.exe")], capture_output=True, text=True, check=False)
+    assert (res.returncode, res.stdout.strip()) == (0, "cudaSuccess"), res.stdout + res.stderr

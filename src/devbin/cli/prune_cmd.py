@@ -15,16 +15,25 @@ is refused.
 Objects and archives shrink: the fatbin/offload sections are rewritten and the
 symbols and relocations pointing at them fixed up; archives are written again
 deterministically (GNU format, symbol table rebuilt).  Shared libraries and
-executables cannot move their code: each container is pruned in place and the
-freed bytes zero-filled, so the file keeps its size ("file bytes saved: 0")
-and the bytes freed inside the sections are reported.
+executables shrink too: the kept images are packed at the start of .nv_fatbin /
+.hip_fatbin (the wrappers pointing at them moved), and the freed whole pages
+are cut out of the file (virtual addresses unchanged; docs/PRUNE.md).
+
+A wheel (.whl) is pruned library by library into a new wheel with its RECORD
+regenerated; a library of another vendor than the one named stays
+byte-identical.  A folder (an installed site-packages) is pruned in place
+(--in-place), with the RECORD rows of the pruned files updated.
 
 --image ADDRESS (repeatable; as `devbin list --all` prints it) applies --keep or
 --drop to those images only; every other image stays.  (--keep/--drop use
 nvprune's matching, where sm_90 does not take sm_90a; --arch elsewhere is
 cuobjdump's.)
 
--o OUT writes the result; the input is never overwritten unless --in-place.
+-o OUT writes the result; the input is never overwritten unless --in-place,
+and never written at all without it.  --in-place writes a new file beside the
+input, flushed, and renames it over the input; the original is kept as
+INPUT.devbin-backup unless --no-backup.  Every check runs before anything is
+written: a failure leaves the input as it was and no partial output.
 --dry-run prints what would be dropped and the bytes saved per architecture
 without writing anything.  Notes go to stderr.  Exit status: 0 success, 1
 error (a selection that leaves nothing, a file that cannot be rewritten), 2
@@ -35,11 +44,15 @@ device code.
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from devbin.cli.common import BadArguments, ImageFilter, dump, holds_device_code, keep, no_device_code, note
 
-HELP = "keep only the named GPU architectures (like nvprune / lipo -thin) in fatbins, bundles, objects, libraries"
+if TYPE_CHECKING:
+    from devbin.images.record import Image
+
+HELP = ("keep only the named GPU architectures (like nvprune / lipo -thin) in fatbins, bundles, objects, libraries, "
+        "executables, wheels")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,45 +63,138 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image", action="append", default=[], metavar="ADDRESS",
                    help="apply --keep/--drop only to the image at this address (repeatable)")
     p.add_argument("-o", "--output", metavar="OUT", help="write the pruned file here")
-    p.add_argument("--in-place", action="store_true", help="allow OUT to be the input file (or omit -o)")
+    p.add_argument("--in-place", action="store_true", help="rewrite the input itself (a file, wheel or folder)")
+    p.add_argument("--no-backup", action="store_true", help="with --in-place: keep no INPUT.devbin-backup")
     p.add_argument("--dry-run", action="store_true", help="write nothing; print the bytes saved per architecture")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.images.scan import scan
-    from devbin.packaging.pruning import footprint, prune_file
+    import os
 
     output = args.output
     if output is None and args.in_place:
         output = args.path
     if output is None and not args.dry_run:
         raise BadArguments("give -o OUT (or --dry-run, or --in-place)")
+    if args.no_backup and not args.in_place:
+        raise BadArguments("--no-backup goes with --in-place")
     if not holds_device_code([args.path]):
         return no_device_code([args.path])
+    if os.path.isdir(args.path) or _is_zip(args.path):
+        if args.image:
+            raise BadArguments("--image applies to one file, not to a wheel or folder")
+        return _package(args, output, out)
+    from devbin.images.scan import scan
+    from devbin.packaging.prune_packages import BACKUP_SUFFIX
+    from devbin.packaging.pruning import prune_file
+
     if args.image:  # every address must name an image of the file
         choose = ImageFilter(args)
         keep(scan([args.path], all=True), choose, lambda i: i)
+    backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
     result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
-                        in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses])
+                        in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses], backup=backup)
+    arch_bytes = result.to_dict()["arch_bytes"]
+    files = [{"name": args.path, "input_size": result.input_size, "output_size": result.output_size,
+              "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(),
+              "arch_bytes": arch_bytes, "untouched": ""}]
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
-               **result.to_dict()}
+               "kind": "file", **result.to_dict(), "files": files, "package": None, "backup": backup}
         dump("prune", doc, out)
         return 0
-    width = max([len("address"), *(len(str(i.address)) for i, _ in result.images)])
-    out.write(f"{'address':{width}} {'kind':7} {'arch':16} {'bytes':>10}  action\n")
-    for image, kept in result.images:
-        out.write(f"{image.address!s:{width}} {image.kind:7} {image.arch or '-':16} {footprint(image):>10}  "
-                  f"{'keep' if kept else 'drop'}\n")
+    _images(result.images, out)
+    _arch_table(result.bytes_by_arch(), out)
     for arch, saved in result.saved_by_arch().items():
         out.write(f"saved {saved} bytes of {arch}\n")
     out.write(f"container bytes freed: {result.container_bytes_freed}\n")
     out.write(f"file bytes saved: {result.file_bytes_saved} ({result.input_size} -> {result.output_size})\n")
+    _written(args, output, backup, out)
+    for n in result.notes:
+        note(n)
+    return 0
+
+
+def _is_zip(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def _images(images: list[tuple[Image, bool]], out: TextIO) -> None:
+    from devbin.packaging.pruning import footprint
+
+    width = max([len("address"), *(len(str(i.address)) for i, _ in images)])
+    out.write(f"{'address':{width}} {'kind':7} {'arch':16} {'bytes':>10}  action\n")
+    for image, kept in images:
+        out.write(f"{image.address!s:{width}} {image.kind:7} {image.arch or '-':16} {footprint(image):>10}  "
+                  f"{'keep' if kept else 'drop'}\n")
+
+
+def _arch_table(rows: dict[str, tuple[int, int]], out: TextIO) -> None:
+    out.write(f"{'architecture':16} {'before':>12} {'after':>12}\n")
+    for arch, (before, after) in rows.items():
+        out.write(f"{arch or '-':16} {before:>12} {after:>12}\n")
+
+
+def _written(args: argparse.Namespace, output: str | None, backup: str | None, out: TextIO) -> None:
     if args.dry_run:
         out.write("dry run: nothing written\n")
+        return
+    out.write(f"wrote {output}\n")
+    if backup:
+        out.write(f"original kept as {backup}\n")
+
+
+def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
+    """A wheel (-o OUT.whl or --in-place) or a folder (--in-place or --dry-run)."""
+    import os
+
+    from devbin.packaging.prune_packages import BACKUP_SUFFIX, prune_tree, prune_wheel
+
+    backup = None
+    if os.path.isdir(args.path):
+        if not (args.in_place or args.dry_run):
+            raise BadArguments("a folder is pruned in place: give --in-place (or --dry-run)")
+        if args.output is not None and os.path.realpath(args.output) != os.path.realpath(args.path):
+            raise BadArguments("a folder is pruned in place: -o cannot name another place")
+        result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
+                            backup=not args.no_backup)
+        output = None if args.dry_run else args.path
     else:
-        out.write(f"wrote {output}\n")
+        backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
+        result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
+                             in_place=args.in_place, backup=backup)
+    totals = result.to_dict()
+    freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
+    if args.json:
+        doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
+               "kind": result.kind, "input_size": result.input_size, "output_size": result.output_size,
+               "file_bytes_saved": result.bytes_saved, "container_bytes_freed": freed,
+               "saved_by_arch": result.saved_by_arch(),
+               "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in result.bytes_by_arch().items()},
+               "images": [{**i.to_dict(), "container": i.container, "kept": k} for i, k in result.images],
+               "notes": list(result.notes), "files": totals["files"],
+               "package": {k: totals[k] for k in ("kind", "package_size_before", "package_size_after",
+                                                  "files_size_before", "files_size_after")},
+               "backup": backup}
+        dump("prune", doc, out)
+        return 0
+    _images(result.images, out)
+    _arch_table(result.bytes_by_arch(), out)
+    out.write(f"{'file':40} {'before':>12} {'after':>12}  note\n")
+    for f in result.files:
+        after = f.result.output_size if f.result is not None else f.size
+        out.write(f"{f.name:40} {f.size:>12} {after:>12}  {f.untouched}\n")
+    for arch, saved in result.saved_by_arch().items():
+        out.write(f"saved {saved} bytes of {arch}\n")
+    out.write(f"files: {totals['files_size_before']} -> {totals['files_size_after']} bytes\n")
+    if result.kind == "wheel":
+        out.write(f"wheel: {result.input_size} -> {result.output_size} bytes (compressed)\n")
+    _written(args, output, backup, out)
     for n in result.notes:
         note(n)
     return 0

@@ -57,18 +57,22 @@ among such images, and they are not reported.
   (nvcc's ``fatbinData``; the ``.nvFatBinSegment`` wrapper's relocation);
   ``__CLANG_OFFLOAD_BUNDLE__<id>`` sections of unselected targets are removed.
   The object is then laid out compactly (ElfEditor rule 6), so it shrinks.
-* shared library / executable (``ET_DYN``/``ET_EXEC``): the containers sit inside
-  a loaded segment and other code refers to their addresses, so nothing moves:
-  each pruned container is written at its original offset and the rest of its
-  old extent is zero-filled (no stale image remains).  The file keeps its size
-  (``file_bytes_saved`` is 0, ``container_bytes_freed`` says what was freed
-  inside the sections).  Wrappers keep pointing at the same addresses.
-  Shrinking the file is not attempted: nvcc puts ``.nv_fatbin`` in the middle
-  of the read-only segment (``.rodata .nv_fatbin __nv_module_id .eh_frame_hdr``),
-  so there is no case to shrink in practice.  A ``.hip_fatbin`` bundle that
-  shrinks past a 4096 boundary leaves whole zero blocks before the next bundle,
-  which devbin's reader skips; clang-offload-bundler reads one bundle at a
-  time anyway.
+* shared library / executable (``ET_DYN``/``ET_EXEC``): ``.nv_fatbin`` and ``.hip_fatbin``
+  are rewritten with the kept images packed towards the section's start (at 8 and 4096);
+  every wrapper that points at a container (``.nvFatBinSegment``, ``.hipFatBinSegment``),
+  its relative relocation and ``fatbinData``-like symbols move with it
+  (:func:`devbin.packaging.wrapper_refs.retarget`).  A container no wrapper points at
+  stays at its offset (something else may address it) and the others pack around it;
+  when a reference cannot be moved every container stays and is compacted at its own
+  start.  The freed bytes are zeroed, then the whole pages of the freed range that ends the
+  section are cut out of the file by :func:`devbin.formats.elf.pages.remove_pages` (segments split, virtual addresses
+  unchanged, later offsets moved down; refused when anything reads a removed byte), and
+  the result is scanned again: it must hold the kept images, byte for byte, or nothing is
+  returned.  The file shrinks by the dropped bytes less at most the partial pages at the
+  ends of the removed range, less the bytes freed in front of containers that stay in place
+  (kept as zeros: cutting there would split the section, and the vendors' tools read only the
+  first section of a name).  Fatbins in other sections (``.rodata`` ...) of a linked
+  file are pruned in place and zero-filled (their sections keep their size).
 * ``ar`` archive (GNU/System V; BSD and thin archives are refused): every member
   is pruned (members without device code are copied); when anything changed the
   archive is written again with :mod:`devbin.formats.ar.writer` (symbol table
@@ -77,6 +81,7 @@ among such images, and they are not reported.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -103,15 +108,18 @@ from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.bundle.writer import BundleImage, plan_bundle, write_bundle, write_compressed_bundle
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.edit import ElfEditor
+from devbin.formats.elf.pages import remove_pages
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
 from devbin.images.address import Address, Entry, Member
 from devbin.images.address import Section as SectionStep
+from devbin.images.frame import Frame
 from devbin.images.record import Image
-from devbin.images.scan import scan_bytes
+from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
+from devbin.packaging.wrapper_refs import retarget
 from devbin.targets.nvidia.archs import try_parse_arch
 
 __all__ = ["PruneResult", "Selection", "arch_matches", "footprint", "parse_arch_list", "prune", "prune_file"]
@@ -198,7 +206,8 @@ class PruneResult:
 
     ``images``: every image decided on, in scan order, with whether it stays.
     ``container_bytes_freed`` sums what the containers shrank by (inside their sections);
-    ``file_bytes_saved`` is ``input_size - output_size`` (0 for shared libraries and executables).
+    ``file_bytes_saved`` is ``input_size - output_size``: what writing ``data`` saves, exactly
+    (``devbin size --keep`` predicts savings with it).
     """
 
     data: bytes
@@ -227,6 +236,15 @@ class PruneResult:
                 out[image.arch] = out.get(image.arch, 0) + footprint(image)
         return dict(sorted(out.items()))
 
+    def bytes_by_arch(self) -> dict[str, tuple[int, int]]:
+        """Bytes of each architecture's images (:func:`footprint`) before and after, sorted by name."""
+        out: dict[str, tuple[int, int]] = {}
+        for image, kept in self.images:
+            before, after = out.get(image.arch, (0, 0))
+            n = footprint(image)
+            out[image.arch] = (before + n, after + (n if kept else 0))
+        return dict(sorted(out.items()))
+
     def to_dict(self) -> dict[str, object]:
         return {
             "input_size": self.input_size,
@@ -234,6 +252,7 @@ class PruneResult:
             "file_bytes_saved": self.file_bytes_saved,
             "container_bytes_freed": self.container_bytes_freed,
             "saved_by_arch": self.saved_by_arch(),
+            "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in self.bytes_by_arch().items()},
             "images": [{**image.to_dict(), "container": image.container, "kept": kept}
                        for image, kept in self.images],
             "notes": list(self.notes),
@@ -283,7 +302,8 @@ class _Ctx:
 
 
 def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
-          drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = ()) -> PruneResult:
+          drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = (),
+          at: Address | None = None) -> PruneResult:
     """Prune ``data`` (any format in the module docstring) to the selected architectures.
 
     ``keep``/``drop``: names or comma-separated lists; exactly one.  Raises
@@ -291,20 +311,23 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     file that cannot be pruned, :class:`~devbin.errors.FormatError` for corrupt input
     (anything the scan warns about).  ``where`` starts the images' addresses.  ``images``: when
     given, the addresses (docs/IMAGES.md) of the only images the selection applies to; every
-    other image stays.
+    other image stays.  ``at``: the file's address when it is a member of something (a wheel's
+    ``pkg.whl!lib/libx.so``), which then starts the images' addresses instead of ``where``.
     """
+    start = at if at is not None else Address(where)
+    where = str(start)
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
                     drop=None if drop is None else parse_arch_list(drop), images=tuple(images))
     raw = bytes(data)
     view = ByteView(raw, where=where)
     _check_prunable(view, where)
     report = ScanReport()
-    found = list(scan_bytes(raw, where, all=True, report=report))
+    found = [image for image, _ in Scanner(report, all=True).buffer(raw, Frame(start))]
     if report.warnings:
         raise FormatError(f"cannot prune a file the scan finds damaged: {report.warnings[0]}", fmt="prune",
                           where=where)
     ctx = _Ctx(sel, found)
-    out = _prune_any(view, ctx, Address(where), depth=0)
+    out = _prune_any(view, ctx, start, depth=0)
     device = [i for i, _ in ctx.images if i.arch]
     if not ctx.images:
         raise UsageError(f"{where}: no device image found; nothing to prune")
@@ -565,8 +588,10 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
         return bytes(view.bytes_at(0, len(view))) if not relocatable else _rewrite_relocatable(elf, {}, [])
     patched = bytearray(view.bytes_at(0, len(view)))
     in_place: list[str] = []
+    compacted: list[str] = []
     repacked: dict[int, tuple[bytes, dict[int, int]]] = {}
     removed: list[int] = []
+    free: list[tuple[int, int]] = []
     for sec in elf.sections:
         if not sec.file_size:
             continue
@@ -590,14 +615,24 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
             repacked[sec.index] = _pack(pieces, sec.file_size, align, where)
         else:
             offload = any(i.container == "offload" for i in ctx.at(sec_at))
+            if not relocatable and align is not None and not offload:
+                tail = _compact_linked(patched, elf, sec, pieces, align, ctx, where)
+                if tail is not None:
+                    free += _tail_only(sec, tail, ctx, where)
+                    compacted.append(sec.name)
+                    continue
             _in_place(patched, sec, pieces, "offload" if offload else "", where)
-            in_place.append(sec.name)
+            if not relocatable and align is not None:
+                free += _tail_only(sec, _freed(patched, sec, pieces), ctx, where)
+                compacted.append(sec.name)
+            else:
+                in_place.append(sec.name)
     if in_place:
         what = "linked file" if not relocatable else "data sections"
         ctx.notes.append(f"{where}: {what}: containers in {', '.join(in_place)} pruned in place and zero-filled; "
                          "their sections keep their size")
     if not relocatable:
-        return bytes(patched)
+        return _cut_pages(patched, free, ctx, at, compacted)
     if in_place:
         elf = ElfFile(ByteView(bytes(patched), where=where))
     return _rewrite_relocatable(elf, repacked, removed)
@@ -614,6 +649,102 @@ def _rewrite_relocatable(elf: ElfFile, repacked: dict[int, tuple[bytes, dict[int
     for index in removed:
         editor.remove_section(index)
     return editor.write()
+
+
+def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Piece], align: int, ctx: _Ctx,
+                    where: str) -> list[tuple[int, int]] | None:
+    """Pack the pruned containers of ``sec`` (a linked file's ``.nv_fatbin``/``.hip_fatbin``) towards its
+    start and move the wrappers and relocations that point at them
+    (:func:`devbin.packaging.wrapper_refs.retarget`); a container no wrapper points at stays where it
+    is (something else may address it).  The freed file ranges (before such a container, and the
+    tail), or None (nothing written) when a reference cannot be moved."""
+    reason, reached = retarget(elf, buf, sec, {off: off for off, _, _ in pieces}, write=False)
+    moves: dict[int, int] = {}
+    out = bytearray()
+    free: list[tuple[int, int]] = []
+    for off, _size, new in pieces:
+        at = align_up(len(out), align) if off in reached else off
+        if off not in reached and off > len(out):
+            free.append((sec.sh_offset + len(out), sec.sh_offset + off))
+        out += bytes(at - len(out))
+        out += new
+        moves[off] = at
+    if reason is None:
+        reason, _ = retarget(elf, buf, sec, moves)
+    if reason is not None:
+        ctx.notes.append(f"{where}: the containers of {sec.name} stay where they are ({reason}); each is "
+                         "compacted at its own start")
+        return None
+    if len(out) < sec.file_size:
+        free.append((sec.sh_offset + len(out), sec.sh_offset + sec.file_size))
+    buf[sec.sh_offset:sec.sh_offset + sec.file_size] = out + bytes(sec.file_size - len(out))
+    pinned = sum(1 for off, _, _ in pieces if off not in reached)
+    if pinned:
+        ctx.notes.append(f"{where}: {pinned} container(s) of {sec.name} that no wrapper points at stay at their "
+                         "offsets")
+    return free
+
+
+def _tail_only(sec: Section, free: list[tuple[int, int]], ctx: _Ctx, where: str) -> list[tuple[int, int]]:
+    """Of the freed ranges of ``sec``, the one that ends the section: cutting pages anywhere else would split
+    the section in pieces of the same name, and cuobjdump and clang-offload-bundler read only the first.
+    The others stay as zeros (said in a note)."""
+    end = sec.sh_offset + sec.file_size
+    tail = [r for r in free if r[1] == end]
+    left = sum(hi - lo for lo, hi in free if (lo, hi) not in tail)
+    if left:
+        ctx.notes.append(f"{where}: {left} freed bytes between containers of {sec.name} that stay in place are "
+                         "zero-filled, not cut out (the section stays whole for the vendors' tools)")
+    return tail
+
+
+def _freed(buf: bytearray, sec: Section, pieces: list[_Piece]) -> list[tuple[int, int]]:
+    """The file ranges a container pruned in place no longer uses: from the end of its new bytes to the
+    next piece (the bytes between pieces are zero), or to the section's end when all zero to there."""
+    out = []
+    end = sec.sh_offset + sec.file_size
+    for i, (off, _size, new) in enumerate(pieces):
+        lo = sec.sh_offset + off + len(new)
+        if i + 1 < len(pieces):
+            hi = sec.sh_offset + pieces[i + 1][0]
+        else:
+            hi = sec.sh_offset + off + _size
+            if not any(buf[hi:end]):
+                hi = end
+        if hi > lo:
+            out.append((lo, hi))
+    return out
+
+
+def _cut_pages(patched: bytearray, free: list[tuple[int, int]], ctx: _Ctx, at: Address,
+               sections: list[str]) -> bytes:
+    """A linked file whose containers were pruned in place, with the whole free pages removed
+    (:func:`devbin.formats.elf.pages.remove_pages`), checked: the kept images are the original's, byte for byte."""
+    where = str(at)
+    if not sections:
+        return bytes(patched)
+    cut = remove_pages(ElfFile(ByteView(patched, where=where)), free)
+    _check_kept(ctx, cut.data, at)
+    freed = sum(hi - lo for lo, hi in free)
+    ctx.notes.append(f"{where}: containers in {', '.join(sections)} compacted; {cut.bytes_removed} of the "
+                     f"{freed} freed bytes removed as {cut.bytes_removed // cut.page} whole pages of "
+                     f"{cut.page} (the partial pages at the ends of each freed range stay)")
+    ctx.notes.extend(f"{where}: {n}" for n in cut.notes)
+    return cut.data
+
+
+def _check_kept(ctx: _Ctx, data: bytes, at: Address) -> None:
+    """FormatError unless scanning ``data`` finds exactly the kept images of the file at ``at``, byte for byte
+    and in order."""
+    where, n = str(at), len(at.steps)
+    want = [(i.kind, i.arch, hashlib.sha256(i.data()).digest()) for i, k in ctx.images
+            if k and i.address.path == at.path and i.address.steps[:n] == at.steps]
+    report = ScanReport()
+    got = [(i.kind, i.arch, hashlib.sha256(i.data()).digest())
+           for i in scan_bytes(data, where, all=True, report=report) if _in_container(i)]
+    if report.warnings or got != want:
+        problem = report.warnings[0] if report.warnings else "the kept images differ from the original's"
+        raise FormatError(f"the pruned file fails its check ({problem}); nothing written", fmt="prune", where=where)
 
 
 def _in_place(buf: bytearray, sec: Section, pieces: list[_Piece], kind: str, where: str) -> None:

@@ -1,0 +1,305 @@
+"""Prune every library of a wheel, or of a folder (an installed ``site-packages``), to some architectures.
+
+:func:`prune_wheel` finds the members that hold device images with the one image scan
+(:func:`devbin.images.scan`: the wheel's members are addressed ``pkg.whl!lib/libx.so``), prunes each
+with :func:`devbin.packaging.pruning.prune` and writes a new wheel:
+
+* a library none of whose vendor's architectures is named (a ROCm library when only ``sm_*`` are
+  kept, a CUDA one when only ``gfx*`` are) stays byte-identical, and the report says so;
+* every other member keeps its bytes, name, date, permissions and compression method (it is
+  decompressed and compressed again, so its compressed bytes may differ);
+* ``*.dist-info/RECORD`` is regenerated as ``wheel pack`` does (pypa/wheel,
+  ``docs/reference/wheel_pack.rst``; PEP 376/427 RECORD): one row per member, ``path,sha256=<urlsafe
+  base64 without padding>,size``, RECORD's own row ``path,,``; the signatures ``RECORD.jws`` and
+  ``RECORD.p7s`` no longer match and are left out (a note says so).
+
+:func:`prune_tree` prunes the files of a folder in place: each file whole or not at all
+(:func:`devbin.packaging.pruning.prune_file`, a new file renamed over the old, the old kept as
+``<name>.devbin-backup`` unless ``backup=False``), then the rows of every ``*.dist-info/RECORD``
+that name a pruned file get its new hash and size.
+
+Nothing is written when any library fails to prune (a selection that leaves a library without
+device code, a file the page remover refuses): the error names the member.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from devbin.binary.output import check_destination, write_file
+from devbin.errors import UsageError
+from devbin.images.address import Address, Member
+from devbin.images.record import Image
+from devbin.images.scan import scan
+from devbin.images.scanreport import ScanReport
+from devbin.packaging.pruning import PruneResult, Selection, parse_arch_list, prune, prune_file
+from devbin.targets.nvidia.archs import try_parse_arch
+
+__all__ = ["BACKUP_SUFFIX", "FileOutcome", "PackagePruneResult", "prune_tree", "prune_wheel", "record_hash",
+           "vendor_of_name"]
+
+BACKUP_SUFFIX = ".devbin-backup"
+_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+
+
+def record_hash(data: bytes) -> str:
+    """``sha256=`` and the urlsafe base64 digest without padding, as a RECORD row holds it."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
+
+
+def vendor_of_name(name: str) -> str:
+    """``nvidia`` for ``sm_*``/``compute_*``/``lto_*``, ``amd`` for ``gfx*``, else ``""``."""
+    if try_parse_arch(name) is not None:
+        return "nvidia"
+    return "amd" if name.startswith("gfx") else ""
+
+
+@dataclass
+class FileOutcome:
+    """One library of the package: its result, or why it stayed as it was (``result`` None)."""
+
+    name: str
+    size: int
+    result: PruneResult | None = None
+    untouched: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        if self.result is None:
+            return {"name": self.name, "input_size": self.size, "output_size": self.size, "file_bytes_saved": 0,
+                    "saved_by_arch": {}, "arch_bytes": {}, "untouched": self.untouched}
+        r = self.result
+        return {"name": self.name, "input_size": r.input_size, "output_size": r.output_size,
+                "file_bytes_saved": r.file_bytes_saved, "saved_by_arch": r.saved_by_arch(),
+                "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in r.bytes_by_arch().items()},
+                "untouched": ""}
+
+
+@dataclass
+class PackagePruneResult:
+    """What :func:`prune_wheel` / :func:`prune_tree` did (or would do: ``data`` is the new wheel)."""
+
+    kind: str  # "wheel" or "folder"
+    input_size: int  # the wheel file's bytes (compressed), or the folder's pruned files before
+    output_size: int
+    files: list[FileOutcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    data: bytes = b""
+
+    @property
+    def bytes_saved(self) -> int:
+        return self.input_size - self.output_size
+
+    def saved_by_arch(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.files:
+            if f.result is not None:
+                for arch, n in f.result.saved_by_arch().items():
+                    out[arch] = out.get(arch, 0) + n
+        return dict(sorted(out.items()))
+
+    @property
+    def images(self) -> list[tuple[Image, bool]]:
+        return [pair for f in self.files if f.result is not None for pair in f.result.images]
+
+    def bytes_by_arch(self) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for f in self.files:
+            if f.result is not None:
+                for arch, (b, c) in f.result.bytes_by_arch().items():
+                    x, y = out.get(arch, (0, 0))
+                    out[arch] = (x + b, y + c)
+        return dict(sorted(out.items()))
+
+    def to_dict(self) -> dict[str, object]:
+        files_in = sum(f.size for f in self.files)
+        files_out = sum(f.result.output_size if f.result else f.size for f in self.files)
+        return {"kind": self.kind, "package_size_before": self.input_size, "package_size_after": self.output_size,
+                "files_size_before": files_in, "files_size_after": files_out,
+                "files": [f.to_dict() for f in self.files], "saved_by_arch": self.saved_by_arch(),
+                "notes": list(self.notes)}
+
+
+def _selection(keep: str | Iterable[str] | None, drop: str | Iterable[str] | None) -> Selection:
+    return Selection(keep=None if keep is None else parse_arch_list(keep),
+                     drop=None if drop is None else parse_arch_list(drop))
+
+
+def _untouched(sel: Selection, vendors: set[str]) -> str:
+    """Why a library whose device images are of ``vendors`` stays as it is under ``sel`` (no
+    architecture of its vendor named), or ``""``."""
+    named = {vendor_of_name(n) for n in sel.names} - {""}
+    if vendors and named and not vendors & named:
+        return (f"no {'/'.join(sorted(named))} architecture in it ({'/'.join(sorted(vendors))} only); "
+                "kept byte-identical")
+    return ""
+
+
+@dataclass
+class _Library:
+    address: Address  # the file: ``pkg.whl!lib/libx.so``, or a path in a folder
+    vendors: set[str] = field(default_factory=set)
+
+
+def _libraries(path: Path, where: str) -> dict[str, _Library]:
+    """The files of ``path`` (a wheel or folder) that hold device images, by member name or file path,
+    with the vendors of their images (the images themselves are not kept: a wheel's libraries are
+    pruned one at a time)."""
+    report = ScanReport()
+    out: dict[str, _Library] = {}
+    for image in scan([path], all=True, report=report):
+        step = image.address.steps[0] if image.address.steps else None
+        key = step.name if isinstance(step, Member) else image.address.path
+        lib = out.setdefault(key, _Library(Address(image.address.path, image.address.steps[:1] if step else ())))
+        if image.arch and image.vendor:
+            lib.vendors.add(image.vendor)
+    if report.warnings:
+        raise UsageError(f"{where}: cannot prune a package the scan finds damaged: {report.warnings[0]}")
+    return out
+
+
+def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
+                keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
+                in_place: bool = False, backup: str | os.PathLike[str] | None = None) -> PackagePruneResult:
+    """Prune every library of the wheel ``src`` into the wheel ``dst`` (None: compute only; see the module
+    docstring).  ``dst`` may not be ``src`` unless ``in_place``; ``backup``: where ``dst``'s old content is kept."""
+    sel = _selection(keep, drop)
+    src_p = Path(src)
+    inputs = () if in_place else (src_p,)
+    if dst is not None:
+        check_destination(dst, inputs)
+    libs = _libraries(src_p, str(src))
+    if not libs:
+        raise UsageError(f"{src}: no device image in the wheel; nothing to prune")
+    result = PackagePruneResult("wheel", src_p.stat().st_size, 0)
+    new_data: dict[str, bytes] = {}
+    with zipfile.ZipFile(src_p) as zf:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        names = [i.filename for i in infos]
+        for name, lib in libs.items():
+            if names.count(name) != 1:
+                raise UsageError(f"{src}: member {name!r} appears {names.count(name)} times; refusing to rewrite")
+            info = zf.getinfo(name)
+            why = _untouched(sel, lib.vendors)
+            if why:
+                result.files.append(FileOutcome(name, info.file_size, None, why))
+                result.notes.append(f"{src}!{name}: {why}")
+                continue
+            data = zf.read(name)
+            r = prune(data, keep=sel.keep, drop=sel.drop, at=lib.address)
+            result.files.append(FileOutcome(name, len(data), r))
+            result.notes.extend(r.notes)
+            if r.data != data:
+                new_data[name] = r.data
+        result.data = _write_wheel(zf, zf.infolist(), new_data, result.notes, str(src))
+    result.output_size = len(result.data)
+    if dst is not None:
+        write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
+    return result
+
+
+def _write_wheel(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], new_data: dict[str, bytes], notes: list[str],
+                 where: str) -> bytes:
+    records = [i.filename for i in infos if i.filename.endswith(".dist-info/RECORD")]
+    if len(records) != 1:
+        raise UsageError(f"{where}: a wheel holds one *.dist-info/RECORD; this one holds {len(records)}")
+    record = records[0]
+    out = io.BytesIO()
+    rows: list[tuple[str, str, str]] = []
+    with zipfile.ZipFile(out, "w") as zo:
+        for info in infos:
+            name = info.filename
+            if name == record:
+                continue
+            if info.is_dir():  # a folder entry: copied, no RECORD row (wheel pack lists files only)
+                _copy(zo, info, b"")
+                continue
+            if name.rsplit("/", 1)[-1] in _SIGNATURES and name.startswith(record.rsplit("/", 1)[0] + "/"):
+                notes.append(f"{where}!{name}: the RECORD signature no longer matches; left out")
+                continue
+            data = new_data.get(name)
+            if data is None:
+                data = zf.read(info)
+            _copy(zo, info, data)
+            rows.append((name, record_hash(data), str(len(data))))
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerows([*rows, (record, "", "")])
+        _copy(zo, zf.getinfo(record), text.getvalue().encode("utf-8"))
+    return out.getvalue()
+
+
+def _copy(zo: zipfile.ZipFile, info: zipfile.ZipInfo, data: bytes) -> None:
+    """``data`` as a member with ``info``'s name, date, attributes and compression method."""
+    new = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+    new.compress_type = info.compress_type
+    new.external_attr = info.external_attr
+    new.create_system = info.create_system
+    new.comment = info.comment
+    zo.writestr(new, data)
+
+
+def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None = None,
+               drop: str | Iterable[str] | None = None, dry_run: bool = False,
+               backup: bool = True) -> PackagePruneResult:
+    """Prune every file under the folder ``root`` in place (see the module docstring); ``dry_run``: write nothing."""
+    sel = _selection(keep, drop)
+    root_p = Path(root)
+    libs = _libraries(root_p, str(root))
+    if not libs:
+        raise UsageError(f"{root}: no device image under the folder; nothing to prune")
+    result = PackagePruneResult("folder", 0, 0)
+    planned: list[tuple[str, PruneResult]] = []
+    for path, lib in sorted(libs.items()):
+        size = os.path.getsize(path)
+        why = _untouched(sel, lib.vendors)
+        if why:
+            result.files.append(FileOutcome(path, size, None, why))
+            result.notes.append(f"{path}: {why}")
+            continue
+        r = prune_file(path, None, keep=sel.keep, drop=sel.drop)  # all computed before anything is written
+        result.files.append(FileOutcome(path, size, r))
+        result.notes.extend(r.notes)
+        if r.changed:
+            planned.append((path, r))
+    result.input_size = sum(f.size for f in result.files)
+    result.output_size = sum(f.result.output_size if f.result else f.size for f in result.files)
+    if dry_run:
+        return result
+    for path, r in planned:
+        write_file(path, r.data, mode=os.stat(path).st_mode & 0o777,
+                   backup=path + BACKUP_SUFFIX if backup else None)
+        if backup:
+            result.notes.append(f"{path}: the original kept as {path}{BACKUP_SUFFIX}")
+    _update_records(root_p, {os.path.realpath(p): r.data for p, r in planned}, result.notes)
+    return result
+
+
+def _update_records(root: Path, changed: dict[str, bytes], notes: list[str]) -> None:
+    """The rows of every ``*.dist-info/RECORD`` under ``root`` naming a changed file get its new hash and size."""
+    if not changed:
+        return
+    for record in sorted(root.glob("**/*.dist-info/RECORD")):
+        base = record.parent.parent
+        text = record.read_text(encoding="utf-8")
+        rows = list(csv.reader(io.StringIO(text)))
+        hit = False
+        for row in rows:
+            if not row:
+                continue
+            data = changed.get(os.path.realpath(base / row[0]))
+            if data is not None and len(row) >= 3:
+                row[1], row[2] = record_hash(data), str(len(data))
+                hit = True
+        if hit:
+            out = io.StringIO()
+            csv.writer(out, lineterminator="\n").writerows(rows)
+            write_file(record, out.getvalue().encode("utf-8"), mode=record.stat().st_mode & 0o777)
+            notes.append(f"{record}: rows of the pruned files updated")

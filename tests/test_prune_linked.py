@@ -1,0 +1,476 @@
+"""devbin prune on finished files: shared libraries and executables shrink by whole pages, wheels and folders.
+
+Everything is built at test time with nvcc (sm_75, sm_80, sm_90 of a small kernel; static and
+shared cudart), clang-offload-bundler-19 + the linker (a host library with ``.hip_fatbin``), and
+checked with the vendors' tools: cuobjdump -all -lelf -lptx, clang-offload-bundler -list, readelf -a -W,
+llvm-readelf-19 -a, nm -D, ctypes.CDLL, a link with the pruned library, pip install --target.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import ctypes
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from collections import Counter
+from io import StringIO
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import require_tool
+from devbin.cli import schema_cmd
+from devbin.cli.main import main
+from devbin.errors import OutputError, UsageError
+from devbin.formats.elf import constants as EC
+from devbin.formats.elf.pages import remove_pages
+from devbin.formats.elf.reader import ElfFile
+from devbin.images import scan_bytes
+from devbin.packaging.prune_packages import BACKUP_SUFFIX, prune_tree, prune_wheel, record_hash
+from devbin.packaging.pruning import prune, prune_file
+
+ARCHS = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
+         "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+# Large enough that each architecture's cubin spans several pages (60 KB), so whole pages go.
+LIB_CU = r"""
+template <int N> __global__ void ka(float *p) {
+#pragma unroll
+  for (int i = 0; i < 384; ++i) p[threadIdx.x + i * N] = p[threadIdx.x + i * 7] * (i + N) + 1.0f;
+}
+template __global__ void ka<1>(float *);
+extern "C" int launch_a(float *p) { ka<1><<<1, 32>>>(p); return (int)cudaDeviceSynchronize(); }
+extern "C" int host_add(int a, int b) { return a + b; }
+"""
+EXE_CU = r"""
+#include <cstdio>
+__global__ void k(float *p) {
+#pragma unroll
+  for (int i = 0; i < 384; ++i) p[threadIdx.x + i * 3] = p[threadIdx.x + i * 5] * i + 2.0f;
+}
+int main(int argc, char **) {
+  printf("hello\n");
+  if (argc < 2) return 0;
+  float *d; cudaMalloc(&d, 1 << 16); k<<<1, 32>>>(d); return cudaDeviceSynchronize();
+}
+"""
+USE_C = r"""
+#include <stdio.h>
+int host_add(int, int);
+int main(void) { printf("%d\n", host_add(20, 22)); return 0; }
+"""
+PAGE = 4096
+
+
+def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, check=True)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    nvcc = require_tool("nvcc")
+    out = tmp_path_factory.mktemp("prune_linked")
+    (out / "lib.cu").write_text(LIB_CU)
+    (out / "k.cu").write_text(EXE_CU)
+    _run(nvcc, *ARCHS, "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "libstatic.so", cwd=out)
+    _run(nvcc, *ARCHS, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "lib.cu", "-o", "libshared.so", cwd=out)
+    _run(nvcc, *ARCHS, "k.cu", "-o", "k.exe", cwd=out)
+    # position-dependent: the wrapper holds the fatbin's address with no relocation
+    _run(nvcc, *ARCHS, "-Xcompiler", "-fno-pie", "-Xlinker", "-no-pie", "k.cu", "-o", "k_nopie.exe", cwd=out)
+    return out
+
+
+def _cuobjdump_images(path: Path, work: Path) -> Counter[tuple[str, bytes]]:
+    """(arch, bytes) of every image cuobjdump -all extracts from ``path``."""
+    cuobjdump = require_tool("cuobjdump")
+    work.mkdir()
+    _run(cuobjdump, "-all", "-xelf", "all", path.resolve(), cwd=work)
+    _run(cuobjdump, "-all", "-xptx", "all", path.resolve(), cwd=work)
+    return Counter((p.name.split(".")[-2], p.read_bytes()) for p in work.iterdir())
+
+
+def _listing(path: Path) -> list[str]:
+    """cuobjdump -all -lelf -lptx: the (kind, arch) of each line."""
+    text = _run(require_tool("cuobjdump"), "-all", "-lelf", "-lptx", path).stdout
+    return sorted(f"{ln.split()[0]} {ln.rsplit('.', 2)[-2]}" for ln in text.splitlines() if ln.strip())
+
+
+def _readelf_messages(path: Path) -> tuple[str, str]:
+    gnu = subprocess.run([require_tool("readelf"), "-a", "-W", str(path)], capture_output=True, text=True)
+    llvm = subprocess.run([require_tool("llvm-readelf-19"), "-a", str(path)], capture_output=True, text=True)
+    assert gnu.returncode == 0 and llvm.returncode == 0
+    return gnu.stderr, llvm.stderr
+
+
+def _host_sections(path: Path) -> dict[str, bytes]:
+    """Every allocated section but the ones prune rewrites (containers, wrappers, dynamic relocations)."""
+    elf = ElfFile(path.read_bytes())
+    skip = {".nv_fatbin", ".nvFatBinSegment", ".hip_fatbin", ".hipFatBinSegment", ".rela.dyn"}
+    return {s.name: bytes(s.data) for s in elf.sections if s.is_alloc and s.file_size and s.name not in skip}
+
+
+def _dynamic_relocations(path: Path) -> list[tuple[int, int, int | None]]:
+    """.rela.dyn less the wrappers' pointers (the only relocations prune moves)."""
+    elf = ElfFile(path.read_bytes())
+    wrap = [s for s in elf.sections if s.name in (".nvFatBinSegment", ".hipFatBinSegment")]
+    sec = elf.section(".rela.dyn")
+    assert sec is not None
+    return [(r.r_offset, r.r_type, r.r_addend) for r in elf.relocation_table(sec.index)
+            if not any(w.sh_addr <= r.r_offset < w.sh_addr + w.sh_size for w in wrap)]
+
+
+@pytest.mark.parametrize("name", ["libstatic.so", "libshared.so"])
+def test_library_shrinks_by_whole_pages(built: Path, name: str) -> None:
+    src, out = built / name, built / f"p90_{name}"
+    r = prune_file(src, out, keep="sm_90")
+    dropped = sum(r.saved_by_arch().values())
+    assert set(r.saved_by_arch()) == {"sm_75", "sm_80"}
+    # Smaller by the dropped images' bytes less at most the two partial pages of the one removed range.
+    assert r.file_bytes_saved % PAGE == 0 and dropped - 2 * PAGE < r.file_bytes_saved <= dropped
+    assert out.stat().st_size == src.stat().st_size - r.file_bytes_saved
+    # The vendor tool lists exactly the kept images, byte-identical to the original's.
+    before = _listing(src)
+    assert _listing(out) == [x for x in before if x.endswith("sm_90")]
+    orig = _cuobjdump_images(src, built / f"x_{name}")
+    kept = _cuobjdump_images(out, built / f"y_{name}")
+    assert kept == Counter({k: n for k, n in orig.items() if k[0] == "sm_90"})
+    # readelf and llvm-readelf say nothing they did not say on the original.
+    assert _readelf_messages(out) == _readelf_messages(src) == ("", "")
+    assert _run("nm", "-D", "--defined-only", out).stdout == _run("nm", "-D", "--defined-only", src).stdout
+    dyn = [ln for ln in _run("readelf", "-d", out).stdout.splitlines() if not ln.startswith("Dynamic section")]
+    assert dyn == [ln for ln in _run("readelf", "-d", src).stdout.splitlines()
+                   if not ln.startswith("Dynamic section")]
+    assert _host_sections(out) == _host_sections(src)
+    assert _dynamic_relocations(out) == _dynamic_relocations(src)
+    # Virtual addresses unchanged: every section keeps its address.
+    a, b = ElfFile(src.read_bytes()), ElfFile(out.read_bytes())
+    assert [(s.name, s.sh_addr) for s in a.sections] == [(s.name, s.sh_addr) for s in b.sections]
+    loads = [s for s in b.segments if s.p_type == EC.PT_LOAD]
+    assert all((s.p_vaddr - s.p_offset) % PAGE == 0 for s in loads)
+    # The library loads and its host code runs; a program links against it and runs.
+    assert ctypes.CDLL(str(out.resolve())).host_add(2, 3) == 5
+    link = built / f"link_{name}"
+    link.mkdir()
+    (link / "libp.so").write_bytes(out.read_bytes())
+    (link / "use.c").write_text(USE_C)
+    _run(require_tool("gcc"), "use.c", "-o", "use", "-L.", "-lp", "-Wl,-rpath,$ORIGIN", cwd=link)
+    assert _run(link / "use").stdout == "42\n"
+    # The result is what prune() predicts (devbin size --keep relies on it), and pruning again keeps it.
+    assert prune(src.read_bytes(), keep="sm_90").data == out.read_bytes()
+    assert prune(out.read_bytes(), keep="sm_90").data == out.read_bytes()
+
+
+@pytest.mark.parametrize(("name", "e_type"), [("k.exe", EC.ET_DYN), ("k_nopie.exe", EC.ET_EXEC)])
+def test_executable_shrinks_and_runs(built: Path, name: str, e_type: int) -> None:
+    src, out = built / name, built / f"p90_{name}"
+    assert ElfFile(src.read_bytes()).header.e_type == e_type
+    r = prune_file(src, out, drop="sm_75,sm_80")
+    assert r.file_bytes_saved > 0 and r.file_bytes_saved % PAGE == 0
+    out.chmod(0o755)
+    assert _run(out).stdout == "hello\n"
+    assert _listing(out) == [x for x in _listing(src) if x.endswith("sm_90")]
+    assert _readelf_messages(out) == ("", "")
+
+
+def test_removing_read_bytes_is_refused(built: Path) -> None:
+    """The page remover refuses a range that relocations, symbols or the code read."""
+    elf = ElfFile((built / "libstatic.so").read_bytes())
+    text = elf.section(".text")
+    assert text is not None
+    with pytest.raises(UsageError, match="reads bytes that would be removed"):
+        remove_pages(elf, [(text.sh_offset, text.sh_offset + text.sh_size)])
+    data = elf.section(".data.rel.ro") or elf.section(".got")
+    assert data is not None
+    nothing = remove_pages(elf, [(data.sh_offset, data.sh_offset + 16)])  # no whole page: unchanged
+    assert nothing.data == (built / "libstatic.so").read_bytes() and not nothing.removed
+
+
+BIG_C = r"""
+__attribute__((section("bigsec"), aligned(4096), used)) static const char big[65536] = {1};
+#ifdef POINT_INSIDE
+const char *const inside = big + 8192;
+#endif
+int seven(void) { return 7; }
+"""
+
+
+@pytest.mark.parametrize("head", [16, 0])
+def test_page_remover_on_a_gcc_library(tmp_path: Path, head: int) -> None:
+    """remove_pages alone: 15 of the 16 pages of a 64 KiB section go; with free bytes before the first whole
+    page the program-header table moves there, without them one page is kept back for it."""
+    gcc = require_tool("gcc")
+    (tmp_path / "big.c").write_text(BIG_C)
+    _run(gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so", cwd=tmp_path)
+    src = tmp_path / "libbig.so"
+    elf = ElfFile(src.read_bytes())
+    sec = elf.section("bigsec")
+    assert sec is not None and sec.sh_offset % PAGE == 0
+    cut = remove_pages(elf, [(sec.sh_offset + head, sec.sh_offset + sec.sh_size)])
+    assert cut.bytes_removed == 15 * PAGE and cut.phdr_moved_to is not None  # head 0: a page kept for the table
+    out = tmp_path / "libsmall.so"
+    out.write_bytes(cut.data)
+    assert len(cut.data) == src.stat().st_size - cut.bytes_removed
+    assert _readelf_messages(out) == _readelf_messages(src) == ("", "")
+    assert ctypes.CDLL(str(out)).seven() == 7
+    new = ElfFile(cut.data)
+    assert [(s.name, s.sh_addr) for s in new.sections] == [(s.name, s.sh_addr) for s in elf.sections]
+    assert _run("nm", "-D", "--defined-only", out).stdout == _run("nm", "-D", "--defined-only", src).stdout
+    phdr = [s for s in new.segments if s.p_type == EC.PT_PHDR]
+    assert all(s.p_offset == new.header.e_phoff for s in phdr)
+    # A pointer into the removed pages (a relative relocation's target: big + 0x2000) is refused.
+    _run(gcc, "-shared", "-fPIC", "-O1", "-DPOINT_INSIDE", "big.c", "-o", "libptr.so", cwd=tmp_path)
+    pointed = ElfFile((tmp_path / "libptr.so").read_bytes())
+    psec = pointed.section("bigsec")
+    assert psec is not None
+    with pytest.raises(UsageError, match="the target of a relative relocation"):
+        remove_pages(pointed, [(psec.sh_offset + head, psec.sh_offset + psec.sh_size)])
+
+
+def test_page_remover_splits_a_section_with_two_ranges(tmp_path: Path) -> None:
+    """Two free ranges in one section: two cuts, the PT_LOAD split twice, the section split into two pieces
+    of the same name (the second appended to the section header table) at their old addresses."""
+    gcc = require_tool("gcc")
+    (tmp_path / "big.c").write_text(BIG_C)
+    _run(gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so", cwd=tmp_path)
+    elf = ElfFile((tmp_path / "libbig.so").read_bytes())
+    sec = elf.section("bigsec")
+    assert sec is not None
+    half = sec.sh_size // 2
+    cut = remove_pages(elf, [(sec.sh_offset + 100, sec.sh_offset + half),
+                             (sec.sh_offset + half + 100, sec.sh_offset + sec.sh_size)])
+    assert cut.bytes_removed == 14 * PAGE and len(cut.removed) == 2
+    (tmp_path / "out.so").write_bytes(cut.data)
+    assert _readelf_messages(tmp_path / "out.so") == ("", "")
+    new = ElfFile(cut.data)
+    pieces = [s for s in new.sections if s.name == "bigsec"]
+    assert [(p.sh_addr, p.sh_size) for p in pieces] == [(sec.sh_addr, 100), (sec.sh_addr + half, 100)]
+    assert [bytes(p.data) for p in pieces] == [bytes(sec.data)[:100], bytes(sec.data)[half:half + 100]]
+    loads = [s for s in new.segments if s.p_type == EC.PT_LOAD]
+    assert len(loads) == len([s for s in elf.segments if s.p_type == EC.PT_LOAD]) + 2
+    assert ctypes.CDLL(str(tmp_path / "out.so")).seven() == 7
+    # The same in two steps: the second cut finds zero bytes, in no section, after the table the first one
+    # moved, and grows the table there in place.
+    first = remove_pages(elf, [(sec.sh_offset + 100, sec.sh_offset + half)])
+    assert first.phdr_moved_to is not None
+    tail = [s for s in ElfFile(first.data).sections if s.name == "bigsec"][-1]
+    assert tail.sh_addr == sec.sh_addr + half
+    second = remove_pages(ElfFile(first.data), [(tail.sh_offset + 100, tail.sh_offset + tail.sh_size)])
+    assert second.phdr_moved_to is None and second.bytes_removed == 7 * PAGE
+    assert ElfFile(second.data).header.e_phoff == ElfFile(first.data).header.e_phoff
+    (tmp_path / "twice.so").write_bytes(second.data)
+    assert _readelf_messages(tmp_path / "twice.so") == ("", "")
+    assert ctypes.CDLL(str(tmp_path / "twice.so")).seven() == 7
+
+
+def test_cli_safety(built: Path, tmp_path: Path) -> None:
+    src = tmp_path / "lib.so"
+    src.write_bytes((built / "libstatic.so").read_bytes())
+    original = src.read_bytes()
+    buf = StringIO()
+    assert main(["prune", str(src), "--keep", "sm_90", "--dry-run"], out=buf) == 0
+    assert "dry run: nothing written" in buf.getvalue() and src.read_bytes() == original
+    assert list(tmp_path.iterdir()) == [src]
+    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(src)], out=StringIO()) == 1
+    (tmp_path / "link.so").symlink_to(src)
+    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(tmp_path / "link.so")], out=StringIO()) == 1
+    assert main(["prune", str(src), "--keep", "sm_61", "-o", str(tmp_path / "none.so")], out=StringIO()) == 1
+    assert src.read_bytes() == original and not (tmp_path / "none.so").exists()
+    assert main(["prune", str(src), "--keep", "sm_90", "--in-place"], out=StringIO()) == 0
+    assert (tmp_path / f"lib.so{BACKUP_SUFFIX}").read_bytes() == original
+    assert len(src.read_bytes()) < len(original)
+    again = tmp_path / "again.so"
+    again.write_bytes(original)
+    assert main(["prune", str(again), "--keep", "sm_90", "--in-place", "--no-backup"], out=StringIO()) == 0
+    assert not (tmp_path / f"again.so{BACKUP_SUFFIX}").exists() and again.read_bytes() == src.read_bytes()
+
+
+# --------------------------------------------------------------------------- AMD: .hip_fatbin in a host library
+
+
+HIP_KERNEL = r"""
+__attribute__((amdgpu_kernel)) void kz(float *p) {
+#pragma unroll
+  for (int i = 0; i < 1024; ++i) p[i * 3] = p[i * 7] * (float)i + 1.0f;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def hip_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    clang, bundler = require_tool("clang-19"), require_tool("clang-offload-bundler-19")
+    gcc = require_tool("gcc")
+    out = tmp_path_factory.mktemp("prune_hip")
+    (out / "k.c").write_text(HIP_KERNEL)
+    targets, inputs = ["host-x86_64-unknown-linux-gnu-"], ["-input=/dev/null"]
+    for gfx in ("gfx90a", "gfx942", "gfx1100"):
+        _run(clang, "--target=amdgcn-amd-amdhsa", f"-mcpu={gfx}", "-O1", "-nogpulib", "k.c", "-o", f"{gfx}.co",
+             cwd=out)
+        targets.append(f"hipv4-amdgcn-amd-amdhsa--{gfx}")
+        inputs.append(f"-input={gfx}.co")
+    _run(bundler, "-type=o", "-bundle-align=4096", f"-targets={','.join(targets)}", *inputs, "-output=k.hipfb",
+         cwd=out)
+    # The bundle placed by the linker in .hip_fatbin, with the wrapper clang emits pointing at it.
+    (out / "host.c").write_text(
+        'asm(".section .hip_fatbin,\\"a\\",@progbits\\n.p2align 12\\nhip_fb:\\n.incbin \\"k.hipfb\\"\\n.previous");\n'
+        "extern const char hip_fb[];\n"
+        "struct w { unsigned m, v; const void *p; void *u; };\n"
+        'const struct w wrapper __attribute__((section(".hipFatBinSegment"), used)) = {0x48495046, 1, hip_fb, 0};\n'
+        "int host_add(int a, int b) { return a + b; }\n")
+    _run(gcc, "-shared", "-fPIC", "host.c", "-o", "libhip.so", cwd=out)
+    return out
+
+
+def test_hip_library_shrinks(hip_lib: Path) -> None:
+    bundler = require_tool("clang-offload-bundler-19")
+    src, out = hip_lib / "libhip.so", hip_lib / "libhip90a.so"
+    r = prune_file(src, out, keep="gfx90a")
+    assert set(r.saved_by_arch()) == {"gfx942", "gfx1100"}
+    assert r.file_bytes_saved > 0 and r.file_bytes_saved % PAGE == 0
+    assert _readelf_messages(out) == _readelf_messages(src)
+    assert ctypes.CDLL(str(out.resolve())).host_add(1, 2) == 3
+    assert _host_sections(out) == _host_sections(src)
+    sec = ElfFile(out.read_bytes()).section(".hip_fatbin")
+    assert sec is not None
+    (hip_lib / "pruned.hipfb").write_bytes(bytes(sec.data))
+    ids = _run(bundler, "-list", "-type=o", "-input=pruned.hipfb", cwd=hip_lib).stdout.splitlines()
+    orig = _run(bundler, "-list", "-type=o", "-input=k.hipfb", cwd=hip_lib).stdout.splitlines()
+    assert ids == [i for i in orig if not i.endswith(("gfx942", "gfx1100"))]
+    assert "hipv4-amdgcn-amd-amdhsa--gfx90a" in ids
+    _run(bundler, "-unbundle", "-type=o", "-input=pruned.hipfb", "-targets=hipv4-amdgcn-amd-amdhsa--gfx90a",
+         "-output=back.co", cwd=hip_lib)
+    assert (hip_lib / "back.co").read_bytes() == (hip_lib / "gfx90a.co").read_bytes()
+
+
+# --------------------------------------------------------------------------- wheels and folders
+
+
+def _wheel(path: Path, files: dict[str, bytes]) -> Path:
+    meta = "pkg-1.0.dist-info"
+    files = {**files, "pkg/__init__.py": b"", f"{meta}/METADATA": b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n",
+             f"{meta}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-any\n"}
+    rows = [f"{n},{record_hash(d)},{len(d)}" for n, d in files.items()] + [f"{meta}/RECORD,,"]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+        z.writestr(f"{meta}/RECORD", "\n".join(rows) + "\n")
+    return path
+
+
+def _check_record(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as z:
+        members = {i.filename: z.read(i) for i in z.infolist()}
+    record = next(n for n in members if n.endswith(".dist-info/RECORD"))
+    rows = list(csv.reader(io.StringIO(members[record].decode())))
+    assert [r[0] for r in rows] == [n for n in members if n != record] + [record]
+    for name, digest, size in rows:
+        if name == record:
+            assert (digest, size) == ("", "")
+            continue
+        want = base64.urlsafe_b64encode(hashlib.sha256(members[name]).digest()).rstrip(b"=").decode()
+        assert digest == f"sha256={want}" and int(size) == len(members[name])
+    return members
+
+
+def test_wheel_prune_installs(built: Path, hip_lib: Path, tmp_path: Path) -> None:
+    lib, hip = (built / "libstatic.so").read_bytes(), (hip_lib / "libhip.so").read_bytes()
+    src = _wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/libk.so": lib, "pkg/libhip.so": hip})
+    out = tmp_path / "slim" / "pkg-1.0-py3-none-any.whl"
+    out.parent.mkdir()
+    buf = StringIO()
+    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(out), "--json"], out=buf) == 0
+    doc = json.loads(buf.getvalue())
+    jsonschema.Draft202012Validator(json.loads(schema_cmd.text("prune"))).validate(doc)
+    assert doc["kind"] == "wheel" and doc["package"]["package_size_after"] == out.stat().st_size
+    assert doc["package"]["package_size_before"] == src.stat().st_size > out.stat().st_size
+    by_name = {f["name"]: f for f in doc["files"]}
+    assert "no nvidia architecture" in by_name["pkg/libhip.so"]["untouched"]
+    assert by_name["pkg/libk.so"]["output_size"] == prune(lib, keep="sm_90").output_size
+    members = _check_record(out)
+    assert members["pkg/libhip.so"] == hip and members["pkg/libk.so"] == prune(lib, keep="sm_90").data
+    with zipfile.ZipFile(src) as z:
+        assert all(members[n] == z.read(n) for n in z.namelist() if not n.endswith(("RECORD", ".so")))
+    target = tmp_path / "site"
+    _run(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", target, out)
+    assert (target / "pkg" / "libk.so").read_bytes() == members["pkg/libk.so"]
+    assert ctypes.CDLL(str(target / "pkg" / "libk.so")).host_add(4, 5) == 9
+    # The folder (an installed site-packages) pruned in place: nothing more to drop, RECORD still right.
+    r = prune_tree(target, keep="sm_90")
+    assert all(f.result is None or not f.result.changed for f in r.files)
+    with pytest.raises(OutputError):
+        prune_wheel(src, src, keep="sm_90")
+
+
+def test_folder_prune_in_place(built: Path, tmp_path: Path) -> None:
+    lib = (built / "libstatic.so").read_bytes()
+    src = _wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/libk.so": lib})
+    target = tmp_path / "site"
+    _run(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", target, src)
+    buf = StringIO()
+    assert main(["prune", str(target), "--keep", "sm_90", "--dry-run", "--json"], out=buf) == 0
+    doc = json.loads(buf.getvalue())
+    jsonschema.Draft202012Validator(json.loads(schema_cmd.text("prune"))).validate(doc)
+    assert doc["kind"] == "folder" and doc["dry_run"] and doc["output"] is None
+    assert doc["files"][0]["output_size"] == prune(lib, keep="sm_90").output_size
+    assert doc["arch_bytes"]["sm_80"]["after"] == 0 < doc["arch_bytes"]["sm_80"]["before"]
+    assert (target / "pkg" / "libk.so").read_bytes() == lib
+    assert main(["prune", str(target), "--keep", "sm_90", "--in-place"], out=StringIO()) == 0
+    new = (target / "pkg" / "libk.so").read_bytes()
+    assert new == prune(lib, keep="sm_90").data
+    assert (target / "pkg" / f"libk.so{BACKUP_SUFFIX}").read_bytes() == lib
+    record = next(target.glob("*.dist-info/RECORD")).read_text()
+    assert f"pkg/libk.so,{record_hash(new)},{len(new)}" in record
+
+
+# --------------------------------------------------------------------------- nvprune on objects and archives
+
+
+def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None:
+    nvprune, nvcc = require_tool("nvprune"), require_tool("nvcc")
+    _run(nvcc, *ARCHS, "-c", built / "lib.cu", "-o", tmp_path / "lib.o")
+    _run(require_tool("ar"), "rcs", tmp_path / "lib.a", tmp_path / "lib.o")
+    for name in ("lib.o", "lib.a"):
+        _run(nvprune, "-arch", "sm_90", tmp_path / name, "-o", tmp_path / f"nv_{name}")
+        ours = prune((tmp_path / name).read_bytes(), keep="sm_90").data
+        theirs = (tmp_path / f"nv_{name}").read_bytes()
+        assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(ours, "x", all=True)] == \
+            [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(theirs, "x", all=True)]
+        if name == "lib.o":
+            skip = {".nv_fatbin", "__nv_relfatbin", ".symtab", ".strtab", ".shstrtab"}
+            mine = {s.name: bytes(s.data) for s in ElfFile(ours).sections if s.file_size and s.name not in skip
+                    and s.sh_type != EC.SHT_RELA}
+            nv = {s.name: bytes(s.data) for s in ElfFile(theirs).sections if s.file_size and s.name not in skip
+                  and s.sh_type != EC.SHT_RELA}
+            assert mine == nv
+
+
+def test_containers_that_cannot_move_are_compacted_in_place(built: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """When a reference into .nv_fatbin cannot be moved, every container stays at its offset, compacted at its
+    own start; the whole pages after the last one still go, the bytes freed before the others stay as zeros
+    (the section stays whole: cuobjdump reads only the first section of a name)."""
+    import devbin.packaging.pruning as P
+
+    monkeypatch.setattr(P, "retarget", lambda *a, **k: ("a reference that cannot move (test)", set()))
+    src = built / "libstatic.so"
+    r = prune_file(src, tmp_path / "p.so", keep="sm_90")
+    assert any("stay where they are (a reference that cannot move (test))" in n for n in r.notes)
+    assert r.file_bytes_saved > 0 and r.file_bytes_saved % PAGE == 0
+    data = (tmp_path / "p.so").read_bytes()
+    elf, old = ElfFile(data), ElfFile(src.read_bytes())
+    # the wrappers were not touched: every wrapper and its relocation are as they were
+    assert _dynamic_relocations(tmp_path / "p.so") == _dynamic_relocations(src)
+    wrap, wrap0 = elf.section(".nvFatBinSegment"), old.section(".nvFatBinSegment")
+    assert wrap is not None and wrap0 is not None and bytes(wrap.data) == bytes(wrap0.data)
+    kept = [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(src.read_bytes(), "x", all=True)
+            if i.arch in ("sm_90", "compute_90")]
+    assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(data, "x", all=True)] == kept
+    assert _readelf_messages(tmp_path / "p.so") == ("", "")
+    assert ctypes.CDLL(str(tmp_path / "p.so")).host_add(1, 1) == 2
+    assert [s.name for s in elf.sections].count(".nv_fatbin") == 1
+    assert _listing(tmp_path / "p.so") == [x for x in _listing(src) if x.endswith("sm_90")]
+    assert any("zero-filled, not cut out" in n for n in r.notes)
