@@ -64,6 +64,32 @@ else
         apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null
 fi
 
+# --- 1b. nvprune (the oracle of tests/test_prune_linked.py) -------------------------
+# nvprune ships in no PyPI wheel; Debian packages it in non-free's nvidia-cuda-toolkit
+# (CUDA 11.8).  Only its nvprune binary is taken: the .deb is downloaded (84 MB, no
+# dependencies installed) from a one-off non-free source list and the binary copied to
+# /usr/local/bin.  nvprune 11.8 prunes CUDA 13 objects for the architectures the tests use.
+if ! command -v nvprune >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+        && [[ "$(dpkg --print-architecture 2>/dev/null)" == amd64 ]]; then
+    sudo_cmd=()
+    [[ "$(id -u)" != 0 ]] && sudo_cmd=(sudo)
+    tmp="$(mktemp -d)"
+    list="$tmp/non-free.list"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm non-free" >"$list"
+    apt_opts=(-o "Dir::Etc::sourcelist=$list" -o "Dir::Etc::sourceparts=-" -o "APT::Get::List-Cleanup=0")
+    log "nvprune: downloading Debian non-free nvidia-cuda-toolkit for its nvprune binary"
+    if "${sudo_cmd[@]}" apt-get "${apt_opts[@]}" update -qq \
+        && (cd "$tmp" && apt-get "${apt_opts[@]}" download -qq nvidia-cuda-toolkit 2>/dev/null) \
+        && dpkg-deb --fsys-tarfile "$tmp"/nvidia-cuda-toolkit_*.deb | tar -x -C "$tmp" ./usr/bin/nvprune; then
+        "${sudo_cmd[@]}" install -m 0755 "$tmp/usr/bin/nvprune" /usr/local/bin/nvprune
+    else
+        msg="nvprune not installed (Debian non-free nvidia-cuda-toolkit could not be fetched)"
+        [[ -n "${CI:-}" ]] && die "$msg"
+        log "$msg"
+    fi
+    rm -rf "$tmp"
+fi
+
 # --- 2. Python packages ---------------------------------------------------------
 [[ -f pyproject.toml ]] || die "no pyproject.toml in $root"
 

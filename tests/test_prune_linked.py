@@ -434,7 +434,10 @@ def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None
     _run(nvcc, *ARCHS, "-c", built / "lib.cu", "-o", tmp_path / "lib.o")
     _run(require_tool("ar"), "rcs", tmp_path / "lib.a", tmp_path / "lib.o")
     for name in ("lib.o", "lib.a"):
-        _run(nvprune, "-arch", "sm_90", tmp_path / name, "-o", tmp_path / f"nv_{name}")
+        # devbin's sm_90 keeps the compute_90 PTX too: nvprune's -gencode arch=compute_90,code=[sm_90,compute_90]
+        # (-arch sm_90 alone drops it; the second comparison below)
+        _run(nvprune, "-gencode", "arch=compute_90,code=[sm_90,compute_90]", tmp_path / name,
+             "-o", tmp_path / f"nv_{name}")
         ours = prune((tmp_path / name).read_bytes(), keep="sm_90").data
         theirs = (tmp_path / f"nv_{name}").read_bytes()
         assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(ours, "x", all=True)] == \
@@ -446,6 +449,14 @@ def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None
             nv = {s.name: bytes(s.data) for s in ElfFile(theirs).sections if s.file_size and s.name not in skip
                   and s.sh_type != EC.SHT_RELA}
             assert mine == nv
+        # nvprune -arch sm_90 (the cubin alone) is devbin's --drop of every other architecture
+        _run(nvprune, "-arch", "sm_90", tmp_path / name, "-o", tmp_path / f"nv1_{name}")
+        ours = prune((tmp_path / name).read_bytes(), drop="sm_75,sm_80,compute_90").data
+        theirs = (tmp_path / f"nv1_{name}").read_bytes()
+        assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(ours, "x", all=True)] == \
+            [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(theirs, "x", all=True)] == \
+            [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes((tmp_path / name).read_bytes(), "x", all=True)
+             if i.arch == "sm_90"]
 
 
 def test_containers_that_cannot_move_are_compacted_in_place(built: Path, tmp_path: Path,

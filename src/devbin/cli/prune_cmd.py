@@ -4,8 +4,9 @@ Works on bare fatbins, LLVM OffloadBinaries, clang offload bundles (plain and
 compressed), host objects (.o), static libraries (.a) and, beyond nvprune,
 shared libraries and executables.  Give --keep or --drop with a comma list.
 
-Matching (nvprune -arch semantics for NVIDIA):
-  sm_90        the sm_90 cubin and the compute_90 PTX/LTO-IR (sm_90a is another arch)
+Matching (nvprune -arch names for NVIDIA):
+  sm_90        the sm_90 cubin and the compute_90 PTX/LTO-IR (sm_90a is another arch);
+               nvprune -arch sm_90 drops that PTX (this is its -gencode code=[sm_90,compute_90])
   compute_90   only the compute_90 PTX/LTO-IR
   gfx90a       every gfx90a target: gfx90a, gfx90a:xnack+, gfx90a:xnack- ...
   gfx90a:xnack+  only that exact target ID

@@ -6,11 +6,14 @@ library or executable) or a GNU ``ar`` archive, and returns the same kind of
 file holding only the selected device images.
 
 **Matching** (``keep``/``drop`` hold names such as ``sm_90``, ``compute_90``,
-``gfx90a``, ``gfx90a:xnack+``); ``nvprune -arch`` semantics for NVIDIA:
+``gfx90a``, ``gfx90a:xnack+``); for NVIDIA, ``nvprune -arch`` names with one difference:
 
 * ``sm_NN`` (also ``sm_NNa``/``sm_NNf``) matches the cubin for ``sm_NN`` *and* the
-  PTX/LTO-IR for ``compute_NN`` (``nvprune -arch sm_90`` keeps both); the
-  ``a``/``f`` variant must be the same (``sm_90`` does not match ``sm_90a``);
+  PTX/LTO-IR for ``compute_NN``, so the kept GPU keeps the code a newer driver can
+  JIT from.  Here devbin differs from ``nvprune -arch sm_90``, which drops the
+  ``compute_90`` PTX: devbin's ``sm_90`` is nvprune's ``-gencode arch=compute_90,code=[sm_90,compute_90]``
+  (tests/test_prune_linked.py compares the two); the ``a``/``f`` variant must be the
+  same (``sm_90`` does not match ``sm_90a``);
 * ``compute_NN`` matches only the PTX/LTO-IR for ``compute_NN``;
 * an AMD processor name without features (``gfx90a``) matches every target ID
   of that processor (``gfx90a``, ``gfx90a:xnack+``, ``gfx90a:sramecc-:xnack-``);
