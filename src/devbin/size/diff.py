@@ -26,7 +26,7 @@ def _per_arch(files: Sequence[FileSize]) -> dict[tuple[str, str], list[int]]:
         for i in f.images:
             row = out.setdefault((i.image.vendor, i.image.arch), [0, 0])
             row[0] += i.stored
-            row[1] += i.image.size
+            row[1] += i.size
     return out
 
 

@@ -110,6 +110,7 @@ class ImageSize:
 
     image: Image
     stored: int
+    size: int  # the bytes as extracted (`devbin extract`, cuobjdump -xelf/-xptx): a compressed entry decoded
     functions: list[FunctionSize] = field(default_factory=list)
     stored_exact: bool = True
     digest: bytes = b""  # sha256 of the bytes it takes in the file (a fatbin entry's payload area), for duplicates
@@ -119,8 +120,8 @@ class ImageSize:
         return str(self.image.address)
 
     def to_dict(self) -> dict[str, object]:
-        d: dict[str, object] = {**self.image.to_dict(), "stored_size": self.stored, "container": self.image.container,
-                                "section": self.image.section}
+        d: dict[str, object] = {**self.image.to_dict(), "size": self.size, "stored_size": self.stored,
+                                "container": self.image.container, "section": self.image.section}
         if not self.stored_exact:
             d["stored_exact"] = False
         d["functions"] = [f.to_dict() for f in self.functions]
@@ -145,7 +146,7 @@ class FileSize:
 
     @property
     def size(self) -> int:
-        return sum(i.image.size for i in self.images)
+        return sum(i.size for i in self.images)
 
     @property
     def overhead(self) -> int:
@@ -305,11 +306,16 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
     fatbins: set[tuple[str, int]] = set()
     ccob: list[ImageSize] = []
     for image in hits:
-        size = ImageSize(image, image.stored_size)
+        size = ImageSize(image, image.stored_size, image.size)
         n = image.native
         if isinstance(n, FatbinEntry):
             fs.headers += n.header_size
             fatbins.add((image.section, image.offset))
+            if n.is_compressed and not n.is_opaque:
+                try:  # the entry header records the decoded size; what extract writes is trimmed (PTX: its NUL)
+                    size.size = len(image.data())
+                except DeviceBinaryError as e:
+                    warn(f"{image.address}: {e}")
         elif image.container == "bundle" and image.compression not in ("none", ""):
             size.stored_exact = False
             ccob.append(size)
@@ -335,10 +341,10 @@ def _share_out(fs: FileSize, ccob: list[ImageSize]) -> None:
     their uncompressed sizes (largest remainders), so that every byte is someone's."""
     plain = sum(i.stored for i in fs.images if i.stored_exact)
     room = max(fs.device_bytes - plain - fs.headers, 0)
-    total = sum(i.image.size for i in ccob) or 1
-    shares = [(room * i.image.size) // total for i in ccob]
+    total = sum(i.size for i in ccob) or 1
+    shares = [(room * i.size) // total for i in ccob]
     rest = room - sum(shares)
-    order = sorted(range(len(ccob)), key=lambda k: -((room * ccob[k].image.size) % total))
+    order = sorted(range(len(ccob)), key=lambda k: -((room * ccob[k].size) % total))
     for k in order[:rest]:
         shares[k] += 1
     for i, s in zip(ccob, shares, strict=True):

@@ -38,7 +38,7 @@ def by_arch(files: Sequence[FileSize]) -> list[dict[str, Any]]:
             row = acc.setdefault((i.image.vendor, i.image.arch), [0, 0, 0, 0])
             row[0] += 1
             row[1] += i.stored
-            row[2] += i.image.size
+            row[2] += i.size
             row[3] += sum(fn.size for fn in i.functions)
     rows: list[dict[str, Any]] = [{"vendor": v, "arch": a, "images": n, "stored_size": s, "size": u,
                                    "function_bytes": fb} for (v, a), (n, s, u, fb) in acc.items()]
@@ -54,7 +54,7 @@ def by_kind(files: Sequence[FileSize]) -> list[dict[str, Any]]:
             row = acc.setdefault(i.image.kind, [0, 0, 0])
             row[0] += 1
             row[1] += i.stored
-            row[2] += i.image.size
+            row[2] += i.size
     rows: list[dict[str, Any]] = [{"kind": k, "images": n, "stored_size": s, "size": u}
                                   for k, (n, s, u) in acc.items()]
     rows.sort(key=lambda r: (-r["stored_size"], r["kind"]))
@@ -104,7 +104,7 @@ def duplicates(files: Sequence[FileSize]) -> dict[str, Any]:
         extra.update(id(m) for m in members[1:])
         wasted = sum(m.stored for m in members[1:])
         images.append({"sha256": digest.hex(), "kind": kind, "arch": arch, "stored_size": members[0].stored,
-                       "size": members[0].image.size, "copies": [m.address for m in members], "wasted": wasted})
+                       "size": members[0].size, "copies": [m.address for m in members], "wasted": wasted})
     images.sort(key=lambda d: (-d["wasted"], d["copies"][0]))
     fgroups: dict[tuple[str, str, str, int, int], list[str]] = {}
     for f in files:
