@@ -14,8 +14,9 @@ as c++filt prints them, the mangled name kept.
 The text lists the files, the architectures, the kinds, the --top N functions (summed over every copy
 and architecture) and the duplicates: identical images and identical functions (same name, architecture
 and code bytes) in several translation units, containers, files or wheels, with the bytes the extra
-copies cost.  --json gives every image and function (`devbin schema size`); --csv one row per function
-(and per image without functions).  A progress bar goes to stderr when it is a terminal.
+copies cost.  --json gives every image and function (`devbin schema size`) on one line (it can hold
+every function of an environment; `python3 -m json.tool` indents it); --csv one row per function (and
+per image without functions).  A progress bar goes to stderr when it is a terminal.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports).
@@ -257,7 +258,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if rules:
         doc["budget"] = {"rules": [r.text for r in rules], "violations": [v.to_dict() for v in violations]}
     if args.json:
-        dump("size", doc, out)
+        dump("size", doc, out, indent=None)
     elif args.csv:
         render_csv(doc, out)
     else:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError
@@ -53,7 +53,9 @@ from devbin.images.record import AMDGPU, CUBIN, Image
 from devbin.images.scan import Progress, Scanner
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF
-from devbin.model.resources import Resources
+
+if TYPE_CHECKING:
+    from devbin.model.resources import Resources  # the model only when --diff asks for resources
 
 __all__ = ["DEVICE_SECTIONS", "FileSize", "FunctionSize", "ImageSize", "demangle", "functions_of", "measure",
            "measure_bytes"]
@@ -114,14 +116,16 @@ class ImageSize:
     functions: list[FunctionSize] = field(default_factory=list)
     stored_exact: bool = True
     digest: bytes = b""  # sha256 of the bytes it takes in the file (a fatbin entry's payload area), for duplicates
+    address: str = ""  # the image's address as text (made once: many reports name it)
 
-    @property
-    def address(self) -> str:
-        return str(self.image.address)
+    def __post_init__(self) -> None:
+        if not self.address:
+            self.address = str(self.image.address)
 
     def to_dict(self) -> dict[str, object]:
-        d: dict[str, object] = {**self.image.to_dict(), "size": self.size, "stored_size": self.stored,
-                                "container": self.image.container, "section": self.image.section}
+        d: dict[str, object] = {**self.image.to_dict(), "address": self.address, "size": self.size,
+                                "stored_size": self.stored, "container": self.image.container,
+                                "section": self.image.section}
         if not self.stored_exact:
             d["stored_exact"] = False
         d["functions"] = [f.to_dict() for f in self.functions]
@@ -322,8 +326,8 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
         try:
             size.digest = hashlib.sha256(n.payload_area if isinstance(n, FatbinEntry) else image.data()).digest()
             if functions and image.kind in (CUBIN, AMDGPU):
-                size.functions = functions_of(ElfFile(ByteView(image.data(), where=str(image.address)),
-                                                      where=str(image.address)))
+                size.functions = functions_of(ElfFile(ByteView(image.data(), where=size.address),
+                                                      where=size.address))
                 if resources:
                     size.functions = _with_resources(image, size.functions)
         except DeviceBinaryError as e:
