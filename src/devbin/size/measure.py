@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -304,36 +305,46 @@ def _with_resources(image: Image, functions: list[FunctionSize]) -> list[Functio
     return [replace(f, resources=res.get(f.name)) for f in functions]
 
 
+def _sha256(data: Buffer) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
 def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], None], *,
              functions: bool, resources: bool = False) -> FileSize:
     fs = FileSize(path, facts.file_bytes, facts.device_bytes, dict(facts.sections))
     fatbins: set[tuple[str, int]] = set()
     ccob: list[ImageSize] = []
-    for image in hits:
-        size = ImageSize(image, image.stored_size, image.size)
-        n = image.native
-        if isinstance(n, FatbinEntry):
-            fs.headers += n.header_size
-            fatbins.add((image.section, image.offset))
-            if n.is_compressed and not n.is_opaque:
-                try:  # the entry header records the decoded size; what extract writes is trimmed (PTX: its NUL)
-                    size.size = len(image.data())
-                except DeviceBinaryError as e:
-                    warn(f"{image.address}: {e}")
-        elif image.container == "bundle" and image.compression not in ("none", ""):
-            size.stored_exact = False
-            ccob.append(size)
-        try:
-            size.digest = hashlib.sha256(n.payload_area if isinstance(n, FatbinEntry) else image.data()).digest()
-            if functions and image.kind in (CUBIN, AMDGPU):
-                size.functions = functions_of(ElfFile(ByteView(image.data(), where=size.address),
-                                                      where=size.address))
-                if resources:
-                    size.functions = _with_resources(image, size.functions)
-        except DeviceBinaryError as e:
-            warn(f"{image.address}: {e}")
-        size.image = replace(image, native=None)  # the file's bytes are not held past its accounting
-        fs.images.append(size)
+    # Digests are taken in a second thread while this one reads the symbol tables (hashlib lets go of the GIL).
+    with ThreadPoolExecutor(max_workers=1) as hasher:
+        digests: list[tuple[ImageSize, Future[bytes]]] = []
+        for image in hits:
+            size = ImageSize(image, image.stored_size, image.size)
+            n = image.native
+            if isinstance(n, FatbinEntry):
+                fs.headers += n.header_size
+                fatbins.add((image.section, image.offset))
+                if n.is_compressed and not n.is_opaque:
+                    try:  # the entry header records the decoded size; what extract writes is trimmed (PTX: its NUL)
+                        size.size = len(image.data())
+                    except DeviceBinaryError as e:
+                        warn(f"{image.address}: {e}")
+            elif image.container == "bundle" and image.compression not in ("none", ""):
+                size.stored_exact = False
+                ccob.append(size)
+            try:
+                stored = n.payload_area if isinstance(n, FatbinEntry) else image.data()
+                digests.append((size, hasher.submit(_sha256, stored)))
+                if functions and image.kind in (CUBIN, AMDGPU):
+                    size.functions = functions_of(ElfFile(ByteView(image.data(), where=size.address),
+                                                          where=size.address))
+                    if resources:
+                        size.functions = _with_resources(image, size.functions)
+            except DeviceBinaryError as e:
+                warn(f"{image.address}: {e}")
+            size.image = replace(image, native=None)  # the file's bytes are not held past its accounting
+            fs.images.append(size)
+        for size, digest in digests:
+            size.digest = digest.result()
     fs.headers += FC.FATBIN_HEADER_SIZE * len(fatbins)
     if ccob:
         _share_out(fs, ccob)
