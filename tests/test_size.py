@@ -425,3 +425,13 @@ def test_report_dict_is_what_json_prints(dup: Path) -> None:
     files = measure([dup / "a.o"])
     doc = report_dict(files, top=20)
     assert {"schema": "devbin.size/1", **json.loads(json.dumps(doc))} == _json("size", str(dup / "a.o"))
+
+
+def test_a_folder_is_measured_as_an_environment(dup: Path) -> None:
+    doc = _json("size", str(dup))
+    paths = [f["path"] for f in doc["files"]]
+    assert paths == [str(dup / "a.o"), str(dup / "b.o"), str(dup / "c.o"), f"{dup / 'libdup.a'}!a.o",
+                     f"{dup / 'libdup.a'}!b.o", f"{dup / 'libdup.a'}!c.o", str(dup / "libdup.so")]
+    t = doc["totals"]
+    assert t["device_bytes"] == sum(f["device_bytes"] for f in doc["files"]) == t["stored_size"] + t["overhead"]
+    assert t["size"] == sum(a["size"] for a in doc["by_arch"]) == sum(k["size"] for k in doc["by_kind"])

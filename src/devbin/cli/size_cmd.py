@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -127,6 +128,17 @@ def _cut(name: str, width: int = 100) -> str:
     return name if len(name) <= width else name[:width - 3] + "..."
 
 
+def _copies(addresses: list[str], shown: int = 3) -> str:
+    """The first ``shown`` addresses, the part they share (up to a ``!`` or ``@``) said once."""
+    head = os.path.commonprefix(addresses)  # noqa: RUF071  (addresses, not paths: character by character)
+    cut = max(head.rfind("!"), head.rfind("@")) if len(addresses) > 1 else -1
+    prefix, rest = (addresses[0][:cut], [a[cut:] for a in addresses]) if cut > 0 else ("", addresses)
+    text = ", ".join(rest[:shown]) + (f" and {len(rest) - shown} more" if len(rest) > shown else "")
+    if len(prefix) > 60:
+        prefix = "..." + prefix[-57:]
+    return f"{prefix} {text}" if prefix else text
+
+
 def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
     w = out.write
     t = doc["totals"]
@@ -166,7 +178,7 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
       "bytes)\n")
     for g in d["images"][:top]:
         w(f"  image {g['kind']} {g['arch'] or '-'}: {len(g['copies'])} copies of {_n(g['stored_size'])} bytes, "
-          f"{_n(g['wasted'])} wasted: {', '.join(g['copies'][:3])}{' ...' if len(g['copies']) > 3 else ''}\n")
+          f"{_n(g['wasted'])} wasted: {_copies(g['copies'])}\n")
     for g in d["functions"][:top]:
         w(f"  {g['arch']:8} {len(g['copies'])} copies x {_n(g['size']):>9} = {_n(g['wasted']):>10} wasted  "
           f"{_cut(g['demangled'], 80)}\n")
