@@ -435,3 +435,21 @@ def test_a_folder_is_measured_as_an_environment(dup: Path) -> None:
     t = doc["totals"]
     assert t["device_bytes"] == sum(f["device_bytes"] for f in doc["files"]) == t["stored_size"] + t["overhead"]
     assert t["size"] == sum(a["size"] for a in doc["by_arch"]) == sum(k["size"] for k in doc["by_kind"])
+
+
+def test_compressed_bundle_entries_share_its_bytes(amdgpu_objects: dict[str, Path], tmp_path: Path) -> None:
+    bundler = require_tool("clang-offload-bundler-19")
+    out = tmp_path / "k.ccob"
+    _sh(bundler, "-type=o", "-compress", "-bundle-align=4096",
+        "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
+        "-input=/dev/null", f"-input={amdgpu_objects['gfx90a_obj']}", f"-input={amdgpu_objects['gfx942_obj']}",
+        f"-output={out}")
+    (f,) = _json("size", str(out))["files"]
+    assert f["device_bytes"] == out.stat().st_size == f["stored_size"] + f["overhead"]
+    sizes = {i["arch"]: (i["size"], i["stored_size"], i["stored_exact"]) for i in f["images"]}
+    assert {a: s for a, (s, _, _) in sizes.items()} == {
+        "gfx90a": amdgpu_objects["gfx90a_obj"].stat().st_size, "gfx942": amdgpu_objects["gfx942_obj"].stat().st_size}
+    assert all(not exact for _, _, exact in sizes.values())
+    total = sum(s for s, _, _ in sizes.values())
+    for size, stored, _ in sizes.values():  # shares in proportion to the uncompressed sizes, to the byte
+        assert abs(stored - f["stored_size"] * size / total) < 1
