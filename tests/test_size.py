@@ -33,8 +33,8 @@ from conftest import require_tool
 from devbin.cli import schema_cmd
 from devbin.cli.main import main
 from devbin.size import measure
+from devbin.size.account import demangle
 from devbin.size.budget import parse_rule
-from devbin.size.measure import demangle
 from devbin.size.report import report_dict
 
 SOURCES = Path(__file__).parent / "sources"

@@ -52,8 +52,8 @@ from devbin.cli.progress import progress_bar
 from devbin.cli.render import scan_status
 
 if TYPE_CHECKING:
+    from devbin.size.account import FileSize
     from devbin.size.budget import Rule, Violation
-    from devbin.size.measure import FileSize
 
 HELP = "where the bytes of device code go: per file, architecture, kind and function; duplicates, --keep " \
        "savings, --budget, --diff"
@@ -100,7 +100,7 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     files that failed.  The HTML report (--html) renders this same dict."""
     from devbin.images.scanreport import ScanReport
     from devbin.packaging.pruning import parse_arch_list
-    from devbin.size.measure import measure
+    from devbin.size.account import measure
     from devbin.size.report import report_dict
 
     choose = ImageFilter(args)
@@ -224,8 +224,8 @@ def render_budget(violations: Sequence[Violation], rules: Sequence[Rule], out: T
 
 def _run_diff(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.images.scanreport import ScanReport
+    from devbin.size.account import measure
     from devbin.size.diff import diff, markdown
-    from devbin.size.measure import measure
 
     sides = []
     for path in args.diff:

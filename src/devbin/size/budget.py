@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from devbin.binary.budget import parse_size
 from devbin.errors import UsageError
-from devbin.size.measure import FileSize
+from devbin.size.account import FileSize
 
 __all__ = ["SCOPES", "Rule", "Violation", "check", "parse_rule"]
 

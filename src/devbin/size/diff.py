@@ -1,6 +1,6 @@
 """Two builds compared: bytes per architecture and per function, and each kernel's resources.
 
-``diff(old, new)`` takes two measurements (:func:`devbin.size.measure.measure` with ``resources=True``).
+``diff(old, new)`` takes two measurements (:func:`devbin.size.account.measure` with ``resources=True``).
 Functions are matched by (vendor, architecture, mangled name), their sizes summed over every copy in
 the build; a function's resources are those of its first copy (``Function.resources``, the one record of
 registers, stack and spills; the fields compared are :data:`RESOURCE_FIELDS`).
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from devbin.size.measure import FileSize, demangle
+from devbin.size.account import FileSize, demangle
 
 __all__ = ["RESOURCE_FIELDS", "diff", "markdown"]
 

@@ -1,6 +1,6 @@
 """The one size report: the dict ``devbin size --json`` prints and the HTML report renders.
 
-:func:`size_report` measures paths (:mod:`devbin.size.measure`), finds duplicates and, with ``keep``,
+:func:`size_report` measures paths (:mod:`devbin.size.account`), finds duplicates and, with ``keep``,
 asks :func:`devbin.packaging.pruning.prune` itself what pruning each file to those architectures would
 save (prune's own decision and its own :class:`~devbin.packaging.pruning.PruneResult` numbers, so the
 prediction is what ``devbin prune --keep`` then saves).  The keys are those of the size contract shared
@@ -25,7 +25,7 @@ from devbin.errors import DeviceBinaryError
 from devbin.images.frame import Frame, Hit
 from devbin.images.scan import Progress, Scanner
 from devbin.images.scanreport import ScanReport
-from devbin.size.measure import FileSize, ImageSize, demangle, measure
+from devbin.size.account import FileSize, ImageSize, demangle, measure
 
 __all__ = ["by_arch", "duplicates", "file_savings", "report_dict", "size_report", "top_functions", "totals"]
 
