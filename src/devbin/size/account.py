@@ -33,6 +33,7 @@ need; :mod:`devbin.size.diff` imports them for their resources.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -172,7 +173,13 @@ def _digest(data: Buffer) -> int:
 
 
 def functions_of(elf: ElfFile) -> list[FunctionSize]:
-    """The functions of a cubin or an AMDGPU code object, in symbol-table order (see the module docstring)."""
+    """The functions of a cubin or an AMDGPU code object, in symbol-table order (see the module docstring),
+    each with the checksum of its code."""
+    return [replace(f, digest=_digest(code)) for f, code in _functions(elf)]
+
+
+def _functions(elf: ElfFile) -> list[tuple[FunctionSize, Buffer]]:
+    """The functions (checksum not taken) and the bytes of each one's code."""
     st = elf.symtab
     if st is None:
         return []
@@ -205,20 +212,20 @@ def functions_of(elf: ElfFile) -> list[FunctionSize]:
         for i, name in zip(kd, st.names(kd), strict=True):
             if name.endswith(".kd"):
                 descriptors[name[:-3]] = sizes[i]
-    out: list[FunctionSize] = []
+    out: list[tuple[FunctionSize, Buffer]] = []
     for i, name in zip(rows, names, strict=True):
         sec = elf.sections[shndx[i]]
         start = values[i] - (sec.sh_addr if loaded else 0)
-        code = b""
+        code: Buffer = b""
         if sec.file_size and start >= 0 and start + sizes[i] <= sec.file_size:
-            code = sec.view.bytes_at(start, sizes[i])  # type: ignore[assignment]
+            code = sec.view.bytes_at(start, sizes[i])
         if cuda:
             kind = "kernel" if other[i] & _STO_CUDA_ENTRY else "function"
             rel = _merged(related.get(name, ()))
         else:
             kind = "kernel" if name in descriptors else "function"
             rel = (("descriptor", descriptors[name]),) if name in descriptors else ()
-        out.append(FunctionSize(name, kind, sizes[i], rel, _digest(code)))
+        out.append((FunctionSize(name, kind, sizes[i], rel), code))
     return out
 
 
@@ -309,12 +316,72 @@ def _sha256(data: Buffer) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], None], *,
+def _mapped(data: Buffer) -> bool:
+    """Whether ``data`` is a window on a memory-mapped file (kept at no cost in memory, unlike a zip member)."""
+    return isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap)
+
+
+_ImageKey = tuple[str, str, str, int]
+_FunctionKey = tuple[str, str, str, int]
+
+
+class _Twins:
+    """Digests only where a copy may exist.  An image can equal another only if its vendor, kind,
+    architecture and stored size do, a function only if its vendor, architecture, name and size do: the
+    bytes of an image or function in a memory-mapped file are kept (a window on the map) and digested at
+    the end only when another one has the same key; those of a member read into memory are digested at
+    once (its buffer is not held)."""
+
+    def __init__(self) -> None:
+        self.images: dict[_ImageKey, list[tuple[ImageSize, Buffer | None]]] = {}
+        self.functions: dict[_FunctionKey, list[tuple[ImageSize, int, Buffer | None]]] = {}
+
+    def image(self, size: ImageSize, stored: Buffer, hasher: ThreadPoolExecutor,
+              pending: list[tuple[ImageSize, Future[bytes]]]) -> None:
+        i = size.image
+        key = (i.vendor, i.kind, i.arch, size.stored)
+        if _mapped(stored):
+            self.images.setdefault(key, []).append((size, stored))
+        else:
+            pending.append((size, hasher.submit(_sha256, stored)))
+            self.images.setdefault(key, []).append((size, None))
+
+    def function_list(self, size: ImageSize, pairs: list[tuple[FunctionSize, Buffer]]) -> list[FunctionSize]:
+        out = []
+        i = size.image
+        for k, (f, code) in enumerate(pairs):
+            key = (i.vendor, i.arch, f.name, f.size)
+            if _mapped(code):
+                self.functions.setdefault(key, []).append((size, k, code))
+            else:
+                f = replace(f, digest=_digest(code))
+                self.functions.setdefault(key, []).append((size, k, None))
+            out.append(f)
+        return out
+
+    def finish(self) -> None:
+        """Digest what has a twin; let go of every window kept."""
+        for members in self.images.values():
+            if len(members) > 1:
+                for size, stored in members:
+                    if stored is not None:
+                        size.digest = _sha256(stored)
+        for fmembers in self.functions.values():
+            if len(fmembers) > 1:
+                for size, k, code in fmembers:
+                    if code is not None:
+                        size.functions[k] = replace(size.functions[k], digest=_digest(code))
+        self.images.clear()
+        self.functions.clear()
+
+
+def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], None], twins: _Twins, *,
              functions: bool, resources: bool = False) -> FileSize:
     fs = FileSize(path, facts.file_bytes, facts.device_bytes, dict(facts.sections))
     fatbins: set[tuple[str, int]] = set()
     ccob: list[ImageSize] = []
-    # Digests are taken in a second thread while this one reads the symbol tables (hashlib lets go of the GIL).
+    # Digests of members read into memory are taken in a second thread while this one reads the symbol
+    # tables (hashlib lets go of the GIL); those of mapped files only where a twin turns up (_Twins).
     with ThreadPoolExecutor(max_workers=1) as hasher:
         digests: list[tuple[ImageSize, Future[bytes]]] = []
         for image in hits:
@@ -332,11 +399,10 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
                 size.stored_exact = False
                 ccob.append(size)
             try:
-                stored = n.payload_area if isinstance(n, FatbinEntry) else image.data()
-                digests.append((size, hasher.submit(_sha256, stored)))
+                twins.image(size, n.payload_area if isinstance(n, FatbinEntry) else image.data(), hasher, digests)
                 if functions and image.kind in (CUBIN, AMDGPU):
-                    size.functions = functions_of(ElfFile(ByteView(image.data(), where=size.address),
-                                                          where=size.address))
+                    size.functions = twins.function_list(size, _functions(
+                        ElfFile(ByteView(image.data(), where=size.address), where=size.address)))
                     if resources:
                         size.functions = _with_resources(image, size.functions)
             except DeviceBinaryError as e:
@@ -391,10 +457,11 @@ def _group(scanner: _SizeScanner, hits: Iterator[Hit], functions: bool, resource
     out: list[FileSize] = []
     current: str | None = None
     batch: list[Image] = []
+    twins = _Twins()
 
     def flush() -> None:
         if current is not None and batch:
-            out.append(_account(scanner.facts[current], current, batch, lambda m: scanner.rep.warn("", m),
+            out.append(_account(scanner.facts[current], current, batch, lambda m: scanner.rep.warn("", m), twins,
                                 functions=functions, resources=resources))
 
     for image, frame in hits:
@@ -404,4 +471,5 @@ def _group(scanner: _SizeScanner, hits: Iterator[Hit], functions: bool, resource
             current, batch = where, []
         batch.append(image)
     flush()
+    twins.finish()
     return out
