@@ -42,7 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from devbin.binary import Buffer, ByteView
+from devbin.binary import Buffer, ByteView, budget
 from devbin.errors import DeviceBinaryError
 from devbin.formats.bundle import constants as BC
 from devbin.formats.elf import constants as EC
@@ -316,11 +316,6 @@ def _sha256(data: Buffer) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def _mapped(data: Buffer) -> bool:
-    """Whether ``data`` is a window on a memory-mapped file (kept at no cost in memory, unlike a zip member)."""
-    return isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap)
-
-
 _ImageKey = tuple[str, str, str, int]
 _FunctionKey = tuple[str, str, str, int]
 
@@ -328,19 +323,34 @@ _FunctionKey = tuple[str, str, str, int]
 class _Twins:
     """Digests only where a copy may exist.  An image can equal another only if its vendor, kind,
     architecture and stored size do, a function only if its vendor, architecture, name and size do: the
-    bytes of an image or function in a memory-mapped file are kept (a window on the map) and digested at
-    the end only when another one has the same key; those of a member read into memory are digested at
-    once (its buffer is not held)."""
+    bytes of an image or function are kept (a window on the memory-mapped file, or on the buffer a zip
+    member or a compressed entry was decoded into) and digested at the end only when another one has the
+    same key.  Decoded buffers are kept up to a quarter of the memory budget (:mod:`devbin.binary.budget`,
+    which they stay charged to); past it, bytes are digested at once and not kept."""
 
     def __init__(self) -> None:
         self.images: dict[_ImageKey, list[tuple[ImageSize, Buffer | None]]] = {}
         self.functions: dict[_FunctionKey, list[tuple[ImageSize, int, Buffer | None]]] = {}
+        self.room = budget.current().limit // 4
+        self.held: set[int] = set()  # ids of the decoded buffers kept (alive while a window on them is)
+
+    def _keep(self, data: Buffer) -> bool:
+        if not isinstance(data, memoryview):
+            return False
+        obj = data.obj
+        if isinstance(obj, mmap.mmap) or id(obj) in self.held:
+            return True
+        if isinstance(obj, bytes | bytearray) and len(obj) <= self.room:
+            self.room -= len(obj)
+            self.held.add(id(obj))
+            return True
+        return False
 
     def image(self, size: ImageSize, stored: Buffer, hasher: ThreadPoolExecutor,
               pending: list[tuple[ImageSize, Future[bytes]]]) -> None:
         i = size.image
         key = (i.vendor, i.kind, i.arch, size.stored)
-        if _mapped(stored):
+        if self._keep(stored):
             self.images.setdefault(key, []).append((size, stored))
         else:
             pending.append((size, hasher.submit(_sha256, stored)))
@@ -351,7 +361,7 @@ class _Twins:
         i = size.image
         for k, (f, code) in enumerate(pairs):
             key = (i.vendor, i.arch, f.name, f.size)
-            if _mapped(code):
+            if self._keep(code):
                 self.functions.setdefault(key, []).append((size, k, code))
             else:
                 f = replace(f, digest=_digest(code))
@@ -373,6 +383,7 @@ class _Twins:
                         size.functions[k] = replace(size.functions[k], digest=_digest(code))
         self.images.clear()
         self.functions.clear()
+        self.held.clear()
 
 
 def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], None], twins: _Twins, *,
