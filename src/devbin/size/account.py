@@ -190,50 +190,52 @@ def _functions(elf: ElfFile) -> list[tuple[FunctionSize, Buffer]]:
     names = st.names(rows)
     cuda = elf.header.e_machine == EC.EM_CUDA
     loaded = elf.header.e_type in (EC.ET_EXEC, EC.ET_DYN)
-    related: dict[str, list[tuple[str, int]]] = {}
+    related: dict[str, dict[str, int]] = {}
     descriptors: dict[str, int] = {}
     if cuda:
         for sec in elf.sections:
             n = sec.name
-            if not sec.file_size or not n.startswith((".nv.", ".rel")):
+            if not n.startswith((".nv.", ".rel")) or not sec.file_size:
                 continue
             if n.startswith(".nv.constant"):
-                bank, _, fn = n[len(".nv.constant"):].partition(".")
+                bank, _, fn = n[12:].partition(".")
                 if bank.isdigit() and fn:
-                    related.setdefault(fn, []).append(("constant_bank" if bank == "0" else f"constant{bank}",
-                                                       sec.file_size))
-                continue
-            for prefix, key in _RELATED:
-                if n.startswith(prefix):
-                    related.setdefault(n[len(prefix):], []).append((key, sec.file_size))
-                    break
+                    key = "constant_bank" if bank == "0" else f"constant{bank}"
+                else:
+                    continue
+            else:
+                hit = next((pk for pk in _RELATED if n.startswith(pk[0])), None)
+                if hit is None:
+                    continue
+                fn, key = n[len(hit[0]):], hit[1]
+            own = related.setdefault(fn, {})
+            own[key] = own.get(key, 0) + sec.file_size
     else:
         kd = [i for i in range(1, len(st)) if info[i] & 0xF == EC.STT_OBJECT and shndx[i]]
         for i, name in zip(kd, st.names(kd), strict=True):
             if name.endswith(".kd"):
                 descriptors[name[:-3]] = sizes[i]
     out: list[tuple[FunctionSize, Buffer]] = []
+    contents: dict[int, memoryview] = {}  # section index -> its bytes (one window per section)
     for i, name in zip(rows, names, strict=True):
-        sec = elf.sections[shndx[i]]
+        index, size = shndx[i], sizes[i]
+        sec = elf.sections[index]
         start = values[i] - (sec.sh_addr if loaded else 0)
         code: Buffer = b""
-        if sec.file_size and start >= 0 and start + sizes[i] <= sec.file_size:
-            code = sec.view.bytes_at(start, sizes[i])
+        if sec.file_size and start >= 0 and start + size <= sec.file_size:
+            data = contents.get(index)
+            if data is None:
+                data = contents[index] = sec.data
+            code = data[start:start + size]  # inside the section, checked just above
         if cuda:
             kind = "kernel" if other[i] & _STO_CUDA_ENTRY else "function"
-            rel = _merged(related.get(name, ()))
+            mine = related.get(name)
+            rel = tuple(mine.items()) if mine else ()
         else:
             kind = "kernel" if name in descriptors else "function"
             rel = (("descriptor", descriptors[name]),) if name in descriptors else ()
-        out.append((FunctionSize(name, kind, sizes[i], rel), code))
+        out.append((FunctionSize(name, kind, size, rel), code))
     return out
-
-
-def _merged(pairs: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
-    out: dict[str, int] = {}
-    for k, v in pairs:
-        out[k] = out.get(k, 0) + v
-    return tuple(out.items())
 
 
 # --------------------------------------------------------------------------- files
