@@ -128,6 +128,11 @@ def _cut(name: str, width: int = 100) -> str:
     return name if len(name) <= width else name[:width - 3] + "..."
 
 
+def _lcut(path: str, width: int = 60) -> str:
+    """A path or address in ``width`` characters, its end kept (the file's name, the container's number)."""
+    return path if len(path) <= width else "..." + path[-(width - 3):]
+
+
 def _copies(addresses: list[str], shown: int = 3) -> str:
     """The first ``shown`` addresses, the part they share (up to a ``!`` or ``@``) said once."""
     head = os.path.commonprefix(addresses)  # noqa: RUF071  (addresses, not paths: character by character)
@@ -150,7 +155,7 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
     if len(files) > 1:
         w(f"\n{'FILE':60} {'DEVICE':>14} {'%':>6} {'FILE BYTES':>14} {'IMAGES':>6}\n")
         for f in files[:top]:
-            w(f"{_cut(f['path'], 60):60} {_n(f['device_bytes']):>14} {_pct(f['device_bytes'], dev)} "
+            w(f"{_lcut(f['path']):60} {_n(f['device_bytes']):>14} {_pct(f['device_bytes'], dev)} "
               f"{_n(f['file_bytes']):>14} {len(f['images']):>6}\n")
         if len(files) > top:
             w(f"... {len(files) - top} more files\n")
@@ -160,6 +165,15 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
           f"{_pct(a['stored_size'], dev)} {_n(a['size']):>14} {_n(a['function_bytes']):>14}\n")
     if len(doc["by_arch"]) > top:
         w(f"... {len(doc['by_arch']) - top} more architectures\n")
+    conts = doc["by_container"]
+    if len(conts) > 1:
+        w(f"\n{'CONTAINER':60} {'IMAGES':>6} {'STORED':>14} {'%':>6} {'UNCOMPRESSED':>14}  ARCHS\n")
+        for c in conts[:top]:
+            name = c["container"] + (f" ({c['identifier']})" if c["identifier"] else "")
+            w(f"{_lcut(name):60} {c['images']:>6} {_n(c['stored_size']):>14} {_pct(c['stored_size'], dev)} "
+              f"{_n(c['size']):>14}  {_cut(' '.join(a or '-' for a in c['archs']), 60)}\n")
+        if len(conts) > top:
+            w(f"... {len(conts) - top} more containers\n")
     w(f"\n{'KIND':8} {'IMAGES':>6} {'STORED':>14} {'%':>6} {'UNCOMPRESSED':>14}\n")
     for k in doc["by_kind"]:
         w(f"{k['kind']:8} {k['images']:>6} {_n(k['stored_size']):>14} {_pct(k['stored_size'], dev)} "
@@ -190,7 +204,7 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
         for f in files:
             fs = f.get("savings", {})
             why = f"  (refused: {fs['refused']})" if fs.get("refused") else ""
-            w(f"  {_cut(f['path'], 60):60} {_n(fs.get('bytes', 0)):>14} saved, {_n(fs.get('freed', 0)):>14} "
+            w(f"  {_lcut(f['path']):60} {_n(fs.get('bytes', 0)):>14} saved, {_n(fs.get('freed', 0)):>14} "
               f"freed{why}\n")
 
 

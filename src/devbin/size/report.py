@@ -22,12 +22,14 @@ from typing import Any
 
 from devbin.binary import Buffer
 from devbin.errors import DeviceBinaryError
+from devbin.images.address import Entry
 from devbin.images.frame import Frame, Hit
 from devbin.images.scan import Progress, Scanner
 from devbin.images.scanreport import ScanReport
 from devbin.size.account import FileSize, ImageSize, demangle, measure
 
-__all__ = ["by_arch", "duplicates", "file_savings", "report_dict", "size_report", "top_functions", "totals"]
+__all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "report_dict", "size_report",
+           "top_functions", "totals"]
 
 
 def by_arch(files: Sequence[FileSize]) -> list[dict[str, Any]]:
@@ -59,6 +61,27 @@ def by_kind(files: Sequence[FileSize]) -> list[dict[str, Any]]:
                                   for k, (n, s, u) in acc.items()]
     rows.sort(key=lambda r: (-r["stored_size"], r["kind"]))
     return rows
+
+
+def by_container(files: Sequence[FileSize]) -> list[dict[str, Any]]:
+    """Bytes per container (a fatbin, OffloadBinary or bundle: a translation unit's device code; a bare
+    image is its own), largest stored first.  ``container`` is the images' address less the entry number."""
+    acc: dict[str, dict[str, Any]] = {}
+    for f in files:
+        for i in f.images:
+            last = i.image.address.steps[-1] if i.image.address.steps else None
+            key = i.address[:i.address.rfind(".")] if isinstance(last, Entry) else i.address
+            row = acc.get(key)
+            if row is None:
+                row = acc[key] = {"file": f.path, "container": key, "format": i.image.container,
+                                  "identifier": i.image.identifier, "images": 0, "stored_size": 0, "size": 0,
+                                  "archs": []}
+            row["images"] += 1
+            row["stored_size"] += i.stored
+            row["size"] += i.size
+            if i.image.arch not in row["archs"]:
+                row["archs"].append(i.image.arch)
+    return sorted(acc.values(), key=lambda r: (-r["stored_size"], r["container"]))
 
 
 def totals(files: Sequence[FileSize]) -> dict[str, int]:
@@ -223,6 +246,7 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
         "files": out_files,
         "by_arch": by_arch(files),
         "by_kind": by_kind(files),
+        "by_container": by_container(files),
         "totals": totals(files),
         "top_functions": top_functions(files)[:top],
         "duplicate_bytes": dup["image_bytes"] + dup["function_bytes"],
