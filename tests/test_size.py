@@ -138,9 +138,10 @@ def test_uncompressed_bytes_equal_cuobjdumps_files(dup: Path, tmp_path: Path, na
     assert sum(by_arch.values()) == doc["totals"]["size"] == sum(_ours(doc).values())
 
 
-def _walk_fatbins(data: bytes) -> tuple[int, int, int]:
-    """(payload bytes, header bytes, zero padding) of fatbins back to back in ``data``, walked with struct."""
-    pos = payload = headers = padding = 0
+def _walk_fatbins(data: bytes) -> tuple[int, int, int, int]:
+    """(payload bytes, header bytes, zero padding, fatbins) of fatbins back to back in ``data``, walked with
+    struct."""
+    pos = payload = headers = padding = count = 0
     while pos < len(data):
         if data[pos:pos + 4] != b"\x50\xed\x55\xba":
             assert data[pos] == 0, f"non-zero byte between fatbins at {pos:#x}"
@@ -149,6 +150,7 @@ def _walk_fatbins(data: bytes) -> tuple[int, int, int]:
             continue
         hsize, fat = struct.unpack_from("<HQ", data, pos + 6)
         headers += hsize
+        count += 1
         e = pos + hsize
         while e < pos + hsize + fat:
             ehsize, esize = struct.unpack_from("<IQ", data, e + 4)
@@ -156,7 +158,7 @@ def _walk_fatbins(data: bytes) -> tuple[int, int, int]:
             payload += esize
             e += ehsize + esize
         pos += hsize + fat
-    return payload, headers, padding
+    return payload, headers, padding, count
 
 
 def _readelf_sections(path: Path) -> dict[str, tuple[int, int]]:
@@ -172,16 +174,19 @@ def _readelf_sections(path: Path) -> dict[str, tuple[int, int]]:
 @pytest.mark.parametrize("name", ["libdup.so", "a.o"])
 def test_every_device_section_byte_is_accounted_for(dup: Path, name: str) -> None:
     path = dup / name
-    (f,) = _json("size", str(path))["files"]
+    doc = _json("size", str(path))
+    (f,) = doc["files"]
     sections = {n: v for n, v in _readelf_sections(path).items() if n in (".nv_fatbin", "__nv_relfatbin")}
     assert f["sections"] == {n: size for n, (_, size) in sections.items()}
     assert f["device_bytes"] == sum(size for _, size in sections.values())
     assert f["file_bytes"] == path.stat().st_size
     data = path.read_bytes()
-    payload = headers = padding = 0
+    payload = headers = padding = fatbins = 0
     for off, size in sections.values():
-        p, h, z = _walk_fatbins(data[off:off + size])
-        payload, headers, padding = payload + p, headers + h, padding + z
+        p, h, z, n = _walk_fatbins(data[off:off + size])
+        payload, headers, padding, fatbins = payload + p, headers + h, padding + z, fatbins + n
+    assert len(doc["by_container"]) == fatbins  # one container per fatbin (translation unit)
+    assert sum(c["stored_size"] for c in doc["by_container"]) == f["stored_size"]
     assert f["stored_size"] == sum(i["stored_size"] for i in f["images"]) == payload
     assert f["headers"] == headers
     assert f["overhead"] == headers + padding
