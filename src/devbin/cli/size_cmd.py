@@ -95,9 +95,11 @@ def _filtered(files: list[FileSize], choose: ImageFilter) -> list[FileSize]:
 
 
 def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | None = None,
-             measured: Callable[[list[FileSize]], None] | None = None) -> tuple[dict[str, Any], list[str]]:
+             measured: Callable[[list[FileSize]], None] | None = None,
+             detail: bool = True) -> tuple[dict[str, Any], list[str]]:
     """The report dict of one command line (what --json prints, less its schema key) and the scan's
-    files that failed.  The HTML report (--html) renders this same dict."""
+    files that failed.  The HTML report (--html) renders this same dict.  ``detail=False``: each file's
+    images left out (the text tables do not print them)."""
     from devbin.images.scanreport import ScanReport
     from devbin.packaging.pruning import parse_arch_list
     from devbin.size.account import measure
@@ -110,7 +112,7 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     files = _filtered(measure(paths, progress=progress, report=report), choose)
     if measured is not None:
         measured(files)
-    return report_dict(files, keep=keep, warnings=report.warnings, top=args.top), report.failed
+    return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail), report.failed
 
 
 # --------------------------------------------------------------------------- text
@@ -126,6 +128,10 @@ def _pct(part: int, whole: int) -> str:
 
 def _cut(name: str, width: int = 100) -> str:
     return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def _count(images: list[Any] | int) -> int:
+    return images if isinstance(images, int) else len(images)
 
 
 def _lcut(path: str, width: int = 60) -> str:
@@ -156,7 +162,7 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
         w(f"\n{'FILE':60} {'DEVICE':>14} {'%':>6} {'FILE BYTES':>14} {'IMAGES':>6}\n")
         for f in files[:top]:
             w(f"{_lcut(f['path']):60} {_n(f['device_bytes']):>14} {_pct(f['device_bytes'], dev)} "
-              f"{_n(f['file_bytes']):>14} {len(f['images']):>6}\n")
+              f"{_n(f['file_bytes']):>14} {_count(f['images']):>6}\n")
         if len(files) > top:
             w(f"... {len(files) - top} more files\n")
     w(f"\n{'VENDOR':6} {'ARCH':14} {'IMAGES':>6} {'STORED':>14} {'%':>6} {'UNCOMPRESSED':>14} {'FUNCTIONS':>14}\n")
@@ -273,7 +279,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise BadArguments(f"--budget: {e.message}") from None
     measured: list[FileSize] = []
     with progress_bar("measuring") as progress:
-        doc, failed = size_doc(args, progress, measured.extend)
+        doc, failed = size_doc(args, progress, measured.extend, detail=args.json or args.csv)
     for m in doc["warnings"]:
         warn(m)
     if not doc["files"]:

@@ -158,10 +158,12 @@ class FileSize:
     def overhead(self) -> int:
         return self.device_bytes - self.stored - self.hidden
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self, *, images: bool = True) -> dict[str, object]:
+        """The file's keys in ``devbin size --json``; ``images=False``: its images' count instead of them."""
         return {"path": self.path, "file_bytes": self.file_bytes, "device_bytes": self.device_bytes,
                 "overhead": self.overhead, "headers": self.headers, "stored_size": self.stored, "size": self.size,
-                "hidden": self.hidden, "sections": dict(self.sections), "images": [i.to_dict() for i in self.images]}
+                "hidden": self.hidden, "sections": dict(self.sections),
+                "images": [i.to_dict() for i in self.images] if images else len(self.images)}
 
 
 # --------------------------------------------------------------------------- functions

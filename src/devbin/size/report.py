@@ -92,22 +92,24 @@ def totals(files: Sequence[FileSize]) -> dict[str, int]:
             "functions": sum(len(i.functions) for f in files for i in f.images)}
 
 
-def top_functions(files: Sequence[FileSize]) -> list[dict[str, Any]]:
-    """Functions summed over every copy and architecture, by mangled name, largest first."""
+def top_functions(files: Sequence[FileSize], top: int | None = None) -> list[dict[str, Any]]:
+    """Functions summed over every copy and architecture, by mangled name, largest first; the ``top``
+    first (None: all)."""
     acc: dict[str, dict[str, Any]] = {}
     for f in files:
         for i in f.images:
             for fn in i.functions:
                 row = acc.get(fn.name)
                 if row is None:
-                    row = acc[fn.name] = {"name": fn.name, "demangled": fn.demangled, "kind": fn.kind, "size": 0,
+                    row = acc[fn.name] = {"name": fn.name, "demangled": "", "kind": fn.kind, "size": 0,
                                           "copies": 0, "by_arch": {}}
                 row["size"] += fn.size
                 row["copies"] += 1
                 arch = i.image.arch
                 row["by_arch"][arch] = row["by_arch"].get(arch, 0) + fn.size
-    rows = sorted(acc.values(), key=lambda r: (-r["size"], r["name"]))
-    for r in rows:
+    rows = sorted(acc.values(), key=lambda r: (-r["size"], r["name"]))[:top]
+    for r in rows:  # names demangled only for the rows given
+        r["demangled"] = demangle(r["name"])
         r["by_arch"] = dict(sorted(r["by_arch"].items(), key=lambda kv: (-kv[1], kv[0])))
     return rows
 
@@ -231,14 +233,15 @@ def savings(files: Sequence[FileSize], keep: Sequence[str]) -> dict[str, Any]:
 
 
 def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None, warnings: Iterable[str] = (),
-                top: int | None = None) -> dict[str, Any]:
+                top: int | None = None, detail: bool = True) -> dict[str, Any]:
     """The report of measured ``files`` (the JSON of ``devbin size``, without the ``schema`` key);
-    ``top``: how many of :func:`top_functions` to give (None: all)."""
+    ``top``: how many of :func:`top_functions` to give (None: all).  ``detail=False`` leaves out each
+    file's images (for a text summary: no name of a function outside the tables is demangled)."""
     dup = duplicates(files)
     saved = savings(files, keep) if keep else None
     out_files = []
     for f in files:
-        d = f.to_dict()
+        d = f.to_dict(images=detail)
         if saved is not None:
             d["savings"] = saved["files"][f.path]
         out_files.append(d)
@@ -248,7 +251,7 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
         "by_kind": by_kind(files),
         "by_container": by_container(files),
         "totals": totals(files),
-        "top_functions": top_functions(files)[:top],
+        "top_functions": top_functions(files, top),
         "duplicate_bytes": dup["image_bytes"] + dup["function_bytes"],
         "duplicates": dup,
     }
