@@ -11,12 +11,13 @@ sections' sizes.  A function's size is its symbol's st_size, with what else belo
 (its own constant bank, .nv.info.<f>, relocations, an AMDGPU kernel's descriptor); names are demangled
 as c++filt prints them, the mangled name kept.
 
-The text lists the files, the architectures, the kinds, the --top N functions (summed over every copy
-and architecture) and the duplicates: identical images and identical functions (same name, architecture
-and code bytes) in several translation units, containers, files or wheels, with the bytes the extra
-copies cost.  --json gives every image and function (`devbin schema size`) on one line (it can hold
-every function of an environment; `python3 -m json.tool` indents it); --csv one row per function (and
-per image without functions).  A progress bar goes to stderr when it is a terminal.
+The text lists the files, the architectures, the containers (each translation unit's fatbin or
+bundle), the kinds, the --top N functions (summed over every copy and architecture) and the
+duplicates: identical images and identical functions (same name, architecture and code bytes) in
+several translation units, containers, files or wheels, with the bytes the extra copies cost.
+--json gives every image and function (`devbin schema size`) on one line (it can hold every function
+of an environment; `python3 -m json.tool` indents it); --csv one row per function (and per image
+without functions).  A progress bar goes to stderr when it is a terminal.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports).
@@ -35,8 +36,11 @@ tables fit for a CI comment (--json: `devbin schema size-diff`).
 --arch ARCH and --image ADDRESS (repeatable) keep only those images in the tables; the images left out
 are counted under "hidden" so the sums still hold.
 
-Exit status: 0; 1 on an error (a named file that cannot be read or gives only warnings); 2 for bad
-arguments; 3 when no input holds device code; 4 when a --budget rule is exceeded.
+Exit status: 1 on an error, which includes a file named on the command line that cannot be opened
+or that gives no image, only warnings (truncated, corrupt); 3 when no input holds device code (one
+line on stderr, nothing on stdout); 4 when a --budget rule is exceeded; 0 otherwise, also when files
+found while walking a folder or a zip/wheel cannot be read (each becomes a warning, on stderr); 2 for
+bad arguments.
 """
 
 from __future__ import annotations
@@ -282,9 +286,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         doc, failed = size_doc(args, progress, measured.extend, detail=args.json or args.csv)
     for m in doc["warnings"]:
         warn(m)
-    if not doc["files"]:
-        if failed:
-            return scan_status(failed)
+    if not doc["files"] and not doc["warnings"]:
         return no_device_code(args.paths or [str(a) for a in ImageFilter(args).paths([])])
     violations = check(rules, measured)
     if rules:
