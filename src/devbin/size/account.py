@@ -276,24 +276,34 @@ def _file_facts(data: Buffer, frame: Frame) -> _Facts:
 
 
 class _SizeScanner(Scanner):
-    """The one scanner, noting each file's length and device sections as it reads it (:meth:`buffer` is
-    called once per file or member with its bytes; a wrapped image's inner call has the same address)."""
+    """The one scanner, noting the length and device sections of each file that holds device code
+    (:meth:`buffer` is called once per file or member with its bytes; a wrapped image's inner call has
+    the same address and is passed through).  A file is read for them only when its first image is found,
+    so the host files of an environment without device code cost nothing more than the scan."""
 
     def __init__(self, report: ScanReport) -> None:
         super().__init__(report, all=True)
         self.facts: dict[str, _Facts] = {}
+        self._open: set[str] = set()
 
     def buffer(self, data: Buffer, frame: Frame, *, depth: int = 0, disk: Path | None = None) -> Iterator[Hit]:
         where = frame.where
+        if where in self._open or where in self.facts:
+            yield from super().buffer(data, frame, depth=depth, disk=disk)
+            return
+        self._open.add(where)
         facts = None
-        if where not in self.facts:
-            facts = self.facts[where] = _file_facts(data, frame)
         loose: set[tuple[str, int]] = set()
-        for hit in super().buffer(data, frame, depth=depth, disk=disk):
-            image = hit[0]
-            if facts is not None and not facts.bare and image.section and image.section not in facts.sections:
-                loose.add((image.section, image.offset))
-            yield hit
+        try:
+            for hit in super().buffer(data, frame, depth=depth, disk=disk):
+                if facts is None:
+                    facts = self.facts[where] = _file_facts(data, frame)
+                image = hit[0]
+                if not facts.bare and image.section and image.section not in facts.sections:
+                    loose.add((image.section, image.offset))
+                yield hit
+        finally:
+            self._open.discard(where)
         if facts is not None and loose:
             # fatbins the scan found outside the device sections (in .rodata, where a wrapper points)
             view = ByteView(data, where=where)
