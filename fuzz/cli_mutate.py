@@ -73,6 +73,7 @@ COMMANDS: dict[str, list[str]] = {
     "inspect": ["inspect", "{in}"],
     "extract": ["extract", "{in}", "-o", "{tmp}/x"],
     "resources": ["resources", "{in}"],
+    "size": ["size", "{in}", "--keep", "{dev}"],
     "callgraph": ["callgraph", "{in}"],
     "select": ["select", "{in}", "--device", "{dev}", "--explain"],
     "ar-list": ["ar", "list", "{in}"],

@@ -149,7 +149,9 @@ def test_tour(tmp_path: Path) -> None:
     assert load["got_slot"]["value"] == next(s["address"] for s in load["closure"] if s["name"] == "lib_scale")
     assert load["stats"]["functions_loaded"] == 4 and load["stats"]["lazy"]
     assert "13. loaded the sample user object and device-function library lazily" in text
-    assert "lazy: 4 of 7 functions" in text and "14. devbin inspect" in text
+    assert "lazy: 4 of 7 functions" in text and "15. devbin inspect" in text
+    assert "14. devbin size --keep sm_90" in text and data["size"]["files"][0]["savings"]["bytes"] == (
+        data["packaging"]["prune"]["input_size"] - data["packaging"]["prune"]["output_size"]) > 0
     again = _run("tour", "--out", str(tmp_path), "--json")[1]
     assert again == js  # the tour prints the same bytes every run
 

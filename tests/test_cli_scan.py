@@ -23,7 +23,8 @@ from devbin.formats.bundle import write_bundle
 AMD = (FIXTURES / "sample_gfx90a.o").read_bytes()
 CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()
 COMMANDS = (["list"], ["list", "--json"], ["resources"], ["resources", "--json"],
-            ["resources", "--format", "cuobjdump"], ["extract", "-o", "OUT"], ["extract", "--json", "-o", "OUT"])
+            ["resources", "--format", "cuobjdump"], ["extract", "-o", "OUT"], ["extract", "--json", "-o", "OUT"],
+            ["size"], ["size", "--json"])
 
 
 def _run(argv: list[str], tmp: Path) -> tuple[int, str]:
@@ -92,8 +93,8 @@ def test_archive_with_a_good_and_a_bad_member_only_warns(tmp_path: Path, capsys:
 
 
 def test_help_states_the_exit_rule() -> None:
-    from devbin.cli import extract_cmd, list_cmd, resources_cmd
-    for mod in (list_cmd, extract_cmd, resources_cmd):
+    from devbin.cli import extract_cmd, list_cmd, resources_cmd, size_cmd
+    for mod in (list_cmd, extract_cmd, resources_cmd, size_cmd):
         assert mod.__doc__ is not None and "Exit status: 1" in mod.__doc__ and "folder" in mod.__doc__
 
 

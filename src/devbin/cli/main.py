@@ -45,6 +45,7 @@ COMMANDS = {
     "list": "list_cmd",
     "extract": "extract_cmd",
     "resources": "resources_cmd",
+    "size": "size_cmd",
     "callgraph": "callgraph_cmd",
     "annotate": "annotate_cmd",
     "tour": "tour",

@@ -26,7 +26,9 @@
 13. Loads a shipped user code object and a device-function library into one executable,
     lazily, looks up one kernel and prints the resolved symbols of its closure and the lazy
     statistics (:mod:`devbin.cli.tour.load`).
-14. Prints `devbin inspect` of the three code objects.
+14. `devbin size --keep sm_90` of the packages: bytes per file, architecture and function,
+    duplicates, and what pruning saves (:mod:`devbin.cli.tour.size`).
+15. Prints `devbin inspect` of the three code objects.
 
 Files are written to -o/--output (default: ./devbin-tour), each whole or not at all
 (:func:`write`), never over a shipped sample.
@@ -164,6 +166,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     result["link"], link_lines, link_ok = link_tour(folder, step=12)
     from devbin.cli.tour.load import load_tour
     result["load"], load_lines, load_ok = load_tour(folder, step=13)
+    from devbin.cli.tour.size import size_tour
+    pruned = result["packaging"]["prune"]
+    result["size"], size_lines, size_ok = size_tour(folder, pruned["input_size"] - pruned["output_size"], step=14)
     result["inspect"] = [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path)),
                          inspect_elf(amd_out, file=str(amd_path))]
     if args.json:
@@ -200,12 +205,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
           + ("every loadable byte, symbol and relocation unchanged" if not amd_diffs else "; ".join(amd_diffs))
           + f"; read back {'equals' if amd_round_trip else 'DIFFERS FROM'} the imported model\n")
         w(f"   -> {a['file']}\n")
-        for line in packaging_lines + sa_lines + link_lines + load_lines:
+        for line in packaging_lines + sa_lines + link_lines + load_lines + size_lines:
             w(line + "\n")
-        w("14. devbin inspect of the three code objects:\n\n")
+        w("15. devbin inspect of the three code objects:\n\n")
         for rep in result["inspect"]:
             render_elf(rep, out)
             w("\n")
     ok = (round_trip and cubin_round_trip and amd_round_trip and not diffs and not amd_diffs and packaging_ok
-          and sa_ok and link_ok and load_ok)
+          and sa_ok and link_ok and load_ok and size_ok)
     return 0 if ok else 1

@@ -1,0 +1,500 @@
+"""Where the bytes of device code go: files -> containers -> architectures -> kinds -> functions.
+
+:func:`measure` scans paths with the one scanner (:class:`devbin.images.scan.Scanner`, ``all=True``:
+anything that counts bytes reads every image) and gives one :class:`FileSize` per innermost file that
+holds device code (a wheel's or an archive's members are files too: ``pkg.whl!lib/libk.so``):
+
+* ``file_bytes``: the file's length; ``device_bytes``: what its device code takes in it: the sizes of
+  its device sections (``.nv_fatbin``, ``__nv_relfatbin``, ``.hip_fatbin``, ``.llvm.offloading`` /
+  ``SHT_LLVM_OFFLOADING``, ``__CLANG_OFFLOAD_BUNDLE__*``) as the section headers give them, plus any
+  fatbin found in another section (``.rodata``, where a wrapper points; its header's size), or the
+  whole file when it is a bare container or code object;
+* ``images``: every image with the bytes it takes in the file (``stored``) and, for cubins and AMDGPU
+  code objects, its functions;
+* ``overhead = device_bytes - sum(stored)``: the containers' own bytes (fatbin and entry headers,
+  OffloadBinary and bundle headers, padding between containers), split into ``headers`` (fatbin
+  headers, known exactly) and the rest.  Every byte of every device section is one or the other.
+
+An entry of a compressed clang offload bundle (CCOB) has no bytes of its own in the file (the bundle is
+compressed as a whole): the compressed bundle's bytes are shared out among its entries in proportion
+to their uncompressed sizes (``stored_exact`` False), so the sum still holds.
+
+A function's ``size`` is its symbol's ``st_size`` (``STT_FUNC``, defined); what else belongs to it is
+given beside it in ``related``: its own sections' file bytes in a cubin (``.nv.constant0.<f>``:
+``constant_bank``, other banks ``constant<N>``, ``.nv.info.<f>``: ``nv_info``, ``.rel(a).text.<f>``:
+``relocations``, the sm_100+ Mercury copies ``.nv.capmerc.text.<f>``/``.nv.merc.*.<f>``: ``mercury``),
+and an AMDGPU kernel's descriptor (the ``<f>.kd`` symbol, ``descriptor``).  Names are demangled with the
+``demangle`` library in GNU style (what ``c++filt`` prints); the mangled name is kept.
+Symbols are read from the symbol table straight (kind: ``STO_CUDA_ENTRY`` for NVIDIA kernels, a
+``.kd`` symbol for AMDGPU ones), without importing each code object's metadata, which sizes do not
+need; :mod:`devbin.size.diff` imports them for their resources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from devbin.binary import Buffer, ByteView, budget
+from devbin.errors import DeviceBinaryError
+from devbin.formats.bundle import constants as BC
+from devbin.formats.elf import constants as EC
+from devbin.formats.elf.reader import ElfFile
+from devbin.formats.fatbin import FatbinEntry, parse_fatbin
+from devbin.formats.fatbin import constants as FC
+from devbin.formats.offload import constants as OC
+from devbin.images.frame import Frame, Hit
+from devbin.images.record import AMDGPU, CUBIN, Image
+from devbin.images.scan import Progress, Scanner
+from devbin.images.scanreport import ScanReport
+from devbin.images.sniff import SNIFF
+
+if TYPE_CHECKING:
+    from devbin.model.resources import Resources  # the model only when --diff asks for resources
+
+__all__ = ["DEVICE_SECTIONS", "FileSize", "FunctionSize", "ImageSize", "demangle", "functions_of", "measure",
+           "measure_bytes"]
+
+#: Sections that hold only device code and its containers (a ``__CLANG_OFFLOAD_BUNDLE__<id>`` section too).
+DEVICE_SECTIONS: Final = (".nv_fatbin", "__nv_relfatbin", BC.HIP_FATBIN_SECTION, OC.SECTION_NAME)
+
+#: NVIDIA kernels' symbols carry ``STO_CUDA_ENTRY`` in ``st_other`` (cuobjdump -elf, targets.nvidia.cubin).
+_STO_CUDA_ENTRY: Final = 0x10
+
+#: Section name prefixes of what belongs to one cubin function (``<prefix><function name>``), longest first,
+#: and the ``related`` key each is reported under.
+_RELATED: Final = (
+    (".nv.capmerc.text.", "mercury"), (".nv.merc.rela.text.", "mercury"), (".nv.merc.rel.text.", "mercury"),
+    (".nv.merc.nv.info.", "mercury"), (".nv.merc.text.", "mercury"),
+    (".rela.text.", "relocations"), (".rel.text.", "relocations"), (".nv.info.", "nv_info"),
+)
+
+
+@lru_cache(maxsize=1 << 16)
+def demangle(name: str) -> str:
+    """``name`` as ``c++filt`` prints it (the ``demangle`` library, GNU style); unchanged when it is not
+    an Itanium C++ name."""
+    if not name.startswith("_Z"):
+        return name
+    import demangle as _demangle  # a maintained pure-Python demangler; imported only when names are shown
+
+    return _demangle.demangle(name, language="itanium", style="gnu")
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSize:
+    """One function of a code object: its symbol's size and what belongs to it beside its code."""
+
+    name: str
+    kind: str  # "kernel" or "function"
+    size: int
+    related: tuple[tuple[str, int], ...] = ()
+    digest: int = field(default=0, repr=False)  # CRC-32 of its code bytes, for duplicates
+    resources: Resources | None = field(default=None, repr=False, compare=False)  # only when asked (--diff)
+
+    @property
+    def demangled(self) -> str:
+        return demangle(self.name)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "demangled": self.demangled, "size": self.size, "kind": self.kind,
+                "related": dict(self.related)}
+
+
+@dataclass(slots=True)
+class ImageSize:
+    """One image and the bytes it takes in its file (``stored``: see the module docstring)."""
+
+    image: Image
+    stored: int
+    size: int  # the bytes as extracted (`devbin extract`, cuobjdump -xelf/-xptx): a compressed entry decoded
+    functions: list[FunctionSize] = field(default_factory=list)
+    stored_exact: bool = True
+    digest: bytes = b""  # sha256 of the bytes it takes in the file (a fatbin entry's payload area), for duplicates
+    address: str = ""  # the image's address as text (made once: many reports name it)
+
+    def __post_init__(self) -> None:
+        if not self.address:
+            self.address = str(self.image.address)
+
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {**self.image.to_dict(), "address": self.address, "size": self.size,
+                                "stored_size": self.stored, "container": self.image.container,
+                                "section": self.image.section}
+        if not self.stored_exact:
+            d["stored_exact"] = False
+        d["functions"] = [f.to_dict() for f in self.functions]
+        return d
+
+
+@dataclass(slots=True)
+class FileSize:
+    """One innermost file holding device code, every byte of its device sections accounted for."""
+
+    path: str
+    file_bytes: int
+    device_bytes: int
+    sections: dict[str, int] = field(default_factory=dict)  # device section (or "name+offset" fatbin) -> bytes
+    headers: int = 0  # fatbin and fatbin entry headers, inside device_bytes
+    images: list[ImageSize] = field(default_factory=list)
+    hidden: int = 0  # stored bytes of the images a filter (--arch, --image) left out of ``images``
+
+    @property
+    def stored(self) -> int:
+        return sum(i.stored for i in self.images)
+
+    @property
+    def size(self) -> int:
+        return sum(i.size for i in self.images)
+
+    @property
+    def overhead(self) -> int:
+        return self.device_bytes - self.stored - self.hidden
+
+    def to_dict(self, *, images: bool = True) -> dict[str, object]:
+        """The file's keys in ``devbin size --json``; ``images=False``: its images' count instead of them."""
+        return {"path": self.path, "file_bytes": self.file_bytes, "device_bytes": self.device_bytes,
+                "overhead": self.overhead, "headers": self.headers, "stored_size": self.stored, "size": self.size,
+                "hidden": self.hidden, "sections": dict(self.sections),
+                "images": [i.to_dict() for i in self.images] if images else len(self.images)}
+
+
+# --------------------------------------------------------------------------- functions
+
+
+def _digest(data: Buffer) -> int:
+    """A checksum of a function's code bytes: with its name, architecture and size it tells copies apart."""
+    return zlib.crc32(data)
+
+
+def functions_of(elf: ElfFile) -> list[FunctionSize]:
+    """The functions of a cubin or an AMDGPU code object, in symbol-table order (see the module docstring),
+    each with the checksum of its code."""
+    return [replace(f, digest=_digest(code)) for f, code in _functions(elf)]
+
+
+def _functions(elf: ElfFile) -> list[tuple[FunctionSize, Buffer]]:
+    """The functions (checksum not taken) and the bytes of each one's code."""
+    st = elf.symtab
+    if st is None:
+        return []
+    c = st.columns
+    info, shndx, other, sizes, values = c.st_info, c.st_shndx, c.st_other, c.st_size, c.st_value
+    nsec = len(elf.sections)
+    rows = [i for i in range(1, len(st)) if info[i] & 0xF == EC.STT_FUNC and 0 < shndx[i] < nsec]
+    names = st.names(rows)
+    cuda = elf.header.e_machine == EC.EM_CUDA
+    loaded = elf.header.e_type in (EC.ET_EXEC, EC.ET_DYN)
+    related: dict[str, dict[str, int]] = {}
+    descriptors: dict[str, int] = {}
+    if cuda:
+        for sec in elf.sections:
+            n = sec.name
+            if not n.startswith((".nv.", ".rel")) or not sec.file_size:
+                continue
+            if n.startswith(".nv.constant"):
+                bank, _, fn = n[12:].partition(".")
+                if bank.isdigit() and fn:
+                    key = "constant_bank" if bank == "0" else f"constant{bank}"
+                else:
+                    continue
+            else:
+                hit = next((pk for pk in _RELATED if n.startswith(pk[0])), None)
+                if hit is None:
+                    continue
+                fn, key = n[len(hit[0]):], hit[1]
+            own = related.setdefault(fn, {})
+            own[key] = own.get(key, 0) + sec.file_size
+    else:
+        kd = [i for i in range(1, len(st)) if info[i] & 0xF == EC.STT_OBJECT and shndx[i]]
+        for i, name in zip(kd, st.names(kd), strict=True):
+            if name.endswith(".kd"):
+                descriptors[name[:-3]] = sizes[i]
+    out: list[tuple[FunctionSize, Buffer]] = []
+    contents: dict[int, memoryview] = {}  # section index -> its bytes (one window per section)
+    for i, name in zip(rows, names, strict=True):
+        index, size = shndx[i], sizes[i]
+        sec = elf.sections[index]
+        start = values[i] - (sec.sh_addr if loaded else 0)
+        code: Buffer = b""
+        if sec.file_size and start >= 0 and start + size <= sec.file_size:
+            data = contents.get(index)
+            if data is None:
+                data = contents[index] = sec.data
+            code = data[start:start + size]  # inside the section, checked just above
+        if cuda:
+            kind = "kernel" if other[i] & _STO_CUDA_ENTRY else "function"
+            mine = related.get(name)
+            rel = tuple(mine.items()) if mine else ()
+        else:
+            kind = "kernel" if name in descriptors else "function"
+            rel = (("descriptor", descriptors[name]),) if name in descriptors else ()
+        out.append((FunctionSize(name, kind, size, rel), code))
+    return out
+
+
+# --------------------------------------------------------------------------- files
+
+
+@dataclass(slots=True)
+class _Facts:
+    """What a file says of itself before its images are read: its length and device sections."""
+
+    file_bytes: int
+    device_bytes: int
+    sections: dict[str, int]
+    bare: bool  # the whole file is device code (a bare container or code object)
+    headers: int = 0
+
+
+def _file_facts(data: Buffer, frame: Frame) -> _Facts:
+    view = ByteView(data, where=frame.where)
+    n = len(view)
+    head = bytes(view.bytes_at(0, min(SNIFF, n)))
+    if not head.startswith(b"\x7fELF"):
+        return _Facts(n, n, {}, True)
+    try:
+        elf = ElfFile(view, where=frame.where)
+    except DeviceBinaryError:
+        return _Facts(n, n, {}, True)
+    if elf.header.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU):
+        return _Facts(n, n, {}, True)
+    sections: dict[str, int] = {}
+    for sec in elf.sections:
+        name = sec.name
+        if sec.file_size and (name in DEVICE_SECTIONS or sec.sh_type == OC.SHT_LLVM_OFFLOADING
+                              or (name.startswith(BC.SECTION_PREFIX) and len(name) > len(BC.SECTION_PREFIX))):
+            sections[name] = sections.get(name, 0) + sec.file_size
+    return _Facts(n, sum(sections.values()), sections, False)
+
+
+class _SizeScanner(Scanner):
+    """The one scanner, noting the length and device sections of each file that holds device code
+    (:meth:`buffer` is called once per file or member with its bytes; a wrapped image's inner call has
+    the same address and is passed through).  A file is read for them only when its first image is found,
+    so the host files of an environment without device code cost nothing more than the scan."""
+
+    def __init__(self, report: ScanReport) -> None:
+        super().__init__(report, all=True)
+        self.facts: dict[str, _Facts] = {}
+        self._open: set[str] = set()
+
+    def buffer(self, data: Buffer, frame: Frame, *, depth: int = 0, disk: Path | None = None) -> Iterator[Hit]:
+        where = frame.where
+        if where in self._open or where in self.facts:
+            yield from super().buffer(data, frame, depth=depth, disk=disk)
+            return
+        self._open.add(where)
+        facts = None
+        loose: set[tuple[str, int]] = set()
+        try:
+            for hit in super().buffer(data, frame, depth=depth, disk=disk):
+                if facts is None:
+                    facts = self.facts[where] = _file_facts(data, frame)
+                image = hit[0]
+                if not facts.bare and image.section and image.section not in facts.sections:
+                    loose.add((image.section, image.offset))
+                yield hit
+        finally:
+            self._open.discard(where)
+        if facts is not None and loose:
+            # fatbins the scan found outside the device sections (in .rodata, where a wrapper points)
+            view = ByteView(data, where=where)
+            for section, offset in sorted(loose):
+                try:
+                    size = parse_fatbin(view.sub(offset, len(view) - offset), where=where).size
+                except DeviceBinaryError:
+                    continue
+                key = f"{section}+{offset:#x}"
+                facts.sections[key] = size
+                facts.device_bytes += size
+
+
+def _with_resources(image: Image, functions: list[FunctionSize]) -> list[FunctionSize]:
+    """``functions`` with the resources the vendor importer gives each (``Function.resources``)."""
+    co = image.code_object()
+    if co is None:
+        return functions
+    res = {f.name: f.resources for f in co.functions}
+    return [replace(f, resources=res.get(f.name)) for f in functions]
+
+
+def _sha256(data: Buffer) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+_ImageKey = tuple[str, str, str, int]
+_FunctionKey = tuple[str, str, str, int]
+
+
+class _Twins:
+    """Digests only where a copy may exist.  An image can equal another only if its vendor, kind,
+    architecture and stored size do, a function only if its vendor, architecture, name and size do: the
+    bytes of an image or function are kept (a window on the memory-mapped file, or on the buffer a zip
+    member or a compressed entry was decoded into) and digested at the end only when another one has the
+    same key.  Decoded buffers are kept up to a quarter of the memory budget (:mod:`devbin.binary.budget`,
+    which they stay charged to); past it, bytes are digested at once and not kept."""
+
+    def __init__(self) -> None:
+        self.images: dict[_ImageKey, list[tuple[ImageSize, Buffer | None]]] = {}
+        self.functions: dict[_FunctionKey, list[tuple[ImageSize, int, Buffer | None]]] = {}
+        self.room = budget.current().limit // 4
+        self.held: set[int] = set()  # ids of the decoded buffers kept (alive while a window on them is)
+
+    def _keep(self, data: Buffer) -> bool:
+        if not isinstance(data, memoryview):
+            return False
+        obj = data.obj
+        if isinstance(obj, mmap.mmap) or id(obj) in self.held:
+            return True
+        if isinstance(obj, bytes | bytearray) and len(obj) <= self.room:
+            self.room -= len(obj)
+            self.held.add(id(obj))
+            return True
+        return False
+
+    def image(self, size: ImageSize, stored: Buffer, hasher: ThreadPoolExecutor,
+              pending: list[tuple[ImageSize, Future[bytes]]]) -> None:
+        i = size.image
+        key = (i.vendor, i.kind, i.arch, size.stored)
+        if self._keep(stored):
+            self.images.setdefault(key, []).append((size, stored))
+        else:
+            pending.append((size, hasher.submit(_sha256, stored)))
+            self.images.setdefault(key, []).append((size, None))
+
+    def function_list(self, size: ImageSize, pairs: list[tuple[FunctionSize, Buffer]]) -> list[FunctionSize]:
+        out = []
+        i = size.image
+        for k, (f, code) in enumerate(pairs):
+            key = (i.vendor, i.arch, f.name, f.size)
+            if self._keep(code):
+                self.functions.setdefault(key, []).append((size, k, code))
+            else:
+                f = replace(f, digest=_digest(code))
+                self.functions.setdefault(key, []).append((size, k, None))
+            out.append(f)
+        return out
+
+    def finish(self) -> None:
+        """Digest what has a twin; let go of every window kept."""
+        for members in self.images.values():
+            if len(members) > 1:
+                for size, stored in members:
+                    if stored is not None:
+                        size.digest = _sha256(stored)
+        for fmembers in self.functions.values():
+            if len(fmembers) > 1:
+                for size, k, code in fmembers:
+                    if code is not None:
+                        size.functions[k] = replace(size.functions[k], digest=_digest(code))
+        self.images.clear()
+        self.functions.clear()
+        self.held.clear()
+
+
+def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], None], twins: _Twins, *,
+             functions: bool, resources: bool = False) -> FileSize:
+    fs = FileSize(path, facts.file_bytes, facts.device_bytes, dict(facts.sections))
+    fatbins: set[tuple[str, int]] = set()
+    ccob: list[ImageSize] = []
+    # Digests of members read into memory are taken in a second thread while this one reads the symbol
+    # tables (hashlib lets go of the GIL); those of mapped files only where a twin turns up (_Twins).
+    with ThreadPoolExecutor(max_workers=1) as hasher:
+        digests: list[tuple[ImageSize, Future[bytes]]] = []
+        for image in hits:
+            size = ImageSize(image, image.stored_size, image.size)
+            n = image.native
+            if isinstance(n, FatbinEntry):
+                fs.headers += n.header_size
+                fatbins.add((image.section, image.offset))
+                if n.is_compressed and not n.is_opaque:
+                    try:  # the entry header records the decoded size; what extract writes is trimmed (PTX: its NUL)
+                        size.size = len(image.data())
+                    except DeviceBinaryError as e:
+                        warn(f"{image.address}: {e}")
+            elif image.container == "bundle" and image.compression not in ("none", ""):
+                size.stored_exact = False
+                ccob.append(size)
+            try:
+                twins.image(size, n.payload_area if isinstance(n, FatbinEntry) else image.data(), hasher, digests)
+                if functions and image.kind in (CUBIN, AMDGPU):
+                    size.functions = twins.function_list(size, _functions(
+                        ElfFile(ByteView(image.data(), where=size.address), where=size.address)))
+                    if resources:
+                        size.functions = _with_resources(image, size.functions)
+            except DeviceBinaryError as e:
+                warn(f"{image.address}: {e}")
+            size.image = replace(image, native=None)  # the file's bytes are not held past its accounting
+            fs.images.append(size)
+        for size, digest in digests:
+            size.digest = digest.result()
+    fs.headers += FC.FATBIN_HEADER_SIZE * len(fatbins)
+    if ccob:
+        _share_out(fs, ccob)
+    return fs
+
+
+def _share_out(fs: FileSize, ccob: list[ImageSize]) -> None:
+    """Give the entries of compressed bundles the device bytes the other images leave, in proportion to
+    their uncompressed sizes (largest remainders), so that every byte is someone's."""
+    plain = sum(i.stored for i in fs.images if i.stored_exact)
+    room = max(fs.device_bytes - plain - fs.headers, 0)
+    total = sum(i.size for i in ccob) or 1
+    shares = [(room * i.size) // total for i in ccob]
+    rest = room - sum(shares)
+    order = sorted(range(len(ccob)), key=lambda k: -((room * ccob[k].size) % total))
+    for k in order[:rest]:
+        shares[k] += 1
+    for i, s in zip(ccob, shares, strict=True):
+        i.stored = s
+
+
+def measure(paths: Iterable[str | Path], *, functions: bool = True, progress: Progress | None = None,
+            report: ScanReport | None = None, resources: bool = False) -> list[FileSize]:
+    """One :class:`FileSize` per file holding device code under ``paths``, in scan order.
+
+    ``functions``: read each code object's symbols (False: images only); ``resources``: also import each
+    code object for its functions' :class:`~devbin.model.resources.Resources` (``--diff``).  ``report``
+    collects the scan's warnings.  Raises OSError for a top-level path that cannot be read."""
+    rep = report if report is not None else ScanReport()
+    scanner = _SizeScanner(rep)
+    return _group(scanner, scanner.paths(paths, progress), functions, resources)
+
+
+def measure_bytes(data: Buffer, where: str, *, functions: bool = True,
+                  report: ScanReport | None = None) -> list[FileSize]:
+    """:func:`measure` of one file's bytes, named ``where``."""
+    rep = report if report is not None else ScanReport()
+    scanner = _SizeScanner(rep)
+    from devbin.images.address import Address
+    return _group(scanner, scanner.buffer(data, Frame(Address(where))), functions, False)
+
+
+def _group(scanner: _SizeScanner, hits: Iterator[Hit], functions: bool, resources: bool) -> list[FileSize]:
+    out: list[FileSize] = []
+    current: str | None = None
+    batch: list[Image] = []
+    twins = _Twins()
+
+    def flush() -> None:
+        if current is not None and batch:
+            out.append(_account(scanner.facts[current], current, batch, lambda m: scanner.rep.warn("", m), twins,
+                                functions=functions, resources=resources))
+
+    for image, frame in hits:
+        where = frame.where
+        if where != current:
+            flush()
+            current, batch = where, []
+        batch.append(image)
+    flush()
+    twins.finish()
+    return out

@@ -1,0 +1,275 @@
+"""The one size report: the dict ``devbin size --json`` prints and the HTML report renders.
+
+:func:`size_report` measures paths (:mod:`devbin.size.account`), finds duplicates and, with ``keep``,
+asks :func:`devbin.packaging.pruning.prune` itself what pruning each file to those architectures would
+save (prune's own decision and its own :class:`~devbin.packaging.pruning.PruneResult` numbers, so the
+prediction is what ``devbin prune --keep`` then saves).  The keys are those of the size contract shared
+with the HTML report (docs/JSON.md, ``devbin schema size``).
+
+**Duplicates.**  Images with the same bytes in the file (SHA-256 of a fatbin entry's payload area, of
+any other image's bytes), kind and architecture are one group: every copy after the first costs its
+stored bytes.  Functions with the same name, architecture, size and code bytes (CRC-32 of the bytes
+``st_size`` covers) in several images are one group too, counting only the copies that are not inside
+an extra copy of a duplicate image (those are paid for already): every copy after the first costs its
+size.  ``duplicate_bytes`` is the sum of both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from devbin.binary import Buffer
+from devbin.errors import DeviceBinaryError
+from devbin.images.address import Entry
+from devbin.images.frame import Frame, Hit
+from devbin.images.scan import Progress, Scanner
+from devbin.images.scanreport import ScanReport
+from devbin.size.account import FileSize, ImageSize, demangle, measure
+
+__all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "report_dict", "size_report",
+           "top_functions", "totals"]
+
+
+def by_arch(files: Sequence[FileSize]) -> list[dict[str, Any]]:
+    """Bytes per (vendor, architecture), largest stored first."""
+    acc: dict[tuple[str, str], list[int]] = {}
+    for f in files:
+        for i in f.images:
+            row = acc.setdefault((i.image.vendor, i.image.arch), [0, 0, 0, 0])
+            row[0] += 1
+            row[1] += i.stored
+            row[2] += i.size
+            row[3] += sum(fn.size for fn in i.functions)
+    rows: list[dict[str, Any]] = [{"vendor": v, "arch": a, "images": n, "stored_size": s, "size": u,
+                                   "function_bytes": fb} for (v, a), (n, s, u, fb) in acc.items()]
+    rows.sort(key=lambda r: (-r["stored_size"], r["vendor"], r["arch"]))
+    return rows
+
+
+def by_kind(files: Sequence[FileSize]) -> list[dict[str, Any]]:
+    """Bytes per image kind (cubin, ptx, lto-ir, amdgpu ...), largest stored first."""
+    acc: dict[str, list[int]] = {}
+    for f in files:
+        for i in f.images:
+            row = acc.setdefault(i.image.kind, [0, 0, 0])
+            row[0] += 1
+            row[1] += i.stored
+            row[2] += i.size
+    rows: list[dict[str, Any]] = [{"kind": k, "images": n, "stored_size": s, "size": u}
+                                  for k, (n, s, u) in acc.items()]
+    rows.sort(key=lambda r: (-r["stored_size"], r["kind"]))
+    return rows
+
+
+def by_container(files: Sequence[FileSize]) -> list[dict[str, Any]]:
+    """Bytes per container (a fatbin, OffloadBinary or bundle: a translation unit's device code; a bare
+    image is its own), largest stored first.  ``container`` is the images' address less the entry number."""
+    acc: dict[str, dict[str, Any]] = {}
+    for f in files:
+        for i in f.images:
+            last = i.image.address.steps[-1] if i.image.address.steps else None
+            key = i.address[:i.address.rfind(".")] if isinstance(last, Entry) else i.address
+            row = acc.get(key)
+            if row is None:
+                row = acc[key] = {"file": f.path, "container": key, "format": i.image.container,
+                                  "identifier": i.image.identifier, "images": 0, "stored_size": 0, "size": 0,
+                                  "archs": []}
+            row["images"] += 1
+            row["stored_size"] += i.stored
+            row["size"] += i.size
+            if i.image.arch not in row["archs"]:
+                row["archs"].append(i.image.arch)
+    return sorted(acc.values(), key=lambda r: (-r["stored_size"], r["container"]))
+
+
+def totals(files: Sequence[FileSize]) -> dict[str, int]:
+    return {"files": len(files), "file_bytes": sum(f.file_bytes for f in files),
+            "device_bytes": sum(f.device_bytes for f in files), "overhead": sum(f.overhead for f in files),
+            "stored_size": sum(f.stored for f in files), "size": sum(f.size for f in files),
+            "images": sum(len(f.images) for f in files),
+            "functions": sum(len(i.functions) for f in files for i in f.images)}
+
+
+def top_functions(files: Sequence[FileSize], top: int | None = None) -> list[dict[str, Any]]:
+    """Functions summed over every copy and architecture, by mangled name, largest first; the ``top``
+    first (None: all)."""
+    acc: dict[str, dict[str, Any]] = {}
+    for f in files:
+        for i in f.images:
+            for fn in i.functions:
+                row = acc.get(fn.name)
+                if row is None:
+                    row = acc[fn.name] = {"name": fn.name, "demangled": "", "kind": fn.kind, "size": 0,
+                                          "copies": 0, "by_arch": {}}
+                row["size"] += fn.size
+                row["copies"] += 1
+                arch = i.image.arch
+                row["by_arch"][arch] = row["by_arch"].get(arch, 0) + fn.size
+    rows = sorted(acc.values(), key=lambda r: (-r["size"], r["name"]))[:top]
+    for r in rows:  # names demangled only for the rows given
+        r["demangled"] = demangle(r["name"])
+        r["by_arch"] = dict(sorted(r["by_arch"].items(), key=lambda kv: (-kv[1], kv[0])))
+    return rows
+
+
+def duplicates(files: Sequence[FileSize]) -> dict[str, Any]:
+    """Identical images and functions and what their extra copies cost (see the module docstring)."""
+    groups: dict[tuple[str, str, str, bytes], list[ImageSize]] = {}
+    for f in files:
+        for i in f.images:
+            if i.digest:
+                groups.setdefault((i.image.vendor, i.image.kind, i.image.arch, i.digest), []).append(i)
+    images: list[dict[str, Any]] = []
+    extra: set[int] = set()  # ids of the images that are extra copies
+    for (_vendor, kind, arch, digest), members in groups.items():
+        if len(members) < 2:
+            continue
+        extra.update(id(m) for m in members[1:])
+        wasted = sum(m.stored for m in members[1:])
+        images.append({"sha256": digest.hex(), "kind": kind, "arch": arch, "stored_size": members[0].stored,
+                       "size": members[0].size, "copies": [m.address for m in members], "wasted": wasted})
+    images.sort(key=lambda d: (-d["wasted"], d["copies"][0]))
+    fgroups: dict[tuple[str, str, str, int, int], list[str]] = {}
+    for f in files:
+        for i in f.images:
+            if id(i) in extra:
+                continue
+            for fn in i.functions:
+                if fn.size:
+                    fgroups.setdefault((i.image.vendor, i.image.arch, fn.name, fn.size, fn.digest),
+                                       []).append(f"{i.address}:{fn.name}")
+    functions: list[dict[str, Any]] = []
+    for (_vendor, arch, name, size, _digest), copies in fgroups.items():
+        if len(copies) < 2:
+            continue
+        functions.append({"name": name, "demangled": demangle(name), "arch": arch, "size": size, "copies": copies,
+                          "wasted": size * (len(copies) - 1)})
+    functions.sort(key=lambda d: (-d["wasted"], d["name"], d["arch"]))
+    return {"images": images, "functions": functions,
+            "image_bytes": sum(d["wasted"] for d in images), "function_bytes": sum(d["wasted"] for d in functions)}
+
+
+# --------------------------------------------------------------------------- --keep
+
+
+def file_savings(path: str, keep: Sequence[str], data: bytes | None = None) -> dict[str, Any]:
+    """What ``devbin prune --keep`` saves on the file ``path`` (its bytes ``data`` when it is a member):
+    :func:`devbin.packaging.pruning.prune`'s own result.  ``bytes``: the file bytes saved
+    (``PruneResult.file_bytes_saved``), ``freed``: what the containers shrank by inside the file
+    (``container_bytes_freed``), ``by_arch``: the dropped images' bytes (``saved_by_arch()``); a file
+    prune refuses (the selection would leave it no device image, a format it cannot rewrite) saves 0
+    and says why under ``refused``."""
+    from devbin.packaging.pruning import prune  # the capability, only when --keep asks for it
+
+    if data is None:
+        data = Path(path).read_bytes()
+    try:
+        result = prune(data, keep=keep, where=path)
+    except DeviceBinaryError as e:
+        return {"bytes": 0, "freed": 0, "by_arch": {}, "refused": e.message}
+    return {"bytes": result.file_bytes_saved, "freed": result.container_bytes_freed,
+            "by_arch": result.saved_by_arch()}
+
+
+def _each_file(paths: Sequence[str], do: Callable[[str, bytes | None], None]) -> None:
+    """Call ``do(path, data)`` for each file at ``paths`` (addresses as :class:`FileSize` paths): ``data``
+    None for a file on disk, its bytes for a member (a wheel's, an archive's), read by one pass of the
+    scanner over each top-level file (members one at a time, as the scan reads them)."""
+    from devbin.images.address import Address
+
+    members: dict[str, set[str]] = {}
+    for p in paths:
+        a = Address.parse(p)
+        if not a.steps:
+            do(p, None)
+        else:
+            members.setdefault(a.path, set()).add(p)
+    for top, wanted in members.items():
+        for _ in _Members(wanted, do).paths([top]):
+            pass
+
+
+class _Members(Scanner):
+    """A scan that hands the bytes of the files ``wanted`` to ``do`` instead of reading images in them."""
+
+    def __init__(self, wanted: set[str], do: Callable[[str, bytes | None], None]) -> None:
+        super().__init__(all=True)
+        self.wanted = wanted
+        self.do = do
+
+    def buffer(self, data: Buffer, frame: Frame, *, depth: int = 0, disk: Path | None = None) -> Iterator[Hit]:
+        if frame.where in self.wanted:
+            self.wanted.discard(frame.where)
+            self.do(frame.where, bytes(data))
+            return iter(())
+        return super().buffer(data, frame, depth=depth, disk=disk)
+
+
+def savings(files: Sequence[FileSize], keep: Sequence[str]) -> dict[str, Any]:
+    """Per-file savings (keyed by path) and the total, see :func:`file_savings`."""
+    per: dict[str, dict[str, Any]] = {}
+
+    def one(path: str, data: bytes | None) -> None:
+        try:
+            per[path] = file_savings(path, keep, data)
+        except OSError as e:
+            per[path] = {"bytes": 0, "freed": 0, "by_arch": {}, "refused": str(e)}
+
+    _each_file([f.path for f in files], one)
+    total: dict[str, Any] = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}}
+    for f in files:
+        s = per.setdefault(f.path, {"bytes": 0, "freed": 0, "by_arch": {}, "refused": "not read again"})
+        total["bytes"] += s["bytes"]
+        total["freed"] += s["freed"]
+        for a, n in s["by_arch"].items():
+            total["by_arch"][a] = total["by_arch"].get(a, 0) + n
+    total["by_arch"] = dict(sorted(total["by_arch"].items()))
+    return {"files": per, "total": total}
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None, warnings: Iterable[str] = (),
+                top: int | None = None, detail: bool = True) -> dict[str, Any]:
+    """The report of measured ``files`` (the JSON of ``devbin size``, without the ``schema`` key);
+    ``top``: how many of :func:`top_functions` to give (None: all).  ``detail=False`` leaves out each
+    file's images (for a text summary: no name of a function outside the tables is demangled)."""
+    dup = duplicates(files)
+    saved = savings(files, keep) if keep else None
+    out_files = []
+    for f in files:
+        d = f.to_dict(images=detail)
+        if saved is not None:
+            d["savings"] = saved["files"][f.path]
+        out_files.append(d)
+    doc: dict[str, Any] = {
+        "files": out_files,
+        "by_arch": by_arch(files),
+        "by_kind": by_kind(files),
+        "by_container": by_container(files),
+        "totals": totals(files),
+        "top_functions": top_functions(files, top),
+        "duplicate_bytes": dup["image_bytes"] + dup["function_bytes"],
+        "duplicates": dup,
+    }
+    if saved is not None:
+        doc["savings"] = saved["total"]
+    doc["warnings"] = list(warnings)
+    return doc
+
+
+def size_report(paths: Iterable[str | Path], *, keep: Sequence[str] | None = None, functions: bool = True,
+                top: int | None = None,
+                progress: Progress | None = None, report: ScanReport | None = None,
+                measured: Callable[[list[FileSize]], None] | None = None) -> dict[str, Any]:
+    """Measure ``paths`` and build the report (``devbin size --json``'s dict, the HTML report's input).
+
+    ``measured`` is called with the measured files (the budget check uses them)."""
+    rep = report if report is not None else ScanReport()
+    files = measure(paths, functions=functions, progress=progress, report=rep)
+    if measured is not None:
+        measured(files)
+    return report_dict(files, keep=keep, warnings=rep.warnings, top=top)
