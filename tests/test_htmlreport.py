@@ -490,25 +490,21 @@ def _real_doc(cubins: dict[str, Path], amdgpu_objects: dict[str, Path]) -> tuple
     return doc, graphs
 
 
-def _size_doc(cubins: dict[str, Path], amdgpu_objects: dict[str, Path], tmp_path: Path) -> tuple[dict[str, Any],
-                                                                                                  dict[str, str]]:
-    """``devbin size --json`` itself on code objects built at test time, graphs of its two largest."""
-    from devbin.cli.main import COMMANDS
-    if "size" not in COMMANDS:
-        pytest.skip("devbin size is not on this branch yet (issue 15: the size engine merges from size15)")
+def _size_doc(cubins: dict[str, Path], amdgpu_objects: dict[str, Path], tmp_path: Path) -> dict[str, Any]:
+    """``devbin size --json --html report.html`` itself on code objects built at test time (the page has
+    the call graph of the largest code object, the default of --graph)."""
     folder = tmp_path / "objects"
     folder.mkdir()
     for p in (cubins["sm_90_rdc"], cubins["sm_80_linked"], amdgpu_objects["gfx90a_so"], amdgpu_objects["hipfb"]):
         (folder / p.name).write_bytes(p.read_bytes())
-    code, text = _run("size", str(folder), "--json")
+    code, text = _run("size", str(folder), "--json", "--html", str(tmp_path / "report.html"))
     assert code == 0, text
-    doc = json.loads(text)
-    graphs = {}
-    import devbin
-    for address in largest_code_objects(doc, 2):
-        with devbin.open(str(folder.parent)) as src:
-            graphs[address] = callgraph_svg(src.image(address).code_object(), title=address)
-    return doc, graphs
+    doc: dict[str, Any] = json.loads(text)
+    (largest,) = largest_code_objects(doc, 1)
+    import html as html_mod
+    page = (tmp_path / "report.html").read_text()
+    assert f'<figure class="graph"><figcaption>{html_mod.escape(largest)}</figcaption><svg' in page
+    return doc
 
 
 @pytest.mark.parametrize("which", ["by-hand", "built", "devbin-size"])
@@ -518,11 +514,11 @@ def test_report_in_headless_chromium(which: str, tmp_path: Path, request: pytest
         doc, graphs = _doc(), {"lib/libfoo.so#0.0": callgraph_svg(_code_object(SAMPLES / "sample_sm90_rdc.cubin"))}
     elif which == "built":
         doc, graphs = _real_doc(request.getfixturevalue("cubins"), request.getfixturevalue("amdgpu_objects"))
-    else:
-        doc, graphs = _size_doc(request.getfixturevalue("cubins"), request.getfixturevalue("amdgpu_objects"),
-                                tmp_path)
     page = tmp_path / "report.html"
-    page.write_text(render_size_report(doc, graphs))
+    if which == "devbin-size":  # the page devbin size --html writes
+        doc = _size_doc(request.getfixturevalue("cubins"), request.getfixturevalue("amdgpu_objects"), tmp_path)
+    else:
+        page.write_text(render_size_report(doc, graphs))
     functions = sorted(((fn["size"], fn["demangled"]) for f in doc["files"] for im in f["images"]
                         for fn in im.get("functions", [])), reverse=True)
     largest = [name for _, name in functions[:3]]

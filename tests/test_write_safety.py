@@ -228,6 +228,8 @@ CASES = [
          variant=lambda o, s: ["ar", "embed", "sa2.a", "--into", s, "-o", o]),
     Case("callgraph-svg", prep_samples, lambda o, s: ["callgraph", s, "--svg", o], ("sample_sm90_rdc.cubin",),
          "sample_sm90_rdc.cubin", variant=lambda o, s: ["callgraph", "sample_gfx90a.o", "--svg", o]),
+    Case("size-html", prep_samples, lambda o, s: ["size", s, "--html", o], ("sample_sm90_rdc.cubin",),
+         "sample_sm90_rdc.cubin", variant=lambda o, s: ["size", "sample_gfx90a.o", "--html", o]),
     Case("link-map", prep_samples, lambda o, s: ["link", "sample_link_kern.o", s, "--map", o],
          ("sample_link_kern.o", "sample_link_lib.o"), "sample_link_lib.o",
          variant=lambda o, s: ["link", "sample_link_kern.o", s, "--kernels", "kern_light", "--map", o]),

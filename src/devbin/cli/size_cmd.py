@@ -29,6 +29,10 @@ demangled name); SIZE in bytes or with K, M, G (binary).  E.g. --budget total=40
 arch:sm_90=120M --budget 'kernel:*gemm*=2M'.  Each subject over its limit is printed; the exit status
 is then 4.
 
+--html OUT also writes the report as one self-contained HTML page (no network at view time): a
+zoomable treemap of stored bytes (vendor -> file -> architecture -> function), sortable tables, the
+duplicates and the call graph of the largest code object, or of each --graph ADDRESS (docs/REPORT.md).
+
 --diff OLD NEW compares two builds (each a file, folder or wheel): bytes per architecture and per
 function, and the registers, stack and spills of every kernel whose resources changed, as markdown
 tables fit for a CI comment (--json: `devbin schema size-diff`).
@@ -77,6 +81,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="SCOPE[:PATTERN]=SIZE, scope total, file, arch, kernel or function (repeatable; exit 4 "
                         "when exceeded)")
     p.add_argument("--diff", nargs=2, metavar=("OLD", "NEW"), help="compare two builds")
+    p.add_argument("--html", metavar="OUT", help="also write the report as one self-contained HTML page: zoomable "
+                                                 "treemap, sortable tables, duplicates, call graphs (docs/REPORT.md)")
+    p.add_argument("--graph", action="append", default=[], metavar="ADDRESS",
+                   help="a code object whose call graph --html shows (repeatable; default: the largest)")
     add_image_options(p, all=False)
 
 
@@ -268,6 +276,21 @@ def _run_diff(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _write_html(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    import devbin
+    from devbin.binary.output import write_file
+    from devbin.htmlreport import callgraph_svg, largest_code_objects, render_size_report
+    from devbin.images.address import Address
+    graphs: dict[str, str] = {}
+    for address in args.graph or largest_code_objects(doc):
+        with devbin.open(Address.parse(address).path) as src:
+            obj = src.image(address).code_object()
+        if obj is None:
+            raise BadArguments(f"--graph {address}: not a cubin or AMDGPU code object")
+        graphs[address] = callgraph_svg(obj, title=address)
+    write_file(args.html, render_size_report(doc, graphs).encode(), inputs=args.paths)
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.top < 1:
         raise BadArguments("--top must be at least 1")
@@ -283,7 +306,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise BadArguments(f"--budget: {e.message}") from None
     measured: list[FileSize] = []
     with progress_bar("measuring") as progress:
-        doc, failed = size_doc(args, progress, measured.extend, detail=args.json or args.csv)
+        doc, failed = size_doc(args, progress, measured.extend, detail=bool(args.json or args.csv or args.html))
     for m in doc["warnings"]:
         warn(m)
     if not doc["files"] and not doc["warnings"]:
@@ -291,6 +314,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     violations = check(rules, measured)
     if rules:
         doc["budget"] = {"rules": [r.text for r in rules], "violations": [v.to_dict() for v in violations]}
+    if args.html:
+        _write_html(args, doc)
     if args.json:
         dump("size", doc, out, indent=None)
     elif args.csv:
