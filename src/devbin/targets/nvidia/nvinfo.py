@@ -17,9 +17,12 @@ kept as one opaque record (never an error, never dropped).
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from devbin.binary import ByteView
+from devbin.binary.native import load_native
 from devbin.targets.nvidia import eiattr as E
 
 
@@ -72,6 +75,53 @@ def parse_nvinfo(view: ByteView) -> list[NvInfoRecord]:
             out.append(NvInfoRecord(at, fmt, attr, None, bytes(view.bytes_at(at, end - at))))
             break
     return out
+
+
+_HEAD = struct.Struct("<BBH")
+_TWO_WORDS = struct.Struct("<II")
+_INDEXED = tuple(sorted(E.INDEXED))
+
+
+def indexed_records_py(buf: bytes | bytearray | memoryview,
+                       attrs: tuple[int, ...]) -> list[tuple[int, int, int]] | None:
+    """``(attr, first word, second word)`` of each record of a section (``buf``) whose attribute is in
+    ``attrs`` and whose payload (as :func:`parse_nvinfo` keeps it) has two words or more, in order;
+    None when :func:`parse_nvinfo` would fail (an ``EIFMT_SVAL`` payload past the end)."""
+    out = []
+    end = len(buf)
+    at = 0
+    while end - at >= 4:
+        fmt, attr, half = _HEAD.unpack_from(buf, at)
+        if fmt == E.EIFMT_SVAL:
+            if half > end - at - 4:
+                return None
+            if half >= 8 and attr in attrs:
+                out.append((attr, *_TWO_WORDS.unpack_from(buf, at + 4)))
+            at += 4 + half
+        elif fmt in (E.EIFMT_NVAL, E.EIFMT_HVAL, E.EIFMT_BVAL):
+            at += 4
+        else:  # unsizeable: the rest of the section is one record, its payload from its own header on
+            if end - at >= 8 and attr in attrs:
+                out.append((attr, *_TWO_WORDS.unpack_from(buf, at)))
+            break
+    return out
+
+
+_native = load_native("devbin.binary._cdecode")
+indexed_records: Callable[[bytes | bytearray | memoryview, tuple[int, ...]], list[tuple[int, int, int]] | None] = (
+    _native.nvinfo_indexed if _native is not None else indexed_records_py)
+
+
+def stack_records(view: ByteView) -> list[tuple[int, int, int]]:
+    """``(attr, symbol index, value)`` of the section's ``EIATTR_REGCOUNT``, ``FRAME_SIZE``,
+    ``MIN_STACK_SIZE`` and ``MAX_STACK_SIZE`` records, in order, without making a record for each: what
+    ``[r.attr, *r.words()[:2]]`` gives over :func:`parse_nvinfo`'s records of those attributes with 8
+    payload bytes or more (and its error where it fails)."""
+    got = indexed_records(view.bytes_at(0, len(view)), _INDEXED)
+    if got is None:
+        parse_nvinfo(view)  # raises the error the section has
+        raise AssertionError("indexed_records and parse_nvinfo disagree")  # pragma: no cover
+    return got
 
 
 @dataclass(frozen=True, slots=True)
