@@ -39,13 +39,14 @@ def implementation(native: bool) -> Iterator[None]:
     """Run the readers with the C decoders (``native``) or the pure-Python ones."""
     if native and NATIVE is None:
         raise RuntimeError("devbin.binary._cdecode is not built")
-    saved = reader.section_table, nvinfo.indexed_records
+    saved = reader.section_table, nvinfo.indexed_records, nvinfo.records
     reader.section_table = NATIVE.section_table if native and NATIVE else tables.section_table_py
     nvinfo.indexed_records = NATIVE.nvinfo_indexed if native and NATIVE else nvinfo.indexed_records_py
+    nvinfo.records = NATIVE.nvinfo_records if native and NATIVE else nvinfo.records_py
     try:
         yield
     finally:
-        reader.section_table, nvinfo.indexed_records = saved
+        reader.section_table, nvinfo.indexed_records, nvinfo.records = saved
 
 
 def outcome(data: bytes, *, collect: bool = True) -> list[object]:
@@ -58,11 +59,12 @@ def outcome(data: bytes, *, collect: bool = True) -> list[object]:
         for table in elf.symbol_tables.values():
             out.append(list(table))
         for i, r in enumerate(elf.section_rows):
-            if r[tables.SH_TYPE] == cubin.SHT_CUDA_INFO and elf.header.e_machine == C.EM_CUDA:
-                try:
-                    out.append(nvinfo.stack_records(elf.sections[i].view))
-                except DeviceBinaryError as e:
-                    out.append((type(e).__name__, str(e)))
+            if r[tables.SH_TYPE] in (cubin.SHT_CUDA_INFO, cubin.SHT_CUDA_COMPAT) and elf.header.e_machine == C.EM_CUDA:
+                for decode in (nvinfo.stack_records, nvinfo.parse_nvinfo):
+                    try:
+                        out.append(decode(elf.sections[i].view))
+                    except DeviceBinaryError as e:
+                        out.append((type(e).__name__, str(e)))
         if elf.header.e_machine == C.EM_CUDA:
             c = cubin.Cubin(elf)
             out += [c.functions, c.global_records, c.global_bytes, c.common_constant_banks]
@@ -75,12 +77,12 @@ def outcome(data: bytes, *, collect: bool = True) -> list[object]:
 def kernels(data: bytes) -> list[object]:
     """The decoders themselves on ``data`` read as a section header table and as ``.nv.info`` records:
     (pure-Python result, C result) pairs, or just the pure one without the extension."""
-    impls = [(tables.section_table_py, nvinfo.indexed_records_py)]
+    impls = [(tables.section_table_py, nvinfo.indexed_records_py, nvinfo.records_py)]
     if NATIVE is not None:
-        impls.append((NATIVE.section_table, NATIVE.nvinfo_indexed))
+        impls.append((NATIVE.section_table, NATIVE.nvinfo_indexed, NATIVE.nvinfo_records))
     got: list[object] = []
     shoff = int.from_bytes(data[:2], "little") if len(data) >= 2 else 0
-    for st, nv in impls:
+    for st, nv, recs in impls:
         row: list[object] = []
         for is64 in (False, True):
             for little in (False, True):
@@ -88,6 +90,8 @@ def kernels(data: bytes) -> list[object]:
                     row.append(st(data, shoff, shnum, is64, little, (0, 8), strndx))
         row.append(nv(data, tuple(sorted(INDEXED))))
         row.append(nv(data, ()))
+        row.append(recs(data))
+        row.append(recs(memoryview(data)[1:]))
         got.append(row)
     return got
 

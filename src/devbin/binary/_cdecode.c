@@ -1,9 +1,8 @@
 /* devbin.binary._cdecode: C twins of devbin's hottest pure-Python table decoders.
  *
  * Each function here has a pure-Python twin with the same signature and the same results
- * (section_table: devbin.formats.elf.tables.section_table_py; nvinfo_indexed:
- * devbin.targets.nvidia.nvinfo.indexed_records_py; amdgpu_descriptors:
- * devbin.targets.amdgpu.descriptor.descriptor_words_py), and the test suite compares them on
+ * (section_table: devbin.formats.elf.tables.section_table_py; nvinfo_indexed and nvinfo_records:
+ * devbin.targets.nvidia.nvinfo.indexed_records_py and records_py), and the test suite compares them on
  * every test input and on random bytes.  Like the twins, these functions answer only the
  * well-formed case and return None for anything the careful Python path has to report.
  *
@@ -238,12 +237,81 @@ done:
     return out;
 }
 
+static int append_record(PyObject *out, uint64_t at, long fmt, long attr, PyObject *value, const unsigned char *p,
+                         uint64_t size) {
+    PyObject *payload = PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)size);
+    PyObject *t;
+    int rc;
+    if (!payload) return -1;
+    t = Py_BuildValue("(KllON)", (unsigned long long)at, fmt, attr, value, payload);
+    if (!t) return -1;
+    rc = PyList_Append(out, t);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* nvinfo_records(buf) -> list[(offset, fmt, attr, value, payload)] | None: every EIATTR record as
+ * devbin.targets.nvidia.nvinfo.records_py gives it (a tail shorter than a header: fmt and attr -1, the tail
+ * as payload; an unsizeable format: the rest of the section from its header on); None where an SVAL payload
+ * runs past the end. */
+static PyObject *nvinfo_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    PyObject *out = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    {
+        const unsigned char *buf = (const unsigned char *)view.buf;
+        const uint64_t end = (uint64_t)view.len;
+        uint64_t at = 0;
+        out = PyList_New(0);
+        if (!out) goto done;
+        while (at < end) {
+            unsigned fmt, attr;
+            uint64_t half;
+            int rc;
+            if (end - at < 4) {
+                if (append_record(out, at, -1, -1, Py_None, buf + at, end - at)) goto fail;
+                break;
+            }
+            fmt = buf[at];
+            attr = buf[at + 1];
+            half = rd(buf + at + 2, 2, 1);
+            if (fmt == 4) {
+                if (half > end - at - 4) {
+                    Py_SETREF(out, Py_NewRef(Py_None));
+                    goto done;
+                }
+                if (append_record(out, at, fmt, attr, Py_None, buf + at + 4, half)) goto fail;
+                at += 4 + half;
+            } else if (fmt == 1 || fmt == 2 || fmt == 3) {
+                PyObject *value = fmt == 1 ? Py_NewRef(Py_None) : PyLong_FromUnsignedLongLong(fmt == 2 ? half & 0xFF : half);
+                if (!value) goto fail;
+                rc = append_record(out, at, fmt, attr, value, buf, 0);
+                Py_DECREF(value);
+                if (rc) goto fail;
+                at += 4;
+            } else {
+                if (append_record(out, at, fmt, attr, Py_None, buf + at, end - at)) goto fail;
+                break;
+            }
+        }
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"section_table", section_table, METH_VARARGS,
      "section_table(buf, shoff, shnum, is64, little, no_file, shstrndx): ELF section rows, file sizes, names, "
      "or None."},
     {"nvinfo_indexed", nvinfo_indexed, METH_VARARGS,
      "nvinfo_indexed(buf, attrs): (attr, word0, word1) of the .nv.info records of those attributes, or None."},
+    {"nvinfo_records", nvinfo_records, METH_VARARGS,
+     "nvinfo_records(buf): (offset, fmt, attr, value, payload) of every .nv.info record, or None."},
     {NULL, NULL, 0, NULL},
 };
 
