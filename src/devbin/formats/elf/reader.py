@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -242,6 +243,26 @@ class SymbolTable(Sequence[Symbol]):
     def _raw(self) -> SymbolColumns:
         return self._raw_columns()
 
+    @property
+    def stored(self) -> SymbolColumns:
+        """Every entry's fields exactly as stored (``st_shndx`` not resolved through ``SHT_SYMTAB_SHNDX``,
+        so nothing is decoded to give them): for readers of ``st_size``/``st_other``/``st_value``."""
+        return self._raw
+
+    def name_of(self, i: int) -> str:
+        """``self[i].name`` without making the :class:`Symbol` when the name is plain (the same diagnostic
+        through the one-by-one decoder when it is not)."""
+        s = self._cache[i]
+        if s is not None:
+            return s.name
+        off = self._raw.st_name[i]
+        if not off:
+            return ""
+        strings = self._strings
+        text = strings[1] if strings is not None else None
+        end = text.find("\0", off) if text is not None and off < len(text) else -1
+        return text[off:end] if text is not None and end >= 0 else self._at(i).name
+
     def _quick(self, i: int) -> Symbol | None:
         """Entry ``i`` from the table's columns and string table, when it is the plain case (a NUL-terminated
         ASCII name, no ``SHN_XINDEX``); None sends it to the one-by-one decoder and its diagnostics."""
@@ -445,6 +466,7 @@ def _no_file_types(machine: int) -> tuple[int, ...]:
 
 
 _NO_FILE: dict[int, tuple[int, ...]] = {}
+_TYPE = operator.itemgetter(SH_TYPE)
 
 
 class ElfFile:
@@ -466,16 +488,14 @@ class ElfFile:
         self._names: list[str] = names
         self._loc_prefix = f"{self.where}: " if self.where else ""
         self.sections: Sections = Sections(self)
-        self._by_name: dict[str, int] = {}
-        for i, name in enumerate(names):
-            self._by_name.setdefault(name, i)
+        n = len(names)
+        self._by_name: dict[str, int] = dict(zip(reversed(names), range(n - 1, -1, -1), strict=True))  # the first wins
+        self._types: list[int] = list(map(_TYPE, rows))
         self.symbol_tables: dict[int, SymbolTable] = {
-            i: self._parse_symbols(self.sections[i]) for i, r in enumerate(rows)
-            if r[SH_TYPE] in (C.SHT_SYMTAB, C.SHT_DYNSYM)
+            i: self._parse_symbols(self.sections[i]) for i in self._indices_of_type(C.SHT_SYMTAB, C.SHT_DYNSYM)
         }
-        for i, r in enumerate(rows):
-            if r[SH_TYPE] in (C.SHT_REL, C.SHT_RELA):
-                self._check_relocation_table(self.sections[i])
+        for i in self._indices_of_type(C.SHT_REL, C.SHT_RELA):
+            self._check_relocation_table(self.sections[i])
         self._relocs: dict[int, list[Relocation]] = {}
         self._reloc_order: dict[int, tuple[list[int], list[int] | None]] = {}
 
@@ -487,7 +507,7 @@ class ElfFile:
         Their shape (entry size, size a multiple of it, within the file) is checked at
         open; the entries are decoded on first use, since most readers never need them.
         """
-        return {i: self.relocation_table(i) for i, r in enumerate(self._rows) if r[SH_TYPE] in (C.SHT_REL, C.SHT_RELA)}
+        return {i: self.relocation_table(i) for i in self._indices_of_type(C.SHT_REL, C.SHT_RELA)}
 
     def relocation_table(self, index: int) -> list[Relocation]:
         """The entries of the ``SHT_REL``/``SHT_RELA`` section ``index``, decoded alone on first use
@@ -535,7 +555,22 @@ class ElfFile:
         return None if i is None else self.sections[i]
 
     def sections_of_type(self, sh_type: int) -> list[Section]:
-        return [self.sections[i] for i, r in enumerate(self._rows) if r[SH_TYPE] == sh_type]
+        return [self.sections[i] for i in self._indices_of_type(sh_type)]
+
+    def _indices_of_type(self, *types: int) -> list[int]:
+        """The indices of the sections of these types, in section order (searched at C speed: most types
+        occur a few times among a cubin's ~150 sections)."""
+        have = self._types
+        out: list[int] = []
+        for t in types:
+            i = -1
+            while True:
+                try:
+                    i = have.index(t, i + 1)
+                except ValueError:
+                    break
+                out.append(i)
+        return sorted(out) if len(types) > 1 else out
 
     @property
     def section_rows(self) -> Sequence[SectionRow]:

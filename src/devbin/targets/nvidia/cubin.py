@@ -237,17 +237,20 @@ class Cubin:
         stack = stack_records(info.view) if info is not None and info.sh_type == SHT_CUDA_INFO else []
         symtab = self.symtab
         nsyms = len(symtab)
+        stored = symtab.stored
         funcs: list[CubinFunction] = []
         by_section: dict[int, CubinFunction] = {}
-        for i, name in enumerate(names):
+        for i in [i for i, name in enumerate(names) if name.startswith(".text.")]:
             r = rows[i]
-            if r[SH_TYPE] != C.SHT_PROGBITS or not name.startswith(".text."):
+            if r[SH_TYPE] != C.SHT_PROGBITS:
                 continue
+            name = names[i]
             si = r[SH_INFO] & 0xFFFFFF
-            sym = symtab[si] if si < nsyms else None
-            fname = sym.name if sym is not None and sym.name else name[len(".text."):]
-            entry = bool(sym is not None and sym.st_other & STO_CUDA_ENTRY)
-            f = CubinFunction(fname, si, i, entry, sym.st_size if sym else r[SH_SIZE])
+            if si < nsyms:  # the symbol's fields as stored and its name, no Symbol made
+                fname = symtab.name_of(si) or name[len(".text."):]
+                f = CubinFunction(fname, si, i, bool(stored.st_other[si] & STO_CUDA_ENTRY), stored.st_size[si])
+            else:
+                f = CubinFunction(name[len(".text."):], si, i, False, r[SH_SIZE])
             f.registers = r[SH_INFO] >> 24
             funcs.append(f)
             by_section[i] = f
@@ -268,10 +271,8 @@ class Cubin:
         for f in funcs:
             if f.is_entry and f.regcount is not None:
                 f.registers = f.regcount
-        for i, name in enumerate(names):
-            if not name.startswith(_OWNED_PREFIXES):
-                continue
-            r = rows[i]
+        for i in [i for i, name in enumerate(names) if name.startswith(_OWNED_PREFIXES)]:
+            name, r = names[i], rows[i]
             owner = self._owner(name, r[SH_FLAGS], r[SH_INFO], by_section, by_name)
             if owner is None:
                 continue
