@@ -6,7 +6,8 @@
 # Steps (stops at the first failure):
 #   1. scripts/setup-test-env.sh   Debian tools + pip install -e '.[test]' (fast when done)
 #   2. ruff check src tests
-#   3. python3 -m pytest -q        "no tests collected" (exit 5) counts as a failure
+#   3. python3 -m pytest -q        "no tests collected" (exit 5) counts as a failure; then the ELF and
+#      cubin tests again with DEVBIN_PURE_PYTHON=1 (the pure-Python twins of the C fast path)
 #   4. python3 fuzz/run_all.py --seconds $DEVBIN_FUZZ_SECONDS (default 60), if present, then the
 #      CLI mutation harness (fuzz/cli_mutate.py) for $DEVBIN_CLI_FUZZ_SECONDS (default 45)
 # With CI set (CI=true), tests that need a missing oracle tool fail instead of skipping.
@@ -40,6 +41,13 @@ case "$rc" in
     124 | 137) fail "pytest ran past its 720 s limit" ;;
     *) fail "pytest (exit $rc)" ;;
 esac
+
+# The C fast path (built by pip install -e in step 1) ran above; its pure-Python twins again here
+# on the tests of the code they serve (tests/test_native_fastpath.py compares the two on every input).
+step "tests (pure Python): DEVBIN_PURE_PYTHON=1 python3 -m pytest -q (ELF, cubin, crashers)"
+DEVBIN_PURE_PYTHON=1 timeout --kill-after=30 300 python3 -m pytest -q tests/test_elf_core.py tests/test_elf_real.py \
+    tests/test_nvidia_cubin.py tests/test_crashers.py tests/test_native_fastpath.py \
+    || fail "pytest with DEVBIN_PURE_PYTHON=1"
 
 if [[ -f fuzz/run_all.py ]]; then
     step "fuzz: python3 fuzz/run_all.py --seconds $fuzz_seconds --cli-seconds $cli_fuzz_seconds"

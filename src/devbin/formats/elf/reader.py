@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,6 +36,16 @@ from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
+from devbin.formats.elf.tables import (
+    SH_LINK,
+    SH_NAME,
+    SH_OFFSET,
+    SH_SIZE,
+    SH_TYPE,
+    SectionRow,
+    SectionTable,
+    section_table,
+)
 
 Diag = Callable[[DeviceBinaryError], None]
 
@@ -225,9 +236,51 @@ class SymbolTable(Sequence[Symbol]):
     def _at(self, i: int) -> Symbol:
         s = self._cache[i]
         if s is None:
-            s = self._decode(i)
-            self._cache[i] = s
+            s = self._cache[i] = self._quick(i) or self._decode(i)
         return s
+
+    @cached_property
+    def _raw(self) -> SymbolColumns:
+        return self._raw_columns()
+
+    @property
+    def stored(self) -> SymbolColumns:
+        """Every entry's fields exactly as stored (``st_shndx`` not resolved through ``SHT_SYMTAB_SHNDX``,
+        so nothing is decoded to give them): for readers of ``st_size``/``st_other``/``st_value``."""
+        return self._raw
+
+    def name_of(self, i: int) -> str:
+        """``self[i].name`` without making the :class:`Symbol` when the name is plain (the same diagnostic
+        through the one-by-one decoder when it is not)."""
+        s = self._cache[i]
+        if s is not None:
+            return s.name
+        off = self._raw.st_name[i]
+        if not off:
+            return ""
+        strings = self._strings
+        text = strings[1] if strings is not None else None
+        end = text.find("\0", off) if text is not None and off < len(text) else -1
+        return text[off:end] if text is not None and end >= 0 else self._at(i).name
+
+    def _quick(self, i: int) -> Symbol | None:
+        """Entry ``i`` from the table's columns and string table, when it is the plain case (a NUL-terminated
+        ASCII name, no ``SHN_XINDEX``); None sends it to the one-by-one decoder and its diagnostics."""
+        c = self._raw
+        off, shndx = c.st_name[i], c.st_shndx[i]
+        if shndx == C.SHN_XINDEX:
+            return None
+        name = ""
+        if off:
+            strings = self._strings
+            if strings is None or strings[1] is None:
+                return None
+            text = strings[1]
+            end = text.find("\0", off) if off < len(text) else -1
+            if end < 0:
+                return None
+            name = text[off:end]
+        return Symbol(i, name, off, c.st_value[i], c.st_size[i], c.st_info[i], c.st_other[i], shndx)
 
     @overload
     def __getitem__(self, i: int) -> Symbol: ...
@@ -296,7 +349,7 @@ class SymbolTable(Sequence[Symbol]):
     def columns(self) -> SymbolColumns:
         """Every entry's fields in one pass over the table's bytes (no :class:`Symbol` made; an entry
         whose ``st_shndx`` is ``SHN_XINDEX`` is decoded, and kept, to resolve it)."""
-        cols = self._raw_columns()
+        cols = self._raw
         if C.SHN_XINDEX in cols.st_shndx:
             cols = cols._replace(st_shndx=tuple(self._at(i).st_shndx if x == C.SHN_XINDEX else x
                                                 for i, x in enumerate(cols.st_shndx)))
@@ -358,6 +411,64 @@ class SymbolTable(Sequence[Symbol]):
         return out
 
 
+class Sections(Sequence[Section]):
+    """An ELF file's sections, in index order: each :class:`Section` is made the first time it is asked
+    for (a cubin has ~150 sections and a command reads a handful); the headers behind them are read and
+    checked at open.  Indexing and slicing as for a tuple (a slice is a tuple)."""
+
+    __slots__ = ("_cache", "_elf")
+
+    def __init__(self, elf: ElfFile) -> None:
+        self._elf = elf
+        self._cache: list[Section | None] = [None] * len(elf.section_rows)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def _at(self, i: int) -> Section:
+        s = self._cache[i]
+        if s is None:
+            s = self._cache[i] = self._elf._make_section(i)
+        return s
+
+    @overload
+    def __getitem__(self, i: int) -> Section: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[Section, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> Section | tuple[Section, ...]:
+        if isinstance(i, slice):
+            return tuple(self._at(j) for j in range(*i.indices(len(self._cache))))
+        n = len(self._cache)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)  # Sequence protocol, as for a tuple
+        return self._at(i)
+
+    def __iter__(self) -> Iterator[Section]:
+        return (self._at(i) for i in range(len(self._cache)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sections):
+            other = tuple(other)
+        return isinstance(other, tuple) and tuple(self) == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Sections({len(self._cache)})"
+
+
+def _no_file_types(machine: int) -> tuple[int, ...]:
+    return _NO_FILE.get(machine) or _NO_FILE.setdefault(machine, tuple(sorted(C.no_file_types(machine))))
+
+
+_NO_FILE: dict[int, tuple[int, ...]] = {}
+_TYPE = operator.itemgetter(SH_TYPE)
+
+
 class ElfFile:
     """A parsed, validated, read-only ELF file over ``buf`` (bytes, bytearray, memoryview, mmap)."""
 
@@ -369,18 +480,22 @@ class ElfFile:
         self._diag = diag or _raise
         self.header = self._parse_header()
         self.view = self.view.with_order(self.header.little)
-        self._shdrs = self._parse_section_headers()
+        self._check_section_header_table()
         self.segments: tuple[Segment, ...] = self._parse_program_headers()
-        self.sections: tuple[Section, ...] = self._name_sections()
-        self._by_name: dict[str, Section] = {}
-        for s in self.sections:
-            self._by_name.setdefault(s.name, s)
+        rows, sizes, names = self._section_table()
+        self._rows: list[SectionRow] = rows
+        self._sizes: list[int] = sizes
+        self._names: list[str] = names
+        self._loc_prefix = f"{self.where}: " if self.where else ""
+        self.sections: Sections = Sections(self)
+        n = len(names)
+        self._by_name: dict[str, int] = dict(zip(reversed(names), range(n - 1, -1, -1), strict=True))  # the first wins
+        self._types: list[int] = list(map(_TYPE, rows))
         self.symbol_tables: dict[int, SymbolTable] = {
-            s.index: self._parse_symbols(s) for s in self.sections if s.sh_type in (C.SHT_SYMTAB, C.SHT_DYNSYM)
+            i: self._parse_symbols(self.sections[i]) for i in self._indices_of_type(C.SHT_SYMTAB, C.SHT_DYNSYM)
         }
-        for s in self.sections:
-            if s.sh_type in (C.SHT_REL, C.SHT_RELA):
-                self._check_relocation_table(s)
+        for i in self._indices_of_type(C.SHT_REL, C.SHT_RELA):
+            self._check_relocation_table(self.sections[i])
         self._relocs: dict[int, list[Relocation]] = {}
         self._reloc_order: dict[int, tuple[list[int], list[int] | None]] = {}
 
@@ -392,8 +507,7 @@ class ElfFile:
         Their shape (entry size, size a multiple of it, within the file) is checked at
         open; the entries are decoded on first use, since most readers never need them.
         """
-        return {s.index: self.relocation_table(s.index) for s in self.sections
-                if s.sh_type in (C.SHT_REL, C.SHT_RELA)}
+        return {i: self.relocation_table(i) for i in self._indices_of_type(C.SHT_REL, C.SHT_RELA)}
 
     def relocation_table(self, index: int) -> list[Relocation]:
         """The entries of the ``SHT_REL``/``SHT_RELA`` section ``index``, decoded alone on first use
@@ -437,10 +551,38 @@ class ElfFile:
 
     def section(self, name: str) -> Section | None:
         """The first section named ``name``, or None."""
-        return self._by_name.get(name)
+        i = self._by_name.get(name)
+        return None if i is None else self.sections[i]
 
     def sections_of_type(self, sh_type: int) -> list[Section]:
-        return [s for s in self.sections if s.sh_type == sh_type]
+        return [self.sections[i] for i in self._indices_of_type(sh_type)]
+
+    def _indices_of_type(self, *types: int) -> list[int]:
+        """The indices of the sections of these types, in section order (searched at C speed: most types
+        occur a few times among a cubin's ~150 sections)."""
+        have = self._types
+        out: list[int] = []
+        for t in types:
+            i = -1
+            while True:
+                try:
+                    i = have.index(t, i + 1)
+                except ValueError:
+                    break
+                out.append(i)
+        return sorted(out) if len(types) > 1 else out
+
+    @property
+    def section_rows(self) -> Sequence[SectionRow]:
+        """Every section header as stored, a tuple each (indices :data:`SH_NAME` ... :data:`SH_ENTSIZE` of
+        :mod:`devbin.formats.elf.tables`): for readers that filter many sections by their fields and need
+        a :class:`Section` (made on first use) for only the few they keep."""
+        return self._rows
+
+    @property
+    def section_names(self) -> Sequence[str]:
+        """Every section's name, in section order (``self.sections[i].name``)."""
+        return self._names
 
     @property
     def symtab(self) -> SymbolTable | None:
@@ -500,15 +642,14 @@ class ElfFile:
             **{k: vals[k] for k in lay.fields if k not in ("e_phnum", "e_shnum", "e_shstrndx")},
         )
 
-    def _parse_section_headers(self) -> list[dict[str, int]]:
+    def _check_section_header_table(self) -> None:
         h = self.header
         if h.e_shnum == 0:
-            return []
+            return
         lay = L.SHDR[h.ei_class]
         if h.e_shentsize != lay.size:
             raise self._err(f"e_shentsize must be {lay.size:#x}", None, h.e_shentsize)
-        rows = self.view.iter_unpack(lay.fmt, h.e_shoff, h.e_shnum, "section header table")
-        return [dict(zip(lay.fields, r, strict=True)) for r in rows]
+        self.view.check_count(h.e_shnum, lay.size, h.e_shoff, "section header table")
 
     def _parse_program_headers(self) -> tuple[Segment, ...]:
         h = self.header
@@ -529,33 +670,47 @@ class ElfFile:
             segs.append(Segment(index=i, **d))
         return tuple(segs)
 
-    def _name_sections(self) -> tuple[Section, ...]:
+    def _section_table(self) -> SectionTable:
+        """The rows, file sizes and names of every section: the one-pass fast path
+        (:func:`devbin.formats.elf.tables.section_table`) when all is well formed, else the careful
+        walk below, which reports what is wrong."""
         h = self.header
-        rows = self._shdrs
+        if h.e_shnum == 0:
+            return [], [], []
+        fast = section_table(self.view.bytes_at(0, len(self.view)), h.e_shoff, h.e_shnum, h.is64, h.little,
+                             _no_file_types(h.e_machine), h.e_shstrndx)
+        return fast if fast is not None else self._section_table_checked()
+
+    def _section_table_checked(self) -> SectionTable:
+        h = self.header
+        lay = L.SHDR[h.ei_class]
+        rows: list[SectionRow] = list(self.view.iter_unpack(lay.fmt, h.e_shoff, h.e_shnum,  # type: ignore[arg-type]
+                                                            "section header table"))
         strtab: ByteView | None = None
         if rows and h.e_shstrndx != C.SHN_UNDEF:
             if h.e_shstrndx >= len(rows):
                 self._diag(self._err("e_shstrndx is not a valid section index", None, h.e_shstrndx))
             else:
-                strtab = self._content_view(h.e_shstrndx, rows[h.e_shstrndx])
-        out = []
-        loc = f"{self.where}: " if self.where else ""
+                size = self._file_size(h.e_shstrndx, rows[h.e_shstrndx])
+                strtab = self.view.sub(rows[h.e_shstrndx][SH_OFFSET] if size else 0, size,
+                                       where=self._loc(f"section [{h.e_shstrndx}]"))
+        sizes, names = [], []
         for i, r in enumerate(rows):
-            size = self._file_size(i, r)
+            sizes.append(self._file_size(i, r))
             name = ""
-            if strtab is not None and (r["sh_name"] or i):
+            if strtab is not None and (r[SH_NAME] or i):
                 try:
-                    name = strtab.cstr(r["sh_name"], "section name")
+                    name = strtab.cstr(r[SH_NAME], "section name")
                 except FormatError as e:
                     self._diag(e.within(self._loc(f"section [{i}]")))
-                    name = f"<corrupt:{r['sh_name']:#x}>"
-            out.append(Section(index=i, name=name, file_size=size, file_view=self.view, loc=loc, **r))
-        return tuple(out)
+                    name = f"<corrupt:{r[SH_NAME]:#x}>"
+            names.append(name)
+        return rows, sizes, names
 
-    def _file_size(self, index: int, r: dict[str, int]) -> int:
+    def _file_size(self, index: int, r: SectionRow) -> int:
         """The bytes section ``index`` takes in the file, checked to lie inside it."""
-        size = r["sh_size"] if C.occupies_file(r["sh_type"], self.header.e_machine) else 0
-        off = r["sh_offset"] if size else 0
+        size = r[SH_SIZE] if C.occupies_file(r[SH_TYPE], self.header.e_machine) else 0
+        off = r[SH_OFFSET] if size else 0
         if size and (off > self.size or size > self.size - off):
             raise self._err(
                 f"sh_offset {off:#x} + sh_size {size:#x} exceeds file size {self.size:#x}",
@@ -563,10 +718,8 @@ class ElfFile:
             )
         return size
 
-    def _content_view(self, index: int, r: dict[str, int]) -> ByteView:
-        off = r["sh_offset"]
-        return self.view.sub(off if self._file_size(index, r) else 0, self._file_size(index, r),
-                             where=self._loc(f"section [{index}]"))
+    def _make_section(self, i: int) -> Section:
+        return Section(i, self._names[i], *self._rows[i], self._sizes[i], self.view, self._loc_prefix)
 
     def _linked(self, sec: Section, want: tuple[int, ...], what: str) -> Section | None:
         if sec.sh_link >= len(self.sections) or self.sections[sec.sh_link].sh_type not in want:
@@ -621,8 +774,9 @@ class ElfFile:
         return SymbolTable(sec, count, decode, columns, string_bytes)
 
     def _xindex_table(self, symsec: Section) -> list[int] | None:
-        for s in self.sections:
-            if s.sh_type == C.SHT_SYMTAB_SHNDX and s.sh_link == symsec.index:
+        for i, r in enumerate(self._rows):
+            if r[SH_TYPE] == C.SHT_SYMTAB_SHNDX and r[SH_LINK] == symsec.index:
+                s = self.sections[i]
                 return [w for (w,) in s.view.iter_unpack("I", 0, len(s.view) // 4, "SHT_SYMTAB_SHNDX")]
         return None
 

@@ -32,12 +32,13 @@ from functools import cached_property
 from devbin.binary import ByteView
 from devbin.errors import FormatError
 from devbin.formats.elf import constants as C
-from devbin.formats.elf.reader import ElfFile, Section, Symbol
+from devbin.formats.elf.reader import ElfFile, Symbol
+from devbin.formats.elf.tables import SH_FLAGS, SH_INFO, SH_SIZE, SH_TYPE
 from devbin.targets.nvidia import archs
 from devbin.targets.nvidia import eiattr as E
 from devbin.targets.nvidia.archs import sm_from_e_flags
 from devbin.targets.nvidia.nvcallgraph import NvCallGraph, parse_callgraph, parse_prototype_section
-from devbin.targets.nvidia.nvinfo import KParam, NvInfoRecord, decode_kparam, parse_nvinfo
+from devbin.targets.nvidia.nvinfo import KParam, NvInfoRecord, decode_kparam, parse_nvinfo, stack_records
 
 STO_CUDA_ENTRY = 0x10
 SHT_CUDA_INFO = 0x70000000
@@ -70,6 +71,8 @@ ANNOTATION_SPILL_REFILL = 1
 #: with CUDA 13.0's ptxas: a function without the record spills nothing); for older producers a missing
 #: record says nothing.
 ANNOTATIONS_SINCE_API = 130
+_REGCOUNT, _FRAME_SIZE, _MIN_STACK_SIZE = E.CODES["REGCOUNT"], E.CODES["FRAME_SIZE"], E.CODES["MIN_STACK_SIZE"]
+_OWNED_PREFIXES = (".nv.info.", ".nv.shared.", ".nv.local.", ".nv.constant")
 
 
 @dataclass(slots=True)
@@ -167,10 +170,6 @@ class Cubin:
         symtab = elf.symtab
         assert symtab is not None
         self.symtab = symtab
-        self.global_records: list[NvInfoRecord] = []
-        info = elf.section(".nv.info")
-        if info is not None and info.sh_type == SHT_CUDA_INFO:
-            self.global_records = parse_nvinfo(info.view)
         self._records = records
         self._only = only
         self.functions: list[CubinFunction] = self._functions()
@@ -183,6 +182,13 @@ class Cubin:
     @property
     def sm(self) -> int:
         return cubin_sm(self.elf)
+
+    @cached_property
+    def global_records(self) -> list[NvInfoRecord]:
+        """The records of the global ``.nv.info`` (decoded on first use: the functions' stack and register
+        facts are read from it without making a record each)."""
+        info = self.elf.section(".nv.info")
+        return parse_nvinfo(info.view) if info is not None and info.sh_type == SHT_CUDA_INFO else []
 
     @cached_property
     def compat_records(self) -> list[NvInfoRecord]:
@@ -223,66 +229,74 @@ class Cubin:
         return self.symtab[i] if 0 <= i < len(self.symtab) else None
 
     def _functions(self) -> list[CubinFunction]:
+        # one pass over the section headers as tuples: a Section is made only for the .nv.info.<f> sections
+        # whose records are read
         elf = self.elf
+        rows, names = elf.section_rows, elf.section_names
+        info = elf.section(".nv.info")
+        stack = stack_records(info.view) if info is not None and info.sh_type == SHT_CUDA_INFO else []
+        symtab = self.symtab
+        nsyms = len(symtab)
+        stored = symtab.stored
         funcs: list[CubinFunction] = []
         by_section: dict[int, CubinFunction] = {}
-        for sec in elf.sections:
-            if not sec.name.startswith(".text.") or sec.sh_type != C.SHT_PROGBITS:
+        for i in [i for i, name in enumerate(names) if name.startswith(".text.")]:
+            r = rows[i]
+            if r[SH_TYPE] != C.SHT_PROGBITS:
                 continue
-            sym = self._symbol(sec.sh_info & 0xFFFFFF)
-            name = sym.name if sym is not None and sym.name else sec.name[len(".text."):]
-            entry = bool(sym is not None and sym.st_other & STO_CUDA_ENTRY)
-            f = CubinFunction(name, sec.sh_info & 0xFFFFFF, sec.index, entry, sym.st_size if sym else sec.sh_size)
-            f.registers = sec.sh_info >> 24
+            name = names[i]
+            si = r[SH_INFO] & 0xFFFFFF
+            if si < nsyms:  # the symbol's fields as stored and its name, no Symbol made
+                fname = symtab.name_of(si) or name[len(".text."):]
+                f = CubinFunction(fname, si, i, bool(stored.st_other[si] & STO_CUDA_ENTRY), stored.st_size[si])
+            else:
+                f = CubinFunction(name[len(".text."):], si, i, False, r[SH_SIZE])
+            f.registers = r[SH_INFO] >> 24
             funcs.append(f)
-            by_section[sec.index] = f
+            by_section[i] = f
         by_symbol = {f.symbol: f for f in funcs}
         by_name = {f.name: f for f in funcs}
-        for rec in self.global_records:
-            if rec.attr in E.INDEXED and len(rec.payload) >= 8:
-                sym_i, value = rec.words()[:2]
-                g = by_symbol.get(sym_i)
-                if g is None:
-                    continue
-                if rec.attr == E.CODES["REGCOUNT"]:
-                    g.regcount = value
-                elif rec.attr == E.CODES["FRAME_SIZE"]:
-                    g.frame_size = value
-                elif rec.attr == E.CODES["MIN_STACK_SIZE"]:
-                    g.min_stack_size = value
-                else:
-                    g.max_stack_size = value
+        for attr, sym_i, value in stack:
+            g = by_symbol.get(sym_i)
+            if g is None:
+                continue
+            if attr == _REGCOUNT:
+                g.regcount = value
+            elif attr == _FRAME_SIZE:
+                g.frame_size = value
+            elif attr == _MIN_STACK_SIZE:
+                g.min_stack_size = value
+            else:
+                g.max_stack_size = value
         for f in funcs:
             if f.is_entry and f.regcount is not None:
                 f.registers = f.regcount
-        for sec in elf.sections:
-            owner = self._owner(sec, by_section, by_name)
+        for i in [i for i, name in enumerate(names) if name.startswith(_OWNED_PREFIXES)]:
+            name, r = names[i], rows[i]
+            owner = self._owner(name, r[SH_FLAGS], r[SH_INFO], by_section, by_name)
             if owner is None:
                 continue
-            if sec.sh_type == SHT_CUDA_INFO:
+            if r[SH_TYPE] == SHT_CUDA_INFO:
                 if self._records and (self._only is None or owner.name in self._only):
-                    self._apply_records(owner, parse_nvinfo(sec.view))
-            elif sec.name.startswith(".nv.shared.") and not sec.name.startswith(".nv.shared.reserved"):
-                owner.shared += sec.sh_size
-            elif sec.name.startswith(".nv.local."):
-                owner.local += sec.sh_size
+                    self._apply_records(owner, parse_nvinfo(elf.sections[i].view))
+            elif name.startswith(".nv.shared.") and not name.startswith(".nv.shared.reserved"):
+                owner.shared += r[SH_SIZE]
+            elif name.startswith(".nv.local."):
+                owner.local += r[SH_SIZE]
             else:
-                m = CONST_SECTION_RE.match(sec.name)
+                m = CONST_SECTION_RE.match(name)
                 if m and m[2] is not None:
-                    owner.constant_banks[int(m[1])] = owner.constant_banks.get(int(m[1]), 0) + sec.sh_size
+                    owner.constant_banks[int(m[1])] = owner.constant_banks.get(int(m[1]), 0) + r[SH_SIZE]
         return funcs
 
     @staticmethod
-    def _owner(sec: Section, by_section: dict[int, CubinFunction],
+    def _owner(name: str, flags: int, info: int, by_section: dict[int, CubinFunction],
                by_name: dict[str, CubinFunction]) -> CubinFunction | None:
-        for prefix in (".nv.info.", ".nv.shared.", ".nv.local.", ".nv.constant"):
-            if sec.name.startswith(prefix):
-                break
-        else:
-            return None
-        if sec.sh_flags & C.SHF_INFO_LINK and sec.sh_info in by_section:
-            return by_section[sec.sh_info]
-        suffix = sec.name.split(".", 3)[-1] if sec.name.count(".") >= 3 else ""
+        """The function a ``.nv.info.``/``.nv.shared.``/``.nv.local.``/``.nv.constant`` section belongs to:
+        by ``sh_info`` (with ``SHF_INFO_LINK``), else by the name after its third dot."""
+        if flags & C.SHF_INFO_LINK and info in by_section:
+            return by_section[info]
+        suffix = name.split(".", 3)[-1] if name.count(".") >= 3 else ""
         return by_name.get(suffix)
 
     def _apply_records(self, f: CubinFunction, records: list[NvInfoRecord]) -> None:
@@ -330,15 +344,18 @@ class Cubin:
     # -- module-wide ----------------------------------------------------------------------
     @property
     def global_bytes(self) -> int:
-        return sum(s.sh_size for s in self.elf.sections if s.name in (".nv.global", ".nv.global.init"))
+        rows = self.elf.section_rows
+        return sum(rows[i][SH_SIZE] for i, name in enumerate(self.elf.section_names)
+                   if name in (".nv.global", ".nv.global.init"))
 
     @property
     def common_constant_banks(self) -> dict[int, int]:
         out: dict[int, int] = {}
-        for s in self.elf.sections:
-            m = CONST_SECTION_RE.match(s.name)
+        rows = self.elf.section_rows
+        for i, name in enumerate(self.elf.section_names):
+            m = CONST_SECTION_RE.match(name) if name.startswith(".nv.constant") else None
             if m and m[2] is None:
-                out[int(m[1])] = out.get(int(m[1]), 0) + s.sh_size
+                out[int(m[1])] = out.get(int(m[1]), 0) + rows[i][SH_SIZE]
         return out
 
     def function(self, name: str) -> CubinFunction | None:
