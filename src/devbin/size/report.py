@@ -161,12 +161,15 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None) -> d
     (``container_bytes_freed``), ``by_arch``: the dropped images' bytes (``saved_by_arch()``); a file
     prune refuses (the selection would leave it no device image, a format it cannot rewrite) saves 0
     and says why under ``refused``."""
+    from devbin.images.address import Address
     from devbin.packaging.pruning import prune  # the capability, only when --keep asks for it
 
+    # a member's path is its address (``lib.a!k.o``, ``pkg.whl!lib/libk.so``): prune names it the same way
+    at = Address(path) if data is None else Address.parse(path)
     if data is None:
         data = Path(path).read_bytes()
     try:
-        result = prune(data, keep=keep, where=path)
+        result = prune(data, keep=keep, at=at)
     except DeviceBinaryError as e:
         return {"bytes": 0, "freed": 0, "by_arch": {}, "refused": e.message}
     return {"bytes": result.file_bytes_saved, "freed": result.container_bytes_freed,
