@@ -44,10 +44,9 @@ import io
 import mmap
 import os
 import stat
-import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from devbin.binary import Buffer, ByteView, budget
 from devbin.detect import (
@@ -61,17 +60,22 @@ from devbin.detect import (
     WRAPPED,
 )
 from devbin.errors import DeviceBinaryError, LimitExceeded
-from devbin.formats.ar import ArchiveFile
+from devbin.formats.bundle import constants as BC
 from devbin.formats.elf import constants as EC
-from devbin.formats.elf.reader import ElfFile
-from devbin.formats.wrapped import parse_wrapped
+from devbin.formats.offload import constants as OC
 from devbin.images.address import Address, Member
 from devbin.images.frame import Frame, Hit
-from devbin.images.hostelf import HostElf, fatbin_images, walk_fatbins
-from devbin.images.llvm import bundle_images, llvm_in_elf, offload_images
 from devbin.images.record import AMDGPU, CUBIN, HOST, BareElf, Image
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF, ZIP, ZIP_MAGICS, amdgpu_arch, container_format, cuda_arch, image_kind, vendor_of
+
+if TYPE_CHECKING:
+    import zipfile
+
+    from devbin.formats.elf.reader import ElfFile
+
+# Each container's reader is imported where its magic is met (below), not with this module: a scan
+# of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
 
 __all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "scan", "scan_bytes"]
 
@@ -210,14 +214,17 @@ class Scanner:
             if fmt == ELF:
                 yield from self._elf(view, frame)
             elif fmt == CUDA_FATBIN:
+                from devbin.images.hostelf import fatbin_images, walk_fatbins
                 fresh = ByteView(view, fmt="fatbin", where=where)
                 for index, offset, fb in walk_fatbins(fresh, self.rep, where, where):
                     yield from fatbin_images(fb, frame, "", index, offset, None)
             elif fmt in (AR, AR_THIN):
                 yield from self._archive(view, frame, depth, disk)
             elif fmt == OFFLOAD_BINARY:
+                from devbin.images.llvm import offload_images
                 yield from offload_images(view, self.rep, frame, "", 0)
             elif fmt in (OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
+                from devbin.images.llvm import bundle_images
                 yield from bundle_images(view, self.rep, frame, "", 0)
             elif fmt == WRAPPED:
                 yield from self._wrapped(view, frame, depth)
@@ -227,6 +234,7 @@ class Scanner:
     # -- devbin wrapped single image ------------------------------------------------
     def _wrapped(self, view: ByteView, frame: Frame, depth: int) -> Iterator[Hit]:
         """A device image is reported with the wrapper's metadata; a container inside is opened."""
+        from devbin.formats.wrapped.reader import parse_wrapped
         w = parse_wrapped(view, where=frame.where)
         inner = container_format(bytes(w.image[:SNIFF]))
         kind, elf_arch = image_kind(w.image, ptx=(w.get("ImageKind") or "").lower() == "ptx")
@@ -243,6 +251,7 @@ class Scanner:
 
     # -- ar ------------------------------------------------------------------------
     def _archive(self, view: ByteView, frame: Frame, depth: int, disk: Path | None) -> Iterator[Hit]:
+        from devbin.formats.ar.reader import ArchiveFile
         ar = ArchiveFile(view, where=frame.where, diag=lambda e: self.rep.warn(frame.where, str(e)))
         seen: dict[str, int] = {}
         for m in ar.files:
@@ -266,6 +275,7 @@ class Scanner:
 
     # -- zip ------------------------------------------------------------------------
     def _zip(self, fileobj: IO[bytes], frame: Frame, depth: int) -> Iterator[Hit]:
+        import zipfile  # with its compression modules, only for a zip
         try:
             zf = zipfile.ZipFile(fileobj)
             infos = zf.infolist()
@@ -316,6 +326,7 @@ class Scanner:
 
     # -- ELF -------------------------------------------------------------------------
     def _elf(self, view: ByteView, frame: Frame) -> Iterator[Hit]:
+        from devbin.formats.elf.reader import ElfFile
         where = frame.where
         elf = ElfFile(ByteView(view, where=where), where=where, diag=lambda e: self.rep.warn(where, str(e)))
         h = elf.header
@@ -328,8 +339,21 @@ class Scanner:
                         arch=arch, size=elf.size, stored_size=elf.size, compression="none", container="file",
                         section="", offset=0, native=native), frame
             return
+        from devbin.images.hostelf import HostElf
         try:
             yield from HostElf(self.rep, elf, frame).scan(all=self.all)
         except DeviceBinaryError as e:
             self.rep.warn(where, str(e))
-        yield from llvm_in_elf(self.rep, elf, frame)
+        if _has_llvm_sections(elf):
+            from devbin.images.llvm import llvm_in_elf
+            yield from llvm_in_elf(self.rep, elf, frame)
+
+
+def _has_llvm_sections(elf: ElfFile) -> bool:
+    """Whether :func:`devbin.images.llvm.llvm_in_elf` has a section to read (then its readers are imported)."""
+    for sec in elf.sections:
+        name = sec.name
+        if (sec.sh_type == OC.SHT_LLVM_OFFLOADING or name.startswith(OC.SECTION_NAME)
+                or name == BC.HIP_FATBIN_SECTION or name.startswith(BC.SECTION_PREFIX)):
+            return True
+    return False

@@ -65,7 +65,6 @@ from devbin.binary import ByteView, align_up, format_view, join_where
 from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion
 from devbin.formats.elf.constants import no_file_types
 from devbin.formats.fatbin import constants as C
-from devbin.formats.fatbin.compress import decompress as _decompress
 
 __all__ = ["Fatbin", "FatbinEntry", "elf_image_size", "extract_name", "iter_fatbins", "parse_fatbin"]
 
@@ -175,6 +174,7 @@ class FatbinEntry:
         Unlike :meth:`data` it is not trimmed to cuobjdump's extent: for parsing, not for writing out.
         """
         if self.is_compressed:
+            from devbin.formats.fatbin.compress import decompress as _decompress  # zstd/lz4 only when decoding
             try:
                 return memoryview(_decompress(self.compression, self.raw_payload, self.uncompressed_size,
                                               max_size=max_size, where=self.where, offset=self.payload_offset))
