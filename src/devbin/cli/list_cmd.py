@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
-from devbin.cli.common import ImageFilter, add_image_options, dump, keep, no_device_code, warn
+from devbin.cli.common import ImageFilter, add_image_options, add_jobs_option, dump, keep, no_device_code, warn
 from devbin.cli.progress import progress_bar
 from devbin.cli.render import scan_status
 
@@ -48,6 +48,7 @@ HELP = ("list every device image (cubin, PTX, LTO-IR, AMDGPU code objects, offlo
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: the files of --image)")
     add_image_options(p)
+    add_jobs_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -85,8 +86,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
     report = ScanReport()
-    with progress_bar("scanning") as progress:
-        found = [image for image, _ in Scanner(report, all=args.all or choose.all).paths(paths, progress)]
+    with progress_bar("scanning") as progress:  # files spread over --jobs processes, in order
+        found = Scanner(report, all=args.all or choose.all).listing(paths, progress, jobs=args.jobs)
     if not found and not report.warnings:
         for w in report.warnings:
             warn(w)

@@ -40,6 +40,7 @@ warns about the files it skips.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import mmap
 import os
@@ -77,7 +78,7 @@ if TYPE_CHECKING:
 # Each container's reader is imported where its magic is met (below), not with this module: a scan
 # of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
 
-__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "scan", "scan_bytes"]
+__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "ToScan", "scan", "scan_bytes"]
 
 #: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
 MAX_DEPTH = 12
@@ -86,6 +87,8 @@ MAX_MEMBER_SIZE = 8 << 30
 _ZIP_CHUNK = 1 << 24  # a zip member is inflated into its buffer this much at a time
 
 Progress = Callable[[int, int], None]
+#: One file to scan: the path as displayed, the path, whether it was named explicitly (not found in a folder).
+ToScan = tuple[str, Path, bool]
 
 
 def scan(paths: Iterable[str | Path], *, all: bool = False, progress: Progress | None = None,
@@ -146,33 +149,68 @@ class Scanner:
 
     def paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> Iterator[Hit]:
         """Every image under ``paths``; raises OSError for a top-level path that cannot be read."""
-        rep = self.rep
-        files: list[tuple[str, Path, bool]] = []  # display path, path, given explicitly
+        files = self.expand(paths)
+        total = len(files)
+        if progress is not None:
+            progress(0, total)
+        for done, todo in enumerate(files, 1):
+            yield from self.one(todo)
+            if progress is not None:
+                progress(done, total)
+
+    def expand(self, paths: Iterable[str | Path]) -> list[ToScan]:
+        """The files under ``paths`` in scan order, folders walked (their unreadable entries are
+        warnings); raises OSError for a top-level path that cannot be read."""
+        files: list[ToScan] = []
         for p in paths:
             path = Path(p)
             st = path.stat()  # raises OSError for a missing top-level path
             if stat.S_ISDIR(st.st_mode):
-                files.extend((d, f, False) for d, f in _walk(str(p), path, rep))
+                files.extend((d, f, False) for d, f in _walk(str(p), path, self.rep))
             else:
                 files.append((str(p), path, True))
+        return files
+
+    def one(self, todo: ToScan) -> Iterator[Hit]:
+        """The images of one file of :meth:`expand` (an explicit one that cannot be read raises OSError)."""
+        display, path, explicit = todo
+        rep = self.rep
+        rep.files += 1
+        warned, images = len(rep.warnings), 0
+        try:
+            for hit in self.file(path, Frame(Address(display))):
+                images += 1
+                yield hit
+        except OSError as e:
+            if explicit:
+                raise
+            rep.warn(display, f"cannot read: {e}")
+        if explicit and not images and len(rep.warnings) > warned and not self.zip_opened:
+            rep.failed.append(display)
+
+    def listing(self, paths: Iterable[str | Path], progress: Progress | None = None,
+                jobs: int | None = 1) -> list[Image]:
+        """The images under ``paths`` as records without their format objects (``native`` is None:
+        facts only, nothing to decode), the files spread over ``jobs`` processes
+        (:func:`devbin.images.parallel.ordered_map`; None: every processor) with the report and the
+        order of one process."""
+        from devbin.images.parallel import ordered_map
+        files = self.expand(paths)
         total = len(files)
         if progress is not None:
             progress(0, total)
-        for done, (display, path, explicit) in enumerate(files, 1):
-            rep.files += 1
-            warned, images = len(rep.warnings), 0
-            try:
-                for hit in self.file(path, Frame(Address(display))):
-                    images += 1
-                    yield hit
-            except OSError as e:
-                if explicit:
-                    raise
-                rep.warn(display, f"cannot read: {e}")
-            if explicit and not images and len(rep.warnings) > warned and not self.zip_opened:
-                rep.failed.append(display)
+        out: list[Image] = []
+        for done, (images, rep) in enumerate(ordered_map(self._list_one, files, jobs=jobs), 1):
+            out.extend(images)
+            self.rep.merge(rep)
             if progress is not None:
                 progress(done, total)
+        return out
+
+    def _list_one(self, todo: ToScan) -> tuple[list[Image], ScanReport]:
+        sub = Scanner(ScanReport(), all=self.all, follow_thin_outside=self.follow_thin_outside)
+        images = [dataclasses.replace(image, native=None) for image, _ in sub.one(todo)]
+        return images, sub.rep
 
     # -- files on disk ----------------------------------------------------------
     def file(self, path: Path, frame: Frame, depth: int = 0) -> Iterator[Hit]:
