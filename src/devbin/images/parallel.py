@@ -31,7 +31,6 @@ It calls ``fn(item)`` for each item and returns the results in item order, exact
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -65,7 +64,11 @@ def effective_jobs(jobs: int, n_items: int, weights: Sequence[int] | None = None
     """How many processes :func:`ordered_map` uses: ``jobs``, no more than there are items, 1 below
     ``min_items`` or where ``fork`` is missing, and no more than the number of the heaviest items
     whose ``weights`` fit the memory ``limit`` together (the budget in force by default)."""
-    if jobs <= 1 or n_items < max(min_items, 2) or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs <= 1 or n_items < max(min_items, 2):
+        return 1
+    import multiprocessing  # only where a pool may run: a one-file command does not import it
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     n = min(jobs, n_items)
     if weights:
@@ -100,6 +103,7 @@ def _chunks(n_items: int, jobs: int) -> list[tuple[int, int]]:
 
 
 def _pooled(fn: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[R]:
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     global _work

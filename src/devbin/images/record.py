@@ -200,7 +200,7 @@ class Image:
             if entry.is_opaque:  # NVIDIA's own LTO-IR encoding: the entry as stored, in a one-entry fatbin
                 from devbin.formats.fatbin.writer import stored_entry, write_fatbin  # the writer only here
                 return write_fatbin([stored_entry(entry)])
-            return entry.extract_view(max_size)
+            return entry.extract_view(max_size, plain_size=self.size)  # a plain cubin's extent: measured by the scan
         if _native_is(n, "offload.reader", "OffloadEntry") or _native_is(n, "wrapped.reader", "WrappedImage"):
             view = n.image  # type: ignore[union-attr]
         elif _native_is(n, "bundle.reader", "BundleEntry"):

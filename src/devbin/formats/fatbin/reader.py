@@ -196,8 +196,13 @@ class FatbinEntry:
         """
         return bytes(self.extract_view(max_size))
 
-    def extract_view(self, max_size: int = C.DEFAULT_MAX) -> memoryview | bytes:
-        """:meth:`data` without a copy when the image is stored plain (a window of the fatbin)."""
+    def extract_view(self, max_size: int = C.DEFAULT_MAX, *, plain_size: int | None = None) -> memoryview | bytes:
+        """:meth:`data` without a copy when the image is stored plain (a window of the fatbin).
+
+        ``plain_size``: the extent of a plain image when the caller has it already (a scan's
+        :attr:`Image.size`, which is :func:`entry_size`): not measured a second time."""
+        if plain_size is not None and not self.is_compressed and plain_size <= len(self.raw_payload):
+            return self.raw_payload[:plain_size]
         image = self.image_view(max_size)
         view = ByteView(image, where=self.where)
         if self.kind == C.KIND_PTX:
