@@ -249,10 +249,10 @@ class HostElf:
         """Relocations applying to ``sec``: offset -> (target section index, offset in it)."""
         elf = self.elf
         out: dict[int, tuple[int, int]] = {}
-        for rel_index, relocs in elf.relocation_tables.items():
-            rsec = elf.sections[rel_index]
-            if rsec.sh_info != sec.index:
+        for rsec in elf.sections:  # only the tables applying to `sec` are decoded (not a library's .rela.dyn)
+            if rsec.sh_type not in (EC.SHT_REL, EC.SHT_RELA) or rsec.sh_info != sec.index:
                 continue
+            relocs = elf.relocation_table(rsec.index)
             table = elf.symbol_tables.get(rsec.sh_link)
             for r in relocs:
                 if table is None or r.r_sym >= len(table):
