@@ -8,9 +8,10 @@ It calls ``fn(item)`` for each item and returns the results in item order, exact
 * **fork, nothing pickled on the way in.**  The workers are forked from the caller after the
   work is set up, so ``fn`` (a closure is fine) and the items (images holding views of mapped
   files, open scanners) are inherited, not sent; only each result comes back, pickled, so a
-  result must be plain data (text, numbers, records without their ``native`` views).  Where
-  ``fork`` is not available, or for one job, or fewer items than ``min_items``, it runs in
-  process.
+  result must be plain data (text, numbers, records without their ``native`` views).  The
+  first item runs in the caller before the fork, so that what ``fn`` imports on first use is
+  imported once.  Where ``fork`` is not available, or for one job, or fewer items than
+  ``min_items``, it runs in process.
 * **Same order, same errors.**  The items go out in consecutive chunks; results are yielded
   chunk by chunk in item order.  An exception raised by ``fn`` in a worker is raised in the
   caller when its item's turn comes, after every earlier item's result, as in process (the
@@ -110,6 +111,12 @@ def _pooled(fn: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[R]:
     if _work is not None:  # a pool inside a worker's item (nested use): no second level of processes
         for item in items:
             yield fn(item)
+        return
+    # The first item runs here, before the workers are forked: what ``fn`` imports on first use
+    # (a reader, a decoder, the resource tables) is imported once and inherited, not once per worker.
+    yield fn(items[0])
+    items = items[1:]
+    if not items:
         return
     _work = (fn, items, budget.current().limit)
     try:
