@@ -335,8 +335,8 @@ def profile(lib: Path) -> None:
             mod = path.split("/src/devbin/")[-1] if "/src/devbin/" in path else (
                 "<builtin>" if path == "~" else "python:" + Path(path).name)
             by_module[mod] += v[2]
-        print(f"\n### devbin {' '.join(argv[:-1] if argv[0] != 'extract' else argv[:4])}: {total:.3f} s "
-              "(own time, profiled)")
+        words = [w for w in argv if w not in (str(lib), str(out_dir), "-o")]
+        print(f"\n### devbin {' '.join(words)} libcurand.so.10: {total:.3f} s (own time, profiled)")
         for mod, t in sorted(by_module.items(), key=lambda kv: -kv[1])[:12]:
             print(f"  {t:7.3f} s {100 * t / total:5.1f} %  {mod}")
         s = io.StringIO()
