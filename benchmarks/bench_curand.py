@@ -13,11 +13,14 @@ Inputs, built or downloaded once into the cache folder:
 * ``libcurand.so.10`` of the pinned wheel ``nvidia-curand-cu12==10.3.10.19`` (167 MB, 143 cubins
   sm_50-sm_121, 10 compressed PTX) against ``cuobjdump -lelf -lptx``, ``-res-usage`` and ``-xelf all``;
   ``devbin list --json`` against ``cubloaty --format json``;
-* a small zstd-compressed library built with nvcc ``--compress-mode=size`` from the test sources
-  (4 translation units x 12 SM architectures + compute_75 PTX) against ``cuobjdump -all ...``;
-* a folder of libraries (hard links to the two above, several times, and the wheel's library once
-  more) against a shell loop of cuobjdump over the same files: ``devbin list DIR`` and ``devbin
-  resources --format cuobjdump --all DIR`` with ``--jobs N`` (default: every processor).
+* two zstd-compressed libraries against ``cuobjdump -all ...``: a small one built with nvcc
+  ``--compress-mode=size`` from the test sources (4 translation units x 12 SM architectures +
+  compute_75 PTX: 52 images of 4-20 KB, 1.1 MB), and one of 55 of libcurand's cubins (its 11
+  translation units for sm_75/80/90/100/120, 0.4-2 MB each) compressed by ``fatbinary
+  --compress-mode=size`` into the ``.nv_fatbin`` of a shared object (6.8 MB);
+* a folder of libraries (hard links to the three above, --copies times each: 9 files, 522 MB)
+  against a shell loop of cuobjdump over the same files: ``devbin list DIR`` and ``devbin resources
+  --format cuobjdump --all DIR`` with ``--jobs N`` (default: every processor), on wall time.
 
 Every answer is checked, so a fast wrong one cannot pass: the ELF count of the listing, ``devbin
 resources --format cuobjdump`` byte-identical to ``cuobjdump -res-usage`` (the folder's to the loop's
@@ -101,16 +104,42 @@ def build_zstd_library(cache: Path) -> Path:
     return lib
 
 
-def build_folder(cache: Path, curand: Path, small: Path, copies: int) -> Path:
-    """A folder of libraries: hard links to the two libraries (``copies`` each), no copy of the bytes."""
-    folder = cache / f"folder-{copies}"
+def build_zstd_curand(cache: Path, curand: Path, cuobjdump: str) -> Path:
+    """A shared library of 55 zstd-compressed cubins (libcurand's 11 translation units for sm_75, sm_80,
+    sm_90, sm_100, sm_120, written by ``fatbinary --compress-mode=size`` into ``.nv_fatbin``), built once."""
+    lib = cache / "libcurand_zstd55.so"
+    if lib.exists():
+        return lib
+    from devbin.tools import find_tool
+    fatbinary, objcopy, gcc = find_tool("fatbinary"), shutil.which("objcopy"), shutil.which("gcc")
+    if fatbinary is None or objcopy is None or gcc is None:
+        raise SystemExit("bench: fatbinary, objcopy and gcc are needed to build the zstd library of 55 images")
+    work = Path(tempfile.mkdtemp(prefix="devbin-bench-zstd55-"))
+    subprocess.run([cuobjdump, "-xelf", "all", str(curand)], cwd=work, check=True, capture_output=True)
+    images = [f"--image3=kind=elf,sm={sm},file={f}" for sm in ("75", "80", "90", "100", "120")
+              for f in sorted(work.glob(f"*.sm_{sm}.cubin"))]
+    subprocess.run([fatbinary, "--create=curand55.fatbin", "-64", "--compress-mode=size", *images], cwd=work,
+                   check=True, capture_output=True)
+    subprocess.run([objcopy, "-I", "binary", "-O", "elf64-x86-64", "-B", "i386:x86-64", "--rename-section",
+                    ".data=.nv_fatbin,alloc,load,readonly,data,contents", "--set-section-alignment", ".nv_fatbin=8",
+                    "curand55.fatbin", "fatbin.o"], cwd=work, check=True, capture_output=True)
+    subprocess.run([gcc, "-shared", "-Wl,-z,noexecstack", "-o", lib.name, "fatbin.o"], cwd=work, check=True,
+                   capture_output=True)
+    shutil.move(work / lib.name, lib)
+    shutil.rmtree(work, ignore_errors=True)
+    return lib
+
+
+def build_folder(cache: Path, libs: list[Path], copies: int) -> Path:
+    """A folder of libraries: ``copies`` hard links to each of ``libs`` (no copy of the bytes)."""
+    folder = cache / f"folder-{copies}x{len(libs)}"
     if not folder.exists():
         part = folder.with_suffix(".part")
         shutil.rmtree(part, ignore_errors=True)
         part.mkdir()
         for i in range(copies):
-            os.link(curand, part / f"libcurand{i}.so")
-            os.link(small, part / f"libzstd{i}.so")
+            for lib in libs:
+                os.link(lib, part / f"{lib.stem}.{i}.so")
         part.rename(folder)
     return folder
 
@@ -199,7 +228,7 @@ def main() -> None:
     ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "devbin-bench"))
     ap.add_argument("--base", help="another devbin checkout's src folder, timed on the same commands")
     ap.add_argument("--jobs", type=int, default=None, help="devbin --jobs for the folder (default: every processor)")
-    ap.add_argument("--copies", type=int, default=4, help="copies of each library in the folder (default 4)")
+    ap.add_argument("--copies", type=int, default=3, help="copies of each library in the folder (default 3)")
     ap.add_argument("--profile", action="store_true", help="where devbin's time goes on libcurand (cProfile)")
     args = ap.parse_args()
     from devbin.tools import find_tool
@@ -211,7 +240,8 @@ def main() -> None:
     lib, _ = fetch_curand(cache)
     cubloaty = fetch_cubloaty(cache)
     small = build_zstd_library(cache)
-    folder = build_folder(cache, lib, small, args.copies)
+    zstd55 = build_zstd_curand(cache, lib, cuobjdump)
+    folder = build_folder(cache, [lib, zstd55, small], args.copies)
     if args.profile:
         profile(lib)
         return
@@ -270,13 +300,14 @@ def main() -> None:
     pair("curand", "extract", ["extract", "--kind", "cubin", L, "-o", "."], [cuobjdump, "-xelf", "all", L], 0.9,
          fresh=True, check=same_x)
     pair("curand", "list --json", ["list", "--json", L], [*cubloaty, L, "--format", "json"], 1.0)
-    # -- the small zstd library, against cuobjdump -all
-    S = str(small)
-    pair("zstd lib", "list", ["list", "--all", S], [cuobjdump, "-all", "-lelf", "-lptx", S], 0.5, check=same_count)
-    pair("zstd lib", "resources", ["resources", "--all", "--format", "cuobjdump", S],
-         [cuobjdump, "-all", "-res-usage", S], 0.8, check=same_res)
-    pair("zstd lib", "extract", ["extract", "--all", S, "-o", "."],
-         [cuobjdump, "-all", "-xelf", "all", "-xptx", "all", S], 1.0, fresh=True, check=same_x)
+    # -- the zstd libraries, against cuobjdump -all
+    for group, path in (("zstd small", small), ("zstd 55", zstd55)):
+        S = str(path)
+        pair(group, "list", ["list", "--all", S], [cuobjdump, "-all", "-lelf", "-lptx", S], 0.5, check=same_count)
+        pair(group, "resources", ["resources", "--all", "--format", "cuobjdump", S],
+             [cuobjdump, "-all", "-res-usage", S], 0.8, check=same_res)
+        pair(group, "extract", ["extract", "--all", S, "-o", "."],
+             [cuobjdump, "-all", "-xelf", "all", "-xptx", "all", S], 1.0, fresh=True, check=same_x)
     # -- the folder, against a shell loop of cuobjdump: wall time (devbin uses every processor)
     D = str(folder)
     loop = f'for f in "{D}"/*; do "{cuobjdump}" -all '
@@ -286,14 +317,14 @@ def main() -> None:
          ["sh", "-c", loop + '-res-usage "$f"; done'], 0.5, by="wall", check=same_res)
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.rmtree(pycache, ignore_errors=True)
-    report(rows, lib, small, folder, args)
+    report(rows, [lib, small, zstd55], folder, args)
 
 
-def report(rows: list[Row], lib: Path, small: Path, folder: Path, args: argparse.Namespace) -> None:
+def report(rows: list[Row], libs: list[Path], folder: Path, args: argparse.Namespace) -> None:
     n_folder = len(list(folder.iterdir()))
     size = sum(p.stat().st_size for p in folder.iterdir())
-    print(f"libcurand.so.10 {lib.stat().st_size:,} bytes; zstd library {small.stat().st_size:,} bytes; folder "
-          f"{n_folder} files, {size:,} bytes; {os.cpu_count()} processors; median of {args.repeat} runs")
+    print("; ".join(f"{p.name} {p.stat().st_size:,} bytes" for p in libs)
+          + f"; folder {n_folder} files, {size:,} bytes; {os.cpu_count()} processors; median of {args.repeat} runs")
     base = " | base cpu | base/now" if args.base else ""
     print(f"| input | operation | devbin cpu | devbin wall | devbin MB | peer cpu | peer wall | peer MB | ratio | "
           f"target | peer command{base} |")
