@@ -274,7 +274,7 @@ def main() -> None:
                   target, by, base)
         rows.append(row)
         key = "cpu" if by == "cpu-diff" else by
-        print(f"  {group:8} {op:11} devbin {getattr(mine, key):.3f} s, peer {getattr(theirs, key):.3f} s "
+        print(f"  {group:10} {op:15} devbin {getattr(mine, key):.3f} s, peer {getattr(theirs, key):.3f} s "
               f"({key}): {getattr(mine, key) / getattr(theirs, key):.2f}", file=sys.stderr)
         return row
 
@@ -294,19 +294,22 @@ def main() -> None:
         need(sum(line.split()[2] == "cubin" for line in m.out.splitlines()[1:-1]) ==
              sum(line.startswith("ELF file") for line in t.out.splitlines()), "ELF counts differ")
 
+    # One file: CPU time, one process (--jobs 1; a pool spends more CPU, to save wall time).
     pair("curand", "list", ["list", L], [cuobjdump, "-lelf", "-lptx", L], 0.3, check=same_count)
-    pair("curand", "resources", ["resources", "--format", "cuobjdump", L], [cuobjdump, "-res-usage", L], 0.3,
-         check=same_res)
-    pair("curand", "extract", ["extract", "--kind", "cubin", L, "-o", "."], [cuobjdump, "-xelf", "all", L], 0.9,
-         fresh=True, check=same_x)
+    pair("curand", "resources", ["resources", "--jobs", "1", "--format", "cuobjdump", L],
+         [cuobjdump, "-res-usage", L], 0.3, check=same_res)
+    pair("curand", "extract", ["extract", "--jobs", "1", "--kind", "cubin", L, "-o", "."],
+         [cuobjdump, "-xelf", "all", L], 0.9, fresh=True, check=same_x)
+    pair("curand", "resources, pool", ["resources", *jobs, "--format", "cuobjdump", L],
+         [cuobjdump, "-res-usage", L], 1.0, by="wall", check=same_res)
     pair("curand", "list --json", ["list", "--json", L], [*cubloaty, L, "--format", "json"], 1.0)
     # -- the zstd libraries, against cuobjdump -all
     for group, path in (("zstd small", small), ("zstd 55", zstd55)):
         S = str(path)
         pair(group, "list", ["list", "--all", S], [cuobjdump, "-all", "-lelf", "-lptx", S], 0.5, check=same_count)
-        pair(group, "resources", ["resources", "--all", "--format", "cuobjdump", S],
+        pair(group, "resources", ["resources", "--jobs", "1", "--all", "--format", "cuobjdump", S],
              [cuobjdump, "-all", "-res-usage", S], 0.8, check=same_res)
-        pair(group, "extract", ["extract", "--all", S, "-o", "."],
+        pair(group, "extract", ["extract", "--jobs", "1", "--all", S, "-o", "."],
              [cuobjdump, "-all", "-xelf", "all", "-xptx", "all", S], 1.0, fresh=True, check=same_x)
     # -- the folder, against a shell loop of cuobjdump: wall time (devbin uses every processor)
     D = str(folder)
