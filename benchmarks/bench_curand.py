@@ -268,8 +268,9 @@ def main() -> None:
         if callable(check):
             check(mine, theirs, fa, fb)
         base = None
-        if args.base:
-            base, _ = timed_pair([*devbin(srcs[1]), *argv], ["true"], args.repeat, fa, None)
+        if args.base:  # older code may have no --jobs: it runs in one process anyway
+            old = [w for i, w in enumerate(argv) if w != "--jobs" and (i == 0 or argv[i - 1] != "--jobs")]
+            base, _ = timed_pair([*devbin(srcs[1]), *old], ["true"], args.repeat, fa, None)
         row = Row(group, op, mine, theirs, " ".join(Path(peer[0]).name if i == 0 else w for i, w in enumerate(peer)),
                   target, by, base)
         rows.append(row)
