@@ -51,6 +51,10 @@ file is written whole or not at all (a new file renamed into place).
 scope), --arch ARCH (repeatable) only those architectures, as cuobjdump -arch
 (sm_90 also takes sm_90a and the compute_90 PTX; gfx90a every gfx90a target ID).
 
+--jobs N reads the images (from 8 MB of them) in N processes (default: one
+per processor; --jobs 1: this process only); the output is the same
+whatever N.
+
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
 corrupt); 3 when the input holds no device code (one line on stderr, nothing

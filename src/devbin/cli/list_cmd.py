@@ -20,6 +20,10 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 .nv_fatbin, its relocatable __nv_relfatbin images are left out unless --all
 (cuobjdump -all), which lists them after the .nv_fatbin ones.
 
+--jobs N reads the files (a folder, several paths) in N processes (default:
+one per processor; --jobs 1: this process only); the output is the same
+whatever N.
+
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
 corrupt); 3 when no input holds device code (one line on stderr, nothing on

@@ -29,6 +29,10 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 (cuobjdump -all), which prints them after the .nv_fatbin ones, as
 `cuobjdump -all -res-usage` does.
 
+--jobs N reads the images (from 8 MB of them) in N processes (default: one
+per processor; --jobs 1: this process only); the output is the same
+whatever N.
+
 Warnings go to stderr.  Exit status: 1 on an error, which includes a file
 named on the command line that cannot be opened or that gives no image, only
 warnings (truncated, corrupt); 3 when no input holds device code (one line on
