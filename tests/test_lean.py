@@ -51,6 +51,7 @@ def test_every_public_name_still_resolves() -> None:
             assert getattr(package, name) is not None, f"{package.__name__}.{name}"
         with pytest.raises(AttributeError):
             package.no_such_name  # noqa: B018
+    assert fatbin.writer.write_fatbin is not None and bundle.reader.parse_bundle is not None  # submodules by name
     from devbin.formats.fatbin import write_fatbin  # from-imports go through the same lookup
     from devbin.images import Native
     assert callable(write_fatbin) and Native is not None

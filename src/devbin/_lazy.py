@@ -6,12 +6,14 @@ A package lists where each public name lives and assigns the returned function t
 
     __getattr__ = lazy_attributes(__name__, {"write_fatbin": "writer", "compress": None})
 
-A value of None names a submodule itself.  ``from package import name`` works as before.
+A value of None names a submodule itself; any other submodule is imported when asked for by name
+(``package.reader``).  ``from package import name`` works as before.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,7 +26,10 @@ def lazy_attributes(package: str, where: Mapping[str, str | None]) -> Callable[[
 
     def __getattr__(name: str) -> Any:
         if name not in where:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            # Any other submodule, as importing the package used to import them all (``pkg.reader``).
+            if name.startswith("_") or importlib.util.find_spec(f"{package}.{name}") is None:
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            return importlib.import_module(f"{package}.{name}")
         sub = where[name]
         module = importlib.import_module(f"{package}.{name if sub is None else sub}")
         value = module if sub is None else getattr(module, name)
