@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from devbin.binary import budget
-from devbin.cli import extract_cmd, resources_cmd
+from devbin.cli import extract_cmd, list_cmd, resources_cmd
 from devbin.cli.main import main
 from devbin.errors import FormatError, FormatWarning, LimitExceeded
 from devbin.images import parallel
@@ -135,7 +135,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def pooled(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The commands' pools run on any images (not only from 8 MB of them on)."""
+    """The commands' pools run on any files and images (not only from 8 MB of them on)."""
+    monkeypatch.setattr(list_cmd, "MIN_PARALLEL_BYTES", 0)
     monkeypatch.setattr(resources_cmd, "MIN_PARALLEL_BYTES", 0)
     monkeypatch.setattr(extract_cmd, "MIN_PARALLEL_BYTES", 0)
     yield
@@ -177,7 +178,7 @@ def test_extract_writes_the_same_files_with_two_jobs(folder: Path, pooled: None,
 
 
 def test_list_of_many_files_uses_the_pool_and_keeps_the_order(folder: Path, capsys: pytest.CaptureFixture[str],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+                                                              monkeypatch: pytest.MonkeyPatch, pooled: None) -> None:
     seen: list[int] = []
     real = parallel._pooled
 
@@ -189,6 +190,9 @@ def test_list_of_many_files_uses_the_pool_and_keeps_the_order(folder: Path, caps
     code, out, _ = _devbin(["list", "--jobs", "2", *files], capsys)
     assert seen == [2] and code == 1  # truncated.fatbin is named: exit 1, as with --jobs 1
     assert _devbin(["list", "--jobs", "1", *files], capsys)[:2] == (code, out)
+    # Without the fixture's threshold of 0, these few megabytes are listed in this process.
+    monkeypatch.setattr(list_cmd, "MIN_PARALLEL_BYTES", 8 << 20)
+    assert _devbin(["list", "--jobs", "2", *files], capsys)[:2] == (code, out) and seen == [2]
 
 
 def test_an_error_in_a_worker_is_reported_as_in_process(folder: Path, pooled: None, tmp_path: Path,

@@ -189,16 +189,18 @@ class Scanner:
             rep.failed.append(display)
 
     def listing(self, paths: Iterable[str | Path], progress: Progress | None = None,
-                jobs: int | None = 1) -> list[Image]:
+                jobs: int | None = 1, min_bytes: int = 0) -> list[Image]:
         """The images under ``paths`` as records without their format objects (``native`` is None:
         facts only, nothing to decode), the files spread over ``jobs`` processes
         (:func:`devbin.images.parallel.ordered_map`; None: every processor) with the report and the
-        order of one process."""
+        order of one process; files of fewer than ``min_bytes`` in all are read in this process."""
         from devbin.images.parallel import ordered_map
         files = self.expand(paths)
         total = len(files)
         if progress is not None:
             progress(0, total)
+        if min_bytes and jobs != 1 and _total_size(files) < min_bytes:
+            jobs = 1
         out: list[Image] = []
         for done, (images, rep) in enumerate(ordered_map(self._list_one, files, jobs=jobs), 1):
             out.extend(images)
@@ -385,6 +387,15 @@ class Scanner:
         if _has_llvm_sections(elf):
             from devbin.images.llvm import llvm_in_elf
             yield from llvm_in_elf(self.rep, elf, frame)
+
+
+def _total_size(files: list[ToScan]) -> int:
+    """The bytes of ``files`` (those that cannot be read count 0: the scan reports them)."""
+    total = 0
+    for _, path, _ in files:
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size
+    return total
 
 
 def _has_llvm_sections(elf: ElfFile) -> bool:
