@@ -18,17 +18,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from devbin._version import __version__
-from devbin.api import open_file, parse
 
 if TYPE_CHECKING:
+    from devbin.api import open_file, parse
     from devbin.source import Source, open
 
 __all__ = ["Source", "__version__", "open", "open_file", "pack", "parse", "prune", "select"]
 
 
 def __getattr__(name: str) -> Any:
-    """``devbin.open``, ``devbin.Source``, ``devbin.pack``, ``devbin.prune`` and ``devbin.select`` are
-    imported on first use (``import devbin`` stays cheap)."""
+    """Every public name but ``__version__`` is imported on first use (``import devbin`` imports
+    no reader: the CLI's start-up, ``devbin --version``, pays only for what a command uses)."""
+    if name in ("open_file", "parse"):
+        from devbin import api
+        return getattr(api, name)
     if name in ("open", "Source"):
         from devbin import source
         return getattr(source, name)

@@ -20,7 +20,9 @@ Rules this module enforces, so that parsers do not have to:
 
 from __future__ import annotations
 
+import functools
 import mmap
+import re
 import struct
 from collections.abc import Iterator
 from typing import Final
@@ -235,22 +237,17 @@ class ByteView:
         return Cursor(self, offset)
 
 
+@functools.lru_cache(maxsize=64)
+def _pattern(needle: bytes) -> re.Pattern[bytes]:
+    return re.compile(re.escape(needle))
+
+
 def _find(mv: memoryview, needle: bytes, start: int, stop: int) -> int:
-    # Scan in growing chunks: a short string (the usual case: a name) costs a copy of 256
-    # bytes, and a huge view is never copied whole.
-    chunk = 256
-    pos = start
-    overlap = max(len(needle) - 1, 0)
-    while pos < stop:
-        hi = min(stop, pos + chunk + overlap)
-        i = bytes(mv[pos:hi]).find(needle)
-        if i >= 0:
-            return pos + i
-        if hi >= stop:
-            break
-        pos += chunk
-        chunk = min(chunk * 16, 1 << 20)
-    return -1
+    # memoryview has no find(), but a compiled regular expression searches any buffer in place:
+    # a large view (a host library's data sections, a mapped file) is never copied, and a short
+    # search (a name in a large string table) stops at its first hit.
+    m = _pattern(needle).search(mv, start, stop)
+    return -1 if m is None else m.start()
 
 
 def format_view(data: Buffer | ByteView, fmt: str, where: str = "") -> ByteView:

@@ -108,6 +108,30 @@ def add_image_options(p: argparse.ArgumentParser, *, all: bool = True, arch: boo
                             "in .nv_fatbin (cuobjdump -all)")
 
 
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of processes, 1 or more, not {text!r}")
+    return n
+
+
+def add_jobs_option(p: argparse.ArgumentParser) -> None:
+    """``--jobs N``: files and images spread over N processes (devbin.images.parallel), the output
+    the same as with one; default every processor, 1 works in this process."""
+    p.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
+                   help="processes to read files and images with (default: one per processor; 1: no pool); "
+                        "the output is the same whatever N")
+
+
+def pool_jobs(jobs: int | None, sizes: Iterable[int], min_bytes: int) -> int | None:
+    """``--jobs`` for a pool over images of ``sizes`` bytes: 1 (this process) below ``min_bytes`` in
+    all, where forking and feeding workers costs more than they save."""
+    return 1 if sum(sizes) < min_bytes else jobs
+
+
 def add_image_inputs(p: argparse.ArgumentParser) -> None:
     """``--image ADDRESS`` for commands whose inputs are files (link, load): the image at the address is
     one more input, after the files."""

@@ -31,7 +31,6 @@ a file of no known format.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from devbin.cli.common import ImageFilter, add_image_options, file_image_keys, note, warn
@@ -58,18 +57,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- containers (shared with callgraph)
 
 
-@dataclass
 class Images:
-    """The device images of a container file: the code objects and the images skipped."""
+    """The device images of a container file: the code objects and the images skipped.
 
-    file: str
-    #: The file is one code object (a cubin, an AMDGPU code object, an ELF with devbin sections), read
-    #: as it is; ``image`` is the scan's record of it (None for an ELF no scan names, devbin sections only).
-    single: bool = False
-    image: Image | None = None
-    code_objects: list[Image] = field(default_factory=list)
-    skipped: list[Image] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    A plain class, not a dataclass: ``devbin --help`` imports every command's module, and the
+    dataclasses module (with inspect, ast, dis) costs more than the rest of the help."""
+
+    __slots__ = ("code_objects", "file", "image", "single", "skipped", "warnings")
+
+    def __init__(self, file: str, single: bool = False, image: Image | None = None,
+                 code_objects: list[Image] | None = None, skipped: list[Image] | None = None,
+                 warnings: list[str] | None = None) -> None:
+        self.file = file
+        #: The file is one code object (a cubin, an AMDGPU code object, an ELF with devbin sections), read
+        #: as it is; ``image`` is the scan's record of it (None for an ELF no scan names, devbin sections only).
+        self.single = single
+        self.image = image
+        self.code_objects: list[Image] = [] if code_objects is None else code_objects
+        self.skipped: list[Image] = [] if skipped is None else skipped
+        self.warnings: list[str] = [] if warnings is None else warnings
 
 
 def image_label(f: Image) -> str:

@@ -20,6 +20,10 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 .nv_fatbin, its relocatable __nv_relfatbin images are left out unless --all
 (cuobjdump -all), which lists them after the .nv_fatbin ones.
 
+--jobs N reads the files (a folder, several paths; from 8 MB of them) in N
+processes (default: one per processor; --jobs 1: this process only); the
+output is the same whatever N.
+
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
 corrupt); 3 when no input holds device code (one line on stderr, nothing on
@@ -33,7 +37,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
-from devbin.cli.common import ImageFilter, add_image_options, dump, keep, no_device_code, warn
+from devbin.cli.common import ImageFilter, add_image_options, add_jobs_option, dump, keep, no_device_code, warn
 from devbin.cli.progress import progress_bar
 from devbin.cli.render import scan_status
 
@@ -48,8 +52,12 @@ HELP = ("list every device image (cubin, PTX, LTO-IR, AMDGPU code objects, offlo
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: the files of --image)")
     add_image_options(p)
+    add_jobs_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
+
+#: Files of fewer bytes than this in all are listed by this process whatever --jobs says (a pool costs more).
+MIN_PARALLEL_BYTES = 8 << 20
 
 #: On a terminal the address column grows to the longest address up to this width; longer ones are
 #: shortened in the middle.  Elsewhere (a pipe, a file) addresses are printed whole.
@@ -85,8 +93,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
     report = ScanReport()
-    with progress_bar("scanning") as progress:
-        found = [image for image, _ in Scanner(report, all=args.all or choose.all).paths(paths, progress)]
+    with progress_bar("scanning") as progress:  # files spread over --jobs processes, in order
+        found = Scanner(report, all=args.all or choose.all).listing(paths, progress, jobs=args.jobs,
+                                                                    min_bytes=MIN_PARALLEL_BYTES)
     if not found and not report.warnings:
         for w in report.warnings:
             warn(w)

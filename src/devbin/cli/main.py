@@ -93,8 +93,11 @@ def _size(text: str) -> int:
     return n
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser for every subcommand, or for ``only`` (the others are then left out)."""
+def build_parser(only: str | None = None, *, commands: bool = True, arguments: bool = True) -> argparse.ArgumentParser:
+    """The parser for every subcommand, or for ``only`` (the others are then left out), or for
+    none (``commands=False``: ``devbin --version`` imports no command's module).  ``arguments=False``
+    leaves out the subcommands' own options (what ``devbin --help`` and a misspelt command need:
+    the names and one line each)."""
     parser = argparse.ArgumentParser(prog="devbin", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"devbin {__version__}")
@@ -104,8 +107,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                              "DEVBIN_MAX_MEMORY environment variable)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMANDS if only is None else (only,):
+    for name in (COMMANDS if only is None else (only,)) if commands else ():
         mod = command_module(name)
+        if not arguments:
+            sub.add_parser(name, help=mod.HELP, add_help=False)
+            continue
         p = sub.add_parser(name, help=mod.HELP, description=mod.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -139,7 +145,10 @@ def _format_warnings_on_stderr() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     words = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(_command_named(words)).parse_args(words)
+    named = _command_named(words)
+    if named is None and "--version" in words and not {"-h", "--help"} & set(words):
+        build_parser(commands=False).parse_args(words)  # prints the version and exits
+    args = build_parser(named, arguments=named is not None).parse_args(words)
     with _format_warnings_on_stderr():
         return _run(args, out)
 

@@ -13,12 +13,21 @@ docs/IMAGES.md describes both.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from devbin._lazy import lazy_attributes
 from devbin.images.address import Address, Entry, Member, Section, Step
-from devbin.images.record import CONTAINERS, KINDS, VENDORS, BareElf, Image, Native, fatbin_kind, find_image
+from devbin.images.record import CONTAINERS, KINDS, VENDORS, BareElf, Image, fatbin_kind, find_image
 from devbin.images.scan import scan, scan_bytes
 from devbin.images.scanreport import ScanReport, WrapperInfo
+
+if TYPE_CHECKING:
+    from devbin.images.record import Native
 
 __all__ = [
     "CONTAINERS", "KINDS", "VENDORS", "Address", "BareElf", "Entry", "Image", "Member", "Native", "Section",
     "ScanReport", "Step", "WrapperInfo", "fatbin_kind", "find_image", "scan", "scan_bytes",
 ]
+
+#: ``Native`` names every container reader's entry class: built on first use (record.__getattr__).
+__getattr__ = lazy_attributes(__name__, {"Native": "record"})

@@ -44,6 +44,8 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 
 def escape(text: str) -> str:
     """``text`` with every reserved character written ``%XX``."""
+    if _RESERVED.isdisjoint(text):  # the usual case, checked in C: every image's address is printed
+        return text
     return "".join(f"%{ord(c):02X}" if c in _RESERVED else c for c in text)
 
 

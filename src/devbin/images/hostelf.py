@@ -25,7 +25,11 @@ magic) and experiments with nvcc 13.0 (tests/test_nvidia_cli.py):
   fatbins for ``cuModuleLoadData``: the magic ``50 ed 55 ba`` is looked for at 8-aligned
   addresses, and a hit counts only when the whole fatbin parses, it has at least one entry and
   every entry has the entry version 0x0101 and a known kind (random bytes holding the magic
-  are not reported).  cuobjdump does not look there.
+  are not reported).  cuobjdump does not look there.  Only in a file without
+  ``.nvFatBinSegment`` wrappers: where the runtime registers fatbins, the wrappers say where
+  they are (a search of a large library's data costs more than the rest of a listing), so
+  the search is for files that load theirs by hand.  The sections are searched in place,
+  never copied.
 """
 
 from __future__ import annotations
@@ -162,9 +166,10 @@ class HostElf:
                     if not skip:
                         results.extend(found)
                     executable = executable or name == EXEC_SECTION
-        for sec in elf.sections:
-            if self._scannable(sec):
-                results.extend(self._scan_section(sec, pointed))
+        if not wrappers:  # registered fatbins are the ones the wrappers point at: no search then
+            for sec in elf.sections:
+                if self._scannable(sec):
+                    results.extend(self._scan_section(sec, pointed))
         for key, ver in pointed.items():
             if key not in self.seen:
                 results.extend(self._at_pointer(key, ver))
@@ -244,10 +249,10 @@ class HostElf:
         """Relocations applying to ``sec``: offset -> (target section index, offset in it)."""
         elf = self.elf
         out: dict[int, tuple[int, int]] = {}
-        for rel_index, relocs in elf.relocation_tables.items():
-            rsec = elf.sections[rel_index]
-            if rsec.sh_info != sec.index:
+        for rsec in elf.sections:  # only the tables applying to `sec` are decoded (not a library's .rela.dyn)
+            if rsec.sh_type not in (EC.SHT_REL, EC.SHT_RELA) or rsec.sh_info != sec.index:
                 continue
+            relocs = elf.relocation_table(rsec.index)
             table = elf.symbol_tables.get(rsec.sh_link)
             for r in relocs:
                 if table is None or r.r_sym >= len(table):

@@ -10,22 +10,20 @@ it is, told in the vocabularies below.  The bytes are read only when :meth:`Imag
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from devbin.binary import ByteView
 from devbin.errors import FormatError, UsageError
-from devbin.formats.bundle import BundleEntry
-from devbin.formats.elf.reader import ElfFile
-from devbin.formats.fatbin import FatbinEntry
 from devbin.formats.fatbin import constants as FC
-from devbin.formats.fatbin.writer import stored_entry, write_fatbin
-from devbin.formats.offload import OffloadEntry
-from devbin.formats.wrapped import WrappedImage
 from devbin.images.address import Address
 
 if TYPE_CHECKING:
+    from devbin.formats.bundle.reader import BundleEntry
+    from devbin.formats.fatbin.reader import FatbinEntry
+    from devbin.formats.offload.reader import OffloadEntry
+    from devbin.formats.wrapped.reader import WrappedImage
     from devbin.model import CodeObject
 
 __all__ = [
@@ -97,8 +95,23 @@ class BareElf:
     view: memoryview = field(repr=False, compare=False)
 
 
-#: The format-level object an image came from.
-Native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf
+if TYPE_CHECKING:
+    #: The format-level object an image came from.
+    Native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf
+
+
+def __getattr__(name: str) -> Any:
+    """``Native`` is built on first use: importing this module imports no container reader
+    (a scan imports each one when it meets its magic)."""
+    if name != "Native":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from devbin.formats.bundle.reader import BundleEntry
+    from devbin.formats.fatbin.reader import FatbinEntry
+    from devbin.formats.offload.reader import OffloadEntry
+    from devbin.formats.wrapped.reader import WrappedImage
+    native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf
+    globals()["Native"] = native
+    return native
 
 
 # --------------------------------------------------------------------------- the record
@@ -169,7 +182,7 @@ class Image:
     @property
     def entry(self) -> FatbinEntry | None:
         """The fatbin entry this image is, or None."""
-        return self.native if isinstance(self.native, FatbinEntry) else None
+        return self.native if _native_is(self.native, "fatbin.reader", "FatbinEntry") else None  # type: ignore[return-value]
 
     def to_dict(self) -> dict[str, Any]:
         """The facts every command that reports images gives each one, under the same keys
@@ -182,14 +195,16 @@ class Image:
         """The image as ``devbin extract`` writes it: a window on the file (zero-copy) when stored
         plain, decompressed otherwise.  Raises FormatError above ``max_size`` bytes or for bad data."""
         n = self.native
-        if isinstance(n, FatbinEntry):
-            if n.is_opaque:  # NVIDIA's own LTO-IR encoding: the entry as stored, in a one-entry fatbin
-                return write_fatbin([stored_entry(n)])
-            return n.extract_view(max_size)
-        if isinstance(n, OffloadEntry | WrappedImage):
-            view = n.image
-        elif isinstance(n, BundleEntry):
-            view = n.data
+        if _native_is(n, "fatbin.reader", "FatbinEntry"):
+            entry: FatbinEntry = n  # type: ignore[assignment]
+            if entry.is_opaque:  # NVIDIA's own LTO-IR encoding: the entry as stored, in a one-entry fatbin
+                from devbin.formats.fatbin.writer import stored_entry, write_fatbin  # the writer only here
+                return write_fatbin([stored_entry(entry)])
+            return entry.extract_view(max_size, plain_size=self.size)  # a plain cubin's extent: measured by the scan
+        if _native_is(n, "offload.reader", "OffloadEntry") or _native_is(n, "wrapped.reader", "WrappedImage"):
+            view = n.image  # type: ignore[union-attr]
+        elif _native_is(n, "bundle.reader", "BundleEntry"):
+            view = n.data  # type: ignore[union-attr]
         elif isinstance(n, BareElf):
             view = n.view
         else:
@@ -202,8 +217,8 @@ class Image:
     def head(self, n: int = 64) -> memoryview | bytes:
         """The image's first ``n`` bytes (fewer when it is shorter); an entry of a compressed bundle
         decodes only those (a fatbin entry stored compressed is decoded whole)."""
-        if isinstance(self.native, BundleEntry):
-            return self.native.head(n)
+        if _native_is(self.native, "bundle.reader", "BundleEntry"):
+            return self.native.head(n)  # type: ignore[union-attr]
         return self.data()[:n]
 
     def code_object(self, max_size: int = FC.DEFAULT_MAX) -> CodeObject | None:
@@ -211,9 +226,18 @@ class Image:
         for an image that is no code object (PTX, LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""
         if self.kind not in (CUBIN, AMDGPU):
             return None
+        from devbin.binary import ByteView
+        from devbin.formats.elf.reader import ElfFile
         from devbin.importers import import_code_object  # the model and importers only when asked: CLI start-up
         return import_code_object(ElfFile(ByteView(self.data(max_size), where=str(self.address)),
                                           where=str(self.address)))
+
+
+def _native_is(native: object, module: str, cls: str) -> bool:
+    """``isinstance(native, devbin.formats.<module>.<cls>)`` without importing that reader: an object
+    of a reader that was never imported cannot be one of its instances."""
+    m = sys.modules.get(f"devbin.formats.{module}")
+    return m is not None and isinstance(native, getattr(m, cls))
 
 
 def find_image(images: Iterable[Image], address: Address | str) -> Image:

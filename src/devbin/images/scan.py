@@ -40,14 +40,14 @@ warns about the files it skips.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import mmap
 import os
 import stat
-import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from devbin.binary import Buffer, ByteView, budget
 from devbin.detect import (
@@ -61,19 +61,24 @@ from devbin.detect import (
     WRAPPED,
 )
 from devbin.errors import DeviceBinaryError, LimitExceeded
-from devbin.formats.ar import ArchiveFile
+from devbin.formats.bundle import constants as BC
 from devbin.formats.elf import constants as EC
-from devbin.formats.elf.reader import ElfFile
-from devbin.formats.wrapped import parse_wrapped
+from devbin.formats.offload import constants as OC
 from devbin.images.address import Address, Member
 from devbin.images.frame import Frame, Hit
-from devbin.images.hostelf import HostElf, fatbin_images, walk_fatbins
-from devbin.images.llvm import bundle_images, llvm_in_elf, offload_images
 from devbin.images.record import AMDGPU, CUBIN, HOST, BareElf, Image
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF, ZIP, ZIP_MAGICS, amdgpu_arch, container_format, cuda_arch, image_kind, vendor_of
 
-__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "scan", "scan_bytes"]
+if TYPE_CHECKING:
+    import zipfile
+
+    from devbin.formats.elf.reader import ElfFile
+
+# Each container's reader is imported where its magic is met (below), not with this module: a scan
+# of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
+
+__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "ToScan", "scan", "scan_bytes"]
 
 #: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
 MAX_DEPTH = 12
@@ -82,6 +87,8 @@ MAX_MEMBER_SIZE = 8 << 30
 _ZIP_CHUNK = 1 << 24  # a zip member is inflated into its buffer this much at a time
 
 Progress = Callable[[int, int], None]
+#: One file to scan: the path as displayed, the path, whether it was named explicitly (not found in a folder).
+ToScan = tuple[str, Path, bool]
 
 
 def scan(paths: Iterable[str | Path], *, all: bool = False, progress: Progress | None = None,
@@ -142,33 +149,70 @@ class Scanner:
 
     def paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> Iterator[Hit]:
         """Every image under ``paths``; raises OSError for a top-level path that cannot be read."""
-        rep = self.rep
-        files: list[tuple[str, Path, bool]] = []  # display path, path, given explicitly
+        files = self.expand(paths)
+        total = len(files)
+        if progress is not None:
+            progress(0, total)
+        for done, todo in enumerate(files, 1):
+            yield from self.one(todo)
+            if progress is not None:
+                progress(done, total)
+
+    def expand(self, paths: Iterable[str | Path]) -> list[ToScan]:
+        """The files under ``paths`` in scan order, folders walked (their unreadable entries are
+        warnings); raises OSError for a top-level path that cannot be read."""
+        files: list[ToScan] = []
         for p in paths:
             path = Path(p)
             st = path.stat()  # raises OSError for a missing top-level path
             if stat.S_ISDIR(st.st_mode):
-                files.extend((d, f, False) for d, f in _walk(str(p), path, rep))
+                files.extend((d, f, False) for d, f in _walk(str(p), path, self.rep))
             else:
                 files.append((str(p), path, True))
+        return files
+
+    def one(self, todo: ToScan) -> Iterator[Hit]:
+        """The images of one file of :meth:`expand` (an explicit one that cannot be read raises OSError)."""
+        display, path, explicit = todo
+        rep = self.rep
+        rep.files += 1
+        warned, images = len(rep.warnings), 0
+        try:
+            for hit in self.file(path, Frame(Address(display))):
+                images += 1
+                yield hit
+        except OSError as e:
+            if explicit:
+                raise
+            rep.warn(display, f"cannot read: {e}")
+        if explicit and not images and len(rep.warnings) > warned and not self.zip_opened:
+            rep.failed.append(display)
+
+    def listing(self, paths: Iterable[str | Path], progress: Progress | None = None,
+                jobs: int | None = 1, min_bytes: int = 0) -> list[Image]:
+        """The images under ``paths`` as records without their format objects (``native`` is None:
+        facts only, nothing to decode), the files spread over ``jobs`` processes
+        (:func:`devbin.images.parallel.ordered_map`; None: every processor) with the report and the
+        order of one process; files of fewer than ``min_bytes`` in all are read in this process."""
+        from devbin.images.parallel import ordered_map
+        files = self.expand(paths)
         total = len(files)
         if progress is not None:
             progress(0, total)
-        for done, (display, path, explicit) in enumerate(files, 1):
-            rep.files += 1
-            warned, images = len(rep.warnings), 0
-            try:
-                for hit in self.file(path, Frame(Address(display))):
-                    images += 1
-                    yield hit
-            except OSError as e:
-                if explicit:
-                    raise
-                rep.warn(display, f"cannot read: {e}")
-            if explicit and not images and len(rep.warnings) > warned and not self.zip_opened:
-                rep.failed.append(display)
+        if min_bytes and jobs != 1 and _total_size(files) < min_bytes:
+            jobs = 1
+        out: list[Image] = []
+        for done, (images, rep) in enumerate(ordered_map(self._list_one, files, jobs=jobs), 1):
+            out.extend(images)
+            self.rep.merge(rep)
             if progress is not None:
                 progress(done, total)
+        return out
+
+    def _list_one(self, todo: ToScan) -> tuple[list[Image], ScanReport]:
+        sub = Scanner(ScanReport(), all=self.all, follow_thin_outside=self.follow_thin_outside)
+        images = [dataclasses.replace(image, native=None) for image, _ in sub.one(todo)]
+        return images, sub.rep
 
     # -- files on disk ----------------------------------------------------------
     def file(self, path: Path, frame: Frame, depth: int = 0) -> Iterator[Hit]:
@@ -210,14 +254,17 @@ class Scanner:
             if fmt == ELF:
                 yield from self._elf(view, frame)
             elif fmt == CUDA_FATBIN:
+                from devbin.images.hostelf import fatbin_images, walk_fatbins
                 fresh = ByteView(view, fmt="fatbin", where=where)
                 for index, offset, fb in walk_fatbins(fresh, self.rep, where, where):
                     yield from fatbin_images(fb, frame, "", index, offset, None)
             elif fmt in (AR, AR_THIN):
                 yield from self._archive(view, frame, depth, disk)
             elif fmt == OFFLOAD_BINARY:
+                from devbin.images.llvm import offload_images
                 yield from offload_images(view, self.rep, frame, "", 0)
             elif fmt in (OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
+                from devbin.images.llvm import bundle_images
                 yield from bundle_images(view, self.rep, frame, "", 0)
             elif fmt == WRAPPED:
                 yield from self._wrapped(view, frame, depth)
@@ -227,6 +274,7 @@ class Scanner:
     # -- devbin wrapped single image ------------------------------------------------
     def _wrapped(self, view: ByteView, frame: Frame, depth: int) -> Iterator[Hit]:
         """A device image is reported with the wrapper's metadata; a container inside is opened."""
+        from devbin.formats.wrapped.reader import parse_wrapped
         w = parse_wrapped(view, where=frame.where)
         inner = container_format(bytes(w.image[:SNIFF]))
         kind, elf_arch = image_kind(w.image, ptx=(w.get("ImageKind") or "").lower() == "ptx")
@@ -243,6 +291,7 @@ class Scanner:
 
     # -- ar ------------------------------------------------------------------------
     def _archive(self, view: ByteView, frame: Frame, depth: int, disk: Path | None) -> Iterator[Hit]:
+        from devbin.formats.ar.reader import ArchiveFile
         ar = ArchiveFile(view, where=frame.where, diag=lambda e: self.rep.warn(frame.where, str(e)))
         seen: dict[str, int] = {}
         for m in ar.files:
@@ -266,6 +315,7 @@ class Scanner:
 
     # -- zip ------------------------------------------------------------------------
     def _zip(self, fileobj: IO[bytes], frame: Frame, depth: int) -> Iterator[Hit]:
+        import zipfile  # with its compression modules, only for a zip
         try:
             zf = zipfile.ZipFile(fileobj)
             infos = zf.infolist()
@@ -316,6 +366,7 @@ class Scanner:
 
     # -- ELF -------------------------------------------------------------------------
     def _elf(self, view: ByteView, frame: Frame) -> Iterator[Hit]:
+        from devbin.formats.elf.reader import ElfFile
         where = frame.where
         elf = ElfFile(ByteView(view, where=where), where=where, diag=lambda e: self.rep.warn(where, str(e)))
         h = elf.header
@@ -328,8 +379,30 @@ class Scanner:
                         arch=arch, size=elf.size, stored_size=elf.size, compression="none", container="file",
                         section="", offset=0, native=native), frame
             return
+        from devbin.images.hostelf import HostElf
         try:
             yield from HostElf(self.rep, elf, frame).scan(all=self.all)
         except DeviceBinaryError as e:
             self.rep.warn(where, str(e))
-        yield from llvm_in_elf(self.rep, elf, frame)
+        if _has_llvm_sections(elf):
+            from devbin.images.llvm import llvm_in_elf
+            yield from llvm_in_elf(self.rep, elf, frame)
+
+
+def _total_size(files: list[ToScan]) -> int:
+    """The bytes of ``files`` (those that cannot be read count 0: the scan reports them)."""
+    total = 0
+    for _, path, _ in files:
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size
+    return total
+
+
+def _has_llvm_sections(elf: ElfFile) -> bool:
+    """Whether :func:`devbin.images.llvm.llvm_in_elf` has a section to read (then its readers are imported)."""
+    for sec in elf.sections:
+        name = sec.name
+        if (sec.sh_type == OC.SHT_LLVM_OFFLOADING or name.startswith(OC.SECTION_NAME)
+                or name == BC.HIP_FATBIN_SECTION or name.startswith(BC.SECTION_PREFIX)):
+            return True
+    return False

@@ -46,6 +46,14 @@ class ScanReport:
     #: a truncated or corrupt file the user asked about.  The CLI exits 1 when there are any.
     failed: list[str] = field(default_factory=list)
 
+    def merge(self, other: ScanReport) -> None:
+        """Add what ``other`` (the report of a later part of the same scan) noticed."""
+        self.warnings.extend(other.warnings)
+        self.wrappers.extend(other.wrappers)
+        self.files += other.files
+        self.members += other.members
+        self.failed.extend(other.failed)
+
     def warn(self, path: str, message: str) -> None:
         """Add ``message``, prefixed with ``path`` unless it names the path already (errors do)."""
         self.warnings.append(message if not path or path in message else f"{path}: {message}")

@@ -25,8 +25,6 @@ from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as EC
 from devbin.formats.fatbin import constants as FC
 from devbin.images.record import AMDGPU, BITCODE, CUBIN, DATA, FATBIN, HOST, PTX, SPIRV
-from devbin.targets.amdgpu.mach import EF_AMDGPU_MACH, mach_name
-from devbin.targets.nvidia.archs import sm_from_e_flags
 
 __all__ = [
     "SNIFF", "ZIP", "ZIP_MAGICS", "amdgpu_arch", "container_format", "cuda_arch", "image_kind",
@@ -56,11 +54,13 @@ def container_format(head: bytes) -> str | None:
 
 def cuda_arch(osabi: int, abi_version: int, flags: int) -> str:
     """``sm_N`` of a cubin's header (:func:`devbin.targets.nvidia.archs.sm_from_e_flags`)."""
+    from devbin.targets.nvidia.archs import sm_from_e_flags  # the arch tables only for a bare device ELF
     return f"sm_{sm_from_e_flags(osabi, abi_version, flags)}"
 
 
 def amdgpu_arch(flags: int) -> str:
     """The processor of an AMDGPU code object's ``e_flags`` (:func:`devbin.targets.amdgpu.mach.mach_name`)."""
+    from devbin.targets.amdgpu.mach import EF_AMDGPU_MACH, mach_name
     return mach_name(flags & EF_AMDGPU_MACH)
 
 

@@ -65,7 +65,6 @@ from devbin.binary import ByteView, align_up, format_view, join_where
 from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion
 from devbin.formats.elf.constants import no_file_types
 from devbin.formats.fatbin import constants as C
-from devbin.formats.fatbin.compress import decompress as _decompress
 
 __all__ = ["Fatbin", "FatbinEntry", "elf_image_size", "extract_name", "iter_fatbins", "parse_fatbin"]
 
@@ -175,6 +174,7 @@ class FatbinEntry:
         Unlike :meth:`data` it is not trimmed to cuobjdump's extent: for parsing, not for writing out.
         """
         if self.is_compressed:
+            from devbin.formats.fatbin.compress import decompress as _decompress  # zstd/lz4 only when decoding
             try:
                 return memoryview(_decompress(self.compression, self.raw_payload, self.uncompressed_size,
                                               max_size=max_size, where=self.where, offset=self.payload_offset))
@@ -196,8 +196,13 @@ class FatbinEntry:
         """
         return bytes(self.extract_view(max_size))
 
-    def extract_view(self, max_size: int = C.DEFAULT_MAX) -> memoryview | bytes:
-        """:meth:`data` without a copy when the image is stored plain (a window of the fatbin)."""
+    def extract_view(self, max_size: int = C.DEFAULT_MAX, *, plain_size: int | None = None) -> memoryview | bytes:
+        """:meth:`data` without a copy when the image is stored plain (a window of the fatbin).
+
+        ``plain_size``: the extent of a plain image when the caller has it already (a scan's
+        :attr:`Image.size`, which is :func:`entry_size`): not measured a second time."""
+        if plain_size is not None and not self.is_compressed and plain_size <= len(self.raw_payload):
+            return self.raw_payload[:plain_size]
         image = self.image_view(max_size)
         view = ByteView(image, where=self.where)
         if self.kind == C.KIND_PTX:

@@ -1,0 +1,160 @@
+"""Work spread over a pool of processes, results in the order one process gives them.
+
+:func:`ordered_map` is the one helper every command that works on many files or many images
+uses (``devbin list``, ``resources`` and ``extract`` with ``--jobs``; ``size`` and ``prune``).
+It calls ``fn(item)`` for each item and returns the results in item order, exactly as
+``[fn(x) for x in items]`` does, but in ``jobs`` worker processes:
+
+* **fork, nothing pickled on the way in.**  The workers are forked from the caller after the
+  work is set up, so ``fn`` (a closure is fine) and the items (images holding views of mapped
+  files, open scanners) are inherited, not sent; only each result comes back, pickled, so a
+  result must be plain data (text, numbers, records without their ``native`` views).  The
+  first item runs in the caller before the fork, so that what ``fn`` imports on first use is
+  imported once.  Where ``fork`` is not available, or for one job, or fewer items than
+  ``min_items``, it runs in process.
+* **Same order, same errors.**  The items go out in consecutive chunks; results are yielded
+  chunk by chunk in item order.  An exception raised by ``fn`` in a worker is raised in the
+  caller when its item's turn comes, after every earlier item's result, as in process (the
+  exceptions of :mod:`devbin.errors` survive the trip with their message and fields).  Later
+  items may have run already (a command that writes files may have written some of them).
+* **Warnings travel too.**  Warnings a worker issues (``FormatWarning`` of a reader) are
+  recorded there and issued again in the caller, in order, with the chunk's results, so the
+  caller's warning filters (the CLI prints each distinct one once) see them as in process.
+* **Within the memory budget.**  Each worker decodes under the caller's budget
+  (:mod:`devbin.binary.budget`) as the caller would; ``weights`` (the decoded bytes an item may
+  hold at once, e.g. a compressed image's size) lower the number of workers until the
+  ``jobs`` heaviest items fit the budget together, so the processes together never hold more
+  decoded bytes than one process may.
+
+:func:`default_jobs` is what ``--jobs`` defaults to: the processors this process may run on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from devbin.binary import budget
+
+__all__ = ["default_jobs", "effective_jobs", "ordered_map"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Chunks per worker: enough to even out items of different cost, few enough to keep the
+#: per-chunk round trip small.
+CHUNKS_PER_JOB = 4
+
+# The work of the pool being run, set before the workers are forked (they inherit it).
+_work: tuple[Callable[[Any], Any], Sequence[Any], int] | None = None
+
+
+def default_jobs() -> int:
+    """The processors this process may run on (``--jobs``' default)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def effective_jobs(jobs: int, n_items: int, weights: Sequence[int] | None = None, *, min_items: int = 2,
+                   limit: int | None = None) -> int:
+    """How many processes :func:`ordered_map` uses: ``jobs``, no more than there are items, 1 below
+    ``min_items`` or where ``fork`` is missing, and no more than the number of the heaviest items
+    whose ``weights`` fit the memory ``limit`` together (the budget in force by default)."""
+    if jobs <= 1 or n_items < max(min_items, 2):
+        return 1
+    import multiprocessing  # only where a pool may run: a one-file command does not import it
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    n = min(jobs, n_items)
+    if weights:
+        cap = budget.current().limit if limit is None else limit
+        heaviest = sorted(weights, reverse=True)
+        total = 0
+        for k, w in enumerate(heaviest[:n]):
+            total += w
+            if total > cap:
+                n = max(1, k)
+                break
+    return n
+
+
+def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, jobs: int | None = None,
+                weights: Sequence[int] | None = None, min_items: int = 2) -> Iterator[R]:
+    """``fn(item)`` for each of ``items``, in item order, in up to ``jobs`` processes (default: every
+    processor, :func:`default_jobs`); see the module docstring.  A generator: the pool starts
+    at the first ``next()`` and is shut down when the generator ends or is closed."""
+    n = effective_jobs(default_jobs() if jobs is None else jobs, len(items), weights, min_items=min_items)
+    if n <= 1:
+        for item in items:
+            yield fn(item)
+        return
+    yield from _pooled(fn, items, n)
+
+
+def _chunks(n_items: int, jobs: int) -> list[tuple[int, int]]:
+    count = min(n_items, jobs * CHUNKS_PER_JOB)
+    bounds = [n_items * i // count for i in range(count + 1)]
+    return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+
+def _pooled(fn: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[R]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _work
+    if _work is not None:  # a pool inside a worker's item (nested use): no second level of processes
+        for item in items:
+            yield fn(item)
+        return
+    # The first item runs here, before the workers are forked: what ``fn`` imports on first use
+    # (a reader, a decoder, the resource tables) is imported once and inherited, not once per worker.
+    yield fn(items[0])
+    items = items[1:]
+    if not items:
+        return
+    _work = (fn, items, budget.current().limit)
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_run_chunk, lo, hi) for lo, hi in _chunks(len(items), jobs)]
+            _work = None  # the workers have it (forked at the first submit), this process needs it no more
+            try:
+                for future in futures:
+                    results, caught, error = future.result()
+                    for w in caught:
+                        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+                    yield from results
+                    if error is not None:
+                        raise error
+            finally:
+                for future in futures:
+                    future.cancel()
+    finally:
+        _work = None
+
+
+def _run_chunk(lo: int, hi: int) -> tuple[list[Any], list[warnings.WarningMessage], BaseException | None]:
+    """In a worker: the results of items ``lo`` to ``hi``, the warnings they issued, and the
+    exception that stopped the chunk (the results before it are kept)."""
+    assert _work is not None, "ordered_map's work is inherited by forking"
+    fn, items, limit = _work
+    results: list[Any] = []
+    error: BaseException | None = None
+    with budget.limit(limit), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for i in range(lo, hi):
+                results.append(fn(items[i]))
+        except Exception as e:  # raised again in the caller, at this item's turn
+            error = e
+    return results, [_plain(w) for w in caught], error
+
+
+def _plain(w: warnings.WarningMessage) -> warnings.WarningMessage:
+    """A warning that pickles (its message as an instance of its category, no source object)."""
+    return warnings.WarningMessage(w.message, w.category, w.filename, w.lineno)
