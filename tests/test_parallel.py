@@ -51,7 +51,9 @@ def test_ordered_map_gives_the_order_of_one_process() -> None:
     assert [x for x, _ in pooled] == items
     # The first item in the caller (what fn imports is imported once, before the fork), the rest in 2 workers.
     assert pooled[0][1] == os.getpid() and os.getpid() not in {pid for _, pid in pooled[1:]}
-    assert len({pid for _, pid in pooled[1:]}) == 2
+    # at most 2 workers; how the items spread between them depends on the machine's load (one worker may
+    # take them all before the other starts)
+    assert 1 <= len({pid for _, pid in pooled[1:]}) <= 2
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3])
