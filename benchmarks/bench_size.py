@@ -3,7 +3,7 @@
     python3 benchmarks/bench_size.py [--repeat 5] [--cache DIR]
 
 Uses the pinned wheel nvidia-curand-cu12==10.3.10.19 and cubloaty==0.2.0b1, downloaded into the
-cache folder when not there (bench_curand.fetch).  Times, in one run, each pair (median wall time of
+cache folder when not there (bench_curand's fetch_curand and fetch_cubloaty).  Times, in one run, each pair
 --repeat fresh processes, output thrown away):
 
     devbin size --json libcurand.so.10      vs  cubloaty libcurand.so.10 --format json
@@ -34,7 +34,17 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_curand import ROOT, fetch  # noqa: E402  (one download and cache for both benchmarks)
+from bench_curand import ROOT, fetch_cubloaty, fetch_curand  # noqa: E402  (one download and cache for both)
+
+
+def fetch(cache: Path) -> tuple[Path, list[str]]:
+    """libcurand.so.10 and the cubloaty command, downloaded once into ``cache``; cubloaty's folder is put on
+    PYTHONPATH for the wheel script below, which imports it."""
+    lib, _ = fetch_curand(cache)
+    cubloaty = fetch_cubloaty(cache)
+    site = cache / "cubloaty-site"
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    return lib, cubloaty
 
 #: cubloaty over every device library of a wheel, in one process: unzip, then its CLI per library.
 CUBLOATY_WHEEL = """

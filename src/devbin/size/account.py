@@ -187,7 +187,8 @@ def _functions(elf: ElfFile) -> list[tuple[FunctionSize, Buffer]]:
         return []
     c = st.columns
     info, shndx, other, sizes, values = c.st_info, c.st_shndx, c.st_other, c.st_size, c.st_value
-    nsec = len(elf.sections)
+    names_of, file_sizes = elf.section_names, elf.section_file_sizes
+    nsec = len(names_of)
     rows = [i for i in range(1, len(st)) if info[i] & 0xF == EC.STT_FUNC and 0 < shndx[i] < nsec]
     names = st.names(rows)
     cuda = elf.header.e_machine == EC.EM_CUDA
@@ -195,9 +196,8 @@ def _functions(elf: ElfFile) -> list[tuple[FunctionSize, Buffer]]:
     related: dict[str, dict[str, int]] = {}
     descriptors: dict[str, int] = {}
     if cuda:
-        for sec in elf.sections:
-            n = sec.name
-            if not n.startswith((".nv.", ".rel")) or not sec.file_size:
+        for n, file_size in zip(names_of, file_sizes, strict=True):  # no Section made for these
+            if not file_size or not n.startswith((".nv.", ".rel")):
                 continue
             if n.startswith(".nv.constant"):
                 bank, _, fn = n[12:].partition(".")
@@ -211,7 +211,7 @@ def _functions(elf: ElfFile) -> list[tuple[FunctionSize, Buffer]]:
                     continue
                 fn, key = n[len(hit[0]):], hit[1]
             own = related.setdefault(fn, {})
-            own[key] = own.get(key, 0) + sec.file_size
+            own[key] = own.get(key, 0) + file_size
     else:
         kd = [i for i in range(1, len(st)) if info[i] & 0xF == EC.STT_OBJECT and shndx[i]]
         for i, name in zip(kd, st.names(kd), strict=True):

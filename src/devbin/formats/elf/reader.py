@@ -585,6 +585,12 @@ class ElfFile:
         return self._names
 
     @property
+    def section_file_sizes(self) -> Sequence[int]:
+        """The bytes each section takes in the file, in section order (``self.sections[i].file_size``:
+        0 for ``SHT_NOBITS`` and its like), checked at open to lie inside the file."""
+        return self._sizes
+
+    @property
     def symtab(self) -> SymbolTable | None:
         """The static symbol table (``SHT_SYMTAB``), or None."""
         for idx, table in self.symbol_tables.items():
