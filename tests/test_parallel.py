@@ -319,6 +319,20 @@ def test_size_is_the_same_with_two_jobs(options: list[str], folder: Path, librar
         assert "libk_c.so" in out and "refused: " in out and "leaves no device image" in out
 
 
+def test_size_over_the_memory_budget_in_a_worker_warns_as_in_process(folder: Path, libraries: Path,
+                                                                    pooled_packages: list[int],
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # No compressed entry can be decoded under 256 bytes (the smallest, a PTX of e.o, needs 370): in a
+    # worker as in process, a warning per entry.  (Under a budget some of them fit, whether one does may
+    # depend on when the collector frees the buffers decoded before it, in one process as in several.)
+    runs = [_devbin(["--max-memory", "256", "size", "--jobs", jobs, str(folder), str(libraries)], capsys)
+            for jobs in ("1", "2")]
+    assert pooled_packages == [2]
+    assert runs[0] == runs[1]
+    code, out, err = runs[0]
+    assert code == 0 and out and "k.zstd.fatbin#0.1: " in err and "over the memory budget of 256 bytes" in err
+
+
 def test_size_measures_in_workers_and_the_progress_advances(folder: Path, libraries: Path, tmp_path: Path) -> None:
     from devbin.images.scanreport import ScanReport
     from devbin.size.account import measure
