@@ -177,8 +177,9 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None) -> d
             "by_arch": result.saved_by_arch()}
 
 
-#: The files of one worker of ``--keep``: a top-level file, one first member of a zip (a wheel's
-#: library; the files inside it), or the members of one archive or other top-level file, by address.
+#: The files of one worker of ``--keep``: a top-level file (member None, its path alone), one first
+#: member of a zip (a wheel's library; the files inside it), or the members of one archive or other
+#: top-level file (member None), by address.
 _Group = tuple[str, Member | None, list[str]]
 
 
@@ -186,19 +187,19 @@ def _groups(paths: Sequence[str]) -> list[_Group]:
     """The files at ``paths`` (addresses as :class:`FileSize` paths), grouped by what reads them: a file
     on disk alone; a zip's members by their first member (each read from the zip by itself, so a
     wheel's libraries spread over ``jobs``); any other file's members together (one scan of it)."""
-    groups: dict[tuple[str, Member | None], list[str]] = {}
+    groups: dict[tuple[str, Member | None, bool], list[str]] = {}
     zips: dict[str, bool] = {}
     for p in paths:
         a = Address.parse(p)
         first = a.steps[0] if a.steps else None
         if first is None:
-            groups.setdefault((p, None), []).append(p)
+            groups.setdefault((p, None, True), []).append(p)
             continue
         if a.path not in zips:
             zips[a.path] = _is_zip(a.path)
-        key = (a.path, first if zips[a.path] and isinstance(first, Member) else None)
+        key = (a.path, first if zips[a.path] and isinstance(first, Member) else None, False)
         groups.setdefault(key, []).append(p)
-    return [(top, first, wanted) for (top, first), wanted in groups.items()]
+    return [(top, first, wanted) for (top, first, _), wanted in groups.items()]
 
 
 def _is_zip(path: str) -> bool:
