@@ -263,7 +263,9 @@ def _make_wheel(path: Path, members: dict[str, bytes]) -> Path:
     rows = "".join(f"{n},{record_hash(b)},{len(b)}\n" for n, b in members.items()) + f"{record},,\n"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in {**members, record: rows.encode()}.items():
-            z.writestr(name, data)
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 2, 3, 4, 6))  # the same bytes each time
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
     return path
 
 
