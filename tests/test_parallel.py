@@ -224,3 +224,232 @@ def test_limit_exceeded_survives_the_trip() -> None:
     with pytest.raises(LimitExceeded) as err:
         list(ordered_map(over, [1, 2, 3, 4], jobs=2))
     assert str(err.value) == "fatbin: x#1: zstd data needs 9 bytes (value 0x9)"
+
+
+# --------------------------------------------------------------------------- size and prune
+
+
+@pytest.fixture(scope="module")
+def libraries(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """nvcc-built shared libraries of several architecture sets (libk_c.so: sm_80 only, which
+    ``--keep sm_90`` cannot prune), the folder's archive of objects and an AMDGPU object."""
+    nvcc = require_tool("nvcc")
+    d = tmp_path_factory.mktemp("libraries")
+    k = SOURCES / "kernels.cu"
+    builds = {"libk_a.so": ["-gencode", "arch=compute_80,code=[sm_80,compute_80]", "-gencode",
+                            "arch=compute_90,code=sm_90", "--no-compress"],
+              "libk_b.so": ["-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_100,code=sm_100"],
+              "libk_c.so": ["-gencode", "arch=compute_80,code=sm_80"]}
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        list(pool.map(lambda kv: _nvcc([nvcc, *kv[1], "-Xcompiler", "-fPIC", "-shared", "-o", d / kv[0], k], d),
+                      builds.items()))
+    shutil.copy(folder / "sub" / "libke.a", d / "libke.a")
+    shutil.copy(SAMPLES / "sample_gfx90a.o", d / "sample_gfx90a.o")
+    return d
+
+
+#: The members of the test packages besides their libraries.
+_PACKAGE_FILES = {"pkg/__init__.py": b"", "pkg/data.txt": b"not device code\n"}
+
+
+def _package_members(libraries: Path, with_bad: bool) -> dict[str, bytes]:
+    names = ["libk_a.so", "libke.a", "sample_gfx90a.o", "libk_b.so", *(["libk_c.so"] if with_bad else [])]
+    return {**_PACKAGE_FILES, **{f"pkg/lib/{n}": (libraries / n).read_bytes() for n in names}}
+
+
+def _make_wheel(path: Path, members: dict[str, bytes]) -> Path:
+    import zipfile
+
+    from devbin.packaging.prune_packages import record_hash
+    record = "pkg-1.0.dist-info/RECORD"
+    rows = "".join(f"{n},{record_hash(b)},{len(b)}\n" for n, b in members.items()) + f"{record},,\n"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in {**members, record: rows.encode()}.items():
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 2, 3, 4, 6))  # the same bytes each time
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    return path
+
+
+def _make_site(root: Path, members: dict[str, bytes]) -> Path:
+    """An installed package: the members under ``root`` and a RECORD naming them."""
+    from devbin.packaging.prune_packages import record_hash
+    for name, data in members.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    (root / "pkg-1.0.dist-info").mkdir()
+    (root / "pkg-1.0.dist-info" / "RECORD").write_text(
+        "".join(f"{n},{record_hash(b)},{len(b)}\n" for n, b in members.items()) + "pkg-1.0.dist-info/RECORD,,\n")
+    return root
+
+
+@pytest.fixture
+def pooled_packages(monkeypatch: pytest.MonkeyPatch, pooled: None) -> Iterator[list[int]]:
+    """The pools of size and prune run on these small inputs; yields the worker counts of the pools run."""
+    from devbin.cli import size_cmd
+    from devbin.packaging import prune_packages
+    monkeypatch.setattr(size_cmd, "MIN_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(prune_packages, "MIN_PARALLEL_BYTES", 0)
+    seen: list[int] = []
+    real = parallel._pooled
+
+    def spy(fn, items, jobs):  # type: ignore[no-untyped-def]
+        seen.append(jobs)
+        return real(fn, items, jobs)
+    monkeypatch.setattr(parallel, "_pooled", spy)
+    yield seen
+
+
+@pytest.mark.parametrize("options", [[], ["--json"], ["--csv"], ["--keep", "sm_90"], ["--keep", "sm_90", "--json"],
+                                     ["--arch", "sm_90", "--csv"]])
+def test_size_is_the_same_with_two_jobs(options: list[str], folder: Path, libraries: Path, tmp_path: Path,
+                                        pooled_packages: list[int], capsys: pytest.CaptureFixture[str]) -> None:
+    wheel = _make_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", _package_members(libraries, with_bad=True))
+    argv = ["size", *options, str(folder), str(libraries), str(wheel)]
+    one = _devbin([*argv, "--jobs", "1"], capsys)
+    assert pooled_packages == []
+    two = _devbin([*argv, "--jobs", "2"], capsys)
+    assert pooled_packages and set(pooled_packages) == {2}  # the files (and --keep's libraries) in 2 workers
+    assert one == two
+    code, out, err = one
+    assert code == 0 and out
+    assert "truncated.fatbin" in err  # the corrupt file's warning, as in process
+    if options == []:
+        assert "pkg-1.0-py3-none-any.whl!pkg/lib/libk_b.so" in out and "DUPLICATES" in out
+        assert "identical images" in out and "0 identical images" not in out  # libk_a.so in the wheel and outside
+    if options[:2] == ["--keep", "sm_90"] and "--json" not in options:
+        # the wheel's libraries pruned one by one (the archive's members inside one), libk_c.so refused
+        assert "whl!pkg/lib/libke.a!k.o" in out
+        assert "libk_c.so" in out and "refused: " in out and "leaves no device image" in out
+
+
+def test_size_over_the_memory_budget_in_a_worker_warns_as_in_process(folder: Path, libraries: Path,
+                                                                    pooled_packages: list[int],
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # No compressed entry can be decoded under 256 bytes (the smallest, a PTX of e.o, needs 370): in a
+    # worker as in process, a warning per entry.  (Under a budget some of them fit, whether one does may
+    # depend on when the collector frees the buffers decoded before it, in one process as in several.)
+    runs = [_devbin(["--max-memory", "256", "size", "--jobs", jobs, str(folder), str(libraries)], capsys)
+            for jobs in ("1", "2")]
+    assert pooled_packages == [2]
+    assert runs[0] == runs[1]
+    code, out, err = runs[0]
+    assert code == 0 and out and "k.zstd.fatbin#0.1: " in err and "over the memory budget of 256 bytes" in err
+
+
+def test_size_measures_in_workers_and_the_progress_advances(folder: Path, libraries: Path, tmp_path: Path) -> None:
+    from devbin.images.scanreport import ScanReport
+    from devbin.size.account import measure
+    from devbin.size.report import duplicates
+    calls: dict[int, list[tuple[int, int]]] = {}
+    results = {}
+    for jobs in (1, 2):
+        calls[jobs] = []
+        rep = ScanReport()
+        results[jobs] = (measure([folder, libraries], progress=lambda d, t, j=jobs: calls[j].append((d, t)),
+                                 report=rep, jobs=jobs), rep.warnings, rep.files)
+    assert calls[1] == calls[2] == [(i, len(calls[1]) - 1) for i in range(len(calls[1]))] and len(calls[1]) > 10
+    files1, files2 = results[1][0], results[2][0]
+    assert [f.to_dict() for f in files1] == [f.to_dict() for f in files2] and results[1][1:] == results[2][1:]
+    # In a worker every image and function is digested; in process only where a twin turned up: the
+    # duplicates are the same.
+    assert duplicates(files1) == duplicates(files2) and duplicates(files1)["images"]
+    assert all(i.digest for f in files2 for i in f.images)
+    assert not all(i.digest for f in files1 for i in f.images)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_prune_of_a_wheel_writes_the_same_wheel_with_two_jobs(libraries: Path, tmp_path: Path,
+                                                              pooled_packages: list[int],
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import zipfile
+    runs, written = [], []
+    for jobs in ("1", "2"):
+        work = tmp_path / f"jobs{jobs}"
+        work.mkdir()
+        _make_wheel(work / "pkg-1.0-py3-none-any.whl", _package_members(libraries, with_bad=False))
+        before = _tree(work)
+        monkeypatch.chdir(work)  # the same relative names in both outputs
+        runs.append([_devbin(["prune", "pkg-1.0-py3-none-any.whl", "--keep", "sm_90", *extra, "--jobs", jobs],
+                             capsys) for extra in (["-o", "out.whl"], ["--dry-run", "--json"])])
+        assert _tree(work).keys() == {*before, "out.whl"} and all(_tree(work)[k] == v for k, v in before.items())
+        written.append((work / "out.whl").read_bytes())
+    assert pooled_packages == [2, 2]
+    assert runs[0] == runs[1] and written[0] == written[1]
+    (code, out, _), (dry_code, _, _) = runs[0]
+    assert code == dry_code == 0 and "drop" in out and "sample_gfx90a.o" in out
+    with zipfile.ZipFile(io.BytesIO(written[0])) as z:
+        names = z.namelist()
+        assert names == [*_PACKAGE_FILES, "pkg/lib/libk_a.so", "pkg/lib/libke.a", "pkg/lib/sample_gfx90a.o",
+                         "pkg/lib/libk_b.so", "pkg-1.0.dist-info/RECORD"]
+        assert len(z.read("pkg/lib/libk_a.so")) < (libraries / "libk_a.so").stat().st_size
+        assert z.read("pkg/lib/sample_gfx90a.o") == (libraries / "sample_gfx90a.o").read_bytes()
+
+
+def test_prune_of_a_folder_writes_the_same_files_with_two_jobs(libraries: Path, tmp_path: Path,
+                                                               pooled_packages: list[int],
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    runs, trees = [], []
+    for jobs in ("1", "2"):
+        work = tmp_path / f"jobs{jobs}"
+        _make_site(work / "site", _package_members(libraries, with_bad=False))
+        monkeypatch.chdir(work)
+        runs.append([_devbin(["prune", "site", "--keep", "sm_90", *extra, "--jobs", jobs], capsys)
+                     for extra in (["--dry-run", "--json"], ["--in-place"])])
+        trees.append(_tree(work))
+    assert pooled_packages == [2, 2]
+    assert runs[0] == runs[1] and trees[0] == trees[1]
+    (dry, _, _), (code, out, _) = runs[0]
+    assert dry == code == 0 and "wrote site" in out
+    tree = trees[0]
+    assert len(tree["site/pkg/lib/libk_b.so"]) < (libraries / "libk_b.so").stat().st_size
+    assert tree["site/pkg/lib/libk_a.so.devbin-backup"] == (libraries / "libk_a.so").read_bytes()
+    assert "sample_gfx90a.o.devbin-backup" not in "".join(tree)  # another vendor's: untouched
+
+
+@pytest.mark.parametrize("kind", ["wheel", "folder"])
+def test_a_library_prune_refuses_is_reported_as_in_process(kind: str, libraries: Path, tmp_path: Path,
+                                                            pooled_packages: list[int],
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # libk_c.so (sm_80 only) cannot keep sm_90: the same error, nothing written, the input untouched.
+    runs, trees = [], []
+    for jobs in ("1", "2"):
+        work = tmp_path / f"jobs{jobs}"
+        work.mkdir()
+        members = _package_members(libraries, with_bad=True)
+        if kind == "wheel":
+            _make_wheel(work / "pkg.whl", members)
+            argv = ["prune", "pkg.whl", "--keep", "sm_90", "-o", "out.whl"]
+        else:
+            _make_site(work / "site", members)
+            argv = ["prune", "site", "--keep", "sm_90", "--in-place"]
+        before = _tree(work)
+        monkeypatch.chdir(work)
+        runs.append(_devbin([*argv, "--jobs", jobs], capsys))
+        trees.append(_tree(work))
+        assert trees[-1] == before
+    assert pooled_packages == [2]
+    assert runs[0] == runs[1]
+    code, out, err = runs[0]
+    assert code == 1 and out == "" and "libk_c.so" in err and "leaves no device image" in err
+
+
+def test_the_library_prunes_in_process_unless_asked(libraries: Path, tmp_path: Path,
+                                                    pooled_packages: list[int]) -> None:
+    from devbin.packaging.prune_packages import prune_tree, prune_wheel
+    wheel = _make_wheel(tmp_path / "pkg.whl", _package_members(libraries, with_bad=False))
+    site = _make_site(tmp_path / "site", _package_members(libraries, with_bad=False))
+    one = prune_wheel(wheel, None, keep="sm_90")
+    tree = prune_tree(site, keep="sm_90", dry_run=True)
+    assert pooled_packages == []  # jobs=1 by default
+    two = prune_wheel(wheel, None, keep="sm_90", jobs=2)
+    tree2 = prune_tree(site, keep="sm_90", dry_run=True, jobs=2)
+    assert pooled_packages == [2, 2]
+    assert one.data == two.data and one.to_dict() == two.to_dict() and one.rows() == two.rows()
+    assert tree.to_dict() == tree2.to_dict()

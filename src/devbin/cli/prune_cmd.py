@@ -23,7 +23,10 @@ are cut out of the file (virtual addresses unchanged; docs/PRUNE.md).
 A wheel (.whl) is pruned library by library into a new wheel with its RECORD
 regenerated; a library of another vendor than the one named stays
 byte-identical.  A folder (an installed site-packages) is pruned in place
-(--in-place), with the RECORD rows of the pruned files updated.
+(--in-place), with the RECORD rows of the pruned files updated.  --jobs N
+prunes the libraries of a wheel or folder (from 8 MB of them) in N
+processes (default: one per processor; --jobs 1: this process only); the
+output, the new wheel and the files written are the same whatever N.
 
 --image ADDRESS (repeatable; as `devbin list --all` prints it) applies --keep or
 --drop to those images only; every other image stays.  (--keep/--drop use
@@ -47,7 +50,16 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, TextIO
 
-from devbin.cli.common import BadArguments, ImageFilter, dump, holds_device_code, keep, no_device_code, note
+from devbin.cli.common import (
+    BadArguments,
+    ImageFilter,
+    add_jobs_option,
+    dump,
+    holds_device_code,
+    keep,
+    no_device_code,
+    note,
+)
 
 if TYPE_CHECKING:
     from devbin.images.record import Image
@@ -67,6 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-place", action="store_true", help="rewrite the input itself (a file, wheel or folder)")
     p.add_argument("--no-backup", action="store_true", help="with --in-place: keep no INPUT.devbin-backup")
     p.add_argument("--dry-run", action="store_true", help="write nothing; print the bytes saved per architecture")
+    add_jobs_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -105,7 +118,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                "kind": "file", **result.to_dict(), "files": files, "package": None, "backup": backup}
         dump("prune", doc, out)
         return 0
-    _images(result.images, out)
+    _images(result.rows(), out)
     _arch_table(result.bytes_by_arch(), out)
     for arch, saved in result.saved_by_arch().items():
         out.write(f"saved {saved} bytes of {arch}\n")
@@ -125,13 +138,11 @@ def _is_zip(path: str) -> bool:
         return False
 
 
-def _images(images: list[tuple[Image, bool]], out: TextIO) -> None:
-    from devbin.packaging.pruning import footprint
-
-    width = max([len("address"), *(len(str(i.address)) for i, _ in images)])
+def _images(rows: list[tuple[Image, bool, int]], out: TextIO) -> None:
+    width = max([len("address"), *(len(str(i.address)) for i, _, _ in rows)])
     out.write(f"{'address':{width}} {'kind':7} {'arch':16} {'bytes':>10}  action\n")
-    for image, kept in images:
-        out.write(f"{image.address!s:{width}} {image.kind:7} {image.arch or '-':16} {footprint(image):>10}  "
+    for image, kept, footprint in rows:
+        out.write(f"{image.address!s:{width}} {image.kind:7} {image.arch or '-':16} {footprint:>10}  "
                   f"{'keep' if kept else 'drop'}\n")
 
 
@@ -163,12 +174,12 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
         if args.output is not None and os.path.realpath(args.output) != os.path.realpath(args.path):
             raise BadArguments("a folder is pruned in place: -o cannot name another place")
         result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
-                            backup=not args.no_backup)
+                            backup=not args.no_backup, jobs=args.jobs)
         output = None if args.dry_run else args.path
     else:
         backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
         result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
-                             in_place=args.in_place, backup=backup)
+                             in_place=args.in_place, backup=backup, jobs=args.jobs)
     totals = result.to_dict()
     freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
     if args.json:
@@ -184,7 +195,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
                "backup": backup}
         dump("prune", doc, out)
         return 0
-    _images(result.images, out)
+    _images(result.rows(), out)
     _arch_table(result.bytes_by_arch(), out)
     out.write(f"{'file':40} {'before':>12} {'after':>12}  note\n")
     for f in result.files:

@@ -22,6 +22,10 @@ without functions).  A progress bar goes to stderr when it is a terminal.
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports).
 
+--jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
+of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
+same whatever N.
+
 --budget RULE (repeatable) for CI: SCOPE[:PATTERN]=SIZE with SCOPE total (all device bytes), file
 (each file's device bytes; PATTERN a glob on its path), arch (stored bytes of each architecture;
 PATTERN sm_90, sm_1*, gfx9*), kernel or function (each copy's size; PATTERN a glob on the mangled or
@@ -55,7 +59,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from devbin.cli.common import BadArguments, ImageFilter, add_image_options, dump, no_device_code, warn
+from devbin.cli.common import BadArguments, ImageFilter, add_image_options, add_jobs_option, dump, no_device_code, warn
 from devbin.cli.progress import progress_bar
 from devbin.cli.render import scan_status
 
@@ -68,6 +72,10 @@ HELP = "where the bytes of device code go: per file, architecture, kind and func
 
 #: The exit status when a --budget rule is exceeded.
 EXIT_OVER_BUDGET: Final = 4
+
+#: Files of fewer bytes than this in all are measured (and pruned for --keep) by this process whatever
+#: --jobs says: a pool costs more than it saves.
+MIN_PARALLEL_BYTES = 8 << 20
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,6 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graph", action="append", default=[], metavar="ADDRESS",
                    help="a code object whose call graph --html shows (repeatable; default: the largest)")
     add_image_options(p, all=False)
+    add_jobs_option(p)
 
 
 # --------------------------------------------------------------------------- the report
@@ -121,10 +130,12 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     paths = choose.paths(args.paths)
     keep = parse_arch_list(args.keep) if args.keep else None
     report = ScanReport()
-    files = _filtered(measure(paths, progress=progress, report=report), choose)
+    files = _filtered(measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES),
+                      choose)
     if measured is not None:
         measured(files)
-    return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail), report.failed
+    return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail, jobs=args.jobs,
+                       min_bytes=MIN_PARALLEL_BYTES), report.failed
 
 
 # --------------------------------------------------------------------------- text

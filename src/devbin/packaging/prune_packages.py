@@ -20,33 +20,50 @@ that name a pruned file get its new hash and size.
 
 Nothing is written when any library fails to prune (a selection that leaves a library without
 device code, a file the page remover refuses): the error names the member.
+
+``jobs`` spreads the libraries over processes (:func:`devbin.images.parallel.ordered_map`; default 1,
+this process; None: every processor), each library pruned whole in one worker, which reads it itself
+(a wheel's member from its own open of the zip) and sends back the pruned bytes and the result
+(:meth:`~devbin.packaging.pruning.PruneResult.detached`).  Everything that decides the output happens
+here, in the libraries' order: the results, the notes, the first error (the one one process meets
+first), the wheel's members and RECORD, and every write, after every library is pruned.  The output
+is byte for byte the same whatever ``jobs``.  Libraries of fewer than :data:`MIN_PARALLEL_BYTES` in
+all are pruned in this process.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import hashlib
 import io
 import os
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from devbin.binary.output import check_destination, write_file
 from devbin.errors import UsageError
 from devbin.images.address import Address, Member
+from devbin.images.parallel import ordered_map
 from devbin.images.record import Image
 from devbin.images.scan import scan
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.pruning import PruneResult, Selection, parse_arch_list, prune, prune_file
 from devbin.targets.nvidia.archs import try_parse_arch
 
-__all__ = ["BACKUP_SUFFIX", "FileOutcome", "PackagePruneResult", "prune_tree", "prune_wheel", "record_hash",
-           "vendor_of_name"]
+__all__ = ["BACKUP_SUFFIX", "MIN_PARALLEL_BYTES", "FileOutcome", "PackagePruneResult", "prune_tree", "prune_wheel",
+           "record_hash", "vendor_of_name"]
+
+T = TypeVar("T")
 
 BACKUP_SUFFIX = ".devbin-backup"
+#: Libraries of fewer bytes than this in all are pruned in this process whatever ``jobs`` says (forking
+#: and sending the pruned bytes back cost more than a pool saves).
+MIN_PARALLEL_BYTES = 8 << 20
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 
 
@@ -109,6 +126,10 @@ class PackagePruneResult:
     def images(self) -> list[tuple[Image, bool]]:
         return [pair for f in self.files if f.result is not None for pair in f.result.images]
 
+    def rows(self) -> list[tuple[Image, bool, int]]:
+        """Every library's images, whether each stays, and its footprint (:meth:`PruneResult.rows`)."""
+        return [row for f in self.files if f.result is not None for row in f.result.rows()]
+
     def bytes_by_arch(self) -> dict[str, tuple[int, int]]:
         out: dict[str, tuple[int, int]] = {}
         for f in self.files:
@@ -154,10 +175,14 @@ def _libraries(path: Path, where: str) -> dict[str, _Library]:
     pruned one at a time)."""
     report = ScanReport()
     out: dict[str, _Library] = {}
+    wheel = not path.is_dir()  # a folder's libraries are its files (an archive in it one of them, members and all)
     for image in scan([path], all=True, report=report):
         step = image.address.steps[0] if image.address.steps else None
-        key = step.name if isinstance(step, Member) else image.address.path
-        lib = out.setdefault(key, _Library(Address(image.address.path, image.address.steps[:1] if step else ())))
+        if wheel and isinstance(step, Member):
+            key, address = step.name, Address(image.address.path, (step,))
+        else:
+            key, address = image.address.path, Address(image.address.path)
+        lib = out.setdefault(key, _Library(address))
         if image.arch and image.vendor:
             lib.vendors.add(image.vendor)
     if report.warnings:
@@ -167,9 +192,11 @@ def _libraries(path: Path, where: str) -> dict[str, _Library]:
 
 def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                 keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
-                in_place: bool = False, backup: str | os.PathLike[str] | None = None) -> PackagePruneResult:
+                in_place: bool = False, backup: str | os.PathLike[str] | None = None,
+                jobs: int | None = 1) -> PackagePruneResult:
     """Prune every library of the wheel ``src`` into the wheel ``dst`` (None: compute only; see the module
-    docstring).  ``dst`` may not be ``src`` unless ``in_place``; ``backup``: where ``dst``'s old content is kept."""
+    docstring).  ``dst`` may not be ``src`` unless ``in_place``; ``backup``: where ``dst``'s old content is kept;
+    ``jobs``: processes to prune the libraries in (1: this one; None: every processor)."""
     sel = _selection(keep, drop)
     src_p = Path(src)
     inputs = () if in_place else (src_p,)
@@ -183,26 +210,57 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
     with zipfile.ZipFile(src_p) as zf:
         infos = [i for i in zf.infolist() if not i.is_dir()]
         names = [i.filename for i in infos]
-        for name, lib in libs.items():
-            if names.count(name) != 1:
-                raise UsageError(f"{src}: member {name!r} appears {names.count(name)} times; refusing to rewrite")
-            info = zf.getinfo(name)
-            why = _untouched(sel, lib.vendors)
-            if why:
-                result.files.append(FileOutcome(name, info.file_size, None, why))
-                result.notes.append(f"{src}!{name}: {why}")
-                continue
-            data = zf.read(name)
-            r = prune(data, keep=sel.keep, drop=sel.drop, at=lib.address)
-            result.files.append(FileOutcome(name, len(data), r))
-            result.notes.extend(r.notes)
-            if r.data != data:
-                new_data[name] = r.data
+        sizes = {i.filename: i.file_size for i in infos}
+        todo = [(name, lib.address) for name, lib in libs.items() if not _untouched(sel, lib.vendors)]
+        weights = [sizes.get(name, 0) for name, _ in todo]
+        # Each worker opens the wheel itself: a zip file object shared over fork shares its file offset.
+        pruned = ordered_map(lambda item: _prune_member(src_p, item[0], item[1], sel), todo,
+                             jobs=_pool_jobs(jobs, weights), weights=weights)
+        with _finishing(pruned):
+            for name, lib in libs.items():
+                if names.count(name) != 1:
+                    raise UsageError(f"{src}: member {name!r} appears {names.count(name)} times; refusing to rewrite")
+                info = zf.getinfo(name)
+                why = _untouched(sel, lib.vendors)
+                if why:
+                    result.files.append(FileOutcome(name, info.file_size, None, why))
+                    result.notes.append(f"{src}!{name}: {why}")
+                    continue
+                size, r, changed = next(pruned)
+                result.files.append(FileOutcome(name, size, r))
+                result.notes.extend(r.notes)
+                if changed:
+                    new_data[name] = r.data
         result.data = _write_wheel(zf, zf.infolist(), new_data, result.notes, str(src))
     result.output_size = len(result.data)
     if dst is not None:
         write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
     return result
+
+
+@contextlib.contextmanager
+def _finishing(results: Iterator[T]) -> Iterator[Iterator[T]]:
+    """The results of :func:`ordered_map`, its pool shut down on leaving, also on an error."""
+    try:
+        yield results
+    finally:
+        close = getattr(results, "close", None)  # a generator's: cancels what has not started
+        if close is not None:
+            close()
+
+
+def _pool_jobs(jobs: int | None, sizes: Sequence[int]) -> int | None:
+    """``jobs`` for libraries of ``sizes`` bytes: 1 below :data:`MIN_PARALLEL_BYTES` in all."""
+    return 1 if jobs != 1 and sum(sizes) < MIN_PARALLEL_BYTES else jobs
+
+
+def _prune_member(wheel: Path, name: str, at: Address, sel: Selection) -> tuple[int, PruneResult, bool]:
+    """The member ``name`` of ``wheel`` pruned (where ``jobs`` puts it): its size, the detached result and
+    whether its bytes changed."""
+    with zipfile.ZipFile(wheel) as zf:
+        data = zf.read(name)
+    r = prune(data, keep=sel.keep, drop=sel.drop, at=at)
+    return len(data), r.detached(), r.data != data
 
 
 def _write_wheel(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], new_data: dict[str, bytes], notes: list[str],
@@ -248,8 +306,9 @@ def _copy(zo: zipfile.ZipFile, info: zipfile.ZipInfo, data: bytes) -> None:
 
 def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None = None,
                drop: str | Iterable[str] | None = None, dry_run: bool = False,
-               backup: bool = True) -> PackagePruneResult:
-    """Prune every file under the folder ``root`` in place (see the module docstring); ``dry_run``: write nothing."""
+               backup: bool = True, jobs: int | None = 1) -> PackagePruneResult:
+    """Prune every file under the folder ``root`` in place (see the module docstring); ``dry_run``: write
+    nothing; ``jobs``: processes to prune the files in (1: this one; None: every processor)."""
     sel = _selection(keep, drop)
     root_p = Path(root)
     libs = _libraries(root_p, str(root))
@@ -257,18 +316,26 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
         raise UsageError(f"{root}: no device image under the folder; nothing to prune")
     result = PackagePruneResult("folder", 0, 0)
     planned: list[tuple[str, PruneResult]] = []
-    for path, lib in sorted(libs.items()):
-        size = os.path.getsize(path)
-        why = _untouched(sel, lib.vendors)
-        if why:
-            result.files.append(FileOutcome(path, size, None, why))
-            result.notes.append(f"{path}: {why}")
-            continue
-        r = prune_file(path, None, keep=sel.keep, drop=sel.drop)  # all computed before anything is written
-        result.files.append(FileOutcome(path, size, r))
-        result.notes.extend(r.notes)
-        if r.changed:
-            planned.append((path, r))
+    order = sorted(libs.items())
+    todo = [path for path, lib in order if not _untouched(sel, lib.vendors)]
+    weights = [_size(path) for path in todo]
+    # All computed before anything is written, in up to ``jobs`` processes.
+    pruned: Iterator[PruneResult] = ordered_map(
+        lambda path: prune_file(path, None, keep=sel.keep, drop=sel.drop).detached(), todo,
+        jobs=_pool_jobs(jobs, weights), weights=weights)
+    with _finishing(pruned):
+        for path, lib in order:
+            size = os.path.getsize(path)
+            why = _untouched(sel, lib.vendors)
+            if why:
+                result.files.append(FileOutcome(path, size, None, why))
+                result.notes.append(f"{path}: {why}")
+                continue
+            r = next(pruned)
+            result.files.append(FileOutcome(path, size, r))
+            result.notes.extend(r.notes)
+            if r.changed:
+                planned.append((path, r))
     result.input_size = sum(f.size for f in result.files)
     result.output_size = sum(f.result.output_size if f.result else f.size for f in result.files)
     if dry_run:
@@ -280,6 +347,13 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
             result.notes.append(f"{path}: the original kept as {path}{BACKUP_SUFFIX}")
     _update_records(root_p, {os.path.realpath(p): r.data for p, r in planned}, result.notes)
     return result
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _update_records(root: Path, changed: dict[str, bytes], notes: list[str]) -> None:

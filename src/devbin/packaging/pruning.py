@@ -87,7 +87,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from devbin.binary import ByteView, Emitter, align_up
@@ -211,6 +211,8 @@ class PruneResult:
     ``container_bytes_freed`` sums what the containers shrank by (inside their sections);
     ``file_bytes_saved`` is ``input_size - output_size``: what writing ``data`` saves, exactly
     (``devbin size --keep`` predicts savings with it).
+    ``footprints``: each image's :func:`footprint`, in the order of ``images``, where the images no
+    longer hold their format objects (:meth:`detached`); empty: taken from the images.
     """
 
     data: bytes
@@ -218,6 +220,20 @@ class PruneResult:
     images: list[tuple[Image, bool]] = field(default_factory=list)
     container_bytes_freed: int = 0
     notes: list[str] = field(default_factory=list)
+    footprints: list[int] = field(default_factory=list, repr=False)
+
+    def detached(self) -> PruneResult:
+        """This result with every image's ``native`` None and its footprint kept in ``footprints``:
+        plain data, what a worker process of ``--jobs`` sends back (devbin.images.parallel)."""
+        return PruneResult(self.data, self.input_size, [(replace(i, native=None), k) for i, k in self.images],
+                           self.container_bytes_freed, list(self.notes), self._footprints())
+
+    def _footprints(self) -> list[int]:
+        return self.footprints or [footprint(i) for i, _ in self.images]
+
+    def rows(self) -> list[tuple[Image, bool, int]]:
+        """Each image, whether it stays, and its :func:`footprint`."""
+        return [(i, k, n) for (i, k), n in zip(self.images, self._footprints(), strict=True)]
 
     @property
     def output_size(self) -> int:
@@ -234,17 +250,16 @@ class PruneResult:
     def saved_by_arch(self) -> dict[str, int]:
         """Bytes of the dropped images (:func:`footprint`), per architecture, sorted by name."""
         out: dict[str, int] = {}
-        for image, kept in self.images:
+        for image, kept, n in self.rows():
             if not kept:
-                out[image.arch] = out.get(image.arch, 0) + footprint(image)
+                out[image.arch] = out.get(image.arch, 0) + n
         return dict(sorted(out.items()))
 
     def bytes_by_arch(self) -> dict[str, tuple[int, int]]:
         """Bytes of each architecture's images (:func:`footprint`) before and after, sorted by name."""
         out: dict[str, tuple[int, int]] = {}
-        for image, kept in self.images:
+        for image, kept, n in self.rows():
             before, after = out.get(image.arch, (0, 0))
-            n = footprint(image)
             out[image.arch] = (before + n, after + (n if kept else 0))
         return dict(sorted(out.items()))
 

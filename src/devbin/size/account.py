@@ -28,6 +28,12 @@ and an AMDGPU kernel's descriptor (the ``<f>.kd`` symbol, ``descriptor``).  Name
 Symbols are read from the symbol table straight (kind: ``STO_CUDA_ENTRY`` for NVIDIA kernels, a
 ``.kd`` symbol for AMDGPU ones), without importing each code object's metadata, which sizes do not
 need; :mod:`devbin.size.diff` imports them for their resources.
+
+``jobs`` spreads the files over processes (:func:`devbin.images.parallel.ordered_map`; a wheel, an
+archive or a library is measured whole by one worker), the results in scan order, the report's warnings
+in the order one process gives them.  Duplicates are found across files: one process digests an image
+or function only where another one of the same key turns up (:class:`_Twins`); the workers, which cannot
+know, digest every one, which gives the same groups.
 """
 
 from __future__ import annotations
@@ -51,8 +57,9 @@ from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
 from devbin.images.frame import Frame, Hit
+from devbin.images.parallel import default_jobs, effective_jobs, ordered_map
 from devbin.images.record import AMDGPU, CUBIN, Image
-from devbin.images.scan import Progress, Scanner
+from devbin.images.scan import Progress, Scanner, ToScan, _total_size
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF
 
@@ -340,16 +347,18 @@ class _Twins:
     bytes of an image or function are kept (a window on the memory-mapped file, or on the buffer a zip
     member or a compressed entry was decoded into) and digested at the end only when another one has the
     same key.  Decoded buffers are kept up to a quarter of the memory budget (:mod:`devbin.binary.budget`,
-    which they stay charged to); past it, bytes are digested at once and not kept."""
+    which they stay charged to); past it, bytes are digested at once and not kept.  ``eager``: every
+    image and function digested at once (the workers of ``jobs``, each of which sees only its files)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, eager: bool = False) -> None:
         self.images: dict[_ImageKey, list[tuple[ImageSize, Buffer | None]]] = {}
         self.functions: dict[_FunctionKey, list[tuple[ImageSize, int, Buffer | None]]] = {}
         self.room = budget.current().limit // 4
         self.held: set[int] = set()  # ids of the decoded buffers kept (alive while a window on them is)
+        self.eager = eager
 
     def _keep(self, data: Buffer) -> bool:
-        if not isinstance(data, memoryview):
+        if self.eager or not isinstance(data, memoryview):
             return False
         obj = data.obj
         if isinstance(obj, mmap.mmap) or id(obj) in self.held:
@@ -458,15 +467,38 @@ def _share_out(fs: FileSize, ccob: list[ImageSize]) -> None:
 
 
 def measure(paths: Iterable[str | Path], *, functions: bool = True, progress: Progress | None = None,
-            report: ScanReport | None = None, resources: bool = False) -> list[FileSize]:
+            report: ScanReport | None = None, resources: bool = False, jobs: int | None = 1,
+            min_bytes: int = 0) -> list[FileSize]:
     """One :class:`FileSize` per file holding device code under ``paths``, in scan order.
 
     ``functions``: read each code object's symbols (False: images only); ``resources``: also import each
     code object for its functions' :class:`~devbin.model.resources.Resources` (``--diff``).  ``report``
-    collects the scan's warnings.  Raises OSError for a top-level path that cannot be read."""
+    collects the scan's warnings.  ``jobs``: processes to measure the files in (1: this one; None: every
+    processor; files of fewer than ``min_bytes`` in all are measured in this one); the result is the same
+    whatever ``jobs``.  ``progress(done, total)`` is called after each file.  Raises OSError for a
+    top-level path that cannot be read."""
     rep = report if report is not None else ScanReport()
-    scanner = _SizeScanner(rep)
-    return _group(scanner, scanner.paths(paths, progress), functions, resources)
+    files = _SizeScanner(rep).expand(paths)
+    total = len(files)
+    if progress is not None:
+        progress(0, total)
+    if min_bytes and jobs != 1 and _total_size(files) < min_bytes:
+        jobs = 1
+    n = effective_jobs(default_jobs() if jobs is None else jobs, total)
+    twins = _Twins(eager=n > 1)  # one process: the digests taken at the end, where a twin turned up
+
+    def one(todo: ToScan) -> tuple[list[FileSize], ScanReport]:
+        sub = _SizeScanner(ScanReport())
+        return _group(sub, sub.one(todo), functions, resources, twins), sub.rep
+
+    out: list[FileSize] = []
+    for done, (sizes, sub_rep) in enumerate(ordered_map(one, files, jobs=n), 1):
+        out.extend(sizes)
+        rep.merge(sub_rep)
+        if progress is not None:
+            progress(done, total)
+    twins.finish()
+    return out
 
 
 def measure_bytes(data: Buffer, where: str, *, functions: bool = True,
@@ -475,14 +507,17 @@ def measure_bytes(data: Buffer, where: str, *, functions: bool = True,
     rep = report if report is not None else ScanReport()
     scanner = _SizeScanner(rep)
     from devbin.images.address import Address
-    return _group(scanner, scanner.buffer(data, Frame(Address(where))), functions, False)
+    twins = _Twins()
+    out = _group(scanner, scanner.buffer(data, Frame(Address(where))), functions, False, twins)
+    twins.finish()
+    return out
 
 
-def _group(scanner: _SizeScanner, hits: Iterator[Hit], functions: bool, resources: bool) -> list[FileSize]:
+def _group(scanner: _SizeScanner, hits: Iterator[Hit], functions: bool, resources: bool,
+           twins: _Twins) -> list[FileSize]:
     out: list[FileSize] = []
     current: str | None = None
     batch: list[Image] = []
-    twins = _Twins()
 
     def flush() -> None:
         if current is not None and batch:
@@ -496,5 +531,4 @@ def _group(scanner: _SizeScanner, hits: Iterator[Hit], functions: bool, resource
             current, batch = where, []
         batch.append(image)
     flush()
-    twins.finish()
     return out

@@ -22,10 +22,12 @@ from typing import Any
 
 from devbin.binary import Buffer
 from devbin.errors import DeviceBinaryError
-from devbin.images.address import Entry
+from devbin.images.address import Address, Entry, Member
 from devbin.images.frame import Frame, Hit
+from devbin.images.parallel import ordered_map
 from devbin.images.scan import Progress, Scanner
 from devbin.images.scanreport import ScanReport
+from devbin.images.sniff import ZIP_MAGICS
 from devbin.size.account import FileSize, ImageSize, demangle, measure
 
 __all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "report_dict", "size_report",
@@ -161,7 +163,6 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None) -> d
     (``container_bytes_freed``), ``by_arch``: the dropped images' bytes (``saved_by_arch()``); a file
     prune refuses (the selection would leave it no device image, a format it cannot rewrite) saves 0
     and says why under ``refused``."""
-    from devbin.images.address import Address
     from devbin.packaging.pruning import prune  # the capability, only when --keep asks for it
 
     # a member's path is its address (``lib.a!k.o``, ``pkg.whl!lib/libk.so``): prune names it the same way
@@ -176,22 +177,69 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None) -> d
             "by_arch": result.saved_by_arch()}
 
 
-def _each_file(paths: Sequence[str], do: Callable[[str, bytes | None], None]) -> None:
-    """Call ``do(path, data)`` for each file at ``paths`` (addresses as :class:`FileSize` paths): ``data``
-    None for a file on disk, its bytes for a member (a wheel's, an archive's), read by one pass of the
-    scanner over each top-level file (members one at a time, as the scan reads them)."""
-    from devbin.images.address import Address
+#: The files of one worker of ``--keep``: a top-level file (member None, its path alone), one first
+#: member of a zip (a wheel's library; the files inside it), or the members of one archive or other
+#: top-level file (member None), by address.
+_Group = tuple[str, Member | None, list[str]]
 
-    members: dict[str, set[str]] = {}
+
+def _groups(paths: Sequence[str]) -> list[_Group]:
+    """The files at ``paths`` (addresses as :class:`FileSize` paths), grouped by what reads them: a file
+    on disk alone; a zip's members by their first member (each read from the zip by itself, so a
+    wheel's libraries spread over ``jobs``); any other file's members together (one scan of it)."""
+    groups: dict[tuple[str, Member | None, bool], list[str]] = {}
+    zips: dict[str, bool] = {}
     for p in paths:
         a = Address.parse(p)
-        if not a.steps:
-            do(p, None)
+        first = a.steps[0] if a.steps else None
+        if first is None:
+            groups.setdefault((p, None, True), []).append(p)
+            continue
+        if a.path not in zips:
+            zips[a.path] = _is_zip(a.path)
+        key = (a.path, first if zips[a.path] and isinstance(first, Member) else None, False)
+        groups.setdefault(key, []).append(p)
+    return [(top, first, wanted) for (top, first, _), wanted in groups.items()]
+
+
+def _is_zip(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(ZIP_MAGICS[0])).startswith(ZIP_MAGICS)
+    except OSError:
+        return False
+
+
+def _group_savings(group: _Group, keep: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """:func:`file_savings` of each file of ``group`` (where ``jobs`` puts it), by path."""
+    top, first, wanted = group
+    per: dict[str, dict[str, Any]] = {}
+
+    def do(path: str, data: bytes | None) -> None:
+        try:
+            per[path] = file_savings(path, keep, data)
+        except OSError as e:
+            per[path] = {"bytes": 0, "freed": 0, "by_arch": {}, "refused": str(e)}
+
+    if first is None and wanted == [top]:
+        do(top, None)
+        return per
+    import zipfile  # only for --keep
+    try:
+        if first is None:
+            for _ in _Members(set(wanted), do).paths([top]):
+                pass
         else:
-            members.setdefault(a.path, set()).add(p)
-    for top, wanted in members.items():
-        for _ in _Members(wanted, do).paths([top]):
-            pass
+            with zipfile.ZipFile(top) as zf:  # opened here: a zip file object shared over fork shares its offset
+                infos = [i for i in zf.infolist() if i.filename == first.name and not i.is_dir()]
+                data = zf.read(infos[first.occurrence - 1]) if len(infos) >= first.occurrence else None
+            if data is not None:
+                for _ in _Members(set(wanted), do).buffer(data, Frame(Address(top, (first,)), "zip"), depth=1):
+                    pass
+    except (OSError, zipfile.BadZipFile) as e:
+        for p in wanted:
+            per.setdefault(p, {"bytes": 0, "freed": 0, "by_arch": {}, "refused": str(e)})
+    return per
 
 
 class _Members(Scanner):
@@ -210,17 +258,19 @@ class _Members(Scanner):
         return super().buffer(data, frame, depth=depth, disk=disk)
 
 
-def savings(files: Sequence[FileSize], keep: Sequence[str]) -> dict[str, Any]:
-    """Per-file savings (keyed by path) and the total, see :func:`file_savings`."""
+def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None = 1,
+            min_bytes: int = 0) -> dict[str, Any]:
+    """Per-file savings (keyed by path) and the total, see :func:`file_savings`.  ``jobs``: processes to
+    prune in (1: this one; None: every processor; files of fewer than ``min_bytes`` in all: this one); a
+    wheel's libraries spread over them; the result is the same whatever ``jobs``."""
+    groups = _groups([f.path for f in files])
+    size = {f.path: f.file_bytes for f in files}
+    weights = [sum(size[p] for p in wanted) for _, _, wanted in groups]
+    if min_bytes and jobs != 1 and sum(weights) < min_bytes:
+        jobs = 1
     per: dict[str, dict[str, Any]] = {}
-
-    def one(path: str, data: bytes | None) -> None:
-        try:
-            per[path] = file_savings(path, keep, data)
-        except OSError as e:
-            per[path] = {"bytes": 0, "freed": 0, "by_arch": {}, "refused": str(e)}
-
-    _each_file([f.path for f in files], one)
+    for done in ordered_map(lambda g: _group_savings(g, keep), groups, jobs=jobs, weights=weights):
+        per.update(done)
     total: dict[str, Any] = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}}
     for f in files:
         s = per.setdefault(f.path, {"bytes": 0, "freed": 0, "by_arch": {}, "refused": "not read again"})
@@ -236,12 +286,14 @@ def savings(files: Sequence[FileSize], keep: Sequence[str]) -> dict[str, Any]:
 
 
 def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None, warnings: Iterable[str] = (),
-                top: int | None = None, detail: bool = True) -> dict[str, Any]:
+                top: int | None = None, detail: bool = True, jobs: int | None = 1,
+                min_bytes: int = 0) -> dict[str, Any]:
     """The report of measured ``files`` (the JSON of ``devbin size``, without the ``schema`` key);
     ``top``: how many of :func:`top_functions` to give (None: all).  ``detail=False`` leaves out each
-    file's images (for a text summary: no name of a function outside the tables is demangled)."""
+    file's images (for a text summary: no name of a function outside the tables is demangled).
+    ``jobs``, ``min_bytes``: the processes ``keep``'s pruning runs in (:func:`savings`)."""
     dup = duplicates(files)
-    saved = savings(files, keep) if keep else None
+    saved = savings(files, keep, jobs=jobs, min_bytes=min_bytes) if keep else None
     out_files = []
     for f in files:
         d = f.to_dict(images=detail)
@@ -267,12 +319,14 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
 def size_report(paths: Iterable[str | Path], *, keep: Sequence[str] | None = None, functions: bool = True,
                 top: int | None = None,
                 progress: Progress | None = None, report: ScanReport | None = None,
-                measured: Callable[[list[FileSize]], None] | None = None) -> dict[str, Any]:
+                measured: Callable[[list[FileSize]], None] | None = None,
+                jobs: int | None = 1) -> dict[str, Any]:
     """Measure ``paths`` and build the report (``devbin size --json``'s dict, the HTML report's input).
 
-    ``measured`` is called with the measured files (the budget check uses them)."""
+    ``measured`` is called with the measured files (the budget check uses them); ``jobs``: processes to
+    measure and prune in (1: this one; None: every processor), the report the same whatever it is."""
     rep = report if report is not None else ScanReport()
-    files = measure(paths, functions=functions, progress=progress, report=rep)
+    files = measure(paths, functions=functions, progress=progress, report=rep, jobs=jobs)
     if measured is not None:
         measured(files)
-    return report_dict(files, keep=keep, warnings=rep.warnings, top=top)
+    return report_dict(files, keep=keep, warnings=rep.warnings, top=top, jobs=jobs)
