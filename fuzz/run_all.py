@@ -153,6 +153,10 @@ def run_atheris(name: str, pool: list[bytes], seconds: int, runs: int = 0) -> No
         stats = [ln for ln in proc.stderr.splitlines()
                  if ln.startswith(("stat::number_of_executed_units", "stat::average_exec_per_sec"))]
         print(f"  {name}: atheris exit {proc.returncode}; {'; '.join(stats)}", flush=True)
+        if proc.returncode != 0 and "libFuzzer: run interrupted" in proc.stderr:
+            # SIGINT (exit 72): the figures above are the run's, nothing crashed
+            print(f"run_all: {name} interrupted; no crash", file=sys.stderr)
+            sys.exit(130)
         if proc.returncode != 0:
             print(proc.stderr[-6000:], file=sys.stderr)
             print(f"run_all: CRASH in {name}; see {crash_dir}", file=sys.stderr)
