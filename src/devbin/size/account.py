@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import mmap
+import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,6 +54,7 @@ from devbin.errors import DeviceBinaryError
 from devbin.formats.bundle import constants as BC
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile
+from devbin.formats.elf.tables import SH_ADDR, SH_OFFSET
 from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
@@ -82,6 +84,9 @@ _RELATED: Final = (
     (".nv.merc.nv.info.", "mercury"), (".nv.merc.text.", "mercury"),
     (".rela.text.", "relocations"), (".rel.text.", "relocations"), (".nv.info.", "nv_info"),
 )
+_RELATED_KEY: Final = dict(_RELATED)
+#: Any of the prefixes of :data:`_RELATED` (no two of which both begin one name), matched at once.
+_RELATED_PREFIX: Final = re.compile("|".join(re.escape(p) for p, _ in _RELATED))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -184,25 +189,34 @@ def _digest(data: Buffer) -> int:
 def functions_of(elf: ElfFile) -> list[FunctionSize]:
     """The functions of a cubin or an AMDGPU code object, in symbol-table order (see the module docstring),
     each with the checksum of its code."""
-    return [replace(f, digest=_digest(code)) for f, code in _functions(elf)]
+    return [FunctionSize(name, kind, size, rel, _digest(code)) for name, kind, size, rel, code in _functions(elf)]
 
 
-def _functions(elf: ElfFile) -> list[tuple[FunctionSize, Buffer]]:
-    """The functions (checksum not taken) and the bytes of each one's code."""
+#: One function as :func:`_functions` reads it: name, kind, size, related, the bytes of its code.
+_Raw = tuple[str, str, int, tuple[tuple[str, int], ...], Buffer]
+
+
+def _functions(elf: ElfFile) -> list[_Raw]:
+    """The functions (no :class:`FunctionSize` made yet: the caller adds the checksum) and the bytes of
+    each one's code, a window on the code object's bytes."""
     st = elf.symtab
     if st is None:
         return []
     c = st.columns
     info, shndx, other, sizes, values = c.st_info, c.st_shndx, c.st_other, c.st_size, c.st_value
-    names_of, file_sizes = elf.section_names, elf.section_file_sizes
+    names_of, file_sizes, headers = elf.section_names, elf.section_file_sizes, elf.section_rows
     nsec = len(names_of)
     rows = [i for i in range(1, len(st)) if info[i] & 0xF == EC.STT_FUNC and 0 < shndx[i] < nsec]
+    if not rows:
+        return []
     names = st.names(rows)
     cuda = elf.header.e_machine == EC.EM_CUDA
     loaded = elf.header.e_type in (EC.ET_EXEC, EC.ET_DYN)
-    related: dict[str, dict[str, int]] = {}
+    related: dict[str, tuple[tuple[str, int], ...]] = {}
     descriptors: dict[str, int] = {}
     if cuda:
+        own: dict[str, dict[str, int]] = {}
+        match = _RELATED_PREFIX.match
         for n, file_size in zip(names_of, file_sizes, strict=True):  # no Section made for these
             if not file_size or not n.startswith((".nv.", ".rel")):
                 continue
@@ -213,37 +227,41 @@ def _functions(elf: ElfFile) -> list[tuple[FunctionSize, Buffer]]:
                 else:
                     continue
             else:
-                hit = next((pk for pk in _RELATED if n.startswith(pk[0])), None)
-                if hit is None:
+                m = match(n)
+                if m is None:
                     continue
-                fn, key = n[len(hit[0]):], hit[1]
-            own = related.setdefault(fn, {})
-            own[key] = own.get(key, 0) + file_size
+                fn, key = n[m.end():], _RELATED_KEY[m.group()]
+            mine = own.get(fn)
+            if mine is None:
+                own[fn] = {key: file_size}
+            else:
+                mine[key] = mine.get(key, 0) + file_size
+        related = {fn: tuple(d.items()) for fn, d in own.items()}
     else:
         kd = [i for i in range(1, len(st)) if info[i] & 0xF == EC.STT_OBJECT and shndx[i]]
         for i, name in zip(kd, st.names(kd), strict=True):
             if name.endswith(".kd"):
                 descriptors[name[:-3]] = sizes[i]
-    out: list[tuple[FunctionSize, Buffer]] = []
-    contents: dict[int, memoryview] = {}  # section index -> its bytes (one window per section)
+    out: list[_Raw] = []
+    whole = elf.view.bytes_at(0, elf.size)  # every section lies inside it (checked at open)
+    none: tuple[tuple[str, int], ...] = ()
     for i, name in zip(rows, names, strict=True):
         index, size = shndx[i], sizes[i]
-        sec = elf.sections[index]
-        start = values[i] - (sec.sh_addr if loaded else 0)
+        file_size = file_sizes[index]
         code: Buffer = b""
-        if sec.file_size and start >= 0 and start + size <= sec.file_size:
-            data = contents.get(index)
-            if data is None:
-                data = contents[index] = sec.data
-            code = data[start:start + size]  # inside the section, checked just above
+        if file_size:
+            h = headers[index]
+            start = values[i] - (h[SH_ADDR] if loaded else 0)
+            if start >= 0 and start + size <= file_size:
+                start += h[SH_OFFSET]
+                code = whole[start:start + size]  # inside the section, checked just above
         if cuda:
-            kind = "kernel" if other[i] & _STO_CUDA_ENTRY else "function"
-            mine = related.get(name)
-            rel = tuple(mine.items()) if mine else ()
+            out.append((name, "kernel" if other[i] & _STO_CUDA_ENTRY else "function", size,
+                        related.get(name, none), code))
+        elif name in descriptors:
+            out.append((name, "kernel", size, (("descriptor", descriptors[name]),), code))
         else:
-            kind = "kernel" if name in descriptors else "function"
-            rel = (("descriptor", descriptors[name]),) if name in descriptors else ()
-        out.append((FunctionSize(name, kind, size, rel), code))
+            out.append((name, "function", size, none, code))
     return out
 
 
@@ -379,17 +397,27 @@ class _Twins:
             pending.append((size, hasher.submit(_sha256, stored)))
             self.images.setdefault(key, []).append((size, None))
 
-    def function_list(self, size: ImageSize, pairs: list[tuple[FunctionSize, Buffer]]) -> list[FunctionSize]:
+    def function_list(self, size: ImageSize, data: Buffer, raw: list[_Raw]) -> list[FunctionSize]:
+        """The :class:`FunctionSize` of each of ``raw`` (functions whose code lies in ``data``, the image's
+        bytes), the checksum taken now or, where ``data`` is kept, at :meth:`finish` if a twin turns up."""
         out = []
         i = size.image
-        for k, (f, code) in enumerate(pairs):
-            key = (i.vendor, i.arch, f.name, f.size)
-            if self._keep(code):
-                self.functions.setdefault(key, []).append((size, k, code))
+        vendor, arch = i.vendor, i.arch
+        keep = bool(raw) and self._keep(data)
+        functions = self.functions
+        for k, (name, kind, fsize, rel, code) in enumerate(raw):
+            key = (vendor, arch, name, fsize)
+            if keep and code:
+                out.append(FunctionSize(name, kind, fsize, rel))
+                entry: tuple[ImageSize, int, Buffer | None] = (size, k, code)
             else:
-                f = replace(f, digest=_digest(code))
-                self.functions.setdefault(key, []).append((size, k, None))
-            out.append(f)
+                out.append(FunctionSize(name, kind, fsize, rel, _digest(code)))
+                entry = (size, k, None)
+            have = functions.get(key)
+            if have is None:
+                functions[key] = [entry]
+            else:
+                have.append(entry)
         return out
 
     def finish(self) -> None:
@@ -421,22 +449,30 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
         for image in hits:
             size = ImageSize(image, image.stored_size, image.size)
             n = image.native
+            data: Buffer | None = None  # the image's bytes, decoded once
             if isinstance(n, FatbinEntry):
                 fs.headers += n.header_size
                 fatbins.add((image.section, image.offset))
                 if n.is_compressed and not n.is_opaque:
                     try:  # the entry header records the decoded size; what extract writes is trimmed (PTX: its NUL)
-                        size.size = len(image.data())
+                        data = image.data()
+                        size.size = len(data)
                     except DeviceBinaryError as e:
                         warn(f"{image.address}: {e}")
             elif image.container == "bundle" and image.compression not in ("none", ""):
                 size.stored_exact = False
                 ccob.append(size)
             try:
-                twins.image(size, n.payload_area if isinstance(n, FatbinEntry) else image.data(), hasher, digests)
+                if isinstance(n, FatbinEntry):
+                    stored: Buffer = n.payload_area
+                else:
+                    stored = data = image.data()
+                twins.image(size, stored, hasher, digests)
                 if functions and image.kind in (CUBIN, AMDGPU):
-                    size.functions = twins.function_list(size, _functions(
-                        ElfFile(ByteView(image.data(), where=size.address), where=size.address)))
+                    if data is None:
+                        data = image.data()
+                    size.functions = twins.function_list(size, data, _functions(
+                        ElfFile(ByteView(data, where=size.address), where=size.address)))
                     if resources:
                         size.functions = _with_resources(image, size.functions)
             except DeviceBinaryError as e:
