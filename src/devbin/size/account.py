@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -85,8 +86,9 @@ _RELATED: Final = (
     (".rela.text.", "relocations"), (".rel.text.", "relocations"), (".nv.info.", "nv_info"),
 )
 _RELATED_KEY: Final = dict(_RELATED)
-#: Any of the prefixes of :data:`_RELATED` (no two of which both begin one name), matched at once.
-_RELATED_PREFIX: Final = re.compile("|".join(re.escape(p) for p, _ in _RELATED))
+#: A constant bank's section (``.nv.constant<bank>.``: group 1 the bank) or any of the prefixes of
+#: :data:`_RELATED` (no two of which both begin one name), matched at once.
+_RELATED_PREFIX: Final = re.compile("|".join([r"\.nv\.constant([^.]*)\.", *(re.escape(p) for p, _ in _RELATED)]))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -217,20 +219,18 @@ def _functions(elf: ElfFile) -> list[_Raw]:
     if cuda:
         own: dict[str, dict[str, int]] = {}
         match = _RELATED_PREFIX.match
-        for n, file_size in zip(names_of, file_sizes, strict=True):  # no Section made for these
-            if not file_size or not n.startswith((".nv.", ".rel")):
+        for n, file_size in compress(zip(names_of, file_sizes, strict=True), file_sizes):  # no Section made
+            m = match(n)
+            if m is None:
                 continue
-            if n.startswith(".nv.constant"):
-                bank, _, fn = n[12:].partition(".")
-                if bank.isdigit() and fn:
-                    key = "constant_bank" if bank == "0" else f"constant{bank}"
-                else:
-                    continue
+            fn = n[m.end():]
+            bank = m.group(1)
+            if bank is None:
+                key = _RELATED_KEY[m.group()]
+            elif bank.isdigit() and fn:
+                key = "constant_bank" if bank == "0" else f"constant{bank}"
             else:
-                m = match(n)
-                if m is None:
-                    continue
-                fn, key = n[m.end():], _RELATED_KEY[m.group()]
+                continue
             mine = own.get(fn)
             if mine is None:
                 own[fn] = {key: file_size}
@@ -431,7 +431,8 @@ class _Twins:
             if len(fmembers) > 1:
                 for size, k, code in fmembers:
                     if code is not None:
-                        size.functions[k] = replace(size.functions[k], digest=_digest(code))
+                        f = size.functions[k]
+                        size.functions[k] = FunctionSize(f.name, f.kind, f.size, f.related, _digest(code), f.resources)
         self.images.clear()
         self.functions.clear()
         self.held.clear()

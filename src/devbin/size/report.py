@@ -133,19 +133,25 @@ def duplicates(files: Sequence[FileSize]) -> dict[str, Any]:
         images.append({"sha256": digest.hex(), "kind": kind, "arch": arch, "stored_size": members[0].stored,
                        "size": members[0].size, "copies": [m.address for m in members], "wasted": wasted})
     images.sort(key=lambda d: (-d["wasted"], d["copies"][0]))
-    fgroups: dict[tuple[str, str, str, int, int], list[str]] = {}
+    fgroups: dict[tuple[str, str, str, int, int], list[ImageSize]] = {}  # the images holding a copy
     for f in files:
         for i in f.images:
             if id(i) in extra:
                 continue
+            vendor, arch = i.image.vendor, i.image.arch
             for fn in i.functions:
                 if fn.size:
-                    fgroups.setdefault((i.image.vendor, i.image.arch, fn.name, fn.size, fn.digest),
-                                       []).append(f"{i.address}:{fn.name}")
+                    key = (vendor, arch, fn.name, fn.size, fn.digest)
+                    have = fgroups.get(key)
+                    if have is None:
+                        fgroups[key] = [i]
+                    else:
+                        have.append(i)
     functions: list[dict[str, Any]] = []
-    for (_vendor, arch, name, size, _digest), copies in fgroups.items():
-        if len(copies) < 2:
+    for (_vendor, arch, name, size, _digest), holders in fgroups.items():
+        if len(holders) < 2:
             continue
+        copies = [f"{i.address}:{name}" for i in holders]
         functions.append({"name": name, "demangled": demangle(name), "arch": arch, "size": size, "copies": copies,
                           "wasted": size * (len(copies) - 1)})
     functions.sort(key=lambda d: (-d["wasted"], d["name"], d["arch"]))

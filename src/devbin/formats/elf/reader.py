@@ -37,6 +37,7 @@ from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
 from devbin.formats.elf.tables import (
+    SH_ENTSIZE,
     SH_LINK,
     SH_NAME,
     SH_OFFSET,
@@ -495,7 +496,7 @@ class ElfFile:
             i: self._parse_symbols(self.sections[i]) for i in self._indices_of_type(C.SHT_SYMTAB, C.SHT_DYNSYM)
         }
         for i in self._indices_of_type(C.SHT_REL, C.SHT_RELA):
-            self._check_relocation_table(self.sections[i])
+            self._check_relocation_table(i)
         self._relocs: dict[int, list[Relocation]] = {}
         self._reloc_order: dict[int, tuple[list[int], list[int] | None]] = {}
 
@@ -786,12 +787,18 @@ class ElfFile:
                 return [w for (w,) in s.view.iter_unpack("I", 0, len(s.view) // 4, "SHT_SYMTAB_SHNDX")]
         return None
 
-    def _check_relocation_table(self, sec: Section) -> None:
-        lay = (L.RELA if sec.sh_type == C.SHT_RELA else L.REL)[self.header.ei_class]
-        if sec.sh_entsize not in (lay.size, 0):
-            raise self._err(f"invalid sh_entsize: expected {lay.size}, but got {sec.sh_entsize}", where=sec.where)
-        if sec.sh_size % lay.size:
-            raise self._err(f"sh_size {sec.sh_size:#x} is not a multiple of {lay.size}", where=sec.where)
+    def _check_relocation_table(self, index: int) -> None:
+        """The shape of the relocation table ``index``, from its header row (no :class:`Section` made:
+        a cubin has one table per function)."""
+        r = self._rows[index]
+        lay = (L.RELA if r[SH_TYPE] == C.SHT_RELA else L.REL)[self.header.ei_class]
+        entsize, size = r[SH_ENTSIZE], r[SH_SIZE]
+        if entsize not in (lay.size, 0):
+            raise self._err(f"invalid sh_entsize: expected {lay.size}, but got {entsize}",
+                            where=f"section [{index}] {self._names[index]!r}")
+        if size % lay.size:
+            raise self._err(f"sh_size {size:#x} is not a multiple of {lay.size}",
+                            where=f"section [{index}] {self._names[index]!r}")
 
     def _parse_relocations(self, sec: Section, first: int = 0, stop: int | None = None) -> list[Relocation]:
         """Entries ``first`` up to ``stop`` (default: all) of a relocation table."""
