@@ -4,7 +4,7 @@
 
 Uses the pinned wheel nvidia-curand-cu12==10.3.10.19 and cubloaty==0.2.0b1, downloaded into the
 cache folder when not there (bench_curand's fetch_curand and fetch_cubloaty).  Times, in one run, each pair
---repeat fresh processes, output thrown away):
+(--repeat fresh processes each, run alternately, one warm-up each; wall and CPU time, children included):
 
     devbin size --json libcurand.so.10      vs  cubloaty libcurand.so.10 --format json
     devbin size --json the wheel            vs  the wheel's device libraries unzipped to a scratch
@@ -23,12 +23,12 @@ import argparse
 import compileall
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +65,32 @@ print(json.dumps(out))
 """
 
 
-def timed(cmd: list[str], repeat: int) -> tuple[float, str]:
-    times, out = [], ""
-    for _ in range(repeat):
-        t = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        times.append(time.perf_counter() - t)
-        if p.returncode != 0:
-            raise SystemExit(f"bench: {' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
-        out = p.stdout
-    return statistics.median(times), out
+def run_once(cmd: list[str]) -> tuple[float, float, str]:
+    """Wall and CPU seconds (user + system of the process and every process it waited for) of one
+    fresh run of ``cmd``, and what it printed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise SystemExit(f"bench: {' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, cpu, p.stdout
+
+
+def paired(a: list[str], b: list[str], repeat: int) -> tuple[tuple[float, float, str], tuple[float, float, str]]:
+    """``a`` and ``b`` run alternately (one warm-up each, then ``repeat`` pairs), so that a machine
+    whose load changes during the run weighs on both alike: (median wall, median CPU, output) of each."""
+    runs: tuple[list[tuple[float, float, str]], list[tuple[float, float, str]]] = ([], [])
+    for k in range(repeat + 1):
+        for cmd, out in zip((a, b), runs, strict=True):
+            r = run_once(cmd)
+            if k:
+                out.append(r)
+    a_runs, b_runs = runs
+    return ((statistics.median(r[0] for r in a_runs), statistics.median(r[1] for r in a_runs), a_runs[-1][2]),
+            (statistics.median(r[0] for r in b_runs), statistics.median(r[1] for r in b_runs), b_runs[-1][2]))
 
 
 def facts_devbin(doc: dict[str, Any]) -> dict[str, Any]:
@@ -117,19 +133,20 @@ def main() -> None:
             ("libcurand.so.10", lib, [*cubloaty, str(lib), "--format", "json"], "cubloaty --format json"),
             (wheel.name, wheel, [sys.executable, "-c", CUBLOATY_WHEEL, str(wheel)],
              "unzip + cubloaty --format json per library")):
-        t_d, out_d = timed([*devbin, "size", "--json", str(target)], args.repeat)
-        t_c, out_c = timed(peer, args.repeat)
+        (t_d, c_d, out_d), (t_c, c_c, out_c) = paired([*devbin, "size", "--json", str(target)], peer, args.repeat)
         peer_docs = json.loads(out_c)
         ours, theirs = facts_devbin(json.loads(out_d)), facts_cubloaty(
             peer_docs if isinstance(peer_docs, list) else [peer_docs])
         for key in ("device_bytes", "archs", "kernels"):
             assert ours[key] == theirs[key], f"{label}: {key} differ:\n devbin   {ours[key]}\n cubloaty {theirs[key]}"
-        rows.append((label, t_d, t_c, peer_label, len(ours["archs"]), ours["device_bytes"]))
-    print(f"median of {args.repeat} fresh processes, wall seconds; same facts checked (device bytes, images and "
+        rows.append((label, t_d, t_c, c_d, c_c, peer_label))
+    print(f"median of {args.repeat} fresh processes, run in pairs (devbin, peer, devbin, ...), seconds of wall time "
+          "and of CPU (user + system, child processes included); same facts checked (device bytes, images and "
           "bytes per architecture, kernels per architecture)")
-    print(f"{'input':58} {'devbin':>7} {'peer':>7} {'ratio':>6} {'target':>6}  peer")
-    for label, td, tc, peer, _, _ in rows:
-        print(f"{label:58} {td:7.3f} {tc:7.3f} {td / tc:6.2f} {'<=0.5':>6}  {peer}  [{'ok' if td / tc <= 0.5 else 'MISSED'}]")
+    print(f"{'input':58} {'devbin':>7} {'peer':>7} {'ratio':>6} {'CPU d':>7} {'CPU p':>7} {'ratio':>6}  peer")
+    for label, td, tc, cd, cc, peer in rows:
+        print(f"{label:58} {td:7.3f} {tc:7.3f} {td / tc:6.2f} {cd:7.3f} {cc:7.3f} {cd / cc:6.2f}  {peer}  "
+              f"[target <= 0.5: {'ok' if td / tc <= 0.5 else 'MISSED'}]")
 
 
 if __name__ == "__main__":

@@ -122,13 +122,16 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     files that failed.  The HTML report (--html) renders this same dict.  ``detail=False``: each file's
     images left out (the text tables do not print them)."""
     from devbin.images.scanreport import ScanReport
-    from devbin.packaging.pruning import parse_arch_list
     from devbin.size.account import measure
     from devbin.size.report import report_dict
 
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
-    keep = parse_arch_list(args.keep) if args.keep else None
+    keep = None
+    if args.keep:
+        from devbin.packaging.pruning import parse_arch_list  # prune's readers and writers only for --keep
+
+        keep = parse_arch_list(args.keep)
     report = ScanReport()
     files = _filtered(measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES),
                       choose)
