@@ -43,7 +43,6 @@ import mmap
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import compress
@@ -67,6 +66,8 @@ from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from devbin.model.resources import Resources  # the model only when --diff asks for resources
 
 __all__ = ["DEVICE_SECTIONS", "FileSize", "FunctionSize", "ImageSize", "demangle", "functions_of", "measure",
@@ -355,6 +356,29 @@ def _sha256(data: Buffer) -> bytes:
     return hashlib.sha256(data).digest()
 
 
+class _Hasher:
+    """One thread that takes the SHA-256 of buffers while the caller goes on (hashlib lets go of the
+    GIL), started on the first :meth:`submit`: a mapped file's images are digested only where a twin
+    turns up (:class:`_Twins`), and then the thread and its module are never needed."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, data: Buffer) -> Future[bytes]:
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor  # only where a digest is taken at once
+
+            self._pool = ThreadPoolExecutor(max_workers=1)
+        return self._pool.submit(_sha256, data)
+
+    def __enter__(self) -> _Hasher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
 _ImageKey = tuple[str, str, str, int]
 _FunctionKey = tuple[str, str, str, int]
 
@@ -387,14 +411,14 @@ class _Twins:
             return True
         return False
 
-    def image(self, size: ImageSize, stored: Buffer, hasher: ThreadPoolExecutor,
+    def image(self, size: ImageSize, stored: Buffer, hasher: _Hasher,
               pending: list[tuple[ImageSize, Future[bytes]]]) -> None:
         i = size.image
         key = (i.vendor, i.kind, i.arch, size.stored)
         if self._keep(stored):
             self.images.setdefault(key, []).append((size, stored))
         else:
-            pending.append((size, hasher.submit(_sha256, stored)))
+            pending.append((size, hasher.submit(stored)))
             self.images.setdefault(key, []).append((size, None))
 
     def function_list(self, size: ImageSize, data: Buffer, raw: list[_Raw]) -> list[FunctionSize]:
@@ -445,7 +469,7 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
     ccob: list[ImageSize] = []
     # Digests of members read into memory are taken in a second thread while this one reads the symbol
     # tables (hashlib lets go of the GIL); those of mapped files only where a twin turns up (_Twins).
-    with ThreadPoolExecutor(max_workers=1) as hasher:
+    with _Hasher() as hasher:
         digests: list[tuple[ImageSize, Future[bytes]]] = []
         for image in hits:
             size = ImageSize(image, image.stored_size, image.size)
