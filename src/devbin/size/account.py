@@ -119,8 +119,13 @@ class FunctionSize:
         return demangle(self.name)
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "demangled": self.demangled, "size": self.size, "kind": self.kind,
-                "related": dict(self.related)}
+        return _function_dicts((self,))[0]
+
+
+def _function_dicts(functions: Iterable[FunctionSize]) -> list[dict[str, object]]:
+    """The ``devbin size --json`` keys of each of ``functions`` (an image's thousands in one pass)."""
+    return [{"name": f.name, "demangled": demangle(f.name), "size": f.size, "kind": f.kind,
+             "related": dict(f.related)} for f in functions]
 
 
 @dataclass(slots=True)
@@ -145,7 +150,7 @@ class ImageSize:
                                 "section": self.image.section}
         if not self.stored_exact:
             d["stored_exact"] = False
-        d["functions"] = [f.to_dict() for f in self.functions]
+        d["functions"] = _function_dicts(self.functions)
         return d
 
 
