@@ -42,10 +42,12 @@ import hashlib
 import mmap
 import re
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from itertools import compress
+from itertools import compress, count, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -388,6 +390,11 @@ _ImageKey = tuple[str, str, str, int]
 _FunctionKey = tuple[str, str, str, int]
 
 
+def _function_keys(vendor: str, arch: str, raw: list[_Raw]) -> Iterator[_FunctionKey]:
+    """The twin key of each function of ``raw`` (see :class:`_Twins`), made at C speed."""
+    return zip(repeat(vendor), repeat(arch), map(itemgetter(0), raw), map(itemgetter(2), raw))
+
+
 class _Twins:
     """Digests only where a copy may exist.  An image can equal another only if its vendor, kind,
     architecture and stored size do, a function only if its vendor, architecture, name and size do: the
@@ -399,7 +406,8 @@ class _Twins:
 
     def __init__(self, *, eager: bool = False) -> None:
         self.images: dict[_ImageKey, list[tuple[ImageSize, Buffer | None]]] = {}
-        self.functions: dict[_FunctionKey, list[tuple[ImageSize, int, Buffer | None]]] = {}
+        self.functions: Counter[_FunctionKey] = Counter()  # how many functions have each key
+        self.kept: list[tuple[ImageSize, list[_Raw]]] = []  # images whose functions' code is kept
         self.room = budget.current().limit // 4
         self.held: set[int] = set()  # ids of the decoded buffers kept (alive while a window on them is)
         self.eager = eager
@@ -429,24 +437,13 @@ class _Twins:
     def function_list(self, size: ImageSize, data: Buffer, raw: list[_Raw]) -> list[FunctionSize]:
         """The :class:`FunctionSize` of each of ``raw`` (functions whose code lies in ``data``, the image's
         bytes), the checksum taken now or, where ``data`` is kept, at :meth:`finish` if a twin turns up."""
-        out = []
         i = size.image
-        vendor, arch = i.vendor, i.arch
-        keep = bool(raw) and self._keep(data)
-        functions = self.functions
-        for k, (name, kind, fsize, rel, code) in enumerate(raw):
-            key = (vendor, arch, name, fsize)
-            if keep and code:
-                out.append(FunctionSize(name, kind, fsize, rel))
-                entry: tuple[ImageSize, int, Buffer | None] = (size, k, code)
-            else:
-                out.append(FunctionSize(name, kind, fsize, rel, _digest(code)))
-                entry = (size, k, None)
-            have = functions.get(key)
-            if have is None:
-                functions[key] = [entry]
-            else:
-                have.append(entry)
+        if raw and self._keep(data):
+            out = [FunctionSize(name, kind, fsize, rel) for name, kind, fsize, rel, _ in raw]  # crc32(b"") is 0
+            self.kept.append((size, raw))
+        else:
+            out = [FunctionSize(name, kind, fsize, rel, _digest(code)) for name, kind, fsize, rel, code in raw]
+        self.functions.update(_function_keys(i.vendor, i.arch, raw))  # counted at C speed
         return out
 
     def finish(self) -> None:
@@ -456,14 +453,17 @@ class _Twins:
                 for size, stored in members:
                     if stored is not None:
                         size.digest = _sha256(stored)
-        for fmembers in self.functions.values():
-            if len(fmembers) > 1:
-                for size, k, code in fmembers:
-                    if code is not None:
-                        f = size.functions[k]
-                        size.functions[k] = FunctionSize(f.name, f.kind, f.size, f.related, _digest(code), f.resources)
+        twins = {key for key, n in self.functions.items() if n > 1}
+        for size, raw in self.kept:
+            i = size.image
+            for k in compress(count(), map(twins.__contains__, _function_keys(i.vendor, i.arch, raw))):
+                code = raw[k][4]
+                if code:
+                    f = size.functions[k]
+                    size.functions[k] = FunctionSize(f.name, f.kind, f.size, f.related, _digest(code), f.resources)
         self.images.clear()
         self.functions.clear()
+        self.kept.clear()
         self.held.clear()
 
 
