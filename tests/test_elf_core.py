@@ -161,6 +161,21 @@ def test_bad_symbol_entsize_and_name() -> None:
     assert warnings  # symbols are decoded on first use: the warning comes then
 
 
+
+def test_bad_relocation_table_shape_named_at_open() -> None:
+    """A relocation table's entry size and size are checked when the file is opened (from its header
+    row), the error naming the section as its Section.where does."""
+    base = small_elf()
+    rela = ElfFile(base).section(".rela.text")
+    assert rela is not None and rela.sh_type == C.SHT_RELA and rela.sh_entsize == 24
+    with pytest.raises(FormatError) as bad_entsize:
+        ElfFile(patch_section(base, rela.index, sh_entsize=16), where="x.o")
+    assert str(bad_entsize.value) == f"elf: x.o: {rela.where}: invalid sh_entsize: expected 24, but got 16"
+    with pytest.raises(FormatError) as bad_size:
+        ElfFile(patch_section(base, rela.index, sh_size=rela.sh_size - 1), where="x.o")
+    assert str(bad_size.value) == f"elf: x.o: {rela.where}: sh_size {rela.sh_size - 1:#x} is not a multiple of 24"
+    assert ElfFile(patch_section(base, rela.index, sh_entsize=0)).relocation_table(rela.index)  # 0: not given
+
 # -- editor ---------------------------------------------------------------------------------------
 
 def test_editor_add_replace_remove() -> None:

@@ -458,3 +458,39 @@ def test_compressed_bundle_entries_share_its_bytes(amdgpu_objects: dict[str, Pat
     total = sum(s for s, _, _ in sizes.values())
     for size, stored, _ in sizes.values():  # shares in proportion to the uncompressed sizes, to the byte
         assert abs(stored - f["stored_size"] * size / total) < 1
+
+
+def test_related_sections_of_cubin_functions() -> None:
+    """What belongs to a cubin function beside its code, from its sections' names: every prefix of the
+    module docstring, constant banks by number (bank 0 is ``constant_bank``), sizes summed per key, and
+    names that only look alike (no function part, a bank that is no number, a NOBITS section) left out."""
+    from devbin.formats.elf import constants as C
+    from devbin.formats.elf.model import ElfModel, SectionSpec, SymbolSpec
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.formats.elf.writer import write
+    from devbin.size.account import functions_of
+
+    m = ElfModel(elfclass=2, little=True, e_type=C.ET_EXEC, machine=C.EM_CUDA)
+    code = bytes(range(64))
+    m.sections = [
+        SectionSpec(".text.k", flags=C.SHF_ALLOC | C.SHF_EXECINSTR, data=code[:32], align=4),
+        SectionSpec(".text.f", flags=C.SHF_ALLOC | C.SHF_EXECINSTR, data=code[32:], align=4),
+        SectionSpec(".nv.constant0.k", data=b"\0" * 10), SectionSpec(".nv.constant3.k", data=b"\0" * 3),
+        SectionSpec(".nv.constantX.k", data=b"\0" * 5), SectionSpec(".nv.constant2.", data=b"\0" * 7),
+        SectionSpec(".nv.info.k", data=b"\0" * 12), SectionSpec(".nv.info.", data=b"\0" * 4),
+        SectionSpec(".rel.text.k", data=b"\0" * 16), SectionSpec(".rela.text.k", data=b"\0" * 24),
+        SectionSpec(".nv.capmerc.text.k", data=b"\0" * 6), SectionSpec(".nv.merc.text.k", data=b"\0" * 2),
+        SectionSpec(".nv.merc.nv.info.k", data=b"\0" * 1),
+        SectionSpec(".nv.info.f", data=b"\0" * 8),
+        SectionSpec(".nv.shared.f", sh_type=C.SHT_NOBITS, size=64),
+        SectionSpec(".nv.constant0.f", sh_type=C.SHT_NOBITS, size=64),
+    ]
+    m.symbols = [SymbolSpec("k", 0, 32, type=C.STT_FUNC, other=0x10, section=".text.k"),
+                 SymbolSpec("f", 0, 32, type=C.STT_FUNC, section=".text.f")]
+    elf = ElfFile(write(m))
+    k, f = functions_of(elf)
+    assert (k.name, k.kind, k.size, f.name, f.kind, f.size) == ("k", "kernel", 32, "f", "function", 32)
+    assert dict(k.related) == {"constant_bank": 10, "constant3": 3, "nv_info": 12, "relocations": 16 + 24,
+                               "mercury": 6 + 2 + 1}
+    assert dict(f.related) == {"nv_info": 8}
+    assert k.digest != f.digest != 0  # the checksums of the two halves of ``code``
