@@ -78,7 +78,7 @@ if TYPE_CHECKING:
 # Each container's reader is imported where its magic is met (below), not with this module: a scan
 # of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
 
-__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "ToScan", "scan", "scan_bytes"]
+__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "ToScan", "jobs_for", "scan", "scan_bytes"]
 
 #: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
 MAX_DEPTH = 12
@@ -203,8 +203,7 @@ class Scanner:
         total = len(files)
         if progress is not None:
             progress(0, total)
-        if min_bytes and jobs != 1 and _total_size(files) < min_bytes:
-            jobs = 1
+        jobs = jobs_for(files, jobs, min_bytes)
         out: list[Image] = []
         for done, (images, rep) in enumerate(ordered_map(self._list_one, files, jobs=jobs), 1):
             out.extend(images)
@@ -393,13 +392,17 @@ class Scanner:
             yield from llvm_in_elf(self.rep, elf, frame)
 
 
-def _total_size(files: list[ToScan]) -> int:
-    """The bytes of ``files`` (those that cannot be read count 0: the scan reports them)."""
+def jobs_for(files: list[ToScan], jobs: int | None, min_bytes: int) -> int | None:
+    """``jobs`` for a pool over ``files``, or 1 (this process) when they hold fewer than ``min_bytes``
+    in all (files that cannot be read count 0: the scan reports them), where forking costs more than
+    it saves."""
+    if not min_bytes or jobs == 1:
+        return jobs
     total = 0
     for _, path, _ in files:
         with contextlib.suppress(OSError):
             total += path.stat().st_size
-    return total
+    return 1 if total < min_bytes else jobs
 
 
 def _has_llvm_sections(elf: ElfFile) -> bool:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
-from devbin.formats.elf.pages import RELATIVE_RELOCATION, relr_places
+from devbin.formats.elf.pages import RELATIVE_RELOCATION, file_offset, relr_places
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.wrapper import HIP_WRAPPER_MAGIC
@@ -37,13 +37,6 @@ __all__ = ["WRAPPER_SECTIONS", "retarget"]
 #: Wrapper sections: name -> magic of their 24-byte records (formats.fatbin.wrapper).
 WRAPPER_SECTIONS = {WRAPPER_SECTION: FC.WRAPPER_MAGIC, HIP_WRAPPER_SECTION: HIP_WRAPPER_MAGIC}
 _WRAPPER_SIZE = FC.WRAPPER_SIZE
-
-
-def _file_offset(elf: ElfFile, vaddr: int, size: int) -> int | None:
-    for s in elf.segments:
-        if s.p_type == C.PT_LOAD and s.p_vaddr <= vaddr and vaddr + size <= s.p_vaddr + s.p_filesz:
-            return s.p_offset + vaddr - s.p_vaddr
-    return None
 
 
 def retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int], *,
@@ -81,7 +74,7 @@ def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, in
         return lo + new
 
     def word(place: int, old: int, what: str) -> str | None:
-        off = _file_offset(elf, place, wsize)
+        off = file_offset(elf, place, wsize)
         if off is None:
             return None
         have = struct.unpack_from(wfmt, buf, off)[0]
@@ -102,7 +95,7 @@ def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, in
                 continue
             old = rel.r_addend
             if old is None:
-                off = _file_offset(elf, rel.r_offset, wsize)
+                off = file_offset(elf, rel.r_offset, wsize)
                 old = struct.unpack_from(wfmt, buf, off)[0] if off is not None else None
             if old is None or not inside(old):
                 continue
@@ -120,7 +113,7 @@ def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, in
         if rsec.sh_type != C.SHT_RELR:
             continue
         for place in relr_places(elf, rsec):
-            off = _file_offset(elf, place, wsize)
+            off = file_offset(elf, place, wsize)
             old = struct.unpack_from(wfmt, buf, off)[0] if off is not None else None
             if old is not None and inside(old):
                 bad = word(place, old, f"a RELR place at {place:#x}")

@@ -63,7 +63,7 @@ from devbin.formats.offload import constants as OC
 from devbin.images.frame import Frame, Hit
 from devbin.images.parallel import default_jobs, effective_jobs, ordered_map
 from devbin.images.record import AMDGPU, CUBIN, Image
-from devbin.images.scan import Progress, Scanner, ToScan, _total_size
+from devbin.images.scan import Progress, Scanner, ToScan, jobs_for
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF
 
@@ -548,8 +548,7 @@ def measure(paths: Iterable[str | Path], *, functions: bool = True, progress: Pr
     total = len(files)
     if progress is not None:
         progress(0, total)
-    if min_bytes and jobs != 1 and _total_size(files) < min_bytes:
-        jobs = 1
+    jobs = jobs_for(files, jobs, min_bytes)
     n = effective_jobs(default_jobs() if jobs is None else jobs, total)
     twins = _Twins(eager=n > 1)  # one process: the digests taken at the end, where a twin turned up
 

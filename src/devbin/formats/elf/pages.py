@@ -48,7 +48,7 @@ from devbin.formats.elf import layout as L
 from devbin.formats.elf.edit import _patch_header  # the one ELF-header patcher
 from devbin.formats.elf.reader import ElfFile, Section, Segment
 
-__all__ = ["RELATIVE_RELOCATION", "PageCut", "abi_page_size", "relr_places", "remove_pages"]
+__all__ = ["RELATIVE_RELOCATION", "PageCut", "abi_page_size", "file_offset", "relr_places", "remove_pages"]
 
 #: The largest page a loader of the machine may use (x86-64 psABI; AArch64 and PowerPC64 kernels run 64 KiB pages).
 _ABI_PAGE = {C.EM_X86_64: 0x1000, 3: 0x1000, C.EM_AARCH64: 0x10000, 21: 0x10000}
@@ -196,14 +196,22 @@ def _check_unread(elf: ElfFile, ranges: Sequence[_Range]) -> None:
             raise refuse(f"dynamic tag {tag:#x}", value)
 
 
+def file_offset(elf: ElfFile, vaddr: int, size: int) -> int | None:
+    """The file offset of the ``size`` bytes at ``vaddr``, or None when no loaded segment holds them
+    in its file bytes (``p_filesz``)."""
+    for s in elf.segments:
+        if s.p_type == C.PT_LOAD and s.p_vaddr <= vaddr and vaddr + size <= s.p_vaddr + s.p_filesz:
+            return s.p_offset + vaddr - s.p_vaddr
+    return None
+
+
 def _word(elf: ElfFile, vaddr: int) -> int | None:
     """The address-sized word at ``vaddr`` in the file, or None when no loaded segment holds it."""
     size = 8 if elf.header.is64 else 4
-    for s in elf.segments:
-        if s.p_type == C.PT_LOAD and s.p_vaddr <= vaddr and vaddr + size <= s.p_vaddr + s.p_filesz:
-            off = s.p_offset + vaddr - s.p_vaddr
-            return elf.view.u64(off) if size == 8 else elf.view.u32(off)
-    return None
+    off = file_offset(elf, vaddr, size)
+    if off is None:
+        return None
+    return elf.view.u64(off) if size == 8 else elf.view.u32(off)
 
 
 def relr_places(elf: ElfFile, sec: Section) -> list[int]:
