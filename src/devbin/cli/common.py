@@ -126,12 +126,6 @@ def add_jobs_option(p: argparse.ArgumentParser) -> None:
                         "the output is the same whatever N")
 
 
-def pool_jobs(jobs: int | None, sizes: Iterable[int], min_bytes: int) -> int | None:
-    """``--jobs`` for a pool over images of ``sizes`` bytes: 1 (this process) below ``min_bytes`` in
-    all, where forking and feeding workers costs more than they save."""
-    return 1 if sum(sizes) < min_bytes else jobs
-
-
 def add_image_inputs(p: argparse.ArgumentParser) -> None:
     """``--image ADDRESS`` for commands whose inputs are files (link, load): the image at the address is
     one more input, after the files."""

@@ -77,7 +77,6 @@ from devbin.cli.common import (
     dump,
     keep,
     no_device_code,
-    pool_jobs,
     warn,
 )
 from devbin.cli.progress import progress_bar
@@ -206,7 +205,7 @@ def _source_files(paths: list[str], images: list[Image]) -> list[str]:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.binary.output import Inputs, write_file
     from devbin.errors import OutputError, UsageError
-    from devbin.images.parallel import ordered_map
+    from devbin.images.parallel import ordered_map, pool_jobs
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
     folder = Path(args.output)

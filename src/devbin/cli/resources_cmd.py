@@ -55,7 +55,6 @@ from devbin.cli.common import (
     keep,
     no_device_code,
     note,
-    pool_jobs,
     warn,
 )
 from devbin.cli.progress import progress_bar
@@ -237,7 +236,7 @@ def _analyse(f: Image, as_json: bool) -> tuple[Any, ...]:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.images.parallel import ordered_map
+    from devbin.images.parallel import ordered_map, pool_jobs
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
     report = ScanReport()

@@ -34,12 +34,12 @@ from __future__ import annotations
 import itertools
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from devbin.binary import budget
 
-__all__ = ["default_jobs", "effective_jobs", "ordered_map"]
+__all__ = ["default_jobs", "effective_jobs", "ordered_map", "pool_jobs"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -50,6 +50,14 @@ CHUNKS_PER_JOB = 4
 
 # The work of the pool being run, set before the workers are forked (they inherit it).
 _work: tuple[Callable[[Any], Any], Sequence[Any], int] | None = None
+
+
+def pool_jobs(jobs: int | None, sizes: Iterable[int], min_bytes: int) -> int | None:
+    """``jobs`` for a pool over work of ``sizes`` bytes, or 1 (this process) below ``min_bytes`` in all,
+    where forking and feeding workers costs more than they save (0: no floor)."""
+    if not min_bytes or jobs == 1:
+        return jobs
+    return 1 if sum(sizes) < min_bytes else jobs
 
 
 def default_jobs() -> int:

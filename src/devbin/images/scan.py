@@ -396,13 +396,14 @@ def jobs_for(files: list[ToScan], jobs: int | None, min_bytes: int) -> int | Non
     """``jobs`` for a pool over ``files``, or 1 (this process) when they hold fewer than ``min_bytes``
     in all (files that cannot be read count 0: the scan reports them), where forking costs more than
     it saves."""
-    if not min_bytes or jobs == 1:
-        return jobs
-    total = 0
-    for _, path, _ in files:
-        with contextlib.suppress(OSError):
-            total += path.stat().st_size
-    return 1 if total < min_bytes else jobs
+    from devbin.images.parallel import pool_jobs
+
+    def sizes() -> Iterator[int]:
+        for _, path, _ in files:
+            with contextlib.suppress(OSError):
+                yield path.stat().st_size
+
+    return pool_jobs(jobs, sizes(), min_bytes)
 
 
 def _has_llvm_sections(elf: ElfFile) -> bool:

@@ -40,7 +40,7 @@ import hashlib
 import io
 import os
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -48,7 +48,7 @@ from typing import TypeVar
 from devbin.binary.output import check_destination, write_file
 from devbin.errors import UsageError
 from devbin.images.address import Address, Member
-from devbin.images.parallel import ordered_map
+from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
 from devbin.images.scan import scan
 from devbin.images.scanreport import ScanReport
@@ -215,7 +215,7 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
         weights = [sizes.get(name, 0) for name, _ in todo]
         # Each worker opens the wheel itself: a zip file object shared over fork shares its file offset.
         pruned = ordered_map(lambda item: _prune_member(src_p, item[0], item[1], sel), todo,
-                             jobs=_pool_jobs(jobs, weights), weights=weights)
+                             jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
         with _finishing(pruned):
             for name, lib in libs.items():
                 if names.count(name) != 1:
@@ -247,11 +247,6 @@ def _finishing(results: Iterator[T]) -> Iterator[Iterator[T]]:
         close = getattr(results, "close", None)  # a generator's: cancels what has not started
         if close is not None:
             close()
-
-
-def _pool_jobs(jobs: int | None, sizes: Sequence[int]) -> int | None:
-    """``jobs`` for libraries of ``sizes`` bytes: 1 below :data:`MIN_PARALLEL_BYTES` in all."""
-    return 1 if jobs != 1 and sum(sizes) < MIN_PARALLEL_BYTES else jobs
 
 
 def _prune_member(wheel: Path, name: str, at: Address, sel: Selection) -> tuple[int, PruneResult, bool]:
@@ -322,7 +317,7 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
     # All computed before anything is written, in up to ``jobs`` processes.
     pruned: Iterator[PruneResult] = ordered_map(
         lambda path: prune_file(path, None, keep=sel.keep, drop=sel.drop).detached(), todo,
-        jobs=_pool_jobs(jobs, weights), weights=weights)
+        jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
     with _finishing(pruned):
         for path, lib in order:
             size = os.path.getsize(path)

@@ -24,7 +24,7 @@ from devbin.binary import Buffer
 from devbin.errors import DeviceBinaryError
 from devbin.images.address import Address, Entry, Member
 from devbin.images.frame import Frame, Hit
-from devbin.images.parallel import ordered_map
+from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.scan import Progress, Scanner
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import ZIP_MAGICS
@@ -272,8 +272,7 @@ def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None 
     groups = _groups([f.path for f in files])
     size = {f.path: f.file_bytes for f in files}
     weights = [sum(size[p] for p in wanted) for _, _, wanted in groups]
-    if min_bytes and jobs != 1 and sum(weights) < min_bytes:
-        jobs = 1
+    jobs = pool_jobs(jobs, weights, min_bytes)
     per: dict[str, dict[str, Any]] = {}
     for done in ordered_map(lambda g: _group_savings(g, keep), groups, jobs=jobs, weights=weights):
         per.update(done)
