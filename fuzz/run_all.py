@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 TARGETS = ["fuzz_elf", "fuzz_devsec", "fuzz_fatbin", "fuzz_ar", "fuzz_offload", "fuzz_amdgpu", "fuzz_bundle",
-           "fuzz_wrapped", "fuzz_superarchive", "fuzz_macho_fat", "fuzz_link", "fuzz_load", "fuzz_native"]
+           "fuzz_wrapped", "fuzz_superarchive", "fuzz_macho_fat", "fuzz_link", "fuzz_load", "fuzz_native", "fuzz_zip"]
 
 
 def available_targets() -> list[str]:

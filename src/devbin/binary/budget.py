@@ -5,7 +5,11 @@ members) say how large their contents are once decoded, and a few kilobytes can 
 gigabytes.  Every decode site asks the *current* budget for its output buffer before
 decoding (:meth:`MemoryBudget.allocate`); the buffer is charged while it is alive and given
 back when the last view of it goes (a ``weakref.finalize`` on the buffer), so a command
-that decodes images one after another needs the largest, not the sum.  A request over what
+that decodes images one after another needs the largest, not the sum.  A decoder that allocates its
+own output (libdeflate inflating a zip member, :mod:`devbin.formats.zipmember`) is charged the size
+the container records for as long as its caller reads the output (:meth:`MemoryBudget.charged`); a
+reader that keeps such a buffer beyond that charges it itself (``devbin size``'s duplicate finder,
+:class:`devbin.size.account._Twins`).  A request over what
 is left raises :class:`~devbin.errors.LimitExceeded` naming the entry and the budget; an
 allocation the system refuses (``MemoryError``) raises the same, never ``MemoryError``.
 

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from devbin.binary import Buffer, ByteView, budget
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, LimitExceeded
 from devbin.formats.bundle import constants as BC
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile
@@ -401,7 +401,9 @@ class _Twins:
     bytes of an image or function are kept (a window on the memory-mapped file, or on the buffer a zip
     member or a compressed entry was decoded into) and digested at the end only when another one has the
     same key.  Decoded buffers are kept up to a quarter of the memory budget (:mod:`devbin.binary.budget`,
-    which they stay charged to); past it, bytes are digested at once and not kept.  ``eager``: every
+    which they stay charged to: a :class:`~devbin.binary.budget.Decoded` buffer until it is collected, one
+    that a decoder allocated itself, such as a zip member libdeflate inflated, is charged here until
+    :meth:`finish`); past it, bytes are digested at once and not kept.  ``eager``: every
     image and function digested at once (the workers of ``jobs``, each of which sees only its files)."""
 
     def __init__(self, *, eager: bool = False) -> None:
@@ -410,6 +412,7 @@ class _Twins:
         self.kept: list[tuple[ImageSize, list[_Raw]]] = []  # images whose functions' code is kept
         self.room = budget.current().limit // 4
         self.held: set[int] = set()  # ids of the decoded buffers kept (alive while a window on them is)
+        self.charged = 0  # bytes of kept buffers charged to the budget here (not Decoded), until finish()
         self.eager = eager
 
     def _keep(self, data: Buffer) -> bool:
@@ -419,6 +422,12 @@ class _Twins:
         if isinstance(obj, mmap.mmap) or id(obj) in self.held:
             return True
         if isinstance(obj, bytes | bytearray) and len(obj) <= self.room:
+            if not isinstance(obj, budget.Decoded):
+                try:
+                    budget.current().reserve(len(obj), what="a buffer kept for duplicates")
+                except LimitExceeded:
+                    return False
+                self.charged += len(obj)
             self.room -= len(obj)
             self.held.add(id(obj))
             return True
@@ -465,6 +474,12 @@ class _Twins:
         self.functions.clear()
         self.kept.clear()
         self.held.clear()
+        self.release()
+
+    def release(self) -> None:
+        """Give back what :meth:`_keep` charged (also when the measuring stopped early: an error)."""
+        budget.current().release(self.charged)
+        self.charged = 0
 
 
 def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], None], twins: _Twins, *,
@@ -557,12 +572,15 @@ def measure(paths: Iterable[str | Path], *, functions: bool = True, progress: Pr
         return _group(sub, sub.one(todo), functions, resources, twins), sub.rep
 
     out: list[FileSize] = []
-    for done, (sizes, sub_rep) in enumerate(ordered_map(one, files, jobs=n), 1):
-        out.extend(sizes)
-        rep.merge(sub_rep)
-        if progress is not None:
-            progress(done, total)
-    twins.finish()
+    try:
+        for done, (sizes, sub_rep) in enumerate(ordered_map(one, files, jobs=n), 1):
+            out.extend(sizes)
+            rep.merge(sub_rep)
+            if progress is not None:
+                progress(done, total)
+        twins.finish()
+    finally:
+        twins.release()
     return out
 
 
@@ -573,8 +591,11 @@ def measure_bytes(data: Buffer, where: str, *, functions: bool = True,
     scanner = _SizeScanner(rep)
     from devbin.images.address import Address
     twins = _Twins()
-    out = _group(scanner, scanner.buffer(data, Frame(Address(where))), functions, False, twins)
-    twins.finish()
+    try:
+        out = _group(scanner, scanner.buffer(data, Frame(Address(where))), functions, False, twins)
+        twins.finish()
+    finally:
+        twins.release()
     return out
 
 

@@ -1,0 +1,87 @@
+"""A deflated zip member inflated in one call with libdeflate, for scans of wheels and zips.
+
+Layout (PKWARE APPNOTE.TXT 6.3.10, sections 4.3.7 and 4.4): a member's compressed bytes follow
+its *local file header*: the signature ``PK\\x03\\x04``, 26 bytes of fields, then the file name
+and the extra field, whose lengths are the little-endian 16-bit words at offsets 26 and 28.
+They are read from the local header, not taken from the central directory, because the two
+may differ (a local extra field often carries padding or a zip64 record the central one does
+not).  The central directory, which :mod:`zipfile` has already read, gives the compressed
+size, the size once inflated and the CRC-32, valid even where the local header leaves them 0
+and a data descriptor follows the data (general-purpose flag bit 3).
+
+Why not :class:`zipfile.ZipExtFile`: it inflates with zlib in pieces and checks the CRC with
+zlib's; a wheel's device library is one large member (the 167 MB ``libcurand.so.10`` of
+nvidia-curand-cu12 10.3.10.19, deflated to 68 MB), where zlib takes 0.40 s and its CRC
+0.04 s, libdeflate (https://github.com/ebiggers/libdeflate, through the ``deflate`` package)
+0.19 s and 0.007 s (benchmarks/README.md, bench_size).  libdeflate inflates whole buffers
+only: the input is a view of the archive (memory-mapped by the scan, not copied) and the
+output one buffer of the recorded size, allocated by libdeflate.  A member that inflates to
+more than its recorded size fails in libdeflate as soon as the output is full, so a lying
+size cannot decode a bomb; the caller charges the recorded size to the memory budget
+(:mod:`devbin.binary.budget`) before calling.
+
+Members stored uncompressed, or compressed with bzip2 or LZMA, or encrypted, are left to
+:mod:`zipfile` (:func:`inflatable` says which).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from devbin.binary import Buffer
+from devbin.errors import FormatError, TruncatedError
+
+if TYPE_CHECKING:
+    import zipfile
+
+__all__ = ["data_span", "inflatable", "inflate"]
+
+_LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths at 26 and 28
+_LOCAL_MAGIC = b"PK\x03\x04"
+_DEFLATED = 8  # compression method 8 (APPNOTE 4.4.5)
+_ENCRYPTED = 0x1  # general-purpose flag bit 0 (APPNOTE 4.4.4)
+
+
+def inflatable(info: zipfile.ZipInfo) -> bool:
+    """Whether :func:`inflate` reads this member: deflated and not encrypted."""
+    return info.compress_type == _DEFLATED and not info.flag_bits & _ENCRYPTED
+
+
+def data_span(archive: Buffer, info: zipfile.ZipInfo) -> tuple[int, int]:
+    """(offset, length) of the member's compressed bytes in ``archive``, checked to lie inside it."""
+    size = len(memoryview(archive))
+    at = info.header_offset
+    if at < 0 or at + _LOCAL.size > size:
+        raise TruncatedError(f"local header at {at} is past the end of the archive ({size} bytes)",
+                             fmt="zip", offset=at)
+    magic, name_len, extra_len = _LOCAL.unpack_from(archive, at)
+    if magic != _LOCAL_MAGIC:
+        raise FormatError(f"no local header at {at} (found {magic.hex()})", fmt="zip", offset=at)
+    start = at + _LOCAL.size + name_len + extra_len
+    if start + info.compress_size > size:
+        raise TruncatedError(f"{info.compress_size} compressed bytes at {start} run past the end of the archive "
+                             f"({size} bytes)", fmt="zip", offset=start)
+    return start, info.compress_size
+
+
+def inflate(archive: Buffer, info: zipfile.ZipInfo) -> bytearray:
+    """The member's bytes, inflated and checked against the recorded size and CRC-32.
+
+    Raises :class:`FormatError` (with ``TruncatedError`` for a member cut short) on a corrupt member;
+    the caller has charged ``info.file_size`` to the memory budget."""
+    import deflate  # libdeflate; imported with the first zip member that needs it
+
+    start, length = data_span(archive, info)
+    with memoryview(archive) as whole, whole[start:start + length] as data:
+        try:
+            out = deflate.deflate_decompress(data, info.file_size)
+        except deflate.DeflateError:
+            raise FormatError(f"corrupt deflate data, or more than the recorded {info.file_size} bytes once "
+                              "inflated", fmt="zip", offset=start) from None
+    if len(out) != info.file_size:
+        raise FormatError(f"inflates to {len(out)} bytes, not the recorded {info.file_size}", fmt="zip", offset=start)
+    crc = deflate.crc32(out)
+    if crc != info.CRC:
+        raise FormatError(f"bad CRC-32 {crc:08x} (recorded {info.CRC:08x})", fmt="zip", offset=start)
+    return out

@@ -1,0 +1,169 @@
+"""Zip members inflated with libdeflate (devbin.formats.zipmember) against zipfile's reading of them,
+and what a scan makes of members that are cut, corrupt or lie about their size."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import devbin.samples
+from devbin.binary import budget
+from devbin.errors import DeviceBinaryError, FormatError, TruncatedError
+from devbin.formats import zipmember
+from devbin.images.scan import scan, scan_bytes
+from devbin.images.scanreport import ScanReport
+
+from tests.elfbuild import small_elf
+
+FATBIN_HEAD = b"\x50\xed\x55\xba\x01\x00\x10\x00"  # a fatbin header's first bytes: a member worth reading
+
+
+def _zip(members: list[tuple[str, bytes]], *, method: int = zipfile.ZIP_DEFLATED, level: int | None = None,
+         extra: bytes = b"") -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in members:
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            info.extra = extra
+            z.writestr(info, data, compresslevel=level)
+    return buf.getvalue()
+
+
+def _info(archive: bytes, name: str) -> zipfile.ZipInfo:
+    return zipfile.ZipFile(io.BytesIO(archive)).getinfo(name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=20000) | st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=64),
+                                                     st.integers(1, 3000)),
+       level=st.sampled_from([0, 1, 6, 9]), extra=st.sampled_from([b"", b"\xfe\xca\x04\x00abcd"]))
+def test_inflate_equals_zipfile(data: bytes, level: int, extra: bytes) -> None:
+    archive = _zip([("a/x.bin", b"first"), ("b/y.bin", data)], level=level, extra=extra)
+    info = _info(archive, "b/y.bin")
+    assert zipmember.inflatable(info)
+    assert zipmember.inflate(archive, info) == zipfile.ZipFile(io.BytesIO(archive)).read("b/y.bin")
+    start, length = zipmember.data_span(archive, info)
+    assert (start, length) == (info.header_offset + 30 + len("b/y.bin") + len(extra), info.compress_size)
+
+
+def test_only_deflated_unencrypted_members_are_inflatable() -> None:
+    for method, want in ((zipfile.ZIP_DEFLATED, True), (zipfile.ZIP_STORED, False), (zipfile.ZIP_BZIP2, False),
+                         (zipfile.ZIP_LZMA, False)):
+        assert zipmember.inflatable(_info(_zip([("m", b"x" * 100)], method=method), "m")) is want
+    info = _info(_zip([("m", b"x" * 100)]), "m")
+    info.flag_bits |= 0x1
+    assert not zipmember.inflatable(info)
+
+
+def test_local_header_checked() -> None:
+    archive = _zip([("m", b"x" * 1000)])
+    info = _info(archive, "m")
+    bad = bytearray(archive)
+    bad[info.header_offset] ^= 0xFF
+    with pytest.raises(FormatError, match="no local header at 0"):
+        zipmember.inflate(bytes(bad), info)
+    with pytest.raises(TruncatedError, match="past the end of the archive"):
+        zipmember.data_span(archive[:20], info)
+    with pytest.raises(TruncatedError, match="run past the end of the archive"):
+        zipmember.data_span(archive[:info.header_offset + 30 + 1 + info.compress_size - 1], info)
+    # The name and extra-field lengths of the local header, not the central directory's, place the data.
+    longer = bytearray(archive)
+    struct.pack_into("<H", longer, info.header_offset + 28, 4)
+    with pytest.raises(FormatError):
+        zipmember.inflate(bytes(longer), info)
+
+
+def test_corrupt_crc_size_and_stream_are_errors() -> None:
+    data = bytes(range(256)) * 400
+    archive = _zip([("m", data)])
+    info = _info(archive, "m")
+    start, length = zipmember.data_span(archive, info)
+    info.CRC ^= 1
+    with pytest.raises(FormatError, match=r"bad CRC-32 [0-9a-f]{8} \(recorded [0-9a-f]{8}\)"):
+        zipmember.inflate(archive, info)
+    info = _info(archive, "m")
+    info.file_size -= 1  # a member that inflates to more than it says: stopped when the buffer is full
+    with pytest.raises(FormatError, match="more than the recorded 102399 bytes"):
+        zipmember.inflate(archive, info)
+    info = _info(archive, "m")
+    info.file_size += 10
+    with pytest.raises(FormatError, match="inflates to 102400 bytes, not the recorded 102410"):
+        zipmember.inflate(archive, info)
+    broken = bytearray(archive)
+    broken[start + length // 2:start + length // 2 + 16] = b"\xff" * 16
+    with pytest.raises(DeviceBinaryError):
+        zipmember.inflate(bytes(broken), _info(archive, "m"))
+
+
+def _patched_size(archive: bytes, name: str, size: int) -> bytes:
+    """``archive`` with the member's uncompressed size in the central directory set to ``size``."""
+    out = bytearray(archive)
+    cd = archive.find(b"PK\x01\x02")
+    while cd >= 0:
+        name_len = struct.unpack_from("<H", archive, cd + 28)[0]
+        if archive[cd + 46:cd + 46 + name_len] == name.encode():
+            struct.pack_into("<I", out, cd + 24, size)
+            return bytes(out)
+        cd = archive.find(b"PK\x01\x02", cd + 4)
+    raise AssertionError(f"no member {name}")
+
+
+def test_a_scan_reports_a_bad_member_and_reads_the_others(tmp_path: Path) -> None:
+    """A member whose CRC is wrong, and one that inflates to 64 MiB but says 1 MiB (a bomb): each one
+    warning naming it, the scan goes on, and the bomb costs no more than the size it records."""
+    good = small_elf(elfclass=2, little=True)
+    archive = _zip([("a/bad.fatbin", FATBIN_HEAD + bytes(1 << 20)), ("b/bomb.fatbin", FATBIN_HEAD + bytes(64 << 20)),
+                    ("c/good.o", good)])
+    info = _info(archive, "a/bad.fatbin")
+    raw = bytearray(_patched_size(archive, "b/bomb.fatbin", 1 << 20))
+    cd = raw.find(b"PK\x01\x02")  # a/bad.fatbin's central entry is the first: its CRC at 16
+    struct.pack_into("<I", raw, cd + 16, info.CRC ^ 0xFFFF)
+    path = tmp_path / "w.whl"
+    path.write_bytes(bytes(raw))
+    with budget.limit(8 << 20) as b:
+        rep = ScanReport()
+        found = list(scan([path], report=rep))
+    assert b.peak == (1 << 20) + len(FATBIN_HEAD)  # the largest recorded size; the bomb asked 1 MiB
+    assert rep.warnings == [f"{path}!a/bad.fatbin: cannot read zip member: bad CRC-32 {info.CRC:08x} (recorded "
+                            f"{info.CRC ^ 0xFFFF:08x})",
+                            f"{path}!b/bomb.fatbin: cannot read zip member: corrupt deflate data, or more than the "
+                            "recorded 1048576 bytes once inflated"]
+    assert found == list(scan_bytes(bytes(raw), str(path)))  # the same from memory
+
+
+def test_every_compression_method_gives_the_same_images(tmp_path: Path) -> None:
+    """Deflated members go through libdeflate, the others through zipfile: the same images either way."""
+    samples = Path(devbin.samples.__file__).parent
+    members = [(p.name, p.read_bytes()) for p in (samples / "sample_sm90.cubin", samples / "sample_gfx90a.o")]
+    want = None
+    for method in (zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+        path = tmp_path / f"m{method}.zip"
+        path.write_bytes(_zip(members, method=method))
+        rep = ScanReport()
+        got = [(f.path.removeprefix(str(path)), f.kind, f.arch, f.size) for f in scan([path], report=rep)]
+        assert rep.warnings == []
+        assert got == (want := want or got)
+    assert want == [("!sample_sm90.cubin", "cubin", "sm_90", len(members[0][1])),
+                    ("!sample_gfx90a.o", "amdgpu", "gfx90a", len(members[1][1]))]
+
+
+def test_size_charges_the_inflated_members_it_keeps(tmp_path: Path) -> None:
+    """devbin size keeps each member's bytes to digest twins at the end: libdeflate's buffers are charged
+    to the budget while kept (two members, both alive at the end), and given back afterwards."""
+    from devbin.size.account import measure
+
+    cubin = (Path(devbin.samples.__file__).parent / "sample_sm90.cubin").read_bytes()
+    path = tmp_path / "twins.whl"
+    path.write_bytes(_zip([("a/k.cubin", cubin), ("b/k.cubin", cubin)]))
+    with budget.limit(1 << 20) as b:
+        files = measure([path], jobs=1)
+        assert b.in_use == 0
+    assert b.peak == 2 * len(cubin)
+    assert [i.digest for f in files for i in f.images][0] == [i.digest for f in files for i in f.images][1] != b""
