@@ -156,6 +156,26 @@ def test_tour(tmp_path: Path) -> None:
     assert again == js  # the tour prints the same bytes every run
 
 
+def test_module_entry_flushes_its_output_and_keeps_the_status(tmp_path: Path) -> None:
+    """The console entry ends the process without the interpreter's teardown (os._exit): what it wrote
+    is all there, and the exit status is the command's."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    (tmp_path / "notes.txt").write_text("no device code\n")
+    cubin = Path(__file__).parents[1] / "src/devbin/samples/sample_sm90.cubin"
+    runs = {}
+    for name, argv in (("ok", ["list", "--json", str(cubin)]), ("missing", ["list", str(tmp_path / "gone.o")]),
+                       ("none", ["list", str(tmp_path / "notes.txt")])):
+        with open(tmp_path / f"{name}.out", "w") as out:
+            p = subprocess.run([sys.executable, "-m", "devbin", *argv], stdout=out, stderr=subprocess.PIPE,
+                               text=True, check=False, env=env)
+        runs[name] = (p.returncode, (tmp_path / f"{name}.out").read_text(), p.stderr)
+    code, out, err = runs["ok"]
+    assert code == 0 and err == "" and out.endswith("}\n")
+    assert json.loads(out) == json.loads(_run("list", "--json", str(cubin))[1])
+    assert runs["missing"][0] == 1 and runs["missing"][2].count("\n") == 1 and "gone.o" in runs["missing"][2]
+    assert runs["none"][0] == 3 and "does not contain device code" in runs["none"][2]
+
+
 def test_help_and_module_entry() -> None:
     p = subprocess.run([sys.executable, "-m", "devbin", "--help"], capture_output=True, text=True, check=False,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
