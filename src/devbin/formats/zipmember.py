@@ -26,6 +26,8 @@ Members stored uncompressed, or compressed with bzip2 or LZMA, or encrypted, are
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from typing import TYPE_CHECKING
 
@@ -35,7 +37,7 @@ from devbin.errors import FormatError, TruncatedError
 if TYPE_CHECKING:
     import zipfile
 
-__all__ = ["data_span", "inflatable", "inflate"]
+__all__ = ["data_span", "inflatable", "inflate", "read"]
 
 _LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths at 26 and 28
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -85,3 +87,13 @@ def inflate(archive: Buffer, info: zipfile.ZipInfo) -> bytearray:
     if crc != info.CRC:
         raise FormatError(f"bad CRC-32 {crc:08x} (recorded {info.CRC:08x})", fmt="zip", offset=start)
     return out
+
+
+def read(path: str | os.PathLike[str], zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes | bytearray:
+    """The bytes of the member ``info`` of the zip file at ``path`` (open as ``zf``): :func:`inflate` on the
+    file memory-mapped where it applies, else :meth:`zipfile.ZipFile.read`.  Raises FormatError as
+    :func:`inflate` does, and zipfile's errors for the other members."""
+    if not inflatable(info):
+        return zf.read(info)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as whole:
+        return inflate(whole, info)

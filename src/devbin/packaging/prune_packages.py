@@ -47,6 +47,7 @@ from typing import TypeVar
 
 from devbin.binary.output import check_destination, write_file
 from devbin.errors import UsageError
+from devbin.formats import zipmember
 from devbin.images.address import Address, Member
 from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
@@ -253,7 +254,7 @@ def _prune_member(wheel: Path, name: str, at: Address, sel: Selection) -> tuple[
     """The member ``name`` of ``wheel`` pruned (where ``jobs`` puts it): its size, the detached result and
     whether its bytes changed."""
     with zipfile.ZipFile(wheel) as zf:
-        data = zf.read(name)
+        data = zipmember.read(wheel, zf, zf.getinfo(name))
     r = prune(data, keep=sel.keep, drop=sel.drop, at=at)
     return len(data), r.detached(), r.data != data
 

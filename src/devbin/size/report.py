@@ -231,6 +231,8 @@ def _group_savings(group: _Group, keep: Sequence[str]) -> dict[str, dict[str, An
         do(top, None)
         return per
     import zipfile  # only for --keep
+
+    from devbin.formats import zipmember
     try:
         if first is None:
             for _ in _Members(set(wanted), do).paths([top]):
@@ -238,11 +240,12 @@ def _group_savings(group: _Group, keep: Sequence[str]) -> dict[str, dict[str, An
         else:
             with zipfile.ZipFile(top) as zf:  # opened here: a zip file object shared over fork shares its offset
                 infos = [i for i in zf.infolist() if i.filename == first.name and not i.is_dir()]
-                data = zf.read(infos[first.occurrence - 1]) if len(infos) >= first.occurrence else None
+                data = (zipmember.read(top, zf, infos[first.occurrence - 1]) if len(infos) >= first.occurrence
+                        else None)
             if data is not None:
                 for _ in _Members(set(wanted), do).buffer(data, Frame(Address(top, (first,)), "zip"), depth=1):
                     pass
-    except (OSError, zipfile.BadZipFile) as e:
+    except (OSError, zipfile.BadZipFile, DeviceBinaryError) as e:
         for p in wanted:
             per.setdefault(p, {"bytes": 0, "freed": 0, "by_arch": {}, "refused": str(e)})
     return per
