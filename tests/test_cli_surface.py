@@ -23,6 +23,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import require_tool
 from devbin.cli import schema_cmd
@@ -564,3 +566,23 @@ def test_prune_image_applies_the_selection_to_those_images_only(work: Path) -> N
     left = list(scan([work / "pruned.fatbin"], all=True))
     assert [bytes(i.data()) for i in left] == [bytes(i.data()) for i in scan([work / "three.fatbin"], all=True)
                                                if not str(i.address).endswith("#0.1")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=st.recursive(st.text() | st.integers() | st.booleans() | st.none(),
+                        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+                        max_leaves=20),
+       indent=st.sampled_from([None, 2]),
+       extra=st.sampled_from([[], ["plain"], ["\\u00e9"], ["é"], ["\x01"], ["\u2028"], ["C:\\users"]]))
+def test_json_output_writes_non_ascii_as_itself(doc: object, indent: int | None, extra: list[str]) -> None:
+    """dump takes the C encoder's ASCII path and falls back when it escaped anything: the same text as
+    ensure_ascii=False whatever the strings hold (non-ASCII, control characters, a backslash before u)."""
+    import io
+    import json
+
+    from devbin.cli.common import dump, schema_name
+
+    out = io.StringIO()
+    dump("list", {"doc": doc, "extra": extra}, out, indent=indent)
+    want = json.dumps({"schema": schema_name("list"), "doc": doc, "extra": extra}, indent=indent, ensure_ascii=False)
+    assert out.getvalue() == want + "\n"

@@ -59,8 +59,14 @@ def dump(command: str, doc: dict[str, Any], out: TextIO, *, indent: int | None =
     """Write a command's JSON: one object, its ``schema`` key first.  ``indent=None``: on one line, for
     outputs that can be very large (``size``: every function of a whole environment), which the C
     encoder writes many times faster."""
-    # json.dumps, not json.dump: only a one-shot encode takes the C encoder (when indent is None)
-    out.write(json.dumps({"schema": schema_name(command), **doc}, indent=indent, ensure_ascii=False))
+    # json.dumps, not json.dump: only a one-shot encode takes the C encoder (when indent is None).  Non-ASCII
+    # text is written as itself (ensure_ascii=False), but the C encoder's ASCII path is twice as fast (a
+    # wheel's 2.9 MB report: 16 against 29 ms): when it escaped nothing, its text is the same.
+    obj = {"schema": schema_name(command), **doc}
+    text = json.dumps(obj, indent=indent)
+    if "\\u" in text:  # something was escaped (or a backslash before a "u"): the other way, to be sure
+        text = json.dumps(obj, indent=indent, ensure_ascii=False)
+    out.write(text)
     out.write("\n")
 
 
