@@ -9,7 +9,6 @@ Run with atheris (coverage-guided):  python fuzz/fuzz_amdgpu.py CORPUS_DIR -max_
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf.reader import ElfFile
@@ -34,13 +33,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
         pass
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

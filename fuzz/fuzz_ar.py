@@ -15,8 +15,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_ar.py COR
 
 from __future__ import annotations
 
-import sys
-
 from devbin.errors import DeviceBinaryError
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.ar import constants as C
@@ -57,13 +55,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
     _discover(_wrapped(data), "fuzz.a")
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

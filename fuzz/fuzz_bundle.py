@@ -12,7 +12,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src python fuzz/fuzz_bundle.py C
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.bundle import Bundle, iter_hip_fatbin, parse_any_bundle, parse_text_bundle, write_bundle
@@ -44,13 +43,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' name
             _ = (part.bundle_id, part.content)
 
 
-def main() -> None:
-    import atheris  # type: ignore[import-untyped]
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

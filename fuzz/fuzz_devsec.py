@@ -11,8 +11,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src python fuzz/fuzz_devsec.py C
 
 from __future__ import annotations
 
-import sys
-
 from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError
 from devbin.formats.devsec import constants as C
@@ -40,13 +38,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' name
         assert [s.data for s in encode(again, _symbol_index, count)] == [s.data for s in secs], "encoding not stable"
 
 
-def main() -> None:
-    import atheris  # type: ignore[import-untyped]
-
-    atheris.instrument_all()  # coverage feedback for the already imported devbin modules
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

@@ -9,7 +9,6 @@ Run with atheris (coverage-guided):  python fuzz/fuzz_elf.py CORPUS_DIR -max_tot
 from __future__ import annotations
 
 import io
-import sys
 
 from devbin.cli.render import render_elf
 from devbin.errors import DeviceBinaryError
@@ -41,13 +40,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
         pass
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()  # coverage feedback for the already imported devbin modules
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

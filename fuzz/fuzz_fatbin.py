@@ -13,7 +13,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src python fuzz/fuzz_fatbin.py C
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.fatbin import FatbinEntry, FatbinImage, iter_fatbins, parse_fatbin, parse_wrapper, write_fatbin
@@ -64,13 +63,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' name
         parse_wrapper(data)
 
 
-def main() -> None:
-    import atheris  # type: ignore[import-untyped]
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

@@ -14,7 +14,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_link.py C
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from devbin.errors import DeviceBinaryError
 from devbin.link.amdgpu import KernelTotals, patch_linked, prune_object
@@ -50,13 +49,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
         patch_linked(data, _TOTALS)
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

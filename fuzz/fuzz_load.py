@@ -12,7 +12,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_load.py C
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from devbin.errors import DeviceBinaryError
 from devbin.load import Executable
@@ -37,13 +36,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
             exe.to_dict()
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

@@ -13,8 +13,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_macho_fat
 
 from __future__ import annotations
 
-import sys
-
 from devbin.errors import DeviceBinaryError
 from devbin.formats.macho import FatFile, is_fat
 
@@ -40,13 +38,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
         _fat(magic + b"\0\0\0\x02" + data)  # a small nfat_arch, so the table itself is fuzzed
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

@@ -11,7 +11,6 @@ Run with atheris (coverage-guided):  python fuzz/fuzz_native.py CORPUS_DIR -max_
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -108,13 +107,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
             assert fast == pure, "the reader differs between the C and the pure-Python decoders"
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

@@ -11,8 +11,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src python fuzz/fuzz_offload.py 
 
 from __future__ import annotations
 
-import sys
-
 from devbin.errors import DeviceBinaryError
 from devbin.formats.offload import (
     OffloadEntry,
@@ -60,13 +58,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' name
         pass
 
 
-def main() -> None:
-    import atheris  # type: ignore[import-untyped]
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import sys
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.ar.writer import ArMember, write_archive
@@ -114,13 +113,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
     _read(_packed_spliced(data[:64], _PACKED_SECTIONS))
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

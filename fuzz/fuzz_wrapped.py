@@ -12,7 +12,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_wrapped.p
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
@@ -37,13 +36,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
             f.data()
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)

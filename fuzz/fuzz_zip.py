@@ -14,7 +14,6 @@ Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_zip.py CO
 from __future__ import annotations
 
 import io
-import sys
 import zipfile
 
 from devbin.errors import DeviceBinaryError
@@ -73,13 +72,7 @@ def TestOneInput(data: bytes) -> None:  # atheris' required name
         _scan(archive)
 
 
-def main() -> None:
-    import atheris
-
-    atheris.instrument_all()
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
-
-
 if __name__ == "__main__":
-    main()
+    from fuzz.engine import fuzz
+
+    fuzz(TestOneInput)
