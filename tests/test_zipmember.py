@@ -168,3 +168,26 @@ def test_size_charges_the_inflated_members_it_keeps(tmp_path: Path) -> None:
     assert b.peak == 2 * len(cubin)
     first, second = (i.digest for f in files for i in f.images)
     assert first == second != b""  # the twins found: both members' bytes were kept to the end
+
+
+def test_a_recorded_size_no_member_can_reach_costs_nothing(tmp_path: Path) -> None:
+    """A stored member that says 1 GB and holds 64 bytes, and a deflated one that says more than 1032 times
+    its deflated bytes: each is read for what it holds (or refused at once), never allocated at its
+    recorded size (the fuzz_zip target's out-of-memory input: a 7 KB file that made 4 GB of zeros)."""
+    import resource
+
+    archive = _zip([("pkg/k.fatbin", FATBIN_HEAD + bytes(7000)), ("pkg/n.fatbin", FATBIN_HEAD + bytes(56))])
+    stored = bytearray(_zip([("pkg/n.fatbin", FATBIN_HEAD + bytes(56))], method=zipfile.ZIP_STORED))
+    lying = _patched_size(bytes(stored), "pkg/n.fatbin", 0x40000040)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rep = ScanReport()
+    list(scan_bytes(lying, "lying.zip", report=rep))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 << 10  # KiB: under 64 MiB more
+    info = _info(archive, "pkg/k.fatbin")
+    info.file_size = info.compress_size * zipmember.MAX_RATIO + 65
+    with pytest.raises(FormatError, match=r"records \d+ bytes once inflated, more than \d+ deflated bytes can hold"):
+        zipmember.inflate(archive, info)
+    info.file_size -= 1  # possible for deflate: libdeflate is asked, and the output is short
+    with pytest.raises(FormatError, match=r"inflates to 7008 bytes, not the recorded \d+"):
+        zipmember.inflate(archive, info)
+    assert len(rep.warnings) == 0 and rep.members == 1  # the stored member: read for its 64 bytes

@@ -43,6 +43,9 @@ _LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field l
 _LOCAL_MAGIC = b"PK\x03\x04"
 _DEFLATED = 8  # compression method 8 (APPNOTE 4.4.5)
 _ENCRYPTED = 0x1  # general-purpose flag bit 0 (APPNOTE 4.4.4)
+#: Deflate's largest ratio of output to input: a 258-byte match coded in about two bits
+#: (https://zlib.net/zlib_tech.html: "the limit on the compression ratio is 1032:1").
+MAX_RATIO = 1032
 
 
 def inflatable(info: zipfile.ZipInfo) -> bool:
@@ -75,6 +78,9 @@ def inflate(archive: Buffer, info: zipfile.ZipInfo) -> bytearray:
     import deflate  # libdeflate; imported with the first zip member that needs it
 
     start, length = data_span(archive, info)
+    if info.file_size > length * MAX_RATIO + 64:
+        raise FormatError(f"records {info.file_size} bytes once inflated, more than {length} deflated bytes can "
+                          "hold", fmt="zip", offset=start)
     with memoryview(archive) as whole, whole[start:start + length] as data:
         try:
             out = deflate.deflate_decompress(data, info.file_size)

@@ -60,7 +60,7 @@ from devbin.detect import (
     OFFLOAD_BUNDLE_COMPRESSED,
     WRAPPED,
 )
-from devbin.errors import DeviceBinaryError, LimitExceeded
+from devbin.errors import DeviceBinaryError
 from devbin.formats import zipmember
 from devbin.formats.bundle import constants as BC
 from devbin.formats.elf import constants as EC
@@ -85,11 +85,10 @@ __all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "ToScan", "job
 MAX_DEPTH = 12
 #: Zip members larger than this are not read (a warning says so).
 MAX_MEMBER_SIZE = 8 << 30
-#: A member zipfile inflates (bzip2, LZMA; deflated ones: devbin.formats.zipmember) is read into its
-#: buffer this much at a time.  Small pieces are faster: ZipExtFile
-#: reads as many compressed bytes as asked for output, and inflating 16 MiB a time copies the
-#: unconsumed input and joins the pieces; 64 KiB stays in the CPU's caches (the 167 MB library of a
-#: wheel: 0.54 -> 0.44 s, benchmarks/README.md, bench_size).
+#: A member zipfile reads (stored, bzip2, LZMA; deflated ones: devbin.formats.zipmember) is read this
+#: much at a time.  Small pieces are faster: ZipExtFile reads as many compressed bytes as asked for
+#: output, and 16 MiB pieces make it copy the unconsumed input and join the pieces (zlib on the 167 MB
+#: library of a wheel: 0.54 s in 16 MiB pieces, 0.44 s in 64 KiB ones).
 _ZIP_CHUNK = 1 << 16
 
 Progress = Callable[[int, int], None]
@@ -348,20 +347,13 @@ class Scanner:
                 self.rep.members += 1
                 if not self._zip_wanted(zf, info, sub.where):
                     continue
-                if whole is not None and zipmember.inflatable(info):
-                    # libdeflate allocates the buffer; it is charged while the scan is in the member.
-                    with budget.current().charged(info.file_size, what="zip member", fmt="zip", where=sub.where):
-                        try:
-                            inflated = zipmember.inflate(whole, info)
-                        except DeviceBinaryError as e:
-                            self.rep.warn(sub.where, f"cannot read zip member: {e.message}")
-                            continue
-                        yield from self.buffer(inflated, sub, depth=depth + 1)
-                        del inflated
-                    continue
-                data = self._zip_member(zf, info, sub.where)
-                if data is not None:
-                    yield from self.buffer(data, sub, depth=depth + 1)
+                # The member is charged its recorded size while the scan reads it (libdeflate, or zipfile
+                # for the other methods, allocates the buffer as it fills it: a size that lies costs no memory).
+                with budget.current().charged(info.file_size, what="zip member", fmt="zip", where=sub.where):
+                    data = self._zip_member(zf, whole, info, sub.where)
+                    if data is not None:
+                        yield from self.buffer(data, sub, depth=depth + 1)
+                        del data
 
     def _zip_wanted(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bool:
         """Whether the member's first bytes name a format devbin looks into (only they are inflated)
@@ -379,26 +371,27 @@ class Scanner:
             return False
         return True
 
-    def _zip_member(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bytearray | None:
-        """The bytes of a member :mod:`zipfile` inflates (stored, bzip2, LZMA, encrypted), or None.
-
-        They are read into one buffer of the recorded size taken from the memory budget
-        (:mod:`devbin.binary.budget`); a member over the budget fails the scan (LimitExceeded)."""
+    def _zip_member(self, zf: zipfile.ZipFile, whole: Buffer | None, info: zipfile.ZipInfo,
+                    where: str) -> bytearray | None:
+        """The member's bytes, or None (and a warning) when it cannot be read: deflated ones inflated by
+        :func:`devbin.formats.zipmember.inflate` (on ``whole``, the archive's bytes), the others (stored,
+        bzip2, LZMA, encrypted, or any when ``whole`` is None) read through :mod:`zipfile` into a buffer
+        that grows as they come, never past the recorded size."""
+        if whole is not None and zipmember.inflatable(info):
+            try:
+                return zipmember.inflate(whole, info)
+            except DeviceBinaryError as e:
+                self.rep.warn(where, f"cannot read zip member: {e.message}")
+                return None
         try:
+            buf = bytearray()
             with zf.open(info) as fh:
-                buf = budget.current().allocate(info.file_size, what="zip member", fmt="zip", where=where)
-                n = 0
-                with memoryview(buf) as mv:
-                    while n < len(buf):
-                        got = fh.readinto(mv[n:n + _ZIP_CHUNK])  # type: ignore[attr-defined]  # ZipExtFile
-                        if not got:
-                            break
-                        n += got
-                if n < len(buf):
-                    del buf[n:]
-                return buf
-        except LimitExceeded:
-            raise
+                while len(buf) < info.file_size:
+                    piece = fh.read(min(_ZIP_CHUNK, info.file_size - len(buf)))
+                    if not piece:
+                        break
+                    buf += piece
+            return buf
         except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption
             self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
             return None
