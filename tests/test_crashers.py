@@ -37,6 +37,9 @@ the command line that failed and, once fixed, its ``.expect`` (exit status and e
   item 6): an AMDGPU object whose relocation section's sh_info is past the section table;
   ``prune_object`` indexed the sections with it before any check (IndexError).  Now: a FormatError
   naming the relocation section and the missing section, whichever function is removed.
+* ``zip-stored-member-recorded-4gb.bin``: found by fuzz_zip: a zip whose stored member records
+  4,278,190,144 bytes and holds 64; the scan allocated (and zero-filled) a buffer of the recorded
+  size, inside the 4 GiB memory budget.  Now: a member's buffer grows as its bytes come.
 """
 
 from __future__ import annotations
@@ -154,9 +157,22 @@ def _load(data: bytearray, check: dict[str, Any]) -> None:
     exe.to_dict()
 
 
+def _scan(data: bytearray, check: dict[str, Any]) -> None:
+    """The scan of the input (a zip, say), every image's facts read, within ``max_rss_growth_mb`` more memory."""
+    import resource
+
+    from devbin.images import ScanReport, scan_bytes
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for image in scan_bytes(bytes(data), "fuzz.whl", report=ScanReport()):
+        _ = (image.kind, image.arch, image.size)
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+    assert grown < check["max_rss_growth_mb"], f"the scan took {grown} MB more"
+
+
 CALLS: dict[str, Callable[[bytearray, dict[str, Any]], None]] = {
     "edit": _edit, "import": _import, "link": _link, "prune_cubin": _prune_cubin, "prune_object": _prune_object,
-    "load": _load,
+    "load": _load, "scan": _scan,
 }
 
 
