@@ -40,6 +40,9 @@ the command line that failed and, once fixed, its ``.expect`` (exit status and e
 * ``zip-stored-member-recorded-4gb.bin``: found by fuzz_zip: a zip whose stored member records
   4,278,190,144 bytes and holds 64; the scan allocated (and zero-filled) a buffer of the recorded
   size, inside the 4 GiB memory budget.  Now: a member's buffer grows as its bytes come.
+* ``zip-member-with-empty-name.bin``: found by fuzz_zip: a zip whose member has an empty name;
+  ``zipfile.ZipInfo.is_dir`` indexes the name's last character (IndexError).  Now: folder entries
+  are told by ``devbin.formats.zipmember.is_folder``, and the member is scanned like any other.
 """
 
 from __future__ import annotations

@@ -191,3 +191,13 @@ def test_a_recorded_size_no_member_can_reach_costs_nothing(tmp_path: Path) -> No
     with pytest.raises(FormatError, match=r"inflates to 7008 bytes, not the recorded \d+"):
         zipmember.inflate(archive, info)
     assert len(rep.warnings) == 0 and rep.members == 1  # the stored member: read for its 64 bytes
+
+
+def test_a_member_with_an_empty_name_is_scanned() -> None:
+    """zipfile's is_dir indexes a member's last character (IndexError on an empty name): devbin tells
+    folder entries by the trailing slash, and the member is read like any other."""
+    cubin = (Path(devbin.samples.__file__).parent / "sample_sm90.cubin").read_bytes()
+    rep = ScanReport()
+    found = list(scan_bytes(_zip([("", cubin), ("dir/", b"")]), "e.zip", report=rep))
+    assert [(str(f.address), f.kind, f.arch) for f in found] == [("e.zip!", "cubin", "sm_90")]
+    assert rep.warnings == [] and rep.members == 1

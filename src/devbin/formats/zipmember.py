@@ -37,7 +37,7 @@ from devbin.errors import FormatError, TruncatedError
 if TYPE_CHECKING:
     import zipfile
 
-__all__ = ["data_span", "inflatable", "inflate", "read"]
+__all__ = ["data_span", "inflatable", "inflate", "is_folder", "read"]
 
 _LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths at 26 and 28
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -46,6 +46,12 @@ _ENCRYPTED = 0x1  # general-purpose flag bit 0 (APPNOTE 4.4.4)
 #: Deflate's largest ratio of output to input: a 258-byte match coded in about two bits
 #: (https://zlib.net/zlib_tech.html: "the limit on the compression ratio is 1032:1").
 MAX_RATIO = 1032
+
+
+def is_folder(info: zipfile.ZipInfo) -> bool:
+    """Whether the member is a folder entry (its name ends with ``/``, APPNOTE 4.4.17).  Not
+    :meth:`zipfile.ZipInfo.is_dir`, which raises IndexError on an empty name."""
+    return info.filename.endswith("/")
 
 
 def inflatable(info: zipfile.ZipInfo) -> bool:

@@ -341,7 +341,7 @@ class Scanner:
         seen: dict[str, int] = {}
         with zf:
             for info in infos:
-                if info.is_dir():
+                if zipmember.is_folder(info):
                     continue
                 sub = _member(frame, info.filename, seen, ZIP)
                 self.rep.members += 1

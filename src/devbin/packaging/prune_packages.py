@@ -209,7 +209,7 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
     result = PackagePruneResult("wheel", src_p.stat().st_size, 0)
     new_data: dict[str, bytes] = {}
     with zipfile.ZipFile(src_p) as zf:
-        infos = [i for i in zf.infolist() if not i.is_dir()]
+        infos = [i for i in zf.infolist() if not zipmember.is_folder(i)]
         names = [i.filename for i in infos]
         sizes = {i.filename: i.file_size for i in infos}
         todo = [(name, lib.address) for name, lib in libs.items() if not _untouched(sel, lib.vendors)]
@@ -272,7 +272,7 @@ def _write_wheel(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], new_data: di
             name = info.filename
             if name == record:
                 continue
-            if info.is_dir():  # a folder entry: copied, no RECORD row (wheel pack lists files only)
+            if zipmember.is_folder(info):  # a folder entry: copied, no RECORD row (wheel pack lists files only)
                 _copy(zo, info, b"")
                 continue
             if name.rsplit("/", 1)[-1] in _SIGNATURES and name.startswith(record.rsplit("/", 1)[0] + "/"):
