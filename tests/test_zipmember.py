@@ -201,3 +201,22 @@ def test_a_member_with_an_empty_name_is_scanned() -> None:
     found = list(scan_bytes(_zip([("", cubin), ("dir/", b"")]), "e.zip", report=rep))
     assert [(str(f.address), f.kind, f.arch) for f in found] == [("e.zip!", "cubin", "sm_90")]
     assert rep.warnings == [] and rep.members == 1
+
+
+def test_the_budget_is_charged_what_a_member_can_hold() -> None:
+    """A member is charged its recorded size or, when less, what its method can make of its compressed
+    bytes: a stored member that says 4 GB and holds 64 bytes is no LimitExceeded under a 1 MiB budget
+    (fuzz_zip's second input); one that really holds more than the budget still is."""
+    from devbin.errors import LimitExceeded
+
+    stored = _zip([("n.fatbin", FATBIN_HEAD + bytes(56))], method=zipfile.ZIP_STORED)
+    lying = _patched_size(stored, "n.fatbin", 0xFFFFFF40)
+    assert zipmember.most_bytes(_info(lying, "n.fatbin")) == 64
+    deflated = _zip([("n.fatbin", FATBIN_HEAD + bytes(2 << 20))])
+    info = _info(deflated, "n.fatbin")
+    assert zipmember.most_bytes(info) == info.file_size  # 2 MiB from 2 KB: within deflate's 1032:1
+    with budget.limit(1 << 20):
+        rep = ScanReport()
+        list(scan_bytes(lying, "lying.zip", report=rep))
+        with pytest.raises(LimitExceeded, match="zip member needs 2097160 bytes once decoded"):
+            list(scan_bytes(deflated, "big.zip"))

@@ -37,11 +37,11 @@ from devbin.errors import FormatError, TruncatedError
 if TYPE_CHECKING:
     import zipfile
 
-__all__ = ["data_span", "inflatable", "inflate", "is_folder", "read"]
+__all__ = ["MAX_RATIO", "data_span", "inflatable", "inflate", "is_folder", "most_bytes", "read"]
 
 _LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths at 26 and 28
 _LOCAL_MAGIC = b"PK\x03\x04"
-_DEFLATED = 8  # compression method 8 (APPNOTE 4.4.5)
+_STORED, _DEFLATED = 0, 8  # compression methods 0 and 8 (APPNOTE 4.4.5)
 _ENCRYPTED = 0x1  # general-purpose flag bit 0 (APPNOTE 4.4.4)
 #: Deflate's largest ratio of output to input: a 258-byte match coded in about two bits
 #: (https://zlib.net/zlib_tech.html: "the limit on the compression ratio is 1032:1").
@@ -52,6 +52,17 @@ def is_folder(info: zipfile.ZipInfo) -> bool:
     """Whether the member is a folder entry (its name ends with ``/``, APPNOTE 4.4.17).  Not
     :meth:`zipfile.ZipInfo.is_dir`, which raises IndexError on an empty name."""
     return info.filename.endswith("/")
+
+
+def most_bytes(info: zipfile.ZipInfo) -> int:
+    """The most bytes the member can hold once read: its recorded size, or less where its method cannot
+    make that many of its compressed bytes (stored: as many; deflated: :data:`MAX_RATIO` times as many).
+    What the memory budget is charged: a recorded size that lies costs no more than the bytes can give."""
+    if info.compress_type == _STORED:
+        return min(info.file_size, info.compress_size)
+    if info.compress_type == _DEFLATED:
+        return min(info.file_size, info.compress_size * MAX_RATIO + 64)
+    return info.file_size
 
 
 def inflatable(info: zipfile.ZipInfo) -> bool:

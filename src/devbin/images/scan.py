@@ -347,9 +347,11 @@ class Scanner:
                 self.rep.members += 1
                 if not self._zip_wanted(zf, info, sub.where):
                     continue
-                # The member is charged its recorded size while the scan reads it (libdeflate, or zipfile
-                # for the other methods, allocates the buffer as it fills it: a size that lies costs no memory).
-                with budget.current().charged(info.file_size, what="zip member", fmt="zip", where=sub.where):
+                # The member is charged its size while the scan reads it (the recorded size, or what its
+                # compressed bytes can give if less); libdeflate, or zipfile for the other methods, allocates
+                # the buffer as it fills it: a size that lies costs no memory.
+                with budget.current().charged(zipmember.most_bytes(info), what="zip member", fmt="zip",
+                                              where=sub.where):
                     data = self._zip_member(zf, whole, info, sub.where)
                     if data is not None:
                         yield from self.buffer(data, sub, depth=depth + 1)
