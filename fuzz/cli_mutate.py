@@ -19,8 +19,9 @@ address-space limit (RLIMIT_AS, --memory-mb) and a file-size limit.  Outcomes:
   error       exit 1 or 2 with exactly one "devbin: error:" stderr line, the last (any other
               stderr lines are one-line warnings and notes: "warning: ...", "note: ...")
   no-device   exit 3 with the one stderr line "devbin: PATH: does not contain device code"
-  reported    exit 1 and nothing on stderr: the command printed what it found wrong as its
-              result (inspect/callgraph errors, link's undefined symbols), by design
+  reported    exit 1 with no "devbin: error:" line, stderr (if any) one-line diagnostics
+              ("warning: ...", "note: ...", "error: ..."): the command reported what it found
+              wrong as its result (inspect/callgraph errors, link's undefined symbols), by design
   messy       exit 1, 2 or 3 with some other stderr (an error over several lines, or none)
   traceback   an exception escaped main() (or a non-devbin exit status)
   hang        still running at the time limit (killed)
@@ -170,7 +171,7 @@ def classify(rc: int, err: str) -> str:
         lines = err.splitlines()
         if rc == 3:
             return "no-device" if len(lines) == 1 and lines[0].endswith(": does not contain device code") else "messy"
-        if rc == 1 and not lines:
+        if rc == 1 and all(line.startswith(("warning: ", "note: ", "error: ")) for line in lines):
             return "reported"
         others = [line for line in lines[:-1] if not line.startswith(("warning: ", "note: "))]
         return "error" if lines and lines[-1].startswith("devbin: error:") and not others else "messy"
