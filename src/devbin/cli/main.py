@@ -25,6 +25,8 @@ Problems a reader went past (:class:`devbin.errors.FormatWarning`) print
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import importlib
 import os
 import sys
@@ -200,12 +202,8 @@ def entry() -> None:
     :func:`main` returns, every output file has been renamed into place and every temporary file and
     folder removed (they are context managers), so the standard streams are flushed and the process
     ends with :func:`os._exit`.  Library callers of :func:`main` keep the interpreter's usual exit."""
-    import gc
-
     gc.set_threshold(*GC_THRESHOLDS)
     code = main()
-    import contextlib
-
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError, ValueError):  # `devbin ... | head`, or a stream closed
             stream.flush()

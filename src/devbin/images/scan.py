@@ -85,11 +85,6 @@ __all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "ToScan", "job
 MAX_DEPTH = 12
 #: Zip members larger than this are not read (a warning says so).
 MAX_MEMBER_SIZE = 8 << 30
-#: A member zipfile reads (stored, bzip2, LZMA; deflated ones: devbin.formats.zipmember) is read this
-#: much at a time.  Small pieces are faster: ZipExtFile reads as many compressed bytes as asked for
-#: output, and 16 MiB pieces make it copy the unconsumed input and join the pieces (zlib on the 167 MB
-#: library of a wheel: 0.54 s in 16 MiB pieces, 0.44 s in 64 KiB ones).
-_ZIP_CHUNK = 1 << 16
 
 Progress = Callable[[int, int], None]
 #: One file to scan: the path as displayed, the path, whether it was named explicitly (not found in a folder).
@@ -375,28 +370,15 @@ class Scanner:
 
     def _zip_member(self, zf: zipfile.ZipFile, whole: Buffer | None, info: zipfile.ZipInfo,
                     where: str) -> bytearray | None:
-        """The member's bytes, or None (and a warning) when it cannot be read: deflated ones inflated by
-        :func:`devbin.formats.zipmember.inflate` (on ``whole``, the archive's bytes), the others (stored,
-        bzip2, LZMA, encrypted, or any when ``whole`` is None) read through :mod:`zipfile` into a buffer
-        that grows as they come, never past the recorded size."""
-        if whole is not None and zipmember.inflatable(info):
-            try:
-                return zipmember.inflate(whole, info)
-            except DeviceBinaryError as e:
-                self.rep.warn(where, f"cannot read zip member: {e.message}")
-                return None
+        """The member's bytes (:func:`devbin.formats.zipmember.read` on ``whole``, the archive's bytes), or
+        None and a warning when it cannot be read."""
         try:
-            buf = bytearray()
-            with zf.open(info) as fh:
-                while len(buf) < info.file_size:
-                    piece = fh.read(min(_ZIP_CHUNK, info.file_size - len(buf)))
-                    if not piece:
-                        break
-                    buf += piece
-            return buf
+            return zipmember.read(zf, info, whole)
+        except DeviceBinaryError as e:
+            self.rep.warn(where, f"cannot read zip member: {e.message}")
         except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption
             self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
-            return None
+        return None
 
     # -- ELF -------------------------------------------------------------------------
     def _elf(self, view: ByteView, frame: Frame) -> Iterator[Hit]:

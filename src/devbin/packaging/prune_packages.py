@@ -254,7 +254,7 @@ def _prune_member(wheel: Path, name: str, at: Address, sel: Selection) -> tuple[
     """The member ``name`` of ``wheel`` pruned (where ``jobs`` puts it): its size, the detached result and
     whether its bytes changed."""
     with zipfile.ZipFile(wheel) as zf:
-        data = zipmember.read(wheel, zf, zf.getinfo(name))
+        data = zipmember.read(zf, zf.getinfo(name))
     r = prune(data, keep=sel.keep, drop=sel.drop, at=at)
     return len(data), r.detached(), r.data != data
 

@@ -240,7 +240,7 @@ def _group_savings(group: _Group, keep: Sequence[str]) -> dict[str, dict[str, An
         else:
             with zipfile.ZipFile(top) as zf:  # opened here: a zip file object shared over fork shares its offset
                 infos = [i for i in zf.infolist() if i.filename == first.name and not zipmember.is_folder(i)]
-                data = (zipmember.read(top, zf, infos[first.occurrence - 1]) if len(infos) >= first.occurrence
+                data = (zipmember.read(zf, infos[first.occurrence - 1]) if len(infos) >= first.occurrence
                         else None)
             if data is not None:
                 for _ in _Members(set(wanted), do).buffer(data, Frame(Address(top, (first,)), "zip"), depth=1):
