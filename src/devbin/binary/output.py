@@ -32,7 +32,8 @@ Commands that write several files (``devbin extract``, ``devbin ar view``) write
 this way: every file is whole or absent, but a failure part-way leaves the files written
 before it.  ``backup=`` keeps the destination's previous content under another name (a hard
 link to it when the file system allows, else a copy written the same way), for commands that
-rewrite a file in place.
+rewrite a file in place; a backup that exists already is never replaced (it holds the first
+original, which a caller that says where the original is must check first).
 
 Not durable across a power cut: a file that replaces an existing one is fsync'd before the
 rename (so the old content is never traded for blocks not yet on disk), the folder is not.  A
@@ -60,12 +61,16 @@ from collections.abc import Iterable, Iterator
 
 from devbin.errors import OutputError
 
-__all__ = ["HOLD_ENV", "Inputs", "Output", "atomic_output", "check_destination", "write_file"]
+__all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "Inputs", "Output", "atomic_output", "check_destination", "keep_backup",
+           "write_file"]
 
 PathLike = str | os.PathLike[str]
 
 #: The test hook's environment variable (see the module docstring).
 HOLD_ENV = "DEVBIN_TEST_HOLD_WRITE"
+#: What ``--in-place`` appends to a file's name to keep its original (:func:`keep_backup`); every
+#: folder scan skips such names (devbin.images.scan).
+BACKUP_SUFFIX = ".devbin-backup"
 
 #: Whether to try ``O_TMPFILE`` first (Linux); the tests turn it off to check the named fallback.
 USE_O_TMPFILE = sys.platform.startswith("linux") and hasattr(os, "O_TMPFILE")
@@ -144,9 +149,10 @@ def _error(shown: str, e: OSError) -> OutputError:
     return OutputError(f"cannot write: {e.strerror or e}", where=shown)
 
 
-def _hold(dest: str) -> None:
-    """The test hook (module docstring)."""
-    folder = os.environ.get(HOLD_ENV)
+def _hold(dest: str, env: str = HOLD_ENV) -> None:
+    """The test hook (module docstring); ``env``: the variable naming its folder (a folder prune's
+    transaction has a second hook, between its renames: devbin.packaging.transaction)."""
+    folder = os.environ.get(env)
     if not folder:
         return
     global _holds
@@ -283,33 +289,44 @@ class Output:
             self._name = None
 
 
-def _keep_backup(dest: str, backup: PathLike) -> None:
-    """``dest``'s current content as ``backup`` (atomically; nothing when ``dest`` does not exist)."""
+def keep_backup(dest: str, backup: PathLike) -> bool:
+    """``dest``'s current content as ``backup``, unless ``backup`` exists: a backup is never replaced
+    (it holds an older original than ``dest`` does: the first in-place rewrite's input).  True when
+    a backup was made; False when ``dest`` does not exist or ``backup`` was there already (left as
+    it was).  A hard link made at the name itself (``link`` fails on an existing name, so no other
+    writer's backup is ever replaced), else a copy written the same way under a temporary name and
+    renamed there if the name is still free."""
     if not os.path.lexists(dest):
-        return
+        return False
     target = os.path.realpath(os.fspath(backup))
     if target == dest:
         raise OutputError("the backup is the file being replaced; choose another backup name",
                           where=os.fspath(backup))
+    if os.path.lexists(target):
+        return False
+    try:
+        os.link(dest, target)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        pass  # another file system, or no hard links: copy instead
     folder = os.path.dirname(target) or "."
-    for _ in range(_NAME_TRIES):
-        name = os.path.join(folder, f".{os.path.basename(target)[:100]}.{os.urandom(8).hex()}.tmp")
-        try:
-            os.link(dest, name)
-        except FileExistsError:
-            continue
-        except OSError:
-            break  # another file system, or no hard links: copy instead
-        try:
-            os.replace(name, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(name)
-            raise
-        return
-    with open(dest, "rb") as src, atomic_output(backup) as out:
+    temp = os.path.join(folder, f".{os.path.basename(target)[:100]}.{os.urandom(8).hex()}.tmp")
+    with open(dest, "rb") as src, atomic_output(temp) as out:
         while chunk := src.read(_CHUNK):
             out.write(chunk)
+    try:
+        if os.path.lexists(target):
+            return False
+        os.replace(temp, target)  # no hard links here: the check above is the best there is
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+
+
+_keep_backup = keep_backup  # the name Output.commit calls
 
 
 @contextlib.contextmanager

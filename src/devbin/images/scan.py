@@ -26,6 +26,12 @@ Where images are looked for, by the first bytes of each file or member
   memory one at a time, never extracted to disk; a member whose first bytes are no known magic
   is skipped after reading those bytes only.
 
+**Backups are skipped** in folders: a file whose name ends in ``.devbin-backup`` (the original
+``devbin prune --in-place`` keeps, and the hidden undo links of a folder prune in progress) is not
+one of the folder's files, so a second prune does not prune its backups and ``devbin size DIR``
+does not count them.  Such a file named explicitly (``devbin list x.so.devbin-backup``) is
+scanned as any file is.
+
 A corrupt or unreadable member yields nothing and adds a line to
 :attr:`ScanReport.warnings` (prefixed with the file's address); the scan goes on.  Only a
 top-level path that cannot be opened raises (``OSError``).  A file named explicitly that yields
@@ -50,6 +56,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from devbin.binary import Buffer, ByteView, budget
+from devbin.binary.output import BACKUP_SUFFIX
 from devbin.detect import (
     AR,
     AR_THIN,
@@ -110,7 +117,9 @@ def scan_bytes(data: Buffer, where: str, *, all: bool = False, report: ScanRepor
 
 def _walk(display: str, root: Path, rep: ScanReport) -> Iterator[tuple[str, Path]]:
     """Regular files under ``root`` in sorted order; symlinks are not followed (a link inside
-    the tree leads to something walked anyway, a link out of it must not be followed)."""
+    the tree leads to something walked anyway, a link out of it must not be followed), and names
+    ending in ``.devbin-backup`` are skipped (the originals ``prune --in-place`` keeps are not
+    libraries of the folder: the module docstring)."""
     try:
         with os.scandir(root) as it:
             entries = sorted(it, key=lambda d: d.name)
@@ -120,7 +129,7 @@ def _walk(display: str, root: Path, rep: ScanReport) -> Iterator[tuple[str, Path
     for ent in entries:
         sub_display = os.path.join(display, ent.name)
         try:
-            if ent.is_symlink():
+            if ent.is_symlink() or ent.name.endswith(BACKUP_SUFFIX):
                 continue
             if ent.is_dir(follow_symlinks=False):
                 yield from _walk(sub_display, Path(ent.path), rep)

@@ -13,10 +13,13 @@ with :func:`devbin.packaging.pruning.prune` and writes a new wheel:
   base64 without padding>,size``, RECORD's own row ``path,,``; the signatures ``RECORD.jws`` and
   ``RECORD.p7s`` no longer match and are left out (a note says so).
 
-:func:`prune_tree` prunes the files of a folder in place: each file whole or not at all
-(:func:`devbin.packaging.pruning.prune_file`, a new file renamed over the old, the old kept as
-``<name>.devbin-backup`` unless ``backup=False``), then the rows of every ``*.dist-info/RECORD``
-that name a pruned file get its new hash and size.
+:func:`prune_tree` prunes the files of a folder in place, all or nothing, under the folder's lock
+(:mod:`devbin.binary.lock`): every library pruned in memory and every ``*.dist-info/RECORD`` read (as
+bytes) and its rows naming a pruned file given the new hash and size, then all of them written as one
+transaction (:func:`devbin.packaging.transaction.replace_all`: staged, then renamed in; on a failure
+every file put back), each library's original kept as ``<name>.devbin-backup`` unless
+``backup=False`` or that backup exists already (the first original stays; a note says so).
+:func:`prune_wheel` and :func:`devbin.packaging.pruning.prune_file` in place hold the file's lock.
 
 Nothing is written when any library fails to prune (a selection that leaves a library without
 device code, a file the page remover refuses): the error names the member.
@@ -45,7 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from devbin.binary.output import check_destination, write_file
+from devbin.binary.lock import exclusive
+from devbin.binary.output import BACKUP_SUFFIX, check_destination, write_file
 from devbin.errors import UsageError
 from devbin.formats import zipmember
 from devbin.images.address import Address, Member
@@ -53,7 +57,8 @@ from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
 from devbin.images.scan import scan
 from devbin.images.scanreport import ScanReport
-from devbin.packaging.pruning import PruneResult, Selection, parse_arch_list, prune, prune_file
+from devbin.packaging.pruning import PruneResult, Selection, kept_already, parse_arch_list, prune, prune_file
+from devbin.packaging.transaction import JOURNAL_NAME, Change, recover, replace_all
 from devbin.targets.nvidia.archs import try_parse_arch
 
 __all__ = ["BACKUP_SUFFIX", "MIN_PARALLEL_BYTES", "FileOutcome", "PackagePruneResult", "prune_tree", "prune_wheel",
@@ -61,7 +66,6 @@ __all__ = ["BACKUP_SUFFIX", "MIN_PARALLEL_BYTES", "FileOutcome", "PackagePruneRe
 
 T = TypeVar("T")
 
-BACKUP_SUFFIX = ".devbin-backup"
 #: Libraries of fewer bytes than this in all are pruned in this process whatever ``jobs`` says (forking
 #: and sending the pruned bytes back cost more than a pool saves).
 MIN_PARALLEL_BYTES = 8 << 20
@@ -203,7 +207,19 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
     inputs = () if in_place else (src_p,)
     if dst is not None:
         check_destination(dst, inputs)
-    libs = _libraries(src_p, str(src))
+    with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
+        result = _prune_wheel(src_p, str(src), sel, jobs)
+        if dst is not None:
+            if backup is not None and os.path.lexists(backup):
+                result.notes.append(kept_already(dst, backup))
+                backup = None
+            write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
+    return result
+
+
+def _prune_wheel(src_p: Path, src: str, sel: Selection, jobs: int | None) -> PackagePruneResult:
+    """:func:`prune_wheel`'s new wheel, computed (under the wheel's lock when in place)."""
+    libs = _libraries(src_p, src)
     if not libs:
         raise UsageError(f"{src}: no device image in the wheel; nothing to prune")
     result = PackagePruneResult("wheel", src_p.stat().st_size, 0)
@@ -234,8 +250,6 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
                     new_data[name] = r.data
         result.data = _write_wheel(zf, zf.infolist(), new_data, result.notes, str(src))
     result.output_size = len(result.data)
-    if dst is not None:
-        write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
     return result
 
 
@@ -306,8 +320,23 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
     """Prune every file under the folder ``root`` in place (see the module docstring); ``dry_run``: write
     nothing; ``jobs``: processes to prune the files in (1: this one; None: every processor)."""
     sel = _selection(keep, drop)
-    root_p = Path(root)
-    libs = _libraries(root_p, str(root))
+    if dry_run:
+        result = _prune_tree(Path(root), os.fspath(root), sel, None, jobs)
+        if os.path.lexists(os.path.join(root, JOURNAL_NAME)):
+            result.notes.insert(0, f"{os.path.join(root, JOURNAL_NAME)}: an in-place prune was interrupted here; "
+                                   "the next --in-place prune of the folder puts its files back first")
+        return result
+    with exclusive(root, "pruning"):
+        notes: list[str] = []
+        recover(os.fspath(root), notes)
+        result = _prune_tree(Path(root), os.fspath(root), sel, backup, jobs)
+        result.notes[:0] = notes
+        return result
+
+
+def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jobs: int | None) -> PackagePruneResult:
+    """:func:`prune_tree` under the folder's lock (``backup`` None: a dry run, nothing written)."""
+    libs = _libraries(root_p, root)
     if not libs:
         raise UsageError(f"{root}: no device image under the folder; nothing to prune")
     result = PackagePruneResult("folder", 0, 0)
@@ -334,14 +363,16 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
                 planned.append((path, r))
     result.input_size = sum(f.size for f in result.files)
     result.output_size = sum(f.result.output_size if f.result else f.size for f in result.files)
-    if dry_run:
+    if backup is None:
         return result
-    for path, r in planned:
-        write_file(path, r.data, mode=os.stat(path).st_mode & 0o777,
-                   backup=path + BACKUP_SUFFIX if backup else None)
-        if backup:
-            result.notes.append(f"{path}: the original kept as {path}{BACKUP_SUFFIX}")
-    _update_records(root_p, {os.path.realpath(p): r.data for p, r in planned}, result.notes)
+    # Every new file, RECORDs included, computed (and every RECORD read) before the first write.
+    changes = [Change(path, r.data, os.stat(path).st_mode & 0o777, backup) for path, r in planned]
+    records = _update_records(root_p, {os.path.realpath(p): r.data for p, r in planned})
+    made = set(replace_all(root, changes + records, result.notes))
+    for c in changes:
+        if c.path + BACKUP_SUFFIX in made:
+            result.notes.append(f"{c.path}: the original kept as {c.path}{BACKUP_SUFFIX}")
+    result.notes.extend(f"{c.path}: rows of the pruned files updated" for c in records)
     return result
 
 
@@ -352,24 +383,50 @@ def _size(path: str) -> int:
         return 0
 
 
-def _update_records(root: Path, changed: dict[str, bytes], notes: list[str]) -> None:
-    """The rows of every ``*.dist-info/RECORD`` under ``root`` naming a changed file get its new hash and size."""
+def _update_records(root: Path, changed: dict[str, bytes]) -> list[Change]:
+    """The new content of every ``*.dist-info/RECORD`` under ``root`` with a row naming a changed file
+    (its new hash and size).  RECORDs are read as bytes and line by line: a line that is not UTF-8,
+    holds a NUL or is not one CSV row of at least three fields stays byte-identical, as does every
+    row naming no changed file (with its own line ending); a RECORD none of whose rows changes is not
+    written.  A RECORD that cannot be read stops the prune before anything is written."""
     if not changed:
-        return
+        return []
+    out: list[Change] = []
     for record in sorted(root.glob("**/*.dist-info/RECORD")):
         base = record.parent.parent
-        text = record.read_text(encoding="utf-8")
-        rows = list(csv.reader(io.StringIO(text)))
+        try:
+            data = record.read_bytes()
+            mode = record.stat().st_mode & 0o777
+        except OSError as e:
+            raise UsageError(f"{record}: cannot read the RECORD: {e.strerror or e}; nothing was changed") from None
+        lines = data.splitlines(keepends=True)
         hit = False
-        for row in rows:
-            if not row:
-                continue
-            data = changed.get(os.path.realpath(base / row[0]))
-            if data is not None and len(row) >= 3:
-                row[1], row[2] = record_hash(data), str(len(data))
-                hit = True
+        for i, line in enumerate(lines):
+            new = _record_row(line, base, changed)
+            if new is not None:
+                lines[i], hit = new, True
         if hit:
-            out = io.StringIO()
-            csv.writer(out, lineterminator="\n").writerows(rows)
-            write_file(record, out.getvalue().encode("utf-8"), mode=record.stat().st_mode & 0o777)
-            notes.append(f"{record}: rows of the pruned files updated")
+            out.append(Change(str(record), b"".join(lines), mode))
+    return out
+
+
+def _record_row(line: bytes, base: Path, changed: dict[str, bytes]) -> bytes | None:
+    """``line`` of a RECORD with the new hash and size when it names a changed file, else None."""
+    body = line.rstrip(b"\r\n")
+    try:
+        text = body.decode("utf-8")
+        if "\0" in text:
+            return None
+        rows = list(csv.reader([text]))
+        if len(rows) != 1 or len(rows[0]) < 3:
+            return None
+        row = rows[0]
+        data = changed.get(os.path.realpath(base / row[0]))
+    except (UnicodeDecodeError, csv.Error, ValueError, OSError):
+        return None
+    if data is None:
+        return None
+    row[1], row[2] = record_hash(data), str(len(data))
+    text_out = io.StringIO()
+    csv.writer(text_out, lineterminator="").writerow(row)
+    return text_out.getvalue().encode("utf-8") + line[len(body):]

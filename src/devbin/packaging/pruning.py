@@ -84,6 +84,7 @@ among such images, and they are not reported.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -91,6 +92,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from devbin.binary import ByteView, Emitter, align_up
+from devbin.binary.lock import exclusive
 from devbin.binary.output import check_destination, write_file
 from devbin.detect import (
     AR,
@@ -368,7 +370,10 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
     ``dst`` may not be ``src`` (nor another name of it: a symbolic or hard link) unless
     ``in_place``.  The output is written whole or not at all, with ``src``'s permission bits
     (:func:`devbin.binary.output.write_file`: a new file in ``dst``'s folder renamed over it);
-    ``backup``: where ``dst``'s previous content is kept (for an in-place prune, the input).
+    ``backup``: where ``dst``'s previous content is kept (for an in-place prune, the input), unless
+    a file is there already: it is the first original, left as it was (a note says so).  An
+    in-place prune holds ``src``'s lock (:mod:`devbin.binary.lock`) from before it reads ``src``
+    until the rename: a second one stops at once with :class:`~devbin.binary.lock.Busy`.
     """
     src_p = Path(src)
     inputs = () if in_place else (src_p,)
@@ -377,12 +382,22 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
             check_destination(dst, inputs)
         except OutputError as e:
             raise OutputError(f"{e.message}, or pass --in-place (in_place=True)", where=e.where) from None
-    data = src_p.read_bytes()
-    result = prune(data, keep=keep, drop=drop, where=str(src), images=images)
-    if dst is None:
-        return result
-    write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
+    with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
+        data = src_p.read_bytes()
+        result = prune(data, keep=keep, drop=drop, where=str(src), images=images)
+        if dst is None:
+            return result
+        if backup is not None and os.path.lexists(backup):
+            result.notes.append(kept_already(dst, backup))
+            backup = None
+        write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
     return result
+
+
+def kept_already(path: str | os.PathLike[str], backup: str | os.PathLike[str]) -> str:
+    """The note of an in-place rewrite whose backup exists: it holds the first original, and stays."""
+    return (f"{os.fspath(path)}: the original is already kept as {os.fspath(backup)} "
+            "(by an earlier in-place prune); left as it was")
 
 
 # --------------------------------------------------------------------------- dispatch
