@@ -220,6 +220,29 @@ def test_defect3_a_second_in_place_prune_stops_at_once(kind: str, tmp_path: Path
     assert not list(tmp_path.rglob(f"*{LOCK_NAME}"))
 
 
+@pytest.mark.parametrize("kind", ["file", "wheel"])
+def test_in_place_killed_mid_write_keeps_the_input(kind: str, tmp_path: Path) -> None:
+    """SIGKILL in the middle of writing the new file: the input whole as it was, no backup made, no
+    temporary file; the lock file left is harmless (the next in-place prune takes it and succeeds)."""
+    target = tmp_path / ("pkg-1.0-py3-none-any.whl" if kind == "wheel" else "libk.fatbin")
+    if kind == "wheel":
+        original = _wheel(target)
+    else:
+        original = fatbin(b"k")
+        target.write_bytes(original)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    proc = held(["prune", target.name, "--keep", "sm_90", "--in-place"], tmp_path, hold)
+    proc.kill()
+    proc.communicate()
+    assert target.read_bytes() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["hold", target.name, Path(lock_path(target)).name])
+    res = devbin(["prune", target.name, "--keep", "sm_90", "--in-place"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert Path(str(target) + BACKUP_SUFFIX).read_bytes() == original
+    assert not Path(lock_path(target)).exists()
+
+
 def test_defect3_racing_in_place_prunes(tmp_path: Path) -> None:
     """Four rounds of two in-place prunes of one file started together (no hook): each ends 0, or
     1 with the lock's one line; the backup always holds the original and the file its pruned bytes."""
@@ -337,6 +360,10 @@ def test_defect4_killed_between_two_libraries_is_undone_by_the_next_run(tmp_path
     assert Path(undo_name(str(d / "pkg/a.fatbin"))).read_bytes() == before["pkg/a.fatbin"]
     size = devbin(["size", "site", "--json"], tmp_path)
     assert size.returncode == 0 and BACKUP_SUFFIX not in size.stdout
+    snap = tree(d)
+    dry = devbin(["prune", "site", "--keep", "sm_90", "--dry-run"], tmp_path)
+    assert dry.returncode == 0 and f"{JOURNAL_NAME}: an in-place prune was interrupted here" in dry.stderr, dry.stderr
+    assert tree(d) == snap
     res = devbin(["prune", "site", "--keep", "sm_90", "--in-place"], tmp_path)
     assert res.returncode == 0, res.stderr
     assert (f"note: site: an interrupted in-place prune (pid {proc.pid}) was undone: "
@@ -396,3 +423,19 @@ def test_no_backup_folder_rollback_keeps_no_file(tmp_path: Path, monkeypatch: py
     prune_tree(d, keep="sm_90", backup=False)
     want = {n: v for n, v in pruned_site(before, "sm_90").items() if not n.endswith(BACKUP_SUFFIX)}
     assert tree(d) == want
+
+
+def test_a_journal_naming_files_outside_the_folder_is_refused(tmp_path: Path) -> None:
+    """A journal is read from disk: one that would move a file from outside the folder is refused in
+    one line, and nothing is changed."""
+    d = tmp_path / "site"
+    before = site(d)
+    outside = tmp_path / "precious"
+    outside.write_bytes(b"not the folder's\n")
+    entry = {"path": "../precious", "undo": undo_name("../precious")}
+    (d / JOURNAL_NAME).write_text(json.dumps({"pid": 1, "files": [entry]}))
+    before[JOURNAL_NAME] = (d / JOURNAL_NAME).read_bytes()
+    line = one_line_error(devbin(["prune", "site", "--keep", "sm_90", "--in-place"], tmp_path))
+    assert "an interrupted prune's journal cannot be read (a path outside the folder: '../precious')" in line, line
+    _assert_unchanged(d, before)
+    assert outside.read_bytes() == b"not the folder's\n"

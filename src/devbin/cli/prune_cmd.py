@@ -36,8 +36,15 @@ cuobjdump's.)
 -o OUT writes the result; the input is never overwritten unless --in-place,
 and never written at all without it.  --in-place writes a new file beside the
 input, flushed, and renames it over the input; the original is kept as
-INPUT.devbin-backup unless --no-backup.  Every check runs before anything is
-written: a failure leaves the input as it was and no partial output.
+INPUT.devbin-backup unless --no-backup, and a backup that exists is never
+replaced (it is the first original; a note says so).  An in-place prune holds
+a lock (.INPUT.devbin-lock, or FOLDER/.devbin-lock): a second devbin stops at
+once with one line.  A folder is written all or nothing (each new file staged,
+then all renamed in; on a failure every file is put back); one killed between
+two renames is put back by the next --in-place prune of that folder.  Files
+named *.devbin-backup are never read as a folder's libraries.  Every check
+runs before anything is written: a failure leaves the input as it was and no
+partial output (docs/PRUNE.md, "What --in-place promises").
 --dry-run prints what would be dropped and the bytes saved per architecture
 without writing anything.  Notes go to stderr.  Exit status: 0 success, 1
 error (a selection that leaves nothing, a file that cannot be rewritten), 2

@@ -105,6 +105,16 @@ def _put_back(root: str, entries: Iterable[dict[str, str]]) -> list[str]:
     return left
 
 
+def _check_entry(e: dict[str, str]) -> None:
+    """ValueError unless a journal entry names a file inside the folder, its own undo link and backup
+    (a journal is read from disk: it must not move files anywhere else)."""
+    path = e["path"]
+    if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] in ("..", "") or "\0" in path:
+        raise ValueError(f"a path outside the folder: {path!r}")
+    if e["undo"] != undo_name(path) or e.get("backup", path + BACKUP_SUFFIX) != path + BACKUP_SUFFIX:
+        raise ValueError(f"not the undo link and backup of {path!r}")
+
+
 def recover(root: str, notes: list[str]) -> None:
     """Put back the files of an interrupted :func:`replace_all` under ``root`` (its journal), if any;
     a note says what was done.  The caller holds the folder's lock."""
@@ -116,6 +126,8 @@ def recover(root: str, notes: list[str]) -> None:
             doc = json.loads(f.read())
         entries = [{k: str(v) for k, v in e.items() if v is not None} for e in doc["files"]]
         pid = int(doc["pid"])
+        for e in entries:
+            _check_entry(e)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise UsageError(f"{journal}: an interrupted prune's journal cannot be read ({err}); "
                          "the originals are the *.pre-prune.devbin-backup files beside the libraries") from None
