@@ -26,7 +26,11 @@ address-space limit (RLIMIT_AS, --memory-mb) and a file-size limit.  Outcomes:
   traceback   an exception escaped main() (or a non-devbin exit status)
   hang        still running at the time limit (killed)
   memory      MemoryError escaped, or the child died of a signal under the memory limit
-  damaged     the input file's bytes changed, or it was removed
+  damaged     the input file's bytes changed, or it was removed; for the in-place commands
+              (IN_PLACE: prune --in-place of the mutant, or of its folder, one devbin or two
+              at once): an input neither as it was nor with its original in INPUT.devbin-backup,
+              a single failed run that changed anything (a folder is all or nothing), or a file
+              left behind (lock, journal, undo link, temporary file)
 
 traceback/hang/memory/damaged fail the run (exit 1): the mutant is saved under
 tests/crashers/cli/ as ``<format>-<command>-<sha1>.bin`` with a ``.cmd`` file holding the
@@ -88,7 +92,18 @@ COMMANDS: dict[str, list[str]] = {
     "w:extract-here": ["extract", "{in}"],
     "w:link-o": ["link", "{in}", "--target", "{dev}", "-o", "{tmp}/linked.o", "--map", "{tmp}/link.map"],
     "w:ar-extract": ["ar", "extract", "{in}", "--target", "{tgt}", "-o", "{tmp}/target.a"],
+    "w:prune-in-place": ["prune", "{in}", "--drop", "{dev}", "--in-place"],
+    "w:prune-in-place-race": ["prune", "{in}", "--drop", "{dev}", "--in-place"],
+    "w:prune-folder": ["prune", ".", "--drop", "{dev}", "--in-place"],
+    "w:prune-folder-race": ["prune", ".", "--drop", "{dev}", "--in-place"],
 }
+
+#: The in-place commands (docs/PRUNE.md, "What --in-place promises"): how many devbins run at once,
+#: and whether on the input's folder, which then also holds the unmutated seed and a RECORD naming
+#: both (one odd line in it), so that one library of the folder can fail while the other prunes.
+IN_PLACE: dict[str, tuple[int, bool]] = {"w:prune-in-place": (1, False), "w:prune-in-place-race": (2, False),
+                                         "w:prune-folder": (1, True), "w:prune-folder-race": (2, True)}
+_BACKUP = ".devbin-backup"
 
 
 @dataclass
@@ -136,14 +151,28 @@ def _child(argv: list[str], cwd: str, err_path: str, memory: int) -> None:
 
 
 def run_one(argv: list[str], cwd: str, timeout: float, memory: int) -> Result:
-    err_path = os.path.join(cwd, ".stderr")
+    return run_many(argv, cwd, timeout, memory, 1)
+
+
+def run_many(argv: list[str], cwd: str, timeout: float, memory: int, n: int) -> Result:
+    """``argv`` in ``n`` children started together; the worst outcome of them (the first child's
+    when all are alike)."""
     sys.stdout.flush()
     sys.stderr.flush()
     t0 = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        _child(argv, cwd, err_path, memory)
-    status = _wait(pid, timeout)
+    pids = []
+    for i in range(n):
+        err_path = os.path.join(cwd, f".stderr{i}")
+        pid = os.fork()
+        if pid == 0:
+            _child(argv, cwd, err_path, memory)
+        pids.append((pid, err_path))
+    results = [_reap(pid, err_path, timeout, t0) for pid, err_path in pids]
+    return max(results, key=lambda r: OUTCOMES.index(r.outcome))
+
+
+def _reap(pid: int, err_path: str, timeout: float, t0: float) -> Result:
+    status = _wait(pid, max(0.1, timeout - (time.monotonic() - t0)))
     took = time.monotonic() - t0
     try:
         err = Path(err_path).read_text(errors="replace")
@@ -226,11 +255,48 @@ def run_case(seed: Seed, data: bytes, cmd: str, work: Path, timeout: float, memo
     path = work / "in" / name
     path.write_bytes(data)
     before = hashlib.sha256(data).hexdigest()
+    if cmd in IN_PLACE:
+        return _run_in_place(seed, data, cmd, work, timeout, memory)
     argv = expand(COMMANDS[cmd], seed, name, str(work / "tmp"))
     res = run_one(argv, str(work / "in"), timeout, memory)
     if _digest(path) != before:
         res = Result("damaged", res.rc, res.stderr + f"\n(input {name} changed or removed; outcome was {res.outcome})",
                      res.seconds)
+    return res
+
+
+def _run_in_place(seed: Seed, data: bytes, cmd: str, work: Path, timeout: float, memory: int) -> Result:
+    """An in-place prune (or two at once) of the mutant, or of its folder.  Damaged unless: every input
+    is as it was or its ``.devbin-backup`` holds its original bytes; a failed single run changed nothing
+    at all (a folder all or nothing); nothing else is left (no lock, journal, undo link, temporary file)."""
+    n, folder = IN_PLACE[cmd]
+    d = work / "in"
+    originals = {seed.name: data}
+    if folder:
+        originals["seed-" + seed.name] = seed.data
+        (d / ("seed-" + seed.name)).write_bytes(seed.data)
+        rows = "".join(f"{k},sha256={hashlib.sha256(v).hexdigest()},{len(v)}\n" for k, v in originals.items())
+        record = rows.encode() + b"odd\xff\x00line\npkg-1.0.dist-info/RECORD,,\n"
+        (d / "pkg-1.0.dist-info").mkdir()
+        (d / "pkg-1.0.dist-info" / "RECORD").write_bytes(record)
+    argv = expand(COMMANDS[cmd], seed, seed.name, str(work / "tmp"))
+    res = run_many(argv, str(d), timeout, memory, n)
+    wrong: list[str] = []
+    for name, old in originals.items():
+        now = (d / name).read_bytes() if (d / name).is_file() else None
+        backup = (d / (name + _BACKUP)).read_bytes() if (d / (name + _BACKUP)).is_file() else None
+        if backup is not None and backup != old:
+            wrong.append(f"{name}{_BACKUP} is not the original")
+        elif now != old and backup is None:
+            wrong.append(f"{name} changed and its original is nowhere")
+        elif n == 1 and res.rc != 0 and (now != old or backup is not None):
+            wrong.append(f"{name} changed by a run that failed")
+    if res.outcome != "hang":
+        known = {*originals, *(k + _BACKUP for k in originals), "pkg-1.0.dist-info"}
+        wrong += [f"{p.name} left behind" for p in d.iterdir() if p.name not in known]
+    if wrong:
+        return Result("damaged", res.rc, res.stderr + f"\n({'; '.join(wrong)}; outcome was {res.outcome})",
+                      res.seconds)
     return res
 
 
