@@ -271,9 +271,12 @@ def test_lock_left_by_a_killed_devbin_is_taken_and_removed(tmp_path: Path) -> No
     res = devbin(["prune", str(f), "--keep", "sm_90", "--in-place"], tmp_path)
     assert res.returncode == 0, res.stderr
     assert not Path(lock_path(f)).exists()
-    with exclusive(f) as name:  # in process: held, a second taker is refused
+    (tmp_path / "link.fatbin").symlink_to(f.name)
+    with exclusive(f) as name:  # in process: held, a second taker is refused, by any name of the file
         assert Path(name).read_text() == f"{os.getpid()}\n"
         with pytest.raises(Busy, match=rf"pid {os.getpid()}"), exclusive(f):
+            pass
+        with pytest.raises(Busy), exclusive(tmp_path / "link.fatbin"):
             pass
     assert not Path(name).exists()
 

@@ -45,10 +45,10 @@ class Busy(UsageError):
 
 def lock_path(path: str | os.PathLike[str]) -> str:
     """The lock file of ``path`` (see the module docstring)."""
-    p = os.fspath(path)
+    p = os.path.realpath(os.fspath(path))  # one lock whatever link or spelling names the file
     if os.path.isdir(p):
         return os.path.join(p, LOCK_NAME)
-    folder, name = os.path.split(os.path.abspath(p))
+    folder, name = os.path.split(p)
     return os.path.join(folder, f".{name[:200]}{LOCK_NAME}")
 
 

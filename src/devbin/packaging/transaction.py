@@ -142,6 +142,8 @@ def recover(root: str, notes: list[str]) -> None:
 def replace_all(root: str, changes: list[Change], notes: list[str]) -> list[str]:
     """Replace every file of ``changes`` (under the folder ``root``) all or nothing (the module
     docstring).  Returns the backups made; a note per file whose backup existed already."""
+    if not changes:
+        return []
     staged: list[tuple[Change, Output]] = []
     try:
         for c in changes:
