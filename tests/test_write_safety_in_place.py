@@ -442,3 +442,42 @@ def test_a_journal_naming_files_outside_the_folder_is_refused(tmp_path: Path) ->
     assert "an interrupted prune's journal cannot be read (a path outside the folder: '../precious')" in line, line
     _assert_unchanged(d, before)
     assert outside.read_bytes() == b"not the folder's\n"
+
+
+def test_a_file_that_cannot_be_put_back_is_named_with_its_original(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """c's rename is refused and then a's put-back is refused too: the one-line error names a and
+    the undo link holding its original, the journal stays, and the next prune_tree puts a back."""
+    d = tmp_path / "site"
+    before = site(d)
+    real_commit, real_replace = output_mod.Output.commit, os.replace
+    calls: list[str] = []
+    refused: list[str] = []
+
+    def commit(self: output_mod.Output, backup: object = None) -> None:
+        if not self._shown.endswith(JOURNAL_NAME):
+            calls.append(self._shown)
+            if len(calls) == 3:
+                raise OutputError("cannot write: Operation not permitted", where=self._shown)
+        real_commit(self)
+
+    def replace(src: str, dst: str) -> None:
+        if str(src).endswith(".pre-prune" + BACKUP_SUFFIX) and not refused:
+            refused.append(str(dst))
+            raise OSError(errno.EPERM, "Operation not permitted")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(output_mod.Output, "commit", commit)
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OutputError) as info:
+        prune_tree(d, keep="sm_90")
+    a = str(d / "pkg/a.fatbin")
+    assert refused == [a]
+    assert (f"NOT put back: {a} (its original is {undo_name(a)}: Operation not permitted)"
+            in info.value.message), info.value.message
+    assert (d / JOURNAL_NAME).exists() and Path(undo_name(a)).read_bytes() == before["pkg/a.fatbin"]
+    monkeypatch.setattr(os, "replace", real_replace)
+    monkeypatch.setattr(output_mod.Output, "commit", real_commit)
+    r = prune_tree(d, keep="sm_90")
+    assert any("was undone" in n for n in r.notes)
+    assert tree(d) == pruned_site(before, "sm_90")

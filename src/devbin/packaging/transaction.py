@@ -22,7 +22,10 @@ put anything back: the journal stays, and the next ``devbin prune FOLDER --in-pl
 the folder's lock, :mod:`devbin.binary.lock`) finds it, puts every file back as :func:`recover`
 does, says so in a note, and only then prunes.  Until then the folder is half-pruned; every
 original is in its undo link.  Undo links end in ``.devbin-backup``, so no scan reads them as
-libraries (devbin.images.scan).
+libraries (devbin.images.scan).  A file that cannot be put back (its rename back refused) is named
+in the error with its undo link, and the journal stays for the next run.  A kill after the commit
+point leaves undo links of the new state's originals: hidden, never read, and replaced by the next
+transaction that changes the same file.
 
 Not durable across a power cut: the folder is not fsync'd between the steps (as in
 devbin.binary.output).
