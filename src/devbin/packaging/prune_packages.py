@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import IO, TypeVar, cast
 
 from devbin.binary.output import Output, Sink, atomic_output, check_destination, write_file
-from devbin.errors import UsageError
+from devbin.errors import DeviceBinaryError, FormatError, UsageError
 from devbin.formats import wheel, zipmember
 from devbin.formats.wheel import record_hash
 from devbin.images.address import Address, Member
@@ -319,8 +319,14 @@ def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, new_data: dict[st
             new = _like(info)
             new.file_size = size  # zipfile picks zip64 from it, as writestr does from the data's length
             with zo.open(new, "w") as dest:
-                for piece in zipmember.pieces(zf, info):
-                    dest.write(piece)
+                try:
+                    for piece in zipmember.pieces(zf, info):
+                        dest.write(piece)
+                except DeviceBinaryError:
+                    raise
+                except Exception as e:  # the wheel changed since it was verified: zipfile/zlib errors
+                    raise FormatError(f"cannot read the member: {type(e).__name__}: {e}", fmt="zip",
+                                      where=f"{where}!{name}") from None
             rows.append((name, digest, str(size)))
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
