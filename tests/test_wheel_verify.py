@@ -199,6 +199,25 @@ def test_output_is_the_same_written_kept_or_counted(host: bytes, tmp_path: Path)
         assert z.read("pkg/data.bin") == _members(host)["pkg/data.bin"] and len(z.read(LIB)) < len(host)
 
 
+def test_each_library_is_let_go_once_written(host: bytes, tmp_path: Path) -> None:
+    """The libraries are pruned as the writer reaches them and the report keeps their figures, not their
+    bytes (main kept every pruned library's bytes until the wheel was written): one library is alive at
+    a time."""
+    from devbin.packaging.pruning import prune
+
+    libs = {f"pkg/lib/lib{i}.so": host for i in range(3)}
+    src = _good(tmp_path / "pkg.whl", host, **libs)
+    r = prune_wheel(src, tmp_path / "out.whl", drop="gfx90a")
+    want = prune(host, drop="gfx90a")
+    assert [f.name for f in r.files] == [LIB, *libs]
+    for f in r.files:
+        assert f.result is not None and f.result.data == b"" and f.result.written_size == want.output_size
+        got = {k: v for k, v in f.result.to_dict().items() if k != "images"}
+        assert got == {k: v for k, v in want.to_dict().items() if k != "images"}
+    with zipfile.ZipFile(tmp_path / "out.whl") as z:
+        assert all(z.read(n) == want.data for n in [LIB, *libs])
+
+
 BIG = 512 << 20
 
 

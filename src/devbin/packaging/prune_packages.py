@@ -50,7 +50,7 @@ import csv
 import io
 import os
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar, cast
@@ -212,7 +212,7 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
     if dst is not None:
         check_destination(dst, inputs)
     result = PackagePruneResult("wheel", src_p.stat().st_size, 0)
-    new_data: dict[str, bytes] = {}
+    written: list[str] = []  # the writer's notes, after the libraries' (as the report always had them)
     with zipmember.open_zip(str(src_p), where) as zf:
         checked = _verified(zf, where, force, result.notes)
         libs = _libraries(src_p, where)
@@ -224,32 +224,35 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
         # Each worker opens the wheel itself: a zip file object shared over fork shares its file offset.
         pruned = ordered_map(lambda item: _prune_member(src_p, item[0], item[1], sel), todo,
                              jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
+
+        def library(name: str) -> bytes | None:
+            """The new bytes of the library ``name`` (None: it stays), pruned as the writer reaches it (the
+            libraries are in member order: the scan's), its outcome kept without them."""
+            why = _untouched(sel, libs[name].vendors)
+            if why:
+                result.files.append(FileOutcome(name, sizes[name], None, why))
+                result.notes.append(f"{src}!{name}: {why}")
+                return None
+            size, r, changed = next(pruned)
+            result.files.append(FileOutcome(name, size, r.released()))
+            result.notes.extend(r.notes)
+            return r.data if changed else None
+
         with _finishing(pruned):
-            for name, lib in libs.items():
-                info = zf.getinfo(name)
-                why = _untouched(sel, lib.vendors)
-                if why:
-                    result.files.append(FileOutcome(name, info.file_size, None, why))
-                    result.notes.append(f"{src}!{name}: {why}")
-                    continue
-                size, r, changed = next(pruned)
-                result.files.append(FileOutcome(name, size, r))
-                result.notes.extend(r.notes)
-                if changed:
-                    new_data[name] = r.data
-        if dst is not None:
-            with atomic_output(dst, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup) as out:
-                _write_wheel(zf, checked, new_data, result.notes, where, out)
-            result.output_size = out.size
-        elif keep_data:
-            buf = io.BytesIO()
-            _write_wheel(zf, checked, new_data, result.notes, where, buf)
-            result.data = buf.getvalue()
-            result.output_size = len(result.data)
-        else:
-            sink = Sink()
-            _write_wheel(zf, checked, new_data, result.notes, where, sink)
-            result.output_size = sink.size
+            if dst is not None:
+                with atomic_output(dst, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup) as out:
+                    _write_wheel(zf, checked, libs.keys(), library, written, where, out)
+                result.output_size = out.size
+            elif keep_data:
+                buf = io.BytesIO()
+                _write_wheel(zf, checked, libs.keys(), library, written, where, buf)
+                result.data = buf.getvalue()
+                result.output_size = len(result.data)
+            else:
+                sink = Sink()
+                _write_wheel(zf, checked, libs.keys(), library, written, where, sink)
+                result.output_size = sink.size
+    result.notes.extend(written)
     if keep_data and dst is not None:
         result.data = Path(dst).read_bytes()
     return result
@@ -290,11 +293,14 @@ def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection) -> t
     return len(data), r.detached(), r.data != data
 
 
-def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, new_data: dict[str, bytes], notes: list[str],
-                 where: str, out: IO[bytes] | Sink | Output) -> None:
+def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, libraries: Iterable[str],
+                 library: Callable[[str], bytes | None], notes: list[str], where: str,
+                 out: IO[bytes] | Sink | Output) -> None:
     """The new wheel written to ``out`` (a seekable file object) as it is made: every member of ``zf`` in
-    its order, a pruned library's new bytes or else the member's own copied in pieces, then RECORD (rows
-    of the new bytes, or of the hashes :func:`devbin.formats.wheel.verify` took of the members)."""
+    its order, a library's new bytes (``library(name)``, called once per library as it is reached; None:
+    it stays) or else the member's own copied in pieces, then RECORD (rows of the new bytes, or of the
+    hashes :func:`devbin.formats.wheel.verify` took of the members)."""
+    libraries = set(libraries)
     record = checked.record
     folder = record.rsplit("/", 1)[0] + "/"
     rows: list[tuple[str, str, str]] = []
@@ -310,7 +316,7 @@ def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, new_data: dict[st
             if name.startswith(folder) and name[len(folder):] in wheel.SIGNATURES:
                 notes.append(f"{where}!{name}: the RECORD signature no longer matches; left out")
                 continue
-            data = new_data.get(name)
+            data = library(name) if name in libraries else None
             if data is not None:
                 _copy(zo, info, data)
                 rows.append((name, record_hash(data), str(len(data))))
