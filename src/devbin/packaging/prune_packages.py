@@ -38,7 +38,9 @@ this process; None: every processor), each library pruned whole in one worker, w
 (a wheel's member from its own open of the zip) and sends back the pruned bytes and the result
 (:meth:`~devbin.packaging.pruning.PruneResult.detached`).  Everything that decides the output happens
 here, in the libraries' order: the results, the notes, the first error (the one one process meets
-first), the wheel's members and RECORD, and every write, after every library is pruned.  The output
+first), the wheel's members and RECORD, and every write: a folder's files after every library is
+pruned, a new wheel into its new file as each library is reached (one library's bytes alive at a time;
+the file appears whole at the end, or not at all: :func:`~devbin.binary.output.atomic_output`).  The output
 is byte for byte the same whatever ``jobs``.  Libraries of fewer than :data:`MIN_PARALLEL_BYTES` in
 all are pruned in this process.
 """
