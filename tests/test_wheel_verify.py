@@ -218,6 +218,23 @@ def test_each_library_is_let_go_once_written(host: bytes, tmp_path: Path) -> Non
         assert all(z.read(n) == want.data for n in [LIB, *libs])
 
 
+def test_in_place_and_force_arguments(host: bytes, tmp_path: Path) -> None:
+    """--in-place rewrites the wheel it reads from (the new file renamed over it at the end, the old kept
+    as the backup); --force goes with a wheel only."""
+    src = _good(tmp_path / "pkg.whl", host)
+    before = src.read_bytes()
+    r = _devbin("prune", "pkg.whl", "--drop", "gfx90a", "--in-place", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "pkg.whl.devbin-backup").read_bytes() == before != src.read_bytes()
+    assert prune_wheel(_good(tmp_path / "again.whl", host), None, drop="gfx90a").output_size == src.stat().st_size
+    with zipfile.ZipFile(src) as z:
+        assert W.verify(z).problems == []
+    (tmp_path / "k.o").write_bytes(host)
+    for path in ("k.o", "."):
+        r = _devbin("prune", path, "--drop", "gfx90a", "--dry-run", "--force", cwd=tmp_path)
+        assert (r.returncode, r.stderr) == (2, "devbin: error: --force goes with a wheel\n")
+
+
 BIG = 512 << 20
 
 
