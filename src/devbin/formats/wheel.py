@@ -37,6 +37,7 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import io
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -208,7 +209,7 @@ def _rows(zf: zipfile.ZipFile, info: zipfile.ZipInfo, problems: list[Problem]) -
         return {}
     rows: dict[str, tuple[str, str]] = {}
     try:
-        for line, row in enumerate(csv.reader(text.splitlines()), 1):
+        for line, row in enumerate(csv.reader(io.StringIO(text, newline="")), 1):  # quoted fields may hold newlines
             if not row:
                 continue
             if len(row) != 3:
