@@ -3,6 +3,7 @@
     python3 fuzz/cli_mutate.py --runs 50000 --seed 1        # a campaign by hand
     python3 fuzz/cli_mutate.py --seconds 40                 # the CI budget (fuzz/run_all.py --cli-seconds)
     python3 fuzz/cli_mutate.py --seed 1 --only 1234         # replay mutant 1234 of campaign 1
+    python3 fuzz/cli_mutate.py --tampered --runs 2160       # only tampered wheels (WHEEL_TAMPERS in turn)
 
 Seeds (fuzz/cli_seeds.py) are built at run time from the shipped samples with devbin's own
 writers: cubins, AMDGPU objects and a shared object, a fatbin, OffloadBinaries v1 and v2,
@@ -63,7 +64,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "src")) if p not in sys.path]
 
-from fuzz.cli_mutators import mutate  # noqa: E402
+from fuzz.cli_mutators import WHEEL_TAMPERS, mutate, tamper_wheel  # noqa: E402
 from fuzz.cli_seeds import Seed, build_seeds  # noqa: E402
 
 CRASH_DIR = ROOT / "tests" / "crashers" / "cli"
@@ -360,13 +361,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--format", action="append", help="only these seed formats (repeatable)")
     ap.add_argument("--command", action="append", choices=list(COMMANDS), help="only these commands (repeatable)")
     ap.add_argument("--only", type=int, help="run mutant number ONLY alone (replay one case)")
+    ap.add_argument("--tampered", action="store_true",
+                    help="mutants are the wheel seed tampered (fuzz/cli_mutators.WHEEL_TAMPERS, each in turn)")
     ap.add_argument("--save-limit", type=int, default=40, help="save at most this many failing inputs")
     ap.add_argument("--json", metavar="FILE", help="also write the counts here as JSON")
     ap.add_argument("--show-messy", type=int, default=3, metavar="N", help="print the stderr of N messy errors")
     args = ap.parse_args(argv)
     if not args.runs and not args.seconds:
         args.seconds = 60
-    seeds = [s for s in build_seeds() if not args.format or s.fmt in args.format]
+    seeds = [s for s in build_seeds() if (not args.format or s.fmt in args.format)
+             and (not args.tampered or s.fmt == "wheel")]
     if not seeds:
         ap.error("no seed of the formats given")
     cmds = [c for c in COMMANDS if not args.command or c in args.command]
@@ -395,7 +399,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 break
             rng = random.Random(f"{args.seed}:{index}")
             seed = seeds[index % len(seeds)]
-            if index < len(seeds) and args.only is None:
+            if args.tampered:
+                tampered = tamper_wheel(rng, seed.data, WHEEL_TAMPERS[index % len(WHEEL_TAMPERS)])
+                assert tampered is not None
+                data, what = tampered
+            elif index < len(seeds) and args.only is None:
                 data, what = seed.data, "seed (unmutated)"
             else:
                 data, what = mutate(rng, seed.data, pool)

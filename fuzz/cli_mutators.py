@@ -19,7 +19,10 @@ plus structure-aware rebuilders that keep the outer checksum valid, so the mutan
 inner reader: a CCOB's inner bundle mutated and re-compressed with its MD5-derived hash
 recomputed (``write_compressed_bundle`` of the raw bytes), a super-archive manifest whose
 MessagePack map is mutated and whose SHA-256 and zstd frame are rebuilt, a zip member's
-content mutated and re-written with a valid CRC; and the generic ones (bit flips, boundary
+content mutated and re-written with a valid CRC (a wheel's RECORD row rewritten to match half the
+time), a wheel tampered as an installer would refuse it (:data:`WHEEL_TAMPERS`: traversal, absolute
+and backslash names, duplicate members, RECORD rows with a wrong hash or size, missing, extra or md5,
+a RECORD that is not UTF-8, none or two, the wheel truncated); and the generic ones (bit flips, boundary
 bytes, truncation, insertion, deletion, splices from another seed).
 """
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import io
 import random
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -603,15 +607,94 @@ def zip_member_mutant(rng: random.Random, data: bytes, pool: list[bytes]) -> Mut
     k = rng.randrange(len(infos))
     sub = mutate(rng, contents[k], pool, depth=1)
     contents[k] = sub[0]
+    record = next((n for n, i in enumerate(infos) if i.filename.endswith(".dist-info/RECORD")), None)
+    resigned = record is not None and record != k and rng.random() < 0.5
+    if resigned:  # a wheel whose RECORD vouches for the mutated member: the mutant reaches the pruner
+        assert record is not None
+        contents[record] = _resigned(contents[record], infos[k].filename, contents[k])
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         for i, c in zip(infos, contents, strict=True):
             z.writestr(i, c)
-    return buf.getvalue(), f"zip member {infos[k].filename!r} ({sub[1]})"
+    return buf.getvalue(), f"zip member {infos[k].filename!r} ({sub[1]}){', RECORD row rewritten' if resigned else ''}"
+
+
+def _resigned(record: bytes, name: str, data: bytes) -> bytes:
+    """RECORD's bytes with the row of ``name`` giving ``data``'s hash and size."""
+    from devbin.formats.wheel import record_hash
+
+    rows = record.decode("utf-8", "replace").splitlines()
+    return "".join(f"{name},{record_hash(data)},{len(data)}\n" if r.split(",", 1)[0] == name else r + "\n"
+                   for r in rows).encode()
+
+
+#: Tampered wheels (issue 24): what an installer refuses, and RECORDs that do not vouch for the members.
+WHEEL_TAMPERS = ("traversal", "absolute", "inner traversal", "backslash", "drive", "duplicate", "wrong hash",
+                 "wrong size", "missing row", "extra row", "md5 row", "not utf-8", "no record", "two records",
+                 "truncated")
+
+
+def wheel_tamper_mutant(rng: random.Random, data: bytes, pool: list[bytes]) -> Mutant | None:
+    """A wheel (a zip with a ``*.dist-info/RECORD``) tampered with one of :data:`WHEEL_TAMPERS`: every
+    command must read it or refuse it in one line, and ``prune`` must refuse to sign it."""
+    return tamper_wheel(rng, data, rng.choice(WHEEL_TAMPERS))
+
+
+def tamper_wheel(rng: random.Random, data: bytes, how: str) -> Mutant | None:
+    """The wheel ``data`` tampered with ``how`` (one of :data:`WHEEL_TAMPERS`), or None for no wheel."""
+    if not data.startswith(b"PK\x03\x04"):
+        return None
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        members = [(i, z.read(i)) for i in z.infolist()]
+    record = next((n for n, (i, _) in enumerate(members) if i.filename.endswith(".dist-info/RECORD")), None)
+    if record is None:
+        return None
+    rows = members[record][1].decode().splitlines(keepends=True)
+    victim = rng.choice([r for r in rows if not r.startswith(members[record][0].filename + ",")])
+    name = victim.split(",", 1)[0]
+    evil = {"traversal": "../../evil.py", "absolute": "/abs/evil.py", "inner traversal": "pkg/lib/../../x.so",
+            "backslash": "pkg\\..\\evil.py", "drive": "C:/evil.py"}
+    extra: list[tuple[str, bytes]] = []
+    if how in evil:
+        extra.append((evil[how], b"import os\n"))
+    elif how == "duplicate":
+        extra.append((name, b"# another member of the same path\n"))
+    elif how == "wrong hash":
+        rows[rows.index(victim)] = victim.replace(",sha256=", ",sha256=AAAA", 1)
+    elif how == "wrong size":
+        head, _, size = victim.rstrip("\n").rpartition(",")
+        rows[rows.index(victim)] = f"{head},{int(size or 0) + rng.choice((-1, 1, 4096))}\n"
+    elif how == "missing row":
+        rows.remove(victim)
+    elif how == "extra row":
+        rows.insert(0, "pkg/gone.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n")
+    elif how == "md5 row":
+        rows[rows.index(victim)] = victim.replace(",sha256=", ",md5=", 1)
+    elif how == "two records":
+        extra.append(("pkg-2.0.dist-info/RECORD", members[record][1]))
+    new_record = b"" if how == "no record" else "".join(rows).encode("latin-1" if how == "not utf-8" else "utf-8")
+    if how == "not utf-8":
+        new_record += "pkg/caf\xe9.py,,\n".encode("latin-1")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile's "Duplicate name" UserWarning: the duplicate is the point
+        for n, (info, content) in enumerate(members):
+            if n == record:
+                if how != "no record":
+                    z.writestr(info, new_record)
+                continue
+            z.writestr(info, content)
+        for n, content in extra:
+            z.writestr(zipfile.ZipInfo(n, date_time=(2024, 1, 1, 0, 0, 0)), content)
+    out = buf.getvalue()
+    if how == "truncated":
+        out = out[:rng.randrange(1, len(out))]
+    return out, f"tampered wheel: {how} ({name!r})"
 
 
 Rebuilder = Callable[[random.Random, bytes, list[bytes]], "Mutant | None"]
-REBUILDERS: tuple[Rebuilder, ...] = (ccob_inner_mutant, manifest_mutant, ar_member_mutant, zip_member_mutant)
+REBUILDERS: tuple[Rebuilder, ...] = (ccob_inner_mutant, manifest_mutant, ar_member_mutant, zip_member_mutant,
+                                     wheel_tamper_mutant)
 
 
 def mutate(rng: random.Random, data: bytes, pool: list[bytes], depth: int = 0) -> Mutant:
@@ -632,4 +715,4 @@ def mutate(rng: random.Random, data: bytes, pool: list[bytes], depth: int = 0) -
     return generic_mutant(rng, data, pool)
 
 
-__all__ = ["Field", "Mutant", "fields_of", "mutate", "msgpack_fields"]
+__all__ = ["WHEEL_TAMPERS", "Field", "Mutant", "fields_of", "msgpack_fields", "mutate", "tamper_wheel"]

@@ -4,8 +4,8 @@ Every seed is a real file: the shipped samples (src/devbin/samples/) as they are
 containers built from them with devbin's own writers (fatbin, OffloadBinary v1/v2, plain and
 compressed clang offload bundles, wrapped images, ar archives, super-archives plain and
 packed, a host object carrying .nv_fatbin and .hip_fatbin), plus a zip and a wheel holding
-some of them (zipfile: devbin reads wheels, it writes none).  Same bytes on every run, so a
-campaign is reproducible from its --seed alone.
+some of them (zipfile), the wheel with a RECORD that matches its members.  Same bytes on every
+run, so a campaign is reproducible from its --seed alone.
 """
 
 from __future__ import annotations
@@ -41,6 +41,16 @@ def _zip(members: list[tuple[str, bytes]], comment: bytes = b"") -> bytes:
             z.writestr(info, d)
         z.comment = comment
     return buf.getvalue()
+
+
+def _wheel(members: list[tuple[str, bytes]]) -> bytes:
+    """A wheel of ``members`` and the RECORD that vouches for them (PEP 427), which devbin verifies before
+    it rewrites one: a mutant that changes a member without its row is a tampered wheel."""
+    from devbin.formats.wheel import record_hash
+
+    record = "pkg-1.0.dist-info/RECORD"
+    rows = "".join(f"{n},{record_hash(d)},{len(d)}\n" for n, d in members) + f"{record},,\n"
+    return _zip([*members, (record, rows.encode())])
 
 
 def build_seeds() -> list[Seed]:
@@ -100,8 +110,8 @@ def build_seeds() -> list[Seed]:
     host = ed.write()
     zipped = _zip([("pkg/k.sm_90.cubin", cubin), ("pkg/app.fatbin", fatbin), ("pkg/k.hipfb", ccob2),
                    ("pkg/lib.a", ar)])
-    wheel = _zip([("pkg/lib/libk.so", host), ("pkg/k.offload", offload1),
-                  ("pkg-1.0.dist-info/RECORD", b"pkg/lib/libk.so,,\n")])
+    wheel = _wheel([("pkg/lib/libk.so", host), ("pkg/k.offload", offload1),
+                    ("pkg/__init__.py", b"from . import lib\n")])
     return [
         Seed("cubin", "k.sm_90.cubin", cubin, device="sm_90", target="sm_90"),
         Seed("cubin-rdc", "rdc.sm_90.cubin", rdc, device="sm_90", target="sm_90"),

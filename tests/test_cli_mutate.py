@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 from fuzz import cli_mutate as H
-from fuzz.cli_mutators import ccob_inner_mutant, fields_of, manifest_mutant, msgpack_fields, mutate, zip_member_mutant
+from fuzz.cli_mutators import (
+    WHEEL_TAMPERS,
+    ccob_inner_mutant,
+    fields_of,
+    manifest_mutant,
+    msgpack_fields,
+    mutate,
+    tamper_wheel,
+    zip_member_mutant,
+)
 from fuzz.cli_seeds import build_seeds
 
 import devbin.cli.main as cli_main
@@ -159,6 +168,32 @@ def test_zip_member_mutants_keep_valid_crcs(seeds: dict[str, H.Seed]) -> None:
     assert m is not None
     with zipfile.ZipFile(io.BytesIO(m[0])) as z:
         assert z.testzip() is None
+
+
+@pytest.mark.parametrize("how", WHEEL_TAMPERS)
+def test_tampered_wheels_are_refused_in_one_line(seeds: dict[str, H.Seed], tmp_path: Path, how: str) -> None:
+    """Every tampered wheel through prune (-o and --dry-run, --force) and list in a forked child: prune
+    refuses it in one 'devbin: error:' line naming the check and writes nothing, the input's bytes kept;
+    list reads the wheel or, truncated, says 'not a zip file' (issue 24)."""
+    seed = seeds["wheel"]
+    m = tamper_wheel(random.Random(how), seed.data, how)
+    assert m is not None and m[0] != seed.data
+    forced_ok = how in ("wrong hash", "wrong size", "missing row", "extra row", "md5 row", "not utf-8")
+    for cmd, extra in (("w:prune", []), ("w:prune", ["--force"]), ("w:prune-dry", [])):
+        H.COMMANDS["t:prune"] = [*H.COMMANDS[cmd], *extra]
+        try:
+            res = H.run_case(seed, m[0], "t:prune", tmp_path / "case", 60, 2048 << 20)
+        finally:
+            del H.COMMANDS["t:prune"]
+        if forced_ok and extra:
+            assert res.outcome == "ok", res.stderr
+            assert (tmp_path / "case" / "tmp" / "pruned").exists()
+            continue
+        assert res.outcome == "error", res.stderr
+        assert res.stderr.count("\n") == 1 and not (tmp_path / "case" / "tmp" / "pruned").exists()
+        assert ("not a zip file" if how == "truncated" else "refusing to rewrite the wheel") in res.stderr
+    res = H.run_case(seed, m[0], "list", tmp_path / "case", 60, 2048 << 20)
+    assert res.outcome == ("error" if how == "truncated" else "ok"), res.stderr
 
 
 def test_mutants_are_deterministic(seeds: dict[str, H.Seed]) -> None:

@@ -445,10 +445,10 @@ def test_the_library_prunes_in_process_unless_asked(libraries: Path, tmp_path: P
     from devbin.packaging.prune_packages import prune_tree, prune_wheel
     wheel = _make_wheel(tmp_path / "pkg.whl", _package_members(libraries, with_bad=False))
     site = _make_site(tmp_path / "site", _package_members(libraries, with_bad=False))
-    one = prune_wheel(wheel, None, keep="sm_90")
+    one = prune_wheel(wheel, None, keep="sm_90", keep_data=True)
     tree = prune_tree(site, keep="sm_90", dry_run=True)
     assert pooled_packages == []  # jobs=1 by default
-    two = prune_wheel(wheel, None, keep="sm_90", jobs=2)
+    two = prune_wheel(wheel, None, keep="sm_90", jobs=2, keep_data=True)
     tree2 = prune_tree(site, keep="sm_90", dry_run=True, jobs=2)
     assert pooled_packages == [2, 2]
     assert one.data == two.data and one.to_dict() == two.to_dict() and one.rows() == two.rows()

@@ -130,6 +130,20 @@ def prep_package(d: Path) -> None:
     (d / "app.offload").write_bytes(pack(imgs).data)
 
 
+def prep_wheel(d: Path) -> None:
+    """pkg.whl: the CLI mutation harness's wheel (a host library with .nv_fatbin and .hip_fatbin, an
+    OffloadBinary, a RECORD that vouches for them); pkg2.whl the same with another file beside."""
+    import zipfile
+
+    from fuzz.cli_seeds import build_seeds
+
+    data = next(s.data for s in build_seeds() if s.fmt == "wheel")
+    (d / "pkg.whl").write_bytes(data)
+    (d / "pkg2.whl").write_bytes(data)
+    with zipfile.ZipFile(d / "pkg2.whl", "a") as z:
+        z.writestr("pkg/extra/", b"")
+
+
 def prep_extract(d: Path) -> None:
     """An archive k.gfx90a.o holding a gfx90a object k.o: `devbin extract` names the image k.gfx90a.o."""
     _archive(d / "k.gfx90a.o", ("k.o", (SAMPLES / "sample_gfx90a.o").read_bytes()))
@@ -205,6 +219,8 @@ CASES = [
          variant=lambda o, s: ["pack", "-o", o, "--image", f"file={s}"]),
     Case("prune", prep_package, lambda o, s: ["prune", s, "--keep", "sm_90", "-o", o], ("app.offload",), "app.offload",
          variant=lambda o, s: ["prune", s, "--keep", "gfx90a", "-o", o]),
+    Case("prune-wheel", prep_wheel, lambda o, s: ["prune", s, "--drop", "gfx90a", "-o", o], ("pkg.whl",), "pkg.whl",
+         product="out.whl", variant=lambda o, s: ["prune", "pkg2.whl", "--drop", "gfx90a", "-o", o]),
     Case("ar-create", prep_samples,
          lambda o, s: ["ar", "create", "-o", o, "--target", "gfx90a=sample_layer_mid.a", "--target", f"base={s}"],
          ("sample_layer_mid.a", "sample_layer_base.a"), "sample_layer_base.a",
@@ -603,6 +619,34 @@ def test_defect4_error_names_the_file(tmp_path: Path) -> None:
     assert not (tmp_path / "a.cubin").exists()  # not 100 bytes of it
     res = devbin(["annotate", "sample_sm90.cubin", "-o", "sub/a.cubin"], tmp_path)
     assert one_line_error(res) == "devbin: error: sub/a.cubin: cannot write: No such file or directory"
+
+
+@pytest.mark.parametrize("how", ["traversal", "duplicate", "wrong hash", "missing row", "truncated"])
+def test_tampered_wheel_leaves_the_old_output(how: str, tmp_path: Path) -> None:
+    """Issue 24: a tampered wheel is refused before anything is written: the old output whole, the
+    input byte-identical, no temporary file; -o naming the input itself still refused as an input."""
+    import random
+
+    from fuzz.cli_mutators import tamper_wheel
+
+    prep_wheel(tmp_path)
+    tampered = tamper_wheel(random.Random(how), (tmp_path / "pkg.whl").read_bytes(), how)
+    assert tampered is not None
+    (tmp_path / "pkg.whl").write_bytes(tampered[0])
+    (tmp_path / "out.whl").write_bytes(OLD)
+    before = _snapshot(tmp_path)
+    fatal = how in ("traversal", "duplicate", "truncated")  # --force goes on past the others (test_wheel_verify)
+    for extra in (["-o", "out.whl"], ["--in-place"], *([["-o", "out.whl", "--force"]] if fatal else [])):
+        line = one_line_error(devbin(["prune", "pkg.whl", "--drop", "gfx90a", *extra], tmp_path))
+        if how == "truncated":
+            assert "pkg.whl: not a zip file" in line
+        else:
+            assert line.endswith("; refusing to rewrite the wheel" + ("" if fatal else " (--force to go on)")), line
+        assert _snapshot(tmp_path) == before
+
+
+def _snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
 # --------------------------------------------------------------------------- the helper itself

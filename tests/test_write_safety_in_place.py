@@ -115,8 +115,10 @@ def held(argv: list[str], cwd: Path, hold: Path, var: str = HOLD_ENV) -> subproc
 
 def _wheel(path: Path) -> bytes:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("pkg/a.fatbin", fatbin(b"a"))
-        z.writestr("pkg-1.0.dist-info/RECORD", "pkg/a.fatbin,,\npkg-1.0.dist-info/RECORD,,\n")
+        data = fatbin(b"a")
+        z.writestr("pkg/a.fatbin", data)
+        z.writestr("pkg-1.0.dist-info/RECORD", f"pkg/a.fatbin,{record_hash(data)},{len(data)}\n"
+                   "pkg-1.0.dist-info/RECORD,,\n")
     return path.read_bytes()
 
 

@@ -61,8 +61,8 @@ from collections.abc import Iterable, Iterator
 
 from devbin.errors import OutputError
 
-__all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "Inputs", "Output", "atomic_output", "check_destination", "keep_backup",
-           "write_file"]
+__all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "Inputs", "Output", "Sink", "atomic_output", "check_destination",
+           "keep_backup", "write_file"]
 
 PathLike = str | os.PathLike[str]
 
@@ -178,7 +178,8 @@ class Output:
         self._fd = -1
         self._held = False
         self._replacing = False  # an existing file is replaced: fsync before the rename
-        self.size = 0
+        self.size = 0  # the file's length: the end of the furthest write
+        self._pos = 0  # where the next write goes (:meth:`seek` moves it back, as zipfile does)
         try:
             self._open(mode)
         except OSError as e:
@@ -222,7 +223,24 @@ class Output:
         while view:
             n = os.write(self._fd, view[:_CHUNK])
             view = view[n:]
-            self.size += n
+            self._pos += n
+            self.size = max(self.size, self._pos)
+
+    def tell(self) -> int:
+        """Where the next write goes."""
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """Move where the next write goes (a writer that fills in a header after the data, as
+        :mod:`zipfile` does for each member it writes to a seekable file)."""
+        try:
+            self._pos = os.lseek(self._fd, offset, whence)
+        except OSError as e:
+            raise _error(self._shown, e) from None
+        return self._pos
+
+    def flush(self) -> None:
+        """Nothing to do: every write goes straight to the file (``os.write``)."""
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Append ``data``; :class:`OutputError` naming the destination on a system error."""
@@ -287,6 +305,35 @@ class Output:
             with contextlib.suppress(OSError):
                 os.unlink(self._name)
             self._name = None
+
+
+class Sink:
+    """A seekable output that keeps nothing: ``--dry-run`` writes to it what it would write, and
+    :attr:`size` is then the file's length, to the byte (:mod:`zipfile` writes to a seekable file as
+    to :class:`Output`, headers filled in afterwards, so the length is the same)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._pos = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        n = memoryview(data).nbytes
+        self._pos += n
+        self.size = max(self.size, self._pos)
+        return n
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+    def flush(self) -> None:
+        """Nothing kept, nothing to flush."""
 
 
 def keep_backup(dest: str, backup: PathLike) -> bool:

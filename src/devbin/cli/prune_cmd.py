@@ -22,7 +22,19 @@ are cut out of the file (virtual addresses unchanged; docs/PRUNE.md).
 
 A wheel (.whl) is pruned library by library into a new wheel with its RECORD
 regenerated; a library of another vendor than the one named stays
-byte-identical.  A folder (an installed site-packages) is pruned in place
+byte-identical.  The wheel is verified first, as an installer verifies it:
+member names (no absolute path, drive letter, backslash or '..' component, no
+two members of one name), one top-level *.dist-info/RECORD, and a row for
+every member whose hash and size match its bytes.  A wheel that fails is
+refused (exit 1) with one line naming the member and the check: devbin would
+otherwise sign tampered bytes with a valid RECORD.  --force goes on past RECORD
+problems (a wrong hash or size, a missing or extra row, a RECORD that is not
+UTF-8 CSV): the new RECORD describes the members as they are and a note (and
+the JSON's notes) names each problem.  Unsafe or duplicate names are refused
+even with --force: no rewrite of such a wheel is faithful.  Members are
+streamed, never read whole (but the libraries being pruned), also for
+--dry-run.  A truncated .whl, or one that is not a zip, is an error ("not a
+zip file", exit 1), in this and every other command.  A folder (an installed site-packages) is pruned in place
 (--in-place), with the RECORD rows of the pruned files updated.  --jobs N
 prunes the libraries of a wheel or folder (from 8 MB of them) in N
 processes (default: one per processor; --jobs 1: this process only); the
@@ -86,6 +98,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-place", action="store_true", help="rewrite the input itself (a file, wheel or folder)")
     p.add_argument("--no-backup", action="store_true", help="with --in-place: keep no INPUT.devbin-backup")
     p.add_argument("--dry-run", action="store_true", help="write nothing; print the bytes saved per architecture")
+    p.add_argument("--force", action="store_true",
+                   help="a wheel whose RECORD does not match its members: go on, with a new RECORD (notes say what "
+                        "was wrong)")
     add_jobs_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -105,7 +120,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if os.path.isdir(args.path) or _is_zip(args.path):
         if args.image:
             raise BadArguments("--image applies to one file, not to a wheel or folder")
+        if args.force and os.path.isdir(args.path):
+            raise BadArguments("--force goes with a wheel")
         return _package(args, output, out)
+    if args.force:
+        raise BadArguments("--force goes with a wheel")
     from devbin.images.scan import scan
     from devbin.packaging.prune_packages import BACKUP_SUFFIX
     from devbin.packaging.pruning import prune_file
@@ -186,7 +205,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
     else:
         backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
         result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
-                             in_place=args.in_place, backup=backup, jobs=args.jobs)
+                             in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force)
     totals = result.to_dict()
     freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
     if args.json:

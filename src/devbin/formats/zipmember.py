@@ -22,14 +22,19 @@ size cannot decode a bomb; the caller charges :func:`most_bytes` to the memory b
 
 Members stored uncompressed, or compressed with bzip2 or LZMA, or encrypted, are read by
 :mod:`zipfile` (:func:`inflatable` says which), into a buffer that grows as their bytes come and
-never past the recorded size: :func:`read` is the one way devbin reads a member's bytes.
+never past the recorded size: :func:`read` is the one way devbin reads a member's bytes whole, and
+:func:`pieces` the one way it streams them (hashing or copying a member of any size in :data:`CHUNK`
+pieces).  :func:`open_zip` is the one way a zip file is opened: whatever :mod:`zipfile` raises on a file
+that is not a zip, or one cut short (its end-of-central-directory record gone), becomes one FormatError
+saying "not a zip file".
 """
 
 from __future__ import annotations
 
 import mmap
 import struct
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING
 
 from devbin.binary import Buffer
 from devbin.errors import FormatError, TruncatedError
@@ -37,7 +42,8 @@ from devbin.errors import FormatError, TruncatedError
 if TYPE_CHECKING:
     import zipfile
 
-__all__ = ["CHUNK", "MAX_RATIO", "data_span", "inflatable", "inflate", "is_folder", "most_bytes", "read"]
+__all__ = ["CHUNK", "MAX_RATIO", "data_span", "inflatable", "inflate", "is_folder", "most_bytes", "open_zip", "pieces",
+           "read"]
 
 _LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths at 26 and 28
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -140,3 +146,29 @@ def read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, whole: Buffer | None = None
                 break
             buf += piece
     return buf
+
+
+def pieces(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
+    """The bytes of the member ``info`` of ``zf``, :data:`CHUNK` at a time through :mod:`zipfile` (which
+    checks the CRC-32 at the end): a member of any size costs one piece of memory.  zipfile's own errors
+    (bad CRC, corrupt data, encryption) are raised as they come."""
+    with zf.open(info) as fh:
+        while piece := fh.read(CHUNK):
+            yield piece
+
+
+def open_zip(file: str | IO[bytes], where: str) -> zipfile.ZipFile:
+    """``file`` (a path or a binary file object) opened with :mod:`zipfile` for reading, its member list
+    read; :class:`FormatError` "not a zip file" naming ``where`` when zipfile cannot (a truncated file
+    has no end-of-central-directory record, APPNOTE 4.3.16).  An OSError naming a file passes (a path
+    that cannot be opened); one from a seek that the damaged records ask for is the zip's fault."""
+    import zipfile
+
+    try:
+        return zipfile.ZipFile(file)
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise FormatError(f"not a zip file ({type(e).__name__}: {e})", fmt="zip", where=where) from None
+    except Exception as e:  # zipfile raises many types on corrupt input (BadZipFile, ValueError, EOFError...)
+        raise FormatError(f"not a zip file ({type(e).__name__}: {e})", fmt="zip", where=where) from None

@@ -34,7 +34,15 @@ scanned as any file is.
 
 A corrupt or unreadable member yields nothing and adds a line to
 :attr:`ScanReport.warnings` (prefixed with the file's address); the scan goes on.  Only a
-top-level path that cannot be opened raises (``OSError``).  A file named explicitly that yields
+top-level path that cannot be opened raises (``OSError``), and a top-level path that should be a
+zip and is not one: a file named explicitly (not found in a folder) that starts with a zip's magic
+but that :mod:`zipfile` cannot open (cut short: its end-of-central-directory record is gone), or whose
+name ends ``.whl`` and that does not start with a zip's magic, raises :class:`FormatError` "not a
+zip file" (:func:`devbin.formats.zipmember.open_zip`): a wheel is a zip (PEP 427), and a command
+that read it as "no device code" or "0 files" would let a damaged download pass CI.  The same file
+found in a folder, or as a member of a zip, is a warning like any other damaged file there.
+
+A file named explicitly that yields
 no image but warnings (truncated, corrupt) is also recorded in :attr:`ScanReport.failed`, so a
 command line can fail for it while a folder or zip scan (a zip is a folder of files) only
 warns about the files it skips.
@@ -67,7 +75,7 @@ from devbin.detect import (
     OFFLOAD_BUNDLE_COMPRESSED,
     WRAPPED,
 )
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats import zipmember
 from devbin.formats.bundle import constants as BC
 from devbin.formats.elf import constants as EC
@@ -90,6 +98,8 @@ __all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "ToScan", "job
 
 #: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
 MAX_DEPTH = 12
+#: A file named explicitly whose name ends so must be a zip (PEP 427: a wheel is one).
+WHEEL_SUFFIX = ".whl"
 #: Zip members larger than this are not read (a warning says so).
 MAX_MEMBER_SIZE = 8 << 30
 
@@ -187,7 +197,7 @@ class Scanner:
         rep.files += 1
         warned, images = len(rep.warnings), 0
         try:
-            for hit in self.file(path, Frame(Address(display))):
+            for hit in self.file(path, Frame(Address(display)), explicit=explicit):
                 images += 1
                 yield hit
         except OSError as e:
@@ -223,19 +233,23 @@ class Scanner:
         return images, sub.rep
 
     # -- files on disk ----------------------------------------------------------
-    def file(self, path: Path, frame: Frame, depth: int = 0) -> Iterator[Hit]:
-        """The images of the file at ``path``, memory-mapped (a zip is read member by member)."""
+    def file(self, path: Path, frame: Frame, depth: int = 0, *, explicit: bool = False) -> Iterator[Hit]:
+        """The images of the file at ``path``, memory-mapped (a zip is read member by member); ``explicit``:
+        named on the command line, where a damaged zip or a ``.whl`` that is no zip raises (module docstring)."""
         with open(path, "rb") as f:
             head = f.read(SNIFF)
             if depth == 0:
                 self.zip_opened = head.startswith(ZIP_MAGICS)
+            if explicit and path.name.lower().endswith(WHEEL_SUFFIX) and not head.startswith(ZIP_MAGICS):
+                raise FormatError(f"not a zip file (a wheel is a zip; this one starts with "
+                                  f"{head[:4].hex() or 'nothing'})", fmt="zip", where=frame.where)
             if head.startswith(ZIP_MAGICS):
                 try:
                     whole: mmap.mmap | None = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                 except (OSError, ValueError):  # not mappable: zipfile reads it alone
                     whole = None
                 try:
-                    yield from self._zip(f, whole, frame, depth)
+                    yield from self._zip(f, whole, frame, depth, strict=explicit)
                 finally:
                     if whole is not None:
                         with contextlib.suppress(BufferError):
@@ -332,16 +346,18 @@ class Scanner:
                 self.rep.warn(sub.where, f"cannot read thin member {str(target)!r}: {e}")
 
     # -- zip ------------------------------------------------------------------------
-    def _zip(self, fileobj: IO[bytes], whole: Buffer | None, frame: Frame, depth: int) -> Iterator[Hit]:
+    def _zip(self, fileobj: IO[bytes], whole: Buffer | None, frame: Frame, depth: int, *,
+             strict: bool = False) -> Iterator[Hit]:
         """The images in the members of the zip file ``fileobj``, whose bytes are ``whole`` (None: not
-        mapped; zipfile then inflates every member)."""
-        import zipfile  # with its compression modules, only for a zip
+        mapped; zipfile then inflates every member); ``strict``: a zip that cannot be opened raises."""
         try:
-            zf = zipfile.ZipFile(fileobj)
-            infos = zf.infolist()
-        except Exception as e:  # zipfile raises many types on corrupt input
-            self.rep.warn(frame.where, f"not a readable zip file: {type(e).__name__}: {e}")
+            zf = zipmember.open_zip(fileobj, frame.where)
+        except FormatError as e:
+            if strict:
+                raise
+            self.rep.warn(frame.where, e.message)
             return
+        infos = zf.infolist()
         seen: dict[str, int] = {}
         with zf:
             for info in infos:

@@ -7,11 +7,23 @@ with :func:`devbin.packaging.pruning.prune` and writes a new wheel:
 * a library none of whose vendor's architectures is named (a ROCm library when only ``sm_*`` are
   kept, a CUDA one when only ``gfx*`` are) stays byte-identical, and the report says so;
 * every other member keeps its bytes, name, date, permissions and compression method (it is
-  decompressed and compressed again, so its compressed bytes may differ);
+  decompressed and compressed again, so its compressed bytes may differ), copied in pieces
+  (:func:`devbin.formats.zipmember.pieces`): no member but a pruned library is ever held whole;
 * ``*.dist-info/RECORD`` is regenerated as ``wheel pack`` does (pypa/wheel,
   ``docs/reference/wheel_pack.rst``; PEP 376/427 RECORD): one row per member, ``path,sha256=<urlsafe
   base64 without padding>,size``, RECORD's own row ``path,,``; the signatures ``RECORD.jws`` and
   ``RECORD.p7s`` no longer match and are left out (a note says so).
+
+Before anything else the wheel is verified as an installer verifies it
+(:func:`devbin.formats.wheel.verify`: safe and unique member names, one RECORD whose rows match every
+member's hash and size, hashed in pieces): devbin signs what it writes with a new RECORD, so a wheel
+whose RECORD does not vouch for its members is refused (UsageError naming the member and the check).
+``force=True`` goes on past RECORD problems (the new RECORD describes the members as they are, and a
+note names each problem), never past unsafe or duplicate names, a wheel without one RECORD, or a
+member that cannot be read.  The new wheel is written as it is made, to ``dst`` through
+:func:`devbin.binary.output.atomic_output` (whole or not at all), or to a
+:class:`~devbin.binary.output.Sink` that only counts its bytes (``dst`` None), or to memory when
+``keep_data`` asks for the bytes in :attr:`PackagePruneResult.data`.
 
 :func:`prune_tree` prunes the files of a folder in place, all or nothing, under the folder's lock
 (:mod:`devbin.binary.lock`): every library pruned in memory and every ``*.dist-info/RECORD`` read (as
@@ -29,29 +41,30 @@ this process; None: every processor), each library pruned whole in one worker, w
 (a wheel's member from its own open of the zip) and sends back the pruned bytes and the result
 (:meth:`~devbin.packaging.pruning.PruneResult.detached`).  Everything that decides the output happens
 here, in the libraries' order: the results, the notes, the first error (the one one process meets
-first), the wheel's members and RECORD, and every write, after every library is pruned.  The output
+first), the wheel's members and RECORD, and every write: a folder's files after every library is
+pruned, a new wheel into its new file as each library is reached (one library's bytes alive at a time;
+the file appears whole at the end, or not at all: :func:`~devbin.binary.output.atomic_output`).  The output
 is byte for byte the same whatever ``jobs``.  Libraries of fewer than :data:`MIN_PARALLEL_BYTES` in
 all are pruned in this process.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import csv
-import hashlib
 import io
 import os
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar, cast
 
 from devbin.binary.lock import exclusive
-from devbin.binary.output import BACKUP_SUFFIX, check_destination, write_file
-from devbin.errors import UsageError
-from devbin.formats import zipmember
+from devbin.binary.output import BACKUP_SUFFIX, Output, Sink, atomic_output, check_destination
+from devbin.errors import DeviceBinaryError, FormatError, UsageError
+from devbin.formats import wheel, zipmember
+from devbin.formats.wheel import record_hash
 from devbin.images.address import Address, Member
 from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
@@ -69,12 +82,6 @@ T = TypeVar("T")
 #: Libraries of fewer bytes than this in all are pruned in this process whatever ``jobs`` says (forking
 #: and sending the pruned bytes back cost more than a pool saves).
 MIN_PARALLEL_BYTES = 8 << 20
-_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
-
-
-def record_hash(data: bytes) -> str:
-    """``sha256=`` and the urlsafe base64 digest without padding, as a RECORD row holds it."""
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
 
 
 def vendor_of_name(name: str) -> str:
@@ -106,7 +113,8 @@ class FileOutcome:
 
 @dataclass
 class PackagePruneResult:
-    """What :func:`prune_wheel` / :func:`prune_tree` did (or would do: ``data`` is the new wheel)."""
+    """What :func:`prune_wheel` / :func:`prune_tree` did (or would do); ``data``: the new wheel's bytes
+    when :func:`prune_wheel` was asked to keep them (``keep_data``), else empty."""
 
     kind: str  # "wheel" or "folder"
     input_size: int  # the wheel file's bytes (compressed), or the folder's pruned files before
@@ -198,59 +206,91 @@ def _libraries(path: Path, where: str) -> dict[str, _Library]:
 def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                 keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                 in_place: bool = False, backup: str | os.PathLike[str] | None = None,
-                jobs: int | None = 1) -> PackagePruneResult:
+                jobs: int | None = 1, force: bool = False, keep_data: bool = False) -> PackagePruneResult:
     """Prune every library of the wheel ``src`` into the wheel ``dst`` (None: compute only; see the module
     docstring).  ``dst`` may not be ``src`` unless ``in_place``; ``backup``: where ``dst``'s old content is kept;
-    ``jobs``: processes to prune the libraries in (1: this one; None: every processor)."""
+    ``jobs``: processes to prune the libraries in (1: this one; None: every processor); ``force``: go on past
+    a RECORD that does not describe the members; ``keep_data``: the new wheel's bytes in ``result.data``."""
     sel = _selection(keep, drop)
     src_p = Path(src)
+    where = str(src)
     inputs = () if in_place else (src_p,)
     if dst is not None:
         check_destination(dst, inputs)
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
-        result = _prune_wheel(src_p, str(src), sel, jobs)
-        if dst is not None:
-            if backup is not None and os.path.lexists(backup):
-                result.notes.append(kept_already(dst, backup))
-                backup = None
-            write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
+        kept = dst is not None and backup is not None and os.path.lexists(backup)
+        result = _prune_wheel(src_p, where, sel, dst, inputs, None if kept else backup, jobs, force, keep_data)
+        if kept:
+            assert dst is not None and backup is not None
+            result.notes.append(kept_already(dst, backup))
     return result
 
 
-def _prune_wheel(src_p: Path, src: str, sel: Selection, jobs: int | None) -> PackagePruneResult:
-    """:func:`prune_wheel`'s new wheel, computed (under the wheel's lock when in place)."""
-    libs = _libraries(src_p, src)
-    if not libs:
-        raise UsageError(f"{src}: no device image in the wheel; nothing to prune")
+def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike[str] | None,
+                 inputs: tuple[Path, ...], backup: str | os.PathLike[str] | None, jobs: int | None, force: bool,
+                 keep_data: bool) -> PackagePruneResult:
+    """:func:`prune_wheel`'s work (under the wheel's lock when in place): verify, prune, write."""
+    src = where
     result = PackagePruneResult("wheel", src_p.stat().st_size, 0)
-    new_data: dict[str, bytes] = {}
-    with zipfile.ZipFile(src_p) as zf:
-        infos = [i for i in zf.infolist() if not zipmember.is_folder(i)]
-        names = [i.filename for i in infos]
-        sizes = {i.filename: i.file_size for i in infos}
+    written: list[str] = []  # the writer's notes, after the libraries' (as the report always had them)
+    with zipmember.open_zip(str(src_p), where) as zf:
+        checked = _verified(zf, where, force, result.notes)
+        libs = _libraries(src_p, where)
+        if not libs:
+            raise UsageError(f"{src}: no device image in the wheel; nothing to prune")
+        sizes = {i.filename: i.file_size for i in zf.infolist() if not zipmember.is_folder(i)}
         todo = [(name, lib.address) for name, lib in libs.items() if not _untouched(sel, lib.vendors)]
         weights = [sizes.get(name, 0) for name, _ in todo]
         # Each worker opens the wheel itself: a zip file object shared over fork shares its file offset.
         pruned = ordered_map(lambda item: _prune_member(src_p, item[0], item[1], sel), todo,
                              jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
+
+        def library(name: str) -> bytes | None:
+            """The new bytes of the library ``name`` (None: it stays), pruned as the writer reaches it (the
+            libraries are in member order: the scan's), its outcome kept without them."""
+            why = _untouched(sel, libs[name].vendors)
+            if why:
+                result.files.append(FileOutcome(name, sizes[name], None, why))
+                result.notes.append(f"{src}!{name}: {why}")
+                return None
+            size, r, changed = next(pruned)
+            result.files.append(FileOutcome(name, size, r.released()))
+            result.notes.extend(r.notes)
+            return r.data if changed else None
+
         with _finishing(pruned):
-            for name, lib in libs.items():
-                if names.count(name) != 1:
-                    raise UsageError(f"{src}: member {name!r} appears {names.count(name)} times; refusing to rewrite")
-                info = zf.getinfo(name)
-                why = _untouched(sel, lib.vendors)
-                if why:
-                    result.files.append(FileOutcome(name, info.file_size, None, why))
-                    result.notes.append(f"{src}!{name}: {why}")
-                    continue
-                size, r, changed = next(pruned)
-                result.files.append(FileOutcome(name, size, r))
-                result.notes.extend(r.notes)
-                if changed:
-                    new_data[name] = r.data
-        result.data = _write_wheel(zf, zf.infolist(), new_data, result.notes, str(src))
-    result.output_size = len(result.data)
+            if dst is not None:
+                with atomic_output(dst, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup) as out:
+                    _write_wheel(zf, checked, libs.keys(), library, written, where, out)
+                result.output_size = out.size
+            elif keep_data:
+                buf = io.BytesIO()
+                _write_wheel(zf, checked, libs.keys(), library, written, where, buf)
+                result.data = buf.getvalue()
+                result.output_size = len(result.data)
+            else:
+                sink = Sink()
+                _write_wheel(zf, checked, libs.keys(), library, written, where, sink)
+                result.output_size = sink.size
+    result.notes.extend(written)
+    if keep_data and dst is not None:
+        result.data = Path(dst).read_bytes()
     return result
+
+
+def _verified(zf: zipfile.ZipFile, where: str, force: bool, notes: list[str]) -> wheel.Verified:
+    """The wheel checked (:func:`devbin.formats.wheel.verify`); UsageError naming the first problem that
+    stops the rewrite (every one, or without ``force`` the fatal ones only); the others as notes."""
+    checked = wheel.verify(zf, where)
+    stop = checked.fatal if force else checked.problems
+    if stop:
+        first = stop[0]
+        more = f" (and {len(stop) - 1} more problem{'s' if len(stop) > 2 else ''})" if len(stop) > 1 else ""
+        go_on = "" if first.fatal else " (--force to go on)"
+        raise UsageError(f"{first.line(where)}{more}; refusing to rewrite the wheel{go_on}")
+    notes.extend(f"{p.line(where)}; --force: the new RECORD describes the members as they are"
+                 for p in checked.problems)
+    return checked
 
 
 @contextlib.contextmanager
@@ -264,54 +304,75 @@ def _finishing(results: Iterator[T]) -> Iterator[Iterator[T]]:
             close()
 
 
-def _prune_member(wheel: Path, name: str, at: Address, sel: Selection) -> tuple[int, PruneResult, bool]:
-    """The member ``name`` of ``wheel`` pruned (where ``jobs`` puts it): its size, the detached result and
+def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection) -> tuple[int, PruneResult, bool]:
+    """The member ``name`` of ``wheel_path`` pruned (where ``jobs`` puts it): its size, the detached result and
     whether its bytes changed."""
-    with zipfile.ZipFile(wheel) as zf:
+    with zipfile.ZipFile(wheel_path) as zf:
         data = zipmember.read(zf, zf.getinfo(name))
     r = prune(data, keep=sel.keep, drop=sel.drop, at=at)
     return len(data), r.detached(), r.data != data
 
 
-def _write_wheel(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], new_data: dict[str, bytes], notes: list[str],
-                 where: str) -> bytes:
-    records = [i.filename for i in infos if i.filename.endswith(".dist-info/RECORD")]
-    if len(records) != 1:
-        raise UsageError(f"{where}: a wheel holds one *.dist-info/RECORD; this one holds {len(records)}")
-    record = records[0]
-    out = io.BytesIO()
+def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, libraries: Iterable[str],
+                 library: Callable[[str], bytes | None], notes: list[str], where: str,
+                 out: IO[bytes] | Sink | Output) -> None:
+    """The new wheel written to ``out`` (a seekable file object) as it is made: every member of ``zf`` in
+    its order, a library's new bytes (``library(name)``, called once per library as it is reached; None:
+    it stays) or else the member's own copied in pieces, then RECORD (rows of the new bytes, or of the
+    hashes :func:`devbin.formats.wheel.verify` took of the members)."""
+    libraries = set(libraries)
+    record = checked.record
+    folder = record.rsplit("/", 1)[0] + "/"
     rows: list[tuple[str, str, str]] = []
-    with zipfile.ZipFile(out, "w") as zo:
-        for info in infos:
+    # zipfile writes to any object with write/tell/seek/flush (it closes only files it opened itself)
+    with zipfile.ZipFile(cast("IO[bytes]", out), "w") as zo:
+        for info in zf.infolist():
             name = info.filename
             if name == record:
                 continue
             if zipmember.is_folder(info):  # a folder entry: copied, no RECORD row (wheel pack lists files only)
                 _copy(zo, info, b"")
                 continue
-            if name.rsplit("/", 1)[-1] in _SIGNATURES and name.startswith(record.rsplit("/", 1)[0] + "/"):
+            if name.startswith(folder) and name[len(folder):] in wheel.SIGNATURES:
                 notes.append(f"{where}!{name}: the RECORD signature no longer matches; left out")
                 continue
-            data = new_data.get(name)
-            if data is None:
-                data = zf.read(info)
-            _copy(zo, info, data)
-            rows.append((name, record_hash(data), str(len(data))))
+            data = library(name) if name in libraries else None
+            if data is not None:
+                _copy(zo, info, data)
+                rows.append((name, record_hash(data), str(len(data))))
+                continue
+            digest, size = checked.digests[name]
+            new = _like(info)
+            new.file_size = size  # zipfile picks zip64 from it, as writestr does from the data's length
+            with zo.open(new, "w") as dest:
+                try:
+                    for piece in zipmember.pieces(zf, info):
+                        dest.write(piece)
+                except DeviceBinaryError:
+                    raise
+                except Exception as e:  # the wheel changed since it was verified: zipfile/zlib errors
+                    raise FormatError(f"cannot read the member: {type(e).__name__}: {e}", fmt="zip",
+                                      where=f"{where}!{name}") from None
+            rows.append((name, digest, str(size)))
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
         writer.writerows([*rows, (record, "", "")])
         _copy(zo, zf.getinfo(record), text.getvalue().encode("utf-8"))
-    return out.getvalue()
 
 
-def _copy(zo: zipfile.ZipFile, info: zipfile.ZipInfo, data: bytes) -> None:
-    """``data`` as a member with ``info``'s name, date, attributes and compression method."""
+def _like(info: zipfile.ZipInfo) -> zipfile.ZipInfo:
+    """A new member with ``info``'s name, date, attributes and compression method."""
     new = zipfile.ZipInfo(info.filename, date_time=info.date_time)
     new.compress_type = info.compress_type
     new.external_attr = info.external_attr
     new.create_system = info.create_system
     new.comment = info.comment
-    zo.writestr(new, data)
+    return new
+
+
+def _copy(zo: zipfile.ZipFile, info: zipfile.ZipInfo, data: bytes) -> None:
+    """``data`` as a member with ``info``'s name, date, attributes and compression method."""
+    zo.writestr(_like(info), data)
 
 
 def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None = None,

@@ -215,6 +215,7 @@ class PruneResult:
     (``devbin size --keep`` predicts savings with it).
     ``footprints``: each image's :func:`footprint`, in the order of ``images``, where the images no
     longer hold their format objects (:meth:`detached`); empty: taken from the images.
+    ``written_size``: the size of ``data`` once :meth:`released` let the bytes go (None: ``data`` holds them).
     """
 
     data: bytes
@@ -223,12 +224,18 @@ class PruneResult:
     container_bytes_freed: int = 0
     notes: list[str] = field(default_factory=list)
     footprints: list[int] = field(default_factory=list, repr=False)
+    written_size: int | None = None
+
+    def released(self) -> PruneResult:
+        """This result without its bytes (written out already: a wheel's library), every figure kept: what
+        a report keeps while the next library is pruned, so that one library's bytes are alive at a time."""
+        return replace(self.detached(), data=b"", written_size=self.output_size)
 
     def detached(self) -> PruneResult:
         """This result with every image's ``native`` None and its footprint kept in ``footprints``:
         plain data, what a worker process of ``--jobs`` sends back (devbin.images.parallel)."""
         return PruneResult(self.data, self.input_size, [(replace(i, native=None), k) for i, k in self.images],
-                           self.container_bytes_freed, list(self.notes), self._footprints())
+                           self.container_bytes_freed, list(self.notes), self._footprints(), self.written_size)
 
     def _footprints(self) -> list[int]:
         return self.footprints or [footprint(i) for i, _ in self.images]
@@ -239,11 +246,11 @@ class PruneResult:
 
     @property
     def output_size(self) -> int:
-        return len(self.data)
+        return len(self.data) if self.written_size is None else self.written_size
 
     @property
     def file_bytes_saved(self) -> int:
-        return self.input_size - len(self.data)
+        return self.input_size - self.output_size
 
     @property
     def changed(self) -> bool:
