@@ -33,7 +33,7 @@ from devbin.escape.csvcell import cell as csv_cell
 from devbin.escape.jsontext import dumps
 from devbin.escape.markdown import code_cell
 from devbin.escape.markup import text as markup
-from devbin.escape.text import VisibleWriter, visible
+from devbin.escape.text import VisibleWriter, visible, visible_tree
 from devbin.formats.bundle import BundleImage, write_bundle
 
 SAMPLES = Path(__file__).parents[1] / "src" / "devbin" / "samples"
@@ -73,6 +73,35 @@ def test_text_rule_leaves_no_control_override_or_surrogate(s: str) -> None:
     t.encode("utf-8")  # never a UnicodeEncodeError
     if s.isprintable():
         assert t == s
+
+
+def test_visible_tree_escapes_every_string_keys_included() -> None:
+    doc = {"a\n": [{"name": "k\x1b[2J", "n": 3, "copies": ("x\u202e", None)}], "ok": "saxpy"}
+    assert visible_tree(doc) == {"a\\n": [{"name": "k\\x1b[2J", "n": 3, "copies": ["x\\u202e", None]}], "ok": "saxpy"}
+
+
+_TREES = st.recursive(st.text() | st.integers() | st.none(),
+                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+                      max_leaves=20)
+
+
+def _strings(tree: object) -> list[str]:
+    if isinstance(tree, str):
+        return [tree]
+    if isinstance(tree, dict):
+        return [s for k, v in tree.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(tree, list):
+        return [s for v in tree for s in _strings(v)]
+    return []
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TREES)
+def test_visible_tree_fast_path_misses_nothing(tree: object) -> None:
+    """The JSON-encoder check that skips the walk never skips a tree with something to escape."""
+    shown = visible_tree(tree)
+    assert all(_bad(s) == [] for s in _strings(shown))
+    assert _strings(shown) == [visible(s) for s in _strings(tree)]
 
 
 def test_visible_writer_keeps_the_output_structure() -> None:
