@@ -17,7 +17,10 @@ duplicates: identical images and identical functions (same name, architecture an
 several translation units, containers, files or wheels, with the bytes the extra copies cost.
 --json gives every image and function (`devbin schema size`) on one line (it can hold every function
 of an environment; `python3 -m json.tool` indents it); --csv one row per function (and per image
-without functions).  A progress bar goes to stderr when it is a terminal.
+without functions).  A progress bar goes to stderr when it is a terminal.  Names, paths and IDs read
+from files are escaped for each output (docs/REPORT.md, "Escaping"): control and bidi characters shown
+as \\x1b or \\u202e, a CSV cell that would start a formula (= + - @) prefixed with ', markdown names
+and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports).
