@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import unicodedata
+import zipfile
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -395,12 +396,21 @@ class _Elements(HTMLParser):
 
 
 def test_size_html_in_headless_chromium_runs_no_injected_script(hostile_cubin: Path, tmp_path: Path) -> None:
-    """The page of ``size --html`` on the hostile cubin (names with ``</script>``, ``<img onerror>`` and
-    ``<svg onload>``) opened in headless Chromium: the page's own script ran (the breadcrumb is filled
-    in), no element came from a name, and the names are shown as text."""
+    """The page of ``size --html`` on a folder holding the hostile cubin (a function name with
+    ``</script>``, ``<img onerror>`` and ``<svg onload>``), a bundle whose target ID holds the same and a
+    wheel with such a member name, opened in headless Chromium: the page's own script ran (the breadcrumb
+    is filled in), no element came from a name, and the names are shown as text."""
     exe = require_tool("chromium", versions=())
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "h.cubin").write_bytes(hostile_cubin.read_bytes())
+    bundle_id = "hipv4-amdgcn-amd-amdhsa--gfx90a:</script><svg onload=alert(4)>\x01"
+    _bundle(folder / "b.hipfb", bundle_id)
+    member = "pkg/lib/</script><img src=x onerror=alert(3)>\u202e.cubin"
+    with zipfile.ZipFile(folder / "pkg-1.0-py3-none-any.whl", "w") as z:
+        z.writestr(member, (SAMPLES / "sample_sm90.cubin").read_bytes())
     page = tmp_path / "r.html"
-    code, _ = _run("size", str(hostile_cubin), "--html", str(page))
+    code, _ = _run("size", str(folder), "--html", str(page))
     assert code == 0
     argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
             f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()]
@@ -411,4 +421,7 @@ def test_size_html_in_headless_chromium_runs_no_injected_script(hostile_cubin: P
     assert elements.tags["script"] == 1 and elements.tags["img"] == 0  # the page's own script, no image
     assert elements.handlers == []  # no onerror, onload or other handler attribute on any element
     import html as html_mod
-    assert visible(NAME) in html_mod.unescape(dom)
+    text = html_mod.unescape(dom)
+    assert visible(NAME) in text
+    assert visible(bundle_id.split("--", 1)[1]) in text
+    assert visible(member) in text
