@@ -76,6 +76,13 @@ def test_text_rule_leaves_no_control_override_or_surrogate(s: str) -> None:
         assert t == s
 
 
+def test_error_messages_use_the_text_rule() -> None:
+    from devbin.errors import FormatError, short
+    assert short("k\u202eevil\x1b[2J") == "k\\u202eevil\\x1b[2J"
+    e = FormatError("bad", fmt="elf", where=os.fsdecode(b"k\xff.o") + ": sec\n[1]")
+    assert str(e) == "elf: k\\xff.o: sec\\n[1]: bad"
+
+
 def test_visible_tree_escapes_every_string_keys_included() -> None:
     doc = {"a\n": [{"name": "k\x1b[2J", "n": 3, "copies": ("x\u202e", None)}], "ok": "saxpy"}
     assert visible_tree(doc) == {"a\\n": [{"name": "k\\x1b[2J", "n": 3, "copies": ["x\\u202e", None]}], "ok": "saxpy"}
