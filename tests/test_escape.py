@@ -130,7 +130,8 @@ def _gfm(md: str) -> str:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(st.characters(exclude_categories=[]), min_size=1) | st.text(st.sampled_from("`|\\ \n<>!*_[]()#"), min_size=1))
+@given(st.text(st.characters(exclude_categories=[]), min_size=1)
+       | st.text(st.sampled_from("`|\\ \n<>!*_[]()#"), min_size=1))
 def test_markdown_cell_is_one_code_span_in_one_row(s: str) -> None:
     """Rendered by cmark-gfm: the table keeps one body row of two cells, the first one code span showing
     the text rule's form of ``s``, and nothing else (no link, image, heading, HTML) renders."""
