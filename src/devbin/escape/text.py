@@ -42,7 +42,7 @@ _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 #: How the JSON encoder writes a C0 control (a backslash before a backslash gives a false alarm: the
 #: tree is then walked, which finds nothing).
-_JSON_C0 = re.compile(r"\\[nrtbf]|\\u00[01]|\\u007f")
+_JSON_C0 = re.compile(r"\\[nrtbf]|\\u00[01]")
 
 #: ASCII characters the rule escapes, for the stream's fast path (newline and tab kept there).
 _ASCII_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
