@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 #: own layer or any layer below.  docs/ARCHITECTURE.md, "Layers and who may import whom".
 LAYERS: dict[str, int] = {
     # 0: no devbin imports but each other
-    "devbin._version": 0, "devbin._lazy": 0, "devbin.errors": 0, "devbin.binary": 0,
+    "devbin._version": 0, "devbin._lazy": 0, "devbin.errors": 0, "devbin.binary": 0, "devbin.escape": 0,
     # 1: formats (the devbin-section codec builds the unified model: the model is below it)
     "devbin.model": 1,
     "devbin.formats": 2,

@@ -391,10 +391,10 @@ def test_diff_of_two_builds(builds: tuple[Path, Path]) -> None:
     assert any("registers" in c for c in changed.values()) and any("stack" in c for c in changed.values())
     code, text = _run("size", "--diff", str(old), str(new))
     assert code == 0 and text.startswith("### devbin size --diff")
-    assert "| sm_90 | 0 |" in text
+    assert "| `sm_90` | 0 |" in text
     (arch, name), (o, n) = next((k, (reg_old[k][0], reg_new[k][0])) for k in sorted(reg_old.keys() & reg_new.keys())
                                 if reg_old[k][0] != reg_new[k][0])
-    assert f"| `{name}` | {arch} | registers {o} → {n}" in text
+    assert f"| `{name}` | `{arch}` | registers {o} → {n}" in text
 
 
 # --------------------------------------------------------------------------- outputs

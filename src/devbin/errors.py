@@ -18,6 +18,8 @@ exceeds file size 0x2000``.  ``where`` is a path through containers, such as
 
 from __future__ import annotations
 
+from devbin.escape.text import visible as _escape  # the text rule: a message stays one line, shown as stored
+
 __all__ = [
     "NAME_LIMIT",
     "DeviceBinaryError",
@@ -37,15 +39,9 @@ __all__ = [
 NAME_LIMIT = 80
 
 
-def _escape(text: str) -> str:
-    """Control characters (C0, DEL, C1) as Python escapes, so that a message stays one line."""
-    if text.isprintable() or not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in text):
-        return text
-    return "".join(repr(c)[1:-1] if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text)
-
-
 def short(name: str, limit: int = NAME_LIMIT) -> str:
-    """A name read from a file, fit for a one-line message: control characters escaped, and cut
+    """A name read from a file, fit for a one-line message: the text rule applied (:mod:`devbin.escape.text`:
+    controls, bidi overrides, undecodable bytes shown as escapes), and cut
     after ``limit`` characters with ``...`` and its total length (``aaaa... (5000 chars)``).
 
     With :func:`quote`, the one helper for every message that embeds a member, entry, target,

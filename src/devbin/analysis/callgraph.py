@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from devbin.escape.text import visible
 from devbin.model import CodeObject, FunctionKind
 from devbin.model.resources import Resources
 
@@ -62,7 +63,7 @@ def format_text(obj: CodeObject, arch: str) -> str:
     ns = nodes(obj)
     number = {n.name: n.number for n in ns}
     lines = [
-        f"callgraph for {arch}:",
+        f"callgraph for {visible(arch)}:",
         "# A: s -> B // s (number A) potentially calls B",
         "# s [N]     // s uses N registers",
         "# ^s        // s is entry point",
@@ -72,7 +73,7 @@ def format_text(obj: CodeObject, arch: str) -> str:
         mark = ("^" if n.kind == "kernel" else "") + ("&" if n.address_taken else "")
         regs = f" [{n.registers}]" if n.registers is not None else " [?]"
         callees = " ".join(str(number[c]) for c in n.calls)
-        lines.append(f"{n.number}: {mark}{n.name}{regs} ->" + (f" {callees}" if callees else ""))
+        lines.append(f"{n.number}: {mark}{visible(n.name)}{regs} ->" + (f" {callees}" if callees else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -86,27 +87,29 @@ def to_dict(obj: CodeObject, arch: str) -> dict[str, Any]:
     }
 
 
-def _dot_id(name: str) -> str:
-    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def dot_id(name: str) -> str:
+    """A Graphviz quoted ID: the text rule applied (no control character reaches the DOT text), then
+    backslash and quote escaped (graphviz.org/doc/info/lang.html, "ID")."""
+    return '"' + visible(name).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def format_dot(obj: CodeObject, arch: str) -> str:
     """Graphviz: kernels as boxes, address-taken functions dashed, externals grey, indirect edges dotted."""
     ns = nodes(obj)
     direct = set(obj.callgraph.direct)
-    lines = [f"digraph {_dot_id('callgraph ' + arch)} {{", "  node [fontname=monospace];"]
+    lines = [f"digraph {dot_id('callgraph ' + arch)} {{", "  node [fontname=monospace];"]
     for n in ns:
-        attrs = [f"label={_dot_id(n.name + (f' [{n.registers}]' if n.registers is not None else ''))}"]
+        attrs = [f"label={dot_id(n.name + (f' [{n.registers}]' if n.registers is not None else ''))}"]
         if n.kind == "kernel":
             attrs.append("shape=box")
         if n.address_taken:
             attrs.append("style=dashed")
         if n.kind == "external":
             attrs.append("color=grey")
-        lines.append(f"  {_dot_id(n.name)} [{', '.join(attrs)}];")
+        lines.append(f"  {dot_id(n.name)} [{', '.join(attrs)}];")
     for n in ns:
         for c in dict.fromkeys(n.calls):
             style = "" if (n.name, c) in direct else " [style=dotted]"
-            lines.append(f"  {_dot_id(n.name)} -> {_dot_id(c)}{style};")
+            lines.append(f"  {dot_id(n.name)} -> {dot_id(c)}{style};")
     lines.append("}")
     return "\n".join(lines) + "\n"

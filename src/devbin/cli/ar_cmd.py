@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from devbin.cli.common import dump, note
+from devbin.escape.text import visible, visible_tree
 
 HELP = "build, list, extract and embed multi-target super-archives (one copy of each unique member)"
 
@@ -322,6 +323,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         dump("ar-list", facts, out)
         return 0
+    facts = visible_tree(facts)  # the text rule on every name read from the archive
     refs = sum(t["members"] for t in facts["targets"])
     where = " (embedded)" if facts["embedded"] else ""
     out.write(f"{args.archive}{where}: super-archive, {len(facts['targets'])} targets, "
@@ -371,7 +373,7 @@ def _symbols(args: argparse.Namespace, out: TextIO) -> int:
             dump("ar-symbols", {"target": args.target, "chain": list(chain), "symbols": rows}, out)
             return 0
         out.write(f"chain: {' -> '.join(chain)}\n")
-        for r in rows:
+        for r in visible_tree(rows):
             out.write(f"{r['name']} in {r['level']}({r['member']}) [{r['ordinal']}]\n")
         return 0
     syms = lib.symbols(args.target)
@@ -380,7 +382,7 @@ def _symbols(args: argparse.Namespace, out: TextIO) -> int:
             {"name": s.name, "level": args.target, "ordinal": s.ordinal, "member": s.member} for s in syms]}, out)
         return 0
     for s in syms:
-        out.write(f"{s.name} in {s.member} [{s.ordinal}]\n")
+        out.write(f"{visible(s.name)} in {visible(s.member)} [{s.ordinal}]\n")
     return 0
 
 
@@ -435,6 +437,7 @@ def _resolve(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         dump("ar-resolve", facts, out)
         return 1 if facts["undefined"] or facts["duplicates"] else 0
+    facts = visible_tree(facts)  # the text rule on every name read from the archive
     out.write(f"target {res.target}, chain: {' -> '.join(res.chain)}\n")
     out.write(f"pulled {len(res.pulled)} members:\n")
     for p in facts["pulled"]:
@@ -454,8 +457,8 @@ def _resolve(args: argparse.Namespace, out: TextIO) -> int:
                 what = f"already defined by {lk.defined_by}"
             else:
                 what = lk.outcome
-            out.write(f"{pad}{lk.symbol} (needed by {lk.needed_by}) -> {what}\n")
-            out.write(f"{pad}  walk: {_walk_text(lk)}\n")
+            out.write(f"{pad}{visible(f'{lk.symbol} (needed by {lk.needed_by}) -> {what}')}\n")
+            out.write(f"{pad}  walk: {visible(_walk_text(lk))}\n")
     for u in facts["undefined"]:
         out.write(f"undefined: {u['symbol']} (referenced by {', '.join(u['referenced_by'])})\n")
     for d in facts["duplicates"]:

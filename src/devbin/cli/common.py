@@ -21,12 +21,12 @@ Exit statuses (docs/JSON.md): 0 success, 1 error, 2 usage error (argparse, and
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
 
 from devbin.errors import DeviceBinaryError, UsageError
+from devbin.escape.text import visible
 
 if TYPE_CHECKING:
     from devbin.images import Address, Image
@@ -59,31 +59,25 @@ def dump(command: str, doc: dict[str, Any], out: TextIO, *, indent: int | None =
     """Write a command's JSON: one object, its ``schema`` key first.  ``indent=None``: on one line, for
     outputs that can be very large (``size``: every function of a whole environment), which the C
     encoder writes many times faster."""
-    # json.dumps, not json.dump: only a one-shot encode takes the C encoder (when indent is None).  Non-ASCII
-    # text is written as itself (ensure_ascii=False), but the C encoder's ASCII path is twice as fast (a
-    # wheel's 2.9 MB report: 16 against 29 ms): when it escaped nothing, its text is the same.
-    obj = {"schema": schema_name(command), **doc}
-    text = json.dumps(obj, indent=indent)
-    if "\\u" in text:  # something was escaped (or a backslash before a "u"): the other way, to be sure
-        text = json.dumps(obj, indent=indent, ensure_ascii=False)
-    out.write(text)
+    from devbin.escape.jsontext import dumps  # the JSON rule: no raw surrogate or control ever written
+    out.write(dumps({"schema": schema_name(command), **doc}, indent=indent))
     out.write("\n")
 
 
 def warn(message: str) -> None:
     """A warning, on stderr (stdout carries results only)."""
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"warning: {visible(message)}", file=sys.stderr)
 
 
 def note(message: str) -> None:
     """A note, on stderr."""
-    print(f"note: {message}", file=sys.stderr)
+    print(f"note: {visible(message)}", file=sys.stderr)
 
 
 def no_device_code(paths: Iterable[str]) -> int:
     """Say on stderr, one line per input, that it holds no device code; the status to exit with (3)."""
     for path in paths:
-        print(f"devbin: {path}: does not contain device code", file=sys.stderr)
+        print(f"devbin: {visible(path)}: does not contain device code", file=sys.stderr)
     return EXIT_NO_DEVICE_CODE
 
 

@@ -81,6 +81,7 @@ from devbin.cli.common import (
 )
 from devbin.cli.progress import progress_bar
 from devbin.cli.render import scan_status
+from devbin.escape.text import visible
 
 if TYPE_CHECKING:
     from devbin.images import Image
@@ -261,5 +262,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         for w in written:
             counts[w["kind"]] = counts.get(w["kind"], 0) + 1
             label = _LABELS.get(w["kind"], f"{w['kind']} file")
-            out.write(f"Extracting {label} {counts[w['kind']]:4}: {Path(w['file']).name}\n")
+            out.write(f"Extracting {label} {counts[w['kind']]:4}: {visible(Path(w['file']).name)}\n")
     return scan_status(report.failed)

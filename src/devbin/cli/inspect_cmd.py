@@ -34,6 +34,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
 from devbin.cli.common import ImageFilter, add_image_options, file_image_keys, note, warn
+from devbin.escape.text import visible
 
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import Diag, ElfFile
@@ -85,7 +86,7 @@ def image_label(f: Image) -> str:
 
 def image_header(f: Image) -> str:
     """The line printed before each code object of a container."""
-    return f"=== {image_label(f)}: {f.kind} {f.arch or '?'} ==="
+    return visible(f"=== {image_label(f)}: {f.kind} {f.arch or '?'} ===")
 
 
 def image_dict(f: Image) -> dict[str, Any]:
@@ -94,7 +95,7 @@ def image_dict(f: Image) -> dict[str, Any]:
 
 
 def skipped_note(f: Image) -> str:
-    return f"{image_label(f)}: skipped {f.kind} image ({f.arch or 'no arch'}): not an ELF code object"
+    return visible(f"{image_label(f)}: skipped {f.kind} image ({f.arch or 'no arch'}): not an ELF code object")
 
 
 def single_keys(images: Images) -> dict[str, Any]:
@@ -244,7 +245,7 @@ def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:
     """Key/value metadata the way a plugin's debug log prints it: ``key: value``, one per line."""
     out.write("Metadata:\n")
     for key, value in pairs:
-        out.write(f"  {key}: {value}\n")
+        out.write(f"  {visible(key)}: {visible(value)}\n")  # a newline in a value would forge a line
     out.write("\n")
 
 

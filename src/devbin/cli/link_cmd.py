@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from devbin.cli.common import add_image_inputs
+from devbin.escape.text import visible, visible_tree
 
 HELP = "link device objects and archives for one target: resolution, dead-code elimination, resource usage"
 
@@ -97,6 +98,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         dump("link", facts, out)
         return 1 if facts["errors"] else 0
+    facts = visible_tree(facts)  # the text rule on every name read from the objects
     w = out.write
     res = result.resolution
     named = sum(1 for u in res.units if u.archive is None)
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for n in facts["notes"]:
         note(n)
     for e in facts["errors"]:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)  # e: already through the text rule (facts)
     for message in facts["warnings"]:
         warn(message)
     w(f"roots: {', '.join(facts['roots']) or 'none'}\n")
@@ -117,13 +119,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         stack = f"{u.stack}" + (" + dynamic" if u.dynamic else "")
         if u.budget_used is not None:
             stack += f" (incl. budget {u.budget_used})"
-        w(f"  {u.kernel}: registers {_regs(u.own_registers)} -> {_regs(u.registers)}; "
+        w(f"  {visible(u.kernel)}: registers {_regs(u.own_registers)} -> {_regs(u.registers)}; "
           f"stack {u.own_stack if u.own_stack is not None else '?'} -> {stack}; "
           f"reaches {len(u.reaches)} functions\n")
         for reason in u.reasons:
-            w(f"      dynamic: {reason}\n")
+            w(f"      dynamic: {visible(reason)}\n")
         if u.unknown:
-            w(f"      no resource facts for: {', '.join(u.unknown)} (compile with devbin cc, or clang 20+)\n")
+            w(f"      no resource facts for: {visible(', '.join(u.unknown))} (compile with devbin cc, or clang 20+)\n")
     o = facts["output"]
     if o is not None:
         w(f"output: {o['path']} ({o['size']} bytes, linked by {o['linker']}); {len(o['removed'])} functions "

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from devbin.cli.common import ImageFilter, add_image_options, add_jobs_option, dump, keep, no_device_code, warn
 from devbin.cli.progress import progress_bar
 from devbin.cli.render import scan_status
+from devbin.escape.text import visible
 
 if TYPE_CHECKING:
     from devbin.images import Image
@@ -106,15 +107,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         dump("list", {"images": [image_dict(i) for i in images], "warnings": report.warnings}, out)
         return scan_status(report.failed)
-    addresses = [str(i.address) for i in images]
+    addresses = [visible(str(i.address)) for i in images]  # the text rule on every string read from a file
     width = max([len("address"), *(len(a) for a in addresses)])
     if out.isatty():
         width = min(width, PATH_WIDTH)
     out.write(f"{'address':{width}} {'vendor':6} {'kind':7} {'arch':13} {'size':>10} {'stored':>10} {'compr.':6} "
               "identifier\n")
     for image, address in zip(images, addresses, strict=True):
-        out.write(f"{fit_path(address, width):{width}} {image.vendor or '-':6} {image.kind:7} {image.arch or '-':13} "
-                  f"{image.size:>10} {image.stored_size:>10} {image.compression:6} {identifier(image)}".rstrip()
-                  + "\n")
+        out.write(f"{fit_path(address, width):{width}} {image.vendor or '-':6} {image.kind:7} "
+                  f"{visible(image.arch or '-'):13} {image.size:>10} {image.stored_size:>10} {image.compression:6} "
+                  f"{visible(identifier(image))}".rstrip() + "\n")
     out.write(f"{len(images)} images\n")
     return scan_status(report.failed)

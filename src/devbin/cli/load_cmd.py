@@ -32,6 +32,7 @@ import argparse
 from typing import Any, TextIO
 
 from devbin.cli.common import add_image_inputs
+from devbin.escape.text import visible_tree
 
 HELP = "load code objects into one executable (simulated device), resolve them, print the symbols"
 
@@ -66,6 +67,7 @@ def _stack(r: dict[str, Any] | None) -> int | None:
 
 
 def _text(d: dict[str, Any], symbols: list[dict[str, Any]], out: TextIO) -> None:
+    d, symbols = visible_tree(d), visible_tree(symbols)  # the text rule on every name read from a file
     t = d["target"]
     out.write(f"executable for {t['name']} ({t['vendor']}), {d['backend']} device, frozen\n\ncode objects:\n")
     for o in d["code_objects"]:
@@ -96,6 +98,7 @@ def stats_text(st: dict[str, Any], timings: bool = True) -> str:
 
 
 def _kernel_text(s: dict[str, Any], out: TextIO) -> None:
+    s = visible_tree(s)
     out.write(f"kernel {s['name']} ({s['code_object']})\n")
     out.write(f"  address      {s['address']:#x}" + (f"  (descriptor {s['descriptor']})" if s["descriptor"] else "")
               + "\n")

@@ -34,7 +34,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
-from typing import TextIO
+from typing import TextIO, cast
 
 from devbin._version import __version__
 from devbin.cli.common import exit_status, warn
@@ -145,7 +145,10 @@ def _format_warnings_on_stderr() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
+    from devbin.escape.text import VisibleWriter
+    # Every command's stdout through the text rule (newline and tab kept): behind the renderers, which
+    # escape each value, nothing read from a file reaches the terminal as a control or an override.
+    out = cast(TextIO, VisibleWriter(out or sys.stdout))
     words = sys.argv[1:] if argv is None else list(argv)
     named = _command_named(words)
     if named is None and "--version" in words and not {"-h", "--help"} & set(words):

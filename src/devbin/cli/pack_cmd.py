@@ -38,6 +38,7 @@ import argparse
 from typing import TYPE_CHECKING, TextIO
 
 from devbin.cli.common import BadArguments, dump, holds_device_code, no_device_code, warn
+from devbin.escape.text import visible
 
 if TYPE_CHECKING:
     from devbin.packaging import PackInput, PackResult
@@ -120,9 +121,10 @@ def _input(spec: str) -> PackInput:
 
 def _report(res: PackResult, args: argparse.Namespace, out: TextIO) -> None:
     for img in res.images:
-        out.write(f"  {img.image.kind:<7} {img.image.arch or '?':<16} {len(img.data):>9}  {img.label}\n")
+        out.write(f"  {img.image.kind:<7} {visible(img.image.arch or '?'):<16} {len(img.data):>9}  "
+                  f"{visible(img.label)}\n")
     for img in res.dropped:
-        out.write(f"  left out by --ptx {args.ptx}: {img.label} ({img.image.arch})\n")
+        out.write(f"  left out by --ptx {args.ptx}: {visible(img.label)} ({visible(str(img.image.arch))})\n")
     for w in res.warnings:
         warn(str(w))
     for finding in res.findings:

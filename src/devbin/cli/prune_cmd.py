@@ -79,6 +79,7 @@ from devbin.cli.common import (
     no_device_code,
     note,
 )
+from devbin.escape.text import visible
 
 if TYPE_CHECKING:
     from devbin.images.record import Image
@@ -168,14 +169,14 @@ def _images(rows: list[tuple[Image, bool, int]], out: TextIO) -> None:
     width = max([len("address"), *(len(str(i.address)) for i, _, _ in rows)])
     out.write(f"{'address':{width}} {'kind':7} {'arch':16} {'bytes':>10}  action\n")
     for image, kept, footprint in rows:
-        out.write(f"{image.address!s:{width}} {image.kind:7} {image.arch or '-':16} {footprint:>10}  "
-                  f"{'keep' if kept else 'drop'}\n")
+        out.write(f"{visible(str(image.address)):{width}} {image.kind:7} {visible(image.arch or '-'):16} "
+                  f"{footprint:>10}  {'keep' if kept else 'drop'}\n")
 
 
 def _arch_table(rows: dict[str, tuple[int, int]], out: TextIO) -> None:
     out.write(f"{'architecture':16} {'before':>12} {'after':>12}\n")
     for arch, (before, after) in rows.items():
-        out.write(f"{arch or '-':16} {before:>12} {after:>12}\n")
+        out.write(f"{visible(arch or '-'):16} {before:>12} {after:>12}\n")
 
 
 def _written(args: argparse.Namespace, output: str | None, backup: str | None, out: TextIO) -> None:
@@ -226,7 +227,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
     out.write(f"{'file':40} {'before':>12} {'after':>12}  note\n")
     for f in result.files:
         after = f.result.output_size if f.result is not None else f.size
-        out.write(f"{f.name:40} {f.size:>12} {after:>12}  {f.untouched}\n")
+        out.write(f"{visible(f.name):40} {f.size:>12} {after:>12}  {visible(f.untouched)}\n")
     for arch, saved in result.saved_by_arch().items():
         out.write(f"saved {saved} bytes of {arch}\n")
     out.write(f"files: {totals['files_size_before']} -> {totals['files_size_after']} bytes\n")

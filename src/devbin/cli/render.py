@@ -1,15 +1,15 @@
-"""Text rendering of report dicts (the JSON output is the dict itself)."""
+"""Text rendering of report dicts (the JSON output is the dict itself).
+
+Every string of a report is read from a file: :func:`render_elf` applies the text rule
+(:func:`devbin.escape.text.visible_tree`) to the whole dict once, before it formats a line.
+"""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, TextIO
 
-
-def dump_json(data: Any, out: TextIO) -> None:
-    json.dump(data, out, indent=2, sort_keys=False, ensure_ascii=False)
-    out.write("\n")
+from devbin.escape.text import visible, visible_tree
 
 
 def cell(text: str, width: int, out: TextIO) -> str:
@@ -28,6 +28,7 @@ def _flags(names: list[str]) -> str:
 
 
 def render_elf(r: dict[str, Any], out: TextIO) -> None:
+    r = visible_tree(r)  # names, metadata and messages read from the file: no control, override or raw byte
     h = r["header"]
     w = out.write
     w(f"{r['file'] or '<memory>'}: {h['class']} {h['data']}-endian {h['type_name']}, {h['machine_name']} "
@@ -192,5 +193,5 @@ def scan_status(failed: list[str]) -> int:
     """The exit status of a scanning command (list, extract, resources): 1, after one error line per
     file on stderr, when a file named on the command line gave no image and only warnings; else 0."""
     for path in failed:
-        print(f"devbin: error: {path}: no device image could be read (see the warning)", file=sys.stderr)
+        print(f"devbin: error: {visible(path)}: no device image could be read (see the warning)", file=sys.stderr)
     return 1 if failed else 0

@@ -59,6 +59,7 @@ from devbin.cli.common import (
 )
 from devbin.cli.progress import progress_bar
 from devbin.cli.render import scan_status
+from devbin.escape.text import visible, visible_tree
 
 if TYPE_CHECKING:
     from devbin.images import Image
@@ -103,7 +104,7 @@ def _member_line(frame: Frame) -> str | None:
     if frame.origin != "ar" or member is None:
         return None
     archive = str(Address(a.path, a.steps[:-1])) if len(a.steps) > 1 else os.path.abspath(a.path)
-    return f"\nmember {archive}:{member.name}:\n"  # cuobjdump names an archive on disk by its absolute path
+    return f"\nmember {visible(f'{archive}:{member.name}')}:\n"  # an archive on disk: its absolute path (cuobjdump)
 
 
 _AMD_COLUMNS = ("sgpr", "vgpr", "agpr", "private_segment", "group_segment", "kernarg_segment", "dynamic_stack",
@@ -295,7 +296,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.format == "cuobjdump":
         out.write("".join(text))  # stdout is exactly cuobjdump's lines
         return scan_status(report.failed)
-    for u in results:
+    for u in visible_tree(results):  # the text rule on every string read from a file
         out.write(f"{u['address']} ({u['arch']}): GLOBAL {u['common']['global']} bytes"
                   + "".join(f", CONSTANT[{c['bank']}] {c['size']}" for c in u["common"]["constant"]) + "\n")
         out.write(f"  {'function':32} {'kind':7} {'REG':>4} {'STACK':>6} {'SHARED':>7} {'LOCAL':>6}  constant banks\n")
@@ -303,7 +304,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             banks = " ".join(f"[{c['bank']}]:{c['size']}" for c in fn["constant"])
             out.write(f"  {_name(fn['name'], out)} {fn['kind']:7} {fn['registers']:>4} {fn['stack']:>6} "
                       f"{fn['shared']:>7} {fn['local']:>6}  {banks}\n")
-    for a in amd:
+    for a in visible_tree(amd):
         _write_amdgpu(a, out)
     if any(fn["source"] == "unknown" for a in amd for fn in a["functions"]):
         note(UNKNOWN_NOTE.rstrip("\n"))

@@ -30,6 +30,7 @@ import argparse
 from typing import TextIO
 
 from devbin.cli.common import BadArguments, ImageFilter, add_image_options, dump, keep, no_device_code, note
+from devbin.escape.text import visible
 
 HELP = "name the image a driver would pick for a device (sm_86, sm_90a, gfx90a:xnack+, gfx1101)"
 
@@ -69,15 +70,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         dump("select", sel.to_dict(), out)
     else:
         if args.explain:
-            out.write(f"device: {sel.device.description}\n")
+            out.write(f"device: {visible(sel.device.description)}\n")
             for line in sel.explain():
-                out.write(line.rstrip() + "\n")
+                out.write(visible(line.rstrip()) + "\n")
         for m in sel.modules:
             if m.chosen is None:
                 continue
             c = m.chosen
             how = "PTX, JIT-compiled" if c.jit else "SASS" if c.kind == "cubin" else "code object"
-            out.write(f"{c.name}: {c.arch} ({how})\n")
+            out.write(f"{visible(c.name)}: {visible(c.arch)} ({how})\n")
     if err is not None:
         out.flush()
         raise err

@@ -17,7 +17,10 @@ duplicates: identical images and identical functions (same name, architecture an
 several translation units, containers, files or wheels, with the bytes the extra copies cost.
 --json gives every image and function (`devbin schema size`) on one line (it can hold every function
 of an environment; `python3 -m json.tool` indents it); --csv one row per function (and per image
-without functions).  A progress bar goes to stderr when it is a terminal.
+without functions).  A progress bar goes to stderr when it is a terminal.  Names, paths and IDs read
+from files are escaped for each output (docs/REPORT.md, "Escaping"): control and bidi characters shown
+as \\x1b or \\u202e, a CSV cell that would start a formula (= + - @) prefixed with ', markdown names
+and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports).
@@ -177,6 +180,8 @@ def _copies(addresses: list[str], shown: int = 3) -> str:
 
 
 def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
+    from devbin.escape.text import visible_tree
+    doc = visible_tree(doc)  # the text rule on every name, path and ID read from a file
     w = out.write
     t = doc["totals"]
     dev = t["device_bytes"]
@@ -243,26 +248,29 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
 def render_csv(doc: dict[str, Any], out: TextIO) -> None:
     cols = ["file", "address", "vendor", "kind", "arch", "compression", "image_size", "image_stored_size",
             "function", "demangled", "function_kind", "function_size"]
+    from devbin.escape.csvcell import cell  # the CSV rule: no formula, control or raw byte in a cell
     wr = csv.writer(out, lineterminator="\n")
     wr.writerow(cols)
     for f in doc["files"]:
         for i in f["images"]:
-            base = [f["path"], i["address"], i["vendor"], i["kind"], i["arch"], i["compression"], i["size"],
-                    i["stored_size"]]
+            base = [cell(v) for v in (f["path"], i["address"], i["vendor"], i["kind"], i["arch"], i["compression"],
+                                      i["size"], i["stored_size"])]
             if not i["functions"]:
                 wr.writerow([*base, "", "", "", ""])
             for fn in i["functions"]:
-                wr.writerow([*base, fn["name"], fn["demangled"], fn["kind"], fn["size"]])
+                wr.writerow([*base, cell(fn["name"]), cell(fn["demangled"]), cell(fn["kind"]), fn["size"]])
 
 
 def render_budget(violations: Sequence[Violation], rules: Sequence[Rule], out: TextIO) -> None:
+    from devbin.escape.text import visible
     w = out.write
     if not violations:
         w(f"\nbudget: {len(rules)} rule{'s' if len(rules) != 1 else ''}, all within their limits\n")
         return
     w(f"\nBUDGET EXCEEDED: {len(violations)} over their limit\n")
     for v in violations:
-        w(f"  {v.rule}: {_cut(v.subject, 90)} is {_n(v.bytes)} bytes, {_n(v.bytes - v.limit)} over {_n(v.limit)}\n")
+        w(f"  {visible(v.rule)}: {_cut(visible(v.subject), 90)} is {_n(v.bytes)} bytes, {_n(v.bytes - v.limit)} "
+          f"over {_n(v.limit)}\n")
 
 
 # --------------------------------------------------------------------------- run

@@ -10,16 +10,18 @@ keeps the first ``max_nodes`` met walking the calls breadth-first from the kerne
 of how many were left out.
 
 The SVG has no ``id`` attributes and no XML declaration, so that several can be put inline in one
-HTML page, and the same code object always gives the same bytes.
+HTML page, and the same code object always gives the same bytes.  Every name and title goes through
+the markup rule (:mod:`devbin.escape.markup`): the SVG is well-formed XML whatever the names hold.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from xml.sax.saxutils import escape
 
 from devbin.analysis.callgraph import Node, nodes
+from devbin.escape.markup import lines as markup_lines
+from devbin.escape.markup import text as markup
 from devbin.htmlreport.graphlayout import layered_layout
 from devbin.model import CodeObject
 
@@ -31,10 +33,6 @@ MAX_NODES = 150
 _CHAR_W = 7.0  # monospace 12px, roughly
 _NAME_CHARS = 48
 _NODE_H = 40.0
-
-
-def _attr(s: str) -> str:
-    return escape(s, {'"': "&quot;"})
 
 
 def _num(v: float) -> str:
@@ -133,7 +131,7 @@ def _draw(ns: list[Node], title: str, direct: frozenset[tuple[str, str]] | None,
     height = lay.height + head + foot
     out: list[str] = []
     if title:
-        out.append(f'<text x="12" y="17" font-size="13" font-weight="bold">{escape(title)}</text>')
+        out.append(f'<text x="12" y="17" font-size="13" font-weight="bold">{markup(title)}</text>')
     dx = (width - lay.width) / 2
     out.append(f'<g transform="translate({_num(dx)},{_num(head)})">')
     kinds = {n.name: n for n in shown}
@@ -146,14 +144,14 @@ def _draw(ns: list[Node], title: str, direct: frozenset[tuple[str, str]] | None,
         cls = "edge back" if back else "edge"
         colour = "#c0392b" if back else "#555555"
         dash = ' stroke-dasharray="2,3"' if indirect else ""
-        out.append(f'<g class="{cls}"><title>{escape(a)} -&gt; {escape(b)}'
+        out.append(f'<g class="{cls}"><title>{markup(a)} -&gt; {markup(b)}'
                    f'{" (indirect)" if indirect else ""}{" (back edge)" if back else ""}</title>'
                    f'<polyline points="{d}" fill="none" stroke="{colour}" stroke-width="1.2"{dash}/>'
                    f'{_arrow(p[-2], p[-1], colour)}</g>')
     for name in lay.loops:
         x, y = lay.x[name] + widths[name] / 2, lay.y[name]
         colour = "#c0392b"
-        out.append(f'<g class="edge loop"><title>{escape(name)} calls itself</title>'
+        out.append(f'<g class="edge loop"><title>{markup(name)} calls itself</title>'
                    f'<path d="M{_num(x)},{_num(y - 8)} C{_num(x + 26)},{_num(y - 20)} {_num(x + 26)},'
                    f'{_num(y + 20)} {_num(x)},{_num(y + 8)}" fill="none" stroke="{colour}" stroke-width="1.2"/>'
                    f'{_arrow((x + 12, y + 14), (x, y + 8), colour)}</g>')
@@ -165,20 +163,18 @@ def _draw(ns: list[Node], title: str, direct: frozenset[tuple[str, str]] | None,
         stroke = "#999999" if n.kind == "external" else "#333333"
         extra = ' stroke-dasharray="4,2"' if n.address_taken else ""
         sw = "2" if n.kind == "kernel" else "1"
-        tip = f"{n.name} ({n.kind}{', address taken' if n.address_taken else ''})"
-        if lines[name]:
-            tip += f"\n{lines[name]}"
-        out.append(f'<g class="node {_attr(n.kind)}" data-name="{_attr(n.name)}"><title>{escape(tip)}</title>'
+        tip = [f"{n.name} ({n.kind}{', address taken' if n.address_taken else ''})", *[lines[name]][:bool(lines[name])]]
+        out.append(f'<g class="node {markup(n.kind)}" data-name="{markup(n.name)}"><title>{markup_lines(tip)}</title>'
                    f'<rect x="{_num(x)}" y="{_num(y)}" width="{_num(w)}" height="{_num(_NODE_H)}" rx="4" '
                    f'fill="{fill}" stroke="{stroke}" stroke-width="{sw}"{extra}/>'
                    f'<text x="{_num(x + 8)}" y="{_num(y + 16)}"'
                    f'{" font-weight=" + chr(34) + "bold" + chr(34) if n.kind == "kernel" else ""}>'
-                   f'{escape(labels[name])}</text>'
-                   f'<text x="{_num(x + 8)}" y="{_num(y + 32)}" fill="#555555">{escape(lines[name])}</text></g>')
+                   f'{markup(labels[name])}</text>'
+                   f'<text x="{_num(x + 8)}" y="{_num(y + 32)}" fill="#555555">{markup(lines[name])}</text></g>')
     out.append("</g>")
     for i, note in enumerate(notes):
         out.append(f'<text class="note" x="12" y="{_num(head + lay.height + 14 + 18 * i)}" '
-                   f'fill="#7a4b00">{escape(note)}</text>')
+                   f'fill="#7a4b00">{markup(note)}</text>')
     return out, width, height
 
 

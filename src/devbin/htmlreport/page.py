@@ -22,10 +22,11 @@ bytes.
 from __future__ import annotations
 
 import heapq
-import html
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 
+from devbin.escape.markup import lines as markup_lines
+from devbin.escape.markup import text as markup
 from devbin.htmlreport.treemap import Box, Rect, layout
 
 __all__ = ["MAX_BOXES", "MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "largest_code_objects", "render_size_report",
@@ -74,13 +75,18 @@ def _bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+def _key(text: str) -> bytes:
+    """The bytes a colour is hashed from: a path's own bytes, also when it is not UTF-8 (PEP 383)."""
+    return text.encode("utf-8", "surrogateescape")
+
+
 def _hue(name: str) -> int:
-    return _HUES.get(name, zlib.crc32(name.encode()) % 360)
+    return _HUES.get(name, zlib.crc32(_key(name)) % 360)
 
 
 def _shade(hue: int, key: str, base: int) -> str:
-    light = base + zlib.crc32(key.encode()) % 18
-    return f"hsl({hue},{45 + zlib.crc32(key.encode()[::-1]) % 25}%,{light}%)"
+    light = base + zlib.crc32(_key(key)) % 18
+    return f"hsl({hue},{45 + zlib.crc32(_key(key)[::-1]) % 25}%,{light}%)"
 
 
 # --------------------------------------------------------------------------- the tree
@@ -104,7 +110,7 @@ def _function_box(weight: float, f: Mapping[str, object], hue: int, arch: str) -
     fsize = max(0, _int(f.get("size")))
     related = _map(f.get("related"))
     extra = ", ".join(f"{k} {_int(v)} B" for k, v in related.items() if _int(v))
-    info = f"{shown}\n{name}\n{arch}: {_bytes(fsize)}" + (f" (+ {extra})" if extra else "")
+    info = (shown, name, f"{arch}: {_bytes(fsize)}" + (f" (+ {extra})" if extra else ""))
     return Box(shown, weight, "function", info, color=_shade(hue, arch + name, 58))
 
 
@@ -118,13 +124,13 @@ def _merge(boxes: list[Box], keep: int, min_weight: float, what: str) -> list[Bo
     elif rest:
         weight = sum(b.weight for b in rest)
         count = sum(b.count for b in rest)
-        kept.append(Box(f"{count} more {what}", weight, "rest", f"{count} more {what}: {_bytes(weight)} stored",
+        kept.append(Box(f"{count} more {what}", weight, "rest", (f"{count} more {what}: {_bytes(weight)} stored",),
                         color="hsl(0,0%,75%)", count=count))
     return kept
 
 
 def _more_functions(count: int, weight: float) -> Box:
-    return Box(f"{count} more functions", weight, "rest", f"{count} more functions: {_bytes(weight)} stored",
+    return Box(f"{count} more functions", weight, "rest", (f"{count} more functions: {_bytes(weight)} stored",),
                color="hsl(0,0%,75%)", count=count)
 
 
@@ -144,8 +150,8 @@ def _arch_box(path: str, arch: str, hue: int, ims: list[Mapping[str, object]], m
             with_functions += 1
         else:
             address, kind, n = _str(im.get("address")), _str(im.get("kind"), "image"), _int(im.get("stored_size"))
-            whole.append(Box(f"{kind} {address}", n, "image", f"{kind} image {address}: {_bytes(n)} stored, "
-                             f"{_bytes(_int(im.get('size')))} uncompressed", color=_shade(hue, address, 62)))
+            whole.append(Box(f"{kind} {address}", n, "image", (f"{kind} image {address}: {_bytes(n)} stored, "
+                             f"{_bytes(_int(im.get('size')))} uncompressed",), color=_shade(hue, address, 62)))
     # boxes for the heaviest functions only (same order as a stable sort, heaviest first)
     top = heapq.nlargest(max_functions, range(len(functions)), key=lambda i: functions[i][0])
     boxes = [_function_box(*functions[i], hue, arch) for i in sorted(top, key=lambda i: (-functions[i][0], i))]
@@ -159,12 +165,12 @@ def _arch_box(path: str, arch: str, hue: int, ims: list[Mapping[str, object]], m
             kids.append(_more_functions(left, weight))
     if rest > 0:
         kids.append(Box("rest of image" if with_functions == 1 else f"rest of {with_functions} images", rest, "rest",
-                        f"{path} {arch}: {_bytes(rest)} stored outside the functions (headers, data, other "
-                        "sections)", color="hsl(0,0%,80%)"))
+                        (f"{path} {arch}: {_bytes(rest)} stored outside the functions (headers, data, other "
+                         "sections)",), color="hsl(0,0%,80%)"))
     kids += _merge(whole, MAX_IMAGES, min_weight, "images")
     kids.sort(key=lambda b: -b.weight)
-    return Box(arch, stored, "arch", f"{path}\n{arch}: {len(ims)} image(s), {_bytes(stored)} stored, "
-               f"{_bytes(size)} uncompressed", kids, color=_shade(hue, arch, 40))
+    return Box(arch, stored, "arch", (path, f"{arch}: {len(ims)} image(s), {_bytes(stored)} stored, "
+               f"{_bytes(size)} uncompressed"), kids, color=_shade(hue, arch, 40))
 
 
 def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES, max_functions: int = MAX_FUNCTIONS,
@@ -202,12 +208,12 @@ def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES, max_func
             arch_boxes_all += arch_boxes
             if vendor == home and overhead > 0:
                 arch_boxes.append(Box("container overhead", overhead, "rest",
-                                      f"{path}: {_bytes(overhead)} of container headers and padding",
+                                      (f"{path}: {_bytes(overhead)} of container headers and padding",),
                                       color="hsl(0,0%,70%)"))
             arch_boxes.sort(key=lambda b: -b.weight)
             weight = sum(b.weight for b in arch_boxes)
             vendors.setdefault(vendor, []).append(
-                Box(path, weight, "file", f"{path}\n{_bytes(weight)} of {vendor} device code", arch_boxes,
+                Box(path, weight, "file", (path, f"{_bytes(weight)} of {vendor} device code"), arch_boxes,
                     color=_shade(hue, path, 30)))
     leaves = sorted((b.weight for a in arch_boxes_all for b in a.children if b.kind == "function"), reverse=True)
     if len(leaves) > max_boxes:
@@ -225,11 +231,11 @@ def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES, max_func
     for vendor, file_boxes in vendors.items():
         kept = _merge(file_boxes, max_files, 0.0, "files")
         weight = sum(b.weight for b in kept)
-        vendor_boxes.append(Box(vendor, weight, "vendor", f"{vendor}: {_bytes(weight)} stored", kept,
+        vendor_boxes.append(Box(vendor, weight, "vendor", (f"{vendor}: {_bytes(weight)} stored",), kept,
                                 color=f"hsl({_hue(vendor)},35%,22%)"))
     vendor_boxes.sort(key=lambda b: -b.weight)
     total = sum(b.weight for b in vendor_boxes)
-    return Box("all device code", total, "root", f"all device code: {_bytes(total)} stored", vendor_boxes,
+    return Box("all device code", total, "root", (f"all device code: {_bytes(total)} stored",), vendor_boxes,
                color="hsl(0,0%,15%)")
 
 
@@ -283,12 +289,12 @@ def _treemap_svg(root: Box) -> str:
         text = _label(box.label, r, bool(box.children))
         dark = box.kind in ("root", "vendor", "file", "arch")
         out.append(f'<g class="tm {box.kind}" data-i="{index}" data-p="{parent}" data-d="{depth}" '
-                   f'data-f="{" ".join(_frac(v) for v in f)}" data-l="{html.escape(box.label)}">'
-                   f"<title>{html.escape(box.info or box.label)}</title>"
+                   f'data-f="{" ".join(_frac(v) for v in f)}" data-l="{markup(box.label)}">'
+                   f"<title>{markup_lines(box.info or (box.label,))}</title>"
                    f'<rect x="{_num(r.x)}" y="{_num(r.y)}" width="{_num(r.w)}" height="{_num(r.h)}" '
                    f'fill="{box.color}" stroke="#ffffff" stroke-width="0.5"/>'
                    f'<text x="{_num(r.x + 3)}" y="{_num(r.y + 12)}" fill="{"#ffffff" if dark else "#111111"}">'
-                   f"{html.escape(text)}</text></g>")
+                   f"{markup(text)}</text></g>")
     out.append("</svg>")
     return "\n".join(out)
 
@@ -306,14 +312,14 @@ def _cell(value: object, *, num: bool = False, title: str = "", cls: str = "") -
         if cls:
             attrs += f' class="{cls}"'
     if title:
-        attrs += f' title="{html.escape(title)}"'
-    return f"<td{attrs}>{html.escape(text)}</td>"
+        attrs += f' title="{markup(title)}"'
+    return f"<td{attrs}>{markup(text)}</td>"
 
 
 def _table(tid: str, heads: Sequence[tuple[str, bool]], rows: Iterable[str], caption: str = "") -> str:
-    head = "".join(f'<th data-num="{1 if num else 0}">{html.escape(h)}</th>' for h, num in heads)
+    head = "".join(f'<th data-num="{1 if num else 0}">{markup(h)}</th>' for h, num in heads)
     body = "\n".join(rows)
-    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    cap = f"<caption>{markup(caption)}</caption>" if caption else ""
     return (f'<table class="sortable" id="{tid}">{cap}<thead><tr>{head}</tr></thead>\n'
             f"<tbody>\n{body}\n</tbody></table>")
 
@@ -329,8 +335,8 @@ def _totals(doc: Mapping[str, object]) -> str:
         kept = savings.get("keep")
         keep = ",".join(str(k) for k in kept) if isinstance(kept, list) else ""
         rows.append((f"saved by --keep {keep}".strip(), _int(savings.get("bytes"))))
-    body = "".join(f"<tr><th>{html.escape(k)}</th><td class=\"n\">{v:,}</td>"
-                   f"<td>{html.escape(_bytes(v)) if k != 'files' else ''}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><th>{markup(k)}</th><td class=\"n\">{v:,}</td>"
+                   f"<td>{markup(_bytes(v)) if k != 'files' else ''}</td></tr>" for k, v in rows)
     return f'<table id="totals" class="totals"><tbody>{body}</tbody></table>'
 
 
@@ -419,7 +425,7 @@ def _duplicates(doc: Mapping[str, object]) -> str:
                                  _cell(d.get("wasted"), num=True), _cell(" ".join(copies(d)), cls="path")]) + "</tr>"
                for d in functions]
     out = [f"<p>The extra copies cost {_int(doc.get('duplicate_bytes')):,} bytes "
-           f"({html.escape(_bytes(_int(doc.get('duplicate_bytes'))))}).</p>"]
+           f"({markup(_bytes(_int(doc.get('duplicate_bytes'))))}).</p>"]
     out.append(_table("dup-images", [("sha256", False), ("kind", False), ("architecture", False),
                                      ("stored bytes", True), ("copies", True), ("wasted", True), ("where", False)],
                       img_rows, f"identical images: {len(images)}"))
@@ -435,7 +441,7 @@ def _graphs(graphs: Mapping[str, str]) -> str:
     out = []
     for address, svg in graphs.items():
         start = svg.find("<svg")
-        out.append(f'<figure class="graph"><figcaption>{html.escape(address)}</figcaption>'
+        out.append(f'<figure class="graph"><figcaption>{markup(address)}</figcaption>'
                    f"{svg[start:] if start >= 0 else ''}</figure>")
     return "\n".join(out)
 
@@ -534,8 +540,8 @@ def render_size_report(doc: Mapping[str, object], graphs: Mapping[str, str] | No
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
+        f"<title>{markup(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{markup(title)}</h1>",
         "<h2>Totals</h2>", _totals(doc),
         "<h2>Treemap</h2>",
         '<p class="note">Area: bytes stored in the file.  Inside an image, its stored bytes are shared among its '

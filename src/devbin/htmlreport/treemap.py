@@ -35,13 +35,13 @@ class Rect:
 class Box:
     """A treemap node: ``weight`` is its area's share (bytes); a parent's weight is at least its children's sum.
 
-    ``info`` is what the report shows beside the label (a tooltip); ``kind`` names the level
+    ``info`` is what the report shows beside the label (a tooltip), line by line; ``kind`` names the level
     ("vendor", "file", "arch", "function", "rest") for colour and behaviour.
     """
     label: str
     weight: float
     kind: str = ""
-    info: str = ""
+    info: tuple[str, ...] = ()
     children: list[Box] = field(default_factory=list)
     color: str = ""
     rect: Rect | None = None

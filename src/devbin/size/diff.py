@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from devbin.escape.markdown import code_cell
 from devbin.size.account import FileSize, demangle
 
 __all__ = ["RESOURCE_FIELDS", "diff", "markdown"]
@@ -92,7 +93,8 @@ def _d(v: int) -> str:
 
 def markdown(d: dict[str, Any], *, top: int = 20) -> str:
     """The comparison as markdown tables (a CI comment): totals, architectures, the ``top`` functions by
-    change, and every kernel whose resources changed."""
+    change, and every kernel whose resources changed.  Names and architectures are read from the files:
+    each goes in its cell through the markdown rule (:mod:`devbin.escape.markdown`)."""
     lines = ["### devbin size --diff", "", "| | old | new | change |", "|---|---:|---:|---:|"]
     for k, label in (("device_bytes", "device bytes"), ("stored_size", "images, stored"),
                      ("size", "images, uncompressed"), ("files", "files")):
@@ -102,8 +104,8 @@ def markdown(d: dict[str, Any], *, top: int = 20) -> str:
     lines += ["", "#### Architectures (stored bytes)", ""]
     if changed:
         lines += ["| arch | old | new | change | |", "|---|---:|---:|---:|---|"]
-        lines += [f"| {a['arch'] or '-'} | {_n(a['old'])} | {_n(a['new'])} | {_d(a['delta'])} | {a['status']} |"
-                  for a in changed]
+        lines += [f"| {code_cell(a['arch']) or '-'} | {_n(a['old'])} | {_n(a['new'])} | {_d(a['delta'])} | "
+                  f"{a['status']} |" for a in changed]
     else:
         lines.append("No change.")
     lines += ["", "#### Functions (bytes, every copy)", ""]
@@ -111,9 +113,8 @@ def markdown(d: dict[str, Any], *, top: int = 20) -> str:
     if fns:
         lines += ["| function | arch | old | new | change | |", "|---|---|---:|---:|---:|---|"]
         for f in fns[:top]:
-            name = f["demangled"].replace("|", "\\|")
-            lines.append(f"| `{name}` | {f['arch']} | {_n(f['old'])} | {_n(f['new'])} | {_d(f['delta'])} | "
-                         f"{f['status']} |")
+            lines.append(f"| {code_cell(f['demangled'])} | {code_cell(f['arch'])} | {_n(f['old'])} | {_n(f['new'])} | "
+                         f"{_d(f['delta'])} | {f['status']} |")
         if len(fns) > top:
             lines.append(f"\n{len(fns) - top} more functions changed (--top, or --json for all).")
     else:
@@ -122,9 +123,8 @@ def markdown(d: dict[str, Any], *, top: int = 20) -> str:
     if d["resources"]:
         lines += ["| function | arch | changes |", "|---|---|---|"]
         for r in d["resources"]:
-            name = r["demangled"].replace("|", "\\|")
             ch = ", ".join(f"{k} {v['old']} → {v['new']}" for k, v in r["changes"].items())
-            lines.append(f"| `{name}` | {r['arch']} | {ch} |")
+            lines.append(f"| {code_cell(r['demangled'])} | {code_cell(r['arch'])} | {ch} |")
     else:
         lines.append("No register, stack or spill change.")
     return "\n".join(lines) + "\n"

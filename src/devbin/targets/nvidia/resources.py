@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from devbin.escape.text import visible
 from devbin.targets.nvidia.cubin import Cubin, CubinFunction
 
 
@@ -59,7 +60,7 @@ def format_cuobjdump(u: dict[str, Any]) -> str:
     lines = ["", "Resource usage:", " Common:", f"  {common}"]
     for f in u["functions"]:
         banks = "".join(f" CONSTANT[{c['bank']}]:{c['size']}" for c in f["constant"])
-        lines.append(f" Function {f['name']}:")
+        lines.append(f" Function {visible(f['name'])}:")  # the text rule: a name read from the file
         lines.append(f"  REG:{f['registers']} STACK:{f['stack']} SHARED:{f['shared']} LOCAL:{f['local']}{banks} "
                      f"TEXTURE:{f['texture']} SURFACE:{f['surface']} SAMPLER:{f['sampler']}")
     return "\n".join(lines) + "\n"
