@@ -120,3 +120,19 @@ def test_phdr_table_over_the_rewritten_header_fields_is_refused() -> None:
                                           r"header fields an edit rewrites .*; refusing to edit$"):
         ed.write()
     assert ElfEditor(elf).write() == data  # no change asked: the input as it is
+
+
+def test_kept_section_over_the_rewritten_header_fields_is_refused() -> None:
+    """A kept section whose bytes include ``e_shoff`` would change under the edit: refused, naming it."""
+    base, _, _ = _exec()
+    comment = ElfFile(base).section(".comment")
+    assert comment is not None
+    data = patch_section(base, comment.index, sh_offset=36, sh_size=12)
+    ed = ElfEditor(_read(data))
+    ed.add_section(NewSection(".devbin.meta", b"x"))
+    with pytest.raises(FormatError, match=rf"^elf: section \[{comment.index}\] '\.comment' \[0x24, 0x30\) overlaps "
+                                          r"the ELF header fields an edit rewrites .*; refusing to edit$"):
+        ed.write()
+    ed = ElfEditor(_read(data))  # replaced, the section moves away: nothing kept there, the edit is made
+    ed.replace_section(".comment", b"moved")
+    assert _read(ed.write()).section(".comment").data.tobytes() == b"moved"  # type: ignore[union-attr]

@@ -34,12 +34,14 @@ or :func:`atomic_output`:
    of a file that replaces one (microseconds), with the named fallback for the whole write.
    A writer killed then leaves its hidden ``.<name>.<16 hex digits>.tmp``, whole or not.
    Every writer holds an exclusive ``flock`` on its file from before it has a name until
-   after the rename, and the kernel drops the lock when the process dies; so each later
-   write of the same destination, once it has renamed its own file, removes every
-   ``.<name>.<16 hex digits>.tmp`` beside it that it can lock (its writer is dead), and none
-   that another devbin is still writing.  What can stay: the leftover of a destination never
-   written again, or one devbin cannot open or remove (permissions, a file system without
-   ``flock``).
+   after the rename, and the kernel drops the lock when the process dies.  A process lists
+   the temporary names in a folder at its first write there (once: ``extract`` writes
+   thousands of files into one folder); each of its writes, once it has renamed its own file,
+   removes those of the same destination that it can lock (their writer is dead), and none
+   that another devbin is still writing.  So the next command that writes the destination
+   removes the leftover.  What can stay: the leftover of a destination never written again,
+   one that appeared after the process writing the destination listed its folder, or one
+   devbin cannot open, lock or remove (permissions, a file system without ``flock``).
 
 Commands that write several files (``devbin extract``, ``devbin ar view``) write each one
 this way: every file is whole or absent, but a failure part-way leaves the files written
@@ -68,6 +70,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import sys
 import time
@@ -191,11 +194,18 @@ def _temp_name(folder: str, dest: str) -> str:
     return os.path.join(folder, f".{os.path.basename(dest)[:100]}.{os.urandom(8).hex()}.tmp")
 
 
-def _is_temp_of(name: str, prefix: str) -> bool:
-    """Whether ``name`` is ``prefix`` (``.<name>.``) + 16 lowercase hex digits + ``.tmp``."""
-    digits = name[len(prefix):-4]
-    return (name.startswith(prefix) and name.endswith(".tmp") and len(digits) == 16
-            and all(c in "0123456789abcdef" for c in digits))
+_TEMP = re.compile(r"\..+\.[0-9a-f]{16}\.tmp", re.S)
+
+
+def _is_temp_of(name: str, prefix: str | None = None) -> bool:
+    """Whether ``name`` is a temporary name ``.<name>.<16 lowercase hex digits>.tmp``; with ``prefix``
+    (``.<name>.``), one of that destination's."""
+    return _TEMP.fullmatch(name) is not None and (
+        prefix is None or (name.startswith(prefix) and len(name) == len(prefix) + 20))
+
+
+# folder -> the temporary names found there by this process's first write into it, not yet removed
+_found: dict[str, set[str]] = {}
 
 
 def _lock(fd: int) -> bool:
@@ -214,13 +224,16 @@ def _sweep(dest: str) -> None:
     """Remove the temporary files of ``dest`` that killed writers left (module docstring, 5).  Never
     fails: a file that cannot be opened, locked or removed stays."""
     folder = os.path.dirname(dest) or "."
+    found = _found.get(folder)
+    if found is None:  # listed once per process and folder: extract writes thousands of files into one
+        try:
+            with os.scandir(folder) as entries:
+                found = {e.name for e in entries if _is_temp_of(e.name) and e.is_file(follow_symlinks=False)}
+        except OSError:
+            found = set()
+        _found[folder] = found
     prefix = f".{os.path.basename(dest)[:100]}."
-    try:
-        with os.scandir(folder) as entries:
-            names = [e.name for e in entries if _is_temp_of(e.name, prefix) and e.is_file(follow_symlinks=False)]
-    except OSError:
-        return
-    for name in names:
+    for name in [n for n in found if _is_temp_of(n, prefix)]:
         path = os.path.join(folder, name)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
@@ -229,6 +242,7 @@ def _sweep(dest: str) -> None:
         try:
             if _lock(fd) and os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
                 os.unlink(path)
+                found.discard(name)
         except OSError:
             pass
         finally:
