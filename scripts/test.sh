@@ -12,8 +12,8 @@
 #      every fuzz target once on every seed and kept crasher, then the CLI mutation harness
 #      (fuzz/cli_mutate.py) for exactly that many runs of campaign 1.  Deterministic: the same
 #      inputs and the same result every run.  Exploratory fuzzing (run_all.py --seconds N) is not
-#      part of this gate: it runs by hand or on a schedule, and what it finds becomes a crasher
-#      with a test (fuzz/README.md).
+#      part of this gate: it runs by hand or on a schedule (.ci/fuzz), and what it finds becomes a
+#      crasher with a test (fuzz/README.md).
 # With CI set (CI=true), tests that need a missing oracle tool fail instead of skipping.
 # Sized for ~15 minutes on 2 cores; each step has a hard time limit.
 set -euo pipefail
