@@ -28,13 +28,15 @@ or :func:`atomic_output`:
    The destination is then left as it was.  System errors become a one-line
    :class:`~devbin.errors.OutputError` naming the destination and the cause
    (``out.a: cannot write: No space left on device``).
-5. **Killed outright** (``SIGKILL``, a power cut): never a partial destination.  An
-   ``O_TMPFILE`` file killed before it has a name vanishes with the process.  A temporary
-   name exists only while it is needed: with ``O_TMPFILE`` between ``linkat`` and the rename
-   of a file that replaces one (microseconds), with the named fallback for the whole write.
-   A writer killed then leaves its hidden ``.<name>.<16 hex digits>.tmp``, whole or not.
-   Every writer holds an exclusive ``flock`` on its file from before it has a name until
-   after the rename, and the kernel drops the lock when the process dies.  A process lists
+5. **Killed outright** (``SIGKILL``): never a partial destination.  An ``O_TMPFILE`` file
+   killed before it has a name vanishes with the process (open(2), ``O_TMPFILE``).  A
+   temporary name exists only while it is needed: with ``O_TMPFILE`` between ``linkat`` and
+   the rename of a file that replaces one (microseconds), with the named fallback for the
+   whole write.  A writer killed in that moment leaves its hidden
+   ``.<name>.<16 hex digits>.tmp`` (whole, or part of it with the named fallback).  Every
+   writer holds an exclusive ``flock`` on its file from before it has a name until after the
+   rename, and the kernel drops the lock when the process dies (flock(2): the lock belongs to
+   the open file description, released when its last descriptor closes).  A process lists
    the temporary names in a folder at its first write there (once: ``extract`` writes
    thousands of files into one folder); each of its writes, once it has renamed its own file,
    removes those of the same destination that it can lock (their writer is dead), and none
