@@ -136,3 +136,16 @@ def test_kept_section_over_the_rewritten_header_fields_is_refused() -> None:
     ed = ElfEditor(_read(data))  # replaced, the section moves away: nothing kept there, the edit is made
     ed.replace_section(".comment", b"moved")
     assert _read(ed.write()).section(".comment").data.tobytes() == b"moved"  # type: ignore[union-attr]
+
+
+def test_kept_section_inside_the_old_section_headers_keeps_its_bytes() -> None:
+    """``.nv.weird`` made to lie on section header 1: the old table is freed and zeroed, but not there."""
+    base, _, sht = _exec()
+    h = ElfFile(base).header
+    weird = ElfFile(base).section(".nv.weird")
+    assert weird is not None
+    data = patch_section(base, weird.index, sh_offset=h.e_shoff + SHDR, sh_size=8)
+    assert sht[SHDR:SHDR + 8] != bytes(8)
+    out = _add_section(data)
+    kept = _read(out).section(".nv.weird")
+    assert kept is not None and bytes(kept.data) == sht[SHDR:SHDR + 8]
