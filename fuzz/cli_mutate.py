@@ -1,7 +1,7 @@
 """CLI mutation harness: mutants of real seeds through ``devbin``'s console entry point.
 
     python3 fuzz/cli_mutate.py --runs 50000 --seed 1        # a campaign by hand
-    python3 fuzz/cli_mutate.py --seconds 40                 # the CI budget (fuzz/run_all.py --cli-seconds)
+    python3 fuzz/cli_mutate.py --runs 2500 --seed 1         # what CI runs (fuzz/run_all.py --cli-runs 2500)
     python3 fuzz/cli_mutate.py --seed 1 --only 1234         # replay mutant 1234 of campaign 1
     python3 fuzz/cli_mutate.py --tampered --runs 2160       # only tampered wheels (WHEEL_TAMPERS in turn)
 

@@ -1,8 +1,17 @@
-"""Run every fuzz target for a time budget; save and report any crash.
+"""Run every fuzz target for a time budget; save and report any crash.  Or replay, for CI.
 
-    python3 fuzz/run_all.py --seconds 60                      # all targets share 60 s
+    python3 fuzz/run_all.py --replay --cli-runs 2000          # what CI runs (scripts/test.sh)
+    python3 fuzz/run_all.py --seconds 60                      # exploring: all targets share 60 s
     python3 fuzz/run_all.py --target fuzz_elf --seconds 600 --runs 1000000
-    python3 fuzz/run_all.py --seconds 60 --cli-seconds 45     # then fuzz/cli_mutate.py (what CI runs)
+    python3 fuzz/run_all.py --seconds 60 --cli-seconds 45     # then fuzz/cli_mutate.py for 45 s
+
+``--replay`` runs every target once on every seed below, in process, and nothing else: no
+mutation, no time budget, the same inputs and the same result every run, so a CI failure is a
+regression on a known input (the crasher or seed it names), never an old bug a random run
+happened upon.  ``--cli-runs N`` runs fuzz/cli_mutate.py for exactly N command runs of campaign
+``--seed`` (mutant i is built from ``Random(f"{seed}:{i}")`` and the seeds alone): deterministic
+too.  Exploring (``--seconds``, ``--cli-seconds``) is for by hand or a schedule; what it finds
+becomes a crasher with a test (fuzz/README.md, "From a finding to a crasher").
 
 Seeds: synthetic files from the test builders, the committed fixtures and the
 committed crashers (tests/crashers/).  With atheris installed each target runs
@@ -40,27 +49,33 @@ def available_targets() -> list[str]:
 
 
 def seeds() -> Iterator[bytes]:
+    return (data for _, data in named_seeds())
+
+
+def named_seeds() -> Iterator[tuple[str, bytes]]:
+    """The seeds with a name for reports: the file's path under the repository, or what built it."""
     from tests.elfbuild import small_elf
 
     for ec in (1, 2):
         for little in (True, False):
-            yield small_elf(elfclass=ec, little=little)
+            yield f"small_elf(elfclass={ec}, little={little})", small_elf(elfclass=ec, little=little)
     for folder in (ROOT / "tests" / "fixtures", ROOT / "tests" / "crashers", ROOT / "src" / "devbin" / "samples"):
         if folder.is_dir():
             for p in sorted(folder.iterdir()):
                 if p.is_file() and p.suffix not in (".py", ".sh", ".md", ".cu", ".ptx", ".c", ".cl"):
-                    yield p.read_bytes()
+                    yield str(p.relative_to(ROOT)), p.read_bytes()
     from devbin.samples import sample_elf_bytes
 
-    yield sample_elf_bytes()
+    yield "sample_elf_bytes()", sample_elf_bytes()
     from devbin.superarchive import InputMember, TargetInput, create
 
     # A packed super-archive (zstd frames, shared sections, deltas) for the archive targets.
-    yield create([TargetInput(f"t{i}", (InputMember("k.o", small_elf(elfclass=2, little=i == 0)),
-                                        InputMember("n.bc", b"neutral" * 20))) for i in range(2)], storage="packed")
+    packed = create([TargetInput(f"t{i}", (InputMember("k.o", small_elf(elfclass=2, little=i == 0)),
+                                           InputMember("n.bc", b"neutral" * 20))) for i in range(2)], storage="packed")
+    yield "packed super-archive", packed
 
 
-def real_seeds(folder: Path) -> Iterator[bytes]:
+def named_real_seeds(folder: Path) -> Iterator[tuple[str, bytes]]:
     """Real cubins, AMDGPU code objects and host objects, built as the tests build them.
 
     A missing compiler only drops those seeds (the run says so); the committed
@@ -78,10 +93,10 @@ def real_seeds(folder: Path) -> Iterator[bytes]:
                 raise
             print(f"run_all: some real seeds not built: {e}")
             continue
-        for p in files.values():
+        for key, p in files.items():
             data = p.read_bytes()
             if len(data) <= 1 << 20:
-                yield data
+                yield f"built {key}", data
 
 
 _BOUNDARY = (0, 1, 0x7F, 0x80, 0xFF)
@@ -126,7 +141,7 @@ def run_python(name: str, fn: Callable[[bytes], None], pool: list[bytes], second
     return runs
 
 
-def check(name: str, fn: Callable[[bytes], None], data: bytes) -> None:
+def check(name: str, fn: Callable[[bytes], None], data: bytes, what: str = "") -> None:
     try:
         fn(data)
     except Exception:
@@ -135,8 +150,18 @@ def check(name: str, fn: Callable[[bytes], None], data: bytes) -> None:
         path = crash_dir / f"{name}-{hashlib.sha1(data).hexdigest()[:16]}"
         path.write_bytes(data)
         traceback.print_exc()
-        print(f"run_all: CRASH in {name}; input saved to {path}", file=sys.stderr)
+        print(f"run_all: CRASH in {name}{f' on {what}' if what else ''}; input saved to {path}", file=sys.stderr)
         sys.exit(1)
+
+
+def replay(names: list[str], pool: list[tuple[str, bytes]]) -> None:
+    """Every target once on every seed, in process (``--replay``): the first failure stops the run."""
+    for name in names:
+        mod = importlib.import_module(f"fuzz.{name}")
+        t0 = time.monotonic()
+        for what, data in pool:
+            check(name, mod.TestOneInput, data, what)
+        print(f"  {name}: {len(pool)} inputs replayed, {time.monotonic() - t0:.1f} s, no crash", flush=True)
 
 
 def run_atheris(name: str, pool: list[bytes], seconds: int, runs: int = 0) -> None:
@@ -174,10 +199,23 @@ def main() -> None:
                     help="atheris: stop a target after this many executions (or its time, whichever first)")
     ap.add_argument("--cli-seconds", type=int, default=0,
                     help="also run fuzz/cli_mutate.py for this many seconds after the targets")
+    ap.add_argument("--replay", action="store_true",
+                    help="run every target once on every seed and kept crasher, nothing else (deterministic: CI)")
+    ap.add_argument("--cli-runs", type=int, default=0,
+                    help="also run fuzz/cli_mutate.py for exactly this many command runs of campaign --seed")
     args = ap.parse_args()
     scratch = tempfile.mkdtemp(prefix="devbin-fuzz-")
-    pool = list(seeds()) + list(real_seeds(Path(scratch)))
+    named = list(named_seeds()) + list(named_real_seeds(Path(scratch)))
+    pool = [data for _, data in named]
     names = [n for n in available_targets() if not args.target or n in args.target]
+    if args.replay:
+        t0 = time.monotonic()
+        print(f"run_all: replay: {len(names)} targets, {len(pool)} seeds and crashers each")
+        replay(names, named)
+        print(f"run_all: replay: no crash ({time.monotonic() - t0:.0f} s)", flush=True)
+        cli(args)
+        print("run_all: no crashes")
+        return
     per = args.seconds if args.target else max(args.seconds // max(len(names), 1), 1)
     engine = args.engine
     if engine == "auto":
@@ -190,21 +228,27 @@ def main() -> None:
     print(f"run_all: {len(names)} targets, {per} s each, engine {engine}, {len(pool)} seeds")
     for name in names:
         mod = importlib.import_module(f"fuzz.{name}")
-        # Always replay the seeds in process first: cheap, and it catches regressions directly.
-        for s in pool:
-            check(name, mod.TestOneInput, s)
+        replay([name], named)  # the seeds in process first: cheap, and it catches regressions directly
         if engine == "atheris":
             run_atheris(name, pool, per, args.runs)
         else:
             runs = run_python(name, mod.TestOneInput, pool, per, args.seed)
             print(f"  {name}: {runs} inputs, no crash", flush=True)
-    if args.cli_seconds:
-        rc = subprocess.run([sys.executable, str(ROOT / "fuzz" / "cli_mutate.py"), "--seconds", str(args.cli_seconds),
-                             "--seed", str(args.seed)], check=False).returncode
-        if rc != 0:
-            print("run_all: fuzz/cli_mutate.py found a failure (saved under tests/crashers/cli/)", file=sys.stderr)
-            sys.exit(1)
+    cli(args)
     print("run_all: no crashes")
+
+
+def cli(args: argparse.Namespace) -> None:
+    """fuzz/cli_mutate.py for ``--cli-runs`` command runs (deterministic) or ``--cli-seconds``, if asked."""
+    budget = (["--runs", str(args.cli_runs)] if args.cli_runs else
+              ["--seconds", str(args.cli_seconds)] if args.cli_seconds else [])
+    if not budget:
+        return
+    rc = subprocess.run([sys.executable, str(ROOT / "fuzz" / "cli_mutate.py"), *budget, "--seed", str(args.seed)],
+                        check=False).returncode
+    if rc != 0:
+        print("run_all: fuzz/cli_mutate.py found a failure (saved under tests/crashers/cli/)", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

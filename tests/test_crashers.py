@@ -47,6 +47,11 @@ the command line that failed and, once fixed, its ``.expect`` (exit status and e
   records 4,294,967,104 bytes and holds 64; charged its recorded size, it was a LimitExceeded under
   the default 4 GiB budget.  Now: a member is charged what its compressed bytes can hold at most
   (``zipmember.most_bytes``: as many for a stored member, 1032 times as many for a deflated one).
+* ``elf-editor-overlapping-phdrs.bin``: found by fuzz_elf (in CI's 60-second run, issue 24 defect 11):
+  an sm-ELF whose program header table (e_phoff 0xf00) overlaps the end of its section header table
+  (e_shoff 0xb28, 16 entries); adding a section zeroed the old section header table and with it
+  segment 0's type, offset and addresses.  Now: freed bytes are zeroed only where no kept table,
+  section or segment lies (``tests/test_elf_edit_overlaps.py`` has the other shapes).
 """
 
 from __future__ import annotations
@@ -120,9 +125,11 @@ def _edit(data: bytearray, check: dict[str, Any]) -> None:
     from devbin.formats.elf.reader import ElfFile
 
     seen: list[DeviceBinaryError] = []
-    ed = ElfEditor(ElfFile(data, diag=seen.append))
+    elf = ElfFile(data, diag=seen.append)
+    ed = ElfEditor(elf)
     ed.add_section(NewSection(".devbin.meta", b"x"))
-    ed.write()
+    out = ElfFile(ed.write(), diag=seen.append)
+    assert out.segments == elf.segments, "the edit changed a program header"
 
 
 def _import(data: bytearray, check: dict[str, Any]) -> None:

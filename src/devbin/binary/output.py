@@ -19,14 +19,31 @@ or :func:`atomic_output`:
 3. **Written, flushed, renamed** over the destination (``os.replace``; an
    ``O_TMPFILE`` file first gets its unpredictable name through ``linkat``).  Readers see
    the old file or the new one, never a part of one; of two processes writing the same
-   destination, the last rename wins and the file is that writer's output, whole.
+   destination, the last rename wins and the file is that writer's output, whole.  An
+   ``O_TMPFILE`` file whose destination does not exist is linked straight at the destination's
+   name (``linkat`` fails with ``EEXIST`` when another writer made it meanwhile: then the
+   temporary name and the rename), so it never has a temporary name at all.
 4. **Removed on any failure**: an ``OSError`` (disk full, file-size limit, permissions), an
    exception raised by the caller inside ``with atomic_output(...)``, ``KeyboardInterrupt``.
    The destination is then left as it was.  System errors become a one-line
    :class:`~devbin.errors.OutputError` naming the destination and the cause
-   (``out.a: cannot write: No space left on device``).  A process killed outright
-   (``SIGKILL``) leaves nothing behind with ``O_TMPFILE``; with the named fallback it may
-   leave its hidden ``.tmp`` file, but never a partial destination.
+   (``out.a: cannot write: No space left on device``).
+5. **Killed outright** (``SIGKILL``): never a partial destination.  An ``O_TMPFILE`` file
+   killed before it has a name vanishes with the process (open(2), ``O_TMPFILE``).  A
+   temporary name exists only while it is needed: with ``O_TMPFILE`` between ``linkat`` and
+   the rename of a file that replaces one (microseconds), with the named fallback for the
+   whole write.  A writer killed in that moment leaves its hidden
+   ``.<name>.<16 hex digits>.tmp`` (whole, or part of it with the named fallback).  Every
+   writer holds an exclusive ``flock`` on its file from before it has a name until after the
+   rename, and the kernel drops the lock when the process dies (flock(2): the lock belongs to
+   the open file description, released when its last descriptor closes).  A process lists
+   the temporary names in a folder at its first write there (once: ``extract`` writes
+   thousands of files into one folder); each of its writes, once it has renamed its own file,
+   removes those of the same destination that it can lock (their writer is dead), and none
+   that another devbin is still writing.  So the next command that writes the destination
+   removes the leftover.  What can stay: the leftover of a destination never written again,
+   one that appeared after the process writing the destination listed its folder, or one
+   devbin cannot open, lock or remove (permissions, a file system without ``flock``).
 
 Commands that write several files (``devbin extract``, ``devbin ar view``) write each one
 this way: every file is whole or absent, but a failure part-way leaves the files written
@@ -46,7 +63,9 @@ For tests only: with ``DEVBIN_TEST_HOLD_WRITE`` set to a folder, each output sto
 first half is written, creates ``held-<pid>-<n>`` in that folder (holding the destination's
 path) and waits, for a minute at most, until a file named ``release`` appears there.  The
 write-safety tests use it to kill a writer mid-write, and to let a second writer finish while
-the first is in the middle of its file.
+the first is in the middle of its file.  With ``DEVBIN_TEST_HOLD_POINT=rename`` it stops instead
+when the whole file has its temporary name, just before the rename (outputs that get no
+temporary name, a new destination linked at its name, do not stop).
 """
 
 from __future__ import annotations
@@ -54,15 +73,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator
 
+if sys.platform != "win32":
+    import fcntl
+
 from devbin.errors import OutputError
 
-__all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "Inputs", "Output", "Sink", "atomic_output", "check_destination",
-           "keep_backup", "write_file"]
+__all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "HOLD_POINT_ENV", "Inputs", "Output", "Sink", "atomic_output",
+           "check_destination", "keep_backup", "write_file"]
 
 PathLike = str | os.PathLike[str]
 
@@ -71,6 +94,8 @@ HOLD_ENV = "DEVBIN_TEST_HOLD_WRITE"
 #: What ``--in-place`` appends to a file's name to keep its original (:func:`keep_backup`); every
 #: folder scan skips such names (devbin.images.scan).
 BACKUP_SUFFIX = ".devbin-backup"
+#: Where the test hook stops: ``write`` (mid-write, the default) or ``rename`` (named, before the rename).
+HOLD_POINT_ENV = "DEVBIN_TEST_HOLD_POINT"
 
 #: Whether to try ``O_TMPFILE`` first (Linux); the tests turn it off to check the named fallback.
 USE_O_TMPFILE = sys.platform.startswith("linux") and hasattr(os, "O_TMPFILE")
@@ -167,6 +192,71 @@ def _hold(dest: str, env: str = HOLD_ENV) -> None:
         time.sleep(0.01)
 
 
+def _hold_point() -> str:
+    """Where the test hook stops ("" when it is off)."""
+    return os.environ.get(HOLD_POINT_ENV, "write") if os.environ.get(HOLD_ENV) else ""
+
+
+def _temp_name(folder: str, dest: str) -> str:
+    """``.<name>.<16 random hex digits>.tmp`` beside ``dest`` (the name cut to 100 characters)."""
+    return os.path.join(folder, f".{os.path.basename(dest)[:100]}.{os.urandom(8).hex()}.tmp")
+
+
+_TEMP = re.compile(r"\..+\.[0-9a-f]{16}\.tmp", re.S)
+
+
+def _is_temp_of(name: str, prefix: str | None = None) -> bool:
+    """Whether ``name`` is a temporary name ``.<name>.<16 lowercase hex digits>.tmp``; with ``prefix``
+    (``.<name>.``), one of that destination's."""
+    return _TEMP.fullmatch(name) is not None and (
+        prefix is None or (name.startswith(prefix) and len(name) == len(prefix) + 20))
+
+
+# folder -> the temporary names found there by this process's first write into it, not yet removed
+_found: dict[str, set[str]] = {}
+
+
+def _lock(fd: int) -> bool:
+    """An exclusive ``flock`` on ``fd``'s file without waiting: True when taken.  A writer holds one on
+    its file while it lives (module docstring, 5); a file whose lock can be taken has no live writer."""
+    if sys.platform == "win32":
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _sweep(dest: str) -> None:
+    """Remove the temporary files of ``dest`` that killed writers left (module docstring, 5).  Never
+    fails: a file that cannot be opened, locked or removed stays."""
+    folder = os.path.dirname(dest) or "."
+    found = _found.get(folder)
+    if found is None:  # listed once per process and folder: extract writes thousands of files into one
+        try:
+            with os.scandir(folder) as entries:
+                found = {e.name for e in entries if _is_temp_of(e.name) and e.is_file(follow_symlinks=False)}
+        except OSError:
+            found = set()
+        _found[folder] = found
+    prefix = f".{os.path.basename(dest)[:100]}."
+    for name in [n for n in found if _is_temp_of(n, prefix)]:
+        path = os.path.join(folder, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            if _lock(fd) and os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                os.unlink(path)
+                found.discard(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
 class Output:
     """The file being written inside :func:`atomic_output`: call :meth:`write` with its bytes."""
 
@@ -186,10 +276,6 @@ class Output:
             self.discard()
             raise _error(shown, e) from None
 
-    def _temp_name(self) -> str:
-        base = os.path.basename(self._dest)[:100]
-        return os.path.join(self._dir, f".{base}.{os.urandom(8).hex()}.tmp")
-
     def _open(self, mode: int | None) -> None:
         try:
             st = os.stat(self._dest)
@@ -203,14 +289,25 @@ class Output:
             except OSError as e:
                 if e.errno not in _NO_TMPFILE:
                     raise
+            else:
+                _lock(self._fd)  # before it has a name: no sweep ever takes it for a leftover
         if self._fd < 0:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
             for _ in range(_NAME_TRIES):
-                name = self._temp_name()
+                name = _temp_name(self._dir, self._dest)
                 try:
-                    self._fd = os.open(name, flags, 0o666)
+                    fd = os.open(name, flags, 0o666)
                 except FileExistsError:
                     continue
+                _lock(fd)
+                try:  # a sweep may have taken it for a leftover before the lock: then another name
+                    mine = os.stat(name, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    mine = False
+                if not mine:
+                    os.close(fd)
+                    continue
+                self._fd = fd
                 self._name = name
                 break
             else:
@@ -246,7 +343,7 @@ class Output:
         """Append ``data``; :class:`OutputError` naming the destination on a system error."""
         view = memoryview(data).cast("B")
         try:
-            if not self._held and len(view) > 1 and os.environ.get(HOLD_ENV):
+            if not self._held and len(view) > 1 and _hold_point() == "write":
                 half = len(view) // 2
                 self._write_all(view[:half])
                 self._held = True
@@ -259,38 +356,59 @@ class Output:
 
     def commit(self, backup: PathLike | None = None) -> None:
         """fsync when an existing file is replaced, then rename over the destination (keeping its old
-        content as ``backup``)."""
+        content as ``backup``); then remove the destination's leftovers of killed writers."""
         try:
-            if not self._held and os.environ.get(HOLD_ENV):
+            if not self._held and _hold_point() == "write":
                 self._held = True
                 _hold(self._shown)
             if self._replacing:
                 os.fsync(self._fd)  # the new content on disk before the old is unlinked (see the module docstring)
-            if self._name is None:
-                self._name = self._link_tmpfile()
-            os.close(self._fd)
-            self._fd = -1
             if backup is not None:
-                _keep_backup(self._dest, backup)
-            os.replace(self._name, self._dest)
-            self._name = None
+                keep_backup(self._dest, backup)
+            if self._name is None and not self._replacing and self._link_new():
+                pass  # a new destination: the file linked straight at its name, no temporary name
+            else:
+                if self._name is None:
+                    self._name = self._link_tmpfile()
+                if not self._held and _hold_point() == "rename":
+                    self._held = True
+                    _hold(self._shown)
+                os.replace(self._name, self._dest)
+                self._name = None
+            os.close(self._fd)  # the lock held until the file is at its name (module docstring, 5)
+            self._fd = -1
         except OSError as e:
             raise _error(self._shown, e) from None
+        _sweep(self._dest)
+
+    def _link_at(self, name: str, dir_fd: int) -> bool:
+        """Give the ``O_TMPFILE`` file the name ``name`` in its folder (``linkat`` through /proc);
+        False when that name exists."""
+        try:
+            # src_dir_fd makes CPython call linkat(..., AT_SYMLINK_FOLLOW): the /proc link is
+            # followed to the open file (plain link() would try to link the /proc entry itself)
+            os.link(f"/proc/self/fd/{self._fd}", os.path.basename(name), src_dir_fd=dir_fd,
+                    dst_dir_fd=dir_fd, follow_symlinks=True)
+        except FileExistsError:
+            return False
+        return True
+
+    def _link_new(self) -> bool:
+        """Link the ``O_TMPFILE`` file straight at the destination's name; False when it exists."""
+        dir_fd = os.open(self._dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return self._link_at(self._dest, dir_fd)
+        finally:
+            os.close(dir_fd)
 
     def _link_tmpfile(self) -> str:
-        """Give the ``O_TMPFILE`` file an unpredictable name in its folder (``linkat`` through /proc)."""
+        """Give the ``O_TMPFILE`` file an unpredictable temporary name in its folder."""
         dir_fd = os.open(self._dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for _ in range(_NAME_TRIES):
-                name = self._temp_name()
-                try:
-                    # src_dir_fd makes CPython call linkat(..., AT_SYMLINK_FOLLOW): the /proc link is
-                    # followed to the open file (plain link() would try to link the /proc entry itself)
-                    os.link(f"/proc/self/fd/{self._fd}", os.path.basename(name), src_dir_fd=dir_fd,
-                            dst_dir_fd=dir_fd, follow_symlinks=True)
-                except FileExistsError:
-                    continue
-                return name
+                name = _temp_name(self._dir, self._dest)
+                if self._link_at(name, dir_fd):
+                    return name
             raise FileExistsError(errno.EEXIST, "no free temporary name", self._dir)
         finally:
             os.close(dir_fd)
@@ -373,7 +491,6 @@ def keep_backup(dest: str, backup: PathLike) -> bool:
             os.unlink(temp)
 
 
-_keep_backup = keep_backup  # the name Output.commit calls
 
 
 @contextlib.contextmanager

@@ -5,6 +5,10 @@ this relocated place?".  Functions do not nest, so the answer is among the few s
 start at or just before the offset: the index sorts spans by start once and looks back at
 most ``look_back`` of them from the last start not above the offset (aliases and zero-sized
 symbols may sit in front of the one that holds it).
+
+``merge_ranges`` and ``subtract_ranges`` are the set arithmetic on such ranges: what a lazy
+load maps that is not mapped yet, which freed bytes of an edited ELF no table, section or
+segment still occupies.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import bisect
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-__all__ = ["SpanIndex"]
+__all__ = ["SpanIndex", "merge_ranges", "subtract_ranges"]
 
 T = TypeVar("T")
 
@@ -39,3 +43,34 @@ class SpanIndex(Generic[T]):
             return self.spans[i]
         hits = self.containing(offset)
         return hits[0] if hits else None
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges sorted, with overlapping and touching ones joined."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        elif lo < hi:
+            out.append((lo, hi))
+    return out
+
+
+def subtract_ranges(want: list[tuple[int, int]], have: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``want`` that ``have`` does not cover (both sorted, disjoint; so is the result)."""
+    out: list[tuple[int, int]] = []
+    j = 0
+    for lo, hi in want:
+        while j < len(have) and have[j][1] <= lo:
+            j += 1
+        k = j
+        while lo < hi and k < len(have) and have[k][0] < hi:
+            a, b = have[k]
+            if a > lo:
+                out.append((lo, a))
+            lo = max(lo, b)
+            k += 1
+        if lo < hi:
+            out.append((lo, hi))
+    return out

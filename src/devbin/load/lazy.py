@@ -45,10 +45,10 @@ data section of that code object with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from devbin.binary.spans import SpanIndex
+from devbin.binary.spans import SpanIndex, merge_ranges, subtract_ranges
 from devbin.errors import DeviceBinaryError
 from devbin.formats.devsec.elf import devbin_sections
 from devbin.formats.elf import constants as C
@@ -131,37 +131,6 @@ class _Finder:
     def at(self, offset: int) -> Unit | None:
         hit = self.index.at(offset)
         return hit[2] if hit is not None else None
-
-
-def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``[lo, hi)`` ranges sorted, with overlapping and touching ones joined."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1]:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        elif lo < hi:
-            out.append((lo, hi))
-    return out
-
-
-def subtract_ranges(want: list[tuple[int, int]], have: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The parts of ``want`` that ``have`` does not cover (both sorted, disjoint; so is the result)."""
-    out: list[tuple[int, int]] = []
-    j = 0
-    for lo, hi in want:
-        while j < len(have) and have[j][1] <= lo:
-            j += 1
-        k = j
-        while lo < hi and k < len(have) and have[k][0] < hi:
-            a, b = have[k]
-            if a > lo:
-                out.append((lo, a))
-            lo = max(lo, b)
-            k += 1
-        if lo < hi:
-            out.append((lo, hi))
-    return out
 
 
 def _kernels(idx: IndexedCodeObject) -> dict[str, ObjDefinition]:

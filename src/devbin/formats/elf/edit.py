@@ -18,8 +18,14 @@ without disturbing anything the vendor's loader reads.  The rules, in order:
    every original section header keeps its bytes and ``cuobjdump -elf``
    lists the original sections exactly as before.  Bytes that
    belonged only to a removed or replaced section, or to the old section
-   header table, and that no segment covers, are zeroed so no stale data is
-   left behind.
+   header table, are zeroed so no stale data is left behind, except where
+   something kept lies: the ELF header, the program header table, a
+   segment's file bytes or a kept section.  A valid file may overlap its
+   tables (the gABI asks only that each lie in the file), so the freed ranges
+   are cut around every kept one.  The one change an edit makes to bytes it
+   keeps is the ELF header's ``e_shoff``/``e_shnum``/``e_shstrndx``: a file
+   whose program header table or a kept section overlaps those fields is
+   refused (:class:`~devbin.errors.FormatError`) rather than edited.
 4. New sections take the next indices, so existing indices do not move.
    Removing a section renumbers the ones after it; every reference by
    section index is rewritten to match: ``sh_link``, ``sh_info`` where it is a
@@ -65,7 +71,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from devbin.binary import Emitter, align_up
-from devbin.errors import FormatError, UsageError
+from devbin.binary.spans import merge_ranges, subtract_ranges
+from devbin.errors import FormatError, UsageError, quote
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
 from devbin.formats.elf.reader import ElfFile, ElfHeader, Section
@@ -364,24 +371,29 @@ class ElfEditor:
             self._renumber_contents(index_map)
         if self._compact:
             return self._write_compact(entries, kept, index_map, shstr_i)
-        # 4. fixed ranges: everything the loader may read keeps its place.
-        fixed_end = L.EHDR_SIZE[ec]
+        # 4. fixed ranges: everything the loader may read keeps its place and its bytes.  What is
+        #    freed (the old section header table, removed and replaced sections) is zeroed only
+        #    where no kept range lies: tables and sections may overlap in a valid file.
+        kept_ranges: list[tuple[int, int]] = [(0, L.EHDR_SIZE[ec])]
+        tables: list[tuple[str, int, int]] = []  # kept tables and sections whose bytes must survive
         if h.e_phnum:
-            fixed_end = max(fixed_end, h.e_phoff + h.e_phnum * L.PHDR[ec].size)
-        for seg in self.elf.segments:
-            if seg.p_filesz:
-                fixed_end = max(fixed_end, seg.p_offset + seg.p_filesz)
+            phdrs = h.e_phnum * L.PHDR[ec].size
+            kept_ranges.append((h.e_phoff, h.e_phoff + phdrs))
+            tables.append(("the program header table", h.e_phoff, h.e_phoff + phdrs))
+        kept_ranges += [(s.p_offset, s.p_offset + s.p_filesz) for s in self.elf.segments if s.p_filesz]
         freed: list[tuple[int, int]] = []
         if h.e_shnum:
-            freed.append((h.e_shoff, h.e_shnum * L.SHDR[ec].size))
+            freed.append((h.e_shoff, h.e_shoff + h.e_shnum * L.SHDR[ec].size))
         for e in entries:
             o = e.orig
             if o is None or not o.file_size:
                 continue
             if e.removed or e.data is not None:
-                freed.append((o.sh_offset, o.sh_size))
+                freed.append((o.sh_offset, o.sh_offset + o.sh_size))
             else:
-                fixed_end = max(fixed_end, o.sh_offset + o.sh_size)
+                kept_ranges.append((o.sh_offset, o.sh_offset + o.sh_size))
+                tables.append((f"section [{o.index}] {quote(o.name)}", o.sh_offset, o.sh_offset + o.sh_size))
+        fixed_end = max(hi for _, hi in kept_ranges)
         # 5. place moved/new contents after the fixed region.
         pos = fixed_end
         placed: list[int] = []
@@ -397,9 +409,9 @@ class ElfEditor:
         original = self.elf.bytes()
         out = Emitter(h.little)
         out.write(original[:min(fixed_end, len(original))])
-        covered = [(s.p_offset, s.p_filesz) for s in self.elf.segments if s.p_filesz]
-        for off, size in freed:
-            _zero_uncovered(out.buf, off, size, covered, fixed_end)
+        for lo, hi in subtract_ranges(merge_ranges((lo, min(hi, fixed_end)) for lo, hi in freed),
+                                      merge_ranges(kept_ranges)):
+            out.buf[lo:hi] = bytes(hi - lo)
         for i in placed:
             e = entries[i]
             out.pad_to(e.sh_offset, e.name)
@@ -431,6 +443,7 @@ class ElfEditor:
             "e_shentsize": lay.size,
         }
         _patch_header(data, h, hdr)
+        _check_kept(data, original, tables, L.EHDR_SIZE[ec])
         return bytes(data)
 
     def _write_compact(self, entries: list[_Entry], kept: list[int], index_map: dict[int, int],
@@ -569,12 +582,18 @@ def _intern(table: bytearray, name: str) -> int:
     return at
 
 
-def _zero_uncovered(buf: bytearray, off: int, size: int, covered: list[tuple[int, int]], limit: int) -> None:
-    """Zero ``[off, off+size)`` below ``limit`` except where a segment covers it."""
-    end = min(off + size, limit)
-    for p in range(off, end):
-        if not any(s <= p < s + n for s, n in covered):
-            buf[p] = 0
+def _check_kept(data: bytearray, original: bytes, tables: list[tuple[str, int, int]], header_end: int) -> None:
+    """Refuse the edit when it changed a kept table or section.
+
+    Only the ELF header fields the edit rewrites (``e_shoff``, ``e_shnum``, ``e_shstrndx``,
+    ``e_shentsize``) can do that: everything else in a kept range is copied and never zeroed.  A
+    program header table or a section that overlaps those fields would change under the loader's
+    eyes, so such a file is not edited.
+    """
+    for what, lo, hi in tables:
+        if lo < header_end and data[lo:hi] != original[lo:hi]:
+            raise FormatError(f"{what} [{lo:#x}, {hi:#x}) overlaps the ELF header fields an edit rewrites "
+                              "(e_shoff, e_shnum, e_shstrndx); refusing to edit", fmt="elf")
 
 
 def _raw_shndx(raw: bytearray, i: int, lay: L.Layout, pos: int, little: bool) -> int:
