@@ -12,7 +12,9 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
+import time
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -150,6 +152,31 @@ def test_workers_share_one_budget_and_wait_instead_of_deadlocking() -> None:
     # Item 0 ran in the caller; item 1, the oldest in the pool, never gives way; item 2 met it and ran again
     # (later items may too, as the timing falls).
     assert runs[0] == runs[1] == 1 and runs[2] >= 2, list(runs)
+
+
+_kept: list[budget.Decoded] = []
+
+
+def _keeps_or_takes(x: int) -> int:
+    """Item 1 keeps 60 MiB past its end (a leak: nothing ever gives it back); items 2 and 3, a moment later,
+    ask 50 MiB, which fits beside what their own process holds unless it is item 1's."""
+    if x == 1:
+        _kept.append(budget.current().allocate(60 * MIB, what="kept"))
+    elif x > 1:
+        time.sleep(0.3)
+        budget.current().allocate(50 * MIB, what=f"item {x}")
+    return x
+
+
+def test_what_an_idle_worker_keeps_is_refused_not_waited_for() -> None:
+    """A buffer kept past its item by a worker that has no item left never comes back: a request that
+    would wait for it is refused (LimitExceeded) rather than waiting for ever."""
+    signal.alarm(60)  # a hang fails the test
+    try:
+        with budget.limit(100 * MIB), pytest.raises(LimitExceeded, match="needs 52428800 bytes once decoded"):
+            list(ordered_map(_keeps_or_takes, [0, 1, 2, 3], jobs=2))
+    finally:
+        signal.alarm(0)
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -59,7 +59,10 @@ gives:
   result in one process: items are functions of their input (the retried attempt leaves nothing).
 * *Never more than the budget.*  Every byte a process takes is taken from the ledger first, so the
   processes together hold at most the limit (a buffer inherited from the caller is counted once,
-  in the caller's slot).  A worker that died (killed) has its slot cleared by the next waiter.
+  in the caller's slot).  A worker that died (killed) has its slot cleared by the next waiter; a
+  waiting worker whose caller died ends.  What a worker keeps past its item (a leak: nothing
+  gives it back while the worker has no item) would make a waiter wait for ever: a request that
+  only idle workers' bytes keep from being served is refused instead.
 """
 
 from __future__ import annotations
@@ -128,11 +131,13 @@ class MemoryBudget:
         self._lock = threading.Lock()
         self.shared: Shared | None = None
 
-    def _fail(self, size: int, what: str, fmt: str, where: str, offset: int | None) -> LimitExceeded:
+    def _fail(self, size: int, what: str, fmt: str, where: str, offset: int | None, *,
+              taken: int = 0) -> LimitExceeded:
+        """The refusal of ``size`` bytes (``taken``: of them, those charged here already)."""
         return LimitExceeded(
             f"{what} needs {size} bytes once decoded, over the memory budget of {format_size(self.limit)} "
-            f"({self.in_use} bytes in use; raise it with --max-memory)", fmt=fmt, where=where, offset=offset,
-            value=size)
+            f"({self.in_use - taken} bytes in use; raise it with --max-memory)", fmt=fmt, where=where,
+            offset=offset, value=size)
 
     def _take(self, size: int) -> bool:
         with self._lock:
@@ -155,7 +160,7 @@ class MemoryBudget:
         shared = self.shared
         if shared is not None and size:
             try:
-                shared.take(size, lambda: self._fail(size, what, fmt, where, offset))
+                shared.take(size, lambda: self._fail(size, what, fmt, where, offset, taken=size))
             except BaseException:
                 with self._lock:
                     self.in_use -= size
@@ -231,7 +236,8 @@ class Shared:
 
     #: The item index of a process that is on no item.
     IDLE = 1 << 62
-    #: How often a waiter looks for slots of processes that ended without giving back (seconds).
+    #: How often a waiter looks for slots of processes that ended without giving back, and a worker
+    #: whether its caller is still there (seconds).
     POLL = 0.5
 
     def __init__(self, limit: int, workers: int, held: int) -> None:
@@ -301,6 +307,8 @@ class Shared:
                     self._waiting[me] = 1
                     if not self._cond.wait(self.POLL):
                         self._clear_ended()
+                        if me and not _alive(self._pid[0]):
+                            os._exit(1)  # the caller is gone (killed): no one is left to give this worker room
             finally:
                 self._waiting[me] = 0
                 if not me:
