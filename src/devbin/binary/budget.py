@@ -7,10 +7,8 @@ decoding (:meth:`MemoryBudget.allocate`); the buffer is charged while it is aliv
 back when the last view of it goes (a ``weakref.finalize`` on the buffer), so a command
 that decodes images one after another needs the largest, not the sum.  A decoder that allocates its
 own output (libdeflate inflating a zip member, :mod:`devbin.formats.zipmember`) is charged the size
-the container records for as long as its caller reads the output (:meth:`MemoryBudget.charged`); a
-reader that keeps such a buffer beyond that charges it itself (``devbin size``'s duplicate finder,
-:class:`devbin.size.account._Twins`).  A request over what
-is left raises :class:`~devbin.errors.LimitExceeded` naming the entry and the budget; an
+the container records for as long as its caller reads the output (:meth:`MemoryBudget.charged`).
+A request over what is left raises :class:`~devbin.errors.LimitExceeded` naming the entry and the budget; an
 allocation the system refuses (``MemoryError``) raises the same, never ``MemoryError``.
 
 The budget is a context variable, so library code (layer 2 and up) consults it without
@@ -27,8 +25,9 @@ outlives the last use until Python's cycle collector runs, which it does by obje
 bytes: four 1 GiB images could stay charged while a fifth was refused, under ``--jobs 1`` and
 not under a pool.  :meth:`MemoryBudget.reserve` collects garbage before it refuses, so a request
 fails only when what is *alive* leaves no room, and :meth:`MemoryBudget.unit` (each item of
-:func:`devbin.images.parallel.ordered_map`, each image of ``inspect`` and ``callgraph``) collects
-when the block took bytes it did not give back, so a command holds one decoded image at a time.
+:func:`devbin.images.parallel.ordered_map`, each image of ``inspect``, ``callgraph`` and ``size``)
+collects when the block took bytes it did not give back, so a command holds one decoded image at a
+time (per process).
 
 **One budget per command, across its processes.**  A pool's workers (forked by
 :mod:`devbin.images.parallel`) draw from the command's budget, not each from a copy of it: the
