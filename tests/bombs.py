@@ -39,9 +39,10 @@ def zstd_zeros(size: int, prefix: bytes = b"") -> tuple[bytes, int]:
     return b"".join(out), int.from_bytes(md5.digest()[:8], "little")
 
 
-def fatbin_bomb(entries: int = 1, size: int = GIB) -> bytes:
-    """A fatbin of ``entries`` sm_90 ELF entries, each a zstd payload that decodes to ``size`` zeros."""
-    payload, _ = zstd_zeros(size)
+def fatbin_bomb(entries: int = 1, size: int = GIB, prefix: bytes = b"") -> bytes:
+    """A fatbin of ``entries`` sm_90 ELF entries, each a zstd payload that decodes to ``size`` bytes:
+    ``prefix`` (e.g. a real cubin, so that the commands parse each image), then zeros."""
+    payload, _ = zstd_zeros(size, prefix)
     return write_fatbin([FatbinImage(FC.KIND_ELF, 90, payload, identifier=f"bomb{i}.cu", compression="zstd",
                                      major=1, minor=8, stored_size=size) for i in range(entries)])
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
+import time
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +34,7 @@ from devbin.samples import __file__ as samples_init
 from tests.conftest import SOURCES, require_tool
 
 SAMPLES = Path(samples_init).parent
+MIB = 1 << 20
 
 
 # --------------------------------------------------------------------------- the helper
@@ -97,6 +101,96 @@ def test_a_pool_inside_a_worker_runs_in_that_worker() -> None:
     for row in rows[1:]:  # the first item runs in the caller, whose own pool may run
         assert len(set(row)) == 1 and row[0] != os.getpid()
     assert parallel._work is None
+
+
+def _takes_twice(x: int, first: int, second: int, meet: Any, runs: Any) -> int:
+    """Item ``x``: take ``first`` bytes, (items 1 and 2, on their first run, meet there, so both hold at
+    once), then ``second`` more while holding them.  ``runs``: the runs of each item, then (last two) the
+    bytes the items hold together and the most they held (counted after each allocation, before each
+    release: never more than what the processes hold)."""
+    with runs.get_lock():
+        runs[x] += 1
+        attempt = runs[x]
+    b = budget.current()
+    counted = 0
+    try:
+        held = b.allocate(first, what=f"first buffer of item {x}")
+        counted = _count(runs, first)
+        if meet is not None and x in (1, 2) and attempt == 1:
+            meet.wait()
+        more = b.allocate(second, what=f"second buffer of item {x}")
+        counted += _count(runs, second)
+        del held, more
+    finally:
+        _count(runs, -counted)  # an item that runs again gives back what it held
+    return x
+
+
+def _count(runs: Any, n: int) -> int:
+    with runs.get_lock():
+        runs[-2] += n
+        runs[-1] = max(runs[-1], runs[-2])
+    return n
+
+
+def test_workers_share_one_budget_and_wait_instead_of_deadlocking() -> None:
+    """Items 1 and 2 each hold 40 MiB and ask 40 MiB more under a 100 MiB budget shared by two workers:
+    alone each fits, together they do not.  The older (item 1) waits; the younger gives back what it holds
+    and runs again (wait-die), so both complete, the pool never holds more than the budget, and the
+    results are those of one process.  On main each worker had a budget of its own: 160 MiB held."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    items = list(range(5))
+    with budget.limit(100 * MIB):
+        alone = list(ordered_map(lambda x: _takes_twice(x, 40 * MIB, 40 * MIB, None, ctx.Array("q", 7)), items,
+                                 jobs=1))
+        meet, runs = ctx.Barrier(2, timeout=30), ctx.Array("q", 7)
+        got = list(ordered_map(lambda x: _takes_twice(x, 40 * MIB, 40 * MIB, meet, runs), items, jobs=2))
+    assert got == alone == items
+    assert runs[-1] <= 100 * MIB, runs[-1] // MIB
+    # Item 0 ran in the caller; item 1, the oldest in the pool, never gives way; item 2 met it and ran again
+    # (later items may too, as the timing falls).
+    assert runs[0] == runs[1] == 1 and runs[2] >= 2, list(runs)
+
+
+_kept: list[budget.Decoded] = []
+
+
+def _keeps_or_takes(x: int) -> int:
+    """Item 1 keeps 60 MiB past its end (a leak: nothing ever gives it back); items 2 and 3, a moment later,
+    ask 50 MiB, which fits beside what their own process holds unless it is item 1's."""
+    if x == 1:
+        _kept.append(budget.current().allocate(60 * MIB, what="kept"))
+    elif x > 1:
+        time.sleep(0.3)
+        budget.current().allocate(50 * MIB, what=f"item {x}")
+    return x
+
+
+def test_what_an_idle_worker_keeps_is_refused_not_waited_for() -> None:
+    """A buffer kept past its item by a worker that has no item left never comes back: a request that
+    would wait for it is refused (LimitExceeded) rather than waiting for ever."""
+    signal.alarm(60)  # a hang fails the test
+    try:
+        with budget.limit(100 * MIB), pytest.raises(LimitExceeded, match="needs 52428800 bytes once decoded"):
+            list(ordered_map(_keeps_or_takes, [0, 1, 2, 3], jobs=2))
+    finally:
+        signal.alarm(0)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_refusal_is_the_same_whatever_jobs(jobs: int) -> None:
+    """Item 3 asks 70 MiB beside the 40 MiB it holds, over a 100 MiB budget: refused with the same message
+    (the bytes in use: its own) in one process or in a pool, whatever the other items hold."""
+    import multiprocessing
+
+    runs = multiprocessing.get_context("fork").Array("q", 8)
+    with budget.limit(100 * MIB), pytest.raises(LimitExceeded) as err:
+        list(ordered_map(lambda x: _takes_twice(x, 40 * MIB, 70 * MIB if x == 3 else 10 * MIB, None, runs),
+                         list(range(6)), jobs=jobs))
+    assert str(err.value) == ("second buffer of item 3 needs 73400320 bytes once decoded, over the memory budget "
+                              "of 100 MiB (41943040 bytes in use; raise it with --max-memory) (value 0x4600000)")
 
 
 # --------------------------------------------------------------------------- the commands

@@ -111,6 +111,7 @@ def format_dot_clusters(graphs: list[tuple[str, CodeObject]]) -> str:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.analysis.callgraph import format_dot, format_text, to_dict
     from devbin.api import open_file
+    from devbin.binary import budget
     from devbin.cli.common import dump, no_device_code, warn
     from devbin.cli.inspect_cmd import (
         image_dict,
@@ -143,7 +144,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             out.write(format_dot(obj, _arch(obj)) if args.dot else format_text(obj, _arch(obj)))
     for f in images.code_objects:
         try:
-            obj = _code_object(open_image(f), image_label(f))
+            with budget.current().unit():  # its decoded image goes before the next one is decoded
+                obj = _code_object(open_image(f), image_label(f))
         except DeviceBinaryError as e:
             errors.append(str(e))
             continue

@@ -251,6 +251,7 @@ def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.api import open_file
+    from devbin.binary import budget
     from devbin.cli.common import dump, no_device_code
     from devbin.cli.render import render_elf
     from devbin.errors import DeviceBinaryError, LimitExceeded
@@ -273,9 +274,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for f in images.code_objects:
         image_warnings: list[DeviceBinaryError] = []
         try:
-            elf = open_image(f, diag=image_warnings.append)
-            r = inspect_elf(elf, file=image_label(f), warnings=image_warnings)
-            del elf  # its decoded image goes before the next one is decoded (the memory budget)
+            with budget.current().unit():  # its decoded image goes before the next one is decoded
+                elf = open_image(f, diag=image_warnings.append)
+                r = inspect_elf(elf, file=image_label(f), warnings=image_warnings)
+                del elf
         except LimitExceeded:
             raise  # over the memory budget: the command fails in one line, the file is not to blame
         except DeviceBinaryError as e:

@@ -14,9 +14,11 @@ Exit status: 0 success; 1 error; 2 usage error (bad or missing arguments);
 3 no input holds device code (one line on stderr, nothing on stdout).
 
 --max-memory SIZE (before or after the command; default 4G, or DEVBIN_MAX_MEMORY) bounds
-the decoded bytes a command holds at once: compressed images (fatbin entries, compressed
-offload bundles, packed super-archive members) are decoded into buffers taken from this
-budget, and an image that does not fit is an error naming it and the budget.
+the decoded bytes a command holds at once, all its processes (--jobs) together: compressed
+images (fatbin entries, compressed offload bundles, packed super-archive members) are decoded
+into buffers taken from this budget, each given back once its facts are taken, and an image
+that does not fit beside what its own work holds is an error naming it and the budget (the
+same error whatever --jobs; a worker waits for others to give back).
 
 Problems a reader went past (:class:`devbin.errors.FormatWarning`) print
 ``warning: <message>`` on stderr, each distinct message once.
@@ -105,8 +107,8 @@ def build_parser(only: str | None = None, *, commands: bool = True, arguments: b
     parser.add_argument("--version", action="version", version=f"devbin {__version__}")
     parser.add_argument("--traceback", action="store_true", help="show the Python stack on errors")
     parser.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
-                        help="decoded bytes a command may hold at once, e.g. 512M or 8G (default: 4G, or the "
-                             "DEVBIN_MAX_MEMORY environment variable)")
+                        help="decoded bytes a command may hold at once, all its processes together, e.g. 512M "
+                             "or 8G (default: 4G, or the DEVBIN_MAX_MEMORY environment variable)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in (COMMANDS if only is None else (only,)) if commands else ():

@@ -20,17 +20,24 @@ It calls ``fn(item)`` for each item and returns the results in item order, exact
 * **Warnings travel too.**  Warnings a worker issues (``FormatWarning`` of a reader) are
   recorded there and issued again in the caller, in order, with the chunk's results, so the
   caller's warning filters (the CLI prints each distinct one once) see them as in process.
-* **Within the memory budget.**  Each worker decodes under the caller's budget
-  (:mod:`devbin.binary.budget`) as the caller would; ``weights`` (the decoded bytes an item may
-  hold at once, e.g. a compressed image's size) lower the number of workers until the
-  ``jobs`` heaviest items fit the budget together, so the processes together never hold more
-  decoded bytes than one process may.
+* **One memory budget, the result of one process.**  The workers draw from the caller's budget
+  (:mod:`devbin.binary.budget`), shared for the pool's lifetime (:meth:`MemoryBudget.share`): the
+  processes together never hold more decoded bytes than the budget, and a request is refused
+  exactly when it would be in one process doing the items one by one, so the results, errors
+  included, are the same whatever ``jobs``; a request that fits but finds the others holding the
+  room waits, or, by the wait-die rule, its item gives back what it holds and runs again
+  (:class:`~devbin.binary.budget.Retry`).  Each item is a unit of the budget
+  (:meth:`MemoryBudget.unit`): what it decoded is given back before the next one starts.
+  ``weights`` (the decoded bytes an item may hold at once, e.g. a compressed image's size) lower
+  the number of workers until the ``jobs`` heaviest items fit the budget together, so that they
+  seldom wait.
 
 :func:`default_jobs` is what ``--jobs`` defaults to: the processors this process may run on.
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import warnings
@@ -49,7 +56,7 @@ R = TypeVar("R")
 CHUNKS_PER_JOB = 4
 
 # The work of the pool being run, set before the workers are forked (they inherit it).
-_work: tuple[Callable[[Any], Any], Sequence[Any], int] | None = None
+_work: tuple[Callable[[Any], Any], Sequence[Any], budget.MemoryBudget] | None = None
 
 
 def pool_jobs(jobs: int | None, sizes: Iterable[int], min_bytes: int) -> int | None:
@@ -100,7 +107,9 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, jobs: int | None = 
     n = effective_jobs(default_jobs() if jobs is None else jobs, len(items), weights, min_items=min_items)
     if n <= 1:
         for item in items:
-            yield fn(item)
+            with budget.current().unit():
+                result = fn(item)
+            yield result
         return
     yield from _pooled(fn, items, n)
 
@@ -116,19 +125,25 @@ def _pooled(fn: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[R]:
     from concurrent.futures import ProcessPoolExecutor
 
     global _work
-    if _work is not None:  # a pool inside a worker's item (nested use): no second level of processes
+    mine = budget.current()
+    if _work is not None or mine.shared is not None:  # a pool inside a pool's item: no second level
         for item in items:
-            yield fn(item)
+            with mine.unit():
+                result = fn(item)
+            yield result
         return
     # The first item runs here, before the workers are forked: what ``fn`` imports on first use
     # (a reader, a decoder, the resource tables) is imported once and inherited, not once per worker.
-    yield fn(items[0])
+    with mine.unit():
+        first = fn(items[0])
+    yield first
     items = items[1:]
     if not items:
         return
-    _work = (fn, items, budget.current().limit)
+    _work = (fn, items, mine)
     try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        with mine.share(jobs), \
+                ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             futures = [pool.submit(_run_chunk, lo, hi) for lo, hi in _chunks(len(items), jobs)]
             _work = None  # the workers have it (forked at the first submit), this process needs it no more
             try:
@@ -150,17 +165,40 @@ def _run_chunk(lo: int, hi: int) -> tuple[list[Any], list[warnings.WarningMessag
     """In a worker: the results of items ``lo`` to ``hi``, the warnings they issued, and the
     exception that stopped the chunk (the results before it are kept)."""
     assert _work is not None, "ordered_map's work is inherited by forking"
-    fn, items, limit = _work
+    fn, items, mine = _work
+    shared = mine.shared
+    assert shared is not None, "the caller's budget is shared while its pool runs"
+    if not shared.slot:
+        shared.join(mine)
     results: list[Any] = []
     error: BaseException | None = None
-    with budget.limit(limit), warnings.catch_warnings(record=True) as caught:
+    with budget.limit(mine), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             for i in range(lo, hi):
-                results.append(fn(items[i]))
+                results.append(_run_item(fn, items[i], i, shared, caught))
         except Exception as e:  # raised again in the caller, at this item's turn
             error = e
     return results, [_plain(w) for w in caught], error
+
+
+def _run_item(fn: Callable[[Any], Any], item: Any, index: int, shared: budget.Shared,
+              caught: list[warnings.WarningMessage]) -> Any:
+    """``fn(item)`` in a worker, item ``index`` of the pool (its age in the wait-die rule), run again
+    from the start while a memory request orders it to give back what it holds (its warnings kept
+    from the last run only)."""
+    mine = budget.current()
+    while True:
+        mark = len(caught)
+        shared.begin(index)
+        try:
+            with mine.unit():
+                return fn(item)
+        except budget.Retry:
+            del caught[mark:]
+        finally:
+            shared.end()
+        gc.collect()  # what the dead run held (its frames are gone with the exception)
 
 
 def _plain(w: warnings.WarningMessage) -> warnings.WarningMessage:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from devbin.binary import Buffer, ByteView, budget
-from devbin.errors import DeviceBinaryError, LimitExceeded
+from devbin.errors import DeviceBinaryError
 from devbin.formats.bundle import constants as BC
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile
@@ -402,40 +402,21 @@ def _function_keys(vendor: str, arch: str, raw: list[_Raw]) -> Iterator[_Functio
 class _Twins:
     """Digests only where a copy may exist.  An image can equal another only if its vendor, kind,
     architecture and stored size do, a function only if its vendor, architecture, name and size do: the
-    bytes of an image or function are kept (a window on the memory-mapped file, or on the buffer a zip
-    member or a compressed entry was decoded into) and digested at the end only when another one has the
-    same key.  Decoded buffers are kept up to a quarter of the memory budget (:mod:`devbin.binary.budget`,
-    which they stay charged to: a :class:`~devbin.binary.budget.Decoded` buffer until it is collected, one
-    that a decoder allocated itself, such as a zip member libdeflate inflated, is charged here until
-    :meth:`finish`); past it, bytes are digested at once and not kept.  ``eager``: every
-    image and function digested at once (the workers of ``jobs``, each of which sees only its files)."""
+    bytes of an image or function that are a window on a memory-mapped file are kept and digested at the
+    end only when another one has the same key.  The bytes a zip member or a compressed entry was decoded
+    into are digested at once and let go (a decoded buffer in this thread, not in the hasher's, whose
+    queue would hold it for a time no one knows), as every image is in the workers (``eager``: each sees
+    only its files), so that one decoded image at a time is held (:mod:`devbin.binary.budget`) and the
+    room a later image finds in the budget is the same whatever ``jobs``."""
 
     def __init__(self, *, eager: bool = False) -> None:
         self.images: dict[_ImageKey, list[tuple[ImageSize, Buffer | None]]] = {}
         self.functions: Counter[_FunctionKey] = Counter()  # how many functions have each key
         self.kept: list[tuple[ImageSize, list[_Raw]]] = []  # images whose functions' code is kept
-        self.room = budget.current().limit // 4
-        self.held: set[int] = set()  # ids of the decoded buffers kept (alive while a window on them is)
-        self.charged = 0  # bytes of kept buffers charged to the budget here (not Decoded), until finish()
         self.eager = eager
 
     def _keep(self, data: Buffer) -> bool:
-        if self.eager or not isinstance(data, memoryview):
-            return False
-        obj = data.obj
-        if isinstance(obj, mmap.mmap) or id(obj) in self.held:
-            return True
-        if isinstance(obj, bytes | bytearray) and len(obj) <= self.room:
-            if not isinstance(obj, budget.Decoded):
-                try:
-                    budget.current().reserve(len(obj), what="a buffer kept for duplicates")
-                except LimitExceeded:
-                    return False
-                self.charged += len(obj)
-            self.room -= len(obj)
-            self.held.add(id(obj))
-            return True
-        return False
+        return not self.eager and isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap)
 
     def image(self, size: ImageSize, stored: Buffer, hasher: _Hasher,
               pending: list[tuple[ImageSize, Future[bytes]]]) -> None:
@@ -443,6 +424,9 @@ class _Twins:
         key = (i.vendor, i.kind, i.arch, size.stored)
         if self._keep(stored):
             self.images.setdefault(key, []).append((size, stored))
+        elif isinstance(stored, memoryview) and isinstance(stored.obj, budget.Decoded):
+            size.digest = _sha256(stored)
+            self.images.setdefault(key, []).append((size, None))
         else:
             pending.append((size, hasher.submit(stored)))
             self.images.setdefault(key, []).append((size, None))
@@ -477,13 +461,6 @@ class _Twins:
         self.images.clear()
         self.functions.clear()
         self.kept.clear()
-        self.held.clear()
-        self.release()
-
-    def release(self) -> None:
-        """Give back what :meth:`_keep` charged (also when the measuring stopped early: an error)."""
-        budget.current().release(self.charged)
-        self.charged = 0
 
 
 def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], None], twins: _Twins, *,
@@ -496,38 +473,41 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
     with _Hasher() as hasher:
         digests: list[tuple[ImageSize, Future[bytes]]] = []
         for image in hits:
-            size = ImageSize(image, image.stored_size, image.size)
-            n = image.native
-            data: Buffer | None = None  # the image's bytes, decoded once
-            if isinstance(n, FatbinEntry):
-                fs.headers += n.header_size
-                fatbins.add((image.section, image.offset))
-                if n.is_compressed and not n.is_opaque:
-                    try:  # the entry header records the decoded size; what extract writes is trimmed (PTX: its NUL)
-                        data = image.data()
-                        size.size = len(data)
-                    except DeviceBinaryError as e:
-                        warn(f"{image.address}: {e}")
-            elif image.container == "bundle" and image.compression not in ("none", ""):
-                size.stored_exact = False
-                ccob.append(size)
-            try:
+            with budget.current().unit():  # its decoded bytes given back before the next image
+                size = ImageSize(image, image.stored_size, image.size)
+                n = image.native
+                data: Buffer | None = None  # the image's bytes, decoded once
+                stored: Buffer | None = None
                 if isinstance(n, FatbinEntry):
-                    stored: Buffer = n.payload_area
-                else:
-                    stored = data = image.data()
-                twins.image(size, stored, hasher, digests)
-                if functions and image.kind in (CUBIN, AMDGPU):
-                    if data is None:
-                        data = image.data()
-                    size.functions = twins.function_list(size, data, _functions(
-                        ElfFile(ByteView(data, where=size.address), where=size.address)))
-                    if resources:
-                        size.functions = _with_resources(image, size.functions)
-            except DeviceBinaryError as e:
-                warn(f"{image.address}: {e}")
-            size.image = replace(image, native=None)  # the file's bytes are not held past its accounting
-            fs.images.append(size)
+                    fs.headers += n.header_size
+                    fatbins.add((image.section, image.offset))
+                    if n.is_compressed and not n.is_opaque:
+                        try:  # the entry header records the decoded size; what extract writes is trimmed (PTX: its NUL)
+                            data = image.data()
+                            size.size = len(data)
+                        except DeviceBinaryError as e:
+                            warn(f"{image.address}: {e}")
+                elif image.container == "bundle" and image.compression not in ("none", ""):
+                    size.stored_exact = False
+                    ccob.append(size)
+                try:
+                    if isinstance(n, FatbinEntry):
+                        stored = n.payload_area
+                    else:
+                        stored = data = image.data()
+                    twins.image(size, stored, hasher, digests)
+                    if functions and image.kind in (CUBIN, AMDGPU):
+                        if data is None:
+                            data = image.data()
+                        size.functions = twins.function_list(size, data, _functions(
+                            ElfFile(ByteView(data, where=size.address), where=size.address)))
+                        if resources:
+                            size.functions = _with_resources(image, size.functions)
+                except DeviceBinaryError as e:
+                    warn(f"{image.address}: {e}")
+                size.image = replace(image, native=None)  # the file's bytes are not held past its accounting
+                fs.images.append(size)
+                data = stored = None  # this frame lets go of them before the block ends
         for size, digest in digests:
             size.digest = digest.result()
     fs.headers += FC.FATBIN_HEADER_SIZE * len(fatbins)
@@ -576,15 +556,12 @@ def measure(paths: Iterable[str | Path], *, functions: bool = True, progress: Pr
         return _group(sub, sub.one(todo), functions, resources, twins), sub.rep
 
     out: list[FileSize] = []
-    try:
-        for done, (sizes, sub_rep) in enumerate(ordered_map(one, files, jobs=n), 1):
-            out.extend(sizes)
-            rep.merge(sub_rep)
-            if progress is not None:
-                progress(done, total)
-        twins.finish()
-    finally:
-        twins.release()
+    for done, (sizes, sub_rep) in enumerate(ordered_map(one, files, jobs=n), 1):
+        out.extend(sizes)
+        rep.merge(sub_rep)
+        if progress is not None:
+            progress(done, total)
+    twins.finish()
     return out
 
 
@@ -595,11 +572,8 @@ def measure_bytes(data: Buffer, where: str, *, functions: bool = True,
     scanner = _SizeScanner(rep)
     from devbin.images.address import Address
     twins = _Twins()
-    try:
-        out = _group(scanner, scanner.buffer(data, Frame(Address(where))), functions, False, twins)
-        twins.finish()
-    finally:
-        twins.release()
+    out = _group(scanner, scanner.buffer(data, Frame(Address(where))), functions, False, twins)
+    twins.finish()
     return out
 
 
