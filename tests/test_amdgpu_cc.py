@@ -202,13 +202,13 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path, capsys: pytest.Ca
     assert plain_rows["helper_square"]["source"] == "unknown"
     capsys.readouterr()
     text = _devbin("resources", str(plain))
-    assert re.search(r"helper_square\s+device\s+\?\s+\?", text)
+    assert re.search(r"^  device\s+\?\s+\?.*  helper_square$", text, re.M)  # the name last
     note = capsys.readouterr().err  # the footnote is a note: on stderr
     assert note.startswith("note: ? = not recorded in the file") and "devbin cc" in note and "? = " not in text
     text = _devbin("resources", str(cc))
     assert "? = not recorded" not in text + capsys.readouterr().err  # every function known: no footnote
-    assert re.search(rf"helper_square\s+device\s+{infos['helper_square'].sgpr}\s+{infos['helper_square'].total_vgpr}",
-                     text)
+    assert re.search(rf"^  device\s+{infos['helper_square'].sgpr}\s+{infos['helper_square'].total_vgpr}\s.*"
+                     r"  helper_square$", text, re.M)
 
 
 def test_cc_refusals_and_compiler_failure(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,11 @@ def host_inputs(tmp_path_factory: pytest.TempPathFactory, cubins: dict[str, Path
     return built
 
 
+def _proc(*argv: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "devbin", *argv], capture_output=True, cwd=cwd, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+
+
 def _cuobjdump_list(path: Path) -> list[tuple[str, str]]:
     cuobjdump = require_tool("cuobjdump")
     p = oracles.run([cuobjdump, "-lelf", "-lptx", str(path)])
@@ -91,7 +98,39 @@ def test_extract_equals_cuobjdump_byte_for_byte(host_inputs: dict[str, Path], tm
 
 def test_extract_filters(host_inputs: dict[str, Path], tmp_path: Path) -> None:
     _devbin("extract", str(host_inputs["multi_fatbin"]), "--kind", "cubin", "--arch", "sm_90", "-o", str(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["multi.2.sm_90.cubin"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["multi.1.sm_90.cubin"]  # cuobjdump -arch sm_90 -xelf all
+
+
+def test_extract_arch_numbers_as_cuobjdump(host_inputs: dict[str, Path], tmp_path: Path) -> None:
+    """cuobjdump -arch sm_90 -xelf all numbers the images it selects from 1 (main: multi.2.sm_90.cubin)."""
+    cuobjdump, multi = require_tool("cuobjdump"), host_inputs["multi_fatbin"]
+    for arch in ("sm_90", "sm_80"):
+        theirs, ours = tmp_path / f"theirs-{arch}", tmp_path / f"ours-{arch}"
+        theirs.mkdir()
+        for x in ("-xelf", "-xptx"):
+            assert subprocess.run([cuobjdump, "-arch", arch, x, "all", str(multi)], cwd=theirs, capture_output=True,
+                                  check=False).returncode == 0
+        _devbin("extract", "--arch", arch, str(multi), "-o", str(ours))
+        want = {p.name: p.read_bytes() for p in theirs.iterdir()}
+        assert {p.name: p.read_bytes() for p in ours.iterdir()} == want
+        assert all(".1." in name for name in want), want
+
+
+def test_extract_to_stdout(host_inputs: dict[str, Path], tmp_path: Path) -> None:
+    """-o - prints the one selected image, as cuobjdump -xptx writes it (main made a folder named -)."""
+    multi, theirs = host_inputs["multi_fatbin"], tmp_path / "theirs"
+    theirs.mkdir()
+    subprocess.run([require_tool("cuobjdump"), "-arch", "sm_90", "-xptx", "all", "-xelf", "all", str(multi)],
+                   cwd=theirs, capture_output=True, check=True)
+    for kind, name in (("ptx", "multi.1.sm_90.ptx"), ("cubin", "multi.1.sm_90.cubin")):
+        p = _proc("extract", "--arch", "sm_90", "--kind", kind, str(multi), "-o", "-", cwd=tmp_path)
+        assert p.returncode == 0 and p.stderr == b"", p.stderr
+        assert p.stdout == (theirs / name).read_bytes(), kind
+    p = _proc("extract", "--arch", "sm_90", str(multi), "-o", "-", cwd=tmp_path)
+    assert (p.returncode, p.stdout) == (2, b"")
+    assert p.stderr.decode() == ("devbin: error: -o - writes one image to stdout, and the selection holds 2: narrow it "
+                                 "with --image ADDRESS (as `devbin list --all` prints them), --arch or --kind\n")
+    assert not (tmp_path / "-").exists()
 
 
 def test_extract_refuses_names_that_escape(tmp_path: Path) -> None:

@@ -49,7 +49,15 @@ file is written whole or not at all (a new file renamed into place).
 --image ADDRESS (repeatable) writes only the images at those addresses (as
 `devbin list --all` prints them; the files are then numbered as in --all's
 scope), --arch ARCH (repeatable) only those architectures, as cuobjdump -arch
-(sm_90 also takes sm_90a and the compute_90 PTX; gfx90a every gfx90a target ID).
+(sm_90 also takes sm_90a and the compute_90 PTX; gfx90a every gfx90a target ID),
+numbered among themselves from 1 as `cuobjdump -arch sm_90 -xelf all` numbers
+them.
+
+-o - writes the one selected image to stdout, byte for byte (PTX as
+cuobjdump -ptx prints it: `devbin extract k.o --arch sm_90 --kind ptx -o -`);
+a selection of more than one image is an error naming the count (narrow it
+with --image, --arch or --kind), and so is a cubin or code object to a
+terminal.
 
 --jobs N reads the images (from 8 MB of them) in N processes (default: one
 per processor; --jobs 1: this process only); the output is the same
@@ -108,7 +116,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", choices=KINDS, help="only images of this kind")
     add_image_options(p)
     add_jobs_option(p)
-    p.add_argument("-o", "--output", default=".", metavar="DIR", help="folder to write into (default: .)")
+    p.add_argument("-o", "--output", default=".", metavar="DIR",
+                   help="folder to write into (default: .); - writes the one selected image to stdout")
     p.add_argument("--max-size", type=int, default=1 << 30, help="refuse images larger than this once decompressed")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
 
@@ -203,6 +212,29 @@ def _source_files(paths: list[str], images: list[Image]) -> list[str]:
     return sorted(out)
 
 
+def _to_stdout(images: list[Image], args: argparse.Namespace, out: TextIO) -> int:
+    """``-o -``: the one selected image's bytes on stdout (what ``cuobjdump -ptx`` does for PTX); a cubin
+    or code object is binary, so not onto a terminal."""
+    import sys
+
+    from devbin.cli.common import BadArguments
+    from devbin.errors import UsageError
+    if args.json:
+        raise BadArguments("-o - writes the image itself to stdout; leave out --json")
+    if len(images) != 1:
+        raise BadArguments(f"-o - writes one image to stdout, and the selection holds {len(images)}: narrow it "
+                         "with --image ADDRESS (as `devbin list --all` prints them), --arch or --kind")
+    f = images[0]
+    data = f.data(max_size=args.max_size)
+    if f.kind != "ptx" and sys.stdout.isatty():
+        raise UsageError(f"refusing to write a binary {f.kind} to a terminal; redirect stdout (> FILE) or "
+                         "give -o DIR")
+    out.flush()
+    sys.stdout.buffer.write(data)  # the bytes as they are: not through the text rule of `out`
+    sys.stdout.buffer.flush()
+    return 0
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.binary.output import Inputs, write_file
     from devbin.errors import OutputError, UsageError
@@ -222,12 +254,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     hits = [h for h in found if choose.addresses or wanted(h[0])
             or (args.kind == "lto-ir" and h[0].kind == "lto-ir")]  # an address named is written, whatever its kind
     picked = {id(h) for h in keep(hits, choose, lambda h: h[0])}
+    # cuobjdump -arch A -xelf all numbers the images it selects (1..n); --image numbers as in --all's scope
+    numbered = hits if choose.addresses else [h for h in hits if id(h) in picked]
+    selected = [(h[0], name) for h, name in zip(numbered, names(numbered), strict=True)
+                if not (args.kind and h[0].kind != args.kind) and id(h) in picked]
+    if args.output == "-":
+        return _to_stdout([f for f, _ in selected], args, out)
     chosen: list[tuple[Image, Path]] = []
     taken: set[str] = set()
-    for h, name in zip(hits, names(hits), strict=True):
-        f = h[0]
-        if (args.kind and f.kind != args.kind) or id(h) not in picked:
-            continue
+    for f, name in selected:
         if name in taken:
             raise UsageError(f"two images would both be written as {name!r} (from {f.address}); "
                              "extract the files one at a time or narrow with --arch/--kind")

@@ -1,5 +1,34 @@
 """Registers, stack, shared, local and constant memory per function, for every cubin found.
 
+The text table has one row per function: the numbers in their columns, then
+the function's name, demangled (c++filt's form) and whole, so that long C++
+names do not push the columns out.  For NVIDIA cubins:
+
+  REG     registers (EIATTR_REGCOUNT: also a device function's, where
+          cuobjdump prints REG:0 on sm_90+)
+  STACK   the kernel's stack with everything it calls (EIATTR_MIN_STACK_SIZE,
+          written by nvlink and whole-program ptxas); "unknown" where it is not
+          statically known (0xffffffff: recursion); "-" in a relocatable (-rdc)
+          cubin, where it is decided when nvlink links the call chains (ptxas
+          writes 0 there, and so does cuobjdump: see FRAME)
+  FRAME   the function's own stack frame (EIATTR_FRAME_SIZE; ptxas -v's
+          "bytes stack frame")
+  SPILL   spill and refill instructions ptxas marked (EIATTR_ANNOTATIONS: the
+          register allocator's spills; not callee-saved register saves, which
+          ptxas -v also counts in its spill bytes); "-": the file does not say
+          (producers before CUDA 13)
+  SHARED, LOCAL, CONSTANT   bytes of .nv.shared.<f>, .nv.local.<f> and each
+          .nv.constant<N>.<f> ([N]:bytes)
+
+--function NAME (repeatable) keeps the functions whose mangled or demangled
+name is NAME or matches it as a glob (e.g. --function '*::pressure(*'), in the
+text, --format cuobjdump (with mangled names, what cuobjdump -fun NAME,...
+prints) and --json; a NAME that matches nothing is a warning, as in
+cuobjdump.  --sort regs|stack|frame|spill|name orders the text table's rows
+(numbers largest first, "unknown" before them; AMDGPU: VGPR, PRIVATE, VSPILL);
+--format cuobjdump and --json keep the file's order.  A PTX file has no
+registers or stack until ptxas compiles it: resources says so (exit 3).
+
 AMDGPU code objects get SGPR/VGPR/AGPR, private/group/kernarg segment, dynamic
 stack and spills per function: from the devbin sections when the object has
 them (`devbin cc` output: device functions included), else from the metadata
@@ -16,7 +45,10 @@ that parse them can switch; --json gives the same facts as data: one list
 (docs/IMAGES.md) with the keys every command gives images, then its
 "functions" (NVIDIA: "common" too; AMDGPU: "target_id" and "source"), each
 function's numbers under "resources" in the shape every command gives a
-function's resources (docs/JSON.md).
+function's resources (docs/JSON.md; an unknown stack: "stack" null and
+"dynamic_stack" true).  In an ar archive, --format cuobjdump heads every
+member with cuobjdump's "member ARCHIVE:NAME:" line, also a member without
+device code.
 
 --image ADDRESS (repeatable) reads only those images (addresses as `devbin
 list --all` prints them); --arch ARCH (repeatable) only those
@@ -48,6 +80,7 @@ import os
 from typing import TYPE_CHECKING, Any, TextIO
 
 from devbin.cli.common import (
+    EXIT_NO_DEVICE_CODE,
     ImageFilter,
     add_image_options,
     add_jobs_option,
@@ -64,6 +97,7 @@ from devbin.escape.text import visible, visible_tree
 if TYPE_CHECKING:
     from devbin.images import Image
     from devbin.images.frame import Frame
+    from devbin.targets.nvidia.cubin import CubinFunction
 
 
 HELP = "print per-function resource usage of every cubin and AMDGPU code object found"
@@ -76,6 +110,11 @@ MIN_PARALLEL_BYTES = 8 << 20
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: the files of --image)")
     p.add_argument("--format", choices=("text", "cuobjdump"), default="text", help="text layout (default: text)")
+    p.add_argument("--function", action="append", metavar="NAME",
+                   help="only functions whose mangled or demangled name is NAME or matches it as a glob "
+                        "(cuobjdump -fun; repeatable)")
+    p.add_argument("--sort", choices=SORT_KEYS, help="order the text table's rows: by registers, stack, frame, "
+                   "spill (largest first) or name (default: the file's order)")
     add_image_options(p)
     add_jobs_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -181,20 +220,55 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _write_amdgpu(a: dict[str, Any], out: TextIO) -> None:
+def _write_amdgpu(a: dict[str, Any], sort: str | None, out: TextIO) -> None:
+    from devbin.size.account import demangle
     out.write(f"{a['address']} ({a['target_id']}, from {a['source']}):\n")
-    out.write(f"  {'function':32} {'kind':7} {'SGPR':>5} {'VGPR':>5} {'AGPR':>5} {'PRIVATE':>8} {'GROUP':>6} "
-              f"{'KERNARG':>7} {'DYNSTACK':>8} {'SSPILL':>6} {'VSPILL':>6}\n")
-    for fn in a["functions"]:
+    out.write(f"  {'kind':7} {'SGPR':>5} {'VGPR':>5} {'AGPR':>5} {'PRIVATE':>8} {'GROUP':>6} "
+              f"{'KERNARG':>7} {'DYNSTACK':>8} {'SSPILL':>6} {'VSPILL':>6}  function\n")
+    for fn in _sorted(a["functions"], sort, "amd"):
         c = {k: _cell(fn[k]) for k in _AMD_COLUMNS}
-        out.write(f"  {_name(fn['name'], out)} {fn['kind']:7} {c['sgpr']:>5} {c['vgpr']:>5} {c['agpr']:>5} "
+        out.write(f"  {fn['kind']:7} {c['sgpr']:>5} {c['vgpr']:>5} {c['agpr']:>5} "
                   f"{c['private_segment']:>8} {c['group_segment']:>6} {c['kernarg_segment']:>7} "
-                  f"{c['dynamic_stack']:>8} {c['sgpr_spill']:>6} {c['vgpr_spill']:>6}\n")
+                  f"{c['dynamic_stack']:>8} {c['sgpr_spill']:>6} {c['vgpr_spill']:>6}  {demangle(fn['name'])}\n")
 
 
-def _analyse(f: Image, as_json: bool) -> tuple[Any, ...]:
+def _no_device_code(paths: list[str]) -> int:
+    """No input holds compiled device code: a PTX file is named as such (its registers, stack and spills are
+    decided by ptxas), any other as :func:`no_device_code` says."""
+    import sys
+
+    from devbin.packaging.facts import is_ptx_text
+    other = []
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(4096)
+        except OSError:
+            head = b""
+        if head and is_ptx_text(head):
+            print(f"devbin: {visible(path)}: PTX text, no resource usage until ptxas compiles it "
+                  "(`ptxas -v`, or devbin resources on the cubin ptxas writes)", file=sys.stderr)
+        else:
+            other.append(path)
+    no_device_code(other)
+    return EXIT_NO_DEVICE_CODE
+
+
+def _nv_row(fn: CubinFunction) -> dict[str, Any]:
+    """One row of the NVIDIA text table, from the cubin's records as ``Function.resources`` reads them, but
+    STACK only where the cubin gives the kernel's whole stack (``EIATTR_MIN_STACK_SIZE``: linked or
+    whole-program cubins); a relocatable cubin's ``EIATTR_MAX_STACK_SIZE`` is 0 whatever the frame (the
+    call chains are summed by nvlink), so there STACK is ``None`` and FRAME says what the function needs."""
+    from devbin.targets.nvidia.cubin import STACK_UNKNOWN
+    stack: int | str | None = "unknown" if fn.min_stack_size == STACK_UNKNOWN else fn.min_stack_size
+    return {"name": fn.name, "kind": "kernel" if fn.is_entry else "device", "registers": fn.register_count,
+            "stack": stack, "frame": fn.frame_size, "spill": fn.spill_instructions, "shared": fn.shared,
+            "local": fn.local, "constant": [{"bank": b, "size": n} for b, n in fn.constant_banks.items()]}
+
+
+def _analyse(f: Image, as_json: bool, text: bool) -> tuple[Any, ...]:
     """The per-image work, done where ``--jobs`` puts it (plain data back, see devbin.images.parallel):
-    ``("amd", rows, image)``, ``("nv", head, usage, json image or None, cuobjdump text)``,
+    ``("amd", rows, image)``, ``("nv", head, usage, json image or None, text rows or None)``,
     ``("warn", message)`` / ``("amd-warn", message)`` (the image cannot be read: a warning, the
     command goes on) or ``("skip",)``."""
     from devbin.errors import DeviceBinaryError, LimitExceeded
@@ -202,25 +276,25 @@ def _analyse(f: Image, as_json: bool) -> tuple[Any, ...]:
     from devbin.formats.elf.reader import ElfFile
     from devbin.targets.nvidia.cubin import Cubin
     from devbin.targets.nvidia.importer import cubin_function_resources
-    from devbin.targets.nvidia.resources import format_cuobjdump, usage
+    from devbin.targets.nvidia.resources import usage
     where = str(f.address)
     if f.kind == "amdgpu" or (f.kind == "cubin" and f.entry is None and _is_amdgpu(f)):
         try:
-            rows, amd_image = _amdgpu_usage(f)
+            amd_rows, amd_image = _amdgpu_usage(f)
         except LimitExceeded:
             raise  # over the memory budget: the command fails, the file is not to blame
         except DeviceBinaryError as e:
             return ("amd-warn", str(e))
-        return ("amd", rows, amd_image)
+        return ("amd", amd_rows, amd_image)
     if f.kind != "cubin":
         return ("skip",)
     try:
         elf = ElfFile(f.data(), where=where)
         if elf.header.e_machine != C.EM_CUDA:
             return ("skip",)
-        # Only the JSON reports spills and launch bounds, which need every per-function record;
-        # the text tables need the resource records alone (cuobjdump's numbers).
-        cubin = Cubin(elf, records=as_json)
+        # The JSON and the text table report spills (and the JSON launch bounds), which need every
+        # per-function record; --format cuobjdump needs the resource records alone (cuobjdump's numbers).
+        cubin = Cubin(elf, records=as_json or text)
         u = usage(cubin)
     except LimitExceeded:
         raise  # over the memory budget: the command fails, the file is not to blame
@@ -233,13 +307,15 @@ def _analyse(f: Image, as_json: bool) -> tuple[Any, ...]:
         image = {**head, "common": common, "functions": [
             {"name": fn.name, "kind": "kernel" if fn.is_entry else "device",
              "resources": cubin_function_resources(fn).to_dict()} for fn in cubin.functions]}
-    return ("nv", head, u, image, format_cuobjdump(u))
+    rows = [_nv_row(fn) for fn in cubin.functions] if text else None
+    return ("nv", head, u, image, rows)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.images.parallel import ordered_map, pool_jobs
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
+    from devbin.targets.nvidia.resources import format_cuobjdump
     report = ScanReport()
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
@@ -247,35 +323,45 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     results: list[dict[str, Any]] = []
     amd: list[dict[str, Any]] = []
     text: list[str] = []
-    last_member = None
+    # The scan in order: each ar member's frame (cuobjdump heads every member with a line, also one
+    # without device code) and each image found.
+    events: list[Frame | tuple[Image, Frame]] = []
     with progress_bar("scanning") as progress:
-        found = list(Scanner(report, all=args.all or choose.all).paths(paths, progress))
+        events.extend(Scanner(report, all=args.all or choose.all, on_member=events.append).paths(paths, progress))
+    found = [e for e in events if isinstance(e, tuple)]
     for w in report.warnings:
         warn(w)
     if not found and not report.warnings:
-        return no_device_code(paths)
+        return _no_device_code(paths)
     warned = len(report.warnings)
     hits = [h for h in keep(found, choose, lambda h: h[0]) if h[0].kind in ("amdgpu", "cubin", "ptx")]
     # Each image read in a worker of the pool (--jobs), in order; what only the scan knows (the
     # archive member lines, the fatbin entry headers) is written here.
     todo = [f for f, _ in hits if f.kind != "ptx"]
-    done = iter(ordered_map(lambda f: _analyse(f, args.json), todo,
+    text_table = not args.json and args.format == "text"
+    wanted = _FunctionFilter(args.function)
+    done = iter(ordered_map(lambda f: _analyse(f, args.json, text_table), todo,
                             jobs=pool_jobs(args.jobs, (f.size for f in todo), MIN_PARALLEL_BYTES),
                             weights=[f.size if f.compression != "none" else 0 for f in todo]))
-    for f, frame in hits:
+    kept = {id(h) for h in hits}
+    for event in events:
+        if not isinstance(event, tuple):
+            member = _member_line(event)
+            if member:
+                text.append(member)
+            continue
+        if id(event) not in kept:
+            continue
+        f = event[0]
         where = str(f.address)
         result = next(done) if f.kind != "ptx" else ("skip",)
         if result[0] == "amd":
-            amd.append(result[1])
-            images.append(result[2])
+            amd.append(wanted.image(result[1]))
+            images.append(wanted.image(result[2]))
             continue
         if result[0] == "amd-warn":
             report.warn(where, result[1])
             continue
-        member = _member_line(frame)
-        if member and member != last_member:
-            text.append(member)
-            last_member = member
         if f.entry is not None:
             text.append(_entry_header(f))
         if result[0] == "warn":
@@ -283,13 +369,17 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             continue
         if result[0] != "nv":
             continue
-        _, head, u, image, cuobjdump = result
-        results.append({**head, **{k: v for k, v in u.items() if k not in head}})
-        if args.json:
-            images.append(image)
-        text.append(cuobjdump)
+        _, head, u, image, rows = result
+        u = wanted.image(u)
+        if rows is not None:
+            results.append({**head, **{k: v for k, v in u.items() if k not in head}, "functions": wanted.rows(rows)})
+        if image is not None:
+            images.append(wanted.image(image))
+        text.append(format_cuobjdump(u))
     for w in report.warnings[warned:]:
         warn(w)
+    for pattern in wanted.unmatched():
+        warn(f"--function {pattern!r} matched no function")  # cuobjdump: "Function listed in --function ... not found"
     if args.json:
         dump("resources", {"images": images, "warnings": report.warnings}, out)
         return scan_status(report.failed)
@@ -297,21 +387,82 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         out.write("".join(text))  # stdout is exactly cuobjdump's lines
         return scan_status(report.failed)
     for u in visible_tree(results):  # the text rule on every string read from a file
-        out.write(f"{u['address']} ({u['arch']}): GLOBAL {u['common']['global']} bytes"
-                  + "".join(f", CONSTANT[{c['bank']}] {c['size']}" for c in u["common"]["constant"]) + "\n")
-        out.write(f"  {'function':32} {'kind':7} {'REG':>4} {'STACK':>6} {'SHARED':>7} {'LOCAL':>6}  constant banks\n")
-        for fn in u["functions"]:
-            banks = " ".join(f"[{c['bank']}]:{c['size']}" for c in fn["constant"])
-            out.write(f"  {_name(fn['name'], out)} {fn['kind']:7} {fn['registers']:>4} {fn['stack']:>6} "
-                      f"{fn['shared']:>7} {fn['local']:>6}  {banks}\n")
+        _write_nvidia(u, args.sort, out)
     for a in visible_tree(amd):
-        _write_amdgpu(a, out)
+        _write_amdgpu(a, args.sort, out)
     if any(fn["source"] == "unknown" for a in amd for fn in a["functions"]):
         note(UNKNOWN_NOTE.rstrip("\n"))
     return scan_status(report.failed)
 
 
-def _name(name: str, out: TextIO, width: int = 32) -> str:
-    """A function name in its column: cut to ``width`` only on a terminal (whole in a pipe or file)."""
-    from devbin.cli.render import cell
-    return cell(name, width, out)
+class _FunctionFilter:
+    """``--function NAME`` (repeatable): a function is kept when its mangled or demangled name is NAME or
+    matches it as a glob (fnmatch, case-sensitive); no NAME keeps every function.  Applies to every
+    output (text, --format cuobjdump, --json); the images stay, with the functions kept."""
+
+    def __init__(self, patterns: list[str] | None) -> None:
+        self.patterns = list(patterns or [])
+        self.matched: set[str] = set()
+
+    def __call__(self, name: str) -> bool:
+        if not self.patterns:
+            return True
+        from fnmatch import fnmatchcase
+
+        from devbin.size.account import demangle
+        hits = {p for p in self.patterns
+                if p in (name, demangle(name)) or fnmatchcase(name, p) or fnmatchcase(demangle(name), p)}
+        self.matched |= hits
+        return bool(hits)
+
+    def rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in rows if self(r["name"])] if self.patterns else rows
+
+    def image(self, image: dict[str, Any]) -> dict[str, Any]:
+        return {**image, "functions": self.rows(image["functions"])} if self.patterns else image
+
+    def unmatched(self) -> list[str]:
+        return [p for p in self.patterns if p not in self.matched]
+
+
+#: --sort's keys: the row's field each sorts by (numbers largest first, names A to Z; unknown last).
+SORT_KEYS = ("regs", "stack", "frame", "spill", "name")
+_SORT_FIELDS = {"nv": {"regs": "registers", "stack": "stack", "frame": "frame", "spill": "spill"},
+                "amd": {"regs": "vgpr", "stack": "private_segment", "frame": "private_segment",
+                        "spill": "vgpr_spill"}}
+
+
+def _sorted(rows: list[dict[str, Any]], key: str | None, vendor: str) -> list[dict[str, Any]]:
+    """The table's rows in --sort's order (stable: ties keep the file's order)."""
+    if key is None:
+        return rows
+    if key == "name":
+        from devbin.size.account import demangle
+        return sorted(rows, key=lambda r: demangle(r["name"]))
+    field = _SORT_FIELDS[vendor][key]
+
+    def value(r: dict[str, Any]) -> tuple[int, int]:
+        v = r[field]
+        if v == "unknown" or v is True:
+            return (0, 0)  # not statically known: could be anything, so first
+        return (1, -v) if isinstance(v, int) else (2, 0)
+    return sorted(rows, key=value)
+
+
+def _cell_nv(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def _write_nvidia(u: dict[str, Any], sort: str | None, out: TextIO) -> None:
+    """One cubin's table: the numbers first, each in its column, the (demangled) name last, whole."""
+    from devbin.size.account import demangle
+    out.write(f"{u['address']} ({u['arch']}): GLOBAL {u['common']['global']} bytes"
+              + "".join(f", CONSTANT[{c['bank']}] {c['size']}" for c in u["common"]["constant"]) + "\n")
+    banks = {id(fn): " ".join(f"[{c['bank']}]:{c['size']}" for c in fn["constant"]) for fn in u["functions"]}
+    width = max([len("CONSTANT"), *map(len, banks.values())])
+    out.write(f"  {'kind':7} {'REG':>4} {'STACK':>7} {'FRAME':>6} {'SPILL':>6} {'SHARED':>7} {'LOCAL':>6}  "
+              f"{'CONSTANT':{width}}  function\n")
+    for fn in _sorted(u["functions"], sort, "nv"):
+        c = {k: _cell_nv(fn[k]) for k in ("registers", "stack", "frame", "spill", "shared", "local")}
+        out.write(f"  {fn['kind']:7} {c['registers']:>4} {c['stack']:>7} {c['frame']:>6} {c['spill']:>6} "
+                  f"{c['shared']:>7} {c['local']:>6}  {banks[id(fn)]:{width}}  {demangle(fn['name'])}\n")

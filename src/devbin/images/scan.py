@@ -160,10 +160,13 @@ class Scanner:
     yield ``(image, frame)`` pairs: the image and the file it was found in."""
 
     def __init__(self, report: ScanReport | None = None, *, all: bool = False,
-                 follow_thin_outside: bool = False) -> None:
+                 follow_thin_outside: bool = False, on_member: Callable[[Frame], None] | None = None) -> None:
         self.rep = report if report is not None else ScanReport()
         self.all = all
         self.follow_thin_outside = follow_thin_outside
+        # called with each ar member's frame before its images are yielded, also for a member that
+        # holds none (cuobjdump prints a line for every member: `devbin resources --format cuobjdump`)
+        self.on_member = on_member
         self.zip_opened = False  # the last top-level file was a zip (a folder of files: not in `failed`)
 
     def paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> Iterator[Hit]:
@@ -329,6 +332,8 @@ class Scanner:
         for m in ar.files:
             sub = _member(frame, m.name, seen, "ar")
             self.rep.members += 1
+            if self.on_member is not None:
+                self.on_member(sub)
             if not m.thin:
                 yield from self.buffer(m.data, sub, depth=depth + 1)
                 continue

@@ -184,6 +184,12 @@ def _amdgpu(image: Image, elf: ElfFile) -> Image:
                              "code-object-version": facts.flags.code_object_version}, extra=_devbin_meta(elf))
 
 
+def is_ptx_text(head: bytes) -> bool:
+    """Whether a file's first bytes (4 KiB) read as PTX: a ``.version`` or ``.target`` directive, which
+    every PTX module starts with (PTX ISA, "PTX Module Directives")."""
+    return b".version" in head or b".target" in head
+
+
 def _ptx(image: Image, text: str) -> Image:
     target = re.search(r"^\s*\.target\s+([^\s,]+)", text, re.M)
     nv = try_parse_arch(target[1]) if target else None
@@ -211,8 +217,7 @@ def describe(image: Image, data: Buffer | None = None) -> Image:
         return _described(image, kind=DATA, vendor="", arch="", triple="", facts={}, extra=_devbin_meta(elf))
     if view.startswith(_BITCODE[0]) or view.startswith(_BITCODE[1]):
         return _described(image, kind=BITCODE, vendor="", arch="", triple="", facts={})
-    head = bytes(view.bytes_at(0, min(len(view), 4096)))
-    if b".version" in head or b".target" in head:
+    if is_ptx_text(bytes(view.bytes_at(0, min(len(view), 4096)))):
         try:
             return _ptx(image, bytes(raw).decode("utf-8"))
         except UnicodeDecodeError:

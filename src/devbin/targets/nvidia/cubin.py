@@ -106,6 +106,12 @@ class CubinFunction:
     records: list[NvInfoRecord] = field(default_factory=list)  # its .nv.info.<f> records, all of them
 
     @property
+    def register_count(self) -> int:
+        """The registers the function uses: ``EIATTR_REGCOUNT``, else the ``sh_info`` byte (a device
+        function's count, where cuobjdump's ``REG`` is 0 on sm_90+); ``Function.resources.registers``."""
+        return self.regcount if self.regcount is not None else self.registers
+
+    @property
     def stack(self) -> int:
         """What cuobjdump prints as STACK."""
         if self.min_stack_size is not None:

@@ -91,7 +91,7 @@ def cubin_function_resources(f: CubinFunction) -> Resources:
 
 
 def _attributes(f: CubinFunction, proto_index: int | None) -> list[Attribute]:
-    a: list[Attribute] = [Attribute(StdAttr.REGS_GENERAL, f.regcount if f.regcount is not None else f.registers)]
+    a: list[Attribute] = [Attribute(StdAttr.REGS_GENERAL, f.register_count)]
     if f.frame_size is not None:
         a.append(Attribute(StdAttr.FRAME_SIZE, f.frame_size))
     stack = f.min_stack_size if f.min_stack_size is not None else f.max_stack_size

@@ -13,7 +13,11 @@ Functions come in ``.text.<f>`` section order; constant banks in section
 order; ``CONSTANT[n]`` entries appear only for banks the function has.
 TEXTURE/SURFACE/SAMPLER count bound texture, surface and sampler references,
 which CUDA 12+ code does not have (they are bindless): devbin prints 0, as
-cuobjdump does for every cubin in the test corpus.
+cuobjdump does for every cubin in the test corpus.  A stack size that is not
+statically known (``EIATTR_MIN_STACK_SIZE`` 0xFFFFFFFF: nvlink writes it for a
+kernel that reaches recursion or an indirect call it cannot bound, and warns
+"Stack size for entry function ... cannot be statically determined") prints
+``STACK:UNKNOWN``, as cuobjdump prints it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from devbin.escape.text import visible
-from devbin.targets.nvidia.cubin import Cubin, CubinFunction
+from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin, CubinFunction
 
 
 def function_usage(f: CubinFunction) -> dict[str, Any]:
@@ -61,6 +65,7 @@ def format_cuobjdump(u: dict[str, Any]) -> str:
     for f in u["functions"]:
         banks = "".join(f" CONSTANT[{c['bank']}]:{c['size']}" for c in f["constant"])
         lines.append(f" Function {visible(f['name'])}:")  # the text rule: a name read from the file
-        lines.append(f"  REG:{f['registers']} STACK:{f['stack']} SHARED:{f['shared']} LOCAL:{f['local']}{banks} "
+        stack = "UNKNOWN" if f["stack"] == STACK_UNKNOWN else f["stack"]
+        lines.append(f"  REG:{f['registers']} STACK:{stack} SHARED:{f['shared']} LOCAL:{f['local']}{banks} "
                      f"TEXTURE:{f['texture']} SURFACE:{f['surface']} SAMPLER:{f['sampler']}")
     return "\n".join(lines) + "\n"

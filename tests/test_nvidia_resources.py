@@ -1,0 +1,158 @@
+"""devbin resources against cuobjdump and ptxas -v on cubins with frames, spills and recursion.
+
+Inputs are built here: tests/sources/frames.cu (`nvcc -cubin -rdc=true -maxrregcount=32 -Xptxas -v`,
+then nvlink), an ar archive of host-only objects around an nvcc object, and `nvcc -ptx` output.
+cuobjdump is the oracle of `--format cuobjdump` and of STACK; ptxas -v of FRAME and SPILL in the
+text table.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devbin.cli.main import main
+
+from tests import oracles
+from tests.conftest import SOURCES, require_tool
+
+SRC = str(Path(__file__).parents[1] / "src")
+
+
+def _devbin(*argv: str) -> str:
+    out = io.StringIO()
+    assert main(list(argv), out) == 0
+    return out.getvalue()
+
+
+def _proc(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "devbin", *argv], capture_output=True, cwd=cwd, check=False,
+                          env={**os.environ, "PYTHONPATH": SRC})
+
+
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | str]:
+    nvcc, nvlink = require_tool("nvcc"), require_tool("nvlink")
+    out = tmp_path_factory.mktemp("frames")
+    rdc, linked, ptx = out / "frames.cubin", out / "frames_linked.cubin", out / "frames.ptx"
+    p = oracles.run([nvcc, "-arch=sm_90", "-cubin", "-rdc=true", "-maxrregcount=32", "-Xptxas", "-v", "-o", str(rdc),
+                     str(SOURCES / "frames.cu")])
+    assert p.returncode == 0, p.stderr
+    q = oracles.run([nvlink, "-arch=sm_90", "-o", str(linked), str(rdc)])
+    assert q.returncode == 0 and "cannot be statically determined" in q.stderr, q.stderr
+    assert oracles.run([nvcc, "-arch=sm_90", "-ptx", "-o", str(ptx), str(SOURCES / "frames.cu")]).returncode == 0
+    return {"rdc": rdc, "linked": linked, "ptx": ptx, "ptxas": p.stdout + p.stderr}
+
+
+def _ptxas_facts(verbose: str) -> dict[str, tuple[int, int]]:
+    """function -> (bytes stack frame, bytes spill stores) as ptxas -v prints them."""
+    return {m[1]: (int(m[2]), int(m[3])) for m in re.finditer(
+        r"Function properties for (\S+)\n\s+(\d+) bytes stack frame, (\d+) bytes spill stores", verbose)}
+
+
+def _table(text: str) -> dict[str, dict[str, str]]:
+    """The NVIDIA text table's rows by (demangled) function name: the name starts where the header's
+    "function" starts (the columns stay aligned, however long the name)."""
+    rows: dict[str, dict[str, str]] = {}
+    header: list[str] = []
+    at = 0
+    for line in text.splitlines():
+        if line.startswith("  kind "):
+            header, at = line.split()[:7], line.index("function")
+        elif line.startswith("  ") and header:
+            cells = line[:at].split()
+            rows[line[at:]] = dict(zip(header, cells[:7], strict=True))
+    return rows
+
+
+def test_text_table_frame_spill_and_stack(frames: dict[str, Path | str]) -> None:
+    """FRAME = ptxas -v's stack frame; SPILL non-zero exactly where ptxas spills; STACK: `-` in a relocatable
+    cubin (not known before nvlink: main printed 0 beside a 392-byte frame), cuobjdump's number once
+    linked, `unknown` for 0xffffffff (main: 4294967295); demangled names last, columns aligned."""
+    from devbin.size.account import demangle
+    ptxas = _ptxas_facts(str(frames["ptxas"]))
+    assert ptxas["_ZN12devbin_tests6frames9big_frameILi96EEEfPKfi"][0] == 392
+    rows = _table(_devbin("resources", str(frames["rdc"])))
+    assert set(rows) == {demangle(n) for n in ptxas}
+    for name, (frame, spill_bytes) in ptxas.items():
+        r = rows[demangle(name)]
+        assert r["FRAME"] == str(frame), name
+        assert r["SPILL"] == "0" or spill_bytes > 0, name
+        assert r["STACK"] == "-", name
+    assert int(rows["devbin_tests::frames::pressure(float*, float const*, int)"]["SPILL"]) > 0
+    assert int(rows["_ZN12devbin_tests6frames8deep_sumEiPVi$1"]["SPILL"]) > 0
+    # ptxas -v counts deep_sum's 5 callee-saved register saves of its prologue (STL, 20 bytes) as spill
+    # stores, but marks no SpillRefill: SPILL counts the allocator's spills only (docs/API.md)
+    assert ptxas["_ZN12devbin_tests6frames8deep_sumEiPVi"][1] == 20
+    assert rows["devbin_tests::frames::deep_sum(int, int volatile*)"]["SPILL"] == "0"
+    linked = _table(_devbin("resources", str(frames["linked"])))
+    theirs = oracles.run([require_tool("cuobjdump"), "-res-usage", str(frames["linked"])]).stdout
+    stacks = dict(re.findall(r" Function (\S+):\n  REG:\d+ STACK:(\S+)", theirs))
+    kernels = {n: s for n, s in stacks.items() if linked[demangle(n)]["kind"] == "kernel"}
+    assert kernels["_ZN12devbin_tests6frames13recursive_sumEiPi"] == "UNKNOWN"
+    assert kernels["_ZN12devbin_tests6frames14uses_big_frameEPfPKfi"] == "392"
+    for name, stack in kernels.items():
+        assert linked[demangle(name)]["STACK"] == stack.lower(), name
+
+
+def test_stack_unknown_equals_cuobjdump(frames: dict[str, Path | str]) -> None:
+    theirs = oracles.run([require_tool("cuobjdump"), "-res-usage", str(frames["linked"])]).stdout
+    assert "STACK:UNKNOWN" in theirs
+    assert _devbin("resources", "--format", "cuobjdump", str(frames["linked"])) == theirs
+    data = json.loads(_devbin("resources", "--json", str(frames["linked"])))
+    r = next(f["resources"] for f in data["images"][0]["functions"] if "recursive_sum" in f["name"])
+    assert r["dynamic_stack"] is True and r["stack"] is None
+
+
+def test_function_filter_and_sort(frames: dict[str, Path | str], capsys: pytest.CaptureFixture[str]) -> None:
+    cuobjdump, path = require_tool("cuobjdump"), str(frames["linked"])
+    mangled = "_ZN12devbin_tests6frames8pressureEPfPKfi"
+    theirs = oracles.run([cuobjdump, "-res-usage", "-fun", mangled, path]).stdout
+    assert _devbin("resources", "--format", "cuobjdump", "--function", mangled, path) == theirs
+    # a demangled glob selects the same, in the text and the JSON
+    demangled = "devbin_tests::frames::pressure(*"
+    assert _devbin("resources", "--format", "cuobjdump", "--function", demangled, path) == theirs
+    assert list(_table(_devbin("resources", "--function", "*::pressure(*", path))) == [
+        "devbin_tests::frames::pressure(float*, float const*, int)"]
+    data = json.loads(_devbin("resources", "--json", "--function", "*big_frame*", path))
+    assert [f["name"] for f in data["images"][0]["functions"]] == [
+        "_ZN12devbin_tests6frames9big_frameILi96EEEfPKfi", "_ZN12devbin_tests6frames14uses_big_frameEPfPKfi"]
+    capsys.readouterr()
+    _devbin("resources", "--function", "no_such_function", path)
+    assert capsys.readouterr().err == "warning: --function 'no_such_function' matched no function\n"
+    by_frame = list(_table(_devbin("resources", "--sort", "frame", path)).values())
+    assert [int(r["FRAME"]) for r in by_frame] == sorted((int(r["FRAME"]) for r in by_frame), reverse=True)
+    by_stack = list(_table(_devbin("resources", "--sort", "stack", path)).values())
+    assert [r["STACK"] for r in by_stack][:3] == ["unknown", "640", "392"]
+    assert list(_table(_devbin("resources", "--sort", "name", path))) == sorted(_table(_devbin("resources", path)))
+
+
+def test_archive_members_without_device_code_equal_cuobjdump(tmp_path: Path) -> None:
+    """cuobjdump heads every member of an archive, also one without device code (main left those out)."""
+    cuobjdump, nvcc, gcc, ar = (require_tool(t) for t in ("cuobjdump", "nvcc", "gcc", "ar"))
+    assert oracles.run([gcc, "-c", "-o", str(tmp_path / "host.o"), str(SOURCES / "host.c")]).returncode == 0
+    shutil.copy(tmp_path / "host.o", tmp_path / "tail.o")
+    p = oracles.run([nvcc, "-c", "-arch=sm_90", "-o", str(tmp_path / "k.o"), str(SOURCES / "kernels.cu")])
+    assert p.returncode == 0, p.stderr
+    lib = tmp_path / "libmixed.a"
+    assert oracles.run([ar, "rcs", str(lib), *(str(tmp_path / m) for m in ("host.o", "k.o", "tail.o"))]).returncode == 0
+    for arch in ([], ["-arch", "sm_90"], ["-arch", "sm_80"]):
+        theirs = oracles.run([cuobjdump, *arch, "-res-usage", str(lib)]).stdout
+        assert theirs.count("\nmember ") == 3, arch
+        ours = _devbin("resources", "--format", "cuobjdump", *[a.replace("-arch", "--arch") for a in arch], str(lib))
+        assert ours.replace(str(lib), os.path.abspath(lib)) == theirs, arch
+
+
+def test_resources_on_ptx_names_it(frames: dict[str, Path | str]) -> None:
+    p = _proc("resources", str(frames["ptx"]))
+    assert p.returncode == 3 and p.stdout == b""
+    assert p.stderr.decode() == (f"devbin: {frames['ptx']}: PTX text, no resource usage until ptxas compiles it "
+                                 "(`ptxas -v`, or devbin resources on the cubin ptxas writes)\n")
