@@ -203,6 +203,14 @@ def test_output_folder_names_the_file_after_the_input(tmp_path: Path, capsys: py
                                 f"{tmp_path / 'no'} does not exist\n"
 
 
+def test_annotate_into_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "d").mkdir()
+    # before: "d: cannot write: Is a directory"
+    code, _out, err = _run(capsys, "annotate", FIXTURES / "sample_sm90.cubin", "-o", tmp_path / "d")
+    assert code == 0, err
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["sample_sm90.cubin"]
+
+
 def test_output_over_the_input_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fb = _fatbin(tmp_path / "k.fatbin", (80, 90))
     before = fb.read_bytes()
