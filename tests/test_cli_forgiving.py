@@ -119,6 +119,17 @@ def test_not_an_architecture_says_which_one(given: str, meant: str, tmp_path: Pa
     assert not dest.exists()
 
 
+def test_select_device_any_case_and_the_one_meant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fb = _fatbin(tmp_path / "k.fatbin", (80, 90))
+    # before: SM_90 was "unknown device", exit 2
+    code, out, err = _run(capsys, "select", fb, "--device", "SM_90")
+    assert code == 0 and "#0.1: sm_90 (SASS)" in out, err
+    # before: sm90 and 90 named no device meant; sm_900 looked for a 90.0 GPU (exit 1)
+    for given in ("sm90", "90", "sm_900"):
+        code, out, err = _run(capsys, "select", fb, "--device", given)
+        assert code == 2 and out == "" and "did you mean sm_90" in err and err.count("\n") == 1, err
+
+
 def test_arch_filter_that_takes_nothing_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fb = _fatbin(tmp_path / "k.fatbin", (90,), (90,))
     # before: empty output, exit 0 (as cuobjdump -arch, which prints nothing)

@@ -91,6 +91,9 @@ def canonical_arch(text: str) -> str:
             return _refuse(text, f"{tid.processor} has no {', '.join(bad)} feature"
                                  + (f" (it has {', '.join(have)})" if have else " (it has none)"))
         return str(tid)
+    if t.startswith(_NV_PREFIXES):
+        return _refuse(text, "not an NVIDIA architecture name (sm_XY, compute_XY or lto_XY, with an a or f suffix "
+                             "or none)")
     return _refuse(text, "not a GPU architecture" if suggestions(text)
                    else "not a GPU architecture (sm_90, compute_90, gfx90a, gfx90a:xnack+ ...)")
 
