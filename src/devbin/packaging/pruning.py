@@ -364,13 +364,13 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
             raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the file holds "
                              f"{', '.join(sorted({short(i.arch) for i in device}))}")
         ctx.notes.extend(f"{name} matches no image in {where}" for name in unmatched)
-    ptx = ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k])
+    ptx = _ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k])
     if ptx:
         ctx.notes.append(f"{where}: {ptx}")
     return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes)
 
 
-def ptx_lost(before: Sequence[Image], after: Sequence[Image]) -> str:
+def _ptx_lost(before: Sequence[Image], after: Sequence[Image]) -> str:
     """The warning when ``before`` (a file's images) held PTX a GPU newer than its SASS could JIT
     (:func:`devbin.packaging.ptx.jit_ptx`) and ``after`` (the images kept) holds none; else ``""``."""
     had, kept = jit_ptx(before), jit_ptx(after)
