@@ -394,9 +394,11 @@ def test_resources_arch_equals_cuobjdump_arch(tmp_path: Path) -> None:
             theirs = subprocess.run([cuobjdump, "-arch", arch, "-res-usage", str(path)], check=True,
                                     capture_output=True, text=True).stdout
             code, ours = _run("resources", "--format", "cuobjdump", "--arch", arch, str(path))
+            if arch == "sm_75":  # cuobjdump prints no function and exits 0; devbin says so (exit 1, issue 27)
+                assert "Function" not in theirs and code == 1 and ours == "", (path.name, ours)
+                continue
             assert code == 0 and ours == theirs, (path.name, arch)
-            if arch != "sm_75":
-                assert "Function _Z1kPf" in ours
+            assert "Function _Z1kPf" in ours
 
 
 # --------------------------------------------------------------------------- exit statuses and streams
@@ -429,6 +431,7 @@ OTHERS: dict[str, list[str]] = {
 
 
 def _argv(name: str, path: Path, out: Path, json_: bool) -> list[str]:
+    out.mkdir(exist_ok=True)  # these tests are about the input: an output in a missing folder is refused first
     argv = [a.replace("FILE", str(path)).replace("OUT", str(out)) for a in {**READERS, **OTHERS}[name]]
     return [*argv, "--json"] if json_ else argv
 

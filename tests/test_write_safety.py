@@ -618,7 +618,7 @@ def test_defect4_error_names_the_file(tmp_path: Path) -> None:
     assert one_line_error(res) == "devbin: error: a.cubin: cannot write: File too large"
     assert not (tmp_path / "a.cubin").exists()  # not 100 bytes of it
     res = devbin(["annotate", "sample_sm90.cubin", "-o", "sub/a.cubin"], tmp_path)
-    assert one_line_error(res) == "devbin: error: sub/a.cubin: cannot write: No such file or directory"
+    assert one_line_error(res) == "devbin: error: sub/a.cubin: cannot write: the folder sub does not exist"
 
 
 @pytest.mark.parametrize("how", ["traversal", "duplicate", "wrong hash", "missing row", "truncated"])
@@ -730,10 +730,11 @@ def test_helper_errors_are_one_line_and_name_the_file(flavour: str, tmp_path: Pa
     (tmp_path / "d").mkdir()
     with pytest.raises(OutputError) as e:
         write_file(tmp_path / "d", b"x")  # a folder where the file should go
-    assert str(e.value) == f"{tmp_path / 'd'}: cannot write: Is a directory"
+    assert str(e.value) == f"{tmp_path / 'd'}: cannot write: a folder; name a file in it"
     with pytest.raises(OutputError) as e:
         write_file(tmp_path / "missing" / "x", b"x")
-    assert str(e.value) == f"{tmp_path / 'missing' / 'x'}: cannot write: No such file or directory"
+    missing = tmp_path / "missing"
+    assert str(e.value) == f"{missing / 'x'}: cannot write: the folder {missing} does not exist"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"] and not list((tmp_path / "d").iterdir())
 
 

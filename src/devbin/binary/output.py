@@ -85,7 +85,7 @@ if sys.platform != "win32":
 from devbin.errors import OutputError
 
 __all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "HOLD_POINT_ENV", "Inputs", "Output", "Sink", "atomic_output",
-           "check_destination", "keep_backup", "write_file"]
+           "check_destination", "destination", "keep_backup", "write_file"]
 
 PathLike = str | os.PathLike[str]
 
@@ -152,12 +152,22 @@ def _inputs(inputs: Inputs | Iterable[PathLike]) -> Inputs:
 
 
 def check_destination(path: PathLike, inputs: Inputs | Iterable[PathLike] = ()) -> str:
-    """``path`` resolved (symbolic links followed); :class:`OutputError` when it is one of ``inputs``.
+    """``path`` resolved (symbolic links followed); :class:`OutputError` when it is one of ``inputs``,
+    names a folder (an existing one, or a name ending in ``/``: :func:`destination` puts a file
+    in it), or lies in a folder that does not exist or this process cannot create files in.
 
-    Commands call it before long work, so a bad ``-o`` fails at once; :func:`atomic_output`
-    calls it again.
+    Commands call it before long work, so a bad ``-o`` fails at once (not with "Is a directory" or
+    "No such file or directory" after the work); :func:`atomic_output` calls it again.
     """
     shown = os.fspath(path)
+    if shown.endswith(("/", os.sep)) or os.path.isdir(shown):
+        raise OutputError("cannot write: a folder; name a file in it", where=shown)
+    parent = os.path.dirname(os.path.realpath(shown))
+    if not os.path.isdir(parent):
+        raise OutputError(f"cannot write: the folder {os.path.dirname(shown) or parent} does not exist",
+                          where=shown)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write: {os.strerror(errno.EACCES)}", where=shown)  # as open(2) would say
     hit = _inputs(inputs).match(path)
     if hit is not None:
         if hit == shown:
@@ -168,6 +178,20 @@ def check_destination(path: PathLike, inputs: Inputs | Iterable[PathLike] = ()) 
             how = " (the same file: a hard link to it)"
         raise OutputError(f"refusing to write over the input {hit}{how}; choose another output", where=shown)
     return os.path.realpath(shown)
+
+
+def destination(path: PathLike, named_after: PathLike, inputs: Inputs | Iterable[PathLike] = ()) -> str:
+    """Where ``-o path`` writes the output made from the input ``named_after``: ``path`` itself, or
+    ``path/<name of named_after>`` when ``path`` ends in ``/`` or is an existing folder (as ``cp``
+    does; a wheel must keep its name for pip, PEP 427).  A folder named with ``/`` must exist.
+    Checked at once (:func:`check_destination`)."""
+    shown = os.fspath(path)
+    if shown.endswith(("/", os.sep)) or os.path.isdir(shown):
+        if not os.path.isdir(shown):
+            raise OutputError("cannot write: no such folder (a name ending in / names a folder)", where=shown)
+        shown = os.path.join(shown, os.path.basename(os.path.normpath(os.fspath(named_after))))
+    check_destination(shown, inputs)
+    return shown
 
 
 def _error(shown: str, e: OSError) -> OutputError:

@@ -25,19 +25,20 @@ HELP = "write the devbin sections into a copy of a cubin or AMDGPU code object"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="a cubin or an AMDGPU code object (or a devbin wrapped image of one)")
-    p.add_argument("-o", "--output", required=True, help="where to write the annotated copy")
+    p.add_argument("-o", "--output", required=True,
+                   help="where to write the annotated copy (DIR/ or a folder: DIR/<input name>)")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.api import open_file
-    from devbin.binary.output import check_destination, write_file
+    from devbin.binary.output import destination, write_file
     from devbin.errors import UsageError
     from devbin.formats.devsec.elf import annotate
     from devbin.formats.elf.compare import loader_differences
     from devbin.formats.elf.reader import ElfFile
     from devbin.importers import import_code_object
-    check_destination(args.output, [args.file])
+    args.output = destination(args.output, args.file, [args.file])  # -o DIR/: DIR/<input name>; checked now
     if not holds_device_code([args.file]):
         return no_device_code([args.file])
     from devbin.api import wrapped_metadata

@@ -10,7 +10,12 @@ Image options (one helper, every command that reads images):
   -arch`` matches them: ``sm_90`` takes every image of SM 9.0 (the ``sm_90`` and ``sm_90a``
   cubins, the ``compute_90`` PTX and LTO-IR); ``sm_90a`` takes the same; ``compute_90`` only
   the PTX and LTO-IR of 9.0; ``gfx90a`` every ``gfx90a`` target ID, ``gfx90a:xnack+`` only
-  that one.  An architecture devbin does not know is a usage error.
+  that one.  Repeatable and comma-separated (``--arch sm_80,sm_90``), case-insensitive
+  (``SM_90``, ``gfx90A``); a name that is no known architecture is a usage error suggesting the
+  one meant (``sm90``: "did you mean sm_90?"; :mod:`devbin.targets.archnames`, the one parser of
+  architecture lists).  A filter that takes no image at all is an error (exit 1, one line naming
+  the architectures the input holds), where ``cuobjdump -arch`` prints nothing and exits 0: an
+  empty listing is easily taken for "nothing there".
 * ``--all``: cuobjdump's ``-all`` scope (the relocatable ``__nv_relfatbin`` images too).
 
 Exit statuses (docs/JSON.md): 0 success, 1 error, 2 usage error (argparse, and
@@ -100,8 +105,8 @@ def add_image_options(p: argparse.ArgumentParser, *, all: bool = True, arch: boo
                    help="only the image at this address, as `devbin list --all` prints it (repeatable)")
     if arch:
         p.add_argument("--arch", action="append", default=[], metavar="ARCH",
-                       help="only images of this architecture, as cuobjdump -arch: sm_90 (also sm_90a and the "
-                            "compute_90 PTX), compute_90, gfx90a, gfx90a:xnack+ (repeatable)")
+                       help="only images of these architectures, as cuobjdump -arch: sm_90 (also sm_90a and the "
+                            "compute_90 PTX), compute_90, gfx90a, gfx90a:xnack+ (repeatable, or a comma list)")
     if all:
         p.add_argument("--all", action="store_true",
                        help="also the relocatable __nv_relfatbin images of host files that hold executable ones "
@@ -149,20 +154,17 @@ def image_inputs(addresses: Sequence[str]) -> list[tuple[Image, bytes]]:
     return out
 
 
-def _check_arch(text: str) -> None:
-    from devbin.targets.amdgpu.targetid import parse_target_id
-    from devbin.targets.nvidia.archs import try_parse_arch
-    if text.startswith(("sm_", "compute_", "lto_")):
-        if try_parse_arch(text) is None:
-            raise BadArguments(f"--arch {text}: not an NVIDIA architecture (sm_90, sm_90a, compute_90 ...)")
-        return
-    if text.startswith("gfx"):
-        try:
-            parse_target_id(text)
-        except DeviceBinaryError as e:
-            raise BadArguments(f"--arch {text}: {e}") from None
-        return
-    raise BadArguments(f"--arch {text}: not an architecture (sm_90, compute_90, gfx90a, gfx90a:xnack+ ...)")
+def arch_list(values: Sequence[str] | None, option: str) -> tuple[str, ...]:
+    """The architectures of a repeatable, comma-separated option (``--arch``, ``--keep``, ``--drop``),
+    made canonical (:func:`devbin.targets.archnames.parse_arch_list`); BadArguments naming the option
+    and the architecture meant for a name that is none.  Empty for an option not given."""
+    if not values:
+        return ()
+    from devbin.targets.archnames import parse_arch_list
+    try:
+        return parse_arch_list(values, option=option)
+    except UsageError as e:
+        raise BadArguments(e.message) from None
 
 
 def arch_matches(found: str, wanted: str) -> bool:
@@ -192,10 +194,10 @@ class ImageFilter:
                 self.addresses.append(Address.parse(text))
             except UsageError as e:
                 raise BadArguments(f"--image: {e}") from None
-        self.archs: list[str] = list(getattr(args, "arch", None) or [])
-        for a in self.archs:
-            _check_arch(a)
+        self.archs: list[str] = list(arch_list(getattr(args, "arch", None), "--arch"))
         self.matched: set[Address] = set()
+        self.taken = 0  # images taken
+        self.seen: set[str] = set()  # the architectures of the images --arch looked at
 
     @property
     def active(self) -> bool:
@@ -219,14 +221,22 @@ class ImageFilter:
             if image.address not in self.addresses:
                 return False
             self.matched.add(image.address)
-        return not self.archs or any(arch_matches(image.arch, a) for a in self.archs)
+        if image.arch:
+            self.seen.add(image.arch)
+        taken = not self.archs or any(arch_matches(image.arch, a) for a in self.archs)
+        self.taken += taken
+        return taken
 
     def check(self) -> None:
-        """BadArguments naming every ``--image`` address that matched no image (after the scan)."""
+        """BadArguments naming every ``--image`` address that matched no image (after the scan);
+        UsageError (exit 1) when ``--arch`` took no image of the input."""
         missing = [str(a) for a in self.addresses if a not in self.matched]
         if missing:
             raise BadArguments(f"--image: no device image at {', '.join(repr(m) for m in missing)} "
                                "(`devbin list --all` prints the addresses)")
+        if self.archs and not self.taken and self.seen:
+            raise UsageError(f"--arch {','.join(self.archs)} matches no image; the input holds "
+                             f"{', '.join(sorted(self.seen))}")
 
 
 T = TypeVar("T")

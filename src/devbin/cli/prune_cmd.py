@@ -2,7 +2,12 @@
 
 Works on bare fatbins, LLVM OffloadBinaries, clang offload bundles (plain and
 compressed), host objects (.o), static libraries (.a) and, beyond nvprune,
-shared libraries and executables.  Give --keep or --drop with a comma list.
+shared libraries and executables.  Give --keep or --drop, repeated or with a
+comma list (--keep sm_80 --keep sm_90,gfx90a names three), in any case
+(SM_90, gfx90A).  A name that is no architecture devbin knows is refused
+(exit 2) with the one meant ("sm90: ... did you mean sm_90?"), and a kept
+name that matches no image of the input is an error before anything is
+written (exit 1, naming the architectures the input holds).
 
 Matching (nvprune -arch names for NVIDIA):
   sm_90        the sm_90 cubin and the compute_90 PTX/LTO-IR (sm_90a is another arch);
@@ -22,7 +27,10 @@ are cut out of the file (virtual addresses unchanged; docs/PRUNE.md).
 
 A wheel (.whl) is pruned library by library into a new wheel with its RECORD
 regenerated; a library of another vendor than the one named stays
-byte-identical.  The wheel is verified first, as an installer verifies it:
+byte-identical, and so does one the selection would leave without device
+code (a cufftw holding sm_52 only, --keep sm_90): a note and the JSON's
+"untouched" say why.  --missing fail refuses such a wheel or folder instead,
+before any library is pruned, naming each library.  The wheel is verified first, as an installer verifies it:
 member names (no absolute path, drive letter, backslash or '..' component, no
 two members of one name), one top-level *.dist-info/RECORD, and a row for
 every member whose hash and size match its bytes.  A wheel that fails is
@@ -45,8 +53,10 @@ output, the new wheel and the files written are the same whatever N.
 nvprune's matching, where sm_90 does not take sm_90a; --arch elsewhere is
 cuobjdump's.)
 
--o OUT writes the result; the input is never overwritten unless --in-place,
-and never written at all without it.  --in-place writes a new file beside the
+-o OUT writes the result; -o DIR/ (or an existing folder) writes DIR/<input
+name> (a wheel keeps its name, which pip needs).  The output's folder must
+exist and take files; that is checked before any work.  The input is never
+overwritten unless --in-place, and never written at all without it.  --in-place writes a new file beside the
 input, flushed, and renames it over the input; the original is kept as
 INPUT.devbin-backup unless --no-backup, and a backup that exists is never
 replaced (it is the first original; a note says so).  An in-place prune holds
@@ -58,7 +68,9 @@ named *.devbin-backup are never read as a folder's libraries.  Every check
 runs before anything is written: a failure leaves the input as it was and no
 partial output (docs/PRUNE.md, "What --in-place promises").
 --dry-run prints what would be dropped and the bytes saved per architecture
-without writing anything.  Notes go to stderr.  Exit status: 0 success, 1
+without writing anything.  Notes go to stderr.  When the input held PTX a GPU
+newer than its SASS could JIT and the result keeps none, a note says so and
+names what to keep (the rule `devbin pack` warns with).  Exit status: 0 success, 1
 error (a selection that leaves nothing, a file that cannot be rewritten), 2
 bad arguments (no -o, --dry-run or --in-place), 3 when the file holds no
 device code.
@@ -73,6 +85,7 @@ from devbin.cli.common import (
     BadArguments,
     ImageFilter,
     add_jobs_option,
+    arch_list,
     dump,
     holds_device_code,
     keep,
@@ -91,8 +104,13 @@ HELP = ("keep only the named GPU architectures (like nvprune / lipo -thin) in fa
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="input file")
     sel = p.add_mutually_exclusive_group(required=True)
-    sel.add_argument("--keep", metavar="ARCHS", help="comma list of architectures to keep (sm_90,gfx90a ...)")
-    sel.add_argument("--drop", metavar="ARCHS", help="comma list of architectures to remove")
+    sel.add_argument("--keep", action="append", metavar="ARCHS",
+                     help="architectures to keep (sm_90,gfx90a ...; repeatable, or a comma list)")
+    sel.add_argument("--drop", action="append", metavar="ARCHS",
+                     help="architectures to remove (repeatable, or a comma list)")
+    p.add_argument("--missing", choices=("keep", "fail"), default=None,
+                   help="a wheel's or folder's library the selection would leave no device image: keep it as it "
+                        "is, with a note (the default), or fail before any work")
     p.add_argument("--image", action="append", default=[], metavar="ADDRESS",
                    help="apply --keep/--drop only to the image at this address (repeatable)")
     p.add_argument("-o", "--output", metavar="OUT", help="write the pruned file here")
@@ -109,6 +127,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     import os
 
+    args.keep = arch_list(args.keep, "--keep") or None
+    args.drop = arch_list(args.drop, "--drop") or None
     output = args.output
     if output is None and args.in_place:
         output = args.path
@@ -118,7 +138,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise BadArguments("--no-backup goes with --in-place")
     if not holds_device_code([args.path]):
         return no_device_code([args.path])
-    if os.path.isdir(args.path) or _is_zip(args.path):
+    package = os.path.isdir(args.path) or _is_zip(args.path)
+    if args.output is not None and not args.in_place and not args.dry_run and not os.path.isdir(args.path):
+        output = _destination(args.output, args.path)  # every output path checked before the work
+    if package:
         if args.image:
             raise BadArguments("--image applies to one file, not to a wheel or folder")
         if args.force and os.path.isdir(args.path):
@@ -126,6 +149,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return _package(args, output, out)
     if args.force:
         raise BadArguments("--force goes with a wheel")
+    if args.missing is not None:
+        raise BadArguments("--missing goes with a wheel or folder")
     from devbin.images.scan import scan
     from devbin.packaging.prune_packages import BACKUP_SUFFIX
     from devbin.packaging.pruning import prune_file
@@ -155,6 +180,19 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for n in result.notes:
         note(n)
     return 0
+
+
+def _destination(output: str, path: str) -> str:
+    """Where ``-o output`` writes (``DIR/`` or an existing folder: ``DIR/<input name>``), checked now:
+    the folder exists and takes files, the file is not the input (devbin.binary.output.destination)."""
+    from devbin.binary.output import destination
+    from devbin.errors import OutputError
+    try:
+        return destination(output, path, inputs=(path,))
+    except OutputError as e:
+        if "the input" in e.message:
+            raise OutputError(f"{e.message}, or pass --in-place", where=e.where) from None
+        raise
 
 
 def _is_zip(path: str) -> bool:
@@ -201,12 +239,13 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
         if args.output is not None and os.path.realpath(args.output) != os.path.realpath(args.path):
             raise BadArguments("a folder is pruned in place: -o cannot name another place")
         result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
-                            backup=not args.no_backup, jobs=args.jobs)
+                            backup=not args.no_backup, jobs=args.jobs, missing=args.missing or "keep")
         output = None if args.dry_run else args.path
     else:
         backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
         result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
-                             in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force)
+                             in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force,
+                             missing=args.missing or "keep")
     totals = result.to_dict()
     freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
     if args.json:

@@ -62,7 +62,16 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from devbin.cli.common import BadArguments, ImageFilter, add_image_options, add_jobs_option, dump, no_device_code, warn
+from devbin.cli.common import (
+    BadArguments,
+    ImageFilter,
+    add_image_options,
+    add_jobs_option,
+    arch_list,
+    dump,
+    no_device_code,
+    warn,
+)
 from devbin.cli.progress import progress_bar
 from devbin.cli.render import scan_status
 
@@ -87,7 +96,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print JSON (`devbin schema size`)")
     out.add_argument("--csv", action="store_true", help="print CSV: one row per function")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows per table (default: %(default)s)")
-    p.add_argument("--keep", metavar="ARCHS", help="also what `devbin prune --keep ARCHS` would save")
+    p.add_argument("--keep", action="append", metavar="ARCHS",
+                   help="also what `devbin prune --keep ARCHS` would save (repeatable, or a comma list)")
     p.add_argument("--budget", action="append", default=[], metavar="RULE",
                    help="SCOPE[:PATTERN]=SIZE, scope total, file, arch, kernel or function (repeatable; exit 4 "
                         "when exceeded)")
@@ -130,11 +140,7 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
 
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
-    keep = None
-    if args.keep:
-        from devbin.packaging.pruning import parse_arch_list  # prune's readers and writers only for --keep
-
-        keep = parse_arch_list(args.keep)
+    keep = arch_list(args.keep, "--keep") or None
     report = ScanReport()
     files = _filtered(measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES),
                       choose)

@@ -70,18 +70,23 @@ from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
 from devbin.images.scan import scan
 from devbin.images.scanreport import ScanReport
-from devbin.packaging.pruning import PruneResult, Selection, kept_already, parse_arch_list, prune, prune_file
+from devbin.packaging.pruning import PruneResult, Selection, arch_matches, kept_already, prune, prune_file
 from devbin.packaging.transaction import JOURNAL_NAME, Change, recover, replace_all
+from devbin.targets.archnames import parse_arch_list
 from devbin.targets.nvidia.archs import try_parse_arch
 
-__all__ = ["BACKUP_SUFFIX", "MIN_PARALLEL_BYTES", "FileOutcome", "PackagePruneResult", "prune_tree", "prune_wheel",
-           "record_hash", "vendor_of_name"]
+__all__ = ["BACKUP_SUFFIX", "MIN_PARALLEL_BYTES", "MISSING", "FileOutcome", "PackagePruneResult", "prune_tree",
+           "prune_wheel", "record_hash", "vendor_of_name"]
 
 T = TypeVar("T")
 
 #: Libraries of fewer bytes than this in all are pruned in this process whatever ``jobs`` says (forking
 #: and sending the pruned bytes back cost more than a pool saves).
 MIN_PARALLEL_BYTES = 8 << 20
+
+#: What ``missing=`` may say of a library the selection would leave without device code: ``keep`` it
+#: byte-identical (a note and the report's ``untouched`` say why), or ``fail`` the prune before any work.
+MISSING = ("keep", "fail")
 
 
 def vendor_of_name(name: str) -> str:
@@ -166,20 +171,54 @@ def _selection(keep: str | Iterable[str] | None, drop: str | Iterable[str] | Non
                      drop=None if drop is None else parse_arch_list(drop))
 
 
-def _untouched(sel: Selection, vendors: set[str]) -> str:
-    """Why a library whose device images are of ``vendors`` stays as it is under ``sel`` (no
-    architecture of its vendor named), or ``""``."""
+def _untouched(sel: Selection, lib: _Library) -> str:
+    """Why the library ``lib`` stays as it is under ``sel``, or ``""``: no architecture of its vendor
+    named (a ROCm library when only ``sm_*`` are kept), or :func:`_left_empty`."""
     named = {vendor_of_name(n) for n in sel.names} - {""}
-    if vendors and named and not vendors & named:
-        return (f"no {'/'.join(sorted(named))} architecture in it ({'/'.join(sorted(vendors))} only); "
+    if lib.vendors and named and not lib.vendors & named:
+        return (f"no {'/'.join(sorted(named))} architecture in it ({'/'.join(sorted(lib.vendors))} only); "
                 "kept byte-identical")
-    return ""
+    return _left_empty(sel, lib)
+
+
+def _left_empty(sel: Selection, lib: _Library) -> str:
+    """Why ``sel`` would leave the library ``lib`` no device image (a CUDA FFT wheel's ``cufftw`` holds
+    sm_52 only; ``--keep sm_90``), or ``""``."""
+    if not lib.archs or any(sel.keeps(a) for a in lib.archs):
+        return ""
+    holds = ", ".join(sorted(lib.archs))
+    if sel.keep is not None:
+        return f"no image of {','.join(sel.keep)} in it ({holds} only); kept byte-identical"
+    return f"dropping {','.join(sel.names)} would leave it no device image ({holds} only); kept byte-identical"
+
+
+def _plan(sel: Selection, libs: dict[str, _Library], where: str, missing: str) -> dict[str, str]:
+    """Each library's :func:`_untouched` reason, decided before any work; UsageError for a kept name that
+    matches no image of the whole package, and (``missing="fail"``) naming each library the selection
+    would leave without device code."""
+    if missing not in MISSING:
+        raise UsageError(f"missing={missing!r}: expected one of {', '.join(MISSING)}")
+    every = {a for lib in libs.values() for a in lib.archs}
+    unmatched = [n for n in sel.keep or () if not any(arch_matches(n, a) for a in every)]
+    if unmatched:
+        raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the package holds "
+                         f"{', '.join(sorted(every))}")
+    why = {name: _untouched(sel, lib) for name, lib in libs.items()}
+    if missing == "fail":
+        empty = [f"{name} ({', '.join(sorted(libs[name].archs))})" for name, w in why.items()
+                 if w and w == _left_empty(sel, libs[name])]
+        if empty:
+            raise UsageError(f"{where}: the selection {','.join(sel.names)} leaves no device image in "
+                             f"{'; '.join(empty)}; nothing was written (missing=keep leaves such a library "
+                             "as it is)")
+    return why
 
 
 @dataclass
 class _Library:
     address: Address  # the file: ``pkg.whl!lib/libx.so``, or a path in a folder
     vendors: set[str] = field(default_factory=set)
+    archs: set[str] = field(default_factory=set)
 
 
 def _libraries(path: Path, where: str) -> dict[str, _Library]:
@@ -198,6 +237,8 @@ def _libraries(path: Path, where: str) -> dict[str, _Library]:
         lib = out.setdefault(key, _Library(address))
         if image.arch and image.vendor:
             lib.vendors.add(image.vendor)
+        if image.arch:
+            lib.archs.add(image.arch)
     if report.warnings:
         raise UsageError(f"{where}: cannot prune a package the scan finds damaged: {report.warnings[0]}")
     return out
@@ -206,11 +247,13 @@ def _libraries(path: Path, where: str) -> dict[str, _Library]:
 def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                 keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                 in_place: bool = False, backup: str | os.PathLike[str] | None = None,
-                jobs: int | None = 1, force: bool = False, keep_data: bool = False) -> PackagePruneResult:
+                jobs: int | None = 1, force: bool = False, keep_data: bool = False,
+                missing: str = "keep") -> PackagePruneResult:
     """Prune every library of the wheel ``src`` into the wheel ``dst`` (None: compute only; see the module
     docstring).  ``dst`` may not be ``src`` unless ``in_place``; ``backup``: where ``dst``'s old content is kept;
     ``jobs``: processes to prune the libraries in (1: this one; None: every processor); ``force``: go on past
-    a RECORD that does not describe the members; ``keep_data``: the new wheel's bytes in ``result.data``."""
+    a RECORD that does not describe the members; ``keep_data``: the new wheel's bytes in ``result.data``;
+    ``missing``: what to do with a library the selection would leave without device code (:data:`MISSING`)."""
     sel = _selection(keep, drop)
     src_p = Path(src)
     where = str(src)
@@ -219,7 +262,8 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
         check_destination(dst, inputs)
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
         kept = dst is not None and backup is not None and os.path.lexists(backup)
-        result = _prune_wheel(src_p, where, sel, dst, inputs, None if kept else backup, jobs, force, keep_data)
+        result = _prune_wheel(src_p, where, sel, dst, inputs, None if kept else backup, jobs, force, keep_data,
+                              missing)
         if kept:
             assert dst is not None and backup is not None
             result.notes.append(kept_already(dst, backup))
@@ -228,7 +272,7 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
 
 def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike[str] | None,
                  inputs: tuple[Path, ...], backup: str | os.PathLike[str] | None, jobs: int | None, force: bool,
-                 keep_data: bool) -> PackagePruneResult:
+                 keep_data: bool, missing: str) -> PackagePruneResult:
     """:func:`prune_wheel`'s work (under the wheel's lock when in place): verify, prune, write."""
     src = where
     result = PackagePruneResult("wheel", src_p.stat().st_size, 0)
@@ -238,8 +282,9 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
         libs = _libraries(src_p, where)
         if not libs:
             raise UsageError(f"{src}: no device image in the wheel; nothing to prune")
+        whys = _plan(sel, libs, where, missing)
         sizes = {i.filename: i.file_size for i in zf.infolist() if not zipmember.is_folder(i)}
-        todo = [(name, lib.address) for name, lib in libs.items() if not _untouched(sel, lib.vendors)]
+        todo = [(name, lib.address) for name, lib in libs.items() if not whys[name]]
         weights = [sizes.get(name, 0) for name, _ in todo]
         # Each worker opens the wheel itself: a zip file object shared over fork shares its file offset.
         pruned = ordered_map(lambda item: _prune_member(src_p, item[0], item[1], sel), todo,
@@ -248,7 +293,7 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
         def library(name: str) -> bytes | None:
             """The new bytes of the library ``name`` (None: it stays), pruned as the writer reaches it (the
             libraries are in member order: the scan's), its outcome kept without them."""
-            why = _untouched(sel, libs[name].vendors)
+            why = whys[name]
             if why:
                 result.files.append(FileOutcome(name, sizes[name], None, why))
                 result.notes.append(f"{src}!{name}: {why}")
@@ -309,7 +354,7 @@ def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection) -> t
     whether its bytes changed."""
     with zipfile.ZipFile(wheel_path) as zf:
         data = zipmember.read(zf, zf.getinfo(name))
-    r = prune(data, keep=sel.keep, drop=sel.drop, at=at)
+    r = prune(data, keep=sel.keep, drop=sel.drop, at=at, require_match=False)
     return len(data), r.detached(), r.data != data
 
 
@@ -377,12 +422,13 @@ def _copy(zo: zipfile.ZipFile, info: zipfile.ZipInfo, data: bytes) -> None:
 
 def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None = None,
                drop: str | Iterable[str] | None = None, dry_run: bool = False,
-               backup: bool = True, jobs: int | None = 1) -> PackagePruneResult:
+               backup: bool = True, jobs: int | None = 1, missing: str = "keep") -> PackagePruneResult:
     """Prune every file under the folder ``root`` in place (see the module docstring); ``dry_run``: write
-    nothing; ``jobs``: processes to prune the files in (1: this one; None: every processor)."""
+    nothing; ``jobs``: processes to prune the files in (1: this one; None: every processor); ``missing``:
+    as :func:`prune_wheel`'s."""
     sel = _selection(keep, drop)
     if dry_run:
-        result = _prune_tree(Path(root), os.fspath(root), sel, None, jobs)
+        result = _prune_tree(Path(root), os.fspath(root), sel, None, jobs, missing)
         if os.path.lexists(os.path.join(root, JOURNAL_NAME)):
             result.notes.insert(0, f"{os.path.join(root, JOURNAL_NAME)}: an in-place prune was interrupted here; "
                                    "the next --in-place prune of the folder puts its files back first")
@@ -390,29 +436,31 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
     with exclusive(root, "pruning"):
         notes: list[str] = []
         recover(os.fspath(root), notes)
-        result = _prune_tree(Path(root), os.fspath(root), sel, backup, jobs)
+        result = _prune_tree(Path(root), os.fspath(root), sel, backup, jobs, missing)
         result.notes[:0] = notes
         return result
 
 
-def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jobs: int | None) -> PackagePruneResult:
+def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jobs: int | None,
+                missing: str) -> PackagePruneResult:
     """:func:`prune_tree` under the folder's lock (``backup`` None: a dry run, nothing written)."""
     libs = _libraries(root_p, root)
     if not libs:
         raise UsageError(f"{root}: no device image under the folder; nothing to prune")
     result = PackagePruneResult("folder", 0, 0)
     planned: list[tuple[str, PruneResult]] = []
+    whys = _plan(sel, libs, root, missing)
     order = sorted(libs.items())
-    todo = [path for path, lib in order if not _untouched(sel, lib.vendors)]
+    todo = [path for path, lib in order if not whys[path]]
     weights = [_size(path) for path in todo]
     # All computed before anything is written, in up to ``jobs`` processes.
     pruned: Iterator[PruneResult] = ordered_map(
-        lambda path: prune_file(path, None, keep=sel.keep, drop=sel.drop).detached(), todo,
+        lambda path: prune_file(path, None, keep=sel.keep, drop=sel.drop, require_match=False).detached(), todo,
         jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
     with _finishing(pruned):
-        for path, lib in order:
+        for path, _ in order:
             size = os.path.getsize(path)
-            why = _untouched(sel, lib.vendors)
+            why = whys[path]
             if why:
                 result.files.append(FileOutcome(path, size, None, why))
                 result.notes.append(f"{path}: {why}")

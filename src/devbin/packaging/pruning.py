@@ -21,9 +21,17 @@ file holding only the selected device images.
 * an image whose container names no architecture (a bundle's host entry, an
   OffloadBinary entry without ``arch``) is always kept.
 
-The selection must leave at least one device image somewhere in the input;
-otherwise the prune is refused (like ``lipo -thin`` with an architecture the
-file lacks).
+Names are parsed by :func:`devbin.targets.archnames.parse_arch_list` (comma lists, any case,
+known architectures only).  The selection must leave at least one device image somewhere in
+the input, and each name kept must match an image of it; otherwise the prune is refused (like
+``lipo -thin`` with an architecture the file lacks): keeping a silent subset of what was asked
+for is a mistake found too late.  A package prunes each library with ``require_match=False``
+and checks the names against the whole package instead (devbin.packaging.prune_packages).
+
+**PTX**: when the input holds PTX a GPU newer than every SASS could JIT
+(:func:`devbin.packaging.ptx.jit_ptx`, the rule ``devbin pack`` warns with) and the result
+keeps none, a note says so and names the PTX to keep: the pruned file no longer runs on
+newer GPUs.
 
 **Images** are those :func:`devbin.images.scan_bytes` finds with ``all=True`` (every image:
 ``devbin list --all`` gives the same ones), each decided on its
@@ -121,10 +129,12 @@ from devbin.formats.wrapped import parse_wrapped, write_wrapped
 from devbin.images.address import Address, Entry, Member
 from devbin.images.address import Section as SectionStep
 from devbin.images.frame import Frame
-from devbin.images.record import Image
+from devbin.images.record import CUBIN, Image
 from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
+from devbin.packaging.ptx import jit_ptx
 from devbin.packaging.wrapper_refs import retarget
+from devbin.targets.archnames import parse_arch_list
 from devbin.targets.nvidia.archs import try_parse_arch
 
 __all__ = ["PruneResult", "Selection", "arch_matches", "footprint", "parse_arch_list", "prune", "prune_file"]
@@ -135,21 +145,6 @@ _MAX_DEPTH = 8
 
 
 # --------------------------------------------------------------------------- selection
-
-
-def parse_arch_list(text: str | Iterable[str]) -> tuple[str, ...]:
-    """``"sm_80,sm_90"`` (or an iterable of such strings) -> ``("sm_80", "sm_90")``; empty names are errors."""
-    parts = [text] if isinstance(text, str) else list(text)
-    out: list[str] = []
-    for part in parts:
-        for name in part.split(","):
-            name = name.strip()
-            if not name:
-                raise UsageError(f"empty architecture name in {part!r}")
-            out.append(name)
-    if not out:
-        raise UsageError("no architecture named")
-    return tuple(out)
 
 
 def arch_matches(spec: str, arch: str) -> bool:
@@ -330,7 +325,7 @@ class _Ctx:
 
 def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
           drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = (),
-          at: Address | None = None) -> PruneResult:
+          at: Address | None = None, require_match: bool = True) -> PruneResult:
     """Prune ``data`` (any format in the module docstring) to the selected architectures.
 
     ``keep``/``drop``: names or comma-separated lists; exactly one.  Raises
@@ -340,6 +335,8 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     given, the addresses (docs/IMAGES.md) of the only images the selection applies to; every
     other image stays.  ``at``: the file's address when it is a member of something (a wheel's
     ``pkg.whl!lib/libx.so``), which then starts the images' addresses instead of ``where``.
+    ``require_match``: a name of ``keep`` that matches no image is an error (False: a note; a package's
+    libraries, whose names are checked against the package).
     """
     start = at if at is not None else Address(where)
     where = str(start)
@@ -362,17 +359,40 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
         raise UsageError(f"{where}: the selection {','.join(sel.names)} leaves no device image "
                          f"(architectures present: {', '.join(sorted({short(i.arch) for i in device}))})")
     if sel.keep is not None:
-        for name in sel.keep:
-            if not any(arch_matches(name, i.arch) for i in device):
-                ctx.notes.append(f"{name} matches no image in {where}")
+        unmatched = [name for name in sel.keep if not any(arch_matches(name, i.arch) for i in device)]
+        if unmatched and require_match:
+            raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the file holds "
+                             f"{', '.join(sorted({short(i.arch) for i in device}))}")
+        ctx.notes.extend(f"{name} matches no image in {where}" for name in unmatched)
+    ptx = _ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k])
+    if ptx:
+        ctx.notes.append(f"{where}: {ptx}")
     return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes)
+
+
+def _ptx_lost(before: Sequence[Image], after: Sequence[Image]) -> str:
+    """The warning when ``before`` (a file's images) held PTX a GPU newer than its SASS could JIT
+    (:func:`devbin.packaging.ptx.jit_ptx`) and ``after`` (the images kept) holds none; else ``""``."""
+    had, kept = jit_ptx(before), jit_ptx(after)
+    if not had or kept:
+        return ""
+    sass = sorted({i.arch for i in after if i.kind == CUBIN and i.arch}, key=_sm_key)
+    top = sass[-1] if sass else "the kept SASS"
+    lost = sorted({i.arch for i in had}, key=_sm_key)
+    return (f"the result keeps no PTX: GPUs newer than {top} cannot JIT it (the input had "
+            f"{', '.join(lost)} PTX); to keep it, keep {','.join([*sass, lost[-1]])}")
+
+
+def _sm_key(arch: str) -> tuple[int, str]:
+    a = try_parse_arch(arch)
+    return (a.sm, arch) if a is not None else (0, arch)
 
 
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                in_place: bool = False, backup: str | os.PathLike[str] | None = None,
-               images: Iterable[str] = ()) -> PruneResult:
-    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing).
+               images: Iterable[str] = (), require_match: bool = True) -> PruneResult:
+    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match``: :func:`prune`'s).
 
     ``dst`` may not be ``src`` (nor another name of it: a symbolic or hard link) unless
     ``in_place``.  The output is written whole or not at all, with ``src``'s permission bits
@@ -388,10 +408,10 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
         try:
             check_destination(dst, inputs)
         except OutputError as e:
-            raise OutputError(f"{e.message}, or pass --in-place (in_place=True)", where=e.where) from None
+            raise OutputError(f"{e.message}, or prune in place (in_place=True)", where=e.where) from None
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
         data = src_p.read_bytes()
-        result = prune(data, keep=keep, drop=drop, where=str(src), images=images)
+        result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match)
         if dst is None:
             return result
         if backup is not None and os.path.lexists(backup):

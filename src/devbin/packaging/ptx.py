@@ -39,7 +39,7 @@ from devbin.errors import UsageError
 from devbin.images.record import CUBIN, PTX, Image
 from devbin.packaging.facts import parse_sm, relocatable
 
-__all__ = ["PTX_POLICIES", "PtxChoice", "choose_ptx", "parse_ptx_policy"]
+__all__ = ["PTX_POLICIES", "PtxChoice", "choose_ptx", "jit_ptx", "parse_ptx_policy"]
 
 PTX_POLICIES = ("none", "highest", "lowest", "all")
 DEFAULT_PTX_POLICY = "highest"
@@ -57,6 +57,14 @@ def parse_ptx_policy(text: str) -> str | frozenset[int]:
             raise UsageError(f"--ptx: expected none, highest, lowest, all or a list like sm_80,sm_90; got {part!r}")
         archs.add(sm[0])
     return frozenset(archs)
+
+
+def jit_ptx(images: Sequence[Image]) -> list[Image]:
+    """The PTX among ``images`` that a GPU newer than every SASS could JIT: of a known virtual arch,
+    neither arch- nor family-specific (``compute_90a`` JITs only on 9.0, ``compute_100f`` on major
+    10 only) and not relocatable (module docstring).  ``pack`` and ``prune`` warn with this one rule."""
+    return [i for i in images
+            if i.kind == PTX and (sm := parse_sm(i.arch)) is not None and not sm[1] and not relocatable(i)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +117,7 @@ def choose_ptx(facts: Sequence[Image], policy: str | frozenset[int],
                 warnings.append(f"{_unit(tu)}has no PTX for " + ", ".join(f"compute_{m}" for m in lacking))
         keep_ptx |= chosen
         sass = [sm for i in members if facts[i].kind == CUBIN and (sm := parse_sm(facts[i].arch)) is not None]
-        kept_portable = [sm for i, sm in known if i in chosen and not sm[1] and not relocatable(facts[i])]
+        kept_portable = jit_ptx([facts[i] for i in members if i in chosen])
         if sass and not kept_portable:
             top = max(s[0] for s in sass)
             warnings.append(f"{_unit(tu) if len(order) > 1 else ''}no PTX that a GPU newer than the highest SASS "

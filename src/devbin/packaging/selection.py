@@ -53,6 +53,7 @@ from devbin.images.scan import scan, scan_bytes
 from devbin.targets.amdgpu import matching as amd
 from devbin.targets.amdgpu.mach import FeatureSetting, decode_flags
 from devbin.targets.amdgpu.targetid import TargetId, parse_target_id, supported_features
+from devbin.targets.archnames import canonical_arch, suggestions
 from devbin.targets.nvidia import archs as nv
 
 __all__ = ["Candidate", "Device", "Module", "NoImageError", "Selection", "decide", "module_of",
@@ -103,11 +104,15 @@ class Device:
 def parse_device(text: str) -> Device:
     """``sm_86``, ``sm_90a``, ``sm_100f``, ``8.6`` (NVIDIA) or ``gfx90a:xnack+``, ``gfx1101`` (AMD).
 
-    UsageError for anything else.
+    Any case (``SM_90``, ``gfx90A``); a name of the architecture tables only
+    (:func:`devbin.targets.archnames.canonical_arch`).  UsageError for anything else, naming the device
+    probably meant (``sm90``: "did you mean sm_90?").
     """
     if not isinstance(text, str) or not text.strip():
         raise UsageError("empty device name (expected sm_XY or gfxNNN[:xnack±][:sramecc±])")
-    t = text.strip()
+    t = text.strip().lower()
+    if t.startswith(("sm_", "gfx")):
+        canonical_arch(t)  # an unknown sm_900 or gfx9000: refused with the name meant
     if t.startswith("gfx"):
         target = amd.parse_device(t)
         unknown = [f for f in supported_features(target.processor) if target.feature(f) is None]
@@ -115,11 +120,18 @@ def parse_device(text: str) -> Device:
                 if unknown else "")
         return Device(t, "amdgpu", target=target, note=note)
     if t.startswith("sm_") or t[:1].isdigit():
-        cc = nv.parse_device(t)
+        try:
+            cc = nv.parse_device(t)
+        except UsageError as e:
+            meant = [n for n in suggestions(t) if n.startswith("sm_")]
+            raise UsageError(e.message + (f"; did you mean {' or '.join(meant)}?" if meant else "")) from None
         note = ""
         if t[-1:] in ("a", "f"):
             note = f"{t} names the {cc[0]}.{cc[1]} GPU: the a/f suffix describes code, not devices"
         return Device(t, "nvidia", cc=cc, note=note)
+    meant = [n for n in suggestions(t) if n.startswith(("sm_", "gfx"))]
+    if meant:
+        raise UsageError(f"unknown device {text!r}; did you mean {' or '.join(meant)}?")
     raise UsageError(f"unknown device {text!r}: expected an NVIDIA sm_XY (e.g. sm_86, sm_90a) "
                      "or an AMDGPU gfxNNN[:sramecc±][:xnack±] (e.g. gfx90a:xnack+)")
 

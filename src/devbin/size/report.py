@@ -176,7 +176,7 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None) -> d
     if data is None:
         data = Path(path).read_bytes()
     try:
-        result = prune(data, keep=keep, at=at)
+        result = prune(data, keep=keep, at=at, require_match=False)  # a prediction over many files
     except DeviceBinaryError as e:
         return {"bytes": 0, "freed": 0, "by_arch": {}, "refused": e.message}
     return {"bytes": result.file_bytes_saved, "freed": result.container_bytes_freed,
