@@ -180,3 +180,38 @@ def test_help_and_module_entry() -> None:
     p = subprocess.run([sys.executable, "-m", "devbin", "--help"], capture_output=True, text=True, check=False,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
     assert p.returncode == 0 and "inspect" in p.stdout and "tour" in p.stdout
+
+
+def test_help_shows_no_sphinx_markup_and_every_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    """``devbin --help`` showed ``:class:`devbin.errors.FormatWarning` `` and reST ````literals````, and
+    left out exit status 4 (``size --budget``); every command's --help is rendered by the same rule."""
+    from devbin.cli.main import COMMANDS
+    for argv in (["--help"], *([name, "--help"] for name in COMMANDS)):
+        with pytest.raises(SystemExit):
+            main(argv, io.StringIO())
+        text = capsys.readouterr().out
+        for markup in (":class:`", ":func:`", ":mod:`", ":data:`", ":meth:`", ":attr:`", "``"):
+            assert markup not in text, (argv, markup)
+    with pytest.raises(SystemExit):
+        main(["--help"], io.StringIO())
+    text = capsys.readouterr().out
+    assert "4 a `devbin size --budget` rule is exceeded" in text
+    assert "`devbin size --html -o report.html`" in text and "`devbin callgraph FILE --svg -o graph.svg`" in text
+
+
+def test_pictures_are_written_to_dash_o(tmp_path: Path, sample_o: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One output convention: ``size --html -o OUT`` and ``callgraph --svg -o OUT`` (they took ``--html OUT``
+    and ``--svg OUT``, unlike every other writer); the old spelling still writes the same file, with a note."""
+    from devbin.samples import sample_path
+    cubin = str(sample_path("sample_sm90_rdc.cubin"))
+    new, old = tmp_path / "new.svg", tmp_path / "old.svg"
+    assert _run("callgraph", cubin, "--svg", "-o", str(new))[0] == 0
+    assert capsys.readouterr().err == ""
+    assert _run("callgraph", cubin, "--svg", str(old))[0] == 0
+    assert "note: --svg OUT is the old spelling of --svg -o OUT" in capsys.readouterr().err
+    assert new.read_bytes() == old.read_bytes() and new.read_bytes().startswith(b"<svg")
+    page = tmp_path / "r.html"
+    assert _run("size", cubin, "--html", "-o", str(page))[0] == 0 and page.read_bytes().startswith(b"<!DOCTYPE html")
+    for bad in (["size", cubin, "--html"], ["size", cubin, "-o", str(page)], ["size", cubin, "--html", "x", "-o", "y"],
+                ["callgraph", cubin, "-o", str(new)]):
+        assert _run(*bad)[0] == 2, bad
