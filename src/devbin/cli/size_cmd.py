@@ -15,6 +15,9 @@ The text lists the files, the architectures, the containers (each translation un
 bundle), the kinds, the --top N functions (summed over every copy and architecture) and the
 duplicates: identical images and identical functions (same name, architecture and code bytes) in
 several translation units, containers, files or wheels, with the bytes the extra copies cost.
+--top N rows per table (default 20; 0: every row, as bloaty's -n 0).  Function names are cut to fit
+the width COLUMNS says, else the terminal's when stdout is one, else 80 (a pipe or a file: the same
+text wherever it ran); --wide never cuts them.
 --json gives every image and function (`devbin schema size`) on one line (it can hold every function
 of an environment; `python3 -m json.tool` indents it); --csv one row per function (and per image
 without functions).  A progress bar goes to stderr when it is a terminal.  Names, paths and IDs read
@@ -23,7 +26,8 @@ as \\x1b or \\u202e, a CSV cell that would start a formula (= + - @) prefixed wi
 and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
-computed by prune itself (the numbers prune then reports).
+computed by prune itself (the numbers prune then reports): the total under the first line, a SAVED
+column in the architecture table (the bytes of the images dropped), a table per file at the end.
 
 --jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
 of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
@@ -33,8 +37,9 @@ same whatever N.
 (each file's device bytes; PATTERN a glob on its path), arch (stored bytes of each architecture;
 PATTERN sm_90, sm_1*, gfx9*), kernel or function (each copy's size; PATTERN a glob on the mangled or
 demangled name); SIZE in bytes or with K, M, G (binary).  E.g. --budget total=400M --budget
-arch:sm_90=120M --budget 'kernel:*gemm*=2M'.  Each subject over its limit is printed; the exit status
-is then 4.
+arch:sm_90=120M --budget 'kernel:*gemm*=2M'.  Each subject over its limit is printed once (a
+function's copy with its architecture); the exit status is then 4.  With --diff the rules are checked
+against NEW.
 
 --html -o OUT also writes the report as one self-contained HTML page (no network at view time): a
 zoomable treemap of stored bytes (vendor -> file -> architecture -> function), sortable tables, the
@@ -42,7 +47,9 @@ duplicates and the call graph of the largest code object, or of each --graph ADD
 
 --diff OLD NEW compares two builds (each a file, folder or wheel): bytes per architecture and per
 function, and the registers, stack and spills of every kernel whose resources changed, as markdown
-tables fit for a CI comment (--json: `devbin schema size-diff`).
+tables fit for a CI comment, under a line naming OLD and NEW (--json: `devbin schema size-diff`).  An
+architecture only one build has is one row of the architecture table (its functions counted there,
+listed in --json), not rows of the function table.
 
 --arch ARCH and --image ADDRESS (repeatable) keep only those images in the tables; the images left out
 are counted under "hidden" so the sums still hold.
