@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -220,3 +221,18 @@ def test_pictures_are_written_to_dash_o(tmp_path: Path, sample_o: Path, capsys: 
     for bad in (["size", cubin, "--html"], ["size", cubin, "-o", str(page)], ["size", cubin, "--html", "x", "-o", "y"],
                 ["callgraph", cubin, "-o", str(new)]):
         assert _run(*bad)[0] == 2, bad
+
+
+def test_readme_command_rows_name_real_flags() -> None:
+    """Every flag the README's command table gives `devbin size`, `callgraph`, `prune` and `list` is one
+    their parser accepts, and each writer's file is spelled ``-o OUT`` (the convention `devbin --help` states)."""
+    from devbin.cli.main import build_parser
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for name in ("size", "callgraph", "prune", "list"):
+        (row,) = [ln for ln in readme.splitlines() if ln.startswith(f"| `devbin {name} ")]
+        usage = row.split("` |")[0]
+        sub = build_parser(name)._subparsers._group_actions[0].choices[name]  # type: ignore[union-attr]
+        known = {s for a in sub._actions for s in a.option_strings}
+        flags = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", usage))
+        assert flags and flags <= known, (name, flags - known)
+        assert "--html OUT" not in row and "--svg OUT" not in row

@@ -58,7 +58,8 @@ named *.devbin-backup are never read as a folder's libraries.  Every check
 runs before anything is written: a failure leaves the input as it was and no
 partial output (docs/PRUNE.md, "What --in-place promises").
 --dry-run prints what would be dropped and the bytes saved per architecture
-without writing anything.  Notes go to stderr.  Exit status: 0 success, 1
+without writing anything.  Notes go to stderr, and a progress bar (the bytes of the libraries
+pruned) when stderr is a terminal.  Exit status: 0 success, 1
 error (a selection that leaves nothing, a file that cannot be rewritten), 2
 bad arguments (no -o, --dry-run or --in-place), 3 when the file holds no
 device code.
@@ -79,6 +80,7 @@ from devbin.cli.common import (
     no_device_code,
     note,
 )
+from devbin.cli.progress import progress_bar
 from devbin.escape.text import visible
 
 if TYPE_CHECKING:
@@ -134,8 +136,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         choose = ImageFilter(args)
         keep(scan([args.path], all=True), choose, lambda i: i)
     backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
-    result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
-                        in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses], backup=backup)
+    with progress_bar("pruning") as progress:  # one file: one step, but the bar says something is going on
+        size = os.path.getsize(args.path)
+        if progress is not None:
+            progress(0, size)
+        result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
+                            in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses],
+                            backup=backup)
     arch_bytes = result.to_dict()["arch_bytes"]
     files = [{"name": args.path, "input_size": result.input_size, "output_size": result.output_size,
               "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(),
@@ -210,13 +217,16 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
             raise BadArguments("a folder is pruned in place: give --in-place (or --dry-run)")
         if args.output is not None and os.path.realpath(args.output) != os.path.realpath(args.path):
             raise BadArguments("a folder is pruned in place: -o cannot name another place")
-        result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
-                            backup=not args.no_backup, jobs=args.jobs)
+        with progress_bar("pruning") as progress:
+            result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
+                                backup=not args.no_backup, jobs=args.jobs, progress=progress)
         output = None if args.dry_run else args.path
     else:
         backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
-        result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
-                             in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force)
+        with progress_bar("pruning") as progress:
+            result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
+                                 in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force,
+                                 progress=progress)
     totals = result.to_dict()
     freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
     if args.json:
