@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -149,7 +150,12 @@ def test_tour(tmp_path: Path) -> None:
     assert load["got_slot"]["value"] == next(s["address"] for s in load["closure"] if s["name"] == "lib_scale")
     assert load["stats"]["functions_loaded"] == 4 and load["stats"]["lazy"]
     assert "13. loaded the sample user object and device-function library lazily" in text
-    assert "lazy: 4 of 7 functions" in text and "15. devbin inspect" in text
+    assert "lazy: 4 of 7 functions" in text and "15. devbin inspect" not in text
+    # the summary first: each code object on one line, the ELF tables only with --details (they were 250 lines)
+    assert text.count("\n") < 120 and f"   {tmp_path / 'sample_gfx90a.annotated.o'}: EM_AMDGPU ET_REL, " in text
+    code, details = _run("tour", "--out", str(tmp_path), "--details")
+    assert code == 0 and details.startswith(text.split("15. ")[0]) and "15. devbin inspect" in details
+    assert details.count("\n") > text.count("\n") + 200 and _run("tour", "--out", str(tmp_path))[1] == text
     assert "14. devbin size --keep sm_90" in text and data["size"]["files"][0]["savings"]["bytes"] == (
         data["packaging"]["prune"]["input_size"] - data["packaging"]["prune"]["output_size"]) > 0
     again = _run("tour", "--out", str(tmp_path), "--json")[1]
@@ -180,3 +186,53 @@ def test_help_and_module_entry() -> None:
     p = subprocess.run([sys.executable, "-m", "devbin", "--help"], capture_output=True, text=True, check=False,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
     assert p.returncode == 0 and "inspect" in p.stdout and "tour" in p.stdout
+
+
+def test_help_shows_no_sphinx_markup_and_every_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    """``devbin --help`` showed ``:class:`devbin.errors.FormatWarning` `` and reST ````literals````, and
+    left out exit status 4 (``size --budget``); every command's --help is rendered by the same rule."""
+    from devbin.cli.main import COMMANDS
+    for argv in (["--help"], *([name, "--help"] for name in COMMANDS)):
+        with pytest.raises(SystemExit):
+            main(argv, io.StringIO())
+        text = capsys.readouterr().out
+        for markup in (":class:`", ":func:`", ":mod:`", ":data:`", ":meth:`", ":attr:`", "``"):
+            assert markup not in text, (argv, markup)
+    with pytest.raises(SystemExit):
+        main(["--help"], io.StringIO())
+    text = capsys.readouterr().out
+    assert "4 a `devbin size --budget` rule is exceeded" in text
+    assert "`devbin size --html -o report.html`" in text and "`devbin callgraph FILE --svg -o graph.svg`" in text
+
+
+def test_pictures_are_written_to_dash_o(tmp_path: Path, sample_o: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One output convention: ``size --html -o OUT`` and ``callgraph --svg -o OUT`` (they took ``--html OUT``
+    and ``--svg OUT``, unlike every other writer); the old spelling still writes the same file, with a note."""
+    from devbin.samples import sample_path
+    cubin = str(sample_path("sample_sm90_rdc.cubin"))
+    new, old = tmp_path / "new.svg", tmp_path / "old.svg"
+    assert _run("callgraph", cubin, "--svg", "-o", str(new))[0] == 0
+    assert capsys.readouterr().err == ""
+    assert _run("callgraph", cubin, "--svg", str(old))[0] == 0
+    assert "note: --svg OUT is the old spelling of --svg -o OUT" in capsys.readouterr().err
+    assert new.read_bytes() == old.read_bytes() and new.read_bytes().startswith(b"<svg")
+    page = tmp_path / "r.html"
+    assert _run("size", cubin, "--html", "-o", str(page))[0] == 0 and page.read_bytes().startswith(b"<!DOCTYPE html")
+    for bad in (["size", cubin, "--html"], ["size", cubin, "-o", str(page)], ["size", cubin, "--html", "x", "-o", "y"],
+                ["callgraph", cubin, "-o", str(new)]):
+        assert _run(*bad)[0] == 2, bad
+
+
+def test_readme_command_rows_name_real_flags() -> None:
+    """Every flag the README's command table gives `devbin size`, `callgraph`, `prune` and `list` is one
+    their parser accepts, and each writer's file is spelled ``-o OUT`` (the convention `devbin --help` states)."""
+    from devbin.cli.main import build_parser
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for name in ("size", "callgraph", "prune", "list"):
+        (row,) = [ln for ln in readme.splitlines() if ln.startswith(f"| `devbin {name} ")]
+        usage = row.split("` |")[0]
+        sub = build_parser(name)._subparsers._group_actions[0].choices[name]  # type: ignore[union-attr]
+        known = {s for a in sub._actions for s in a.option_strings}
+        flags = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", usage))
+        assert flags and flags <= known, (name, flags - known)
+        assert "--html OUT" not in row and "--svg OUT" not in row

@@ -266,10 +266,14 @@ def test_inspect_text_escapes_the_name(hostile_cubin: Path) -> None:
     _no_raw(text)
 
 
-def test_size_text_escapes_the_name(hostile_cubin: Path) -> None:
+def test_size_text_escapes_the_name(hostile_cubin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
     code, text = _run("size", str(hostile_cubin))
     assert code == 0
-    _no_raw(text, shown=97)  # the function column is cut at 100 characters
+    _no_raw(text, shown=80 - 29 - 3)  # not a terminal: the function column ends at column 80
+    code, text = _run("size", str(hostile_cubin), "--wide")
+    assert code == 0
+    _no_raw(text)
 
 
 def test_size_csv_neutralises_formulas(hostile_cubin: Path) -> None:
@@ -305,7 +309,7 @@ def test_list_bundle_target_id_forges_no_row(tmp_path: Path) -> None:
     code, text = _run("list", str(b))
     assert code == 0 and _bad(text, keep="\n") == []
     lines = text.splitlines()
-    assert len(lines) == 3 and lines[-1] == "1 images"
+    assert len(lines) == 3 and lines[-1] == "1 image"
     assert not any(line.startswith("forged") for line in lines)
     assert visible(FORGED_ID) in lines[1]
 
@@ -319,13 +323,17 @@ def test_size_diff_markdown_renders_no_link_image_or_heading(tmp_path: Path, hos
     _bundle(old / "b.hipfb", "hipv4-amdgcn-amd-amdhsa--gfx90a")
     _bundle(new / "b.hipfb", FORGED_ID)
     (new / "h.cubin").write_bytes(hostile_cubin.read_bytes())
+    # old has the cubin before its name was overwritten: sm_90 is in both builds, so its functions are rows
+    # of the function table (an architecture added or removed whole is one row of the architecture table)
+    (old / "h.cubin").write_bytes((hostile_cubin.parent / "k.cubin").read_bytes())
     code, md = _run("size", "--diff", str(old), str(new))
     assert code == 0 and _bad(md, keep="\n") == []
     html = _gfm(md)
     assert not re.search(r"<(a|img|script|svg)\b", html), html
     assert re.findall(r"<h(\d)>", html) == ["3", "4", "4", "4"]  # the report's own headings only
     tables = re.findall(r"<table>(.*?)</table>", html, re.S)
-    assert [len(re.findall("<tr>", t)) for t in tables] == [5, 4, 6]  # head + totals, 3 archs, 5 functions
+    # head + totals; head + gfx90a removed and the forged target added (sm_90 the same); head + the two names
+    assert [len(re.findall("<tr>", t)) for t in tables] == [5, 3, 3]
     import html as html_mod
     codes = [html_mod.unescape(c) for c in re.findall(r"<code>(.*?)</code>", html, re.S)]
     assert visible(FORGED_ID.split("--", 1)[1]) in codes

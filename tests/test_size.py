@@ -17,10 +17,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import struct
 import subprocess
+import sys
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -421,7 +423,7 @@ def test_no_device_code_and_bad_arguments(tmp_path: Path) -> None:
     host = tmp_path / "h.txt"
     host.write_text("nothing\n")
     assert _run("size", str(host))[0] == 3
-    assert _run("size", str(host), "--top", "0")[0] == 2
+    assert _run("size", str(host), "--top", "-1")[0] == 2
     with pytest.raises(SystemExit):
         _run("size", str(host), "--json", "--csv")
 
@@ -494,3 +496,106 @@ def test_related_sections_of_cubin_functions() -> None:
                                "mercury": 6 + 2 + 1}
     assert dict(f.related) == {"nv_info": 8}
     assert k.digest != f.digest != 0  # the checksums of the two halves of ``code``
+
+
+# --------------------------------------------------------------------------- text output (issue 27, items 8 and 10)
+
+
+def test_top_zero_is_every_row_and_names_fit_the_columns(dup: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--top 0`` is every row (bloaty's ``-n 0``; refused before); function names are cut to COLUMNS, to 80
+    when stdout is no terminal and COLUMNS is unset, and never with ``--wide`` (always 100 before)."""
+    lib = str(dup / "libdup.so")
+    monkeypatch.delenv("COLUMNS", raising=False)
+    doc = _json("size", lib, "--top", "0")
+    code, text = _run("size", lib, "--top", "0")
+    names = {fn["name"] for f in doc["files"] for i in f["images"] for fn in i["functions"]}
+    assert code == 0 and len(doc["top_functions"]) == len(names) > 1 and len(_json("size", lib, "--top", "1")[
+        "top_functions"]) == 1
+    assert f"TOP {len(doc['top_functions'])} FUNCTIONS" in text
+    assert "TOP 1 FUNCTIONS" in _run("size", lib, "--top", "1")[1]
+    name = "only_a(float*, float, dup::S)"
+    assert any(line.endswith(name) and len(line) <= 80 for line in text.splitlines())
+    monkeypatch.setenv("COLUMNS", "50")
+    narrow = _run("size", lib)[1].splitlines()
+    (row,) = [line for line in narrow if line.endswith("...") and "only_a(" in line]
+    assert len(row) == 50 and name.startswith(row.split(" kernel   ")[1][:-3])
+    wide = _run("size", lib, "--wide")[1].splitlines()
+    assert any(line.endswith(name) for line in wide) and not any("only_a(" in ln and "..." in ln for ln in wide)
+
+
+def test_keep_result_comes_first_and_the_architecture_table_says_what_it_saves(dup: Path) -> None:
+    """The ``--keep`` result is the second line (it was the last of the report, and its drops per
+    architecture one long line); the architecture table has the SAVED column the HTML report has."""
+    lib = str(dup / "libdup.so")
+    doc = _json("size", lib, "--keep", "sm_90")
+    code, text = _run("size", lib, "--keep", "sm_90")
+    lines = text.splitlines()
+    s = doc["savings"]
+    total = doc["totals"]["file_bytes"]
+    assert code == 0 and lines[1] == (f"--keep sm_90: `devbin prune` saves {s['bytes']:,} of {total:,} file bytes "
+                                      f"({100 * s['bytes'] / total:.1f}%); the containers shrink by {s['freed']:,}")
+    head = next(i for i, line in enumerate(lines) if line.startswith("VENDOR ARCH"))
+    assert lines[head].split()[-1] == "SAVED"
+    saved = {row.split()[1]: int(row.split()[-1].replace(",", "")) for row in lines[head + 1:head + 5]}
+    assert saved == {a["arch"]: s["by_arch"].get(a["arch"], 0) for a in doc["by_arch"]} and saved["sm_80"] > 0
+    assert "dropped images per architecture" not in text and max(map(len, lines)) < 200
+    assert "SAVED" not in _run("size", lib)[1]
+
+
+def test_budget_violations_name_their_architecture(builds: tuple[Path, Path]) -> None:
+    """A function over budget in two cubins of one fatbin was two identical-looking lines
+    (``new.o@.nv_fatbin#0.0:pressure``): each now says its architecture, in the text and the JSON."""
+    _, new = builds
+    code, text = _run("size", str(new), "--budget", "kernel:pressure=16")
+    rows = [line for line in text.splitlines() if line.startswith("  kernel:pressure=16: ")]
+    assert code == 4 and len(rows) == len(set(rows)) == 2
+    assert {row.split(":pressure ")[1].split(")")[0] for row in rows} == {"(sm_80", "(sm_90"}
+    code, js = _run("size", str(new), "--budget", "kernel:pressure=16", "--json")
+    assert code == 4 and sorted(v["arch"] for v in json.loads(js)["budget"]["violations"]) == ["sm_80", "sm_90"]
+
+
+def test_diff_applies_the_budget_to_new_and_names_both_builds(builds: tuple[Path, Path]) -> None:
+    """``--budget`` with ``--diff`` was ignored (exit 0): it is checked against NEW; the header names OLD and
+    NEW; an architecture only NEW has is one row, its functions left out of the function table."""
+    old, new = builds
+    code, text = _run("size", "--diff", str(old), str(new), "--budget", "arch:sm_90=1")
+    assert code == 4 and "\nBUDGET EXCEEDED: 1 over their limit\n  arch:sm_90=1: sm_90 is " in text
+    assert _run("size", "--diff", str(new), str(old), "--budget", "arch:sm_90=1")[0] == 0  # NEW is old.o
+    code, js = _run("size", "--diff", str(old), str(new), "--budget", "total=1", "--json")
+    d = json.loads(js)
+    jsonschema.Draft202012Validator(json.loads(schema_cmd.text("size-diff"))).validate(d)
+    assert code == 4 and d["budget"]["violations"][0]["subject"] == "total"
+    assert f"old: `{old}`, new: `{new}`" in text.splitlines()[2]
+    n = sum(1 for f in d["functions"] if f["arch"] == "sm_90")
+    assert n == 3 and f"| `sm_90` | 0 | {next(a['new'] for a in d['by_arch'] if a['arch'] == 'sm_90'):,} |" in text
+    assert f"| added whole; functions: {n} |" in text
+    table = text.split("#### Functions")[1].split("####")[0]
+    assert "`sm_90`" in table.split("\n\n")[1] and "| `sm_90` |" not in table and "| `sm_80` |" in table
+
+
+def test_prune_text_is_an_aligned_table_with_separators(dup: Path, tmp_path: Path) -> None:
+    """``prune`` printed the address first (rows as wide as the longest address), numbers without
+    separators and notes in ELF jargon: rows are now action, arch, kind, bytes, then the address."""
+    site = tmp_path / "site-packages" / "a_package_with_a_long_name" / "lib"
+    site.mkdir(parents=True)
+    shutil.copy(dup / "libdup.so", site / "libdup.so")
+    for target in (site / "libdup.so", tmp_path / "site-packages"):
+        out = io.StringIO()
+        assert main(["prune", str(target), "--keep", "sm_90", "--dry-run"], out) == 0
+        lines = out.getvalue().splitlines()
+        assert lines[0] == "action arch       kind           bytes  image"
+        rows = [line for line in lines[1:] if line[:5] in ("keep ", "drop ")]
+        at = len(lines[0]) - len("image")  # every address starts under "image", every size ends under "bytes"
+        assert len(rows) == 7 and all(r[at:].startswith(f"{target}@.nv_fatbin#") or r[at:].startswith(
+            f"{site / 'libdup.so'}@.nv_fatbin#") for r in rows)
+        assert rows[1].startswith("drop   sm_80      cubin          4,904  ")
+        (arch,) = [line for line in lines if line.startswith("sm_80 ")]
+        assert arch.split() == ["sm_80", "9,680", "0", "9,680"]
+        assert any(line.startswith(("file: 1,011,112 -> ", "files: 1,011,112 -> ")) for line in lines)
+        assert not any(line.startswith("saved ") for line in lines)
+    src = tmp_path / "p.so"
+    code = subprocess.run([sys.executable, "-m", "devbin", "prune", str(site / "libdup.so"), "--keep", "sm_90", "-o",
+                           str(src)], capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    assert code.returncode == 0 and "cut out of the file" in code.stderr
+    assert "program-header table" not in code.stderr and "compacted;" not in code.stderr

@@ -235,7 +235,7 @@ def _packing(kind: str) -> Any:
 
     from devbin.cli.progress import progress_bar
 
-    return progress_bar("packing") if kind == "packed" else nullcontext(None)
+    return progress_bar("packing", bytes=False) if kind == "packed" else nullcontext(None)
 
 
 def _rewrite(lib: Any, targets: list[Any], args: argparse.Namespace, index: str | bool) -> bytes:

@@ -25,7 +25,7 @@ callee), "address_taken", "calls".
 `subgraph cluster_N` per code object for a container.  Exit status 3 (one
 line on stderr) when the file holds no device code.
 
---svg OUT also writes the graph as an SVG picture to OUT (what is printed
+--svg -o OUT also writes the graph as an SVG picture to OUT (what is printed
 is unchanged): a layered drawing computed by devbin (no Graphviz), each
 function a box with its registers and stack where the file records them;
 kernels bold, address-taken functions dashed, external callees grey,
@@ -49,7 +49,7 @@ HELP = ("print the call graph with registers, entry points and address-taken fun
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from devbin.cli.common import add_image_options
+    from devbin.cli.common import add_image_options, add_picture_option
     p.add_argument("file", nargs="?", help="a cubin, an AMDGPU code object or an ELF with devbin sections, or a "
                                            "container of them (fatbin, OffloadBinary, offload bundle, host "
                                            "object/library, ar archive); default: the file of --image")
@@ -57,8 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON")
     g.add_argument("--dot", action="store_true", help="print Graphviz DOT")
-    p.add_argument("--svg", metavar="OUT", help="also write the call graph as SVG to OUT (layout computed by devbin; "
-                                                "a container's code objects one below the other)")
+    add_picture_option(p, "--svg", "also write the call graph as SVG (layout computed by devbin; a container's code "
+                                   "objects one below the other)")
 
 
 def _code_object(elf: ElfFile, where: str) -> CodeObject:
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.analysis.callgraph import format_dot, format_text, to_dict
     from devbin.api import open_file
     from devbin.binary import budget
-    from devbin.cli.common import dump, no_device_code, warn
+    from devbin.cli.common import dump, no_device_code, picture_output, warn
     from devbin.cli.inspect_cmd import (
         image_dict,
         image_header,
@@ -123,6 +123,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         write_container_tail,
     )
     from devbin.errors import DeviceBinaryError
+    svg = picture_output(args, "--svg")
     path, images = selected_images(args)
     if images is None:
         return no_device_code([path])
@@ -157,10 +158,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 out.write("\n")
             out.write(image_header(f) + "\n")
             out.write(format_text(obj, _arch(obj)))
-    if args.svg is not None:
+    if svg is not None:
         from devbin.binary.output import write_file
         from devbin.htmlreport.callgraph import callgraphs_svg
-        write_file(args.svg, callgraphs_svg(pictures).encode(), inputs=[path])
+        write_file(svg, callgraphs_svg(pictures).encode(), inputs=[path])
     if args.json:
         dump("callgraph", {"file": path, "images": docs, "skipped": [image_dict(f) for f in images.skipped],
                            "warnings": [*images.warnings, *errors]}, out)

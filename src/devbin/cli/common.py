@@ -20,7 +20,12 @@ Image options (one helper, every command that reads images):
 
 Exit statuses (docs/JSON.md): 0 success, 1 error, 2 usage error (argparse, and
 :class:`BadArguments`: a flag's value the command cannot use), 3 no input holds device code
-(:func:`no_device_code`: one line on stderr, nothing on stdout).
+(:func:`no_device_code`: one line on stderr, nothing on stdout), 4 a ``size --budget`` rule exceeded.
+
+Output files: every command names the file it writes with ``-o OUT``; a picture written beside what is
+printed (``size --html``, ``callgraph --svg``) is a switch, its file ``-o OUT`` too
+(:func:`add_picture_option`).  Their old spelling, ``--html OUT``, still works for one release, with a
+note on stderr.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_NO_DEVICE_CODE: Final = 3
+#: ``devbin size --budget``: a rule is exceeded (the report is printed; CI fails the job on it).
+EXIT_OVER_BUDGET: Final = 4
 
 #: The major version of every command's JSON schema (docs/JSON.md: what bumps it).
 SCHEMA_VERSION: Final = 1
@@ -129,6 +136,31 @@ def add_jobs_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
                    help="processes to read files and images with (default: one per processor; 1: no pool); "
                         "the output is the same whatever N")
+
+
+def add_picture_option(p: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """``FLAG`` (``--html``, ``--svg``): also write a picture, to ``-o OUT`` (the one output convention,
+    see the module docstring); ``FLAG OUT``, the old spelling, still accepted (:func:`picture_output`)."""
+    p.add_argument(flag, nargs="?", const="", default=None, metavar="OUT", help=f"{help}, to -o OUT")
+    p.add_argument("-o", "--output", metavar="OUT", help=f"the file {flag} writes")
+
+
+def picture_output(args: argparse.Namespace, flag: str) -> str | None:
+    """The file :func:`add_picture_option`'s ``flag`` writes, or None; BadArguments for ``-o`` without
+    the flag, the flag without ``-o``, or a file named twice."""
+    value: str | None = getattr(args, flag.lstrip("-"))
+    if value is None:
+        if args.output is not None:
+            raise BadArguments(f"-o OUT goes with {flag} (the file {flag} writes)")
+        return None
+    if not value:
+        if args.output is None:
+            raise BadArguments(f"{flag} writes to -o OUT: give -o OUT")
+        return str(args.output)
+    if args.output is not None:
+        raise BadArguments(f"{flag} {value} -o {args.output}: name the file once, with -o")
+    note(f"{flag} OUT is the old spelling of {flag} -o OUT; it goes in the next release")
+    return value
 
 
 def add_image_inputs(p: argparse.ArgumentParser) -> None:

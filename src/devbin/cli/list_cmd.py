@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from devbin.cli.common import ImageFilter, add_image_options, add_jobs_option, dump, keep, no_device_code, warn
 from devbin.cli.progress import progress_bar
-from devbin.cli.render import scan_status
+from devbin.cli.render import count, scan_status
 from devbin.escape.text import visible
 
 if TYPE_CHECKING:
@@ -117,5 +117,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{fit_path(address, width):{width}} {image.vendor or '-':6} {image.kind:7} "
                   f"{visible(image.arch or '-'):13} {image.size:>10} {image.stored_size:>10} {image.compression:6} "
                   f"{visible(identifier(image))}".rstrip() + "\n")
-    out.write(f"{len(images)} images\n")
+    out.write(f"{count(len(images), 'image')}\n")
     return scan_status(report.failed)

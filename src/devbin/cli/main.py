@@ -11,7 +11,13 @@ notes, progress and errors go to stderr.  Errors print one line,
 ``devbin: error: <where>: <message>``; --traceback shows the Python stack.
 
 Exit status: 0 success; 1 error; 2 usage error (bad or missing arguments);
-3 no input holds device code (one line on stderr, nothing on stdout).
+3 no input holds device code (one line on stderr, nothing on stdout);
+4 a `devbin size --budget` rule is exceeded.
+
+Every file a command writes is named with -o OUT (prune, extract, pack, ar,
+link, tour ...); a second output beside what is printed is chosen by a
+switch and written to -o OUT: `devbin size --html -o report.html`,
+`devbin callgraph FILE --svg -o graph.svg`.
 
 --max-memory SIZE (before or after the command; default 4G, or DEVBIN_MAX_MEMORY) bounds
 the decoded bytes a command holds at once, all its processes (--jobs) together: compressed
@@ -20,8 +26,9 @@ into buffers taken from this budget, each given back once its facts are taken, a
 that does not fit beside what its own work holds is an error naming it and the budget (the
 same error whatever --jobs; a worker waits for others to give back).
 
-Problems a reader went past (:class:`devbin.errors.FormatWarning`) print
-``warning: <message>`` on stderr, each distinct message once.
+Problems a reader went past (a damaged or unusual file that could still be
+read) print ``warning: <message>`` on stderr, each distinct message once
+(they are :class:`devbin.errors.FormatWarning` to a library caller).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import contextlib
 import gc
 import importlib
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -97,12 +105,25 @@ def _size(text: str) -> int:
     return n
 
 
+#: A Sphinx role in a docstring (``:class:`devbin.errors.FormatWarning` ``, ``:func:`~x.y` ``): the
+#: docstrings are the API reference and the ``--help`` text both; the help shows the target alone.
+_ROLE = re.compile(r":(?:\w+:)?\w+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
+#: A reST literal (````x````): the help shows it as markdown does, in single backquotes.
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def help_text(doc: str | None) -> str:
+    """A module docstring as ``--help`` prints it: Sphinx roles and reST literals turned into plain
+    `backquoted` text (the one place the CLI renders a docstring)."""
+    return _LITERAL.sub(r"`\1`", _ROLE.sub(r"`\1`", doc or ""))
+
+
 def build_parser(only: str | None = None, *, commands: bool = True, arguments: bool = True) -> argparse.ArgumentParser:
     """The parser for every subcommand, or for ``only`` (the others are then left out), or for
     none (``commands=False``: ``devbin --version`` imports no command's module).  ``arguments=False``
     leaves out the subcommands' own options (what ``devbin --help`` and a misspelt command need:
     the names and one line each)."""
-    parser = argparse.ArgumentParser(prog="devbin", description=__doc__,
+    parser = argparse.ArgumentParser(prog="devbin", description=help_text(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"devbin {__version__}")
     parser.add_argument("--traceback", action="store_true", help="show the Python stack on errors")
@@ -116,7 +137,7 @@ def build_parser(only: str | None = None, *, commands: bool = True, arguments: b
         if not arguments:
             sub.add_parser(name, help=mod.HELP, add_help=False)
             continue
-        p = sub.add_parser(name, help=mod.HELP, description=mod.__doc__,
+        p = sub.add_parser(name, help=mod.HELP, description=help_text(mod.__doc__),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         p.add_argument("--max-memory", type=_size, default=argparse.SUPPRESS, metavar="SIZE",

@@ -68,7 +68,8 @@ named *.devbin-backup are never read as a folder's libraries.  Every check
 runs before anything is written: a failure leaves the input as it was and no
 partial output (docs/PRUNE.md, "What --in-place promises").
 --dry-run prints what would be dropped and the bytes saved per architecture
-without writing anything.  Notes go to stderr.  When the input held PTX a GPU
+without writing anything.  Notes go to stderr, and a progress bar (the bytes of the libraries
+pruned) when stderr is a terminal.  When the input held PTX a GPU
 newer than its SASS could JIT and the result keeps none, a note says so and
 names what to keep (the rule `devbin pack` warns with).  Exit status: 0 success, 1
 error (a selection that leaves nothing, a file that cannot be rewritten), 2
@@ -92,6 +93,7 @@ from devbin.cli.common import (
     no_device_code,
     note,
 )
+from devbin.cli.progress import progress_bar
 from devbin.escape.text import visible
 
 if TYPE_CHECKING:
@@ -159,8 +161,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         choose = ImageFilter(args)
         keep(scan([args.path], all=True), choose, lambda i: i)
     backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
-    result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
-                        in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses], backup=backup)
+    with progress_bar("pruning") as progress:  # one file: one step, but the bar says something is going on
+        size = os.path.getsize(args.path)
+        if progress is not None:
+            progress(0, size)
+        result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
+                            in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses],
+                            backup=backup)
     arch_bytes = result.to_dict()["arch_bytes"]
     files = [{"name": args.path, "input_size": result.input_size, "output_size": result.output_size,
               "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(),
@@ -172,10 +179,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     _images(result.rows(), out)
     _arch_table(result.bytes_by_arch(), out)
-    for arch, saved in result.saved_by_arch().items():
-        out.write(f"saved {saved} bytes of {arch}\n")
-    out.write(f"container bytes freed: {result.container_bytes_freed}\n")
-    out.write(f"file bytes saved: {result.file_bytes_saved} ({result.input_size} -> {result.output_size})\n")
+    out.write(f"\n{_saved('file', result.input_size, result.output_size)}; the containers "
+              f"{result.container_bytes_freed:,} bytes smaller\n")
     _written(args, output, backup, out)
     for n in result.notes:
         note(n)
@@ -204,17 +209,29 @@ def _is_zip(path: str) -> bool:
 
 
 def _images(rows: list[tuple[Image, bool, int]], out: TextIO) -> None:
-    width = max([len("address"), *(len(str(i.address)) for i, _, _ in rows)])
-    out.write(f"{'address':{width}} {'kind':7} {'arch':16} {'bytes':>10}  action\n")
-    for image, kept, footprint in rows:
-        out.write(f"{visible(str(image.address)):{width}} {image.kind:7} {visible(image.arch or '-'):16} "
-                  f"{footprint:>10}  {'keep' if kept else 'drop'}\n")
+    """One short row per image: keep or drop, architecture, kind, its bytes in the container, and its
+    address last (the long column: a wheel's addresses do not push the others out of line)."""
+    archs = [visible(i.arch or "-") for i, _, _ in rows]
+    aw = max([len("arch"), *(len(a) for a in archs)])
+    out.write(f"{'action':6} {'arch':{aw}} {'kind':7} {'bytes':>12}  image\n")
+    for (image, kept, footprint), arch in zip(rows, archs, strict=True):
+        out.write(f"{'keep' if kept else 'drop':6} {arch:{aw}} {image.kind:7} {footprint:>12,}  "
+                  f"{visible(str(image.address))}\n")
 
 
 def _arch_table(rows: dict[str, tuple[int, int]], out: TextIO) -> None:
-    out.write(f"{'architecture':16} {'before':>12} {'after':>12}\n")
-    for arch, (before, after) in rows.items():
-        out.write(f"{visible(arch or '-'):16} {before:>12} {after:>12}\n")
+    """The bytes of each architecture's images before and after, and what pruning saved of them."""
+    archs = [visible(a or "-") for a in rows]
+    aw = max([len("arch"), *(len(a) for a in archs)])
+    out.write(f"\n{'arch':{aw}} {'before':>12} {'after':>12} {'saved':>12}\n")
+    for arch, (before, after) in zip(archs, rows.values(), strict=True):
+        out.write(f"{arch:{aw}} {before:>12,} {after:>12,} {before - after:>12,}\n")
+
+
+def _saved(what: str, before: int, after: int) -> str:
+    """``file: 1,011,112 -> 1,002,920 bytes, 8,192 saved (0.8%)``."""
+    pct = f" ({100 * (before - after) / before:.1f}%)" if before else ""
+    return f"{what}: {before:,} -> {after:,} bytes, {before - after:,} saved{pct}"
 
 
 def _written(args: argparse.Namespace, output: str | None, backup: str | None, out: TextIO) -> None:
@@ -238,14 +255,17 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
             raise BadArguments("a folder is pruned in place: give --in-place (or --dry-run)")
         if args.output is not None and os.path.realpath(args.output) != os.path.realpath(args.path):
             raise BadArguments("a folder is pruned in place: -o cannot name another place")
-        result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
-                            backup=not args.no_backup, jobs=args.jobs, missing=args.missing or "keep")
+        with progress_bar("pruning") as progress:
+            result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
+                                backup=not args.no_backup, jobs=args.jobs, missing=args.missing or "keep",
+                                progress=progress)
         output = None if args.dry_run else args.path
     else:
         backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
-        result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
-                             in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force,
-                             missing=args.missing or "keep")
+        with progress_bar("pruning") as progress:
+            result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
+                                 in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force,
+                                 missing=args.missing or "keep", progress=progress)
     totals = result.to_dict()
     freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
     if args.json:
@@ -263,15 +283,16 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
         return 0
     _images(result.rows(), out)
     _arch_table(result.bytes_by_arch(), out)
-    out.write(f"{'file':40} {'before':>12} {'after':>12}  note\n")
+    out.write(f"\n{'before':>12} {'after':>12}  file\n")
+    files_after = 0
     for f in result.files:
         after = f.result.output_size if f.result is not None else f.size
-        out.write(f"{visible(f.name):40} {f.size:>12} {after:>12}  {visible(f.untouched)}\n")
-    for arch, saved in result.saved_by_arch().items():
-        out.write(f"saved {saved} bytes of {arch}\n")
-    out.write(f"files: {totals['files_size_before']} -> {totals['files_size_after']} bytes\n")
+        files_after += after
+        why = f" ({visible(f.untouched)})" if f.untouched else ""
+        out.write(f"{f.size:>12,} {after:>12,}  {visible(f.name)}{why}\n")
+    out.write(f"\n{_saved('files', sum(f.size for f in result.files), files_after)}\n")
     if result.kind == "wheel":
-        out.write(f"wheel: {result.input_size} -> {result.output_size} bytes (compressed)\n")
+        out.write(f"{_saved('wheel (compressed)', result.input_size, result.output_size)}\n")
     _written(args, output, backup, out)
     for n in result.notes:
         note(n)

@@ -20,6 +20,12 @@ def cell(text: str, width: int, out: TextIO) -> str:
     return f"{text:{width}}"
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` agreeing with it (``1 image``, ``3 images``, ``1,024 files``): the one place text
+    output says how many of something there are."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def _flags(names: list[str]) -> str:
     short = {"SHF_WRITE": "W", "SHF_ALLOC": "A", "SHF_EXECINSTR": "X", "SHF_MERGE": "M", "SHF_STRINGS": "S",
              "SHF_INFO_LINK": "I", "SHF_LINK_ORDER": "L", "SHF_GROUP": "G", "SHF_TLS": "T", "SHF_COMPRESSED": "C",

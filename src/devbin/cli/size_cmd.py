@@ -15,6 +15,9 @@ The text lists the files, the architectures, the containers (each translation un
 bundle), the kinds, the --top N functions (summed over every copy and architecture) and the
 duplicates: identical images and identical functions (same name, architecture and code bytes) in
 several translation units, containers, files or wheels, with the bytes the extra copies cost.
+--top N rows per table (default 20; 0: every row, as bloaty's -n 0).  Function names are cut to fit
+the width COLUMNS says, else the terminal's when stdout is one, else 80 (a pipe or a file: the same
+text wherever it ran); --wide never cuts them.
 --json gives every image and function (`devbin schema size`) on one line (it can hold every function
 of an environment; `python3 -m json.tool` indents it); --csv one row per function (and per image
 without functions).  A progress bar goes to stderr when it is a terminal.  Names, paths and IDs read
@@ -23,7 +26,8 @@ as \\x1b or \\u202e, a CSV cell that would start a formula (= + - @) prefixed wi
 and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
-computed by prune itself (the numbers prune then reports).
+computed by prune itself (the numbers prune then reports): the total under the first line, a SAVED
+column in the architecture table (the bytes of the images dropped), a table per file at the end.
 
 --jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
 of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
@@ -33,16 +37,19 @@ same whatever N.
 (each file's device bytes; PATTERN a glob on its path), arch (stored bytes of each architecture;
 PATTERN sm_90, sm_1*, gfx9*), kernel or function (each copy's size; PATTERN a glob on the mangled or
 demangled name); SIZE in bytes or with K, M, G (binary).  E.g. --budget total=400M --budget
-arch:sm_90=120M --budget 'kernel:*gemm*=2M'.  Each subject over its limit is printed; the exit status
-is then 4.
+arch:sm_90=120M --budget 'kernel:*gemm*=2M'.  Each subject over its limit is printed once (a
+function's copy with its architecture); the exit status is then 4.  With --diff the rules are checked
+against NEW.
 
---html OUT also writes the report as one self-contained HTML page (no network at view time): a
+--html -o OUT also writes the report as one self-contained HTML page (no network at view time): a
 zoomable treemap of stored bytes (vendor -> file -> architecture -> function), sortable tables, the
 duplicates and the call graph of the largest code object, or of each --graph ADDRESS (docs/REPORT.md).
 
 --diff OLD NEW compares two builds (each a file, folder or wheel): bytes per architecture and per
 function, and the registers, stack and spills of every kernel whose resources changed, as markdown
-tables fit for a CI comment (--json: `devbin schema size-diff`).
+tables fit for a CI comment, under a line naming OLD and NEW (--json: `devbin schema size-diff`).  An
+architecture only one build has is one row of the architecture table (its functions counted there,
+listed in --json), not rows of the function table.
 
 --arch ARCH and --image ADDRESS (repeatable) keep only those images in the tables; the images left out
 are counted under "hidden" so the sums still hold.
@@ -63,17 +70,20 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from devbin.cli.common import (
+    EXIT_OVER_BUDGET,
     BadArguments,
     ImageFilter,
     add_image_options,
     add_jobs_option,
+    add_picture_option,
     arch_list,
     dump,
     no_device_code,
+    picture_output,
     warn,
 )
 from devbin.cli.progress import progress_bar
-from devbin.cli.render import scan_status
+from devbin.cli.render import count, scan_status
 
 if TYPE_CHECKING:
     from devbin.size.account import FileSize
@@ -81,9 +91,6 @@ if TYPE_CHECKING:
 
 HELP = "where the bytes of device code go: per file, architecture, kind and function; duplicates, --keep " \
        "savings, --budget, --diff"
-
-#: The exit status when a --budget rule is exceeded.
-EXIT_OVER_BUDGET: Final = 4
 
 #: Files of fewer bytes than this in all are measured (and pruned for --keep) by this process whatever
 #: --jobs says: a pool costs more than it saves.
@@ -95,15 +102,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON (`devbin schema size`)")
     out.add_argument("--csv", action="store_true", help="print CSV: one row per function")
-    p.add_argument("--top", type=int, default=20, metavar="N", help="rows per table (default: %(default)s)")
+    p.add_argument("--top", type=int, default=20, metavar="N", help="rows per table; 0: all (default: %(default)s)")
+    p.add_argument("--wide", action="store_true", help="names whole, however long (default: cut to the width of "
+                                                       "COLUMNS, of the terminal, or 80)")
     p.add_argument("--keep", action="append", metavar="ARCHS",
                    help="also what `devbin prune --keep ARCHS` would save (repeatable, or a comma list)")
     p.add_argument("--budget", action="append", default=[], metavar="RULE",
                    help="SCOPE[:PATTERN]=SIZE, scope total, file, arch, kernel or function (repeatable; exit 4 "
                         "when exceeded)")
     p.add_argument("--diff", nargs=2, metavar=("OLD", "NEW"), help="compare two builds")
-    p.add_argument("--html", metavar="OUT", help="also write the report as one self-contained HTML page: zoomable "
-                                                 "treemap, sortable tables, duplicates, call graphs (docs/REPORT.md)")
+    add_picture_option(p, "--html", "also write the report as one self-contained HTML page: zoomable treemap, "
+                                    "sortable tables, duplicates, call graphs (docs/REPORT.md)")
     p.add_argument("--graph", action="append", default=[], metavar="ADDRESS",
                    help="a code object whose call graph --html shows (repeatable; default: the largest)")
     add_image_options(p, all=False)
@@ -161,8 +170,32 @@ def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:5.1f}%" if whole else "    -"
 
 
-def _cut(name: str, width: int = 100) -> str:
-    return name if len(name) <= width else name[:width - 3] + "..."
+def _cut(name: str, width: int | None = 100) -> str:
+    return name if width is None or len(name) <= width else name[:width - 3] + "..."
+
+
+#: The width of text output when neither COLUMNS nor a terminal says (bloaty's and ls's default).
+DEFAULT_COLUMNS: Final = 80
+
+
+def columns(out: TextIO, wide: bool) -> int | None:
+    """The width function names are cut to (None: ``--wide``, never cut): ``COLUMNS`` when set, else
+    the terminal's width when ``out`` is a terminal, else :data:`DEFAULT_COLUMNS` (a pipe or a file: the
+    same text whatever terminal ran the command)."""
+    if wide:
+        return None
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    if out.isatty():
+        import shutil
+        return shutil.get_terminal_size((DEFAULT_COLUMNS, 24)).columns
+    return DEFAULT_COLUMNS
+
+
+def _more(rows: Sequence[Any], top: int | None, what: str) -> str:
+    """The ``... N more WHAT`` line under a table cut to ``top`` rows (None: not cut), or ""."""
+    return f"... {len(rows) - top} more {what}\n" if top is not None and len(rows) > top else ""
 
 
 def _count(images: list[Any] | int) -> int:
@@ -185,29 +218,36 @@ def _copies(addresses: list[str], shown: int = 3) -> str:
     return f"{prefix} {text}" if prefix else text
 
 
-def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
+def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | None = DEFAULT_COLUMNS) -> None:
+    """The text report: ``top`` rows per table (None: all), function names cut to fit ``width`` columns
+    (None: whole).  With ``--keep`` its result comes second, under the totals, and the architecture
+    table has a SAVED column."""
     from devbin.escape.text import visible_tree
     doc = visible_tree(doc)  # the text rule on every name, path and ID read from a file
     w = out.write
     t = doc["totals"]
     dev = t["device_bytes"]
-    w(f"{t['files']} file{'s' if t['files'] != 1 else ''} with device code: {_n(t['file_bytes'])} bytes, device "
-      f"code {_n(dev)} ({_pct(dev, t['file_bytes']).strip()}) in {t['images']} images and container overhead "
+    w(f"{count(t['files'], 'file')} with device code: {_n(t['file_bytes'])} bytes, device "
+      f"code {_n(dev)} ({_pct(dev, t['file_bytes']).strip()}) in {count(t['images'], 'image')} and container overhead "
       f"{_n(t['overhead'])}; uncompressed {_n(t['size'])}\n")
+    saved = doc.get("savings")
+    if saved is not None:
+        w(f"--keep {','.join(saved['keep'])}: `devbin prune` saves {_n(saved['bytes'])} of {_n(t['file_bytes'])} file "
+          f"bytes ({_pct(saved['bytes'], t['file_bytes']).strip()}); the containers shrink by {_n(saved['freed'])}\n")
     files = sorted(doc["files"], key=lambda f: (-f["device_bytes"], f["path"]))
     if len(files) > 1:
         w(f"\n{'FILE':60} {'DEVICE':>14} {'%':>6} {'FILE BYTES':>14} {'IMAGES':>6}\n")
         for f in files[:top]:
             w(f"{_lcut(f['path']):60} {_n(f['device_bytes']):>14} {_pct(f['device_bytes'], dev)} "
               f"{_n(f['file_bytes']):>14} {_count(f['images']):>6}\n")
-        if len(files) > top:
-            w(f"... {len(files) - top} more files\n")
-    w(f"\n{'VENDOR':6} {'ARCH':14} {'IMAGES':>6} {'STORED':>14} {'%':>6} {'UNCOMPRESSED':>14} {'FUNCTIONS':>14}\n")
+        w(_more(files, top, "files"))
+    w(f"\n{'VENDOR':6} {'ARCH':14} {'IMAGES':>6} {'STORED':>14} {'%':>6} {'UNCOMPRESSED':>14} {'FUNCTIONS':>14}"
+      + (f" {'SAVED':>14}" if saved is not None else "") + "\n")
     for a in doc["by_arch"][:top]:
         w(f"{a['vendor'] or '-':6} {a['arch'] or '-':14} {a['images']:>6} {_n(a['stored_size']):>14} "
-          f"{_pct(a['stored_size'], dev)} {_n(a['size']):>14} {_n(a['function_bytes']):>14}\n")
-    if len(doc["by_arch"]) > top:
-        w(f"... {len(doc['by_arch']) - top} more architectures\n")
+          f"{_pct(a['stored_size'], dev)} {_n(a['size']):>14} {_n(a['function_bytes']):>14}"
+          + (f" {_n(saved['by_arch'].get(a['arch'], 0)):>14}" if saved is not None else "") + "\n")
+    w(_more(doc["by_arch"], top, "architectures"))
     conts = doc["by_container"]
     if len(conts) > 1:
         w(f"\n{'CONTAINER':60} {'IMAGES':>6} {'STORED':>14} {'%':>6} {'UNCOMPRESSED':>14}  ARCHS\n")
@@ -215,8 +255,7 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
             name = c["container"] + (f" ({c['identifier']})" if c["identifier"] else "")
             w(f"{_lcut(name):60} {c['images']:>6} {_n(c['stored_size']):>14} {_pct(c['stored_size'], dev)} "
               f"{_n(c['size']):>14}  {_cut(' '.join(a or '-' for a in c['archs']), 60)}\n")
-        if len(conts) > top:
-            w(f"... {len(conts) - top} more containers\n")
+        w(_more(conts, top, "containers"))
     w(f"\n{'KIND':8} {'IMAGES':>6} {'STORED':>14} {'%':>6} {'UNCOMPRESSED':>14}\n")
     for k in doc["by_kind"]:
         w(f"{k['kind']:8} {k['images']:>6} {_n(k['stored_size']):>14} {_pct(k['stored_size'], dev)} "
@@ -224,11 +263,12 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
     w(f"{'overhead':8} {'':>6} {_n(t['overhead']):>14} {_pct(t['overhead'], dev)}\n")
     fns = doc["top_functions"]
     if fns:
-        w(f"\nTOP {min(top, len(fns))} FUNCTIONS (bytes of every copy in every architecture; {t['functions']} "
+        w(f"\nTOP {len(fns[:top])} FUNCTIONS (bytes of every copy in every architecture; {t['functions']} "
           "functions in all)\n")
         w(f"{'SIZE':>12} {'COPIES':>6} {'KIND':8} NAME\n")
-        for f in fns[:top]:
-            w(f"{_n(f['size']):>12} {f['copies']:>6} {f['kind']:8} {_cut(f['demangled'])}\n")
+        for f in fns[:top]:  # the name fills the rest of the line: 29 columns before it
+            w(f"{_n(f['size']):>12} {f['copies']:>6} {f['kind']:8} "
+              f"{_cut(f['demangled'], None if width is None else max(width - 29, 20))}\n")
     d = doc["duplicates"]
     w(f"\nDUPLICATES: {_n(doc['duplicate_bytes'])} bytes in extra copies: {len(d['images'])} identical images "
       f"({_n(d['image_bytes'])} bytes), {len(d['functions'])} identical functions ({_n(d['function_bytes'])} "
@@ -237,18 +277,16 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int) -> None:
         w(f"  image {g['kind']} {g['arch'] or '-'}: {len(g['copies'])} copies of {_n(g['stored_size'])} bytes, "
           f"{_n(g['wasted'])} wasted: {_copies(g['copies'])}\n")
     for g in d["functions"][:top]:
-        w(f"  {g['arch']:8} {len(g['copies'])} copies x {_n(g['size']):>9} = {_n(g['wasted']):>10} wasted  "
-          f"{_cut(g['demangled'], 80)}\n")
-    if "savings" in doc:
-        s = doc["savings"]
-        w(f"\n--keep {','.join(s['keep'])}: `devbin prune` saves {_n(s['bytes'])} file bytes; the containers shrink "
-          f"by {_n(s['freed'])}; dropped images per architecture: "
-          + (", ".join(f"{a} {_n(n)}" for a, n in s["by_arch"].items()) or "none") + "\n")
-        for f in files:
+        line = f"  {g['arch']:8} {len(g['copies'])} copies x {_n(g['size']):>9} = {_n(g['wasted']):>10} wasted  "
+        w(line + f"{_cut(g['demangled'], None if width is None else max(width - len(line), 20))}\n")
+    if saved is not None:
+        w(f"\n--keep {','.join(saved['keep'])}: per file\n{'FILE':60} {'SAVED':>14} {'FREED':>14}\n")
+        for f in files[:top]:
             fs = f.get("savings", {})
-            why = f"  (refused: {fs['refused']})" if fs.get("refused") else ""
-            w(f"  {_lcut(f['path']):60} {_n(fs.get('bytes', 0)):>14} saved, {_n(fs.get('freed', 0)):>14} "
-              f"freed{why}\n")
+            why = fs.get("refused", "")
+            why = f"  refused: {why.removeprefix(f['path'] + ': ')}" if why else ""  # the row names the file
+            w(f"{_lcut(f['path']):60} {_n(fs.get('bytes', 0)):>14} {_n(fs.get('freed', 0)):>14}{why}\n")
+        w(_more(files, top, "files"))
 
 
 def render_csv(doc: dict[str, Any], out: TextIO) -> None:
@@ -268,23 +306,26 @@ def render_csv(doc: dict[str, Any], out: TextIO) -> None:
 
 
 def render_budget(violations: Sequence[Violation], rules: Sequence[Rule], out: TextIO) -> None:
+    """Each violation once: its rule, its subject (a function's with its architecture), how far over."""
     from devbin.escape.text import visible
     w = out.write
     if not violations:
-        w(f"\nbudget: {len(rules)} rule{'s' if len(rules) != 1 else ''}, all within their limits\n")
+        w(f"\nbudget: {count(len(rules), 'rule')}, all within their limits\n")
         return
     w(f"\nBUDGET EXCEEDED: {len(violations)} over their limit\n")
     for v in violations:
-        w(f"  {visible(v.rule)}: {_cut(visible(v.subject), 90)} is {_n(v.bytes)} bytes, {_n(v.bytes - v.limit)} "
+        w(f"  {visible(v.rule)}: {visible(v.label())} is {_n(v.bytes)} bytes, {_n(v.bytes - v.limit)} "
           f"over {_n(v.limit)}\n")
 
 
 # --------------------------------------------------------------------------- run
 
 
-def _run_diff(args: argparse.Namespace, out: TextIO) -> int:
+def _run_diff(args: argparse.Namespace, rules: Sequence[Rule], out: TextIO) -> int:
+    """--diff OLD NEW; the --budget rules are checked against NEW (the build CI is about to ship)."""
     from devbin.images.scanreport import ScanReport
     from devbin.size.account import measure
+    from devbin.size.budget import check
     from devbin.size.diff import diff, markdown
 
     sides = []
@@ -297,11 +338,16 @@ def _run_diff(args: argparse.Namespace, out: TextIO) -> int:
         return no_device_code(args.diff)
     d = diff(sides[0], sides[1])
     d = {"old": args.diff[0], "new": args.diff[1], **d}
+    violations = check(rules, sides[1])
+    if rules:
+        d["budget"] = {"rules": [r.text for r in rules], "violations": [v.to_dict() for v in violations]}
     if args.json:
         dump("size-diff", d, out)
     else:
         out.write(markdown(d, top=args.top))
-    return 0
+        if rules:
+            render_budget(violations, rules, out)
+    return EXIT_OVER_BUDGET if violations else 0
 
 
 def _write_html(args: argparse.Namespace, doc: dict[str, Any]) -> None:
@@ -316,25 +362,29 @@ def _write_html(args: argparse.Namespace, doc: dict[str, Any]) -> None:
         if obj is None:
             raise BadArguments(f"--graph {address}: not a cubin or AMDGPU code object")
         graphs[address] = callgraph_svg(obj, title=address)
-    write_file(args.html, render_size_report(doc, graphs).encode(), inputs=args.paths)
+    write_file(args.html_out, render_size_report(doc, graphs).encode(), inputs=args.paths)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    if args.top < 1:
-        raise BadArguments("--top must be at least 1")
-    if args.diff:
-        if args.paths:
-            raise BadArguments("--diff OLD NEW takes no other PATH")
-        return _run_diff(args, out)
+    if args.top < 0:
+        raise BadArguments("--top must be 0 (all rows) or more")
+    args.top = args.top or None  # 0: every row, as bloaty's -n 0
+    args.html_out = picture_output(args, "--html")
     from devbin.errors import UsageError
     from devbin.size.budget import check, parse_rule
     try:
         rules = [parse_rule(r) for r in args.budget]
     except UsageError as e:
         raise BadArguments(f"--budget: {e.message}") from None
+    if args.diff:
+        if args.paths:
+            raise BadArguments("--diff OLD NEW takes no other PATH")
+        if args.html_out or args.keep or args.csv:
+            raise BadArguments("--diff OLD NEW prints markdown or --json only (no --html, --keep or --csv)")
+        return _run_diff(args, rules, out)
     measured: list[FileSize] = []
     with progress_bar("measuring") as progress:
-        doc, failed = size_doc(args, progress, measured.extend, detail=bool(args.json or args.csv or args.html))
+        doc, failed = size_doc(args, progress, measured.extend, detail=bool(args.json or args.csv or args.html_out))
     for m in doc["warnings"]:
         warn(m)
     if not doc["files"] and not doc["warnings"]:
@@ -342,14 +392,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     violations = check(rules, measured)
     if rules:
         doc["budget"] = {"rules": [r.text for r in rules], "violations": [v.to_dict() for v in violations]}
-    if args.html:
+    if args.html_out:
         _write_html(args, doc)
     if args.json:
         dump("size", doc, out, indent=None)
     elif args.csv:
         render_csv(doc, out)
     else:
-        render_text(doc, out, args.top)
+        render_text(doc, out, args.top, columns(out, args.wide))
         if rules:
             render_budget(violations, rules, out)
     status = scan_status(failed)

@@ -94,7 +94,8 @@ if TYPE_CHECKING:
 # Each container's reader is imported where its magic is met (below), not with this module: a scan
 # of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
 
-__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "Progress", "Scanner", "ToScan", "jobs_for", "scan", "scan_bytes"]
+__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "ByteProgress", "Progress", "Scanner", "ToScan", "file_sizes", "jobs_for",
+           "scan", "scan_bytes"]
 
 #: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
 MAX_DEPTH = 12
@@ -108,12 +109,53 @@ Progress = Callable[[int, int], None]
 ToScan = tuple[str, Path, bool]
 
 
+def file_sizes(files: Iterable[ToScan]) -> list[int]:
+    """The bytes of each file of :meth:`Scanner.expand` (0: it cannot be read; the scan reports it): the
+    weights of ``--jobs`` and the units of the progress bar."""
+    out = []
+    for _, path, _ in files:
+        try:
+            out.append(path.stat().st_size)
+        except OSError:
+            out.append(0)
+    return out
+
+
+class ByteProgress:
+    """``progress(done, total)`` in bytes over the files of a scan, ``done = 0`` first.  A file counts its
+    bytes once scanned (:meth:`file_done`); a zip scanned in this process also moves it on member by member
+    (:meth:`member`, its compressed bytes), so that a scan of one wheel does not read "0 of 1" to its end.
+    (A file count said nothing while one large file was read; a wheel's one large library still moves the
+    bar only when it has been read.)"""
+
+    def __init__(self, progress: Progress, sizes: list[int]) -> None:
+        self.progress = progress
+        self.sizes = sizes
+        self.total = sum(sizes)
+        self.done = 0
+        self.next = 0  # the file being scanned
+        self.inside = 0  # its bytes passed so far
+        progress(0, self.total)
+
+    def member(self, n: int) -> None:
+        if self.next < len(self.sizes):
+            self.inside = min(self.inside + n, self.sizes[self.next])
+            self.progress(self.done + self.inside, self.total)
+
+    def file_done(self) -> None:
+        if self.next < len(self.sizes):
+            self.done += self.sizes[self.next]
+            self.next += 1
+        self.inside = 0
+        self.progress(self.done, self.total)
+
+
 def scan(paths: Iterable[str | Path], *, all: bool = False, progress: Progress | None = None,
          report: ScanReport | None = None, follow_thin_outside: bool = False) -> Iterator[Image]:
     """Yield every device image in ``paths`` (files or folders), see the module docstring.
 
-    ``progress(done, total)`` is called with ``done = 0`` first and after each file; ``total``
-    is the number of files, folders expanded.  ``report`` collects warnings and wrappers.
+    ``progress(done, total)`` is called with ``done = 0`` first and as the files are read: ``total`` is
+    their bytes, folders expanded (:class:`ByteProgress`).  ``report`` collects warnings and wrappers.
     """
     for image, _ in Scanner(report, all=all, follow_thin_outside=follow_thin_outside).paths(paths, progress):
         yield image
@@ -168,17 +210,19 @@ class Scanner:
         # holds none (cuobjdump prints a line for every member: `devbin resources --format cuobjdump`)
         self.on_member = on_member
         self.zip_opened = False  # the last top-level file was a zip (a folder of files: not in `failed`)
+        #: called with each top-level zip member's compressed bytes once it is scanned (in this process only:
+        #: :meth:`ByteProgress.member`)
+        self.on_zip_bytes: Callable[[int], None] | None = None
 
     def paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> Iterator[Hit]:
         """Every image under ``paths``; raises OSError for a top-level path that cannot be read."""
         files = self.expand(paths)
-        total = len(files)
-        if progress is not None:
-            progress(0, total)
-        for done, todo in enumerate(files, 1):
+        bar = ByteProgress(progress, file_sizes(files)) if progress is not None else None
+        self.on_zip_bytes = bar.member if bar is not None else None
+        for todo in files:
             yield from self.one(todo)
-            if progress is not None:
-                progress(done, total)
+            if bar is not None:
+                bar.file_done()
 
     def expand(self, paths: Iterable[str | Path]) -> list[ToScan]:
         """The files under ``paths`` in scan order, folders walked (their unreadable entries are
@@ -216,22 +260,24 @@ class Scanner:
         facts only, nothing to decode), the files spread over ``jobs`` processes
         (:func:`devbin.images.parallel.ordered_map`; None: every processor) with the report and the
         order of one process; files of fewer than ``min_bytes`` in all are read in this process."""
-        from devbin.images.parallel import ordered_map
+        from devbin.images.parallel import default_jobs, effective_jobs, ordered_map
         files = self.expand(paths)
-        total = len(files)
-        if progress is not None:
-            progress(0, total)
+        sizes = file_sizes(files)
+        bar = ByteProgress(progress, sizes) if progress is not None else None
         jobs = jobs_for(files, jobs, min_bytes)
+        n = effective_jobs(default_jobs() if jobs is None else jobs, len(files))
+        self.on_zip_bytes = bar.member if bar is not None and n <= 1 else None  # a worker draws nothing
         out: list[Image] = []
-        for done, (images, rep) in enumerate(ordered_map(self._list_one, files, jobs=jobs), 1):
+        for images, rep in ordered_map(self._list_one, files, jobs=n):
             out.extend(images)
             self.rep.merge(rep)
-            if progress is not None:
-                progress(done, total)
+            if bar is not None:
+                bar.file_done()
         return out
 
     def _list_one(self, todo: ToScan) -> tuple[list[Image], ScanReport]:
         sub = Scanner(ScanReport(), all=self.all, follow_thin_outside=self.follow_thin_outside)
+        sub.on_zip_bytes = self.on_zip_bytes
         images = [dataclasses.replace(image, native=None) for image, _ in sub.one(todo)]
         return images, sub.rep
 
@@ -366,21 +412,28 @@ class Scanner:
         seen: dict[str, int] = {}
         with zf:
             for info in infos:
-                if zipmember.is_folder(info):
-                    continue
-                sub = _member(frame, info.filename, seen, ZIP)
-                self.rep.members += 1
-                if not self._zip_wanted(zf, info, sub.where):
-                    continue
-                # The member is charged its size while the scan reads it (the recorded size, or what its
-                # compressed bytes can give if less); libdeflate, or zipfile for the other methods, allocates
-                # the buffer as it fills it: a size that lies costs no memory.
-                with budget.current().charged(zipmember.most_bytes(info), what="zip member", fmt="zip",
-                                              where=sub.where):
-                    data = self._zip_member(zf, whole, info, sub.where)
-                    if data is not None:
-                        yield from self.buffer(data, sub, depth=depth + 1)
-                        del data
+                yield from self._zip_entry(zf, whole, info, frame, depth, seen)
+                if depth == 0 and self.on_zip_bytes is not None:
+                    self.on_zip_bytes(info.compress_size)
+
+    def _zip_entry(self, zf: zipfile.ZipFile, whole: Buffer | None, info: zipfile.ZipInfo, frame: Frame,
+                   depth: int, seen: dict[str, int]) -> Iterator[Hit]:
+        """The images in one member of a zip (none in a folder entry or a member of no format devbin reads)."""
+        if zipmember.is_folder(info):
+            return
+        sub = _member(frame, info.filename, seen, ZIP)
+        self.rep.members += 1
+        if not self._zip_wanted(zf, info, sub.where):
+            return
+        # The member is charged its size while the scan reads it (the recorded size, or what its
+        # compressed bytes can give if less); libdeflate, or zipfile for the other methods, allocates
+        # the buffer as it fills it: a size that lies costs no memory.
+        with budget.current().charged(zipmember.most_bytes(info), what="zip member", fmt="zip",
+                                      where=sub.where):
+            data = self._zip_member(zf, whole, info, sub.where)
+            if data is not None:
+                yield from self.buffer(data, sub, depth=depth + 1)
+                del data
 
     def _zip_wanted(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bool:
         """Whether the member's first bytes name a format devbin looks into (only they are inflated)
@@ -441,12 +494,7 @@ def jobs_for(files: list[ToScan], jobs: int | None, min_bytes: int) -> int | Non
     it saves."""
     from devbin.images.parallel import pool_jobs
 
-    def sizes() -> Iterator[int]:
-        for _, path, _ in files:
-            with contextlib.suppress(OSError):
-                yield path.stat().st_size
-
-    return pool_jobs(jobs, sizes(), min_bytes)
+    return pool_jobs(jobs, file_sizes(files), min_bytes)
 
 
 def _has_llvm_sections(elf: ElfFile) -> bool:

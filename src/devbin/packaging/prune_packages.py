@@ -68,7 +68,7 @@ from devbin.formats.wheel import record_hash
 from devbin.images.address import Address, Member
 from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
-from devbin.images.scan import scan
+from devbin.images.scan import Progress, scan
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.pruning import PruneResult, Selection, arch_matches, kept_already, prune, prune_file
 from devbin.packaging.transaction import JOURNAL_NAME, Change, recover, replace_all
@@ -244,16 +244,31 @@ def _libraries(path: Path, where: str) -> dict[str, _Library]:
     return out
 
 
+class _Done:
+    """The bytes of a package's libraries pruned so far, told to ``progress(done, total)`` (0 first)."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+        if progress is not None:
+            progress(0, total)
+
+    def add(self, n: int) -> None:
+        self.done = min(self.done + n, self.total)
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
 def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                 keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                 in_place: bool = False, backup: str | os.PathLike[str] | None = None,
                 jobs: int | None = 1, force: bool = False, keep_data: bool = False,
-                missing: str = "keep") -> PackagePruneResult:
+                missing: str = "keep", progress: Progress | None = None) -> PackagePruneResult:
     """Prune every library of the wheel ``src`` into the wheel ``dst`` (None: compute only; see the module
     docstring).  ``dst`` may not be ``src`` unless ``in_place``; ``backup``: where ``dst``'s old content is kept;
     ``jobs``: processes to prune the libraries in (1: this one; None: every processor); ``force``: go on past
     a RECORD that does not describe the members; ``keep_data``: the new wheel's bytes in ``result.data``;
-    ``missing``: what to do with a library the selection would leave without device code (:data:`MISSING`)."""
+    ``missing``: what to do with a library the selection would leave without device code (:data:`MISSING`);
+    ``progress(done, total)``: the bytes of the libraries pruned so far, of all to prune."""
     sel = _selection(keep, drop)
     src_p = Path(src)
     where = str(src)
@@ -263,7 +278,7 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
         kept = dst is not None and backup is not None and os.path.lexists(backup)
         result = _prune_wheel(src_p, where, sel, dst, inputs, None if kept else backup, jobs, force, keep_data,
-                              missing)
+                              missing, progress)
         if kept:
             assert dst is not None and backup is not None
             result.notes.append(kept_already(dst, backup))
@@ -272,7 +287,7 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
 
 def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike[str] | None,
                  inputs: tuple[Path, ...], backup: str | os.PathLike[str] | None, jobs: int | None, force: bool,
-                 keep_data: bool, missing: str) -> PackagePruneResult:
+                 keep_data: bool, missing: str, progress: Progress | None = None) -> PackagePruneResult:
     """:func:`prune_wheel`'s work (under the wheel's lock when in place): verify, prune, write."""
     src = where
     result = PackagePruneResult("wheel", src_p.stat().st_size, 0)
@@ -286,6 +301,7 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
         sizes = {i.filename: i.file_size for i in zf.infolist() if not zipmember.is_folder(i)}
         todo = [(name, lib.address) for name, lib in libs.items() if not whys[name]]
         weights = [sizes.get(name, 0) for name, _ in todo]
+        done = _Done(progress, sum(weights))
         # Each worker opens the wheel itself: a zip file object shared over fork shares its file offset.
         pruned = ordered_map(lambda item: _prune_member(src_p, item[0], item[1], sel), todo,
                              jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
@@ -299,6 +315,7 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
                 result.notes.append(f"{src}!{name}: {why}")
                 return None
             size, r, changed = next(pruned)
+            done.add(size)
             result.files.append(FileOutcome(name, size, r.released()))
             result.notes.extend(r.notes)
             return r.data if changed else None
@@ -422,13 +439,14 @@ def _copy(zo: zipfile.ZipFile, info: zipfile.ZipInfo, data: bytes) -> None:
 
 def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None = None,
                drop: str | Iterable[str] | None = None, dry_run: bool = False,
-               backup: bool = True, jobs: int | None = 1, missing: str = "keep") -> PackagePruneResult:
+               backup: bool = True, jobs: int | None = 1, missing: str = "keep",
+               progress: Progress | None = None) -> PackagePruneResult:
     """Prune every file under the folder ``root`` in place (see the module docstring); ``dry_run``: write
     nothing; ``jobs``: processes to prune the files in (1: this one; None: every processor); ``missing``:
-    as :func:`prune_wheel`'s."""
+    as :func:`prune_wheel`'s; ``progress(done, total)``: the bytes of the files pruned so far, of all to prune."""
     sel = _selection(keep, drop)
     if dry_run:
-        result = _prune_tree(Path(root), os.fspath(root), sel, None, jobs, missing)
+        result = _prune_tree(Path(root), os.fspath(root), sel, None, jobs, missing, progress)
         if os.path.lexists(os.path.join(root, JOURNAL_NAME)):
             result.notes.insert(0, f"{os.path.join(root, JOURNAL_NAME)}: an in-place prune was interrupted here; "
                                    "the next --in-place prune of the folder puts its files back first")
@@ -436,13 +454,13 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
     with exclusive(root, "pruning"):
         notes: list[str] = []
         recover(os.fspath(root), notes)
-        result = _prune_tree(Path(root), os.fspath(root), sel, backup, jobs, missing)
+        result = _prune_tree(Path(root), os.fspath(root), sel, backup, jobs, missing, progress)
         result.notes[:0] = notes
         return result
 
 
 def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jobs: int | None,
-                missing: str) -> PackagePruneResult:
+                missing: str, progress: Progress | None = None) -> PackagePruneResult:
     """:func:`prune_tree` under the folder's lock (``backup`` None: a dry run, nothing written)."""
     libs = _libraries(root_p, root)
     if not libs:
@@ -453,6 +471,7 @@ def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jo
     order = sorted(libs.items())
     todo = [path for path, lib in order if not whys[path]]
     weights = [_size(path) for path in todo]
+    done = _Done(progress, sum(weights))
     # All computed before anything is written, in up to ``jobs`` processes.
     pruned: Iterator[PruneResult] = ordered_map(
         lambda path: prune_file(path, None, keep=sel.keep, drop=sel.drop, require_match=False).detached(), todo,
@@ -466,6 +485,7 @@ def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jo
                 result.notes.append(f"{path}: {why}")
                 continue
             r = next(pruned)
+            done.add(size)
             result.files.append(FileOutcome(path, size, r))
             result.notes.extend(r.notes)
             if r.changed:

@@ -786,9 +786,9 @@ def _cut_pages(patched: bytearray, free: list[tuple[int, int]], ctx: _Ctx, at: A
     cut = remove_pages(ElfFile(ByteView(patched, where=where)), free)
     _check_kept(ctx, cut.data, at)
     freed = sum(hi - lo for lo, hi in free)
-    ctx.notes.append(f"{where}: containers in {', '.join(sections)} compacted; {cut.bytes_removed} of the "
-                     f"{freed} freed bytes removed as {cut.bytes_removed // cut.page} whole pages of "
-                     f"{cut.page} (the partial pages at the ends of each freed range stay)")
+    ctx.notes.append(f"{where}: {cut.bytes_removed:,} of the {freed:,} bytes freed in {', '.join(sections)} cut out "
+                     f"of the file ({cut.bytes_removed // cut.page} whole pages of {cut.page:,}); the rest stays as "
+                     "zeros (a page can only go whole: the loader maps the file by pages)")
     ctx.notes.extend(f"{where}: {n}" for n in cut.notes)
     return cut.data
 

@@ -63,7 +63,7 @@ from devbin.formats.offload import constants as OC
 from devbin.images.frame import Frame, Hit
 from devbin.images.parallel import default_jobs, effective_jobs, ordered_map
 from devbin.images.record import AMDGPU, CUBIN, Image
-from devbin.images.scan import Progress, Scanner, ToScan, jobs_for
+from devbin.images.scan import ByteProgress, Progress, Scanner, ToScan, file_sizes, jobs_for
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF
 
@@ -540,27 +540,27 @@ def measure(paths: Iterable[str | Path], *, functions: bool = True, progress: Pr
     code object for its functions' :class:`~devbin.model.resources.Resources` (``--diff``).  ``report``
     collects the scan's warnings.  ``jobs``: processes to measure the files in (1: this one; None: every
     processor; files of fewer than ``min_bytes`` in all are measured in this one); the result is the same
-    whatever ``jobs``.  ``progress(done, total)`` is called after each file.  Raises OSError for a
+    whatever ``jobs``.  ``progress(done, total)`` counts the files' bytes
+    (:class:`~devbin.images.scan.ByteProgress`: a wheel's members move it too).  Raises OSError for a
     top-level path that cannot be read."""
     rep = report if report is not None else ScanReport()
     files = _SizeScanner(rep).expand(paths)
-    total = len(files)
-    if progress is not None:
-        progress(0, total)
+    bar = ByteProgress(progress, file_sizes(files)) if progress is not None else None
     jobs = jobs_for(files, jobs, min_bytes)
-    n = effective_jobs(default_jobs() if jobs is None else jobs, total)
+    n = effective_jobs(default_jobs() if jobs is None else jobs, len(files))
     twins = _Twins(eager=n > 1)  # one process: the digests taken at the end, where a twin turned up
 
     def one(todo: ToScan) -> tuple[list[FileSize], ScanReport]:
         sub = _SizeScanner(ScanReport())
+        sub.on_zip_bytes = bar.member if bar is not None and n <= 1 else None  # a worker draws nothing
         return _group(sub, sub.one(todo), functions, resources, twins), sub.rep
 
     out: list[FileSize] = []
-    for done, (sizes, sub_rep) in enumerate(ordered_map(one, files, jobs=n), 1):
+    for sizes, sub_rep in ordered_map(one, files, jobs=n):
         out.extend(sizes)
         rep.merge(sub_rep)
-        if progress is not None:
-            progress(done, total)
+        if bar is not None:
+            bar.file_done()
     twins.finish()
     return out
 

@@ -48,10 +48,16 @@ class Violation:
     subject: str  # the file, architecture or "<address>:<function>"; "total" for total
     bytes: int
     limit: int
+    arch: str = ""  # a function's architecture ("" for total and file; the subject itself for arch)
+
+    def label(self) -> str:
+        """The subject as the text report names it: a function copy with its architecture (the address
+        alone, ``lib.so@.nv_fatbin#1.1:heavy``, does not say which of the fatbin's cubins it is)."""
+        return f"{self.subject} ({self.arch})" if self.arch and self.arch != self.subject else self.subject
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "scope": self.scope, "subject": self.subject, "bytes": self.bytes,
-                "limit": self.limit, "over": self.bytes - self.limit}
+        return {"rule": self.rule, "scope": self.scope, "subject": self.subject, "arch": self.arch,
+                "bytes": self.bytes, "limit": self.limit, "over": self.bytes - self.limit}
 
 
 def parse_rule(text: str) -> Rule:
@@ -92,7 +98,7 @@ def check(rules: Sequence[Rule], files: Sequence[FileSize]) -> list[Violation]:
             for f in files:
                 for i in f.images:
                     per[i.image.arch] = per.get(i.image.arch, 0) + i.stored
-            found += [Violation(r.text, r.scope, a, n, r.limit) for a, n in per.items()
+            found += [Violation(r.text, r.scope, a, n, r.limit, a) for a, n in per.items()
                       if n > r.limit and _match(r.pattern, a)]
         else:
             for f in files:
@@ -100,7 +106,8 @@ def check(rules: Sequence[Rule], files: Sequence[FileSize]) -> list[Violation]:
                     for fn in i.functions:
                         if (fn.size > r.limit and (r.scope == "function" or fn.kind == "kernel")
                                 and _match(r.pattern, fn.name, fn.demangled)):
-                            found.append(Violation(r.text, r.scope, f"{i.address}:{fn.name}", fn.size, r.limit))
+                            found.append(Violation(r.text, r.scope, f"{i.address}:{fn.name}", fn.size, r.limit,
+                                                   i.image.arch))
         found.sort(key=lambda v: (-v.bytes, v.subject))
         out += found
     return out

@@ -91,31 +91,49 @@ def _d(v: int) -> str:
     return f"{v:+,}" if v else "0"
 
 
-def markdown(d: dict[str, Any], *, top: int = 20) -> str:
-    """The comparison as markdown tables (a CI comment): totals, architectures, the ``top`` functions by
-    change, and every kernel whose resources changed.  Names and architectures are read from the files:
-    each goes in its cell through the markdown rule (:mod:`devbin.escape.markdown`)."""
-    lines = ["### devbin size --diff", "", "| | old | new | change |", "|---|---:|---:|---:|"]
+def markdown(d: dict[str, Any], *, top: int | None = 20) -> str:
+    """The comparison as markdown tables (a CI comment): which builds (``old``, ``new``), totals,
+    architectures, the ``top`` functions by change (None: all), and every kernel whose resources
+    changed.  An architecture only one build has is one row of the architecture table, with its
+    function count, and its functions are left out of the function table (a new sm_100 would fill it
+    otherwise; --json lists them).  Names, paths and architectures are read from the files or the
+    command line: each goes in its cell through the markdown rule (:mod:`devbin.escape.markdown`)."""
+    lines = ["### devbin size --diff", ""]
+    if "old" in d:
+        lines += [f"old: {code_cell(d['old'])}, new: {code_cell(d['new'])}", ""]
+    lines += ["| | old | new | change |", "|---|---:|---:|---:|"]
     for k, label in (("device_bytes", "device bytes"), ("stored_size", "images, stored"),
                      ("size", "images, uncompressed"), ("files", "files")):
         t = d["totals"][k]
         lines.append(f"| {label} | {_n(t['old'])} | {_n(t['new'])} | {_d(t['delta'])} |")
     changed = [a for a in d["by_arch"] if a["status"] != "same"]
+    whole = {(a["vendor"], a["arch"]): a["status"] for a in changed if a["status"] in ("added", "removed")}
+    counts: dict[tuple[str, str], int] = {}
+    for f in d["functions"]:
+        if (f["vendor"], f["arch"]) in whole:
+            counts[(f["vendor"], f["arch"])] = counts.get((f["vendor"], f["arch"]), 0) + 1
     lines += ["", "#### Architectures (stored bytes)", ""]
     if changed:
         lines += ["| arch | old | new | change | |", "|---|---:|---:|---:|---|"]
-        lines += [f"| {code_cell(a['arch']) or '-'} | {_n(a['old'])} | {_n(a['new'])} | {_d(a['delta'])} | "
-                  f"{a['status']} |" for a in changed]
+        for a in changed:
+            n = counts.get((a["vendor"], a["arch"]), 0)
+            status = (f"{a['status']} whole; functions: {n}" if (a["vendor"], a["arch"]) in whole
+                      else a["status"])
+            lines.append(f"| {code_cell(a['arch']) or '-'} | {_n(a['old'])} | {_n(a['new'])} | {_d(a['delta'])} | "
+                         f"{status} |")
     else:
         lines.append("No change.")
     lines += ["", "#### Functions (bytes, every copy)", ""]
-    fns = d["functions"]
+    fns = [f for f in d["functions"] if (f["vendor"], f["arch"]) not in whole]
+    if whole:
+        lines += [f"Architectures added or removed whole ({', '.join(code_cell(a) or '-' for _, a in sorted(whole))}) "
+                  "are one row above; their functions are in --json.", ""]
     if fns:
         lines += ["| function | arch | old | new | change | |", "|---|---|---:|---:|---:|---|"]
         for f in fns[:top]:
             lines.append(f"| {code_cell(f['demangled'])} | {code_cell(f['arch'])} | {_n(f['old'])} | {_n(f['new'])} | "
                          f"{_d(f['delta'])} | {f['status']} |")
-        if len(fns) > top:
+        if top is not None and len(fns) > top:
             lines.append(f"\n{len(fns) - top} more functions changed (--top, or --json for all).")
     else:
         lines.append("No change.")

@@ -28,7 +28,9 @@
     statistics (:mod:`devbin.cli.tour.load`).
 14. `devbin size --keep sm_90` of the packages: bytes per file, architecture and function,
     duplicates, and what pruning saves (:mod:`devbin.cli.tour.size`).
-15. Prints `devbin inspect` of the three code objects.
+15. Names the three code objects (machine, type, sections, symbols, relocations) and the
+    `devbin inspect` command that prints each one's ELF tables; --details prints those tables
+    here (about 250 lines), as the tour did before: the summary first, the details on request.
 
 Files are written to -o/--output (default: ./devbin-tour), each whole or not at all
 (:func:`write`), never over a shipped sample.
@@ -52,6 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="folder for the files written (default: %(default)s)")
     p.add_argument("--out", dest="output", help=argparse.SUPPRESS)  # the old name, kept
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--details", action="store_true",
+                   help="also print `devbin inspect` of the three code objects (their ELF tables) at the end")
 
 
 def write(path: Path, data: bytes | str) -> None:
@@ -207,10 +211,20 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         w(f"   -> {a['file']}\n")
         for line in packaging_lines + sa_lines + link_lines + load_lines + size_lines:
             w(line + "\n")
-        w("15. devbin inspect of the three code objects:\n\n")
-        for rep in result["inspect"]:
-            render_elf(rep, out)
-            w("\n")
+        if args.details:
+            w("15. devbin inspect of the three code objects:\n\n")
+            for rep in result["inspect"]:
+                render_elf(rep, out)
+                w("\n")
+        else:
+            from devbin.escape.text import visible
+            w("15. the three code objects (`devbin inspect FILE` prints the ELF tables of each; "
+              "`devbin tour --details` prints all three here):\n")
+            for rep in result["inspect"]:
+                h = rep["header"]
+                w(f"   {visible(rep['file'])}: {h['machine_name']} {h['type_name']}, {h['size']:,} bytes, "
+                  f"{len(rep['sections'])} sections, {len(rep['symbols'])} symbols, "
+                  f"{len(rep['relocations'])} relocations\n")
     ok = (round_trip and cubin_round_trip and amd_round_trip and not diffs and not amd_diffs and packaging_ok
           and sa_ok and link_ok and load_ok and size_ok)
     return 0 if ok else 1

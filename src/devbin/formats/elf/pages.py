@@ -261,12 +261,14 @@ def _place_phdrs(elf: ElfFile, ranges: list[_Range], page: int) -> tuple[int, li
     for r in ranges:
         at = align_up(r.free_lo, 8)
         if at + need <= r.lo:
-            return at, ranges, [f"program-header table moved to the free bytes at {at:#x} in {r.sec.name}"]
+            return at, ranges, [f"the program headers (what the loader reads first) moved into freed bytes of "
+                                f"{r.sec.name} (file offset {at:#x})"]
     if need > page:
         raise UsageError(f"{elf.where}: no room for a program-header table of {need} bytes")
     first = ranges[0]  # keep its first page back for the table (a range holds one page at least)
     return first.lo, [replace(first, lo=first.lo + page), *ranges[1:]], [
-        f"program-header table moved to {first.lo:#x} in {first.sec.name}, one page kept back for it"]
+        f"the program headers (what the loader reads first) moved into freed bytes of {first.sec.name} "
+        f"(file offset {first.lo:#x}); one page is kept for them"]
 
 
 def _free_after_table(elf: ElfFile, need: int) -> bool:
