@@ -15,7 +15,9 @@ Image options (one helper, every command that reads images):
   one meant (``sm90``: "did you mean sm_90?"; :mod:`devbin.targets.archnames`, the one parser of
   architecture lists).  A filter that takes no image at all is an error (exit 1, one line naming
   the architectures the input holds), where ``cuobjdump -arch`` prints nothing and exits 0: an
-  empty listing is easily taken for "nothing there".
+  empty listing is easily taken for "nothing there".  ``resources --format cuobjdump`` promises
+  cuobjdump's output, so there the same line is a note on stderr and stdout and the exit status are
+  cuobjdump's.
 * ``--all``: cuobjdump's ``-all`` scope (the relocatable ``__nv_relfatbin`` images too).
 
 Exit statuses (docs/JSON.md): 0 success, 1 error, 2 usage error (argparse, and
@@ -259,25 +261,31 @@ class ImageFilter:
         self.taken += taken
         return taken
 
-    def check(self) -> None:
+    def check(self, *, like_cuobjdump: bool = False) -> None:
         """BadArguments naming every ``--image`` address that matched no image (after the scan);
-        UsageError (exit 1) when ``--arch`` took no image of the input."""
+        UsageError (exit 1) when ``--arch`` took no image of the input, or with ``like_cuobjdump`` (an
+        output that must be cuobjdump's: ``resources --format cuobjdump``) a note on stderr, stdout and the
+        exit status staying cuobjdump's."""
         missing = [str(a) for a in self.addresses if a not in self.matched]
         if missing:
             raise BadArguments(f"--image: no device image at {', '.join(repr(m) for m in missing)} "
                                "(`devbin list --all` prints the addresses)")
         if self.archs and not self.taken and self.seen:
-            raise UsageError(f"--arch {','.join(self.archs)} matches no image; the input holds "
-                             f"{', '.join(sorted(self.seen))}")
+            message = f"--arch {','.join(self.archs)} matches no image; the input holds {', '.join(sorted(self.seen))}"
+            if not like_cuobjdump:
+                raise UsageError(message)
+            note(message)
 
 
 T = TypeVar("T")
 
 
-def keep(items: Iterable[T], choose: ImageFilter, image: Callable[[T], Image]) -> list[T]:
-    """The items whose image ``choose`` takes; BadArguments for an ``--image`` address that named none."""
+def keep(items: Iterable[T], choose: ImageFilter, image: Callable[[T], Image], *,
+         like_cuobjdump: bool = False) -> list[T]:
+    """The items whose image ``choose`` takes; BadArguments for an ``--image`` address that named none
+    (``like_cuobjdump``: :meth:`ImageFilter.check`'s)."""
     kept = [x for x in items if choose(image(x))]
-    choose.check()
+    choose.check(like_cuobjdump=like_cuobjdump)
     return kept
 
 

@@ -334,7 +334,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if not found and not report.warnings:
         return _no_device_code(paths)
     warned = len(report.warnings)
-    hits = [h for h in keep(found, choose, lambda h: h[0]) if h[0].kind in ("amdgpu", "cubin", "ptx")]
+    taken = keep(found, choose, lambda h: h[0], like_cuobjdump=args.format == "cuobjdump")
+    hits = [h for h in taken if h[0].kind in ("amdgpu", "cubin", "ptx")]
     # Each image read in a worker of the pool (--jobs), in order; what only the scan knows (the
     # archive member lines, the fatbin entry headers) is written here.
     todo = [f for f, _ in hits if f.kind != "ptx"]
