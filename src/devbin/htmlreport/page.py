@@ -40,9 +40,11 @@ WIDTH, HEIGHT, PAD_TOP, PAD = 1200.0, 640.0, 16.0, 2.0
 #: Files per vendor and functions per architecture drawn as their own boxes; the others share one box.
 MAX_FILES = 200
 MAX_FUNCTIONS = 60
+#: Functions of one template family drawn as their own boxes (zoomed into the family); the others share one.
+MAX_FAMILY_FUNCTIONS = 40
 MAX_IMAGES = 20
 #: Function boxes in the whole treemap, at most.
-MAX_BOXES = 6000
+MAX_BOXES = 2000
 #: Rows of the largest-functions table.
 TOP_FUNCTIONS = 100
 #: A function's box is drawn when it is at least this share of all the bytes (smaller ones are merged).
@@ -117,7 +119,8 @@ def _function_box(weight: float, f: Mapping[str, object], hue: int, arch: str, m
     fsize = max(0, _int(f.get("size")))
     related = _map(f.get("related"))
     extra = ", ".join(f"{k} {_int(v)} B" for k, v in related.items() if _int(v))
-    info = (shown, name, f"{arch}: {_bytes(fsize)}" + (f" (+ {extra})" if extra else "")
+    # the mangled name is in the tables: a page of thousands of boxes does not carry it twice
+    info = (shown, f"{arch}: {_bytes(fsize)}" + (f" (+ {extra})" if extra else "")
             + (" (one of identical copies)" if "dup" in mark else "") + (" (removed by --keep)" if "drop" in mark
                                                                           else ""))
     label = short_name(shown)
@@ -163,11 +166,12 @@ def _family_boxes(functions: list[tuple[float, Mapping[str, object]]], hue: int,
         mark = base.strip()  # its functions carry the duplicate outline
         kids: list[Box] = []
         if weight >= min_weight:
-            top = heapq.nlargest(max_functions, range(len(members)), key=lambda i: members[i][0])
+            cap = min(max_functions, MAX_FAMILY_FUNCTIONS)
+            top = heapq.nlargest(cap, range(len(members)), key=lambda i: members[i][0])
             kids = _merge([_function_box(*members[i], hue, arch,
                                          (base + (" dup" if (_str(members[i][1].get("name")), arch) in dups
                                                   else "")).strip(), name)
-                           for i in sorted(top, key=lambda i: (-members[i][0], i))], max_functions, min_weight,
+                           for i in sorted(top, key=lambda i: (-members[i][0], i))], cap, min_weight,
                           "functions")
             left = len(members) - len(top)
             if left:
@@ -476,8 +480,8 @@ def _by_file(doc: Mapping[str, object], labels: Mapping[str, str]) -> str:
 def _name_cell(demangled: str, mangled: str) -> str:
     """A function's name shortened (:func:`~devbin.htmlreport.names.short_name`), the whole demangled and
     mangled names in its tooltip."""
-    title = demangled if demangled == mangled or not mangled else f"{demangled}\n{mangled}"
-    return _cell(short_name(demangled or mangled), cls="fn", title=title)
+    title = (demangled,) if demangled == mangled or not mangled else (demangled, mangled)
+    return f'<td class="fn" title="{markup_lines(title)}">{markup(short_name(demangled or mangled))}</td>'
 
 
 def _summed_functions(doc: Mapping[str, object]) -> list[Mapping[str, object]]:
@@ -521,7 +525,20 @@ def _top_functions(doc: Mapping[str, object], top: int) -> str:
                   widths=(52, 7, 22, 8, 11))
 
 
-def _duplicates(doc: Mapping[str, object]) -> str:
+def _where(copies: list[str], labels: Mapping[str, str], name: str = "") -> str:
+    """Where the copies are: each address with its file's path as the treemap labels it, less the
+    function's name (the row says it)."""
+    paths = sorted(labels, key=len, reverse=True)
+    out = []
+    for c in copies:
+        if name and c.endswith(":" + name):
+            c = c[:-len(name) - 1]
+        p = next((p for p in paths if c.startswith(p)), "")
+        out.append(labels[p] + c[len(p):] if p else c)
+    return " ".join(out)
+
+
+def _duplicates(doc: Mapping[str, object], labels: Mapping[str, str]) -> str:
     dup = _map(doc.get("duplicates"))
     images = _list(dup.get("images"))
     functions = _list(dup.get("functions"))
@@ -533,12 +550,14 @@ def _duplicates(doc: Mapping[str, object]) -> str:
     img_rows = ["<tr>" + "".join([_cell(_str(d.get("sha256"))[:16], title=_str(d.get("sha256"))),
                                   _cell(_str(d.get("kind"))), _cell(_str(d.get("arch"), "") or "unknown", cls="arch"),
                                   _cell(d.get("stored_size"), num=True), _cell(len(copies(d)), num=True),
-                                  _cell(d.get("wasted"), num=True), _cell(" ".join(copies(d)), cls="path")]) + "</tr>"
+                                  _cell(d.get("wasted"), num=True), _cell(_where(copies(d), labels), cls="path")])
+                + "</tr>"
                 for d in images]
     fn_rows = ["<tr>" + "".join([_name_cell(_str(d.get("demangled")), _str(d.get("name"))),
                                  _cell(_str(d.get("arch"), "") or "unknown", cls="arch"),
                                  _cell(d.get("size"), num=True), _cell(len(copies(d)), num=True),
-                                 _cell(d.get("wasted"), num=True), _cell(" ".join(copies(d)), cls="path")]) + "</tr>"
+                                 _cell(d.get("wasted"), num=True),
+                                 _cell(_where(copies(d), labels, _str(d.get("name"))), cls="path")]) + "</tr>"
                for d in functions]
     out = [f"<p>The extra copies cost {_int(doc.get('duplicate_bytes')):,} bytes "
            f"({markup(_bytes(_int(doc.get('duplicate_bytes'))))}).</p>"]
@@ -603,10 +622,9 @@ var gs=Array.prototype.slice.call(svg.querySelectorAll('g.tm')),N=gs.length,par=
 gs.forEach(function(g,i){par.push(+g.getAttribute('data-p'));
 fr.push(g.getAttribute('data-f').split(' ').map(Number));kids.push(0);if(par[i]>=0)kids[par[i]]++;});
 function inner(r){return(r[2]>4*PD+1&&r[3]>PT+2*PD+1)?[r[0]+PD,r[1]+PT,r[2]-2*PD,r[3]-PT-PD]:r;}
-function fit(t,r,p,m){if(r[2]<30||r[3]<(p?14:16))return'';var n=Math.floor((r[2]-6)/6.5);
-if(t.length<=n)return t;if(m){if(n<2)return'';var h=Math.floor((n-1)/3);
-return t.slice(0,h)+'\\u2026'+t.slice(t.length-(n-1-h));}
-return n>1?t.slice(0,n-1)+'\\u2026':'';}
+function cut(t,n,m){if(t.length<=n)return t;if(n<2)return'';if(m){var h=Math.floor((n-1)/3);
+return t.slice(0,h)+'\\u2026'+t.slice(t.length-(n-1-h));}return t.slice(0,n-1)+'\\u2026';}
+function fit(t,r,p,m){if(r[2]<30||r[3]<(p?14:16))return'';return cut(t,Math.floor((r[2]-6)/6.5),m);}
 function f2(v){return String(Math.round(v*100)/100);}
 var root=0;
 function fitw(){var w=Math.floor(svg.parentNode.clientWidth||W);w=Math.max(320,Math.min(%(w)s,w));
@@ -620,7 +638,8 @@ g.style.display='';var e=g.firstElementChild.nextElementSibling;
 e.setAttribute('x',f2(r[0]));e.setAttribute('y',f2(r[1]));
 e.setAttribute('width',f2(r[2]));e.setAttribute('height',f2(r[3]));
 var t=e.nextElementSibling;t.setAttribute('x',f2(r[0]+3));t.setAttribute('y',f2(r[1]+12));
-t.textContent=fit(g.getAttribute('data-l'),r,kids[i]>0,g.hasAttribute('data-m'));}
+var l=g.getAttribute('data-l'),m=g.hasAttribute('data-m'),s=fit(l,r,kids[i]>0,m);t.textContent=s;
+for(var n=s.length;n>0&&t.getComputedTextLength()>r[2]-5;){n--;t.textContent=cut(l,n,m);}}
 var c=document.getElementById('crumbs');c.textContent='';var chain=[];
 for(var k=root;k>=0;k=par[k])chain.unshift(k);
 chain.forEach(function(k,j){if(j){c.appendChild(document.createTextNode(' \\u203a '));}
@@ -697,7 +716,7 @@ def render_size_report(doc: Mapping[str, object], graphs: Mapping[str, str] | No
         "<h2>By architecture</h2>", _by_arch(doc),
         "<h2>By file</h2>", _by_file(doc, labels),
         "<h2>Largest functions</h2>", _top_functions(doc, top),
-        "<h2>Duplicates</h2>", _duplicates(doc),
+        "<h2>Duplicates</h2>", _duplicates(doc, labels),
         "<h2>Call graphs</h2>", _graphs(graphs),
         "<script>" + _JS % {"w": _num(WIDTH), "h": _num(HEIGHT), "pt": _num(PAD_TOP), "pd": _num(PAD)}
         + _SORT_JS + "</script>",
