@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 __all__ = ["family", "file_labels", "middle", "short_name"]
 
@@ -44,6 +45,7 @@ def _depths(text: str) -> list[int]:
     return out
 
 
+@lru_cache(maxsize=1 << 14)
 def short_name(demangled: str) -> str:
     """``demangled`` without its return type, parameter list and versioned inline namespaces."""
     s = _INLINE_NS.sub("", demangled.replace(_ANON, "{anonymous}")).strip()
@@ -64,6 +66,7 @@ def short_name(demangled: str) -> str:
     return head or s
 
 
+@lru_cache(maxsize=1 << 14)
 def family(demangled: str) -> str:
     """The name every instantiation of ``demangled``'s template shares: :func:`short_name` without
     template arguments (``cub::DeviceReduceKernel``)."""

@@ -43,8 +43,8 @@ MAX_FUNCTIONS = 60
 #: Functions of one template family drawn as their own boxes (zoomed into the family); the others share one.
 MAX_FAMILY_FUNCTIONS = 40
 MAX_IMAGES = 20
-#: Function boxes in the whole treemap, at most.
-MAX_BOXES = 2000
+#: Family boxes (or lone functions), and function boxes inside families, in the whole treemap, at most.
+MAX_BOXES = 600
 #: Rows of the largest-functions table.
 TOP_FUNCTIONS = 100
 #: A function's box is drawn when it is at least this share of all the bytes (smaller ones are merged).
@@ -144,16 +144,28 @@ def _merge(boxes: list[Box], keep: int, min_weight: float, what: str) -> list[Bo
     return kept
 
 
-def _family_boxes(functions: list[tuple[float, Mapping[str, object]]], hue: int, arch: str, max_functions: int,
-                  min_weight: float, drop: bool, dups: frozenset[tuple[str, str]]) -> list[Box]:
-    """Boxes for ``functions`` grouped by family (:func:`~devbin.htmlreport.names.family`): a family of
-    several is one box named for it with its count, its heaviest members inside; the ``max_functions``
-    heaviest families (at least ``min_weight``) get boxes, the others one "N more functions" box."""
+def _groups(functions: list[tuple[float, Mapping[str, object]]]) -> dict[str, list[tuple[float, Mapping[str, object]]]]:
+    """``functions`` by family, in first-seen order."""
     groups: dict[str, list[tuple[float, Mapping[str, object]]]] = {}
     for w, f in functions:
-        shown = _str(f.get("demangled")) or _str(f.get("name"))
-        groups.setdefault(family(shown), []).append((w, f))
+        groups.setdefault(family(_str(f.get("demangled")) or _str(f.get("name"))), []).append((w, f))
+    return groups
+
+
+def _floor(weights: list[float], budget: int) -> float:
+    """The weight under which boxes are merged so that at most ``budget`` of ``weights`` get their own."""
+    return heapq.nlargest(budget + 1, weights)[-1] * (1 + 1e-9) if len(weights) > budget else 0.0
+
+
+def _family_boxes(functions: list[tuple[float, Mapping[str, object]]], hue: int, arch: str, max_functions: int,
+                  floors: tuple[float, float], drop: bool, dups: frozenset[tuple[str, str]]) -> list[Box]:
+    """Boxes for ``functions`` grouped by family (:func:`~devbin.htmlreport.names.family`): a family of
+    several is one box named for it with its count, its heaviest members inside; the ``max_functions``
+    heaviest families (weighing at least ``floors[0]``) get boxes, the others one "N more functions" box;
+    inside a family, functions under ``floors[1]`` share one box."""
+    groups = _groups(functions)
     boxes = []
+    min_weight, leaf_weight = floors
     base = " drop" if drop else ""
     for name, members in groups.items():
         weight = sum(w for w, _ in members)
@@ -171,7 +183,7 @@ def _family_boxes(functions: list[tuple[float, Mapping[str, object]]], hue: int,
             kids = _merge([_function_box(*members[i], hue, arch,
                                          (base + (" dup" if (_str(members[i][1].get("name")), arch) in dups
                                                   else "")).strip(), name)
-                           for i in sorted(top, key=lambda i: (-members[i][0], i))], cap, min_weight,
+                           for i in sorted(top, key=lambda i: (-members[i][0], i))], cap, leaf_weight,
                           "functions")
             left = len(members) - len(top)
             if left:
@@ -180,6 +192,8 @@ def _family_boxes(functions: list[tuple[float, Mapping[str, object]]], hue: int,
                     kids[-1] = _more_functions(kids[-1].count + left, kids[-1].weight + lw, kids[-1].mark)
                 else:
                     kids.append(_more_functions(left, lw, base.strip()))
+        if len(kids) == 1 and kids[0].kind == "rest":  # all too small to draw: the family is the leaf
+            kids = []
         info = (f"{name}: {len(members)} functions", f"{arch}: {_bytes(weight)} stored"
                 + (f", {ndup} with identical copies" if ndup else "") + (" (removed by --keep)" if drop else ""))
         boxes.append(Box(f"{name} \u00d7{len(members)}", weight, "family", info, kids,
@@ -193,7 +207,8 @@ def _more_functions(count: int, weight: float, mark: str = "") -> Box:
 
 
 def _arch_box(path: str, arch: str, hue: int, ims: list[Mapping[str, object]], max_functions: int,
-              min_weight: float, drop: bool, dups: frozenset[tuple[str, str]], dup_images: frozenset[str]) -> Box:
+              min_weight: float, floors: tuple[float, float], drop: bool, dups: frozenset[tuple[str, str]],
+              dup_images: frozenset[str]) -> Box:
     stored = sum(_int(im.get("stored_size")) for im in ims)
     size = sum(_int(im.get("size")) for im in ims)
     functions: list[tuple[float, Mapping[str, object]]] = []
@@ -218,7 +233,8 @@ def _arch_box(path: str, arch: str, hue: int, ims: list[Mapping[str, object]], m
             whole.append(Box(f"{kind} {address}", n, "image", (f"{kind} image {address}: {_bytes(n)} stored, "
                              f"{_bytes(_int(im.get('size')))} uncompressed",), color=_shade(hue, address, 62),
                              mark=base))
-    kids = _family_boxes(functions, hue, arch, max_functions, min_weight, drop, dups)
+    kids = _family_boxes(functions, hue, arch, max_functions, (max(min_weight, floors[0]), max(min_weight, floors[1])),
+                         drop, dups)
     if rest > 0:
         kids.append(Box("rest of image" if with_functions == 1 else f"rest of {with_functions} images", rest, "rest",
                         (f"{path} {arch}: {_bytes(rest)} stored outside the functions (headers, data, other "
@@ -260,10 +276,17 @@ def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES, max_func
     files = _list(doc.get("files"))
     grand = sum(_int(f.get("device_bytes")) for f in files) or 1
     min_weight = grand * MIN_SHARE
-    weights_all = [w for f in files for im in _list(f.get("images")) if _list(im.get("functions"))
-                   for w, _ in _image_functions(im)[0]]
-    if len(weights_all) > max_boxes:  # the smallest functions share boxes
-        min_weight = max(min_weight, heapq.nlargest(max_boxes + 1, weights_all)[-1] * (1 + 1e-9))
+    # the budget of boxes: at most max_boxes families (or lone functions) and max_boxes functions inside
+    # families get boxes of their own, the lightest sharing "N more" boxes
+    families: dict[tuple[str, str, str], list[float]] = {}
+    for f in files:
+        for im in _list(f.get("images")):
+            if _list(im.get("functions")) and _int(im.get("stored_size")) > 0:
+                at = (_str(f.get("path")), _str(im.get("vendor")), _str(im.get("arch")))
+                for name, members in _groups(_image_functions(im)[0]).items():
+                    families.setdefault((*at[:2], at[2] + "\0" + name), []).extend(w for w, _ in members)
+    floors = (_floor([sum(v) for v in families.values()], max_boxes),
+              _floor([w for v in families.values() if len(v) > 1 for w in v], max_boxes))
     dups, dup_images = _duplicate_keys(doc)
     labels = file_labels([_str(f.get("path"), "?") for f in files])
     vendors: dict[str, list[Box]] = {}
@@ -285,7 +308,7 @@ def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES, max_func
             by_vendor["unknown"] = {}
         for vendor, archs in by_vendor.items():
             hue = _hue(vendor)
-            arch_boxes = [_arch_box(path, arch, hue, ims, max_functions, min_weight, arch in dropped, dups,
+            arch_boxes = [_arch_box(path, arch, hue, ims, max_functions, min_weight, floors, arch in dropped, dups,
                                     dup_images) for arch, ims in archs.items()]
             if vendor == home and overhead > 0:
                 arch_boxes.append(Box("container overhead", overhead, "rest",
