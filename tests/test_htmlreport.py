@@ -783,3 +783,16 @@ def test_wheel_report_in_headless_chromium(window: tuple[int, int], templates_wh
     assert check["rows"] and max(check["rows"]) < 40, check["rows"]
     labels = [html.unescape(x) for x in re.findall(r'class="tm family[^"]*"[^>]*data-l="([^"]*)"', source)]
     assert "cub::DeviceReduceKernel \u00d730" in labels and "cub::DeviceScanKernel \u00d715" in labels
+
+
+def test_report_docs_say_what_the_page_does() -> None:
+    """docs/REPORT.md's numbers and its family example are the code's."""
+    from devbin.htmlreport import page
+
+    text = " ".join((Path(__file__).parents[1] / "docs" / "REPORT.md").read_text().split())
+    assert f"An architecture's {page.MAX_FUNCTIONS} largest families" in text
+    assert f"a family's {page.MAX_FAMILY_FUNCTIONS} largest functions" in text
+    assert f"beyond {page.MAX_BOXES} families and {page.MAX_BOXES} functions" in text
+    example = re.search(r"\(`(void cub::CUB_\w+::DeviceReduceKernel<float, 128, Sum>)\(\.\.\.\)` → `([^`]+)`\)", text)
+    assert example is not None and family(example.group(1) + "(float const*)") == example.group(2)
+    assert "`<float, 128, Sum>`" in text and short_name(example.group(1) + "()").endswith("<float, 128, Sum>")

@@ -3,10 +3,13 @@
 It reads only the keys of the size document listed in docs/REPORT.md and tolerates absent optional
 ones (``savings``, ``duplicates``, ``functions``, ``related`` ...).  The page holds:
 
-* a **treemap** of stored bytes, vendor -> file -> architecture -> function, laid out here
+* a **treemap** of stored bytes, vendor -> file -> architecture -> template family -> function (files
+  by the path a user knows, families by :mod:`devbin.htmlreport.names`; what ``--keep`` removes red,
+  duplicates outlined; docs/REPORT.md), laid out here
   (:mod:`devbin.htmlreport.treemap`) and drawn as inline SVG.  A box's area is the bytes it takes in
   the file (``stored_size``): an architecture's box is its images' stored sizes; inside an image the
-  stored bytes are shared among its functions in proportion to their (uncompressed) symbol sizes,
+  stored bytes are shared among its functions in proportion to their (uncompressed) symbol sizes
+  plus their ``related`` bytes,
   what the functions do not cover (headers, data, other sections) being one "rest of image" box, so
   that a compressed image's functions are scaled down with it.  Labels and tooltips give the real
   sizes.  A container's own overhead is a box in its file.  Click a box to zoom into it; the
