@@ -421,15 +421,13 @@ def _cell(value: object, *, num: bool = False, title: str = "", cls: str = "") -
     return f"<td{attrs}>{markup(text)}</td>"
 
 
-def _table(tid: str, heads: Sequence[tuple[str, bool]], rows: Iterable[str], caption: str = "",
-           widths: Sequence[int] = ()) -> str:
-    """A sortable table; with ``widths`` (percent per column) its layout is fixed to the page's width, long
-    cells wrapping inside their column instead of widening the page."""
-    head = "".join(f'<th data-num="{1 if num else 0}"' + (f' style="width:{widths[i]}%"' if widths else "")
-                   + f">{markup(h)}</th>" for i, (h, num) in enumerate(heads))
+def _table(tid: str, heads: Sequence[tuple[str, bool]], rows: Iterable[str], caption: str = "") -> str:
+    """A sortable table.  Names and paths wrap anywhere (CSS), numbers never: a table is at most the
+    page's width, its long-name columns taking what the others leave."""
+    head = "".join(f'<th data-num="{1 if num else 0}">{markup(h)}</th>' for h, num in heads)
     body = "\n".join(rows)
     cap = f"<caption>{markup(caption)}</caption>" if caption else ""
-    return (f'<table class="sortable{" fixed" if widths else ""}" id="{tid}">{cap}<thead><tr>{head}</tr></thead>\n'
+    return (f'<table class="sortable" id="{tid}">{cap}<thead><tr>{head}</tr></thead>\n'
             f"<tbody>\n{body}\n</tbody></table>")
 
 
@@ -499,8 +497,7 @@ def _by_file(doc: Mapping[str, object], labels: Mapping[str, str]) -> str:
         if any_savings:
             cells.append(_cell(_map(f.get("savings")).get("bytes", 0), num=True))
         out.append("<tr>" + "".join(cells) + "</tr>")
-    return _table("by-file", heads, out, widths=(30, 12, 6, 9, 9, 8, 9, 9, 8) if any_savings else
-                  (32, 13, 6, 10, 10, 9, 10, 10))
+    return _table("by-file", heads, out)
 
 
 def _name_cell(demangled: str, mangled: str) -> str:
@@ -547,8 +544,7 @@ def _top_functions(doc: Mapping[str, object], top: int) -> str:
     caption = (f"the {len(rows)} largest functions, each summed over its copies in every image and "
                f"architecture ({count:,} function copies in all)" if rows else "no functions")
     return _table("top-functions", [("function", False), ("copies", True), ("bytes by architecture", False),
-                                    ("kind", False), ("bytes", True)], rows, caption,
-                  widths=(52, 7, 22, 8, 11))
+                                    ("kind", False), ("bytes", True)], rows, caption)
 
 
 def _where(copies: list[str], labels: Mapping[str, str], name: str = "") -> str:
@@ -589,11 +585,10 @@ def _duplicates(doc: Mapping[str, object], labels: Mapping[str, str]) -> str:
            f"({markup(_bytes(_int(doc.get('duplicate_bytes'))))}).</p>"]
     out.append(_table("dup-images", [("sha256", False), ("kind", False), ("architecture", False),
                                      ("stored bytes", True), ("copies", True), ("wasted", True), ("where", False)],
-                      img_rows, f"identical images: {len(images)}", widths=(14, 7, 9, 9, 6, 8, 47)))
+                      img_rows, f"identical images: {len(images)}"))
     out.append(_table("dup-functions", [("function", False), ("architecture", False),
                                         ("bytes", True), ("copies", True), ("wasted", True), ("where", False)],
-                      fn_rows, f"identical functions (outside identical images): {len(functions)}",
-                      widths=(34, 9, 8, 6, 8, 35)))
+                      fn_rows, f"identical functions (outside identical images): {len(functions)}"))
     return "\n".join(out)
 
 
@@ -632,7 +627,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 table.sortable th{cursor:pointer;background:#f2f2f2;user-select:none}
 table.sortable th.asc::after{content:" \\25B2"}table.sortable th.desc::after{content:" \\25BC"}
 td.mangled,td.path{font-family:monospace;font-size:11px;word-break:break-all}
-table.fixed{table-layout:fixed;width:100%}table.fixed td,table.fixed th{overflow-wrap:anywhere}
+td.fn,td.path,td.mangled{overflow-wrap:anywhere;min-width:16ch}td.n{white-space:nowrap}
 #tm{max-width:100%;height:auto;display:block}
 .legend span{display:inline-block;width:14px;height:10px;margin:0 4px 0 12px;vertical-align:middle}
 caption{text-align:left;font-size:12px;color:#555}
