@@ -4,6 +4,8 @@ built from a size document, ``devbin callgraph --svg``, and the page opened in a
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import io
 import itertools
@@ -731,14 +733,36 @@ def templates_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("templates")
     (out / "k.cu").write_text(_TEMPLATES_CU)
     wheel = out / "pkg-1.0-py3-none-any.whl"
+    record = []
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
         for variant, folder in ((1, "a"), (2, "b"), (3, "c")):
             lib = out / f"libk{variant}.so"
             subprocess.run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_80,code=sm_80",
                             "-gencode", "arch=compute_90,code=[sm_90,compute_90]", f"-DVARIANT={variant}",
                             str(out / "k.cu"), "-o", str(lib)], check=True, capture_output=True, timeout=300)
-            zf.write(lib, f"pkg/{folder}/lib/libk.so")
+            data = lib.read_bytes()
+            zf.writestr(f"pkg/{folder}/lib/libk.so", data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"pkg/{folder}/lib/libk.so,sha256={digest},{len(data)}")
+        zf.writestr("pkg-1.0.dist-info/RECORD", "\n".join([*record, "pkg-1.0.dist-info/RECORD,,"]) + "\n")
     return wheel
+
+
+def test_keep_predicts_the_compressed_wheel(templates_wheel: Path, tmp_path: Path) -> None:
+    """``size --keep`` on a wheel gives what each library's zip entry shrinks by, compressed, and the sum:
+    exactly what ``devbin prune --keep -o`` then writes (fails on main: only uncompressed file bytes)."""
+    code, text = _run("size", str(templates_wheel), "--keep", "sm_90", "--json")
+    assert code == 0, text
+    doc = json.loads(text)
+    code, text = _run("prune", str(templates_wheel), "--keep", "sm_90", "-o", str(tmp_path / "pruned.whl"))
+    assert code == 0, text
+    with zipfile.ZipFile(templates_wheel) as old, zipfile.ZipFile(tmp_path / "pruned.whl") as new:
+        shrunk = {n: old.getinfo(n).compress_size - new.getinfo(n).compress_size for n in old.namelist()}
+    for f in doc["files"]:
+        member = f["path"].split("!", 1)[1]
+        assert f["savings"]["wheel_bytes"] == shrunk[member] > 0, (member, f["savings"], shrunk)
+    assert doc["savings"]["wheel_bytes"] == sum(v for n, v in shrunk.items() if n.endswith(".so"))
+    assert 0 < doc["savings"]["wheel_bytes"] < doc["savings"]["bytes"]
 
 
 def _red(pixel: bytes) -> bool:
@@ -760,6 +784,7 @@ def test_wheel_report_in_headless_chromium(window: tuple[int, int], templates_wh
     assert len(source.encode()) < 300_000, len(source.encode())  # 354,585 bytes on main, 242,362 now
     rows = _totals_rows(source)
     assert rows["saved by --keep sm_90"] == str(doc["savings"]["bytes"])
+    assert rows["saved in the compressed wheel"] == str(doc["savings"]["wheel_bytes"])
     assert {rows[f"\u2003pkg/{d}/lib/libk.so"] for d in "abc"} == {str(f["savings"]["bytes"]) for f in doc["files"]}
 
     width, height = window

@@ -447,6 +447,8 @@ def _totals(doc: Mapping[str, object], labels: Mapping[str, str]) -> str:
         kept = savings.get("keep")
         keep = ",".join(str(k) for k in kept) if isinstance(kept, list) else ""
         rows.append((f"saved by --keep {keep}".strip(), _int(savings.get("bytes")), True))
+        if "wheel_bytes" in savings:  # what the zip entries of a wheel's libraries shrink by, compressed
+            rows.append(("saved in the compressed wheel", _int(savings.get("wheel_bytes")), True))
         for f in _list(doc.get("files")):  # the saving per file, by the name the treemap shows
             path = _str(f.get("path"), "?")
             rows.append((f"\u2003{labels.get(path, path)}", _int(_map(f.get("savings")).get("bytes")), True))
@@ -479,10 +481,13 @@ def _by_arch(doc: Mapping[str, object]) -> str:
 def _by_file(doc: Mapping[str, object], labels: Mapping[str, str]) -> str:
     files = _list(doc.get("files"))
     any_savings = any("savings" in f for f in files)
+    any_wheel = any("wheel_bytes" in _map(f.get("savings")) for f in files)
     heads = [("file", False), ("architectures", False), ("images", True), ("file bytes", True),
              ("device bytes", True), ("overhead", True), ("stored bytes", True), ("uncompressed bytes", True)]
     if any_savings:
         heads.append(("saved by --keep", True))
+    if any_wheel:
+        heads.append(("wheel saved", True))
     out = []
     for f in files:
         images = _list(f.get("images"))
@@ -496,6 +501,8 @@ def _by_file(doc: Mapping[str, object], labels: Mapping[str, str]) -> str:
                  _cell(sum(_int(im.get("size")) for im in images), num=True)]
         if any_savings:
             cells.append(_cell(_map(f.get("savings")).get("bytes", 0), num=True))
+        if any_wheel:
+            cells.append(_cell(_map(f.get("savings")).get("wheel_bytes", 0), num=True))
         out.append("<tr>" + "".join(cells) + "</tr>")
     return _table("by-file", heads, out)
 
@@ -627,7 +634,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 table.sortable th{cursor:pointer;background:#f2f2f2;user-select:none}
 table.sortable th.asc::after{content:" \\25B2"}table.sortable th.desc::after{content:" \\25BC"}
 td.mangled,td.path{font-family:monospace;font-size:11px;word-break:break-all}
-td.fn,td.path,td.mangled{overflow-wrap:anywhere;min-width:16ch}td.n{white-space:nowrap}
+td.fn,td.path,td.mangled{overflow-wrap:anywhere;min-width:12ch}td.n{white-space:nowrap}
 #tm{max-width:100%;height:auto;display:block}
 .legend span{display:inline-block;width:14px;height:10px;margin:0 4px 0 12px;vertical-align:middle}
 caption{text-align:left;font-size:12px;color:#555}
@@ -699,7 +706,9 @@ def _legend(doc: Mapping[str, object]) -> str:
         kept = savings.get("keep")
         keep = ",".join(str(k) for k in kept) if isinstance(kept, list) else ""
         parts.append(f'<span style="background:hsl(0,70%,50%)"></span>red: removed by --keep {markup(keep)} '
-                     f"(saves {markup(_bytes(_int(savings.get('bytes'))))} of file bytes)")
+                     f"(saves {markup(_bytes(_int(savings.get('bytes'))))} of file bytes"
+                     + (f", {markup(_bytes(_int(savings.get('wheel_bytes'))))} of the compressed wheel"
+                        if "wheel_bytes" in savings else "") + ")")
     if _int(doc.get("duplicate_bytes")):
         parts.append('<span style="border:1px dashed #111;box-sizing:border-box"></span>dashed outline: '
                      f"has identical copies ({markup(_bytes(_int(doc.get('duplicate_bytes'))))} in extra copies)")
