@@ -4,6 +4,9 @@ built from a size document, ``devbin callgraph --svg``, and the page opened in a
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
 import io
 import itertools
 import json
@@ -11,6 +14,7 @@ import random
 import re
 import struct
 import subprocess
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,7 @@ from devbin.htmlreport import (
     squarify,
 )
 from devbin.htmlreport.callgraph import graph_svg
+from devbin.htmlreport.names import family, file_labels, middle, short_name
 from devbin.importers import import_code_object
 from devbin.model import CodeObject
 
@@ -355,12 +360,14 @@ def test_size_tree_weights_are_stored_bytes() -> None:
     assert root.weight == 10000  # stored sizes plus the container overhead
     nvidia = root.children[0]
     (foo,) = nvidia.children
-    assert foo.label == "lib/libfoo.so" and foo.weight == 2500 + 4000 + 400 + 100
+    # labelled by the path less what the files share ("lib/"), the full path in the tooltip
+    assert foo.label == "libfoo.so" and foo.info[0] == "lib/libfoo.so" and foo.weight == 2500 + 4000 + 400 + 100
     archs = {b.label: b for b in foo.children}
     assert archs["sm_90"].weight == 2500 and archs["container overhead"].weight == 100
-    # inside a compressed image, functions share its stored bytes in proportion to their sizes
+    # inside a compressed image, functions share its stored bytes in proportion to their sizes and what
+    # belongs to them beside their code (huge_kernel's 400 related bytes); labels are short names
     funcs = {b.label: b.weight for b in archs["sm_90"].children}
-    assert funcs == {"huge_kernel(float*, int)": 1500.0, "helper()": 500.0, "rest of image": 500.0}
+    assert funcs == {"huge_kernel": 1700.0, "helper": 500.0, "rest of image": 300.0}
     for b in _boxes(root):
         if b.children:
             assert sum(c.weight for c in b.children) == pytest.approx(b.weight)
@@ -370,7 +377,7 @@ def test_size_tree_caps_functions_and_files() -> None:
     doc = {"files": [{"path": f"f{i}", "device_bytes": 100, "overhead": 0, "images": [
         {"address": f"f{i}#0", "vendor": "nvidia", "arch": "sm_90", "size": 100, "stored_size": 100,
          "functions": [{"name": f"k{j}", "size": 1} for j in range(100)]}]} for i in range(30)]}
-    root = size_tree(doc, max_files=10, max_functions=20)
+    root = size_tree(doc, max_files=10, max_functions=20, max_boxes=10_000)
     files = root.children[0].children
     assert len(files) == 11 and files[-1].label == "20 more files" and files[-1].weight == 2000
     arch = files[0].children[0]
@@ -555,3 +562,262 @@ def test_report_in_headless_chromium(which: str, tmp_path: Path, request: pytest
     assert 'class="tm vendor" data-i="1"' in res.stdout
     hidden = re.findall(r'<g class="tm [a-z]+" data-i="\d+"[^>]*style="display: none;"', res.stdout)
     assert hidden or len(doc["files"]) == 1
+
+
+# --------------------------------------------------------------------------- issue 27, item 7: a page that answers
+
+
+def test_short_names_families_and_file_labels() -> None:
+    cub = "void cub::CUB_200200_800_NS::DeviceReduceKernel<float, 128, Sum>(float const*, float*, int, Sum)"
+    assert short_name(cub) == "cub::DeviceReduceKernel<float, 128, Sum>"
+    assert family(cub) == "cub::DeviceReduceKernel"
+    assert family("huge_kernel(float*, int)") == short_name("huge_kernel(float*, int)") == "huge_kernel"
+    assert family("std::vector<int>::operator()(int) const") == "std::vector::operator()"
+    assert short_name("void (anonymous namespace)::f<int>(int)") == "{anonymous}::f<int>"
+    for odd in ("", "a<<b(", ")))", "<", "operator<", "_Z3foo"):  # best effort, never an error
+        assert isinstance(family(odd), str) and isinstance(short_name(odd), str)
+    wheel = [f"/tmp/x/pkg-1.0-py3-none-any.whl!pkg/{d}/lib/libk.so" for d in "abc"]
+    assert file_labels(wheel) == [f"pkg/{d}/lib/libk.so" for d in "abc"]
+    assert file_labels(["/t/o/a.cubin", "/t/o/b.so"]) == ["a.cubin", "b.so"]
+    assert file_labels(["/a/b.whl!c/d.so"]) == ["c/d.so"] and file_labels(["/a/k.cubin"]) == ["k.cubin"]
+    assert middle("pkg/a/lib/libk.so", 12) == "pkg\u2026/libk.so" and middle("short", 12) == "short"
+
+
+def _family_doc() -> dict[str, Any]:
+    """Three libraries of one wheel, the same base name, 30 instantiations of one template per architecture,
+    --keep sm_90 removing sm_80, a function with identical copies."""
+    files = []
+    for d in "abc":
+        path = f"/very/long/folder/of/the/build/pkg-1.0-py3-none-any.whl!pkg/{d}/lib/libk.so"
+        images = []
+        for arch in ("sm_90", "sm_80"):
+            fns = [{"name": f"_ZN3cub17CUB_200200_800_NS18DeviceReduceKernelI{i}E", "size": 1000 + i, "kind": "kernel",
+                    "demangled": f"void cub::CUB_200200_800_NS::DeviceReduceKernel<T{i}, 128>(T{i} const*, int)"}
+                   for i in range(30)]
+            fns.append({"name": "_Z6helperv", "demangled": "helper()", "size": 3000, "kind": "function"})
+            images.append({"address": f"{path}#{arch}", "vendor": "nvidia", "kind": "cubin", "arch": arch,
+                           "size": 40000, "stored_size": 40000, "functions": fns})
+        files.append({"path": path, "file_bytes": 90000, "device_bytes": 80000, "overhead": 0, "images": images,
+                      "savings": {"bytes": 40960, "freed": 40000, "by_arch": {"sm_80": 40000}}})
+    return {"files": files, "totals": {"files": 3, "file_bytes": 270000, "functions": 186},
+            "savings": {"keep": ["sm_90"], "bytes": 122880, "freed": 120000, "by_arch": {"sm_80": 120000}},
+            "duplicate_bytes": 6000,
+            "duplicates": {"images": [], "functions": [
+                {"name": "_Z6helperv", "demangled": "helper()", "arch": "sm_90", "size": 3000,
+                 "copies": [f"{f['path']}#sm_90:_Z6helperv" for f in files], "wasted": 6000}]}}
+
+
+def test_size_tree_families_keep_and_duplicates() -> None:
+    """Fails on main: files labelled with the whole path, one box per instantiation, nothing marked."""
+    root = size_tree(_family_doc())
+    files = root.children[0].children
+    assert sorted(f.label for f in files) == [f"pkg/{d}/lib/libk.so" for d in "abc"]
+    assert all(f.cut == "middle" for f in files)
+    for f in files:
+        archs = {a.label: a for a in f.children}
+        assert set(archs) == {"sm_90", "sm_80 (removed by --keep)"}
+        assert archs["sm_80 (removed by --keep)"].mark == "drop" and archs["sm_90"].mark == ""
+        assert all("drop" in b.mark for b in _boxes(archs["sm_80 (removed by --keep)"]))
+        kids = {b.label: b for b in archs["sm_90"].children}
+        fam = kids["cub::DeviceReduceKernel \u00d730"]
+        assert fam.kind == "family" and fam.count == 30 and len(fam.children) == 30
+        assert fam.children[0].label == "<T29, 128>"  # the heaviest, named by what tells it apart
+        assert kids["helper"].mark == "dup" and "dup" not in archs["sm_80 (removed by --keep)"].children[0].mark
+
+
+def _totals_rows(page: str) -> dict[str, str]:
+    table = re.search(r'<table id="totals".*?</table>', page)
+    assert table is not None
+    return {html.unescape(k): v.replace(",", "") for k, v in
+            re.findall(r"<tr><th>(.*?)</th><td class=\"n\">([\d,]+)</td>", table.group(0))}
+
+
+def test_report_totals_in_words_and_keep_per_file() -> None:
+    """Fails on main: the totals table showed the JSON keys (file_bytes, stored_size, size) and no file's saving."""
+    rows = _totals_rows(render_size_report(_doc()))
+    assert rows["file bytes"] == "13000" and rows["stored image bytes"] == "9900"
+    assert rows["uncompressed image bytes"] == "13200" and rows["bytes in duplicate copies"] == "2000"
+    assert not {"file_bytes", "stored_size", "size", "device_bytes", "duplicate_bytes"} & set(rows)
+    assert rows["saved by --keep sm_90,gfx90a"] == "4000"
+    assert rows["\u2003libfoo.so"] == "4000" and rows["\u2003libamd.so"] == "0"
+    page = render_size_report(_family_doc())
+    assert 'class="legend note"' in page and "red: removed by --keep sm_90" in page
+    assert 'stroke-dasharray="3 2"' in page  # the duplicate helper outlined
+
+
+def test_report_largest_functions_summed_over_copies() -> None:
+    """Fails on main: huge_kernel (sm_90 and sm_80) was two rows; the text report sums copies."""
+    page = render_size_report(_doc())
+    table = re.search(r'<table class="sortable" id="top-functions">.*?</table>', page, re.S)
+    assert table is not None
+    rows = re.findall(r"<tr><td class=\"fn\" title=\"([^\"]*)\">([^<]*)</td><td data-v=\"(\d+)\" class=\"n\">"
+                      r"[^<]*</td><td class=\"arch\">([^<]*)</td><td>[^<]*</td><td data-v=\"(\d+)\"", table.group(0))
+    assert [(name, copies, archs, size) for _, name, copies, archs, size in rows] == [
+        ("huge_kernel", "2", "sm_90 3,000 sm_80 2,800", "5800"), ("amd_kern", "1", "gfx90a 2,000", "2000"),
+        ("helper", "1", "sm_90 1,000", "1000")]
+    assert html.unescape(rows[0][0]) == "huge_kernel(float*, int)\n_Z12huge_kernelPfi"  # the whole name kept
+    # the document's own sums (devbin size --json's top_functions) are used as given
+    doc = {**_doc(), "top_functions": [{"name": "_Z1fv", "demangled": "f()", "kind": "kernel", "size": 7,
+                                        "copies": 3, "by_arch": {"sm_90": 7}}]}
+    assert ">f</td><td data-v=\"3\"" in render_size_report(doc)
+
+
+_TEMPLATES_CU = r"""
+namespace cub { namespace CUB_200200_800_NS {
+template <typename T, int BLOCK, typename Op>
+__global__ void DeviceReduceKernel(const T* in, T* out, int n, Op op) {
+  __shared__ T s[BLOCK];
+  T acc = T();
+  for (int i = blockIdx.x * BLOCK + threadIdx.x; i < n; i += gridDim.x * BLOCK) acc = op(acc, in[i]);
+  s[threadIdx.x] = acc; __syncthreads();
+  for (int k = BLOCK / 2; k > 0; k /= 2) {
+    if (threadIdx.x < k) s[threadIdx.x] = op(s[threadIdx.x], s[threadIdx.x + k]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+template <typename T, int ITEMS>
+__global__ void DeviceScanKernel(const T* in, T* out, int n) {
+  T v[ITEMS];
+  int first = (blockIdx.x * blockDim.x + threadIdx.x) * ITEMS;
+  for (int j = 0; j < ITEMS; ++j) v[j] = first + j < n ? in[first + j] : T();
+  for (int j = 1; j < ITEMS; ++j) v[j] += v[j - 1];
+  for (int j = 0; j < ITEMS; ++j) if (first + j < n) out[first + j] = v[j];
+}
+}}
+struct Sum { template <typename T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct Max { template <typename T> __device__ T operator()(T a, T b) const { return a > b ? a : b; } };
+__global__ void axpy_small(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += a * x[i];
+}
+#define R(T, B, O) template __global__ void cub::CUB_200200_800_NS::DeviceReduceKernel<T, B, O>(const T*, T*, int, O);
+#define RS(T, B) R(T, B, Sum) R(T, B, Max)
+#define RB(T) RS(T, 64) RS(T, 128) RS(T, 256)
+RB(float) RB(double) RB(int) RB(long long) RB(unsigned)
+#define S(T, I) template __global__ void cub::CUB_200200_800_NS::DeviceScanKernel<T, I>(const T*, T*, int);
+#define SB(T) S(T, 1) S(T, 2) S(T, 4) S(T, 8) S(T, 16)
+SB(float) SB(double) SB(int)
+#ifdef VARIANT
+template <typename T> __global__ void variant_kernel_VARIANT(T* p) { p[threadIdx.x] *= (T)VARIANT; }
+template __global__ void variant_kernel_VARIANT<float>(float*);
+template __global__ void variant_kernel_VARIANT<double>(double*);
+#endif
+"""
+
+#: Checks the page in the browser, after its own script laid the treemap out: what overflows the window,
+#: tiles big enough for a label whose label is empty or wider than the tile, the file boxes' labels, the
+#: largest-functions rows' heights.  Its result is a <pre id="check"> read back from --dump-dom.
+_CHECK_JS = """<script>(function(){
+var vw=document.documentElement.clientWidth,r={vw:vw,scroll:document.documentElement.scrollWidth,wide:[],
+empty:[],cut:[],files:[],rows:[]};
+document.querySelectorAll('body *').forEach(function(e){if(e.closest('figure.graph')||e.closest('title'))return;
+var b=e.getBoundingClientRect();if(b.width&&b.right>vw+1&&r.wide.length<20)r.wide.push(e.tagName+' '+b.right);});
+document.querySelectorAll('#tm g.tm').forEach(function(g){if(g.style.display==='none')return;
+var b=g.querySelector('rect').getBoundingClientRect(),t=g.querySelector('text'),l=g.getAttribute('data-l');
+if(g.classList.contains('file'))r.files.push(t.textContent);
+if(b.width>=90&&b.height>=20&&!t.textContent)r.empty.push(l);
+if(t.textContent&&t.getBoundingClientRect().right>b.right+1)r.cut.push(l);});
+document.querySelectorAll('#top-functions tbody tr').forEach(function(tr){
+r.rows.push(tr.getBoundingClientRect().height);});
+var p=document.createElement('pre');p.id='check';p.textContent=JSON.stringify(r);document.body.appendChild(p);
+})();</script>"""
+
+
+@pytest.fixture(scope="module")
+def templates_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel of three libraries of one base name (pkg/{a,b,c}/lib/libk.so), each built by nvcc here for
+    sm_80 and sm_90 with compute_90 PTX: 48 CUB-like template instantiations (the same code in all three:
+    duplicates), a kernel of its own per library."""
+    nvcc = require_tool("nvcc", versions=())
+    out = tmp_path_factory.mktemp("templates")
+    (out / "k.cu").write_text(_TEMPLATES_CU)
+    wheel = out / "pkg-1.0-py3-none-any.whl"
+    record = []
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for variant, folder in ((1, "a"), (2, "b"), (3, "c")):
+            lib = out / f"libk{variant}.so"
+            subprocess.run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_80,code=sm_80",
+                            "-gencode", "arch=compute_90,code=[sm_90,compute_90]", f"-DVARIANT={variant}",
+                            str(out / "k.cu"), "-o", str(lib)], check=True, capture_output=True, timeout=300)
+            data = lib.read_bytes()
+            zf.writestr(f"pkg/{folder}/lib/libk.so", data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"pkg/{folder}/lib/libk.so,sha256={digest},{len(data)}")
+        zf.writestr("pkg-1.0.dist-info/RECORD", "\n".join([*record, "pkg-1.0.dist-info/RECORD,,"]) + "\n")
+    return wheel
+
+
+def test_keep_predicts_the_compressed_wheel(templates_wheel: Path, tmp_path: Path) -> None:
+    """``size --keep`` on a wheel gives what each library's zip entry shrinks by, compressed, and the sum:
+    exactly what ``devbin prune --keep -o`` then writes (fails on main: only uncompressed file bytes)."""
+    code, text = _run("size", str(templates_wheel), "--keep", "sm_90", "--json")
+    assert code == 0, text
+    doc = json.loads(text)
+    code, text = _run("prune", str(templates_wheel), "--keep", "sm_90", "-o", str(tmp_path / "pruned.whl"))
+    assert code == 0, text
+    with zipfile.ZipFile(templates_wheel) as old, zipfile.ZipFile(tmp_path / "pruned.whl") as new:
+        shrunk = {n: old.getinfo(n).compress_size - new.getinfo(n).compress_size for n in old.namelist()}
+    for f in doc["files"]:
+        member = f["path"].split("!", 1)[1]
+        assert f["savings"]["wheel_bytes"] == shrunk[member] > 0, (member, f["savings"], shrunk)
+    assert doc["savings"]["wheel_bytes"] == sum(v for n, v in shrunk.items() if n.endswith(".so"))
+    assert 0 < doc["savings"]["wheel_bytes"] < doc["savings"]["bytes"]
+
+
+def _red(pixel: bytes) -> bool:
+    return pixel[0] > 150 and pixel[1] < 120 and pixel[2] < 120
+
+
+@pytest.mark.parametrize("window", [(1280, 900), (800, 1000)])
+def test_wheel_report_in_headless_chromium(window: tuple[int, int], templates_wheel: Path, tmp_path: Path) -> None:
+    """``devbin size WHEEL --keep sm_90 --html`` seen in Chromium at two window sizes (fails on main: the
+    three libraries' boxes read the same cut absolute path, the totals show JSON keys, the largest
+    functions are copies row by row, the treemap and tables overflow an 800-pixel window)."""
+    require_tool("chromium", versions=())
+    page = tmp_path / "report.html"
+    code, text = _run("size", str(templates_wheel), "--keep", "sm_90", "--json", "--html", str(page))
+    assert code == 0, text
+    doc = json.loads(text)
+    source = page.read_text()
+    assert "<h2>Call graphs</h2>\n<p>No call graph to show" in source  # kernels alone: no row of boxes
+    assert len(source.encode()) < 300_000, len(source.encode())  # 354,585 bytes on main, 242,362 now
+    rows = _totals_rows(source)
+    assert rows["saved by --keep sm_90"] == str(doc["savings"]["bytes"])
+    assert rows["saved in the compressed wheel"] == str(doc["savings"]["wheel_bytes"])
+    assert {rows[f"\u2003pkg/{d}/lib/libk.so"] for d in "abc"} == {str(f["savings"]["bytes"]) for f in doc["files"]}
+
+    width, height = window
+    shot = tmp_path / "shot.png"
+    res = _chromium(tmp_path, f"--window-size={width},{height}", f"--screenshot={shot}", page.as_uri())
+    assert shot.is_file(), res.stderr[-2000:]
+    w, h, pixels = _png_pixels(shot.read_bytes())
+    assert (w, h) == window
+    assert sum(1 for p in pixels if _red(p)) > 0.02 * len(pixels)  # what --keep removes, in red, on screen
+
+    checked = tmp_path / "checked.html"
+    checked.write_text(source.replace("</body>", _CHECK_JS + "</body>"))
+    res = _chromium(tmp_path, f"--window-size={width},{height}", "--dump-dom", checked.as_uri())
+    found = re.search(r'<pre id="check">(.*?)</pre>', res.stdout)
+    assert found is not None, res.stderr[-2000:]
+    check = json.loads(html.unescape(found.group(1)))
+    assert check["vw"] <= width and check["scroll"] <= check["vw"], check
+    assert check["wide"] == [], check["wide"]  # nothing wider than the window
+    assert check["empty"] == [] and check["cut"] == [], (check["empty"], check["cut"])
+    assert sorted(check["files"]) == [f"pkg/{d}/lib/libk.so" for d in "abc"]
+    assert check["rows"] and max(check["rows"]) < 40, check["rows"]
+    labels = [html.unescape(x) for x in re.findall(r'class="tm family[^"]*"[^>]*data-l="([^"]*)"', source)]
+    assert "cub::DeviceReduceKernel \u00d730" in labels and "cub::DeviceScanKernel \u00d715" in labels
+
+
+def test_report_docs_say_what_the_page_does() -> None:
+    """docs/REPORT.md's numbers and its family example are the code's."""
+    from devbin.htmlreport import page
+
+    text = " ".join((Path(__file__).parents[1] / "docs" / "REPORT.md").read_text().split())
+    assert f"An architecture's {page.MAX_FUNCTIONS} largest families" in text
+    assert f"a family's {page.MAX_FAMILY_FUNCTIONS} largest functions" in text
+    assert f"beyond {page.MAX_BOXES} families and {page.MAX_BOXES} functions" in text
+    example = re.search(r"\(`(void cub::CUB_\w+::DeviceReduceKernel<float, 128, Sum>)\(\.\.\.\)` → `([^`]+)`\)", text)
+    assert example is not None and family(example.group(1) + "(float const*)") == example.group(2)
+    assert "`<float, 128, Sum>`" in text and short_name(example.group(1) + "()").endswith("<float, 128, Sum>")

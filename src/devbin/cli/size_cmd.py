@@ -42,8 +42,9 @@ function's copy with its architecture); the exit status is then 4.  With --diff 
 against NEW.
 
 --html -o OUT also writes the report as one self-contained HTML page (no network at view time): a
-zoomable treemap of stored bytes (vendor -> file -> architecture -> function), sortable tables, the
-duplicates and the call graph of the largest code object, or of each --graph ADDRESS (docs/REPORT.md).
+zoomable treemap of stored bytes (vendor -> file -> architecture -> template family -> function; what
+--keep removes in red, duplicates outlined), sortable tables, the duplicates and the call graph of the
+largest code object whose functions call one another, or of each --graph ADDRESS (docs/REPORT.md).
 
 --diff OLD NEW compares two builds (each a file, folder or wheel): bytes per architecture and per
 function, and the registers, stack and spills of every kernel whose resources changed, as markdown
@@ -350,18 +351,29 @@ def _run_diff(args: argparse.Namespace, rules: Sequence[Rule], out: TextIO) -> i
     return EXIT_OVER_BUDGET if violations else 0
 
 
+#: The largest code objects --html looks at, by default, for one with calls to draw.
+GRAPH_CANDIDATES = 8
+
+
 def _write_html(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     import devbin
+    from devbin.analysis.callgraph import nodes
     from devbin.binary.output import write_file
     from devbin.htmlreport import callgraph_svg, largest_code_objects, render_size_report
     from devbin.images.address import Address
     graphs: dict[str, str] = {}
-    for address in args.graph or largest_code_objects(doc):
+    # by default the largest code object whose functions call one another: a graph of kernels alone is
+    # a row of unconnected boxes that says nothing
+    for address in args.graph or largest_code_objects(doc, GRAPH_CANDIDATES):
         with devbin.open(Address.parse(address).path) as src:
             obj = src.image(address).code_object()
         if obj is None:
             raise BadArguments(f"--graph {address}: not a cubin or AMDGPU code object")
+        if not args.graph and not any(n.calls for n in nodes(obj)):
+            continue
         graphs[address] = callgraph_svg(obj, title=address)
+        if not args.graph:
+            break
     write_file(args.html_out, render_size_report(doc, graphs).encode(), inputs=args.paths)
 
 

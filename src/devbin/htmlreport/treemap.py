@@ -46,6 +46,8 @@ class Box:
     color: str = ""
     rect: Rect | None = None
     count: int = 1  # how many items the box stands for (a merged "N more" box: N)
+    mark: str = ""  # classes the report adds to the box: "drop" (--keep removes it), "dup" (a duplicate)
+    cut: str = "end"  # how a label too long for the box is cut: "end" or "middle" (a path)
 
 
 def _worst(row: Sequence[float], side: float) -> float:

@@ -16,6 +16,8 @@ size.  ``duplicate_bytes`` is the sum of both.
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -162,13 +164,17 @@ def duplicates(files: Sequence[FileSize]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- --keep
 
 
-def file_savings(path: str, keep: Sequence[str], data: bytes | None = None) -> dict[str, Any]:
+def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
+                 member: zipfile.ZipInfo | None = None) -> dict[str, Any]:
     """What ``devbin prune --keep`` saves on the file ``path`` (its bytes ``data`` when it is a member):
     :func:`devbin.packaging.pruning.prune`'s own result.  ``bytes``: the file bytes saved
     (``PruneResult.file_bytes_saved``), ``freed``: what the containers shrank by inside the file
     (``container_bytes_freed``), ``by_arch``: the dropped images' bytes (``saved_by_arch()``); a file
     prune refuses (the selection would leave it no device image, a format it cannot rewrite) saves 0
-    and says why under ``refused``."""
+    and says why under ``refused``.  ``member``: the zip entry the file is (a wheel's library): then
+    ``wheel_bytes`` is what the zip saves, the entry's compressed size less the pruned bytes compressed
+    as ``devbin prune`` writes them (:mod:`zipfile`, the entry's method at zlib's default level; only for
+    stored and deflated entries, the methods of wheels, PEP 427)."""
     from devbin.packaging.pruning import prune  # the capability, only when --keep asks for it
 
     # a member's path is its address (``lib.a!k.o``, ``pkg.whl!lib/libk.so``): prune names it the same way
@@ -179,8 +185,15 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None) -> d
         result = prune(data, keep=keep, at=at, require_match=False)  # a prediction over many files
     except DeviceBinaryError as e:
         return {"bytes": 0, "freed": 0, "by_arch": {}, "refused": e.message}
-    return {"bytes": result.file_bytes_saved, "freed": result.container_bytes_freed,
-            "by_arch": result.saved_by_arch()}
+    out = {"bytes": result.file_bytes_saved, "freed": result.container_bytes_freed,
+           "by_arch": result.saved_by_arch()}
+    if member is not None and member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        size = len(result.data)
+        if member.compress_type == zipfile.ZIP_DEFLATED:  # what zipfile's writer makes of it
+            z = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+            size = len(z.compress(result.data)) + len(z.flush())
+        out["wheel_bytes"] = member.compress_size - size
+    return out
 
 
 #: The files of one worker of ``--keep``: a top-level file (member None, its path alone), one first
@@ -221,17 +234,19 @@ def _group_savings(group: _Group, keep: Sequence[str]) -> dict[str, dict[str, An
     top, first, wanted = group
     per: dict[str, dict[str, Any]] = {}
 
+    member: list[zipfile.ZipInfo] = []  # the zip entry of ``first``, once read
+
     def do(path: str, data: bytes | None) -> None:
+        at = Address.parse(path) if member else None
+        whole = member[0] if member and at is not None and at.path == top and at.steps == (first,) else None
         try:
-            per[path] = file_savings(path, keep, data)
+            per[path] = file_savings(path, keep, data, whole)
         except OSError as e:
             per[path] = {"bytes": 0, "freed": 0, "by_arch": {}, "refused": str(e)}
 
     if first is None and wanted == [top]:
         do(top, None)
         return per
-    import zipfile  # only for --keep
-
     from devbin.formats import zipmember
     try:
         if first is None:
@@ -242,6 +257,7 @@ def _group_savings(group: _Group, keep: Sequence[str]) -> dict[str, dict[str, An
                 infos = [i for i in zf.infolist() if i.filename == first.name and not zipmember.is_folder(i)]
                 data = (zipmember.read(zf, infos[first.occurrence - 1]) if len(infos) >= first.occurrence
                         else None)
+                member[:] = infos[first.occurrence - 1:first.occurrence]
             if data is not None:
                 for _ in _Members(set(wanted), do).buffer(data, Frame(Address(top, (first,)), "zip"), depth=1):
                     pass
@@ -282,6 +298,8 @@ def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None 
     total: dict[str, Any] = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}}
     for f in files:
         s = per.setdefault(f.path, {"bytes": 0, "freed": 0, "by_arch": {}, "refused": "not read again"})
+        if "wheel_bytes" in s:
+            total["wheel_bytes"] = total.get("wheel_bytes", 0) + s["wheel_bytes"]
         total["bytes"] += s["bytes"]
         total["freed"] += s["freed"]
         for a, n in s["by_arch"].items():
