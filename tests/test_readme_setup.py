@@ -67,3 +67,31 @@ def test_readme_command_1_installs_and_runs_the_tour(tmp_path: Path, python: str
                            env=env, capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
     assert Path(where).is_relative_to(tree / ".venv"), where
     assert (tree / ".venv" / "bin" / "devbin").is_file()
+
+
+@pytest.mark.parametrize("python", ["path", "system"])
+def test_test_script_gets_a_venv_only_for_an_externally_managed_python(tmp_path: Path, python: str) -> None:
+    """README command 2 (scripts/test.sh, and scripts/setup-test-env.sh) installs with pip: where python3 is
+    Debian's system Python under PEP 668 (main: "externally-managed-environment"), scripts/pep668-venv.sh
+    makes ``.venv`` with pip in it and puts it first on PATH; with any other python3 it does nothing."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if python == "system":
+        if not _externally_managed(SYSTEM_PYTHON):
+            pytest.skip("no externally-managed /usr/bin/python3 with pip here")
+        env["PATH"] = "/usr/bin:/bin"
+    elif _externally_managed(Path(shutil.which("python3") or "python3")):
+        pytest.skip("the python3 on PATH is externally managed")
+    for script in ("test.sh", "setup-test-env.sh"):
+        assert "source scripts/pep668-venv.sh" in (ROOT / "scripts" / script).read_text().replace('"$root/', "")
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "pep668-venv.sh", tmp_path / "scripts")
+    script = ('set -euo pipefail; root="$PWD"; source scripts/pep668-venv.sh; '
+              'python3 -c "import sys; print(sys.executable)"; python3 -m pip --version')
+    r = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    executable = Path(r.stdout.splitlines()[-2])
+    if python == "system":
+        assert executable.parent == tmp_path / ".venv" / "bin", r.stdout
+        assert str(tmp_path / ".venv") in r.stdout.splitlines()[-1]  # pip runs in the venv
+    else:
+        assert not (tmp_path / ".venv").exists() and not executable.is_relative_to(tmp_path), r.stdout
