@@ -1,10 +1,11 @@
-"""The examples of docs/PRUNE.md and docs/PACKAGING.md, run as the documents write them.
+"""The examples of docs/PRUNE.md, docs/PACKAGING.md, docs/LOADER.md and README.md, run as written.
 
 Each fenced block is read out of the document (``blocks``): the ``devbin ...`` lines of a plain block
 run through the CLI (``python -m devbin``, the same argv), the ``python`` blocks run as scripts, in a
 folder holding the files they name, built here: ``libx.so`` (nvcc, sm_80 and sm_90), a wheel
 ``pkg.whl`` and a folder ``site-packages/`` holding it, ``k.sm_80.cubin``/``k.sm_90.cubin``/``k.ptx``
-(ptxas, from tests/sources/ptx) and ``k.gfx90a.o`` (the shipped sample).  Each line must exit 0 and
+(ptxas, from tests/sources/ptx), ``k.gfx90a.o``, ``kernel.cubin``, ``user.so`` and ``libfns.so`` (the
+shipped samples).  Each line must exit 0 and
 write what it says; the checks are on what it wrote.  docs/API.md's examples run as doctests
 (tests/test_api_docs.py); docs/PRUNE.md's figures for a real wheel from PyPI are a measurement, not run.
 """
@@ -25,8 +26,10 @@ from typing import Any
 import pytest
 
 import devbin
+from devbin.formats.devsec.elf import read_code_object
 from devbin.packaging.pruning import prune_file
 from devbin.samples import sample_path
+from devbin.targets.nvidia import code_object_from_symbols
 
 from tests.conftest import PTX_DIR, require_tool
 from tests.test_prune_linked import LIB_CU, _wheel
@@ -36,11 +39,12 @@ SRC = ROOT / "src"
 
 
 def blocks(doc: str, lang: str = "") -> list[str]:
-    """The fenced blocks of docs/``doc`` whose info string is ``lang`` (``""``: a plain fence), in order."""
+    """The fenced blocks of docs/``doc`` (README.md: the README) whose info string is ``lang`` (``""``: a
+    plain fence), in order."""
     found: list[str] = []
     body: list[str] | None = None
     info = ""
-    for line in (ROOT / "docs" / doc).read_text().splitlines():
+    for line in (ROOT / (doc if doc == "README.md" else f"docs/{doc}")).read_text().splitlines():
         if body is None and line.startswith("```"):
             body, info = [], line[3:].strip()
         elif body is not None and line == "```":
@@ -118,16 +122,18 @@ def test_prune_md_commands(libx: Path, tmp_path: Path) -> None:
     assert _archs(work / "libx.so") == ["sm_80", "sm_90"]
 
 
-def test_prune_md_python(libx: Path, tmp_path: Path) -> None:
+def run_script(block: str, where: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Run a ``python`` block as a script in ``where``; its globals."""
+    monkeypatch.chdir(where)
+    scope: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(block, name, "exec"), scope)
+    return scope
+
+
+def test_prune_md_python(libx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (block,) = blocks("PRUNE.md", "python")
     work = _prune_folder(libx, tmp_path / "work")
-    cwd = os.getcwd()
-    os.chdir(work)
-    try:
-        scope: dict[str, Any] = {}
-        exec(compile(block, "docs/PRUNE.md", "exec"), scope)
-    finally:
-        os.chdir(cwd)
+    scope = run_script(block, work, "docs/PRUNE.md", monkeypatch)
     r, w, t = scope["r"], scope["w"], scope["t"]
     written = prune_file(work / "libx.so", tmp_path / "out.so", keep="sm_90")
     assert r.data == written.data == (tmp_path / "out.so").read_bytes()
@@ -185,3 +191,73 @@ def test_prune_md_refusal_and_force_note(libx: Path, tmp_path: Path) -> None:
     r = run_devbin(["prune", "pkg.whl", "--keep", "sm_90", "-o", "slim/pkg.whl", "--force"], tmp_path)
     assert note[1] in r.stderr, (note[1], r.stderr)
     assert _archs(tmp_path / "slim" / "pkg.whl") == ["sm_90"]
+
+
+def test_loader_md_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """LOADER.md's two blocks on the shipped user object and device-function library: the kernel's addresses
+    and registers printed, the GOT slot holding lib_scale's address; lazily, the lookup maps user_kern's
+    closure only (the README's tour: 4 of 7 functions, 700 of 12,096 bytes)."""
+    eager, lazy = blocks("LOADER.md", "python")
+    shutil.copy(sample_path("sample_load_user.so"), tmp_path / "user.so")
+    shutil.copy(sample_path("sample_load_lib.so"), tmp_path / "libfns.so")
+    scope = run_script(eager, tmp_path, "docs/LOADER.md", monkeypatch)
+    k = scope["k"]
+    assert capsys.readouterr().out == f"{k.address:#x} {k.code_address:#x} {k.registers} 0 kernel\n"
+    assert k.registers == {"general": 43, "scalar": 54, "accum": 0}
+    (cmd,) = devbin_lines(blocks("LOADER.md")[0])
+    assert cmd[:3] == ["load", "user.so", "libfns.so"]
+    out = run_devbin(["load", "user.so", "libfns.so", "--device", "gfx90a", "--kernel", "user_kern"], tmp_path).stdout
+    assert f"address      {k.address:#x}" in out
+    # the page's second block goes on from the first's import
+    scope = run_script("from devbin.load import Executable\n" + lazy, tmp_path, "docs/LOADER.md", monkeypatch)
+    stats = scope["exe"].stats()
+    assert (stats["functions_loaded"], stats["functions_total"], stats["bytes_mapped"], stats["bytes_total"]) == \
+        (4, 7, 700, 12096)
+
+
+def test_readme_elf_level_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's "At the ELF level" block on ``kernel.cubin`` (the sm_90 sample): one line per section,
+    no devbin sections to read, and the annotated cubin (bytes) reads back as the imported model."""
+    block = blocks("README.md", "python")[-1]
+    shutil.copy(sample_path("sample_sm90.cubin"), tmp_path / "kernel.cubin")
+    scope = run_script(block, tmp_path, "README.md", monkeypatch)
+    lines = capsys.readouterr().out.splitlines()
+    with devbin.open_file(tmp_path / "kernel.cubin") as elf:
+        assert lines == [f"{s.index} {s.name} {s.sh_type:#x} {s.sh_size}" for s in elf.sections]
+    assert scope["obj"] is None and isinstance(scope["out"], bytes)
+    read_back = read_code_object(devbin.parse(scope["out"]))
+    with devbin.open_file(tmp_path / "kernel.cubin") as elf:
+        imported = code_object_from_symbols(elf)
+    assert read_back is not None  # the model, less where each function sits (the ELF symbols say that)
+    assert [(f.name, f.kind, f.attributes) for f in read_back.functions] == \
+        [(f.name, f.kind, f.attributes) for f in imported.functions]
+
+
+def test_readme_using_it_commands(libx: Path, tmp_path: Path) -> None:
+    """The README's "Using it" lines: inspect as text and the same facts as JSON; --traceback prints the
+    Python stack where the plain command prints the one-line error (exit 1); --max-memory extracts a .so."""
+    (block,) = [b for b in blocks("README.md", "sh") if b.startswith("devbin inspect")]
+    commands = devbin_lines(block)
+    assert commands == [["inspect", "kernel.cubin"], ["inspect", "kernel.cubin", "--json"],
+                        ["--traceback", "inspect", "broken.o"], ["--max-memory", "1G", "extract", "lib.so"]]
+    shutil.copy(sample_path("sample_sm90.cubin"), tmp_path / "kernel.cubin")
+    (tmp_path / "broken.o").write_bytes(sample_path("sample_sm90.cubin").read_bytes()[:100])
+    shutil.copy(libx, tmp_path / "lib.so")
+    text = run_devbin(commands[0], tmp_path).stdout
+    doc = json.loads(run_devbin(commands[1], tmp_path).stdout)
+    assert doc["schema"].startswith("devbin.inspect/") and "saxpy" in text and "saxpy" in json.dumps(doc)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    plain = subprocess.run([sys.executable, "-m", "devbin", *commands[2][1:]], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    traced = subprocess.run([sys.executable, "-m", "devbin", *commands[2]], cwd=tmp_path, env=env,
+                            capture_output=True, text=True)
+    assert plain.returncode == traced.returncode == 1
+    (line,) = plain.stderr.splitlines()
+    # the README's form: devbin: error: <where>: <message> (at offset 0x.., value 0x..)
+    assert re.fullmatch(r"devbin: error: [^:]*:? ?broken\.o: .+ \(at offset 0x[0-9a-f]+, value 0x[0-9a-f]+\)",
+                        line), line
+    assert "Traceback (most recent call last):" in traced.stderr
+    run_devbin(commands[3], tmp_path)
+    extracted = [p.name for p in tmp_path.glob("*.cubin") if p.name != "kernel.cubin"]
+    assert {re.findall(r"sm_\d+", n)[-1] for n in extracted} == {"sm_80", "sm_90"}, extracted
