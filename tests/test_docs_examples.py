@@ -1,4 +1,4 @@
-"""The examples of docs/PRUNE.md, docs/PACKAGING.md, docs/LOADER.md and README.md, run as written.
+"""The examples of docs/PRUNE.md, docs/PACKAGING.md, docs/LOADER.md, docs/IMAGES.md and README.md, as written.
 
 Each fenced block is read out of the document (``blocks``): the ``devbin ...`` lines of a plain block
 run through the CLI (``python -m devbin``, the same argv), the ``python`` blocks run as scripts, in a
@@ -27,6 +27,7 @@ import pytest
 
 import devbin
 from devbin.formats.devsec.elf import read_code_object
+from devbin.images.address import Address, escape, unescape
 from devbin.packaging.pruning import prune_file
 from devbin.samples import sample_path
 from devbin.targets.nvidia import code_object_from_symbols
@@ -261,3 +262,56 @@ def test_readme_using_it_commands(libx: Path, tmp_path: Path) -> None:
     run_devbin(commands[3], tmp_path)
     extracted = [p.name for p in tmp_path.glob("*.cubin") if p.name != "kernel.cubin"]
     assert {re.findall(r"sm_\d+", n)[-1] for n in extracted} == {"sm_80", "sm_90"}, extracted
+
+
+def test_images_md_addresses_parse_as_described() -> None:
+    """IMAGES.md's example addresses parse into the steps their descriptions name and print back as
+    written; its escaping example holds."""
+    (block,) = [b for b in blocks("IMAGES.md") if b.startswith("k.cubin")]
+    rows = [ln.split(None, 1) for ln in block.splitlines()]
+    assert len(rows) == 12 and all(len(r) == 2 for r in rows)
+    for text, what in rows:
+        a = Address.parse(text)
+        assert str(a) == text, (text, str(a))
+        m = re.search(r"entry (\d+)", what)
+        if m and a.entry is not None:
+            assert a.entry.entry == int(m[1]), (text, what)
+    assert str(Address.parse("libk.a!k.o;2").member) == "!k.o;2"
+    assert escape("a!b.o") == "a%21b.o" and escape("50%") == "50%25" and unescape("a%21b.o") == "a!b.o"
+
+
+def test_images_md_damaged_wheel_lines(tmp_path: Path) -> None:
+    """IMAGES.md's two error lines: a truncated wheel and a wheel that is an HTML page, each one line,
+    exit status 1, for ``list``, ``resources`` and ``size``."""
+    (block,) = [b for b in blocks("IMAGES.md") if b.startswith("devbin: error: zip:")]
+    truncated, html = block.splitlines()
+    _wheel(tmp_path / "good.whl", {"pkg/x.py": b"x = 1\n"})
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    for want, data in ((truncated, (tmp_path / "good.whl").read_bytes()[:-30]),
+                       (html, b"<html><body>404 Not Found</body></html>\n")):
+        (tmp_path / "pkg.whl").write_bytes(data)
+        for command in (["list"], ["resources"], ["size"]):
+            r = subprocess.run([sys.executable, "-m", "devbin", *command, "pkg.whl"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True)
+            assert (r.returncode, r.stderr) == (1, want + "\n"), (command, r.stderr)
+
+
+def test_images_md_scan_python(libx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """IMAGES.md's scanning block: ``torch-2.5.whl`` (a wheel holding the nvcc .so) listed image by image,
+    and ``libk.a!k.o@__nv_relfatbin#0.1`` found with ``all=True`` in an archive of an ``nvcc -rdc`` object
+    for sm_80 and sm_90: the sm_90 cubin, whose model has the kernel."""
+    (block,) = [b for b in blocks("IMAGES.md", "python") if "scan(" in b]
+    _wheel(tmp_path / "torch-2.5.whl", {"torch/lib/libx.so": libx.read_bytes()})
+    (tmp_path / "k.cu").write_text(LIB_CU)
+    subprocess.run([require_tool("nvcc"), "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                    "arch=compute_90,code=sm_90", "-rdc=true", "-Xcompiler", "-fPIC", "-c", "k.cu", "-o", "k.o"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run([require_tool("ar"), "rcs", "libk.a", "k.o"], cwd=tmp_path, check=True)
+    scope = run_script(block, tmp_path, "docs/IMAGES.md", monkeypatch)
+    printed = capsys.readouterr().out.splitlines()
+    with devbin.open("torch-2.5.whl") as src:  # still in tmp_path, where the block ran
+        assert printed == [f"{i.address} {i.kind} {i.arch} {i.size}" for i in src.images] and printed
+    image, cubin, model = scope["image"], scope["cubin"], scope["model"]
+    assert (image.kind, image.arch, len(cubin)) == ("cubin", "sm_90", image.size)
+    assert any(f.is_kernel for f in model.functions)
