@@ -315,3 +315,17 @@ def test_images_md_scan_python(libx: Path, tmp_path: Path, monkeypatch: pytest.M
     image, cubin, model = scope["image"], scope["cubin"], scope["model"]
     assert (image.kind, image.arch, len(cubin)) == ("cubin", "sm_90", image.size)
     assert any(f.is_kernel for f in model.functions)
+
+
+def test_json_md_schema_table_is_what_devbin_schema_lists(tmp_path: Path) -> None:
+    """JSON.md's table names every schema ``devbin schema`` lists, and no other; its example object is the
+    shape ``devbin list --json`` prints (``schema`` first, then ``images`` and ``warnings``)."""
+    text = (ROOT / "docs" / "JSON.md").read_text()
+    table = text.split("| schema | command |", 1)[1].split("\n\n", 1)[0]
+    documented = set(re.findall(r"`(devbin\.[a-z-]+/\d+)`", table))
+    listed = {ln.split()[1] for ln in run_devbin(["schema"], tmp_path).stdout.splitlines()}
+    assert documented == listed, (documented ^ listed)
+    (example,) = blocks("JSON.md", "json")
+    want = list(json.loads(example.replace("[...]", "[]")))
+    doc = json.loads(run_devbin(["list", "--json", str(sample_path("sample_sm90.cubin"))], tmp_path).stdout)
+    assert list(doc) == want and doc["schema"] == "devbin.list/1"
