@@ -329,3 +329,24 @@ def test_json_md_schema_table_is_what_devbin_schema_lists(tmp_path: Path) -> Non
     want = list(json.loads(example.replace("[...]", "[]")))
     doc = json.loads(run_devbin(["list", "--json", str(sample_path("sample_sm90.cubin"))], tmp_path).stdout)
     assert list(doc) == want and doc["schema"] == "devbin.list/1"
+
+
+def test_readme_command_table_matches_the_cli(tmp_path: Path) -> None:
+    """The README's command table has one row per ``devbin`` command (``ar``: its actions) and every flag a
+    row shows is one that command's ``--help`` documents (for ``a|b|c`` actions: one of them)."""
+    from devbin.cli.main import COMMANDS
+    rows = re.findall(r"^\| `devbin ([^`]+)` \|", (ROOT / "README.md").read_text(), re.M)
+    assert {r.split()[0] for r in rows} == set(COMMANDS)
+    ar_help = run_devbin(["ar", "--help"], tmp_path).stdout.split("positional arguments:", 1)[1]
+    ar_actions = set(re.findall(r"^    ([a-z]+)(?:  |$)", ar_help, re.M))
+    assert len(ar_actions) >= 9, ar_help
+    shown: set[str] = set()
+    for row in rows:
+        words = row.split()
+        variants = [[words[0], a] for a in words[1].split("\\|")] if words[0] == "ar" else [[words[0]]]
+        shown.update(v[1] for v in variants if len(v) > 1)
+        helps = [run_devbin([*v, "--help"], tmp_path).stdout for v in variants]
+        for flag in set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", row)):
+            assert any(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", h) for h in helps), (row, flag)
+    # add and remove are named in the create row's description ("`add`, `remove` a target later")
+    assert shown | {"add", "remove"} == ar_actions, (shown, ar_actions)
