@@ -157,6 +157,11 @@ def test_packaging_md_command(cubins: dict[str, Path], tmp_path: Path) -> None:
     run_devbin(argv, tmp_path)
     with devbin.open(tmp_path / "app.offload") as src:
         got = [(i.kind, i.arch, i.get("Team")) for i in src.images]
+        keys = [[k for k, _ in i.metadata] for i in src.images]
+    # PACKAGING.md "Metadata": LLVM's triple and arch, then these in this order, then the user's keys
+    order = ["triple", "arch", "Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName"]
+    assert all(k[:len(order)] == order for k in keys), keys
+    assert keys[3][len(order)] == "Team", keys[3]
     assert got == [("cubin", "sm_80", ""), ("cubin", "sm_90", ""), ("ptx", "compute_80", ""),
                    ("amdgpu", "gfx90a", "kernels")]
 
@@ -350,3 +355,30 @@ def test_readme_command_table_matches_the_cli(tmp_path: Path) -> None:
             assert any(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", h) for h in helps), (row, flag)
     # add and remove are named in the create row's description ("`add`, `remove` a target later")
     assert shown | {"add", "remove"} == ar_actions, (shown, ar_actions)
+
+
+@pytest.mark.parametrize(("policy", "kept", "warns"), [
+    (None, ["compute_90"], False), ("highest", ["compute_90"], False), ("lowest", ["compute_80"], False),
+    ("all", ["compute_80", "compute_90"], False), ("none", [], True), ("sm_80", ["compute_80"], False),
+    ("sm_70", None, False)])
+def test_packaging_md_ptx_policy(tmp_path: Path, policy: str | None, kept: list[str] | None, warns: bool) -> None:
+    """PACKAGING.md's PTX policies on one unit of loose images (an sm_90 cubin, compute_80 and compute_90
+    PTX): highest is the default; none warns that no newer GPU could JIT; a list naming no PTX there is an
+    error (exit 1, nothing written)."""
+    text = " ".join((ROOT / "docs" / "PACKAGING.md").read_text().split())
+    assert "**`highest` (default)**" in text and "A list policy (`sm_80,sm_90`) is an error only when no unit" in text
+    shutil.copy(sample_path("sample_sm90.cubin"), tmp_path / "k.sm_90.cubin")
+    shutil.copy(PTX_DIR / "kernels-whole.sm_80.ptx", tmp_path / "a.ptx")
+    shutil.copy(PTX_DIR / "kernels-whole.sm_90.ptx", tmp_path / "b.ptx")
+    argv = ["pack", "-o", "p.offload", "--image", "file=k.sm_90.cubin", "--image", "file=a.ptx", "--image",
+            "file=b.ptx", *(["--ptx", policy] if policy else [])]
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    r = subprocess.run([sys.executable, "-m", "devbin", *argv], cwd=tmp_path, env=env, capture_output=True,
+                       text=True)
+    if kept is None:
+        assert r.returncode == 1 and not (tmp_path / "p.offload").exists(), r.stderr
+        return
+    assert r.returncode == 0, r.stderr
+    with devbin.open(tmp_path / "p.offload") as src:
+        assert [i.arch for i in src.images] == ["sm_90", *kept]
+    assert ("no PTX that a GPU newer than the highest SASS (sm_90) could JIT" in r.stderr) == warns, r.stderr
