@@ -63,6 +63,13 @@ def test_readme_command_1_installs_and_runs_the_tour(tmp_path: Path, python: str
     assert re.search(r"(?m)^devbin tour\n1\. sample device library in the unified model", r.stdout), r.stdout[-3000:]
     assert "3. read back: decoded model equals the original" in r.stdout
     assert "--keep sm_90 saves 4616 bytes of devbin-tour/app.offload: what step 10's prune saved" in r.stdout
+    # the figures the README's account of the tour gives
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    m = re.search(r"private segment (\d+) -> (\d+) bytes, VGPRs (\d+) -> (\d+)", readme)
+    assert m and f"stack {m[1]}->{m[2]}; registers general {m[3]}->{m[4]}," in r.stdout
+    m = re.search(r"\((\d+) of (\d+) functions, (\d+) of ([\d,]+) bytes mapped\)", readme)
+    assert m and f"lazy: {m[1]} of {m[2]} functions," in r.stdout
+    assert f" {m[3]} of {m[4].replace(',', '')} bytes mapped," in r.stdout
     where = subprocess.run([tree / ".venv" / "bin" / "python", "-c", "import devbin; print(devbin.__file__)"],
                            env=env, capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
     assert Path(where).is_relative_to(tree / ".venv"), where
