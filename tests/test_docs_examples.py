@@ -382,3 +382,26 @@ def test_packaging_md_ptx_policy(tmp_path: Path, policy: str | None, kept: list[
     with devbin.open(tmp_path / "p.offload") as src:
         assert [i.arch for i in src.images] == ["sm_90", *kept]
     assert ("no PTX that a GPU newer than the highest SASS (sm_90) could JIT" in r.stderr) == warns, r.stderr
+
+
+def test_architecture_md_layer_map_names_files_that_exist() -> None:
+    """Every ``devbin/...`` path of ARCHITECTURE.md's layer map exists under src/, and every ``*.py``/``*.c``
+    file a line names is in the package that line (or the line above it) describes, or at devbin's top."""
+    (block,) = [b for b in blocks("ARCHITECTURE.md") if b.startswith("cli ")]
+    top = SRC / "devbin"
+    package = top
+    checked = 0
+    for line in block.splitlines():
+        paths = re.findall(r"(devbin/[\w/]*\w(?:\.py)?/?)", line)
+        for path in paths:
+            assert (SRC / path).exists(), path
+            checked += 1
+        if paths and paths[0].endswith("/"):
+            package = SRC / paths[0]
+        for name in re.findall(r"(?<![\w./])(\w+\.(?:py|c))\b", line):
+            if f"devbin/{name}" in line or any(p.endswith(name) for p in paths):
+                continue
+            found = [*package.rglob(name), *top.glob(name)]
+            assert found, (name, package, line)
+            checked += 1
+    assert checked > 40
