@@ -4,7 +4,8 @@
 #  1. Debian packages for the oracle tools and fixture compilers (LLVM 19 and 22,
 #     lld, binutils, gcc; chromium for the HTML report test).  Skipped entirely when every tool is already on PATH,
 #     so a second run is fast.
-#  2. python3 -m pip install -e '.[test]' (test deps, plus the PyPI wheels that
+#  2. python3 -m pip install -e '.[test]' (into .venv where python3 is externally managed,
+#     PEP 668: scripts/pep668-venv.sh) (test deps, plus the PyPI wheels that
 #     carry cuobjdump and nvdisasm), and nvidia-cuda-nvcc (ptxas, nvlink,
 #     fatbinary) when no CUDA toolkit ptxas is on PATH.  Skipped when nothing
 #     changed since the last successful run (stamp in build/); set
@@ -92,6 +93,8 @@ fi
 
 # --- 2. Python packages ---------------------------------------------------------
 [[ -f pyproject.toml ]] || die "no pyproject.toml in $root"
+# An externally managed python3 (PEP 668, Debian 12's system Python): install into .venv instead.
+source "$root/scripts/pep668-venv.sh"
 
 extra_pkgs=()
 have_toolkit_ptxas() {

@@ -4,6 +4,8 @@
 #   bash scripts/test.sh
 #
 # Steps (stops at the first failure):
+#   0. scripts/pep668-venv.sh      where python3 is externally managed (PEP 668: Debian 12's system
+#      Python), .venv made and put first on PATH; nothing otherwise
 #   1. scripts/setup-test-env.sh   Debian tools + pip install -e '.[test]' (fast when done)
 #   2. ruff check src tests
 #   3. python3 -m pytest -q        "no tests collected" (exit 5) counts as a failure; then the ELF and
@@ -25,6 +27,9 @@ cli_fuzz_runs="${DEVBIN_CLI_FUZZ_RUNS:-2500}"
 t0=$SECONDS
 step() { printf '\n== %s  [%ds]\n' "$*" "$((SECONDS - t0))"; }
 fail() { printf '\ntest.sh: FAILED: %s  [%ds]\n' "$*" "$((SECONDS - t0))" >&2; exit 1; }
+
+# Debian 12's system python3 refuses pip (PEP 668): then the steps below run .venv's python3.
+source scripts/pep668-venv.sh
 
 step "setup: scripts/setup-test-env.sh"
 bash scripts/setup-test-env.sh || fail "scripts/setup-test-env.sh"

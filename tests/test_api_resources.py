@@ -3,7 +3,8 @@
 * cubins (the ``cubins`` and ``wide_cubins`` fixtures, and ``spill.cu``'s cubins built here): every
   function's REG, STACK, SHARED, LOCAL and CONSTANT[n] as ``cuobjdump -res-usage`` prints them;
   the spill/refill instructions as ``cuobjdump -elf`` lists them (``SpillRefill`` annotations),
-  non-zero exactly where ``ptxas -v`` reports spill bytes.
+  non-zero only where ``ptxas -v`` reports spill bytes, and 0 for the recursive ``descend``, whose
+  spill bytes ptxas does not mark (docs/API.md, footnote 2).
 * AMDGPU code objects (the ``amdgpu_objects`` fixture and ``spill.cl``'s objects built here): every
   kernel's ``.sgpr_count``, ``.vgpr_count``, ``.agpr_count``, ``.private_segment_fixed_size``,
   ``.group_segment_fixed_size``, ``.sgpr_spill_count``, ``.vgpr_spill_count``,
@@ -138,11 +139,32 @@ def test_cubin_spills_equal_cuobjdump_and_ptxas(spill_cubins: dict[str, tuple[Pa
         for f in functions:
             n = f.resources.spill_instructions
             assert n == marked.get(f.name, 0), (key, f.name)
-            assert (n > 0) == (spilled.get(f.name, 0) > 0), (key, f.name, n, spilled)
+            assert n == 0 or spilled.get(f.name, 0) > 0, (key, f.name, n, spilled)
         by_name = {f.name: f.resources for f in functions}
         pressure = by_name["pressure"]
         assert pressure.spill_instructions and pressure.registers == 32 and pressure.max_threads == 1024, key
         assert by_name["calm"].spill_instructions == 0, key
+        if key.endswith("_rdc"):  # in an executable cubin descend is folded into recurse's code (no symbol)
+            # ptxas -v reports spill bytes for the recursive function and marks none of them (docs/API.md ²)
+            descend = by_name["descend"]
+            assert spilled["descend"] > 0 and "descend" not in marked, (key, spilled)
+            assert descend.spill_instructions == 0 and descend.frame, (key, descend)
+
+
+def test_api_md_spill_footnote_states_what_the_cubin_records(spill_cubins: dict[str, tuple[Path, str]]) -> None:
+    """docs/API.md's footnote on ``spill_instructions`` gives ptxas's numbers for ``descend`` (sm_80,
+    relocatable) and its fields; main's footnote said the count is "non-zero exactly when ptxas reports
+    spill bytes", which ``descend`` (20 bytes of spill stores, 0 marks) contradicts."""
+    text = " ".join((Path(__file__).parent.parent / "docs" / "API.md").read_text().split())
+    assert "exactly when ptxas reports spill bytes" not in text
+    m = re.search(r"`descend` in `tests/sources/spill.cu`: `ptxas -arch=sm_80 -v` reports (\d+) bytes of spill "
+                  r"stores and a (\d+)-byte frame; `spill_instructions` is (\d+), `frame` (\d+)", text)
+    assert m, "API.md footnote 2 no longer names descend's numbers"
+    path, verbose = spill_cubins["sm_80_rdc"]
+    stores = re.search(r"Function properties for descend\s+(\d+) bytes stack frame, (\d+) bytes spill stores", verbose)
+    assert stores and (int(m[1]), int(m[2])) == (int(stores[2]), int(stores[1]))
+    (descend,) = [f.resources for co in _code_objects(path) for f in co.functions if f.name == "descend"]
+    assert (int(m[3]), int(m[4])) == (descend.spill_instructions, descend.frame)
 
 
 def test_cubin_resources_from_bytes_equal_from_path(spill_cubins: dict[str, tuple[Path, str]]) -> None:

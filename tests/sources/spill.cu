@@ -1,6 +1,8 @@
 // Register pressure for devbin's resource tests (tests/test_api_resources.py): built with
 // __launch_bounds__(1024, 2) (at most 32 registers), the kernel spills (ptxas -v prints non-zero "bytes spill stores") and the
-// device function keeps a local array; `calm` spills nothing.
+// device function keeps a local array; `calm` spills nothing.  `descend` is recursive: ptxas -v reports
+// spill bytes for it (the registers it keeps across its own call, saved on its stack frame) but marks no
+// instruction SpillRefill, so the cubin records no spill for it (docs/API.md, footnote 2).
 extern "C" __device__ __noinline__ float gather(const float *p, int n) {
     float a[32];
     for (int i = 0; i < 32; i++) a[i] = p[i * n];
@@ -24,3 +26,12 @@ extern "C" __global__ void __launch_bounds__(1024, 2) pressure(float *out, const
 }
 
 extern "C" __global__ void calm(float *out) { out[threadIdx.x] = 1.0f; }
+
+extern "C" __device__ __noinline__ float descend(const float *p, int n) {
+    float a[5];
+    for (int i = 0; i < 5; i++) a[i] = p[i * n];
+    if (n <= 0) return a[0];
+    return a[n % 5] + descend(p + 1, n - 1) * a[(n + 1) % 5];
+}
+
+extern "C" __global__ void recurse(float *out, const float *in, int n) { out[threadIdx.x] = descend(in, n); }

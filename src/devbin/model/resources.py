@@ -33,8 +33,10 @@ max_registers        ``EIATTR_MAXREG_COUNT`` [max_regs]                    ``Non
 ==================== ===================================================== ===================================
 
 Units differ and are kept apart: ``spill_instructions`` counts instructions (NVIDIA cubins
-record where ptxas put spill and refill code, not ``ptxas -v``'s bytes), ``sgpr_spills`` and
-``vgpr_spills`` count registers (what LLVM records).
+record where ptxas put spill and refill code it marked, not ``ptxas -v``'s bytes; the registers a
+recursive device function saves across its own call count in those bytes and are not marked, so
+0 does not mean "no spill bytes": docs/API.md, footnote 2), ``sgpr_spills`` and ``vgpr_spills``
+count registers (what LLVM records).
 
 The vendor attribute ids read here are defined here (one place) and registered by the
 importers that fill them.
