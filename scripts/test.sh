@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: environment setup, lint, tests, and a short fuzz run.
 #
-#   bash scripts/test.sh
+#   bash scripts/test.sh            everything (CI runs this: .ci/run)
+#   bash scripts/test.sh --quick    the inner loop, a minute or two: ruff, mypy, then
+#                                   pytest --quick -x (no test marked `tool` or `slow`, see
+#                                   tests/conftest.py; fewer property examples); no setup,
+#                                   no pure-Python rerun, no fuzz
 #
 # Steps (stops at the first failure):
 #   1. scripts/setup-test-env.sh   Debian tools + pip install -e '.[test]' (fast when done)
@@ -17,20 +21,44 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
+quick=0
+case "${1:-}" in
+    "") ;;
+    --quick) quick=1 ;;
+    *) echo "usage: bash scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
+
 fuzz_seconds="${DEVBIN_FUZZ_SECONDS:-60}"
 cli_fuzz_seconds="${DEVBIN_CLI_FUZZ_SECONDS:-45}"
 t0=$SECONDS
 step() { printf '\n== %s  [%ds]\n' "$*" "$((SECONDS - t0))"; }
 fail() { printf '\ntest.sh: FAILED: %s  [%ds]\n' "$*" "$((SECONDS - t0))" >&2; exit 1; }
 
-step "setup: scripts/setup-test-env.sh"
-bash scripts/setup-test-env.sh || fail "scripts/setup-test-env.sh"
+if [[ $quick == 0 ]]; then
+    step "setup: scripts/setup-test-env.sh"
+    bash scripts/setup-test-env.sh || fail "scripts/setup-test-env.sh"
+fi
 
 step "lint: ruff check src tests"
 python3 -m ruff check src tests || fail "ruff check src tests"
 
 step "types: python3 -m mypy (strict, src/devbin)"
 python3 -m mypy || fail "mypy"
+
+if [[ $quick == 1 ]]; then
+    step "tests (quick): python3 -m pytest -q -x --quick"
+    rc=0
+    timeout --kill-after=30 600 python3 -m pytest -q -x --quick || rc=$?
+    case "$rc" in
+        0) ;;
+        5) fail "pytest collected no tests (exit 5)" ;;
+        124 | 137) fail "pytest --quick ran past its 600 s limit" ;;
+        *) fail "pytest --quick (exit $rc)" ;;
+    esac
+    printf '\ntest.sh --quick: passed (tests marked tool/slow, the pure-Python rerun and fuzz not run)  [%ds]\n' \
+        "$((SECONDS - t0))"
+    exit 0
+fi
 
 step "tests: python3 -m pytest -q"
 rc=0

@@ -8,7 +8,8 @@ Tiers
     through the module's own functions and those of the helper modules).  ``pytest --quick``
     (``scripts/test.sh --quick``) leaves out the tests marked ``tool`` or ``slow``; in that mode
     ``require_tool`` *fails* a test that is not marked ``tool``, so a marker the scan missed
-    shows at once instead of letting the quick tier run nvcc.  CI runs everything.
+    shows at once instead of letting the quick tier run nvcc, and every property test draws at
+    most ``QUICK_MAX_EXAMPLES`` examples.  CI runs everything, with each test's own settings.
 
 Helpers
     ``require_tool(name)`` returns the path of an external tool; when it is missing
@@ -61,8 +62,9 @@ from tests.runners import run_tool
 # CI runs the property tests derandomized: the same examples every run, so a submission's CI
 # result does not depend on luck; locally they draw new examples each run (and find new bugs).
 settings.register_profile("ci", derandomize=True, print_blob=True)
-# --quick (the inner loop) draws fewer examples: the full run, and CI, draw the usual number.
-settings.register_profile("quick", max_examples=25)
+# --quick (the inner loop) draws at most this many examples per property test (see
+# pytest_collection_modifyitems); the full run, and CI, draw what each test asks for.
+QUICK_MAX_EXAMPLES = 25
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
@@ -126,14 +128,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under --quick: require_tool checks markers, and the property tests draw fewer examples (not in CI).
-
-    Here, before the test modules are imported, because ``@settings`` takes its defaults when it is applied.
-    """
+    """Under --quick, require_tool checks the running test's marker."""
     if config.getoption("quick"):
         _QUICK[0] = True
-        if not in_ci():
-            settings.load_profile("quick")
 
 
 def _called_names(node: ast.AST) -> set[str]:
@@ -191,6 +188,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if {item.originalname, *item.fixturenames} & (marked | {"tool"}):
             item.add_marker(pytest.mark.tool)
     if config.getoption("quick"):
+        _cap_examples(items)
         keep, dropped = [], []
         for i in items:
             quick = i.get_closest_marker("tool") is None and i.get_closest_marker("slow") is None
@@ -198,6 +196,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
+
+
+def _cap_examples(items: list[pytest.Item]) -> None:
+    """Cap every property test at QUICK_MAX_EXAMPLES, its own ``@settings(max_examples=...)`` included.
+
+    A profile cannot do it: a test's own settings win over the profile.  Hypothesis reads the settings
+    from this attribute of the test function when it runs.
+    """
+    for item in items:
+        fn = getattr(item, "obj", None)
+        own = getattr(fn, "_hypothesis_internal_use_settings", None)
+        if isinstance(own, settings) and own.max_examples > QUICK_MAX_EXAMPLES:
+            fn._hypothesis_internal_use_settings = settings(own, max_examples=QUICK_MAX_EXAMPLES)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -129,6 +129,7 @@ COMMANDS = [["inspect"], ["list"], ["extract", "-o", "out"], ["resources"], ["ca
             ["ar", "list"], ["ar", "extract", "--target", "gfx90a", "-o", "out.a"], ["load"]]
 
 
+@pytest.mark.slow  # a child process per command, ~10 s: not in the quick tier
 def test_every_error_is_one_line(tmp_path: Path) -> None:
     failed: dict[str, int] = {}
     for name in _malformed(tmp_path):

@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-from conftest import _tool_functions
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import QUICK_MAX_EXAMPLES, _cap_examples, _tool_functions
 
 HERE = Path(__file__).parent
 
@@ -39,3 +43,15 @@ def test_quick_fails_a_test_that_reaches_a_tool_unmarked(tmp_path: Path) -> None
     quick = subprocess.run([*args, "--quick"], capture_output=True, text=True, timeout=300, check=False, env=env)
     assert full.returncode == 0, full.stdout
     assert quick.returncode == 1 and "is not marked 'tool'" in quick.stdout, quick.stdout
+
+
+def test_quick_caps_a_property_tests_own_max_examples() -> None:
+    @settings(max_examples=400, deadline=None)
+    @given(st.integers())
+    def prop(x: int) -> None:
+        assert isinstance(x, int)
+
+    item = SimpleNamespace(obj=prop)
+    _cap_examples([item])  # type: ignore[list-item]
+    capped = prop._hypothesis_internal_use_settings  # type: ignore[attr-defined]
+    assert capped.max_examples == QUICK_MAX_EXAMPLES and capped.deadline is None
