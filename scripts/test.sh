@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: environment setup, lint, tests, and a deterministic fuzz replay.
 #
-#   bash scripts/test.sh
+#   bash scripts/test.sh            everything (CI runs this: .ci/run)
+#   bash scripts/test.sh --quick    the inner loop, a minute or two: ruff, mypy, then
+#                                   pytest --quick -x (no test marked `tool` or `slow`, see
+#                                   tests/conftest.py; fewer property examples); no setup,
+#                                   no pure-Python rerun, no fuzz
 #
 # Steps (stops at the first failure):
 #   0. scripts/pep668-venv.sh      where python3 is externally managed (PEP 668: Debian 12's system
@@ -23,6 +27,13 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
+quick=0
+case "${1:-}" in
+    "") ;;
+    --quick) quick=1 ;;
+    *) echo "usage: bash scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
+
 cli_fuzz_runs="${DEVBIN_CLI_FUZZ_RUNS:-2500}"
 t0=$SECONDS
 step() { printf '\n== %s  [%ds]\n' "$*" "$((SECONDS - t0))"; }
@@ -31,8 +42,10 @@ fail() { printf '\ntest.sh: FAILED: %s  [%ds]\n' "$*" "$((SECONDS - t0))" >&2; e
 # Debian 12's system python3 refuses pip (PEP 668): then the steps below run .venv's python3.
 source scripts/pep668-venv.sh
 
-step "setup: scripts/setup-test-env.sh"
-bash scripts/setup-test-env.sh || fail "scripts/setup-test-env.sh"
+if [[ $quick == 0 ]]; then
+    step "setup: scripts/setup-test-env.sh"
+    bash scripts/setup-test-env.sh || fail "scripts/setup-test-env.sh"
+fi
 
 step "lint: ruff check src tests"
 python3 -m ruff check src tests || fail "ruff check src tests"
@@ -40,13 +53,28 @@ python3 -m ruff check src tests || fail "ruff check src tests"
 step "types: python3 -m mypy (strict, src/devbin)"
 python3 -m mypy || fail "mypy"
 
+if [[ $quick == 1 ]]; then
+    step "tests (quick): python3 -m pytest -q -x --quick"
+    rc=0
+    timeout --kill-after=30 600 python3 -m pytest -q -x --quick || rc=$?
+    case "$rc" in
+        0) ;;
+        5) fail "pytest collected no tests (exit 5)" ;;
+        124 | 137) fail "pytest --quick ran past its 600 s limit" ;;
+        *) fail "pytest --quick (exit $rc)" ;;
+    esac
+    printf '\ntest.sh --quick: passed (tests marked tool/slow, the pure-Python rerun and fuzz not run)  [%ds]\n' \
+        "$((SECONDS - t0))"
+    exit 0
+fi
+
 step "tests: python3 -m pytest -q"
 rc=0
-timeout --kill-after=30 720 python3 -m pytest -q || rc=$?
+timeout --kill-after=30 1200 python3 -m pytest -q || rc=$?
 case "$rc" in
     0) ;;
     5) fail "pytest collected no tests (exit 5)" ;;
-    124 | 137) fail "pytest ran past its 720 s limit" ;;
+    124 | 137) fail "pytest ran past its 1200 s limit" ;;
     *) fail "pytest (exit $rc)" ;;
 esac
 

@@ -1,5 +1,16 @@
 """Shared pytest helpers and session fixtures that build real device binaries.
 
+Tiers
+    Every test that needs an external tool is marked ``tool``, automatically (see
+    ``pytest_collection_modifyitems``): it uses a fixture that builds with a tool (``cubins``,
+    ``amdgpu_objects``, ``host_objects``, the ``tool`` fixture, or a test module's fixture that
+    does), or its code reaches ``require_tool``/``tool``/``runners.run_tool`` (read with ``ast``,
+    through the module's own functions and those of the helper modules).  ``pytest --quick``
+    (``scripts/test.sh --quick``) leaves out the tests marked ``tool`` or ``slow``; in that mode
+    ``require_tool`` *fails* a test that is not marked ``tool``, so a marker the scan missed
+    shows at once instead of letting the quick tier run nvcc, and every property test draws at
+    most ``QUICK_MAX_EXAMPLES`` examples.  CI runs everything, with each test's own settings.
+
 Helpers
     ``require_tool(name)`` returns the path of an external tool; when it is missing
     the test is skipped, except in CI (environment variable ``CI`` set, as CI
@@ -32,6 +43,8 @@ project's own sources in ``tests/sources/``; see its README.md)
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import shutil
 import subprocess
@@ -44,9 +57,14 @@ from hypothesis import settings
 
 from devbin.tools import find_tool, install_hint
 
+from tests.runners import run_tool
+
 # CI runs the property tests derandomized: the same examples every run, so a submission's CI
 # result does not depend on luck; locally they draw new examples each run (and find new bugs).
 settings.register_profile("ci", derandomize=True, print_blob=True)
+# --quick (the inner loop) draws at most this many examples per property test (see
+# pytest_collection_modifyitems); the full run, and CI, draw what each test asks for.
+QUICK_MAX_EXAMPLES = 25
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
@@ -70,8 +88,14 @@ def require_tool(name: str, *, versions: Sequence[str] = ()) -> str:
     """Return the path of tool ``name``; skip the test when missing, or fail under CI.
 
     ``versions`` is passed to :func:`devbin.tools.find_tool`; by default the name is
-    looked up as given (write ``"llvm-readelf-19"`` for a specific version).
+    looked up as given (write ``"llvm-readelf-19"`` for a specific version).  Under
+    ``--quick`` a test not marked ``tool`` fails here: its marker is missing.
     """
+    item = _CURRENT_ITEM[0]
+    if _QUICK[0] and item is not None and item.get_closest_marker("tool") is None:
+        pytest.fail(f"{item.nodeid} needs tool {name!r} but is not marked 'tool': the quick tier must not "
+                    "run it (add @pytest.mark.tool, or reach the tool through require_tool/run_tool "
+                    "so that conftest.py sees it)", pytrace=False)
     path = find_tool(name, versions=versions)
     if path is None:
         hint = install_hint(name)
@@ -88,25 +112,118 @@ def tool() -> Callable[..., str]:
     return require_tool
 
 
-# --------------------------------------------------------------------------- building
+# --------------------------------------------------------------------------- tiers
+
+# Names whose call means "this needs an external tool"; the scan adds every function that calls one.
+_TOOL_CALLS = frozenset({"require_tool", "tool", "run_tool"})
+# The test being run (set in pytest_runtest_setup) and whether this is a --quick run.
+_CURRENT_ITEM: list[pytest.Item | None] = [None]
+_QUICK: list[bool] = [False]
 
 
-def _run(argv: Sequence[str | os.PathLike[str]], cwd: Path) -> None:
-    """Run one build command; a failure fails the requesting test with the tool's output."""
-    args = [os.fspath(a) for a in argv]
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--quick``: the inner loop (no test marked ``tool`` or ``slow``)."""
+    parser.addoption("--quick", action="store_true",
+                     help="leave out tests marked 'tool' or 'slow'; fail a test that reaches a tool unmarked")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under --quick, require_tool checks the running test's marker."""
+    if config.getoption("quick"):
+        _QUICK[0] = True
+
+
+def _called_names(node: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            f = sub.func
+            if isinstance(f, ast.Name):
+                names.add(f.id)
+            elif isinstance(f, ast.Attribute):
+                names.add(f.attr)
+    return names
+
+
+@functools.cache
+def _tool_functions(path: Path, seeds: frozenset[str]) -> frozenset[str]:
+    """Names of the functions in ``path`` that call, directly or through each other, a name in ``seeds``."""
     try:
-        proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        pytest.fail(f"fixture build command could not run: {' '.join(args)}: {e}", pytrace=False)
-    if proc.returncode != 0:
-        out = (proc.stderr + proc.stdout).strip()
-        pytest.fail(f"fixture build command failed ({proc.returncode}): {' '.join(args)}\n{out}", pytrace=False)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return frozenset()
+    calls: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            calls.setdefault(node.name, set()).update(_called_names(node))
+    marked = set(seeds)
+    while True:
+        more = {name for name, called in calls.items() if name not in marked and called & marked}
+        if not more:
+            return frozenset(marked & calls.keys())
+        marked |= more
+
+
+@functools.cache
+def _helper_tool_functions() -> frozenset[str]:
+    """Public functions of conftest.py and the helper modules (not test_*.py) that reach a tool.
+
+    Private names (``_run``) stay private: a test module's own ``_run`` is not conftest's.
+    """
+    found: set[str] = set()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        if not path.name.startswith("test_"):
+            found |= {name for name in _tool_functions(path, _TOOL_CALLS) if not name.startswith("_")}
+    return frozenset(found)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``tool`` every test that needs an external tool; under ``--quick`` leave out ``tool`` and ``slow``."""
+    helpers = _helper_tool_functions()
+    seeds = _TOOL_CALLS | helpers
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        marked = _tool_functions(Path(str(item.path)), seeds) | helpers
+        if {item.originalname, *item.fixturenames} & (marked | {"tool"}):
+            item.add_marker(pytest.mark.tool)
+    if config.getoption("quick"):
+        _cap_examples(items)
+        keep, dropped = [], []
+        for i in items:
+            quick = i.get_closest_marker("tool") is None and i.get_closest_marker("slow") is None
+            (keep if quick else dropped).append(i)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+
+
+def _cap_examples(items: list[pytest.Item]) -> None:
+    """Cap every property test at QUICK_MAX_EXAMPLES, its own ``@settings(max_examples=...)`` included.
+
+    A profile cannot do it: a test's own settings win over the profile.  Hypothesis reads the settings
+    from this attribute of the test function when it runs.
+    """
+    for item in items:
+        fn = getattr(item, "obj", None)
+        own = getattr(fn, "_hypothesis_internal_use_settings", None)
+        if isinstance(own, settings) and own.max_examples > QUICK_MAX_EXAMPLES:
+            fn._hypothesis_internal_use_settings = settings(own, max_examples=QUICK_MAX_EXAMPLES)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Remember the running test, for require_tool's check of its marker."""
+    _CURRENT_ITEM[0] = item
+
+
+# --------------------------------------------------------------------------- building
 
 
 def _run_all(commands: Sequence[Sequence[str | os.PathLike[str]]], cwd: Path) -> None:
     """Run independent build commands in parallel (a few threads; each is a subprocess)."""
     with ThreadPoolExecutor(max_workers=_JOBS) as pool:
-        for future in [pool.submit(_run, c, cwd) for c in commands]:
+        for future in [pool.submit(run_tool, c, cwd) for c in commands]:
             future.result()
 
 
@@ -233,7 +350,7 @@ def build_amdgpu_objects(out: Path) -> dict[str, Path]:
     images = [
         f"--image=file={built[f'{gfx}_obj']},triple=amdgcn-amd-amdhsa,arch={gfx},kind=hip" for gfx in BUNDLE_ARCHS
     ]
-    _run([clang, "-target", "x86_64-unknown-linux-gnu", "-O2", "-c", "-o", host_c, SOURCES / "host.c"], out)
+    run_tool([clang, "-target", "x86_64-unknown-linux-gnu", "-O2", "-c", "-o", host_c, SOURCES / "host.c"], out)
     commands = [
         [lld, "-shared", "-o", out / f"kernels.{gfx}.so", built[f"{gfx}_obj"], built[f"{gfx}_lib_obj"]]
         for gfx in AMDGPU_ARCHS
@@ -285,7 +402,7 @@ def build_host_objects(out: Path) -> dict[str, Path]:
     gcc = require_tool("gcc")
     ar = require_tool("ar")
     obj, so, archive = out / "host.o", out / "libhost.so", out / "libhost.a"
-    _run([gcc, "-O2", "-fPIC", "-c", "-o", obj, SOURCES / "host.c"], out)
+    run_tool([gcc, "-O2", "-fPIC", "-c", "-o", obj, SOURCES / "host.c"], out)
     commands: list[list[str | os.PathLike[str]]] = [
         [gcc, "-shared", "-o", so, obj],
         [ar, "rcs", archive, obj],

@@ -12,26 +12,23 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
+
+from tests.runners import run_tool
 
 KNOWN_VENDOR_WARNINGS = re.compile(r"Unexpected value \(\d+\) in info field")
 
 
-def run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
-
-
 def warnings_of(tool: str, path: Path, *opts: str) -> list[str]:
     """Lines of stderr/stdout that are warnings or errors."""
-    p = run([tool, *opts, str(path)])
+    p = run_tool([tool, *opts, str(path)], check=False)
     lines = (p.stderr + "\n" + p.stdout).splitlines()
     return [ln.strip() for ln in lines if re.search(r"\b(warning|error)\b", ln, re.I)]
 
 
 def llvm_json(readobj: str, path: Path) -> dict[str, Any]:
-    p = run([readobj, "--elf-output-style=JSON", "-S", "--symbols", "-r", str(path)])
+    p = run_tool([readobj, "--elf-output-style=JSON", "-S", "--symbols", "-r", str(path)], check=False)
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
     return data[0]  # type: ignore[no-any-return]
@@ -77,7 +74,7 @@ _SEC_RE = re.compile(
 
 def readelf_sections(path: Path) -> list[tuple[int, str, int, int, int, int]]:
     """(index, name, offset, size, link, info) from ``readelf -S -W``."""
-    p = run(["readelf", "-S", "-W", str(path)])
+    p = run_tool(["readelf", "-S", "-W", str(path)], check=False)
     out = []
     for ln in p.stdout.splitlines():
         m = _SEC_RE.match(ln)
@@ -88,7 +85,7 @@ def readelf_sections(path: Path) -> list[tuple[int, str, int, int, int, int]]:
 
 def readelf_symbols(path: Path) -> list[tuple[str, int, int, str]]:
     """(name, value, size, ndx) from ``readelf -s -W`` for the static symbol table."""
-    p = run(["readelf", "-s", "-W", str(path)])
+    p = run_tool(["readelf", "-s", "-W", str(path)], check=False)
     out = []
     in_symtab = False
     for ln in p.stdout.splitlines():
@@ -122,7 +119,7 @@ def nvdisasm_added_lines(before: str, after: str) -> list[str]:
 
 def readelf_notes(path: Path) -> list[tuple[str, str, int]]:
     """(section, owner, descriptor size) from ``readelf -n -W``."""
-    p = run(["readelf", "-n", "-W", str(path)])
+    p = run_tool(["readelf", "-n", "-W", str(path)], check=False)
     out = []
     section = ""
     for ln in p.stdout.splitlines():
@@ -137,7 +134,7 @@ def readelf_notes(path: Path) -> list[tuple[str, str, int]]:
 
 
 def readelf_relocation_counts(path: Path) -> dict[str, int]:
-    p = run(["readelf", "-r", "-W", str(path)])
+    p = run_tool(["readelf", "-r", "-W", str(path)], check=False)
     out: dict[str, int] = {}
     for m in re.finditer(r"Relocation section '([^']+)' at offset 0x[0-9a-f]+ contains (\d+) entr", p.stdout):
         out[m[1]] = int(m[2])

@@ -22,6 +22,7 @@ from devbin.model import StdAttr
 from devbin.targets.amdgpu.asminfo import AsmFunctionInfo, merge_asm_info, parse_asm_info
 from devbin.targets.amdgpu.importer import import_amdgpu
 from devbin.targets.amdgpu.resources import resource_symbols
+from runners import cli_ok
 
 from tests.conftest import SOURCES, require_tool
 
@@ -29,12 +30,6 @@ GFX = "gfx90a"
 FLAGS = ["-target", "amdgcn-amd-amdhsa", f"-mcpu={GFX}", "-nogpulib", "-cl-std=CL2.0", "-O2"]
 KERNELS = {"saxpy", "square_all", "scale_ext", "block_reverse"}
 DEVICE = {"helper_square"}
-
-
-def _devbin(*argv: str) -> str:
-    out = io.StringIO()
-    assert main(list(argv), out) == 0
-    return out.getvalue()
 
 
 def _asm(clang: str, src: Path = SOURCES / "amdgpu_kernels.cl") -> str:
@@ -167,7 +162,7 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path, capsys: pytest.Ca
     plain = _obj(clang, tmp_path / "plain.o")
     lib = _obj(clang, tmp_path / "lib.o", SOURCES / "amdgpu_lib.cl")
     cc = tmp_path / "cc.o"
-    res = json.loads(_devbin("cc", "--json", "--", clang, *FLAGS, "-c", "-o", str(cc),
+    res = json.loads(cli_ok("cc", "--json", "--", clang, *FLAGS, "-c", "-o", str(cc),
                              str(SOURCES / "amdgpu_kernels.cl")))
     assert res["disagreements"] == [] and res["filled"] == ["helper_square"] and res["without_asm_facts"] == []
     assert res["size_after"] > res["size_before"] == plain.stat().st_size
@@ -186,7 +181,7 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path, capsys: pytest.Ca
 
     # devbin resources: device functions' registers from the devbin sections; plain object: unknown
     infos = parse_asm_info(_asm(clang))
-    rows = {f["name"]: f for f in json.loads(_devbin("resources", "--json", str(cc)))["images"][0]["functions"]}
+    rows = {f["name"]: f for f in json.loads(cli_ok("resources", "--json", str(cc)))["images"][0]["functions"]}
     h = rows["helper_square"]["resources"]
     assert (h["sgprs"], h["vgprs"], h["registers"], h["agprs"], h["local"]) == (
         infos["helper_square"].sgpr, infos["helper_square"].total_vgpr, infos["helper_square"].total_vgpr,
@@ -196,16 +191,16 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path, capsys: pytest.Ca
     for k in KERNELS:
         r = rows[k]["resources"]
         assert r["sgprs"] == infos[k].sgpr and r["vgprs"] == infos[k].total_vgpr
-    plain_doc = json.loads(_devbin("resources", "--json", str(plain)))
+    plain_doc = json.loads(cli_ok("resources", "--json", str(plain)))
     plain_rows = {f["name"]: f for f in plain_doc["images"][0]["functions"]}
     assert plain_rows["helper_square"]["resources"]["vgprs"] is None
     assert plain_rows["helper_square"]["source"] == "unknown"
     capsys.readouterr()
-    text = _devbin("resources", str(plain))
+    text = cli_ok("resources", str(plain))
     assert re.search(r"^  device\s+\?\s+\?.*  helper_square$", text, re.M)  # the name last
     note = capsys.readouterr().err  # the footnote is a note: on stderr
     assert note.startswith("note: ? = not recorded in the file") and "devbin cc" in note and "? = " not in text
-    text = _devbin("resources", str(cc))
+    text = cli_ok("resources", str(cc))
     assert "? = not recorded" not in text + capsys.readouterr().err  # every function known: no footnote
     assert re.search(rf"^  device\s+{infos['helper_square'].sgpr}\s+{infos['helper_square'].total_vgpr}\s.*"
                      r"  helper_square$", text, re.M)

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,9 @@ import yaml
 
 import devbin
 from devbin.model import CodeObject, Function
+from runners import run_tool
 
 from tests.conftest import PTX_DIR, SOURCES, require_tool
-
-
-def _run(*argv: str | Path) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300, check=False)
-    assert p.returncode == 0, (argv, p.stderr + p.stdout)
-    return p
 
 
 def _code_objects(path: Path) -> list[CodeObject]:
@@ -50,7 +44,7 @@ _FIELD = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
 def _res_usage(path: Path) -> list[tuple[str, dict[str, int]]]:
     """(function, {REG: .., STACK: .., CONSTANT[0]: ..}) for every function block cuobjdump prints, in order."""
     out: list[tuple[str, dict[str, int]]] = []
-    lines = _run(require_tool("cuobjdump"), "-res-usage", path).stdout.splitlines()
+    lines = run_tool([require_tool("cuobjdump"), "-res-usage", path]).stdout.splitlines()
     for i, line in enumerate(lines):
         if m := _FUNCTION.match(line):
             out.append((m[1], {k: int(v) for k, v in _FIELD.findall(lines[i + 1])}))
@@ -59,7 +53,7 @@ def _res_usage(path: Path) -> list[tuple[str, dict[str, int]]]:
 
 def _regcounts(path: Path) -> dict[str, int]:
     """EIATTR_REGCOUNT per function, as ``cuobjdump -elf`` prints the global ``.nv.info``."""
-    text = _run(require_tool("cuobjdump"), "-elf", path).stdout
+    text = run_tool([require_tool("cuobjdump"), "-elf", path]).stdout
     return {m[1]: int(m[2]) for m in re.finditer(r"function: (\S+)\(0x[0-9a-f]+\)\s+register count: (\d+)", text)}
 
 
@@ -67,7 +61,7 @@ def _spill_refills(path: Path) -> dict[str, int]:
     """SpillRefill annotations per ``.nv.info.<f>`` section, as ``cuobjdump -elf`` lists them."""
     out: dict[str, int] = {}
     current = ""
-    for line in _run(require_tool("cuobjdump"), "-elf", path).stdout.splitlines():
+    for line in run_tool([require_tool("cuobjdump"), "-elf", path]).stdout.splitlines():
         if line.startswith(".nv.info."):
             current = line[len(".nv.info."):].strip()
         elif not line.startswith(("\t", " ")):
@@ -115,7 +109,7 @@ def spill_cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
     for arch in ("sm_80", "sm_90"):
         for kind, opts in (("rdc", ["-c"]), ("exec", [])):
             cubin = out / f"spill.{arch}.{kind}.cubin"
-            p = _run(ptxas, f"-arch={arch}", *opts, "-v", "-o", cubin, PTX_DIR / "spill.sm_80.ptx")
+            p = run_tool([ptxas, f"-arch={arch}", *opts, "-v", "-o", cubin, PTX_DIR / "spill.sm_80.ptx"])
             built[f"{arch}_{kind}"] = (cubin, p.stdout + p.stderr)
     return built
 
@@ -179,10 +173,10 @@ def test_fatbin_resources_equal_cuobjdump(spill_cubins: dict[str, tuple[Path, st
     """A compressed fatbin (two cubins and PTX) opened whole: its images in cuobjdump's order, PTX without a
     code object, every function of every cubin as cuobjdump -res-usage prints it."""
     fatbin = tmp_path / "spill.fatbin"
-    _run(require_tool("fatbinary"), f"--create={fatbin}", "-64", "--compress-mode=size",
+    run_tool([require_tool("fatbinary"), f"--create={fatbin}", "-64", "--compress-mode=size",
          f"--image3=kind=elf,sm=80,file={spill_cubins['sm_80_exec'][0]}",
          f"--image3=kind=elf,sm=90,file={spill_cubins['sm_90_exec'][0]}",
-         f"--image3=kind=ptx,sm=80,file={PTX_DIR / 'spill.sm_80.ptx'}")
+         f"--image3=kind=ptx,sm=80,file={PTX_DIR / 'spill.sm_80.ptx'}"])
     with devbin.open(fatbin) as src:
         assert [(i.kind, i.arch) for i in src.images] == [("cubin", "sm_80"), ("cubin", "sm_90"), ("ptx", "compute_80")]
         assert src.images[2].code_object() is None
@@ -209,7 +203,7 @@ _NOTE_KEYS = {  # Resources field -> metadata note key
 
 
 def _note_kernels(path: Path) -> list[dict[str, Any]]:
-    text = _run(require_tool("llvm-readelf-19"), "--notes", path).stdout
+    text = run_tool([require_tool("llvm-readelf-19"), "--notes", path]).stdout
     docs = [yaml.safe_load(d) for d in re.findall(r"^\s*---\n(.*?)^\s*\.\.\.\s*$", text, re.S | re.M)]
     return [k for d in docs for k in (d.get("amdhsa.kernels") or [])]
 
@@ -240,8 +234,8 @@ def test_amdgpu_spills_equal_readelf_notes(tmp_path: Path) -> None:
     clang = require_tool("clang-19")
     for gfx in ("gfx90a", "gfx1030"):
         obj = tmp_path / f"spill.{gfx}.o"
-        _run(clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c", f"-mcpu={gfx}",
-             "-o", obj, SOURCES / "spill.cl")
+        run_tool([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c", f"-mcpu={gfx}",
+             "-o", obj, SOURCES / "spill.cl"])
         functions = _check_amdgpu(obj)
         pressure, calm = functions["pressure"].resources, functions["calm"].resources
         assert pressure.vgpr_spills and pressure.local, gfx  # spilled into scratch

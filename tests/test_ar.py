@@ -9,9 +9,7 @@ Truncated and mutated archives must raise nothing but :class:`DeviceBinaryError`
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ import pytest
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, TruncatedError, UsageError
 from devbin.formats.ar import ArchiveFile, is_archive
 from devbin.formats.ar import constants as C
+from runners import run_tool
 
 from tests.conftest import require_tool
 from tests.expect import assert_located, outcome
@@ -40,13 +39,6 @@ HOST_C = {
 }
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False,
-                          env=None if env is None else {**os.environ, **env})
-    assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr}"
-    return proc.stdout
-
-
 @pytest.fixture(scope="module")
 def archives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Archives of every flavour over the same members (plus two gcc objects for the index)."""
@@ -60,7 +52,7 @@ def archives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name, text in HOST_C.items():
         (out / name).write_text(text)
         obj = name[:-2] + ".o"
-        _run([gcc, "-c", "-O2", "-o", obj, name], out)
+        run_tool([gcc, "-c", "-O2", "-o", obj, name], out)
         objs.append(obj)
     names = list(MEMBERS)
     (out / "sub").mkdir()
@@ -69,18 +61,18 @@ def archives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "gnu": "gnu.a", "gnu_index": "gnu_index.a", "sym64": "sym64.a", "bsd": "bsd.a",
         "bsd_index": "bsd_index.a", "thin": "thin.a",
     }
-    _run([ar, "rc", "gnu.a", *names], out)
-    _run([ar, "rcs", "gnu_index.a", *objs, "odd.o"], out)
-    _run([llvm_ar, "rcs", "sym64.a", *objs], out, env={"SYM64_THRESHOLD": "0"})
-    _run([llvm_ar, "rc", "--format=bsd", "bsd.a", *names], out)
-    _run([llvm_ar, "rcs", "--format=bsd", "bsd_index.a", *objs, "odd.o"], out)
-    _run([ar, "rcT", "thin.a", "odd.o", "a_very_long_member_name_here.o", "sub/nested.o"], out)
+    run_tool([ar, "rc", "gnu.a", *names], out)
+    run_tool([ar, "rcs", "gnu_index.a", *objs, "odd.o"], out)
+    run_tool([llvm_ar, "rcs", "sym64.a", *objs], out, env={"SYM64_THRESHOLD": "0"})
+    run_tool([llvm_ar, "rc", "--format=bsd", "bsd.a", *names], out)
+    run_tool([llvm_ar, "rcs", "--format=bsd", "bsd_index.a", *objs, "odd.o"], out)
+    run_tool([ar, "rcT", "thin.a", "odd.o", "a_very_long_member_name_here.o", "sub/nested.o"], out)
     return {k: out / v for k, v in built.items()}
 
 
 def _listing(tool: str, path: Path) -> list[str]:
     # Relative: for a thin archive GNU ar t prints each member joined to the archive path as given.
-    return _run([tool, "t", path.name], path.parent).splitlines()
+    return run_tool([tool, "t", path.name], path.parent).stdout.splitlines()
 
 
 @pytest.mark.parametrize("flavour", ["gnu", "gnu_index", "sym64", "bsd", "bsd_index", "thin"])
@@ -123,7 +115,7 @@ def test_member_bytes_and_headers(archives: dict[str, Path], flavour: str) -> No
 
 def _armap(path: Path) -> list[tuple[str, str]]:
     nm = require_tool("llvm-nm-19")
-    out = _run([nm, "--print-armap", str(path)], path.parent)
+    out = run_tool([nm, "--print-armap", str(path)], path.parent).stdout
     pairs = []
     for line in out.split("\n\n")[0].splitlines()[1:]:
         sym, _, member = line.rpartition(" in ")
@@ -164,7 +156,7 @@ def test_thin_member_outside_the_folder_is_refused(tmp_path: Path) -> None:
     ar = require_tool("ar")
     (tmp_path / "outside.o").write_bytes(b"out")
     (tmp_path / "lib").mkdir()
-    _run([ar, "rcT", "lib/t.a", "outside.o"], tmp_path)
+    run_tool([ar, "rcT", "lib/t.a", "outside.o"], tmp_path)
     # GNU ar stores the path relative to the archive's folder.
     a = ArchiveFile((tmp_path / "lib" / "t.a").read_bytes(), where="t.a")
     (m,) = a.files

@@ -18,7 +18,6 @@ devbin to ``__.SYMDEF_64``.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from hypothesis import strategies as st
 from devbin.errors import UsageError
 from devbin.formats.ar import ArchiveFile, safe_member_path
 from devbin.formats.ar.writer import FLAVOURS, ArMember, Flavour, plan_archive, write_archive
+from runners import run_tool
 
 from tests.conftest import require_tool
 from tests.expect import assert_located, outcome
@@ -67,20 +67,13 @@ ORACLES: dict[str, tuple[Flavour, list[str], dict[str, str], str]] = {
 KNOWN_DIFFERENCES = {("gnu-llvm", "no_symbols"), ("gnu64", "no_symbols"), ("gnu-threshold", "no_symbols")}
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False,
-                          env=None if env is None else {**os.environ, **env})
-    assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr}"
-    return proc.stdout
-
-
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     gcc = require_tool("gcc")
     out = tmp_path_factory.mktemp("arw")
     for name, text in C_FILES.items():
         (out / name).write_text(text)
-        _run([gcc, "-c", "-O2", "-o", name[:-2] + ".o", name], out)
+        run_tool([gcc, "-c", "-O2", "-o", name[:-2] + ".o", name], out)
     for name, data in PLAIN.items():
         (out / name).write_bytes(data)
     (out / "dup").mkdir()
@@ -99,7 +92,7 @@ def test_bytes_match_the_tools(inputs: Path, oracle: str, case: str) -> None:
     exe = require_tool(tool)
     out = inputs / f"{oracle}-{case}.a"
     out.unlink(missing_ok=True)
-    _run([exe, *argv, out.name, *CASES[case]], inputs, env)
+    run_tool([exe, *argv, out.name, *CASES[case]], inputs, env=env)
     mine = write_archive(_members(inputs, CASES[case]), flavour=flavour,
                          sym64_threshold=0 if env else 1 << 32)
     if (oracle, case) in KNOWN_DIFFERENCES:
@@ -109,7 +102,7 @@ def test_bytes_match_the_tools(inputs: Path, oracle: str, case: str) -> None:
 
 
 def _armap(path: Path) -> list[tuple[str, str]]:
-    text = _run([require_tool("llvm-nm-19"), "--print-armap", str(path)], path.parent)
+    text = run_tool([require_tool("llvm-nm-19"), "--print-armap", str(path)], path.parent).stdout
     rows = []
     for line in text.split("\n\n", 1)[0].splitlines():
         if " in " in line:
@@ -132,11 +125,12 @@ def test_wide_tables_read_by_the_tools(inputs: Path, flavour: str) -> None:
     path.write_bytes(data)
     a = ArchiveFile(data)
     assert a.members[0].name == {"gnu64": "/SYM64/", "bsd": "__.SYMDEF_64", "darwin": "__.SYMDEF_64"}[name]
-    assert _run([require_tool("llvm-ar-19"), "t", path.name], inputs).splitlines() == [m.name for m in members]
+    listed = run_tool([require_tool("llvm-ar-19"), "t", path.name], inputs).stdout
+    assert listed.splitlines() == [m.name for m in members]
     assert _armap(path) == _expected_armap(members)
     if name == "gnu64":  # binutils reads /SYM64/ too
-        assert _run([require_tool("ar"), "t", path.name], inputs).splitlines() == [m.name for m in members]
-        nm = _run([require_tool("nm"), "-s", path.name], inputs)
+        assert run_tool([require_tool("ar"), "t", path.name], inputs).stdout.splitlines() == [m.name for m in members]
+        nm = run_tool([require_tool("nm"), "-s", path.name], inputs).stdout
         for sym, member in _expected_armap(members):
             assert f"{sym} in {member}" in nm
 

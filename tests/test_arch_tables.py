@@ -11,7 +11,6 @@ clang-offload-bundler-19 bundle.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import struct
@@ -22,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCES, require_tool
-from devbin.cli.main import main
 from devbin.targets.amdgpu import mach
 from devbin.targets.amdgpu.matching import match, parse_device
 from devbin.targets.amdgpu.targetid import parse_target_id
 from devbin.targets.nvidia import archs
+from runners import cli
 
 # --------------------------------------------------------------------------- AMDGPU, table-driven
 
@@ -238,11 +237,6 @@ OBJECTS = {"gfx803": "gfx803", "gfx900": "gfx900", "gfx1010": "gfx1010", "gfx115
            "gfx10-3-generic": "gfx1032", "gfx11-generic": "gfx1103", "gfx12-generic": "gfx1200"}
 
 
-def _cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    return main(list(argv), out), out.getvalue()
-
-
 @pytest.fixture(scope="module")
 def clang19_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     clang = require_tool("clang-19")
@@ -276,32 +270,32 @@ def _readelf_name(path: Path) -> str:
 def test_bare_object_listed_and_selected(clang19_objects: dict[str, Path], cpu: str) -> None:
     path = clang19_objects[cpu]
     assert _readelf_name(path) == cpu
-    code, text = _cli("list", "--json", str(path))
+    code, text = cli("list", "--json", str(path))
     images = json.loads(text)["images"]
     assert code == 0 and [(i["kind"], i["arch"].split(":")[0]) for i in images] == [("amdgpu", cpu)]
     devices = mach.GENERIC_FAMILIES[cpu] if cpu.endswith("-generic") else (cpu,)
     assert OBJECTS[cpu] in devices
     for device in devices:
-        code, text = _cli("select", str(path), "--device", device)
+        code, text = cli("select", str(path), "--device", device)
         assert code == 0 and text.strip() == f"{path}: {cpu} (code object)", (device, text)
     other = "gfx1030" if cpu != "gfx10-3-generic" else "gfx1100"
-    code, _ = _cli("select", str(path), "--device", other)
+    code, _ = cli("select", str(path), "--device", other)
     assert code == 1
 
 
 def test_bundle_listed_and_selected(clang19_objects: dict[str, Path]) -> None:
     bundle = clang19_objects["bundle"]
-    code, text = _cli("list", "--json", str(bundle))
+    code, text = cli("list", "--json", str(bundle))
     assert code == 0
     archs_listed = [i["arch"].split(":")[0] for i in json.loads(text)["images"] if i["kind"] == "amdgpu"]
     assert archs_listed == list(OBJECTS)
     for cpu, device in OBJECTS.items():
-        code, text = _cli("select", str(bundle), "--device", device)
+        code, text = cli("select", str(bundle), "--device", device)
         assert code == 0 and text.strip().endswith(f": {cpu} (code object)"), (device, text)
     # members without an exact image get their family's generic object; exact images win over generic ones
     for device, want in (("gfx1011", "gfx10-1-generic"), ("gfx1010", "gfx1010"), ("gfx1150", "gfx11-generic"),
                          ("gfx1151", "gfx1151"), ("gfx90c", "gfx9-generic"), ("gfx1036", "gfx10-3-generic")):
-        code, text = _cli("select", str(bundle), "--device", device)
+        code, text = cli("select", str(bundle), "--device", device)
         assert code == 0 and text.strip().endswith(f": {want} (code object)"), (device, text)
-    code, _ = _cli("select", str(bundle), "--device", "gfx90a")
+    code, _ = cli("select", str(bundle), "--device", "gfx90a")
     assert code == 1

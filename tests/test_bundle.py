@@ -36,6 +36,7 @@ from devbin.formats.bundle import (
 from devbin.formats.bundle import constants as C
 from devbin.formats.bundle.compress import truncated_md5
 from devbin.formats.elf.reader import ElfFile
+from runners import run_tool
 
 from tests.expect import assert_located, outcome
 
@@ -59,28 +60,22 @@ def _bundler(version: str = "19") -> str:
     return require_tool(f"clang-offload-bundler-{version}")
 
 
-def _run(args: list[str], env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False, env=env)
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    return proc.stdout
-
-
 def _bundle_with_tool(tmp: Path, objs: dict[str, Path], ids: list[str], inputs: list[Path | str], *extra: str,
                       version: str = "19", name: str = "out.bin", typ: str = "o") -> Path:
     out = tmp / name
     ids = [HOST_ARG if i == HOST else i for i in ids]
-    _run([_bundler(version), f"-type={typ}", *extra, f"-targets={','.join(ids)}",
+    run_tool([_bundler(version), f"-type={typ}", *extra, f"-targets={','.join(ids)}",
           *[f"-input={i}" for i in inputs], f"-output={out}"])
     return out
 
 
 def _tool_list(path: Path, typ: str = "o", version: str = "19") -> list[str]:
-    return _run([_bundler(version), "--list", f"-type={typ}", f"-input={path}"]).split()
+    return run_tool([_bundler(version), "--list", f"-type={typ}", f"-input={path}"]).stdout.split()
 
 
 def _tool_unbundle(tmp: Path, path: Path, ids: list[str], typ: str = "o", version: str = "19") -> list[bytes]:
     outs = [tmp / f"unb{i}.{typ}" for i in range(len(ids))]
-    _run([_bundler(version), "--unbundle", f"-type={typ}", f"-targets={','.join(ids)}", f"-input={path}",
+    run_tool([_bundler(version), "--unbundle", f"-type={typ}", f"-targets={','.join(ids)}", f"-input={path}",
           *[f"-output={o}" for o in outs]])
     return [o.read_bytes() for o in outs]
 
@@ -293,9 +288,9 @@ def test_archive_mode(tmp_path: Path, objs: dict[str, Path]) -> None:
     b1.write_bytes(write_bundle([(_id("gfx90a"), objs["gfx90a"].read_bytes()),
                                  (_id("gfx1030"), objs["gfx1030"].read_bytes())]))
     lib = tmp_path / "libhet.a"
-    _run([ar, "rc", str(lib), str(b1)])
+    run_tool([ar, "rc", str(lib), str(b1)])
     out = tmp_path / "lib90a.a"
-    _run([_bundler(), "--unbundle", "-type=a", f"-targets={_id('gfx90a')}", f"-input={lib}", f"-output={out}"])
+    run_tool([_bundler(), "--unbundle", "-type=a", f"-targets={_id('gfx90a')}", f"-input={lib}", f"-output={out}"])
     from devbin.formats.ar.reader import ArchiveFile
 
     members = [m for m in ArchiveFile(out.read_bytes()).members if m.kind == "file"]
@@ -304,7 +299,7 @@ def test_archive_mode(tmp_path: Path, objs: dict[str, Path]) -> None:
 
     # The bundler's per-target archives through devbin list and devbin extract (both targets in one run).
     outs = {g: tmp_path / f"lib-{g}.a" for g in ("gfx90a", "gfx1030")}
-    _run([_bundler(), "--unbundle", "-type=a", f"-targets={_id('gfx90a')},{_id('gfx1030')}", f"-input={lib}",
+    run_tool([_bundler(), "--unbundle", "-type=a", f"-targets={_id('gfx90a')},{_id('gfx1030')}", f"-input={lib}",
           *[f"-output={o}" for o in outs.values()]])
     import io
     import json

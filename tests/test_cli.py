@@ -14,16 +14,11 @@ import pytest
 
 from devbin.cli.main import main
 from devbin.samples import sample_elf_bytes
+from runners import cli
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent / "fixtures"
 UPDATE = bool(os.environ.get("DEVBIN_UPDATE_GOLDEN"))
-
-
-def _run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out)
-    return code, out.getvalue()
 
 
 def _golden(name: str, text: str) -> None:
@@ -47,14 +42,14 @@ def test_inspect_golden(which: str, fmt: str, sample_o: Path, monkeypatch: pytes
     path = sample_o if which == "sample.o" else FIXTURES / which
     monkeypatch.chdir(path.parent)
     args = ["inspect", path.name] + (["--json"] if fmt == "json" else [])
-    code, text = _run(*args)
+    code, text = cli(*args)
     assert code == 0
     _golden(f"{which}.inspect.{'json' if fmt == 'json' else 'txt'}", text)
 
 
 def test_json_and_text_show_the_same_facts(sample_o: Path) -> None:
-    _, text = _run("inspect", str(sample_o))
-    _, js = _run("inspect", str(sample_o), "--json")
+    _, text = cli("inspect", str(sample_o))
+    _, js = cli("inspect", str(sample_o), "--json")
     data = json.loads(js)["images"][0]  # one code object: one entry of "images" (devbin.inspect/1)
     for s in data["sections"]:
         assert s["name"] in text
@@ -65,14 +60,14 @@ def test_json_and_text_show_the_same_facts(sample_o: Path) -> None:
 
 
 def test_inspect_is_deterministic(sample_o: Path) -> None:
-    assert _run("inspect", str(sample_o), "--json") == _run("inspect", str(sample_o), "--json")
+    assert cli("inspect", str(sample_o), "--json") == cli("inspect", str(sample_o), "--json")
 
 
 @pytest.mark.parametrize("content,needle", [(b"\x7fELF\x02\x01\x01", "e_ident")])
 def test_errors_are_one_line(tmp_path: Path, content: bytes, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "bad.bin"
     p.write_bytes(content)
-    code, out = _run("inspect", str(p))
+    code, out = cli("inspect", str(p))
     err = capsys.readouterr().err
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("devbin: error: ") and needle in err
@@ -84,19 +79,19 @@ def test_no_device_code_is_one_line_and_status_3(tmp_path: Path, content: bytes,
     """An empty file, bytes of no known format, an empty archive: cuobjdump's "does not contain device code"."""
     p = tmp_path / "bad.bin"
     p.write_bytes(content)
-    code, out = _run("inspect", str(p))
+    code, out = cli("inspect", str(p))
     err = capsys.readouterr().err
     assert code == 3 and out == ""
     assert err == f"devbin: {p}: does not contain device code\n"
 
 
 def test_missing_file_and_truncated_elf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _ = _run("inspect", str(tmp_path / "nope.o"))
+    code, _ = cli("inspect", str(tmp_path / "nope.o"))
     err = capsys.readouterr().err
     assert code == 1 and "nope.o" in err and err.count("\n") == 1
     p = tmp_path / "cut.o"
     p.write_bytes(sample_elf_bytes()[:1500])
-    code, _ = _run("inspect", str(p))
+    code, _ = cli("inspect", str(p))
     err = capsys.readouterr().err
     assert code == 1 and "cut.o" in err and "offset" in err and err.count("\n") == 1
 
@@ -119,12 +114,12 @@ def test_closed_pipe_exits_quietly(sample_o: Path) -> None:
 
 
 def test_tour(tmp_path: Path) -> None:
-    code, text = _run("tour", "--out", str(tmp_path))
+    code, text = cli("tour", "--out", str(tmp_path))
     assert code == 0
     assert "decoded model equals the original" in text
     assert "every loadable byte, symbol and relocation unchanged" in text
     assert (tmp_path / "sample.o").exists() and (tmp_path / "sample_sm90_rdc.annotated.cubin").exists()
-    code, js = _run("tour", "--out", str(tmp_path), "--json")
+    code, js = cli("tour", "--out", str(tmp_path), "--json")
     data = json.loads(js)
     assert code == 0 and data["sample"]["round_trip_equal"] and data["cubin"]["loader_differences"] == []
     assert data["amdgpu"]["round_trip_equal"] and data["amdgpu"]["loader_differences"] == []
@@ -153,12 +148,12 @@ def test_tour(tmp_path: Path) -> None:
     assert "lazy: 4 of 7 functions" in text and "15. devbin inspect" not in text
     # the summary first: each code object on one line, the ELF tables only with --details (they were 250 lines)
     assert text.count("\n") < 120 and f"   {tmp_path / 'sample_gfx90a.annotated.o'}: EM_AMDGPU ET_REL, " in text
-    code, details = _run("tour", "--out", str(tmp_path), "--details")
+    code, details = cli("tour", "--out", str(tmp_path), "--details")
     assert code == 0 and details.startswith(text.split("15. ")[0]) and "15. devbin inspect" in details
-    assert details.count("\n") > text.count("\n") + 200 and _run("tour", "--out", str(tmp_path))[1] == text
+    assert details.count("\n") > text.count("\n") + 200 and cli("tour", "--out", str(tmp_path))[1] == text
     assert "14. devbin size --keep sm_90" in text and data["size"]["files"][0]["savings"]["bytes"] == (
         data["packaging"]["prune"]["input_size"] - data["packaging"]["prune"]["output_size"]) > 0
-    again = _run("tour", "--out", str(tmp_path), "--json")[1]
+    again = cli("tour", "--out", str(tmp_path), "--json")[1]
     assert again == js  # the tour prints the same bytes every run
 
 
@@ -177,7 +172,7 @@ def test_module_entry_flushes_its_output_and_keeps_the_status(tmp_path: Path) ->
         runs[name] = (p.returncode, (tmp_path / f"{name}.out").read_text(), p.stderr)
     code, out, err = runs["ok"]
     assert code == 0 and err == "" and out.endswith("}\n")
-    assert json.loads(out) == json.loads(_run("list", "--json", str(cubin))[1])
+    assert json.loads(out) == json.loads(cli("list", "--json", str(cubin))[1])
     assert runs["missing"][0] == 1 and runs["missing"][2].count("\n") == 1 and "gone.o" in runs["missing"][2]
     assert runs["none"][0] == 3 and "does not contain device code" in runs["none"][2]
 
@@ -211,16 +206,16 @@ def test_pictures_are_written_to_dash_o(tmp_path: Path, sample_o: Path, capsys: 
     from devbin.samples import sample_path
     cubin = str(sample_path("sample_sm90_rdc.cubin"))
     new, old = tmp_path / "new.svg", tmp_path / "old.svg"
-    assert _run("callgraph", cubin, "--svg", "-o", str(new))[0] == 0
+    assert cli("callgraph", cubin, "--svg", "-o", str(new))[0] == 0
     assert capsys.readouterr().err == ""
-    assert _run("callgraph", cubin, "--svg", str(old))[0] == 0
+    assert cli("callgraph", cubin, "--svg", str(old))[0] == 0
     assert "note: --svg OUT is the old spelling of --svg -o OUT" in capsys.readouterr().err
     assert new.read_bytes() == old.read_bytes() and new.read_bytes().startswith(b"<svg")
     page = tmp_path / "r.html"
-    assert _run("size", cubin, "--html", "-o", str(page))[0] == 0 and page.read_bytes().startswith(b"<!DOCTYPE html")
+    assert cli("size", cubin, "--html", "-o", str(page))[0] == 0 and page.read_bytes().startswith(b"<!DOCTYPE html")
     for bad in (["size", cubin, "--html"], ["size", cubin, "-o", str(page)], ["size", cubin, "--html", "x", "-o", "y"],
                 ["callgraph", cubin, "-o", str(new)]):
-        assert _run(*bad)[0] == 2, bad
+        assert cli(*bad)[0] == 2, bad
 
 
 def test_readme_command_rows_name_real_flags() -> None:

@@ -8,7 +8,6 @@ line (and JSON "file") replaced by that name.
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
@@ -18,22 +17,16 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES
-from devbin.cli.main import main
 from devbin.formats.bundle import write_bundle, write_compressed_bundle
 from devbin.formats.fatbin import FatbinImage, write_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import OffloadImage, write_offload_binary
 from devbin.formats.offload import constants as OC
+from runners import cli
 
 AMD = (FIXTURES / "sample_gfx90a.o").read_bytes()
 CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()
 PTX = (FIXTURES / "sample.ptx").read_bytes()
-
-
-def _run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out)
-    return code, out.getvalue()
 
 
 def _label(img: dict[str, Any]) -> str:
@@ -52,12 +45,12 @@ def _producer_metadata(img: dict[str, Any]) -> dict[str, str]:
 
 def _code_objects(path: Path, tmp: Path) -> list[tuple[dict[str, Any], Path]]:
     """(`devbin list` facts, extracted file) for every ELF code object in ``path``, in discovery order."""
-    code, text = _run("list", "--json", str(path))
+    code, text = cli("list", "--json", str(path))
     assert code == 0
     listed = [i for i in json.loads(text)["images"]
               if i["kind"] in ("cubin", "ptx", "amdgpu") or i["container"] in ("offload", "bundle", "wrapped")]
     out = tmp / f"x-{path.name}"
-    code, text = _run("extract", str(path), "-o", str(out), "--json")
+    code, text = cli("extract", str(path), "-o", str(out), "--json")
     assert code == 0
     written = json.loads(text)["written"]
     assert len(written) == len(listed)
@@ -69,7 +62,7 @@ def _expected_text(command: str, path: Path, tmp: Path) -> tuple[str, int]:
     blocks = []
     images = _code_objects(path, tmp)
     for info, file in images:
-        code, single = _run(command, str(file))
+        code, single = cli(command, str(file))
         assert code == 0
         if command == "inspect":
             assert single.startswith(f"{file}: ")
@@ -83,7 +76,7 @@ def _expected_text(command: str, path: Path, tmp: Path) -> tuple[str, int]:
 def _check_text(command: str, path: Path, tmp: Path, n_images: int) -> str:
     expected, count = _expected_text(command, path, tmp)
     assert count == n_images
-    code, text = _run(command, str(path))
+    code, text = cli(command, str(path))
     assert code == 0
     assert text.startswith(expected)
     assert text[len(expected):].strip() == ""  # notes and warnings go to stderr
@@ -95,7 +88,7 @@ IMAGE_KEYS = ("address", "vendor", "kind", "arch", "size", "stored_size", "compr
 
 
 def _check_json(command: str, path: Path, tmp: Path, n_images: int) -> dict[str, Any]:
-    code, text = _run(command, "--json", str(path))
+    code, text = cli(command, "--json", str(path))
     assert code == 0
     doc = json.loads(text)
     assert list(doc) == ["schema", "file", "images", "skipped", "warnings"] and doc["file"] == str(path)
@@ -103,7 +96,7 @@ def _check_json(command: str, path: Path, tmp: Path, n_images: int) -> dict[str,
     images = _code_objects(path, tmp)
     assert len(doc["images"]) == len(images) == n_images
     for got, (info, file) in zip(doc["images"], images, strict=True):
-        code, single_text = _run(command, "--json", str(file))
+        code, single_text = cli(command, "--json", str(file))
         assert code == 0
         single_doc = json.loads(single_text)
         assert single_doc["file"] == str(file) and len(single_doc["images"]) == 1  # one shape for every input
@@ -183,9 +176,9 @@ def test_offload_binary_holding_a_fatbin(tmp_path: Path) -> None:
     fb = write_fatbin([FatbinImage(FC.KIND_ELF, 90, CUBIN)])
     p.write_bytes(write_offload_binary([OffloadImage.of(fb, image_kind=OC.IMG_FATBINARY, offload_kind=OC.OFK_CUDA,
                                                         strings={"triple": "nvptx64-nvidia-cuda", "arch": "sm_90"})]))
-    code, text = _run("callgraph", str(p))
+    code, text = cli("callgraph", str(p))
     assert code == 0 and text.count("=== ") == 1 and "callgraph for sm_90:" in text
-    _, single = _run("callgraph", str(FIXTURES / "sample_sm90.cubin"))
+    _, single = cli("callgraph", str(FIXTURES / "sample_sm90.cubin"))
     assert text.endswith(single)
 
 
@@ -200,15 +193,15 @@ def test_archive_of_code_objects(tmp_path: Path) -> None:
     # `devbin extract` writes no bare archive members: the oracle is the member files themselves.
     blocks = []
     for member, kind, arch in (("a.o", "amdgpu", "gfx90a"), ("c.cubin", "cubin", "sm_90")):
-        code, single = _run("callgraph", str(tmp_path / member))
+        code, single = cli("callgraph", str(tmp_path / member))
         assert code == 0
         blocks.append(f"=== {lib}!{member}: {kind} {arch} ===\n{single}")
-    code, text = _run("callgraph", str(lib))
+    code, text = cli("callgraph", str(lib))
     assert code == 0 and text == "\n".join(blocks)
 
 
 def test_dot_has_one_cluster_per_image(bundle: Path, tmp_path: Path) -> None:
-    code, text = _run("callgraph", "--dot", str(bundle))
+    code, text = cli("callgraph", "--dot", str(bundle))
     assert code == 0
     assert text.startswith("digraph ") and "subgraph cluster_0 {" in text and "subgraph cluster_1 {" in text
     assert '"0:saxpy" -> "0:axpy_one";' in text and '"1:saxpy" -> "1:axpy_one";' in text
@@ -221,9 +214,9 @@ def test_dot_has_one_cluster_per_image(bundle: Path, tmp_path: Path) -> None:
 def test_single_code_objects_are_unchanged(tmp_path: Path) -> None:
     for path in (FIXTURES / "sample_sm90.cubin", FIXTURES / "sample_gfx90a.o"):
         for command in ("inspect", "callgraph"):
-            code, text = _run(command, str(path))
+            code, text = cli(command, str(path))
             assert code == 0 and "=== " not in text
-            code, js = _run(command, "--json", str(path))
+            code, js = cli(command, "--json", str(path))
             doc = json.loads(js)  # the same shape as a container's: the one code object in "images"
             assert code == 0 and doc["file"] == str(path) and len(doc["images"]) == 1
             assert doc["images"][0]["address"] == str(path) and doc["skipped"] == []
@@ -235,7 +228,7 @@ def test_nothing_found_is_one_line_and_status_3(content: bytes, tmp_path: Path,
     p = tmp_path / "empty.bin"
     p.write_bytes(content)
     for command in ("inspect", "callgraph"):
-        code, out = _run(command, str(p))
+        code, out = cli(command, str(p))
         err = capsys.readouterr().err
         assert code == 3 and out == ""
         assert err == f"devbin: {p}: does not contain device code\n"
@@ -244,10 +237,10 @@ def test_nothing_found_is_one_line_and_status_3(content: bytes, tmp_path: Path,
 def test_only_ptx_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "ptx.fatbin"
     p.write_bytes(write_fatbin([FatbinImage(FC.KIND_PTX, 90, PTX)]))
-    code, text = _run("inspect", str(p))
+    code, text = cli("inspect", str(p))
     err = capsys.readouterr().err
     assert code == 0 and text == "" and "skipped ptx image" in err and "no ELF code object found" in err
-    code, text = _run("callgraph", "--json", str(p))
+    code, text = cli("callgraph", "--json", str(p))
     assert code == 0 and json.loads(text)["images"] == []
 
 
@@ -286,5 +279,5 @@ def test_host_object_without_device_images_exits_3(host_objects: dict[str, Path]
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     path = host_objects["x86_64_obj"]
     for command in ("inspect", "callgraph"):
-        code, text = _run(command, str(path))
+        code, text = cli(command, str(path))
         assert code == 3 and text == "" and capsys.readouterr().err == f"devbin: {path}: does not contain device code\n"

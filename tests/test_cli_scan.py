@@ -19,6 +19,7 @@ from devbin.cli.list_cmd import fit_path
 from devbin.cli.main import main
 from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.bundle import write_bundle
+from runners import cli
 
 AMD = (FIXTURES / "sample_gfx90a.o").read_bytes()
 CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()
@@ -28,9 +29,7 @@ COMMANDS = (["list"], ["list", "--json"], ["resources"], ["resources", "--json"]
 
 
 def _run(argv: list[str], tmp: Path) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main([str(tmp / "out") if a == "OUT" else a for a in argv], out)
-    return code, out.getvalue()
+    return cli(*[str(tmp / "out") if a == "OUT" else a for a in argv])
 
 
 def _truncated(tmp: Path) -> dict[str, Path]:

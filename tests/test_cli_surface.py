@@ -37,16 +37,11 @@ from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import OffloadImage, write_offload_binary
 from devbin.formats.offload import constants as OC
 from devbin.images import find_image, scan
+from runners import cli
 
 SAMPLES = Path(__file__).parents[1] / "src" / "devbin" / "samples"
 GOLDEN = Path(__file__).parent / "golden" / "surface"
 UPDATE = bool(os.environ.get("DEVBIN_UPDATE_GOLDEN"))
-
-
-def _run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out)
-    return code, out.getvalue()
 
 
 #: Keys whose values are wall-clock times: set to 0 in the goldens.
@@ -136,7 +131,7 @@ def test_golden_text_and_json(name: str, work: Path) -> None:
     for fmt in ("txt", "json"):
         for p in work.glob("out-*"):  # writers refuse nothing here, but start each run from a clean folder
             shutil.rmtree(p) if p.is_dir() else p.unlink()
-        code, text = _run(*argv, *(["--json"] if fmt == "json" else []))
+        code, text = cli(*argv, *(["--json"] if fmt == "json" else []))
         assert code == 0, text
         if fmt == "json":
             _validate(schema, text)
@@ -151,17 +146,17 @@ def test_golden_callgraph_svg(name: str, work: Path) -> None:
         out = work / "out-graph.svg"
         if out.exists():
             out.unlink()
-        code, text = _run(*argv, "--svg", out.name, *(["--json"] if fmt == "json" else []))
+        code, text = cli(*argv, "--svg", out.name, *(["--json"] if fmt == "json" else []))
         assert code == 0, text
         _golden(f"{name}.{fmt}", text)
         _golden(f"{name}.svg", out.read_text())
 
 
 def test_tour_json_follows_its_schema(tmp_path: Path) -> None:
-    code, text = _run("tour", "-o", str(tmp_path / "t"), "--json")
+    code, text = cli("tour", "-o", str(tmp_path / "t"), "--json")
     assert code == 0
     _validate("tour", text)
-    code, again = _run("tour", "--out", str(tmp_path / "t2"), "--json")  # the old name still works
+    code, again = cli("tour", "--out", str(tmp_path / "t2"), "--json")  # the old name still works
     assert code == 0 and json.loads(again).keys() == json.loads(text).keys()
 
 
@@ -194,12 +189,12 @@ def _run_help(command: str) -> str:
 
 
 def test_schema_command_lists_and_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    code, text = _run("schema")
+    code, text = cli("schema")
     assert code == 0
     _golden("schema.txt", text)
-    code, text = _run("schema", "list")
+    code, text = cli("schema", "list")
     assert code == 0 and json.loads(text)["properties"]["schema"]["const"] == "devbin.list/1"
-    code, text = _run("schema", "no-such")
+    code, text = cli("schema", "no-such")
     assert code == 2 and text == "" and "no schema named" in capsys.readouterr().err
 
 
@@ -207,7 +202,7 @@ def test_cc_json_follows_its_schema(tmp_path: Path) -> None:
     clang = require_tool("clang-19")
     src = tmp_path / "k.cl"
     src.write_text("__kernel void k(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n")
-    code, text = _run("cc", "--json", "--", clang, "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib",
+    code, text = cli("cc", "--json", "--", clang, "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib",
                       "-c", "-o", str(tmp_path / "k.o"), str(src))
     assert code == 0
     _validate("cc", text)
@@ -227,13 +222,13 @@ IMAGE_KEYS = ["address", "vendor", "kind", "arch", "size", "stored_size", "compr
 
 
 def test_an_image_has_the_same_keys_in_every_command(work: Path) -> None:
-    listed = {i["address"]: i for i in json.loads(_run("list", "--json", "--all", ".")[1])["images"]}
+    listed = {i["address"]: i for i in json.loads(cli("list", "--json", "--all", ".")[1])["images"]}
     docs = {
-        "resources": json.loads(_run("resources", "--json", "sample.fatbin", "sample_gfx90a.o")[1])["images"],
-        "inspect": json.loads(_run("inspect", "--json", "sample.fatbin")[1])["images"],
-        "callgraph": json.loads(_run("callgraph", "--json", "sample_gfx90a.o")[1])["images"],
-        "select": json.loads(_run("select", "--json", "sample.fatbin", "--device", "sm_90")[1])["candidates"],
-        "prune": json.loads(_run("prune", "--json", "sample.fatbin", "--keep", "sm_90", "--dry-run")[1])["images"],
+        "resources": json.loads(cli("resources", "--json", "sample.fatbin", "sample_gfx90a.o")[1])["images"],
+        "inspect": json.loads(cli("inspect", "--json", "sample.fatbin")[1])["images"],
+        "callgraph": json.loads(cli("callgraph", "--json", "sample_gfx90a.o")[1])["images"],
+        "select": json.loads(cli("select", "--json", "sample.fatbin", "--device", "sm_90")[1])["candidates"],
+        "prune": json.loads(cli("prune", "--json", "sample.fatbin", "--keep", "sm_90", "--dry-run")[1])["images"],
     }
     for command, images in docs.items():
         assert images, command
@@ -248,7 +243,7 @@ def test_an_image_has_the_same_keys_in_every_command(work: Path) -> None:
 def test_callgraph_json_has_one_shape_for_every_input(work: Path) -> None:
     shapes = set()
     for path in ("sample_sm90_rdc.cubin", "sample_gfx90a.o", "tour/app.offload", "sample.fatbin"):
-        doc = json.loads(_run("callgraph", "--json", path)[1])
+        doc = json.loads(cli("callgraph", "--json", path)[1])
         shapes.add(tuple(doc))
         for image in doc["images"]:
             assert list(image) == [*IMAGE_KEYS, "target_id", "nodes"]
@@ -269,14 +264,14 @@ def _function_resources(work: Path) -> dict[str, dict[tuple[str, str], dict[str,
     for command in ("resources", "callgraph", "inspect"):
         got = out.setdefault(command, {})
         for path in objects:
-            for image in json.loads(_run(command, "--json", path)[1])["images"]:
+            for image in json.loads(cli(command, "--json", path)[1])["images"]:
                 functions = image["functions"] if command == "resources" else image["nodes"] \
                     if command == "callgraph" else image["devbin"]["functions"]
                 got.update({(path, f["name"]): f["resources"] for f in functions if f["resources"] is not None})
-    link = json.loads(_run("link", "--json", "sample_link_kern.o", "sample_link_lib.o")[1])
+    link = json.loads(cli("link", "--json", "sample_link_kern.o", "sample_link_lib.o")[1])
     out["link"] = {("sample_link_kern.o", u["kernel"]): u["own"] for u in link["resources"]}
     out["link total"] = {("sample_link_kern.o", u["kernel"]): u["total"] for u in link["resources"]}
-    load = json.loads(_run("load", "--json", "sample_load_user.so", "sample_load_lib.so")[1])
+    load = json.loads(cli("load", "--json", "sample_load_user.so", "sample_load_lib.so")[1])
     out["load"] = {(Path(s["code_object"]).name, s["name"]): s["resources"] for s in load["symbols"]
                    if s["resources"] is not None}
     return out
@@ -328,30 +323,30 @@ def nested(tmp_path: Path) -> Path:
 
 
 def test_extract_image_writes_exactly_the_image(nested: Path, tmp_path: Path) -> None:
-    code, text = _run("list", "--all", "--json", str(nested))
+    code, text = cli("list", "--all", "--json", str(nested))
     assert code == 0
     addresses = [i["address"] for i in json.loads(text)["images"]]
     assert len(addresses) >= 7
     images = list(scan([nested], all=True))
     for n, address in enumerate(addresses):
         folder = tmp_path / f"x{n}"
-        code, text = _run("extract", "--image", address, "-o", str(folder), "--json")
+        code, text = cli("extract", "--image", address, "-o", str(folder), "--json")
         assert code == 0, address
         written = json.loads(text)["written"]
         assert [w["address"] for w in written] == [address]
         assert Path(written[0]["file"]).read_bytes() == bytes(find_image(images, address).data())
-        code, listed = _run("list", "--image", address, "--json")  # no PATH: the address's file is read
+        code, listed = cli("list", "--image", address, "--json")  # no PATH: the address's file is read
         assert code == 0 and [i["address"] for i in json.loads(listed)["images"]] == [address]
 
 
 def test_image_option_on_every_reading_command(nested: Path, work: Path) -> None:
     cubin = f"{nested}!pkg/k.cubin"
     amd = f"{nested}!pkg/libk.a!k.o"
-    assert [i["address"] for i in json.loads(_run("resources", "--json", "--image", cubin)[1])["images"]] == [cubin]
+    assert [i["address"] for i in json.loads(cli("resources", "--json", "--image", cubin)[1])["images"]] == [cubin]
     for command in ("inspect", "callgraph"):
-        doc = json.loads(_run(command, str(nested), "--image", amd, "--json")[1])
+        doc = json.loads(cli(command, str(nested), "--image", amd, "--json")[1])
         assert [i["address"] for i in doc["images"]] == [amd] and doc["skipped"] == []
-    doc = json.loads(_run("select", str(nested), "--device", "gfx90a", "--image", amd, "--json")[1])
+    doc = json.loads(cli("select", str(nested), "--device", "gfx90a", "--image", amd, "--json")[1])
     assert [c["address"] for c in doc["candidates"]] == [amd] and doc["chosen"]["address"] == amd
 
 
@@ -359,19 +354,19 @@ def test_image_option_on_every_reading_command(nested: Path, work: Path) -> None
                                   ["select", "--device", "sm_90"]])
 def test_unknown_image_address_is_a_usage_error(argv: list[str], nested: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    code, text = _run(*argv, str(nested), "--image", f"{nested}!pkg/nope.cubin")
+    code, text = cli(*argv, str(nested), "--image", f"{nested}!pkg/nope.cubin")
     err = capsys.readouterr().err
     assert code == 2 and text == "" and err.startswith("devbin: error: --image: no device image at")
-    code, text = _run(*argv, str(nested), "--image", "!bad")
+    code, text = cli(*argv, str(nested), "--image", "!bad")
     assert code == 2 and text == "" and "bad image address" in capsys.readouterr().err
 
 
 def test_arch_option(nested: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    doc = json.loads(_run("list", "--json", "--arch", "sm_90", str(nested))[1])
+    doc = json.loads(cli("list", "--json", "--arch", "sm_90", str(nested))[1])
     assert {i["arch"] for i in doc["images"]} == {"sm_90", "compute_90"}
-    doc = json.loads(_run("list", "--json", "--arch", "compute_90", "--arch", "gfx90a", str(nested))[1])
+    doc = json.loads(cli("list", "--json", "--arch", "compute_90", "--arch", "gfx90a", str(nested))[1])
     assert {i["arch"] for i in doc["images"]} == {"compute_90", "gfx90a"}
-    code, text = _run("list", "--arch", "sm_9x", str(nested))
+    code, text = cli("list", "--arch", "sm_9x", str(nested))
     assert code == 2 and text == "" and "--arch sm_9x" in capsys.readouterr().err
     assert arch_matches("sm_90a", "sm_90") and arch_matches("sm_90", "sm_90a") and arch_matches("compute_90", "sm_90")
     assert not arch_matches("sm_90", "compute_90") and not arch_matches("sm_100", "sm_10")
@@ -393,7 +388,7 @@ def test_resources_arch_equals_cuobjdump_arch(tmp_path: Path) -> None:
         for arch in ("sm_80", "sm_90", "sm_90a", "sm_75"):
             theirs = subprocess.run([cuobjdump, "-arch", arch, "-res-usage", str(path)], check=True,
                                     capture_output=True, text=True).stdout
-            code, ours = _run("resources", "--format", "cuobjdump", "--arch", arch, str(path))
+            code, ours = cli("resources", "--format", "cuobjdump", "--arch", arch, str(path))
             assert code == 0 and ours == theirs, (path.name, arch)
             if arch == "sm_75":  # cuobjdump prints no function and exits 0; devbin too, with a note on stderr
                 assert "Function" not in theirs
@@ -445,7 +440,7 @@ def test_no_device_code_exits_3_with_one_line(name: str, json_: bool, tmp_path: 
     empty_ar = tmp_path / "empty.a"
     empty_ar.write_bytes(b"!<arch>\n")
     for path in (text_file, empty_ar):
-        code, out = _run(*_argv(name, path, tmp_path / "out", json_))
+        code, out = cli(*_argv(name, path, tmp_path / "out", json_))
         err = capsys.readouterr().err
         assert code == 3, (name, err)
         assert out == "" and err == f"devbin: {path}: does not contain device code\n", name
@@ -454,7 +449,7 @@ def test_no_device_code_exits_3_with_one_line(name: str, json_: bool, tmp_path: 
 @pytest.mark.parametrize("name", sorted({**READERS, **OTHERS}))
 def test_missing_file_exits_1_with_one_line(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "missing.o"
-    code, out = _run(*_argv(name, path, tmp_path / "out", False))
+    code, out = cli(*_argv(name, path, tmp_path / "out", False))
     err = capsys.readouterr().err
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("devbin: error: ") and "missing.o" in err, err
@@ -465,7 +460,7 @@ def test_malformed_file_exits_1_with_errors_on_stderr(name: str, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "cut.cubin"
     path.write_bytes((SAMPLES / "sample_sm90.cubin").read_bytes()[:200])
-    code, out = _run(*_argv(name, path, tmp_path / "out", False))
+    code, out = cli(*_argv(name, path, tmp_path / "out", False))
     err = capsys.readouterr().err
     assert code == 1, (name, out, err)
     assert "devbin: error: " in err and "cut.cubin" in err
@@ -477,13 +472,13 @@ def test_warnings_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str
     lib = tmp_path / "lib.a"
     lib.write_bytes(write_archive([ArMember("good.o", amd), ArMember("bad.o", amd[:len(amd) // 2], symbols=())]))
     for argv in (["list"], ["resources"], ["extract", "-o", str(tmp_path / "x")], ["inspect"], ["callgraph"]):
-        code, out = _run(*argv, str(lib))
+        code, out = cli(*argv, str(lib))
         err = capsys.readouterr().err
         assert code == 0 and "warning: " not in out and "warning: " in err and "bad.o" in err, argv
 
 
 def test_link_errors_go_to_stderr(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = _run("link", "sample_link_kern.o")  # the library's functions are missing
+    code, out = cli("link", "sample_link_kern.o")  # the library's functions are missing
     err = capsys.readouterr().err
     assert code == 1 and "error:" not in out and "error: " in err
 
@@ -493,9 +488,9 @@ def test_paths_are_never_cut_in_a_pipe(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 70)
     deep.mkdir()
     (deep / long_name).write_bytes((SAMPLES / "sample_gfx90a.o").read_bytes())
-    code, text = _run("list", str(deep))
+    code, text = cli("list", str(deep))
     assert code == 0 and str(deep / long_name) in text
-    code, text = _run("resources", str(deep))
+    code, text = cli("resources", str(deep))
     assert code == 0 and str(deep / long_name) in text
 
     class Tty(io.StringIO):
@@ -545,13 +540,13 @@ def test_link_and_load_take_image_addresses(work: Path) -> None:
 
     for files, command in ((["sample_link_kern.o", "sample_link_lib.o"], "link"),
                            (["sample_load_user.so", "sample_load_lib.so"], "load")):
-        code, by_file = _run(command, *files, "--json")
+        code, by_file = cli(command, *files, "--json")
         assert code == 0
         images = [a for f in files for a in ("--image", names[f])]
-        code, by_address = _run(command, *images, "--json")
+        code, by_address = cli(command, *images, "--json")
         assert code == 0 and _stable(by_address) == renamed(by_file), command
         _validate(command, by_address)
-    code, text = _run("pack", "--check-only", "--json", "--image", "file=inputs.offload#1.0,Team=x")
+    code, text = cli("pack", "--check-only", "--json", "--image", "file=inputs.offload#1.0,Team=x")
     doc = _validate("pack", text)
     assert code == 0 and [(i["kind"], i["size"]) for i in doc["images"]] == [
         ("amdgpu", (work / "sample_link_lib.o").stat().st_size)]
@@ -561,7 +556,7 @@ def test_link_and_load_take_image_addresses(work: Path) -> None:
 def test_prune_image_applies_the_selection_to_those_images_only(work: Path) -> None:
     assert main(["pack", "--format", "fatbin", "-o", "three.fatbin", "--image", "file=sample_sm90.cubin",
                  "--image", "file=sample_sm90_rdc.cubin", "--image", "file=sample.ptx"], io.StringIO()) == 0
-    code, text = _run("prune", "three.fatbin", "--drop", "sm_90", "--image", "three.fatbin#0.1", "-o", "pruned.fatbin",
+    code, text = cli("prune", "three.fatbin", "--drop", "sm_90", "--image", "three.fatbin#0.1", "-o", "pruned.fatbin",
                       "--json")
     doc = _validate("prune", text)
     assert code == 0 and [(i["address"], i["kept"]) for i in doc["images"]] == [

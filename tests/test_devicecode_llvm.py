@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
@@ -22,16 +21,11 @@ from conftest import SOURCES, require_tool
 from devbin.cli.main import main
 from devbin.images import Address, Entry, Image, Member, ScanReport, scan
 from devbin.images.frame import Frame
+from runners import run_tool
 
 HOST = "host-x86_64-unknown-linux-gnu-"
 GFX90A = "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"
 GFX1030 = "hipv4-amdgcn-amd-amdhsa--gfx1030"
-
-
-def _run(*argv: str | Path, cwd: Path | None = None) -> str:
-    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300, check=False, cwd=cwd)
-    assert proc.returncode == 0, f"{' '.join(map(str, argv))}: {proc.stderr}{proc.stdout}"
-    return proc.stdout
 
 
 def _pad(data: bytes, align: int = 4096) -> bytes:
@@ -47,25 +41,25 @@ def llvm(amdgpu_objects: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
     ar = require_tool("ar")
     out = tmp_path_factory.mktemp("llvm")
     host = out / "host.o"
-    _run(clang, "-target", "x86_64-unknown-linux-gnu", "-O2", "-c", "-o", host, SOURCES / "host.c")
+    run_tool([clang, "-target", "x86_64-unknown-linux-gnu", "-O2", "-c", "-o", host, SOURCES / "host.c"])
     offl = out / "host_offload.o"
-    _run(clang, "-target", "x86_64-unknown-linux-gnu", "-O2", "-c", "-Xclang",
-         f"-fembed-offload-object={amdgpu_objects['offload_package']}", "-o", offl, SOURCES / "host.c")
+    run_tool([clang, "-target", "x86_64-unknown-linux-gnu", "-O2", "-c", "-Xclang",
+         f"-fembed-offload-object={amdgpu_objects['offload_package']}", "-o", offl, SOURCES / "host.c"])
     ccob = out / "kernels.ccob"
-    _run(bundler, "-type=o", "-compress", f"-targets={HOST[:-1]},{GFX90A},{GFX1030}", "-input=/dev/null",
-         f"-input={amdgpu_objects['gfx90a_obj']}", f"-input={amdgpu_objects['gfx1030_obj']}", f"-output={ccob}")
+    run_tool([bundler, "-type=o", "-compress", f"-targets={HOST[:-1]},{GFX90A},{GFX1030}", "-input=/dev/null",
+         f"-input={amdgpu_objects['gfx90a_obj']}", f"-input={amdgpu_objects['gfx1030_obj']}", f"-output={ccob}"])
     bundled2 = out / "bundled2.o"
-    _run(bundler, "-type=o", f"-targets={HOST[:-1]},{GFX1030}", f"-input={host}",
-         f"-input={amdgpu_objects['gfx1030_obj']}", f"-output={bundled2}")
+    run_tool([bundler, "-type=o", f"-targets={HOST[:-1]},{GFX1030}", f"-input={host}",
+         f"-input={amdgpu_objects['gfx1030_obj']}", f"-output={bundled2}"])
     archive = out / "libbundles.a"
     bundled1 = out / "bundled1.o"
     shutil.copy(amdgpu_objects["bundled_obj"], bundled1)
-    _run(ar, "rcs", archive, bundled1, bundled2)
+    run_tool([ar, "rcs", archive, bundled1, bundled2])
     blob = out / "hip_fatbin.bin"
     blob.write_bytes(_pad(amdgpu_objects["hipfb"].read_bytes()) + _pad(ccob.read_bytes()))
     hipobj = out / "host_hip.o"
-    _run(objcopy, f"--add-section=.hip_fatbin={blob}", "--set-section-flags=.hip_fatbin=alloc,readonly,data",
-         "--set-section-alignment=.hip_fatbin=4096", host, hipobj)
+    run_tool([objcopy, f"--add-section=.hip_fatbin={blob}", "--set-section-flags=.hip_fatbin=alloc,readonly,data",
+         "--set-section-alignment=.hip_fatbin=4096", host, hipobj])
     zpath = out / "some.zip"
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
         z.write(offl, "lib/host_offload.o")
@@ -84,7 +78,7 @@ def _list_json(*paths: Path) -> dict[str, list[dict[str, object]]]:
 
 def _bundler_ids(path: Path) -> list[str]:
     bundler = require_tool("clang-offload-bundler-19")
-    return _run(bundler, "--list", "-type=o", f"-input={path}").split()
+    return run_tool([bundler, "--list", "-type=o", f"-input={path}"]).stdout.split()
 
 
 def _target_id(bundle_id: str) -> str:
@@ -95,7 +89,7 @@ def _target_id(bundle_id: str) -> str:
 def _objdump_offloading(path: Path) -> list[tuple[str, str]]:
     objdump = require_tool("llvm-objdump-19")
     out, arch = [], None
-    for line in _run(objdump, "--offloading", path).splitlines():
+    for line in run_tool([objdump, "--offloading", path]).stdout.splitlines():
         key, _, value = line.partition(" ")
         if key == "arch":
             arch = value.strip()
@@ -171,7 +165,7 @@ def test_archive_and_zip(llvm: dict[str, Path]) -> None:
 def _unbundle(path: Path, bundle_id: str, tmp: Path) -> bytes:
     bundler = require_tool("clang-offload-bundler-19")
     out = tmp / f"unbundled.{abs(hash((str(path), bundle_id)))}"
-    _run(bundler, "--unbundle", "-type=o", f"-targets={bundle_id}", f"-input={path}", f"-output={out}")
+    run_tool([bundler, "--unbundle", "-type=o", f"-targets={bundle_id}", f"-input={path}", f"-output={out}"])
     return out.read_bytes()
 
 
@@ -211,12 +205,12 @@ def test_extract_offload_byte_identical(llvm: dict[str, Path], key: str, tmp_pat
     ref.mkdir()
     for w, f in zip(written, found, strict=True):
         target = ref / f"{f.arch}.o"
-        _run(packager, llvm[key], f"--image=file={target},triple={f.triple},arch={f.arch}")
+        run_tool([packager, llvm[key], f"--image=file={target},triple={f.triple},arch={f.arch}"])
         assert Path(w["file"]).read_bytes() == target.read_bytes()
     # The names are the packager's own defaults (what it writes when no file= is given).
     default = tmp_path / "default"
     default.mkdir()
-    _run(packager, llvm[key], "--image=kind=hip", cwd=default)
+    run_tool([packager, llvm[key], "--image=kind=hip"], cwd=default)
     assert sorted(Path(w["file"]).name for w in written) == sorted(p.name for p in default.iterdir())
 
 
@@ -261,7 +255,7 @@ def test_corrupt_members_give_warnings(llvm: dict[str, Path], tmp_path: Path) ->
     good = tmp_path / "good.hipfb"
     shutil.copy(llvm["hipfb"], good)
     archive = tmp_path / "mixed.a"
-    _run(ar, "rc", archive, *members, good)
+    run_tool([ar, "rc", archive, *members, good])
     zpath = tmp_path / "mixed.zip"
     with zipfile.ZipFile(zpath, "w") as z:
         for name, data in bad.items():
@@ -280,7 +274,7 @@ def test_corrupt_members_give_warnings(llvm: dict[str, Path], tmp_path: Path) ->
     blob = tmp_path / "blob.bin"
     blob.write_bytes(_pad(llvm["hipfb"].read_bytes()) + b"garbage!" * 64)
     obj = tmp_path / "garbage_hip.o"
-    _run(objcopy, f"--add-section=.hip_fatbin={blob}", llvm["host"], obj)
+    run_tool([objcopy, f"--add-section=.hip_fatbin={blob}", llvm["host"], obj])
     report = ScanReport()
     found = list(scan([obj], report=report))
     assert len(found) == len(_device(_bundler_ids(llvm["hipfb"])))

@@ -14,7 +14,6 @@ import os
 import random
 import re
 import struct
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from devbin.formats.fatbin import (
 )
 from devbin.formats.fatbin import constants as C
 from devbin.formats.fatbin.compress import compress, decompress_lz4, decompress_zstd
+from runners import run_tool
 
 CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()
 PTX = (FIXTURES / "sample.ptx").read_bytes()
@@ -310,18 +310,11 @@ def test_ptx_version_rule() -> None:
 # --------------------------------------------------------------------------- real tools
 
 
-def _run(argv: list[str], cwd: Path | None = None) -> str:
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr}{proc.stdout}", pytrace=False)
-    return proc.stdout
-
-
 _LIST = re.compile(r"^(ELF|PTX) file\s+(\d+): (\S+)$", re.M)
 
 
 def _listing(cuobjdump: str, path: Path) -> list[tuple[str, str]]:
-    out = _run([cuobjdump, "-lelf", "-lptx", os.fspath(path)])
+    out = run_tool([cuobjdump, "-lelf", "-lptx", os.fspath(path)]).stdout
     return [(m.group(1), m.group(3)) for m in _LIST.finditer(out)]
 
 
@@ -343,7 +336,7 @@ def _check_against_cuobjdump(path: Path, tmp: Path) -> Fatbin:
     assert listing == _listing(cuobjdump, path)
     out = tmp / f"x-{path.name}"
     out.mkdir()
-    _run([cuobjdump, "-xelf", "all", "-xptx", "all", os.fspath(path)], cwd=out)
+    run_tool([cuobjdump, "-xelf", "all", "-xptx", "all", os.fspath(path)], cwd=out)
     assert sorted(p.name for p in out.iterdir()) == sorted(name for _, name in listing)
     by_name = {name: e for (_, name), e in zip(listing, [e for e in fb.entries if e.kind in (1, 2)], strict=True)}
     for name, e in by_name.items():
@@ -378,7 +371,7 @@ def nvcc_fatbins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     cmds = [[nvcc, "-fatbin", *gencode, *flags, "-o", os.fspath(paths[m]), os.fspath(SOURCES / "kernels.cu")]
             for m, flags in _MODES.items()]
     with ThreadPoolExecutor(max_workers=5) as pool:
-        list(pool.map(_run, cmds))
+        list(pool.map(run_tool, cmds))
     return paths
 
 
@@ -422,7 +415,7 @@ def test_fatbinary_layout_equals_devbin(extra: list[str], cubins: dict[str, Path
     debug = "-g" in extra
     for mode in ("none", "default"):
         path = tmp_path / f"f_{mode}.fatbin"
-        _run([fatbinary, f"--create={path}", "-64", f"--compress-mode={mode}", *extra,
+        run_tool([fatbinary, f"--create={path}", "-64", f"--compress-mode={mode}", *extra,
               f"--image3=kind=elf,sm=80,file={cub80}", f"--image3=kind=ptx,sm=90,file={ptx}",
               f"--image3=kind=elf,sm=90,file={cub90}"])
         images = [
@@ -446,11 +439,11 @@ def test_fatbinary_sm100_compat_blob(tmp_path: Path) -> None:
     images, args = [], []
     for arch, variant in ((100, ""), (100, "a"), (120, "")):
         cub = tmp_path / f"k{arch}{variant}.cubin"
-        _run([nvcc, f"-arch=sm_{arch}{variant}", "-cubin", "-o", os.fspath(cub), os.fspath(SOURCES / "kernels.cu")])
+        run_tool([nvcc, f"-arch=sm_{arch}{variant}", "-cubin", "-o", os.fspath(cub), os.fspath(SOURCES / "kernels.cu")])
         images.append(FatbinImage(C.KIND_ELF, arch, cub.read_bytes(), variant=variant))
         args.append(f"--image3=kind=elf,sm={arch}{variant},file={cub}")
     path = tmp_path / "f100.fatbin"
-    _run([fatbinary, f"--create={path}", "-64", "--compress-mode=none", *args])
+    run_tool([fatbinary, f"--create={path}", "-64", "--compress-mode=none", *args])
     assert write_fatbin(images) == path.read_bytes()
     fb = _check_against_cuobjdump(path, tmp_path)
     assert [e.arch_name for e in fb.entries] == ["sm_100", "sm_100a", "sm_120"]
@@ -470,7 +463,7 @@ def test_squeeze_matches_fatbinary_on_random_text(tmp_path: Path) -> None:
         p.write_bytes(t)
         args.append(f"--image3=kind=ptx,sm=90,file={p}")
     path = tmp_path / "r.fatbin"
-    _run([fatbinary, f"--create={path}", "-64", "--compress-mode=none", *args])
+    run_tool([fatbinary, f"--create={path}", "-64", "--compress-mode=none", *args])
     got = parse_fatbin(path.read_bytes())
     assert [e.data() for e in got.entries] == [squeeze_ptx(t) for t in texts]
     assert write_fatbin([FatbinImage(C.KIND_PTX, 90, t) for t in texts]) == path.read_bytes()
@@ -492,6 +485,6 @@ def test_devbin_fatbins_accepted_by_cuobjdump(compression: str, cubins: dict[str
     assert [e.data() for e in fb.entries] == [cub80, squeeze_ptx(ptx90), cub90]
     assert sorted(p.name for p in (tmp_path / f"x-{path.name}").iterdir()) == [
         "devbin_" + compression + ".1.sm_80.cubin", "linked.sm_90.cubin", "my.sm_90.ptx"]
-    text = _run([cuobjdump, os.fspath(path)])
+    text = run_tool([cuobjdump, os.fspath(path)]).stdout
     assert text.count("compressed") == (0 if compression == "none" else 3)
     assert "ptxasOptions = -O2 -lineinfo" in text

@@ -30,15 +30,9 @@ from devbin.formats.fatbin import extract_name
 from devbin.images import BareElf, Image
 from devbin.images.scan import scan, scan_bytes
 from devbin.images.scanreport import ScanReport
+from runners import run_tool
 
 from tests.conftest import SOURCES, require_tool
-
-
-def _run(argv: list[str | os.PathLike[str]], cwd: Path) -> subprocess.CompletedProcess[str]:
-    args = [os.fspath(a) for a in argv]
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, f"{' '.join(args)}: {proc.stderr}{proc.stdout}"
-    return proc
 
 
 def _c_array(name: str, data: bytes, section: str = "") -> str:
@@ -68,17 +62,17 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         [nvcc, arch, "-cubin", "-o", "k.cubin", k],
     ]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        for f in [pool.submit(_run, c, out) for c in first]:
+        for f in [pool.submit(run_tool, c, out) for c in first]:
             f.result()
-    _run([nvcc, arch, "-dlink", "-o", "dlink.o", "rdc.o", "ext.o"], out)
-    _run([ar, "rcs", "libr.a", "rdc.o", "ext.o"], out)
+    run_tool([nvcc, arch, "-dlink", "-o", "dlink.o", "rdc.o", "ext.o"], out)
+    run_tool([ar, "rcs", "libr.a", "rdc.o", "ext.o"], out)
 
     fatbin = (out / "k.fatbin").read_bytes()
     (out / "blob.c").write_text(_c_array("blob", fatbin) + "const char after_blob[3] = {1, 2, 3};\n")
     (out / "padded.c").write_text(_c_array("fb", fatbin + bytes(16) + fatbin, ".nv_fatbin"))
     (out / "noise.c").write_text(_c_array("noise", _noise(fatbin)))
     for name in ("blob", "padded", "noise"):
-        _run([gcc, "-c", "-O2", "-o", f"{name}.o", f"{name}.c"], out)
+        run_tool([gcc, "-c", "-O2", "-o", f"{name}.o", f"{name}.c"], out)
     return {p.name: p for p in out.iterdir() if p.suffix != ".c"}
 
 
@@ -342,7 +336,7 @@ def test_corrupt_members_become_warnings(built: dict[str, Path], tmp_path: Path)
     whole = built["whole.o"].read_bytes()
     (tmp_path / "broken.o").write_bytes(whole[:3000])  # section headers cut off
     (tmp_path / "whole.o").write_bytes(whole)
-    _run([ar, "rc", "mixed.a", "broken.o", "whole.o"], tmp_path)
+    run_tool([ar, "rc", "mixed.a", "broken.o", "whole.o"], tmp_path)
     rep = ScanReport()
     found = list(scan([tmp_path / "mixed.a"], report=rep))
     assert {f.path for f in found} == {f"{tmp_path / 'mixed.a'}!whole.o"}
@@ -372,7 +366,7 @@ def test_thin_archive_members(built: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "rdc.o").write_bytes(built["rdc.o"].read_bytes())
     (tmp_path / "ext.o").write_bytes(built["ext.o"].read_bytes())
-    _run([ar, "rcT", "lib/thin.a", "lib/rdc.o", "ext.o"], tmp_path)
+    run_tool([ar, "rcT", "lib/thin.a", "lib/rdc.o", "ext.o"], tmp_path)
     thin = tmp_path / "lib" / "thin.a"
     rep = ScanReport()
     found = list(scan([thin], report=rep))

@@ -13,25 +13,16 @@ two-architecture ``-rdc`` executable.
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
 from devbin.images import scan
+from runners import cli_ok, run_tool
 
 from tests.conftest import SOURCES, require_tool
-
-
-def _run(argv: list[str | os.PathLike[str]], cwd: Path) -> str:
-    args = [os.fspath(a) for a in argv]
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, f"{' '.join(args)}: {proc.stderr}{proc.stdout}"
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +33,11 @@ def rdc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     k, ext = SOURCES / "kernels.cu", SOURCES / "extfn.cu"
     (out / "main.cu").write_text("__global__ void mainkern(int *p) { p[threadIdx.x] = 1; }\n"
                                  "int main() { return 0; }\n")
-    _run([nvcc, "-arch=sm_80", "-rdc=true", "-Xcompiler", "-fPIC", "-shared", "-o", "libnv.so", k, ext], out)
-    _run([nvcc, "-arch=sm_80", "-dc", "-Xcompiler", "-fPIC", k, ext], out)
-    _run([nvcc, "-arch=sm_80", "-dlink", "-Xcompiler", "-fPIC", "kernels.o", "extfn.o", "-o", "dlink.o"], out)
-    _run([gxx, "-shared", "-o", "libgxx.so", "kernels.o", "extfn.o", "dlink.o"], out)
-    _run([nvcc, "-rdc=true", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+    run_tool([nvcc, "-arch=sm_80", "-rdc=true", "-Xcompiler", "-fPIC", "-shared", "-o", "libnv.so", k, ext], out)
+    run_tool([nvcc, "-arch=sm_80", "-dc", "-Xcompiler", "-fPIC", k, ext], out)
+    run_tool([nvcc, "-arch=sm_80", "-dlink", "-Xcompiler", "-fPIC", "kernels.o", "extfn.o", "-o", "dlink.o"], out)
+    run_tool([gxx, "-shared", "-o", "libgxx.so", "kernels.o", "extfn.o", "dlink.o"], out)
+    run_tool([nvcc, "-rdc=true", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
           "arch=compute_90,code=[sm_90,compute_90]", "-o", "app", "main.cu", k, ext], out)
     return {p: out / p for p in ("libnv.so", "libgxx.so", "app")}
 
@@ -56,7 +47,7 @@ FILES = ["libnv.so", "libgxx.so", "app"]
 
 def _section_order(path: Path) -> list[str]:
     """The two fatbin sections in section-table order (both must be there)."""
-    out = _run([require_tool("readelf"), "-SW", path], path.parent)
+    out = run_tool([require_tool("readelf"), "-SW", path], path.parent).stdout
     return sorted((".nv_fatbin", "__nv_relfatbin"), key=out.index)
 
 
@@ -64,12 +55,6 @@ def test_inputs_hold_both_sections_in_both_orders(rdc: dict[str, Path]) -> None:
     assert _section_order(rdc["libnv.so"]) == [".nv_fatbin", "__nv_relfatbin"]
     assert _section_order(rdc["libgxx.so"]) == ["__nv_relfatbin", ".nv_fatbin"]
     assert _section_order(rdc["app"]) == [".nv_fatbin", "__nv_relfatbin"]
-
-
-def _devbin(*argv: str) -> str:
-    out = io.StringIO()
-    assert main(list(argv), out) == 0
-    return out.getvalue()
 
 
 def _cuobjdump(path: Path, *opts: str, cwd: Path | None = None) -> str:
@@ -85,7 +70,7 @@ def test_resources_equal_cuobjdump_res_usage(rdc: dict[str, Path], name: str, al
     path = rdc[name]
     flag = ["--all"] if all_ else []
     theirs = _cuobjdump(path, *(["-all"] if all_ else []), "-res-usage")
-    assert _devbin("resources", "--format", "cuobjdump", *flag, str(path)) == theirs
+    assert cli_ok("resources", "--format", "cuobjdump", *flag, str(path)) == theirs
     blocks = theirs.count("Fatbin elf code:") + theirs.count("Fatbin ptx code:")
     assert blocks > 1 if all_ else blocks == theirs.count("Fatbin elf code:") >= 1
 
@@ -98,7 +83,7 @@ def test_extract_equals_cuobjdump_x(rdc: dict[str, Path], name: str, all_: bool,
     theirs.mkdir()
     for opt in ("-xelf", "-xptx"):
         _cuobjdump(path, *(["-all"] if all_ else []), opt, "all", cwd=theirs)
-    _devbin("extract", *(["--all"] if all_ else []), str(path), "-o", str(ours))
+    cli_ok("extract", *(["--all"] if all_ else []), str(path), "-o", str(ours))
     a = {p.name: p.read_bytes() for p in theirs.iterdir()}
     b = {p.name: p.read_bytes() for p in ours.iterdir()}
     assert sorted(a) == sorted(b)
@@ -109,8 +94,8 @@ def test_extract_equals_cuobjdump_x(rdc: dict[str, Path], name: str, all_: bool,
 @pytest.mark.parametrize("name", FILES)
 def test_list_follows_the_scope(rdc: dict[str, Path], name: str) -> None:
     path = rdc[name]
-    default = json.loads(_devbin("list", "--json", str(path)))["images"]
-    every = json.loads(_devbin("list", "--json", "--all", str(path)))["images"]
+    default = json.loads(cli_ok("list", "--json", str(path)))["images"]
+    every = json.loads(cli_ok("list", "--json", "--all", str(path)))["images"]
     assert {i["address"].split("@")[1].split("#")[0] for i in default} == {".nv_fatbin"}
     sections = [i["address"].split("@")[1].split("#")[0] for i in every]
     assert sections == sorted(sections, key=lambda s: s != ".nv_fatbin") and "__nv_relfatbin" in sections

@@ -22,6 +22,7 @@ import pytest
 import devbin
 from devbin.images.scan import scan
 from devbin.samples import __file__ as samples_init
+from runners import run_tool
 
 from tests.conftest import SOURCES, require_tool
 
@@ -87,16 +88,11 @@ def rodata_fatbins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     nvcc, gcc = require_tool("nvcc"), require_tool("gcc")
     out = tmp_path_factory.mktemp("lean")
 
-    def run(*argv: str | Path) -> None:
-        p = subprocess.run([os.fspath(a) for a in argv], cwd=out, capture_output=True, text=True, timeout=600,
-                           check=False)
-        assert p.returncode == 0, p.stderr
-
-    run(nvcc, "-arch=sm_80", "-fatbin", "-o", "k.fatbin", SOURCES / "kernels.cu")
+    run_tool([nvcc, "-arch=sm_80", "-fatbin", "-o", "k.fatbin", SOURCES / "kernels.cu"], out)
     (out / "blob.c").write_text(_c_array("blob", (out / "k.fatbin").read_bytes()))
     (out / "main.c").write_text("extern const unsigned char blob[];\nint main(void) { return blob[0] == 0; }\n")
-    run(gcc, "-c", "-O2", "-o", "blob.o", "blob.c")
-    run(nvcc, "-arch=sm_80", "-o", "exe", SOURCES / "kernels.cu", "main.c", "blob.o")
+    run_tool([gcc, "-c", "-O2", "-o", "blob.o", "blob.c"], out)
+    run_tool([nvcc, "-arch=sm_80", "-o", "exe", SOURCES / "kernels.cu", "main.c", "blob.o"], out)
     return {"blob.o": out / "blob.o", "exe": out / "exe"}
 
 

@@ -8,33 +8,19 @@ link pulls (lld treats every archive as one group), and the sources for what is 
 
 from __future__ import annotations
 
-import io
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main as cli_main
 from devbin.errors import UsageError
 from devbin.link.core import link
+from runners import cli, run_tool
 
 from tests.conftest import SOURCES, cubins_from_ptx, require_tool
 
 CORE = SOURCES / "link_core"
 OBJECTS = ("main", "a", "b", "unused", "weak", "strong", "dup", "other", "counter")
-
-
-def _run(argv: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{' '.join(map(str, argv))}: {proc.stderr}"
-    return proc
-
-
-def _cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli_main(list(argv), out)
-    return code, out.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +29,10 @@ def amd(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ar = require_tool("llvm-ar-19")
     out = tmp_path_factory.mktemp("link_core")
     for name in OBJECTS:
-        _run([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-mcpu=gfx90a", "-c",
+        run_tool([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-mcpu=gfx90a", "-c",
               "-o", out / f"{name}.o", CORE / f"{name}.cl"], out)
-    _run([ar, "rcs", out / "lib1.a", "a.o", "unused.o"], out)
-    _run([ar, "rcs", out / "lib2.a", "b.o", "strong.o"], out)
+    run_tool([ar, "rcs", out / "lib1.a", "a.o", "unused.o"], out)
+    run_tool([ar, "rcs", out / "lib2.a", "b.o", "strong.o"], out)
     return out
 
 
@@ -57,12 +43,12 @@ def nv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     nvcc = require_tool("nvcc")
     out = tmp_path_factory.mktemp("link_nv")
     for src in ("kernels", "extfn"):
-        _run([nvcc, "-rdc=true", "-arch=sm_90", "-cubin", "-o", out / f"{src}.cubin", SOURCES / f"{src}.cu"], out)
+        run_tool([nvcc, "-rdc=true", "-arch=sm_90", "-cubin", "-o", out / f"{src}.cubin", SOURCES / f"{src}.cu"], out)
     return out
 
 
 def _lld_pulls(amd: Path, args: list[str]) -> set[tuple[str, str]]:
-    proc = _run([require_tool("ld.lld-19"), "-shared", "-o", amd / "why.so", *args, "--why-extract=-"], amd)
+    proc = run_tool([require_tool("ld.lld-19"), "-shared", "-o", amd / "why.so", *args, "--why-extract=-"], amd)
     rows = [line.split("\t") for line in proc.stdout.splitlines()[1:]]
     return {(ext, sym) for _, ext, sym in rows}
 
@@ -143,29 +129,29 @@ def test_nvidia_indirect_calls_and_cross_object_calls(nv: Path) -> None:
 def test_cli_report_map_json_and_time_trace(amd: Path, tmp_path: Path) -> None:
     files = [str(amd / n) for n in ("main.o", "weak.o", "lib2.a", "lib1.a", "counter.o", "other.o")]
     m = tmp_path / "link.map"
-    code, text = _cli("link", *files, "--kernels", "k_main", "--map", str(m), "--time-trace")
+    code, text = cli("link", *files, "--kernels", "k_main", "--map", str(m), "--time-trace")
     assert code == 0, text
     assert "dead code: " in text and "k_other" in text and "passes:" in text
     for name in ("load", "resolve", "import", "graph", "dce", "resources"):
         assert f"  {name} " in text
     mapped = m.read_text()
     assert "lib1.a(a.o): pulled for used_a (needed by" in mapped
-    code, js = _cli("link", *files, "--kernels", "k_main", "--json")
+    code, js = cli("link", *files, "--kernels", "k_main", "--json")
     facts = json.loads(js)
     assert code == 0 and facts["arch"] == "gfx90a" and facts["errors"] == []
     assert {r["name"] for r in facts["removed"]} >= {"k_other", "other"}
-    code, js = _cli("link", str(amd / "main.o"), "--json")
+    code, js = cli("link", str(amd / "main.o"), "--json")
     assert code == 1 and any("undefined symbol: used_a" in e for e in json.loads(js)["errors"])
 
 
 def test_cli_rejects_bad_input(tmp_path: Path) -> None:
     junk = tmp_path / "junk.o"
     junk.write_bytes(b"\x7fELF" + bytes(20))
-    code, _ = _cli("link", str(junk))
+    code, _ = cli("link", str(junk))
     assert code == 1
     text = tmp_path / "t.txt"
     text.write_text("hello")
-    code, _ = _cli("link", str(text))
+    code, _ = cli("link", str(text))
     assert code == 3  # no device code in it
 
 
@@ -175,9 +161,9 @@ def test_cli_rejects_bad_input(tmp_path: Path) -> None:
 def test_host_objects_and_nvcc_libraries(nv: Path, tmp_path: Path) -> None:
     """nvcc -rdc -c host objects (device code in __nv_relfatbin) and an nvcc -lib archive of one."""
     nvcc = require_tool("nvcc")
-    _run([nvcc, "-rdc=true", "-arch=sm_90", "-c", "-o", tmp_path / "kernels.o", SOURCES / "kernels.cu"], tmp_path)
-    _run([nvcc, "-rdc=true", "-arch=sm_90", "-c", "-o", tmp_path / "extfn.o", SOURCES / "extfn.cu"], tmp_path)
-    _run([nvcc, "-lib", "-o", tmp_path / "libext.a", tmp_path / "extfn.o"], tmp_path)
+    run_tool([nvcc, "-rdc=true", "-arch=sm_90", "-c", "-o", tmp_path / "kernels.o", SOURCES / "kernels.cu"], tmp_path)
+    run_tool([nvcc, "-rdc=true", "-arch=sm_90", "-c", "-o", tmp_path / "extfn.o", SOURCES / "extfn.cu"], tmp_path)
+    run_tool([nvcc, "-lib", "-o", tmp_path / "libext.a", tmp_path / "extfn.o"], tmp_path)
     result = link([tmp_path / "kernels.o", tmp_path / "libext.a"], kernels=["scale_ext"])
     assert result.errors == [] and result.inputs.arch == "sm_90"
     assert result.resolution.units[0].name.startswith(str(tmp_path / "kernels.o") + "[")
@@ -201,12 +187,12 @@ def test_superarchive_chain_as_input(tmp_path: Path) -> None:
         for src in sources:
             obj = tmp_path / target.replace(":", "_") / _member_name(src)
             obj.parent.mkdir(exist_ok=True)
-            _run([clang, *flags, f"-mcpu={cpu}", "-o", obj, SOURCES / "layers" / src], tmp_path)
+            run_tool([clang, *flags, f"-mcpu={cpu}", "-o", obj, SOURCES / "layers" / src], tmp_path)
             objs.append(str(obj))
         args += ["--target", f"{target}=" + objs[0], *objs[1:]]
     args += ["--chain", "gfx90a:xnack+=gfx90a:base", "--chain", "gfx90a=base"]
-    assert _cli(*args)[0] == 0
-    _run([clang, *flags, "-mcpu=gfx90a", "-o", tmp_path / "user.o", SOURCES / "layers" / "user.c"], tmp_path)
+    assert cli(*args)[0] == 0
+    run_tool([clang, *flags, "-mcpu=gfx90a", "-o", tmp_path / "user.o", SOURCES / "layers" / "user.c"], tmp_path)
     result = link([tmp_path / "user.o", tmp_path / "chain.sa"], target="gfx90a:xnack+", keep=["apply"])
     pulled = {(p.unit.split("[", 1)[1], p.symbol) for p in result.resolution.pulls}
     assert pulled == {("base](cos16.o)", "cos16"), ("gfx90a](cos8.o)", "cos8"), ("gfx90a:xnack+](cos1.o)", "cos1"),

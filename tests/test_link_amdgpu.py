@@ -35,16 +35,11 @@ from devbin.link.amdgpu_msgpack import encode_uint, parse
 from devbin.link.amdgpu_patch import patch_desc
 from devbin.targets.amdgpu.descriptor import read_descriptor
 from devbin.targets.amdgpu.metadata import read_metadata
+from runners import run_tool
 
 SRC = SOURCES / "link_amd"
 GFX = "gfx90a"
 CFLAGS = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-O2", f"-mcpu={GFX}"]
-
-
-def _run(argv: list[str], cwd: Path) -> None:
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"{' '.join(argv)} failed:\n{proc.stderr}{proc.stdout}", pytrace=False)
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +51,15 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     p = {n: out / n for n in ("kern.o", "lib.o", "kern_cc.o", "lib_cc.o", "lib_nofs.o", "one.o", "sep.so",
                               "one.so")}
     fs = [*CFLAGS, "-ffunction-sections"]
-    _run([clang, *fs, "-c", str(SRC / "kern.cl"), "-o", str(p["kern.o"])], out)
-    _run([clang, *fs, "-c", str(SRC / "lib.cl"), "-o", str(p["lib.o"])], out)
-    _run([clang, *CFLAGS, "-c", str(SRC / "lib.cl"), "-o", str(p["lib_nofs.o"])], out)
-    _run([clang, *CFLAGS, "-c", str(SRC / "one.cl"), "-o", str(p["one.o"])], out)
+    run_tool([clang, *fs, "-c", str(SRC / "kern.cl"), "-o", str(p["kern.o"])], out)
+    run_tool([clang, *fs, "-c", str(SRC / "lib.cl"), "-o", str(p["lib.o"])], out)
+    run_tool([clang, *CFLAGS, "-c", str(SRC / "lib.cl"), "-o", str(p["lib_nofs.o"])], out)
+    run_tool([clang, *CFLAGS, "-c", str(SRC / "one.cl"), "-o", str(p["one.o"])], out)
     for name in ("kern", "lib"):  # devbin cc: the same compile, plus the assembly's per-function facts
-        _run([sys.executable, "-m", "devbin", "cc", "--", clang, *fs, "-c", str(SRC / f"{name}.cl"), "-o",
+        run_tool([sys.executable, "-m", "devbin", "cc", "--", clang, *fs, "-c", str(SRC / f"{name}.cl"), "-o",
               str(p[f"{name}_cc.o"])], out)
-    _run([lld, "-shared", "-o", str(p["sep.so"]), str(p["kern.o"]), str(p["lib.o"])], out)
-    _run([lld, "-shared", "-o", str(p["one.so"]), str(p["one.o"])], out)
+    run_tool([lld, "-shared", "-o", str(p["sep.so"]), str(p["kern.o"]), str(p["lib.o"])], out)
+    run_tool([lld, "-shared", "-o", str(p["one.so"]), str(p["one.o"])], out)
     return p
 
 

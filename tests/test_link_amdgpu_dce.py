@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import struct
-import subprocess
 from pathlib import Path
 
 import msgpack  # type: ignore[import-untyped]
@@ -24,6 +23,7 @@ from devbin.formats.elf.reader import ElfFile
 from devbin.link.amdgpu import function_facts, kernel_totals, prune_object
 from devbin.link.amdgpu_msgpack import parse, remove_elements
 from devbin.link.core import link
+from runners import run_tool
 
 SRC = SOURCES / "link_amd"
 COMPILERS = ("clang-19", "clang-22")
@@ -38,12 +38,6 @@ KEEPS = {
 TABLE = {"lib_inc", "lib_dbl"}  # what `table` (data: never removed from AMDGPU objects) holds
 
 
-def _run(argv: list[str]) -> str:
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
-    assert p.returncode == 0, f"{' '.join(argv)}:\n{p.stderr}{p.stdout}"
-    return p.stdout
-
-
 @pytest.fixture(scope="module")
 def objs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]:
     out = tmp_path_factory.mktemp("link_amd_dce")
@@ -55,13 +49,13 @@ def objs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]
         for name, fs in (("main", True), ("lib", True), ("main_nofs", False)):
             dest = out / f"{name}.{cc}.o"
             src = SRC / f"fptr_{name.removesuffix('_nofs')}.cl"
-            _run([clang, *CFLAGS, *extra, *(["-ffunction-sections"] if fs else []), "-o", str(dest), str(src)])
+            run_tool([clang, *CFLAGS, *extra, *(["-ffunction-sections"] if fs else []), "-o", str(dest), str(src)])
             b[name] = dest
     return built
 
 
 def _readelf(*args: str | Path) -> str:
-    return _run([require_tool("llvm-readelf-19"), *map(str, args)])
+    return run_tool([require_tool("llvm-readelf-19"), *map(str, args)]).stdout
 
 
 def _symbols(path: Path) -> dict[str, tuple[str, str]]:
@@ -134,7 +128,7 @@ def test_prune_removes_kernels_with_descriptor_relocations_and_note_entry(objs: 
         assert raw_new == (bytes(64) if k == "k_fact.kd" else raw_old)
     # ld.lld links it with the library, no symbol left undefined
     so = tmp_path / "out.so"
-    _run([require_tool("ld.lld-19"), "-shared", "--no-undefined", "-o", str(so), str(pruned),
+    run_tool([require_tool("ld.lld-19"), "-shared", "--no-undefined", "-o", str(so), str(pruned),
           str(objs[cc]["lib"])])
     assert _note_kernels(so) == ["k_local", "k_plain"]
     assert {"k_local", "k_plain", "fib"} <= _functions(_symbols(so))

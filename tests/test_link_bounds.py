@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,12 @@ from devbin.errors import FormatError
 from devbin.formats.elf.reader import ElfFile
 from devbin.link.amdgpu import prune_object
 from devbin.link.nvidia import prune_cubin
+from runners import run_devbin
 
 from tests.elfbuild import patch_section
 
 CRASHER = Path(__file__).parent / "crashers" / "link-prune-object-reloc-target-out-of-range.bin"
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _devbin(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "devbin", *argv], capture_output=True, text=True, cwd=cwd,
-                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, check=False, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +40,7 @@ def test_link_of_the_crasher_is_one_clean_error(tmp_path: Path) -> None:
     so the link removes helper_fn, and prune_object read sections[999] before checking it."""
     data = CRASHER.read_bytes()
     (tmp_path / "k.o").write_bytes(data)
-    r = _devbin("link", "k.o", "-o", "out.so", cwd=tmp_path)
+    r = run_devbin("link", "k.o", "-o", "out.so", cwd=tmp_path)
     assert r.returncode == 1, r.stderr
     assert r.stderr.splitlines() == [r.stderr.strip()] and r.stderr.startswith("devbin: error: ")
     assert "'.rela.text.unused_fn' applies to section 999, which does not exist" in r.stderr

@@ -31,7 +31,6 @@ What is comparable between the loaded executable and the static link, and what i
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,16 +44,10 @@ from devbin.load import (
     SymbolKind,
     UnresolvedSymbolsError,
 )
+from runners import cli, run_tool
 
 LOAD_SRC = SOURCES / "load"
 CFLAGS = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c"]
-
-
-def _run(*argv: str | Path) -> str:
-    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300, check=False)
-    if proc.returncode:
-        pytest.fail(f"{' '.join(map(str, argv))} failed:\n{proc.stderr}{proc.stdout}", pytrace=False)
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +58,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for mcpu, tag in (("gfx90a", ""), ("gfx942", "_942"), ("gfx90a:xnack+", "_xp"), ("gfx90a:xnack-", "_xm")):
         for src in ("user", "lib"):
             o = out / f"{src}{tag}.o"
-            _run(clang, *CFLAGS, f"-mcpu={mcpu}", "-o", o, LOAD_SRC / f"{src}.cl")
-            _run(lld, "-shared", "-o", out / f"{src}{tag}.so", o)  # undefined default symbols are allowed
+            run_tool([clang, *CFLAGS, f"-mcpu={mcpu}", "-o", o, LOAD_SRC / f"{src}.cl"])
+            run_tool([lld, "-shared", "-o", out / f"{src}{tag}.so", o])  # undefined default symbols are allowed
             b[f"{src}{tag}.o"], b[f"{src}{tag}.so"] = o, out / f"{src}{tag}.so"
-    _run(lld, "-shared", "-o", out / "static.so", b["user.o"], b["lib.o"])
+    run_tool([lld, "-shared", "-o", out / "static.so", b["user.o"], b["lib.o"]])
     b["static.so"] = out / "static.so"
     return b
 
@@ -92,12 +85,12 @@ class Readelf:
         tool = require_tool("llvm-readelf-19")
         self.sections: dict[str, tuple[int, int, int, int]] = {}  # name -> (index, addr, offset, size)
         for m in re.finditer(r"\[\s*(\d+)\]\s+(\S+)\s+\S+\s+([0-9a-f]{16})\s+([0-9a-f]+)\s+([0-9a-f]+)",
-                             _run(tool, "-S", "--wide", path)):
+                             run_tool([tool, "-S", "--wide", path]).stdout):
             self.sections[m.group(2)] = (int(m.group(1)), int(m.group(3), 16), int(m.group(4), 16),
                                          int(m.group(5), 16))
         self.symbols: dict[str, tuple[int, int, int]] = {}  # name -> (value, size, ndx); .symtab only
         table = ""
-        for line in _run(tool, "-s", "--wide", path).splitlines():
+        for line in run_tool([tool, "-s", "--wide", path]).stdout.splitlines():
             if line.startswith("Symbol table"):
                 table = line.split("'")[1]
                 continue
@@ -106,7 +99,7 @@ class Readelf:
                 self.symbols.setdefault(f[7], (int(f[1], 16), int(f[2]), int(f[6])))
         self.relocs: dict[str, list[tuple[int, str, str | None, int]]] = {}  # section -> (off, type, sym, value)
         sec = ""
-        for line in _run(tool, "-r", "--wide", path).splitlines():
+        for line in run_tool([tool, "-r", "--wide", path]).stdout.splitlines():
             if line.startswith("Relocation section"):
                 sec = line.split("'")[1]
                 self.relocs[sec] = []
@@ -494,9 +487,9 @@ def test_device_memory_is_bounds_checked(exe: Executable) -> None:
 def test_load_package_picks_the_image_for_the_target(built: dict[str, Path], tmp_path: Path) -> None:
     bundler = require_tool("clang-offload-bundler-19")
     pkg = tmp_path / "user.hipfb"
-    _run(bundler, "-type=o", "-bundle-align=4096",
+    run_tool([bundler, "-type=o", "-bundle-align=4096",
          "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
-         "-input=/dev/null", f"-input={built['user.so']}", f"-input={built['user_942.so']}", f"-output={pkg}")
+         "-input=/dev/null", f"-input={built['user.so']}", f"-input={built['user_942.so']}", f"-output={pkg}"])
     e = Executable("gfx942")
     (obj,) = e.load_package(pkg)
     assert obj.arch.startswith("gfx942")
@@ -529,25 +522,16 @@ def test_load_superarchive_member(built: dict[str, Path]) -> None:
 # ----------------------------------------------------------------------------- CLI
 
 
-def _cli(*argv: str) -> tuple[int, str]:
-    import io
-
-    from devbin.cli.main import main
-
-    out = io.StringIO()
-    return main(["load", *argv], out), out.getvalue()
-
-
 def test_cli_text_and_json(built: dict[str, Path]) -> None:
     import json
 
-    rc, text = _cli(str(built["user.so"]), str(built["lib.so"]))
+    rc, text = cli("load", str(built["user.so"]), str(built["lib.so"]))
     assert rc == 0
     assert "executable for gfx90a" in text and "code objects:" in text
     row = next(line for line in text.splitlines() if " user_kern " in line)
     assert row.split()[0] == "kernel" and "kernel" in row.split()[-2:]
     assert any(line.split()[:1] == ["device-function"] and "lib_private" in line for line in text.splitlines())
-    rc, js = _cli(str(built["user.so"]), str(built["lib.so"]), "--json")
+    rc, js = cli("load", str(built["user.so"]), str(built["lib.so"]), "--json")
     d = json.loads(js)
     assert rc == 0 and d["frozen"] and d["target"]["name"] == "gfx90a"
     exe = Executable("gfx90a")
@@ -555,17 +539,17 @@ def test_cli_text_and_json(built: dict[str, Path]) -> None:
     exe.load_code_object(built["lib.so"])
     exe.freeze()
     assert d["symbols"] == json.loads(json.dumps([s.to_dict() for s in exe.symbols()]))
-    rc, k = _cli(str(built["user.so"]), str(built["lib.so"]), "--kernel", "user_kern")
+    rc, k = cli("load", str(built["user.so"]), str(built["lib.so"]), "--kernel", "user_kern")
     assert rc == 0 and k.startswith("kernel user_kern") and "descriptor user_kern.kd" in k
     assert "amdgpu.language OpenCL C" in " ".join(k.split())
 
 
 def test_cli_errors(built: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    rc, _ = _cli(str(built["user.so"]))
+    rc, _ = cli("load", str(built["user.so"]))
     assert rc == 1 and "unresolved" in capsys.readouterr().err
-    rc, _ = _cli(str(built["user.so"]), str(built["lib.so"]), "--kernel", "lib_scale")
+    rc, _ = cli("load", str(built["user.so"]), str(built["lib.so"]), "--kernel", "lib_scale")
     assert rc == 1 and "not a kernel" in capsys.readouterr().err
-    rc, _ = _cli(str(built["user.so"]), "--target", "gfx942")
+    rc, _ = cli("load", str(built["user.so"]), "--target", "gfx942")
     assert rc == 1 and "device is gfx942" in capsys.readouterr().err
-    rc, _ = _cli(str(built["user.o"]))
+    rc, _ = cli("load", str(built["user.o"]))
     assert rc == 1 and "ET_REL" in capsys.readouterr().err

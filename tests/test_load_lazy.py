@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import subprocess
 import threading
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 from conftest import SOURCES, require_tool
 from devbin.errors import UsageError
 from devbin.load import Executable, SymbolKind
+from runners import run_tool
 
 CFLAGS = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-mcpu=gfx90a", "-c"]
 
@@ -34,12 +34,6 @@ USER_KERN_FUNCTIONS = {"user.so": {"user_kern", "user_helper"}, "lib.so": {"lib_
 USER_KERN_DATA = {"user.so": {"user_table"}, "lib.so": {"lib_counter", "lib_factor"}}
 
 
-def _run(*argv: str | Path) -> None:
-    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300, check=False)
-    if proc.returncode:
-        pytest.fail(f"{' '.join(map(str, argv))} failed:\n{proc.stderr}", pytrace=False)
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     clang, lld = require_tool("clang-19"), require_tool("ld.lld-19")
@@ -47,9 +41,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     b: dict[str, Path] = {}
     for src in ("user", "lib"):
         o = out / f"{src}.o"
-        _run(clang, *CFLAGS, "-o", o, SOURCES / "load" / f"{src}.cl")
-        _run(lld, "-shared", "--emit-relocs", "-o", out / f"{src}.so", o)
-        _run(lld, "-shared", "-o", out / f"{src}.plain.so", o)
+        run_tool([clang, *CFLAGS, "-o", o, SOURCES / "load" / f"{src}.cl"])
+        run_tool([lld, "-shared", "--emit-relocs", "-o", out / f"{src}.so", o])
+        run_tool([lld, "-shared", "-o", out / f"{src}.plain.so", o])
         b[f"{src}.so"], b[f"{src}.plain.so"] = out / f"{src}.so", out / f"{src}.plain.so"
     return b
 

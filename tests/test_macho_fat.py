@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import re
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, TruncatedError
 from devbin.formats.macho import FatFile, is_fat
 from devbin.formats.macho.fat import FAT_MAGIC, FAT_MAGIC_64, arch_name
+from runners import run_tool
 
 from tests.conftest import require_tool
 from tests.expect import assert_located, outcome
@@ -29,12 +29,6 @@ from tests.expect import assert_located, outcome
 SOURCE = "int devbin_fat(int x) { return x * 2; }\nint devbin_fat_data = 7;\n"
 TARGETS = {"x86_64": "x86_64-apple-macos11", "arm64": "arm64-apple-macos11", "arm64e": "arm64e-apple-macos11",
            "i386": "i386-apple-macos10.12", "x86_64h": "x86_64h-apple-macos11"}
-
-
-def _run(argv: list[str], cwd: Path) -> str:
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr}"
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +39,16 @@ def fat_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (out / "f.c").write_text(SOURCE)
     objs = []
     for arch, triple in TARGETS.items():
-        _run([clang, "-target", triple, "-c", "f.c", "-o", f"{arch}.o"], out)
+        run_tool([clang, "-target", triple, "-c", "f.c", "-o", f"{arch}.o"], out)
         objs.append(f"{arch}.o")
-    _run([lipo, "-create", "x86_64.o", "arm64.o", "-output", "fat.o"], out)
-    _run([lipo, "-create", "-fat64", "x86_64.o", "arm64.o", "-output", "fat64.o"], out)
-    _run([lipo, "-create", *objs, "-output", "fat5.o"], out)
+    run_tool([lipo, "-create", "x86_64.o", "arm64.o", "-output", "fat.o"], out)
+    run_tool([lipo, "-create", "-fat64", "x86_64.o", "arm64.o", "-output", "fat64.o"], out)
+    run_tool([lipo, "-create", *objs, "-output", "fat5.o"], out)
     return {"fat": out / "fat.o", "fat64": out / "fat64.o", "fat5": out / "fat5.o"}
 
 
 def _universal_headers(path: Path) -> list[tuple[str, int, int, int]]:
-    text = _run([require_tool("llvm-objdump-19"), "--macho", "--universal-headers", str(path)], path.parent)
+    text = run_tool([require_tool("llvm-objdump-19"), "--macho", "--universal-headers", str(path)], path.parent).stdout
     rows = re.findall(r"architecture (\S+)\n(?:.*\n)*?\s+offset (\d+)\n\s+size (\d+)\n\s+align 2\^(\d+)", text)
     return [(a, int(o), int(s), int(al)) for a, o, s, al in rows]
 
@@ -66,13 +60,13 @@ def test_slices_match_lipo_and_objdump(fat_files: dict[str, Path], name: str) ->
     assert is_fat(data)
     f = FatFile(data, where=path.name)
     assert f.is64 == (name == "fat64")
-    archs = _run([require_tool("llvm-lipo-19"), "-archs", str(path)], path.parent).split()
+    archs = run_tool([require_tool("llvm-lipo-19"), "-archs", str(path)], path.parent).stdout.split()
     assert list(f.archs) == archs
     assert [(s.offset, s.size, s.align) for s in f.slices] == [(o, sz, al) for _, o, sz, al in
                                                                 _universal_headers(path)]
     for s in f.slices:
         thin = path.parent / f"{name}-{s.arch}.thin"
-        _run([require_tool("llvm-lipo-19"), str(path), "-thin", s.arch, "-output", str(thin)], path.parent)
+        run_tool([require_tool("llvm-lipo-19"), str(path), "-thin", s.arch, "-output", str(thin)], path.parent)
         assert bytes(s.data) == thin.read_bytes() == (path.parent / f"{s.arch}.o").read_bytes()
         assert f.slice_for(s.arch) is s
 

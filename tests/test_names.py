@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,16 +21,12 @@ from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.superarchive.build import MAX_TARGET_NAME, check_target_name
+from runners import run_devbin
 
 from tests.elfbuild import patch_header, small_elf
 
 ROOT = Path(__file__).resolve().parent.parent
 LONG_ID = "hipv4-amdgcn-amd-amdhsa--gfx90a\n" + "x" * 500
-
-
-def _devbin(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "devbin", *args], cwd=cwd, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, check=False, timeout=120)
 
 
 def _one_line(stderr: str) -> str:
@@ -89,14 +83,14 @@ def test_target_names_accepted(name: str) -> None:
 @pytest.mark.parametrize("name", ["../up", "/abs", "a/b", "x..y", "a\tb", "g" * 300])
 def test_ar_create_and_add_refuse_bad_target_names(tmp_path: Path, name: str) -> None:
     (tmp_path / "k.o").write_bytes(small_elf())
-    r = _devbin(tmp_path, "ar", "create", "-o", "lib.a", "--target", f"{name}=k.o")
+    r = run_devbin("ar", "create", "-o", "lib.a", "--target", f"{name}=k.o", cwd=tmp_path)
     assert r.returncode == 1
     line = _one_line(r.stderr)
     assert "target name" in line and "a target name is one plain word" in line and len(line) < 300
     assert not (tmp_path / "lib.a").exists()
-    ok = _devbin(tmp_path, "ar", "create", "-o", "lib.a", "--target", "gfx90a=k.o")
+    ok = run_devbin("ar", "create", "-o", "lib.a", "--target", "gfx90a=k.o", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
-    r = _devbin(tmp_path, "ar", "add", "lib.a", "--target", f"{name}=k.o", "-o", "lib2.a")
+    r = run_devbin("ar", "add", "lib.a", "--target", f"{name}=k.o", "-o", "lib2.a", cwd=tmp_path)
     assert r.returncode == 1 and "target name" in _one_line(r.stderr)
     assert not (tmp_path / "lib2.a").exists()
 
@@ -135,12 +129,13 @@ COMMANDS = [["inspect"], ["list"], ["extract", "-o", "out"], ["resources"], ["ca
             ["ar", "list"], ["ar", "extract", "--target", "gfx90a", "-o", "out.a"], ["load"]]
 
 
+@pytest.mark.slow  # a child process per command, ~10 s: not in the quick tier
 def test_every_error_is_one_line(tmp_path: Path) -> None:
     failed: dict[str, int] = {}
     for name in _malformed(tmp_path):
         for cmd in COMMANDS:
             args = [*cmd[:1], name, *cmd[1:]] if cmd[0] != "ar" else [*cmd[:2], name, *cmd[2:]]
-            r = _devbin(tmp_path, *args)
+            r = run_devbin(*args, cwd=tmp_path)
             assert "Traceback" not in r.stderr, (args, r.stderr)
             if r.returncode == 0:
                 continue
@@ -156,7 +151,7 @@ def test_every_error_is_one_line(tmp_path: Path) -> None:
 
 def test_select_error_names_a_newline_id_on_one_line(tmp_path: Path) -> None:
     (tmp_path / "b.bin").write_bytes(write_bundle([(LONG_ID, bytes(64))], host=None))
-    r = _devbin(tmp_path, "select", "--device", "gfx90a", "b.bin")
+    r = run_devbin("select", "--device", "gfx90a", "b.bin", cwd=tmp_path)
     assert r.returncode == 1
     line = _one_line(r.stderr)
     # "data <target id>": the kind and the ID's target part, newline escaped, cut with its length

@@ -129,6 +129,7 @@ def test_pure_python_forced_by_environment() -> None:
         assert out.split() == ["True", "False", "False"]
 
 
+@pytest.mark.tool  # pip and a C compiler, ~10 s: not in the quick tier
 @pytest.mark.parametrize("compiler", ["/bin/false", None])
 def test_pip_install_builds_the_fast_path_or_falls_back(tmp_path: Path, compiler: str | None) -> None:
     """``pip install .`` of a copy of the tree into a fresh venv: with a C compiler the extension is built

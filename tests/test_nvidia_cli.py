@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -12,16 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
+from runners import cli_ok, run_tool
 
-from tests import oracles
 from tests.conftest import SOURCES, require_tool
-
-
-def _devbin(*argv: str) -> str:
-    out = io.StringIO()
-    assert main(list(argv), out) == 0
-    return out.getvalue()
 
 
 @pytest.fixture(scope="session")
@@ -42,11 +34,11 @@ def host_inputs(tmp_path_factory: pytest.TempPathFactory, cubins: dict[str, Path
     }
     built = {}
     for key, (flags, source, name) in files.items():
-        p = oracles.run([nvcc, *flags, "-o", str(out / name), source])
+        p = run_tool([nvcc, *flags, "-o", str(out / name), source], check=False)
         assert p.returncode == 0, p.stderr
         built[key] = out / name
     lib = out / "libk.a"
-    assert oracles.run([ar, "rcs", str(lib), str(built["obj"]), str(built["rdc_obj"])]).returncode == 0
+    assert run_tool([ar, "rcs", str(lib), str(built["obj"]), str(built["rdc_obj"])], check=False).returncode == 0
     built["archive"] = lib
     built["cubin"] = cubins["sm_90_rdc"]
     return built
@@ -59,7 +51,7 @@ def _proc(*argv: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
 
 def _cuobjdump_list(path: Path) -> list[tuple[str, str]]:
     cuobjdump = require_tool("cuobjdump")
-    p = oracles.run([cuobjdump, "-lelf", "-lptx", str(path)])
+    p = run_tool([cuobjdump, "-lelf", "-lptx", str(path)], check=False)
     out = []
     for ln in p.stdout.splitlines():
         m = re.match(r"^(ELF|PTX) file\s+\d+: (\S+)$", ln)
@@ -72,7 +64,7 @@ def _cuobjdump_list(path: Path) -> list[tuple[str, str]]:
 
 def test_list_equals_cuobjdump(host_inputs: dict[str, Path]) -> None:
     for name, path in host_inputs.items():
-        data = json.loads(_devbin("list", "--json", str(path)))
+        data = json.loads(cli_ok("list", "--json", str(path)))
         ours = [(i["kind"], i["arch"].replace("compute_", "sm_")) for i in data["images"]]
         assert sorted(ours) == sorted(_cuobjdump_list(path)), name
         assert data["warnings"] == [], name
@@ -86,9 +78,9 @@ def test_extract_equals_cuobjdump_byte_for_byte(host_inputs: dict[str, Path], tm
         theirs, ours = tmp_path / f"{name}.cuobjdump", tmp_path / f"{name}.devbin"
         theirs.mkdir()
         for opt in ("-xelf", "-xptx"):
-            p = oracles.run(["bash", "-c", f"cd {theirs} && {cuobjdump} {opt} all {path}"])
+            p = run_tool(["bash", "-c", f"cd {theirs} && {cuobjdump} {opt} all {path}"], check=False)
             assert p.returncode in (0, 255), p.stderr  # 255: "no PTX/ELF found", as for a bare cubin
-        _devbin("extract", str(path), "-o", str(ours))
+        cli_ok("extract", str(path), "-o", str(ours))
         a = {p.name: p.read_bytes() for p in theirs.iterdir()}
         b = {p.name: p.read_bytes() for p in ours.iterdir()} if ours.exists() else {}
         assert sorted(a) == sorted(b), name
@@ -97,7 +89,7 @@ def test_extract_equals_cuobjdump_byte_for_byte(host_inputs: dict[str, Path], tm
 
 
 def test_extract_filters(host_inputs: dict[str, Path], tmp_path: Path) -> None:
-    _devbin("extract", str(host_inputs["multi_fatbin"]), "--kind", "cubin", "--arch", "sm_90", "-o", str(tmp_path))
+    cli_ok("extract", str(host_inputs["multi_fatbin"]), "--kind", "cubin", "--arch", "sm_90", "-o", str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["multi.1.sm_90.cubin"]  # cuobjdump -arch sm_90 -xelf all
 
 
@@ -110,7 +102,7 @@ def test_extract_arch_numbers_as_cuobjdump(host_inputs: dict[str, Path], tmp_pat
         for x in ("-xelf", "-xptx"):
             assert subprocess.run([cuobjdump, "-arch", arch, x, "all", str(multi)], cwd=theirs, capture_output=True,
                                   check=False).returncode == 0
-        _devbin("extract", "--arch", arch, str(multi), "-o", str(ours))
+        cli_ok("extract", "--arch", arch, str(multi), "-o", str(ours))
         want = {p.name: p.read_bytes() for p in theirs.iterdir()}
         assert {p.name: p.read_bytes() for p in ours.iterdir()} == want
         assert all(".1." in name for name in want), want
@@ -146,8 +138,8 @@ def test_extract_refuses_names_that_escape(tmp_path: Path) -> None:
 def test_resources_cuobjdump_format_equals_cuobjdump(host_inputs: dict[str, Path]) -> None:
     cuobjdump = require_tool("cuobjdump")
     for name, path in host_inputs.items():
-        theirs = oracles.run([cuobjdump, "-res-usage", str(path)]).stdout
-        ours = _devbin("resources", "--format", "cuobjdump", str(path))
+        theirs = run_tool([cuobjdump, "-res-usage", str(path)], check=False).stdout
+        ours = cli_ok("resources", "--format", "cuobjdump", str(path))
         if path.suffix == ".a":  # cuobjdump names members by the archive's absolute path
             theirs = theirs.replace(os.path.abspath(path), str(path))
             ours = ours.replace(os.path.abspath(path), str(path))
@@ -155,21 +147,21 @@ def test_resources_cuobjdump_format_equals_cuobjdump(host_inputs: dict[str, Path
 
 
 def test_resources_json_and_text(host_inputs: dict[str, Path]) -> None:
-    data = json.loads(_devbin("resources", "--json", str(host_inputs["multi_fatbin"])))
+    data = json.loads(cli_ok("resources", "--json", str(host_inputs["multi_fatbin"])))
     assert [c["arch"] for c in data["images"]] == ["sm_80", "sm_90"]
-    text = _devbin("resources", str(host_inputs["multi_fatbin"]))
+    text = cli_ok("resources", str(host_inputs["multi_fatbin"]))
     for fn in data["images"][0]["functions"]:
         assert fn["name"] in text
 
 
 def test_callgraph_formats(cubins: dict[str, Path]) -> None:
     path = str(cubins["sm_90_rdc"])
-    text = _devbin("callgraph", path)
+    text = cli_ok("callgraph", path)
     assert text.startswith("callgraph for sm_90:") and "^apply_op [24] ->" in text
-    data = json.loads(_devbin("callgraph", "--json", path))
+    data = json.loads(cli_ok("callgraph", "--json", path))
     apply_op = next(n for n in data["images"][0]["nodes"] if n["name"] == "apply_op")
     assert sorted(apply_op["calls"]) == ["op_add", "op_mul", "op_sub"]
-    dot = _devbin("callgraph", "--dot", path)
+    dot = cli_ok("callgraph", "--dot", path)
     assert dot.startswith("digraph") and '"apply_op" -> "op_add" [style=dotted];' in dot
 
 
@@ -180,7 +172,7 @@ def test_list_inside_a_wheel(host_inputs: dict[str, Path], tmp_path: Path) -> No
     with zipfile.ZipFile(whl, "w") as z:
         z.write(host_inputs["archive"], "pkg/lib/libk.a")
         z.write(host_inputs["multi_fatbin"], "pkg/kernels.fatbin")
-    data = json.loads(_devbin("list", "--json", str(whl)))
+    data = json.loads(cli_ok("list", "--json", str(whl)))
     paths = {i["address"].split("@")[0].split("#")[0] for i in data["images"]}
     assert f"{whl}!pkg/kernels.fatbin" in paths
     assert {f"{whl}!pkg/lib/libk.a!k.o", f"{whl}!pkg/lib/libk.a!e.o"} <= paths

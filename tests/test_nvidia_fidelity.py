@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import struct
@@ -25,27 +23,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devbin.cli.main import main
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.fatbin.reader import parse_fatbin
 from devbin.model import TypeKind
 from devbin.targets.nvidia.cubin import Cubin
 from devbin.targets.nvidia.importer import import_cubin
 from devbin.targets.nvidia.nvcallgraph import NvCallAbi, NvPrototype, parse_prototype_string
+from runners import cli_err, cli_ok, run_tool
 
-from tests import oracles
 from tests.conftest import require_tool
 
 
-def _devbin(*argv: str) -> tuple[str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
-        assert main(list(argv), out) == 0, err.getvalue()
-    return out.getvalue(), err.getvalue()
-
-
 def _build(args: list[str]) -> None:
-    p = oracles.run(args)
+    p = run_tool(args, check=False)
     assert p.returncode == 0, p.stderr + p.stdout
 
 
@@ -68,7 +58,7 @@ def family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _cuobjdump_names(path: Path) -> list[str]:
-    p = oracles.run([require_tool("cuobjdump"), "-lelf", "-lptx", str(path)])
+    p = run_tool([require_tool("cuobjdump"), "-lelf", "-lptx", str(path)], check=False)
     return [m[1] for m in re.finditer(r"^(?:ELF|PTX) file\s+\d+: (\S+)$", p.stdout, re.M)]
 
 
@@ -78,9 +68,9 @@ def test_family_cubins_extract_as_cuobjdump(family: dict[str, Path], tmp_path: P
         theirs, ours = tmp_path / f"{name}.cuobjdump", tmp_path / f"{name}.devbin"
         theirs.mkdir()
         for opt in ("-xelf", "-xptx"):
-            p = oracles.run(["bash", "-c", f"cd {theirs} && {cuobjdump} {opt} all {path}"])
+            p = run_tool(["bash", "-c", f"cd {theirs} && {cuobjdump} {opt} all {path}"], check=False)
             assert p.returncode in (0, 255), p.stderr
-        _devbin("extract", str(path), "-o", str(ours))
+        cli_ok("extract", str(path), "-o", str(ours))
         a = {p.name: p.read_bytes() for p in theirs.iterdir()}
         b = {p.name: p.read_bytes() for p in ours.iterdir()}
         assert a == b, (name, sorted(a), sorted(b))
@@ -92,7 +82,7 @@ def test_family_cubins_extract_as_cuobjdump(family: dict[str, Path], tmp_path: P
 
 def test_family_cubins_listed_with_their_family(family: dict[str, Path]) -> None:
     """devbin's own listing keeps the entry header's family (what `-res-usage` prints as arch =)."""
-    data = json.loads(_devbin("list", "--json", str(family["obj"]))[0])
+    data = json.loads(cli_ok("list", "--json", str(family["obj"])))
     assert sorted((i["kind"], i["arch"]) for i in data["images"]) == [
         ("cubin", "sm_100a"), ("cubin", "sm_100f"), ("cubin", "sm_120f"), ("cubin", "sm_90"),
         ("ptx", "compute_120f")]
@@ -101,8 +91,8 @@ def test_family_cubins_listed_with_their_family(family: dict[str, Path]) -> None
 def test_family_resources_equal_cuobjdump(family: dict[str, Path]) -> None:
     cuobjdump = require_tool("cuobjdump")
     for name, path in family.items():
-        theirs = oracles.run([cuobjdump, "-res-usage", str(path)]).stdout
-        assert _devbin("resources", "--format", "cuobjdump", str(path))[0] == theirs, name
+        theirs = run_tool([cuobjdump, "-res-usage", str(path)], check=False).stdout
+        assert cli_ok("resources", "--format", "cuobjdump", str(path)) == theirs, name
 
 
 # --------------------------------------------------------------------------- 2: PTX options descriptor
@@ -151,12 +141,12 @@ def test_ptxas_options_line_as_cuobjdump(ptx_fatbin: bytes, tmp_path: Path, case
     (e,) = parse_fatbin(path.read_bytes()).entries
     assert e.header_size == header_size and e.has_options == (line is not None)
     assert e.options == (line or "") and e.data() == parse_fatbin(ptx_fatbin).entries[0].data()
-    theirs = oracles.run([cuobjdump, "-res-usage", str(path)]).stdout
-    ours = _devbin("resources", "--format", "cuobjdump", str(path))[0]
+    theirs = run_tool([cuobjdump, "-res-usage", str(path)], check=False).stdout
+    ours = cli_ok("resources", "--format", "cuobjdump", str(path))
     assert ours == theirs
     assert ("ptxasOptions = " in ours) == (line is not None)
     assert _cuobjdump_names(path) == [f"{case}.1.sm_80.ptx"]
-    _devbin("extract", str(path), "-o", str(tmp_path / "x"))
+    cli_ok("extract", str(path), "-o", str(tmp_path / "x"))
     assert [p.name for p in (tmp_path / "x").iterdir()] == [f"{case}.1.sm_80.ptx"]
 
 
@@ -289,7 +279,7 @@ def proto_cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _cuobjdump_prototypes(path: Path) -> list[str]:
     """The strings ``cuobjdump -elf`` prints for ``.nv.prototype`` (``<sym,offset(string)>``)."""
-    text = oracles.run([require_tool("cuobjdump"), "-elf", str(path)]).stdout
+    text = run_tool([require_tool("cuobjdump"), "-elf", str(path)], check=False).stdout
     block = re.search(r"^\.nv\.prototype\n(.*?)\n\n", text, re.M | re.S)
     assert block is not None
     return re.findall(r"<\d+,\d+\((.*)\)>", block[1])
@@ -311,7 +301,8 @@ def test_every_prototype_decodes_and_round_trips(proto_cubins: dict[str, Path]) 
             warnings.simplefilter("error")
             obj = import_cubin(ElfFile(path.read_bytes()))
         assert not [v for k, v in obj.metadata.items() if k == "nvidia.undecoded-prototype"], name
-        out, err = _devbin("callgraph", str(path))
+        code, out, err = cli_err("callgraph", str(path))
+        assert code == 0, err
         assert err == "" and out.startswith(f"callgraph for {name.split('_', 1)[1]}:"), name
     # Every shape the grammar names was met.
     assert {"#ill|12p4r20sRx" + "0" * 60 + "fff9", "#vllill|12p4r20sRx" + "0" * 60 + "fff9", "#iib0", "#xx",
@@ -381,11 +372,12 @@ def test_corrupt_prototype_warns_once_and_goes_on(proto_cubins: dict[str, Path],
     assert data.count(good.encode()) == 1
     bad = tmp_path / "bad.cubin"
     bad.write_bytes(data.replace(good.encode(), b"#vllq?l|12p4r20sRx"))
-    out, err = _devbin("callgraph", str(bad))
-    assert out == _devbin("callgraph", str(proto_cubins["shapes_sm_80"]))[0]
+    code, out, err = cli_err("callgraph", str(bad))
+    assert code == 0, err
+    assert out == cli_ok("callgraph", str(proto_cubins["shapes_sm_80"]))
     assert err.count("warning: ") == 1 and "unknown type letter 'q'" in err
     assert "#vllq?l|12p4r20sRx" in err
-    json_out, _ = _devbin("callgraph", "--json", str(bad))
+    json_out = cli_ok("callgraph", "--json", str(bad))
     assert json.loads(json_out)["images"][0]["nodes"]
     with pytest.warns(Warning, match="unknown type letter 'q'"):
         obj = import_cubin(ElfFile(bad.read_bytes()))
@@ -450,7 +442,7 @@ def lto_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_lto_ir_listed_with_its_encoding(lto_objects: dict[str, Path]) -> None:
     for name, path in lto_objects.items():
-        data = json.loads(_devbin("list", "--json", str(path))[0])
+        data = json.loads(cli_ok("list", "--json", str(path)))
         (lto,) = [i for i in data["images"] if i["kind"] == "lto-ir"]
         assert lto["arch"] == "compute_90"
         assert lto["compression"] == ("none" if name == "plain" else "nvidia-opaque"), name
@@ -462,7 +454,7 @@ def test_lto_ir_extracted_and_linked_by_nvjitlink(lto_objects: dict[str, Path], 
     cuobjdump = require_tool("cuobjdump")
     for name, path in lto_objects.items():
         folder = tmp_path / name
-        _devbin("extract", str(path), "--kind", "lto-ir", "-o", str(folder))
+        cli_ok("extract", str(path), "--kind", "lto-ir", "-o", str(folder))
         (written,) = folder.iterdir()
         (image,) = [i for i in scan([str(path)]) if i.kind == "lto-ir"]
         e = image.entry
@@ -481,9 +473,9 @@ def test_lto_ir_extracted_and_linked_by_nvjitlink(lto_objects: dict[str, Path], 
         cubin = _nvjitlink(data, fatbin=name != "plain")
         linked = tmp_path / f"{name}.linked.cubin"
         linked.write_bytes(cubin)
-        theirs = oracles.run([cuobjdump, "-res-usage", str(linked)]).stdout
+        theirs = run_tool([cuobjdump, "-res-usage", str(linked)], check=False).stdout
         assert "Function _Z2klPi:" in theirs, (name, theirs)
-        assert _devbin("resources", "--format", "cuobjdump", str(linked))[0] == theirs
+        assert cli_ok("resources", "--format", "cuobjdump", str(linked)) == theirs
     # Default extract stays cuobjdump's (-xelf all / -xptx all): LTO-IR only on request.
-    _devbin("extract", str(lto_objects["dlto"]), "-o", str(tmp_path / "default"))
+    cli_ok("extract", str(lto_objects["dlto"]), "-o", str(tmp_path / "default"))
     assert [p.name for p in (tmp_path / "default").iterdir()] == ["dlto.1.sm_90.ptx"]

@@ -8,7 +8,6 @@ text table.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -19,18 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
-
-from tests import oracles
 from tests.conftest import SOURCES, require_tool
+from tests.runners import cli_ok, run_tool
 
 SRC = str(Path(__file__).parents[1] / "src")
 
-
-def _devbin(*argv: str) -> str:
-    out = io.StringIO()
-    assert main(list(argv), out) == 0
-    return out.getvalue()
 
 
 def _proc(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -43,12 +35,12 @@ def frames(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | str]:
     nvcc, nvlink = require_tool("nvcc"), require_tool("nvlink")
     out = tmp_path_factory.mktemp("frames")
     rdc, linked, ptx = out / "frames.cubin", out / "frames_linked.cubin", out / "frames.ptx"
-    p = oracles.run([nvcc, "-arch=sm_90", "-cubin", "-rdc=true", "-maxrregcount=32", "-Xptxas", "-v", "-o", str(rdc),
-                     str(SOURCES / "frames.cu")])
+    p = run_tool([nvcc, "-arch=sm_90", "-cubin", "-rdc=true", "-maxrregcount=32", "-Xptxas", "-v", "-o", str(rdc),
+                     str(SOURCES / "frames.cu")], check=False)
     assert p.returncode == 0, p.stderr
-    q = oracles.run([nvlink, "-arch=sm_90", "-o", str(linked), str(rdc)])
+    q = run_tool([nvlink, "-arch=sm_90", "-o", str(linked), str(rdc)], check=False)
     assert q.returncode == 0 and "cannot be statically determined" in q.stderr, q.stderr
-    assert oracles.run([nvcc, "-arch=sm_90", "-ptx", "-o", str(ptx), str(SOURCES / "frames.cu")]).returncode == 0
+    run_tool([nvcc, "-arch=sm_90", "-ptx", "-o", str(ptx), str(SOURCES / "frames.cu")])
     return {"rdc": rdc, "linked": linked, "ptx": ptx, "ptxas": p.stdout + p.stderr}
 
 
@@ -80,7 +72,7 @@ def test_text_table_frame_spill_and_stack(frames: dict[str, Path | str]) -> None
     from devbin.size.account import demangle
     ptxas = _ptxas_facts(str(frames["ptxas"]))
     assert ptxas["_ZN12devbin_tests6frames9big_frameILi96EEEfPKfi"][0] == 392
-    rows = _table(_devbin("resources", str(frames["rdc"])))
+    rows = _table(cli_ok("resources", str(frames["rdc"])))
     assert set(rows) == {demangle(n) for n in ptxas}
     for name, (frame, spill_bytes) in ptxas.items():
         r = rows[demangle(name)]
@@ -93,8 +85,8 @@ def test_text_table_frame_spill_and_stack(frames: dict[str, Path | str]) -> None
     # stores, but marks no SpillRefill: SPILL counts the allocator's spills only (docs/API.md)
     assert ptxas["_ZN12devbin_tests6frames8deep_sumEiPVi"][1] == 20
     assert rows["devbin_tests::frames::deep_sum(int, int volatile*)"]["SPILL"] == "0"
-    linked = _table(_devbin("resources", str(frames["linked"])))
-    theirs = oracles.run([require_tool("cuobjdump"), "-res-usage", str(frames["linked"])]).stdout
+    linked = _table(cli_ok("resources", str(frames["linked"])))
+    theirs = run_tool([require_tool("cuobjdump"), "-res-usage", str(frames["linked"])], check=False).stdout
     stacks = dict(re.findall(r" Function (\S+):\n  REG:\d+ STACK:(\S+)", theirs))
     kernels = {n: s for n, s in stacks.items() if linked[demangle(n)]["kind"] == "kernel"}
     assert kernels["_ZN12devbin_tests6frames13recursive_sumEiPi"] == "UNKNOWN"
@@ -104,10 +96,10 @@ def test_text_table_frame_spill_and_stack(frames: dict[str, Path | str]) -> None
 
 
 def test_stack_unknown_equals_cuobjdump(frames: dict[str, Path | str]) -> None:
-    theirs = oracles.run([require_tool("cuobjdump"), "-res-usage", str(frames["linked"])]).stdout
+    theirs = run_tool([require_tool("cuobjdump"), "-res-usage", str(frames["linked"])], check=False).stdout
     assert "STACK:UNKNOWN" in theirs
-    assert _devbin("resources", "--format", "cuobjdump", str(frames["linked"])) == theirs
-    data = json.loads(_devbin("resources", "--json", str(frames["linked"])))
+    assert cli_ok("resources", "--format", "cuobjdump", str(frames["linked"])) == theirs
+    data = json.loads(cli_ok("resources", "--json", str(frames["linked"])))
     r = next(f["resources"] for f in data["images"][0]["functions"] if "recursive_sum" in f["name"])
     assert r["dynamic_stack"] is True and r["stack"] is None
 
@@ -115,39 +107,39 @@ def test_stack_unknown_equals_cuobjdump(frames: dict[str, Path | str]) -> None:
 def test_function_filter_and_sort(frames: dict[str, Path | str], capsys: pytest.CaptureFixture[str]) -> None:
     cuobjdump, path = require_tool("cuobjdump"), str(frames["linked"])
     mangled = "_ZN12devbin_tests6frames8pressureEPfPKfi"
-    theirs = oracles.run([cuobjdump, "-res-usage", "-fun", mangled, path]).stdout
-    assert _devbin("resources", "--format", "cuobjdump", "--function", mangled, path) == theirs
+    theirs = run_tool([cuobjdump, "-res-usage", "-fun", mangled, path], check=False).stdout
+    assert cli_ok("resources", "--format", "cuobjdump", "--function", mangled, path) == theirs
     # a demangled glob selects the same, in the text and the JSON
     demangled = "devbin_tests::frames::pressure(*"
-    assert _devbin("resources", "--format", "cuobjdump", "--function", demangled, path) == theirs
-    assert list(_table(_devbin("resources", "--function", "*::pressure(*", path))) == [
+    assert cli_ok("resources", "--format", "cuobjdump", "--function", demangled, path) == theirs
+    assert list(_table(cli_ok("resources", "--function", "*::pressure(*", path))) == [
         "devbin_tests::frames::pressure(float*, float const*, int)"]
-    data = json.loads(_devbin("resources", "--json", "--function", "*big_frame*", path))
+    data = json.loads(cli_ok("resources", "--json", "--function", "*big_frame*", path))
     assert [f["name"] for f in data["images"][0]["functions"]] == [
         "_ZN12devbin_tests6frames9big_frameILi96EEEfPKfi", "_ZN12devbin_tests6frames14uses_big_frameEPfPKfi"]
     capsys.readouterr()
-    _devbin("resources", "--function", "no_such_function", path)
+    cli_ok("resources", "--function", "no_such_function", path)
     assert capsys.readouterr().err == "warning: --function 'no_such_function' matched no function\n"
-    by_frame = list(_table(_devbin("resources", "--sort", "frame", path)).values())
+    by_frame = list(_table(cli_ok("resources", "--sort", "frame", path)).values())
     assert [int(r["FRAME"]) for r in by_frame] == sorted((int(r["FRAME"]) for r in by_frame), reverse=True)
-    by_stack = list(_table(_devbin("resources", "--sort", "stack", path)).values())
+    by_stack = list(_table(cli_ok("resources", "--sort", "stack", path)).values())
     assert [r["STACK"] for r in by_stack][:3] == ["unknown", "640", "392"]
-    assert list(_table(_devbin("resources", "--sort", "name", path))) == sorted(_table(_devbin("resources", path)))
+    assert list(_table(cli_ok("resources", "--sort", "name", path))) == sorted(_table(cli_ok("resources", path)))
 
 
 def test_archive_members_without_device_code_equal_cuobjdump(tmp_path: Path) -> None:
     """cuobjdump heads every member of an archive, also one without device code (main left those out)."""
     cuobjdump, nvcc, gcc, ar = (require_tool(t) for t in ("cuobjdump", "nvcc", "gcc", "ar"))
-    assert oracles.run([gcc, "-c", "-o", str(tmp_path / "host.o"), str(SOURCES / "host.c")]).returncode == 0
+    run_tool([gcc, "-c", "-o", str(tmp_path / "host.o"), str(SOURCES / "host.c")])
     shutil.copy(tmp_path / "host.o", tmp_path / "tail.o")
-    p = oracles.run([nvcc, "-c", "-arch=sm_90", "-o", str(tmp_path / "k.o"), str(SOURCES / "kernels.cu")])
+    p = run_tool([nvcc, "-c", "-arch=sm_90", "-o", str(tmp_path / "k.o"), str(SOURCES / "kernels.cu")], check=False)
     assert p.returncode == 0, p.stderr
     lib = tmp_path / "libmixed.a"
-    assert oracles.run([ar, "rcs", str(lib), *(str(tmp_path / m) for m in ("host.o", "k.o", "tail.o"))]).returncode == 0
+    run_tool([ar, "rcs", str(lib), *(str(tmp_path / m) for m in ("host.o", "k.o", "tail.o"))])
     for arch in ([], ["-arch", "sm_90"], ["-arch", "sm_80"]):
-        theirs = oracles.run([cuobjdump, *arch, "-res-usage", str(lib)]).stdout
+        theirs = run_tool([cuobjdump, *arch, "-res-usage", str(lib)], check=False).stdout
         assert theirs.count("\nmember ") == 3, arch
-        ours = _devbin("resources", "--format", "cuobjdump", *[a.replace("-arch", "--arch") for a in arch], str(lib))
+        ours = cli_ok("resources", "--format", "cuobjdump", *[a.replace("-arch", "--arch") for a in arch], str(lib))
         assert ours.replace(str(lib), os.path.abspath(lib)) == theirs, arch
 
 

@@ -32,6 +32,7 @@ from devbin.formats.offload import (
     write_offload_binary,
 )
 from devbin.formats.offload import constants as C
+from runners import run_tool
 
 from tests.expect import assert_located, outcome
 
@@ -48,14 +49,8 @@ def _images(amd: dict[str, bytes] | None = None, *, hip: int = C.OFK_HIP_LEGACY)
     return imgs
 
 
-def _run(argv: list[str], cwd: Path) -> str:
-    r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
-    assert r.returncode == 0, f"{argv}: {r.stderr}"
-    return r.stdout
-
-
 def _objdump(tool: str, path: Path) -> list[dict[str, str]]:
-    out = _run([tool, "--offloading", str(path)], path.parent)
+    out = run_tool([tool, "--offloading", str(path)], path.parent).stdout
     found: list[dict[str, str]] = []
     for block in re.split(r"OFFLOADING IMAGE \[\d+\]:", out)[1:]:
         rec: dict[str, str] = {}
@@ -273,7 +268,7 @@ def test_reads_and_rewrites_what_the_packager_writes(amdgpu_objects: dict[str, P
     cubin = tmp_path / "fake.cubin"
     cubin.write_bytes(FAKE_CUBIN)
     out = tmp_path / "packed.bin"
-    _run([packager, "-o", str(out), *_pack_args(amdgpu_objects, cubin), ], tmp_path)
+    run_tool([packager, "-o", str(out), *_pack_args(amdgpu_objects, cubin), ], tmp_path)
     data = out.read_bytes()
     blobs = list(iter_offload_binaries(data))
     entries = [e for b in blobs for e in b.entries]
@@ -321,7 +316,7 @@ def test_packager_extracts_what_devbin_writes(amdgpu_objects: dict[str, Path], t
     packed.write_bytes(write_offload_binary(_images(amd)))
     for arch, want in [*amd.items(), ("sm_90", FAKE_CUBIN)]:
         out = tmp_path / f"out.{arch}.o"
-        _run([packager, str(packed), f"--image=file={out},arch={arch}"], tmp_path)
+        run_tool([packager, str(packed), f"--image=file={out},arch={arch}"], tmp_path)
         assert out.read_bytes() == want
 
 
@@ -335,7 +330,7 @@ def test_host_object_carries_blob_in_llvm_offloading(amdgpu_objects: dict[str, P
     src = tmp_path / "host.c"
     src.write_text("int main(void) { return 0; }\n")
     host = tmp_path / "host.o"
-    _run([clang, "-c", str(src), "-o", str(host), "-Xclang", f"-fembed-offload-object={packed}"], tmp_path)
+    run_tool([clang, "-c", str(src), "-o", str(host), "-Xclang", f"-fembed-offload-object={packed}"], tmp_path)
     elf = ElfFile(host.read_bytes(), where="host.o")
     sec = elf.section(C.SECTION_NAME)
     assert sec is not None
@@ -354,7 +349,7 @@ def test_nothing_found_in_plain_host_object(tmp_path: Path) -> None:
     clang = require_tool("clang-19")
     src = tmp_path / "host.c"
     src.write_text("int f(void) { return 1; }\n")
-    _run([clang, "-c", str(src), "-o", str(tmp_path / "h.o")], tmp_path)
+    run_tool([clang, "-c", str(src), "-o", str(tmp_path / "h.o")], tmp_path)
     assert find_in_elf(ElfFile((tmp_path / "h.o").read_bytes())) == []
 
 

@@ -21,6 +21,7 @@ from devbin.images import Address, Image, scan
 from devbin.packaging import PackInput, PackResult, check_consistency, choose_ptx, pack
 from devbin.packaging.consistency import ImageSettings, settings_from_options
 from devbin.packaging.facts import loose_image, relocatable
+from runners import run_tool
 
 from tests.conftest import PTX_DIR, require_tool
 
@@ -32,16 +33,12 @@ def images(cubins: dict[str, Path], amdgpu_objects: dict[str, Path]) -> dict[str
             "gfx942": amdgpu_objects["gfx942_obj"]}
 
 
-def _run(*argv: str | Path) -> str:
-    return subprocess.run([str(a) for a in argv], check=True, capture_output=True, text=True).stdout
-
-
 def test_offload_package_read_by_llvm(images: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "app.offload"
     specs = [f"file={images[k]}" for k in ("sm_80", "sm_90", "ptx80", "ptx90", "gfx90a")]
     specs[4] += ",Team=kernels"
     assert main(["pack", "-o", str(out), *[a for s in specs for a in ("--image", s)]]) == 0
-    listing = _run(require_tool("llvm-objdump-19"), "--offloading", out)
+    listing = run_tool([require_tool("llvm-objdump-19"), "--offloading", out]).stdout
     blocks = [b for b in listing.split("OFFLOADING IMAGE")[1:]]
     archs = [next(line.split()[1] for line in b.splitlines() if line.startswith("arch")) for b in blocks]
     assert archs == ["sm_80", "sm_90", "compute_90", "gfx90a"]  # --ptx highest left compute_80 out
@@ -50,7 +47,7 @@ def test_offload_package_read_by_llvm(images: dict[str, Path], tmp_path: Path) -
     # The packager extracts the same bytes, and devbin reads the metadata back.
     packager = require_tool("clang-offload-packager-19")
     x = tmp_path / "x.o"
-    _run(packager, out, f"--image=file={x},arch=gfx90a")
+    run_tool([packager, out, f"--image=file={x},arch=gfx90a"])
     assert x.read_bytes() == images["gfx90a"].read_bytes()
     found = list(scan([out]))
     md = dict(found[3].metadata)
@@ -67,7 +64,7 @@ def test_fatbin_package_read_by_cuobjdump(images: dict[str, Path], tmp_path: Pat
     out = tmp_path / "app.fatbin"
     res = pack([images["sm_80"], images["sm_90"], images["ptx80"], images["ptx90"]], format="fatbin", ptx="all")
     out.write_bytes(res.data)
-    listing = _run(cuobjdump, "-lelf", "-lptx", out)
+    listing = run_tool([cuobjdump, "-lelf", "-lptx", out]).stdout
     assert listing.count("ELF file") == 2 and listing.count("PTX file") == 2
     assert any("not stored" in w for w in res.warnings)  # Producer etc. cannot go into a fatbin
     subprocess.run([cuobjdump, "-xelf", "all", str(out)], check=True, capture_output=True, cwd=tmp_path)
@@ -82,11 +79,11 @@ def test_bundle_package_read_by_bundler(images: dict[str, Path], tmp_path: Path)
     for compression in ("none", "zstd"):
         out = tmp_path / f"app.{compression}.hipfb"
         out.write_bytes(pack([images["gfx90a"], images["gfx942"]], format="bundle", compression=compression).data)
-        ids = set(_run(bundler, "--list", "--type=o", f"--input={out}").split())
+        ids = set(run_tool([bundler, "--list", "--type=o", f"--input={out}"]).stdout.split())
         assert {"hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx942"} <= ids
         x = tmp_path / "x.o"
-        _run(bundler, "--unbundle", "--type=o", f"--input={out}", "--targets=hipv4-amdgcn-amd-amdhsa--gfx942",
-             f"--output={x}")
+        run_tool([bundler, "--unbundle", "--type=o", f"--input={out}", "--targets=hipv4-amdgcn-amd-amdhsa--gfx942",
+             f"--output={x}"])
         assert x.read_bytes() == images["gfx942"].read_bytes()
 
 
@@ -345,7 +342,7 @@ def test_pack_bitcode_and_annotated_object(cubins: dict[str, Path], tmp_path: Pa
     out = tmp_path / "bc.offload"
     res = pack([PackInput(bc.read_bytes(), "k.bc", (("triple", "amdgcn-amd-amdhsa"), ("TargetID", "gfx90a")))])
     out.write_bytes(res.data)
-    listing = _run(require_tool("llvm-objdump-19"), "--offloading", out)
+    listing = run_tool([require_tool("llvm-objdump-19"), "--offloading", out]).stdout
     assert "llvm ir" in listing and "gfx90a" in listing
     found = list(scan([out]))
     assert found[0].data() == bc.read_bytes() and dict(found[0].metadata)["TargetID"] == "gfx90a"

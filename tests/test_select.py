@@ -22,7 +22,6 @@ AMD (shared/reference/llvm-amdgpu-formats.md):
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 import struct
@@ -33,7 +32,6 @@ import pytest
 
 import devbin
 from conftest import PTX_DIR, SOURCES, require_tool
-from devbin.cli.main import main
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.images import Address, BareElf, Entry, Image
 from devbin.packaging.selection import (
@@ -48,6 +46,7 @@ from devbin.packaging.selection import (
     parse_device,
 )
 from devbin.targets.amdgpu.mach import MACH_BY_NAME
+from runners import cli
 
 _ENTRY = itertools.count()
 _SPEC: dict[str, str] = {}  # address -> the spec the table names the image by
@@ -238,11 +237,6 @@ def test_device_names() -> None:
 # --------------------------------------------------------------------------- real tools
 
 
-def _cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    return main(list(argv), out), out.getvalue()
-
-
 @pytest.fixture(scope="module")
 def nv_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A fatbin made by the real fatbinary: SASS sm_80, sm_86, sm_90a, sm_100f and PTX compute_80, compute_90."""
@@ -269,13 +263,13 @@ def test_fatbin_selection(nv_package: dict[str, Path], device: str, arch: str, j
     sel = devbin.select(nv_package["fatbin"], device)
     assert sel.chosen is not None and sel.chosen.arch == arch and sel.jit is jit
     assert len(sel.candidates) == 6
-    code, text = _cli("select", str(nv_package["fatbin"]), "--device", device)
+    code, text = cli("select", str(nv_package["fatbin"]), "--device", device)
     assert code == 0 and text.strip().endswith(f": {arch} ({'PTX, JIT-compiled' if jit else 'SASS'})")
 
 
 def test_fatbin_explain_json_and_bytes(nv_package: dict[str, Path]) -> None:
     fb = nv_package["fatbin"]
-    code, text = _cli("select", str(fb), "--device", "sm_120", "--explain")
+    code, text = cli("select", str(fb), "--device", "sm_120", "--explain")
     assert code == 0
     lines = text.splitlines()
     assert lines[0] == "device: sm_120 (NVIDIA, compute capability 12.0)"
@@ -284,7 +278,7 @@ def test_fatbin_explain_json_and_bytes(nv_package: dict[str, Path]) -> None:
     assert any("sm_100f" in r and "rejected" in r and "family-specific" in r for r in rows)
     assert any("compute_90" in r and "chosen" in r and "JIT" in r for r in rows)
     assert any("compute_80" in r and "usable" in r for r in rows)
-    code, js = _cli("select", str(fb), "--device", "sm_86", "--json")
+    code, js = cli("select", str(fb), "--device", "sm_86", "--json")
     data = json.loads(js)
     assert data["ok"] and data["chosen"]["arch"] == "sm_86" and data["jit"] is False
     assert [c["verdict"] for c in data["candidates"]] == ["usable", "chosen", "rejected", "rejected", "usable",
@@ -295,9 +289,9 @@ def test_fatbin_explain_json_and_bytes(nv_package: dict[str, Path]) -> None:
     assert data["chosen"]["address"] == f"{fb}#0.1" and data["chosen"]["module"] == f"{fb}#0"
     assert data["chosen"]["kind"] == "cubin" and data["chosen"]["vendor"] == "nvidia"
     # `select` names the image by the address `list` prints for it
-    _, listing = _cli("list", "--json", str(fb))
+    _, listing = cli("list", "--json", str(fb))
     assert json.loads(listing)["images"][1]["address"] == data["chosen"]["address"]
-    _, text = _cli("select", str(fb), "--device", "sm_86")
+    _, text = cli("select", str(fb), "--device", "sm_86")
     assert text == f"{fb}#0.1: sm_86 (SASS)\n"
     sel = devbin.select(fb.read_bytes(), "sm_86", name="pkg")
     assert sel.chosen is not None and sel.chosen.arch == "sm_86" and sel.source == "pkg"
@@ -307,12 +301,12 @@ def test_fatbin_no_match(nv_package: dict[str, Path], capsys: pytest.CaptureFixt
     fb = nv_package["fatbin"]
     with pytest.raises(NoImageError, match=r"sm_75.*holds sm_80, sm_86, sm_90a, sm_100f, compute_80, compute_90"):
         devbin.select(fb, "sm_75")
-    code, _ = _cli("select", str(fb), "--device", "sm_75")
+    code, _ = cli("select", str(fb), "--device", "sm_75")
     err = capsys.readouterr().err.strip()
     assert code == 1 and err.count("\n") == 0 and err.startswith("devbin: error: ") and "sm_75" in err
-    code, js = _cli("select", str(fb), "--device", "sm_75", "--json")
+    code, js = cli("select", str(fb), "--device", "sm_75", "--json")
     assert code == 1 and json.loads(js)["ok"] is False and json.loads(js)["chosen"] is None
-    code, _ = _cli("select", str(fb), "--device", "sm_8x")
+    code, _ = cli("select", str(fb), "--device", "sm_8x")
     assert code == 2 and "not an NVIDIA" in capsys.readouterr().err  # a --device devbin cannot read: usage
 
 
@@ -355,30 +349,30 @@ def amd_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_bundle_selection(amd_bundle: Path, device: str, arch: str) -> None:
     sel = devbin.select(amd_bundle, device)
     assert sel.chosen is not None and sel.chosen.arch == arch and not sel.jit
-    code, text = _cli("select", str(amd_bundle), "--device", device)
+    code, text = cli("select", str(amd_bundle), "--device", device)
     assert code == 0 and text.strip().endswith(f": {arch} (code object)")
 
 
 def test_bundle_generic_version_from_eflags(amd_bundle: Path) -> None:
     sel = devbin.select(amd_bundle, "gfx1101")
     assert sel.chosen is not None and sel.chosen.generic_version == 1
-    _, js = _cli("select", str(amd_bundle), "--device", "gfx1101", "--json")
+    _, js = cli("select", str(amd_bundle), "--device", "gfx1101", "--json")
     assert json.loads(js)["chosen"]["generic_version"] == 1
 
 
 def test_bundle_explain_and_errors(amd_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, text = _cli("select", str(amd_bundle), "--device", "gfx90a:xnack+", "--explain")
+    code, text = cli("select", str(amd_bundle), "--device", "gfx90a:xnack+", "--explain")
     assert code == 0
     rows = [ln for ln in text.splitlines() if ln.startswith(str(amd_bundle)) and "  " in ln]
     assert len(rows) == 4
     assert "chosen" in rows[0] and "rejected" in rows[1] and "xnack-, device has xnack+" in rows[1]
     assert "gfx11-generic covers" in rows[2] and "rejected" in rows[3]
-    code, _ = _cli("select", str(amd_bundle), "--device", "gfx1031")
+    code, _ = cli("select", str(amd_bundle), "--device", "gfx1031")
     err = capsys.readouterr().err
     assert code == 1 and "gfx90a:xnack+, gfx90a:xnack-, gfx11-generic, gfx1030" in err
-    code, _ = _cli("select", str(amd_bundle), "--device", "sm_90")
+    code, _ = cli("select", str(amd_bundle), "--device", "sm_90")
     assert code == 1 and "no NVIDIA image for sm_90" in capsys.readouterr().err
-    code, _ = _cli("select", str(amd_bundle), "--device", "gfx11-generic")
+    code, _ = cli("select", str(amd_bundle), "--device", "gfx11-generic")
     assert code == 2 and "generic code target" in capsys.readouterr().err
 
 

@@ -10,11 +10,9 @@ host "targets" (x86a/x86b) of gcc objects.  Oracles: ``ar t``/``ar x``, ``llvm-a
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import mmap
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,28 +20,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devbin.superarchive as sa
-from devbin.cli.main import main as cli_main
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, UnsupportedVersion, UsageError
 from devbin.formats.ar import ArchiveFile
 from devbin.superarchive.build import assign_names
 from devbin.superarchive.manifest import HEADER_SIZE, MANIFEST_NAME, manifest_map
+from runners import cli, run_tool
 
 from tests.conftest import AMDGPU_ARCHS, SOURCES, require_tool
 
 MEMBER_NAMES = ("kernels.o", "lib.o", "neutral.bc")
-
-
-def _run(argv: list[str | Path], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, check=False)
-    if check:
-        assert proc.returncode == 0, f"{' '.join(map(str, argv))}: {proc.stderr}"
-    return proc
-
-
-def _cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli_main(list(argv), out)
-    return code, out.getvalue()
 
 
 def _sha(data: bytes | memoryview) -> str:
@@ -57,7 +42,7 @@ def gpu(tmp_path_factory: pytest.TempPathFactory, amdgpu_objects: dict[str, Path
     clang = require_tool("clang-19")
     out = tmp_path_factory.mktemp("superarchive")
     neutral = out / "neutral.bc"
-    _run([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-emit-llvm", "-c",
+    run_tool([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-emit-llvm", "-c",
           "-o", neutral, SOURCES / "amdgpu_lib.cl"], out)
     libs: dict[str, Path] = {}
     for gfx in AMDGPU_ARCHS:
@@ -66,13 +51,13 @@ def gpu(tmp_path_factory: pytest.TempPathFactory, amdgpu_objects: dict[str, Path
         shutil.copy(amdgpu_objects[f"{gfx}_obj"], d / "kernels.o")
         shutil.copy(amdgpu_objects[f"{gfx}_lib_obj"], d / "lib.o")
         shutil.copy(neutral, d / "neutral.bc")
-        _run([ar, "rcsD", out / f"lib{gfx}.a", *MEMBER_NAMES], d)
+        run_tool([ar, "rcsD", out / f"lib{gfx}.a", *MEMBER_NAMES], d)
         libs[gfx] = out / f"lib{gfx}.a"
     args = ["ar", "create", "-o", str(out / "lib.sa")]
     for gfx in AMDGPU_ARCHS:
         args += ["--target", f"{gfx}={libs[gfx]}"]
     args += ["--chain", "gfx90a=gfx90a:gfx1030"]
-    assert _cli(*args)[0] == 0
+    assert cli(*args)[0] == 0
     return {"dir": out, "sa": out / "lib.sa", **{f"lib{g}": p for g, p in libs.items()}}
 
 
@@ -86,9 +71,9 @@ def _inputs(gpu: dict[str, Path], gfx: str) -> list[bytes]:
 def test_standard_tools_list_it(gpu: dict[str, Path]) -> None:
     lib = sa.open(gpu["sa"].read_bytes())
     expect = [MANIFEST_NAME] + [r.name for r in lib.records()]
-    assert _run([require_tool("ar"), "t", gpu["sa"]], gpu["dir"]).stdout.split() == expect
-    assert _run([require_tool("llvm-ar-19"), "t", gpu["sa"]], gpu["dir"]).stdout.split() == expect
-    nm = _run([require_tool("nm"), "-s", gpu["sa"]], gpu["dir"], check=False)
+    assert run_tool([require_tool("ar"), "t", gpu["sa"]], gpu["dir"]).stdout.split() == expect
+    assert run_tool([require_tool("llvm-ar-19"), "t", gpu["sa"]], gpu["dir"]).stdout.split() == expect
+    nm = run_tool([require_tool("nm"), "-s", gpu["sa"]], gpu["dir"], check=False)
     assert nm.returncode == 0, nm.stderr
     # 3 targets x 3 members; neutral.bc stored once; kernels.o/lib.o get disambiguated names.
     assert len(lib.records()) == 7
@@ -98,7 +83,7 @@ def test_standard_tools_list_it(gpu: dict[str, Path]) -> None:
 
 @pytest.mark.parametrize("tool", ["ar", "llvm-ar-19"])
 def test_ar_x_gives_back_real_objects(gpu: dict[str, Path], tmp_path: Path, tool: str) -> None:
-    _run([require_tool(tool), "x", gpu["sa"]], tmp_path)
+    run_tool([require_tool(tool), "x", gpu["sa"]], tmp_path)
     inputs = {_sha(b) for gfx in AMDGPU_ARCHS for b in _inputs(gpu, gfx)}
     files = sorted(p for p in tmp_path.iterdir() if p.name != MANIFEST_NAME)
     assert len(files) == 7
@@ -111,15 +96,15 @@ def test_ar_x_gives_back_real_objects(gpu: dict[str, Path], tmp_path: Path, tool
 def test_extract_per_target_archive(gpu: dict[str, Path], tmp_path: Path) -> None:
     for gfx in AMDGPU_ARCHS:
         out = tmp_path / f"x{gfx}.a"
-        assert _cli("ar", "extract", str(gpu["sa"]), "--target", gfx, "-o", str(out))[0] == 0
-        assert _run([require_tool("ar"), "t", out], tmp_path).stdout.split() == list(MEMBER_NAMES)
+        assert cli("ar", "extract", str(gpu["sa"]), "--target", gfx, "-o", str(out))[0] == 0
+        assert run_tool([require_tool("ar"), "t", out], tmp_path).stdout.split() == list(MEMBER_NAMES)
         ar = ArchiveFile(out.read_bytes())
         assert [bytes(m.data) for m in ar.files] == _inputs(gpu, gfx)
-        assert _run([require_tool("llvm-ar-19"), "t", out], tmp_path).stdout.split() == list(MEMBER_NAMES)
+        assert run_tool([require_tool("llvm-ar-19"), "t", out], tmp_path).stdout.split() == list(MEMBER_NAMES)
 
 
 def test_list_symbols_and_bytes_saved(gpu: dict[str, Path]) -> None:
-    code, text = _cli("ar", "list", str(gpu["sa"]), "--json")
+    code, text = cli("ar", "list", str(gpu["sa"]), "--json")
     assert code == 0
     facts = json.loads(text)
     bc = len((gpu["dir"] / "neutral.bc").read_bytes())
@@ -129,10 +114,10 @@ def test_list_symbols_and_bytes_saved(gpu: dict[str, Path]) -> None:
     assert facts["targets"][0]["chain"] == ["gfx90a", "gfx1030"] and facts["targets"][0]["chain_declared"]
     assert facts["targets"][1]["chain"] == ["gfx1030"] and not facts["targets"][1]["chain_declared"]
     assert facts["index_target"] == "gfx90a" and facts["index"] in ("target", "absent")
-    code, text = _cli("ar", "list", str(gpu["sa"]))
+    code, text = cli("ar", "list", str(gpu["sa"]))
     assert code == 0 and "saved" in text
     lib = sa.open(gpu["sa"].read_bytes())
-    code, text = _cli("ar", "symbols", str(gpu["sa"]), "--target", "gfx942", "--json")
+    code, text = cli("ar", "symbols", str(gpu["sa"]), "--target", "gfx942", "--json")
     syms = json.loads(text)["symbols"]
     assert {s["name"] for s in syms} >= {"lib_scale"}
     assert {s["name"] for s in syms} == {s.name for s in lib.symbols("gfx942")}
@@ -146,14 +131,14 @@ def test_deterministic(gpu: dict[str, Path], tmp_path: Path) -> None:
     for gfx in AMDGPU_ARCHS:
         args += ["--target", f"{gfx}={gpu['lib' + gfx]}"]
     args += ["--chain", "gfx90a=gfx90a:gfx1030"]
-    assert _cli(*args)[0] == 0
+    assert cli(*args)[0] == 0
     assert (tmp_path / "again.sa").read_bytes() == gpu["sa"].read_bytes()
 
 
 def test_create_from_loose_objects(gpu: dict[str, Path], tmp_path: Path) -> None:
     d = gpu["dir"]
     out = tmp_path / "loose.sa"
-    code, _ = _cli("ar", "create", "-o", str(out), "--target", f"gfx90a={d / 'gfx90a' / 'kernels.o'}",
+    code, _ = cli("ar", "create", "-o", str(out), "--target", f"gfx90a={d / 'gfx90a' / 'kernels.o'}",
                    str(d / "gfx90a" / "lib.o"), "--target", f"generic={d / 'neutral.bc'}", "--no-index")
     assert code == 0
     lib = sa.open(out.read_bytes())
@@ -164,23 +149,23 @@ def test_create_from_loose_objects(gpu: dict[str, Path], tmp_path: Path) -> None
 
 def test_add_and_remove(gpu: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     small = tmp_path / "small.sa"
-    code, text = _cli("ar", "remove", str(gpu["sa"]), "gfx1030", "gfx942", "-o", str(small))
+    code, text = cli("ar", "remove", str(gpu["sa"]), "gfx1030", "gfx942", "-o", str(small))
     err = capsys.readouterr().err
     assert code == 0 and "note: gfx1030 removed from the chain of gfx90a" in err and "note:" not in text
     lib = sa.open(small.read_bytes())
     assert lib.targets() == ("gfx90a",)
     assert [r.name for r in lib.records()] == list(MEMBER_NAMES)  # unique again: original names
     back = tmp_path / "back.sa"
-    assert _cli("ar", "add", str(small), "--target", f"gfx1030={gpu['libgfx1030']}",
+    assert cli("ar", "add", str(small), "--target", f"gfx1030={gpu['libgfx1030']}",
                 "--target", f"gfx942={gpu['libgfx942']}", "-o", str(back))[0] == 0
     fresh = tmp_path / "fresh.sa"
     args = ["ar", "create", "-o", str(fresh)]
     for gfx in AMDGPU_ARCHS:
         args += ["--target", f"{gfx}={gpu['lib' + gfx]}"]
-    assert _cli(*args)[0] == 0
+    assert cli(*args)[0] == 0
     assert back.read_bytes() == fresh.read_bytes()  # the removed chain entry stays removed
-    assert _cli("ar", "add", str(small), "--target", f"gfx90a={gpu['libgfx90a']}", "-o", str(back))[0] == 1
-    assert _cli("ar", "remove", str(small), "gfx90a", "-o", str(small))[0] == 1  # refuses to overwrite its input
+    assert cli("ar", "add", str(small), "--target", f"gfx90a={gpu['libgfx90a']}", "-o", str(back))[0] == 1
+    assert cli("ar", "remove", str(small), "gfx90a", "-o", str(small))[0] == 1  # refuses to overwrite its input
 
 
 # --------------------------------------------------------------------------- staleness
@@ -190,10 +175,10 @@ def test_ranlib_keeps_it_readable(gpu: dict[str, Path], tmp_path: Path) -> None:
     copy = tmp_path / "ranlib.sa"
     shutil.copy(gpu["sa"], copy)
     before = [r.sha256 for r in sa.open(copy.read_bytes()).records()]
-    _run([require_tool("ranlib"), copy], tmp_path)
+    run_tool([require_tool("ranlib"), copy], tmp_path)
     lib = sa.open(copy.read_bytes())
     assert [r.sha256 for r in lib.records()] == before
-    _run([require_tool("ar"), "s", copy], tmp_path)
+    run_tool([require_tool("ar"), "s", copy], tmp_path)
     assert sa.open(copy.read_bytes()).targets() == AMDGPU_ARCHS
 
 
@@ -201,21 +186,21 @@ def test_replaced_member_is_refused(gpu: dict[str, Path], tmp_path: Path) -> Non
     ar = require_tool("ar")
     copy = tmp_path / "replaced.sa"
     shutil.copy(gpu["sa"], copy)
-    _run([ar, "x", copy, "neutral.bc"], tmp_path)
+    run_tool([ar, "x", copy, "neutral.bc"], tmp_path)
     data = bytearray((tmp_path / "neutral.bc").read_bytes())
     data[-1] ^= 0xFF  # same size, other content: only the hash can tell
     (tmp_path / "neutral.bc").write_bytes(bytes(data))
-    _run([ar, "r", copy, "neutral.bc"], tmp_path)
+    run_tool([ar, "r", copy, "neutral.bc"], tmp_path)
     with pytest.raises(sa.StaleManifest, match="stale manifest"):
         sa.open(copy.read_bytes())
     lazy = sa.open(copy.read_bytes(), verify="lazy")  # structure still matches; the hash check waits
     with pytest.raises(sa.StaleManifest):
         lazy.member_data(next(r.ordinal for r in lazy.records() if r.name == "neutral.bc"))
-    code, _ = _cli("ar", "list", str(copy))
+    code, _ = cli("ar", "list", str(copy))
     assert code == 1
     # A member deleted: ordinals no longer line up.
-    _run([ar, "d", copy, "lib.o"], tmp_path, check=False)
-    _run([ar, "d", copy, "neutral.bc"], tmp_path)
+    run_tool([ar, "d", copy, "lib.o"], tmp_path, check=False)
+    run_tool([ar, "d", copy, "neutral.bc"], tmp_path)
     with pytest.raises(sa.StaleManifest):
         sa.open(copy.read_bytes())
 
@@ -241,13 +226,13 @@ def test_open_from_bytes_memoryview_mmap_without_copies(gpu: dict[str, Path]) ->
 def test_embed_in_shared_library(gpu: dict[str, Path], tmp_path: Path) -> None:
     gcc = require_tool("gcc")
     (tmp_path / "rt.c").write_text("int runtime_entry(int x) { return x * 2; }\n")
-    _run([gcc, "-shared", "-fPIC", "-O2", "-o", tmp_path / "librt.so", tmp_path / "rt.c"], tmp_path)
+    run_tool([gcc, "-shared", "-fPIC", "-O2", "-o", tmp_path / "librt.so", tmp_path / "rt.c"], tmp_path)
     out = tmp_path / "librt.sa.so"
-    assert _cli("ar", "embed", str(gpu["sa"]), "--into", str(tmp_path / "librt.so"), "-o", str(out))[0] == 0
-    sections = _run([require_tool("readelf"), "-S", "-W", out], tmp_path).stdout
+    assert cli("ar", "embed", str(gpu["sa"]), "--into", str(tmp_path / "librt.so"), "-o", str(out))[0] == 0
+    sections = run_tool([require_tool("readelf"), "-S", "-W", out], tmp_path).stdout
     assert ".devbin.superarchive" in sections
-    _run([require_tool("nm"), "-D", out], tmp_path)
-    code, text = _cli("ar", "list", str(out), "--json")
+    run_tool([require_tool("nm"), "-D", out], tmp_path)
+    code, text = cli("ar", "list", str(out), "--json")
     assert code == 0
     facts = json.loads(text)
     assert facts["embedded"] and [t["name"] for t in facts["targets"]] == list(AMDGPU_ARCHS)
@@ -255,7 +240,7 @@ def test_embed_in_shared_library(gpu: dict[str, Path], tmp_path: Path) -> None:
     lib = sa.open(raw)
     assert lib.member_data(1).obj is raw
     assert bytes(lib.member_data(1)) == bytes(sa.open(gpu["sa"].read_bytes()).member_data(1))
-    code, _ = _cli("ar", "list", str(tmp_path / "librt.so"))
+    code, _ = cli("ar", "list", str(tmp_path / "librt.so"))
     assert code == 1  # nothing embedded: a one-line error
 
 
@@ -276,25 +261,25 @@ def test_gnu_ld_links_the_index_target(tmp_path: Path, index_target: str, expect
     ar = require_tool("ar")
     (tmp_path / "common.c").write_text(HOST_COMMON)
     (tmp_path / "main.c").write_text(HOST_MAIN)
-    _run([gcc, "-O2", "-c", "common.c", "main.c"], tmp_path)
+    run_tool([gcc, "-O2", "-c", "common.c", "main.c"], tmp_path)
     args = ["ar", "create", "-o", str(tmp_path / "libhost.sa"), "--index-target", index_target]
     for t, text in HOST_VARIANTS.items():
         d = tmp_path / t
         d.mkdir()
         (d / "variant.c").write_text(text)
-        _run([gcc, "-O2", "-c", "variant.c"], d)
+        run_tool([gcc, "-O2", "-c", "variant.c"], d)
         shutil.copy(tmp_path / "common.o", d / "common.o")
-        _run([ar, "rcsD", f"lib{t}.a", "variant.o", "common.o"], d)
+        run_tool([ar, "rcsD", f"lib{t}.a", "variant.o", "common.o"], d)
         args += ["--target", f"{t}={d / f'lib{t}.a'}"]
-    assert _cli(*args)[0] == 0
+    assert cli(*args)[0] == 0
     lib = sa.open((tmp_path / "libhost.sa").read_bytes())
     assert lib.index_status() == "target"
     assert len(lib.records()) == 3
-    nm = _run([require_tool("nm"), "-s", tmp_path / "libhost.sa"], tmp_path).stdout
+    nm = run_tool([require_tool("nm"), "-s", tmp_path / "libhost.sa"], tmp_path).stdout
     assert f"sa_only_{index_target[-1]} in" in nm and "sa_only_" + ("b" if index_target == "x86a" else "a") + " in" \
         not in nm.split("\n\n")[0]
-    _run([gcc, "-o", "prog", "main.o", "libhost.sa"], tmp_path)
-    assert _run([tmp_path / "prog"], tmp_path).stdout.strip() == expect
+    run_tool([gcc, "-o", "prog", "main.o", "libhost.sa"], tmp_path)
+    assert run_tool([tmp_path / "prog"], tmp_path).stdout.strip() == expect
 
 
 # --------------------------------------------------------------------------- codec and crafted input
@@ -402,7 +387,7 @@ def test_not_a_superarchive(gpu: dict[str, Path]) -> None:
     for cut in (8, 70, len(raw) // 2, len(raw) - 1):
         with pytest.raises(DeviceBinaryError):
             sa.open(raw[:cut])
-    code, _ = _cli("ar", "list", str(gpu["libgfx90a"]))
+    code, _ = cli("ar", "list", str(gpu["libgfx90a"]))
     assert code == 1
 
 

@@ -8,19 +8,17 @@ compiled at test time by clang-19 for gfx90a:xnack+ (top level) and gfx90a (the 
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 import devbin.superarchive as sa
-from devbin.cli.main import main as cli_main
 from devbin.errors import UsageError
 from devbin.superarchive.chains import default_chain, effective_chain
 from devbin.superarchive.resolve import RootObject
+from runners import cli, run_tool
 
 from tests.conftest import SOURCES, require_tool
 
@@ -31,18 +29,6 @@ LEVELS: dict[str, tuple[str, list[str]]] = {  # target -> (-mcpu, source files)
     "base": ("gfx90a", ["base_cos16.c", "base_cos8.c", "base_cos1.c", "base_pack.c", "base_poly.c"]),
 }
 CHAIN = ("gfx90a:xnack+", "gfx90a", "base")
-
-
-def _run(argv: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{' '.join(map(str, argv))}: {proc.stderr}"
-    return proc
-
-
-def _cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli_main(list(argv), out)
-    return code, out.getvalue()
 
 
 def _member_name(source: str) -> str:
@@ -63,18 +49,18 @@ def layers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         names = []
         for src in sources:
             name = _member_name(src)
-            _run([clang, *flags, f"-mcpu={cpu}", "-o", d / name, LAYERS / src], d)
+            run_tool([clang, *flags, f"-mcpu={cpu}", "-o", d / name, LAYERS / src], d)
             names.append(name)
         lib = out / f"{i}-{target.replace(':', '_')}.a"
-        _run([ar, "rcsD", lib, *names], d)
+        run_tool([ar, "rcsD", lib, *names], d)
         built[target] = lib
-    _run([clang, *flags, "-mcpu=gfx90a", "-o", out / "user.o", LAYERS / "user.c"], out)
+    run_tool([clang, *flags, "-mcpu=gfx90a", "-o", out / "user.o", LAYERS / "user.c"], out)
     built["user"] = out / "user.o"
     args = ["ar", "create", "-o", str(out / "chain.sa")]
     for target in LEVELS:
         args += ["--target", f"{target}={built[target]}"]
     args += ["--chain", "gfx90a:xnack+=gfx90a:xnack+:gfx90a:base", "--chain", "gfx90a=gfx90a:base"]
-    assert _cli(*args)[0] == 0
+    assert cli(*args)[0] == 0
     built["sa"] = out / "chain.sa"
     built["dir"] = out
     return built
@@ -86,7 +72,7 @@ _MEMBER = re.compile(r"^(?:.*/)?(?P<archive>[^/()]+)\((?P<member>[^()]+)\)$")
 
 def _lld_extracts(lld: str, user: Path, archives: list[Path], cwd: Path) -> set[tuple[str, str, str, str]]:
     """lld's --why-extract as {(archive file, member, symbol, referrer)}, referrer 'user.o' or 'file(member)'."""
-    proc = _run([lld, "-shared", "-o", cwd / "why.so", user, *archives, "--why-extract=-"], cwd)
+    proc = run_tool([lld, "-shared", "-o", cwd / "why.so", user, *archives, "--why-extract=-"], cwd)
     out: set[tuple[str, str, str, str]] = set()
     for line in proc.stdout.splitlines()[1:]:
         m = _WHY.match(line)
@@ -144,7 +130,7 @@ def test_declared_chain_is_checked() -> None:
 
 
 def test_create_refuses_a_chain_naming_a_missing_target(layers: dict[str, Path], tmp_path: Path) -> None:
-    code, _ = _cli("ar", "create", "-o", str(tmp_path / "x.sa"), "--target", f"base={layers['base']}",
+    code, _ = cli("ar", "create", "-o", str(tmp_path / "x.sa"), "--target", f"base={layers['base']}",
                    "--chain", "base=base:gfx90a")
     assert code == 1
     assert not (tmp_path / "x.sa").exists()
@@ -173,17 +159,17 @@ def test_resolution_matches_lld_with_the_levels_in_order(layers: dict[str, Path]
 def test_per_level_view_links_like_the_original_libraries(layers: dict[str, Path], tmp_path: Path) -> None:
     lld = require_tool("ld.lld-19")
     view = tmp_path / "view"
-    code, text = _cli("ar", "view", str(layers["sa"]), "--target", "gfx90a:xnack+", "-o", str(view), "--json")
+    code, text = cli("ar", "view", str(layers["sa"]), "--target", "gfx90a:xnack+", "-o", str(view), "--json")
     assert code == 0
     facts = json.loads(text)
     archives = [Path(p) for p in facts["archives"]]
     assert [p.name for p in archives] == ["1-gfx90a_xnack+.a", "2-gfx90a.a", "3-base.a"]
-    _run([lld, "-shared", "-o", tmp_path / "orig.so", layers["user"], *[layers[t] for t in CHAIN]], tmp_path)
-    _run([lld, "-shared", "-o", tmp_path / "view.so", layers["user"], *archives], tmp_path)
+    run_tool([lld, "-shared", "-o", tmp_path / "orig.so", layers["user"], *[layers[t] for t in CHAIN]], tmp_path)
+    run_tool([lld, "-shared", "-o", tmp_path / "view.so", layers["user"], *archives], tmp_path)
     assert (tmp_path / "view.so").read_bytes() == (tmp_path / "orig.so").read_bytes()
     # members of each level's archive are byte-identical to the inputs, names included
     for t, p in zip(CHAIN, archives, strict=True):
-        _run(["ar", "x", p], p.parent)
+        run_tool(["ar", "x", p], p.parent)
         for src in LEVELS[t][1]:
             name = _member_name(src)
             idx = list(LEVELS).index(t) + 1
@@ -193,7 +179,7 @@ def test_per_level_view_links_like_the_original_libraries(layers: dict[str, Path
 def test_single_view_extracts_the_same_members(layers: dict[str, Path], tmp_path: Path) -> None:
     lld = require_tool("ld.lld-19")
     single = tmp_path / "single.a"
-    assert _cli("ar", "view", str(layers["sa"]), "--target", "gfx90a:xnack+", "--single", "-o", str(single))[0] == 0
+    assert cli("ar", "view", str(layers["sa"]), "--target", "gfx90a:xnack+", "--single", "-o", str(single))[0] == 0
     lib = sa.open(layers["sa"].read_bytes())
     res = lib.resolve("gfx90a:xnack+", objects=[RootObject.from_elf("user.o", layers["user"].read_bytes())])
     oracle = _lld_extracts(lld, layers["user"], [single], tmp_path)
@@ -215,9 +201,9 @@ def test_lower_target_uses_its_own_chain(layers: dict[str, Path], tmp_path: Path
 def test_extracted_target_links_like_its_input(layers: dict[str, Path], tmp_path: Path) -> None:
     lld = require_tool("ld.lld-19")
     out = tmp_path / "base.a"
-    assert _cli("ar", "extract", str(layers["sa"]), "--target", "base", "-o", str(out))[0] == 0
-    _run([lld, "-shared", "-o", tmp_path / "a.so", layers["user"], layers["base"]], tmp_path)
-    _run([lld, "-shared", "-o", tmp_path / "b.so", layers["user"], out], tmp_path)
+    assert cli("ar", "extract", str(layers["sa"]), "--target", "base", "-o", str(out))[0] == 0
+    run_tool([lld, "-shared", "-o", tmp_path / "a.so", layers["user"], layers["base"]], tmp_path)
+    run_tool([lld, "-shared", "-o", tmp_path / "b.so", layers["user"], out], tmp_path)
     assert (tmp_path / "a.so").read_bytes() == (tmp_path / "b.so").read_bytes()
 
 
@@ -225,7 +211,7 @@ def test_extracted_target_links_like_its_input(layers: dict[str, Path], tmp_path
 
 
 def test_resolve_explain_shows_the_walk(layers: dict[str, Path]) -> None:
-    code, text = _cli("ar", "resolve", str(layers["sa"]), "--target", "gfx90a:xnack+", "--explain", "cos16")
+    code, text = cli("ar", "resolve", str(layers["sa"]), "--target", "gfx90a:xnack+", "--explain", "cos16")
     assert code == 0, text
     assert "chain: gfx90a:xnack+ -> gfx90a -> base" in text
     lines = text.splitlines()
@@ -236,7 +222,7 @@ def test_resolve_explain_shows_the_walk(layers: dict[str, Path]) -> None:
     assert "cos8 (needed by base(cos16.o)) -> pulled gfx90a(cos8.o)" in walk
     assert "walk: gfx90a:xnack+: -; gfx90a: cos8.o [taken]; base: cos8.o" in walk
     assert "cos1 (needed by gfx90a(cos8.o)) -> pulled gfx90a:xnack+(cos1.o)" in walk
-    code, text = _cli("ar", "resolve", str(layers["sa"]), "--target", "gfx90a:xnack+", "--explain", "cos16", "--json")
+    code, text = cli("ar", "resolve", str(layers["sa"]), "--target", "gfx90a:xnack+", "--explain", "cos16", "--json")
     facts = json.loads(text)
     rows = facts["explain"]["cos16"]
     assert [(r["depth"], r["symbol"], r["taken"]["level"]) for r in rows] == [
@@ -244,7 +230,7 @@ def test_resolve_explain_shows_the_walk(layers: dict[str, Path]) -> None:
 
 
 def test_resolve_reports_undefined_and_duplicates(layers: dict[str, Path], tmp_path: Path) -> None:
-    code, text = _cli("ar", "resolve", str(layers["sa"]), "--target", "gfx90a:xnack+", "-u", "nosuch", "--json")
+    code, text = cli("ar", "resolve", str(layers["sa"]), "--target", "gfx90a:xnack+", "-u", "nosuch", "--json")
     assert code == 1
     assert json.loads(text)["undefined"] == [{"symbol": "nosuch", "referenced_by": ["<command line>"]}]
     lib = sa.open(layers["sa"].read_bytes())
@@ -254,7 +240,7 @@ def test_resolve_reports_undefined_and_duplicates(layers: dict[str, Path], tmp_p
 
 
 def test_symbols_through_the_chain_and_lookup(layers: dict[str, Path]) -> None:
-    code, text = _cli("ar", "symbols", str(layers["sa"]), "--target", "gfx90a:xnack+", "--chain", "--json")
+    code, text = cli("ar", "symbols", str(layers["sa"]), "--target", "gfx90a:xnack+", "--chain", "--json")
     assert code == 0
     rows = {r["name"]: r["level"] for r in json.loads(text)["symbols"]}
     assert rows["cos1"] == "gfx90a:xnack+" and rows["cos8"] == "gfx90a" and rows["cos16"] == "base"
@@ -262,7 +248,7 @@ def test_symbols_through_the_chain_and_lookup(layers: dict[str, Path]) -> None:
     found = lib.lookup("gfx90a", "cos1")
     assert found is not None and found[0] == "base" and found[1].member == "cos1.o"
     assert lib.lookup("base", "opt_hook") is None
-    code, text = _cli("ar", "list", str(layers["sa"]))
+    code, text = cli("ar", "list", str(layers["sa"]))
     assert "chain: gfx90a:xnack+ -> gfx90a -> base" in text
 
 

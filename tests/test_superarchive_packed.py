@@ -10,11 +10,9 @@ bytes (hypothesis).
 from __future__ import annotations
 
 import hashlib
-import io
 import itertools
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import msgpack  # type: ignore[import-untyped]
@@ -24,7 +22,6 @@ from hypothesis import strategies as st
 
 import devbin.superarchive as sa
 from devbin.binary.writer import uleb
-from devbin.cli.main import main as cli_main
 from devbin.errors import FormatError, UsageError
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.ar.writer import ArMember, write_archive
@@ -34,23 +31,13 @@ from devbin.formats.elf.reader import ElfFile
 from devbin.formats.elf.writer import write
 from devbin.superarchive.manifest import MANIFEST_NAME, manifest_map
 from devbin.superarchive.packed import MAX_CLOSURE, MAX_DEPTH, PackedReader, chunk_content
+from runners import cli, run_tool
 
 from tests.conftest import SOURCES, cubins_from_ptx, require_tool
 from tests.elfbuild import small_model
 from tests.expect import assert_located, outcome
 
 ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
-
-
-def _cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    return cli_main(list(argv), out), out.getvalue()
-
-
-def _run(argv: list[str | Path], cwd: Path) -> str:
-    proc = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{' '.join(map(str, argv))}: {proc.stderr}"
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +58,8 @@ def cubin_libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for a, cmds in builds.items():
         (out / a).mkdir()
         for c in cmds:
-            _run(list(c), out)
-        _run([ar, "rcsD", out / f"lib{a}.a", "kernels.o", "extfn.o"], out / a)
+            run_tool(list(c), out)
+        run_tool([ar, "rcsD", out / f"lib{a}.a", "kernels.o", "extfn.o"], out / a)
         libs[a] = out / f"lib{a}.a"
     return libs
 
@@ -153,52 +140,52 @@ def test_cli_create_packed_list_and_extract(cubin_libs: dict[str, Path], tmp_pat
     args = ["ar", "create", "-o", str(out), "--storage", "packed"]
     for a in ARCHS:
         args += ["--target", f"{a}={cubin_libs[a]}"]
-    assert _cli(*args)[0] == 0
-    assert _cli(*args[:-2], "--index-target", "sm_80", "--target", f"sm_90={cubin_libs['sm_90']}")[0] == 1
-    code, text = _cli("ar", "list", str(out), "--json")
+    assert cli(*args)[0] == 0
+    assert cli(*args[:-2], "--index-target", "sm_80", "--target", f"sm_90={cubin_libs['sm_90']}")[0] == 1
+    code, text = cli("ar", "list", str(out), "--json")
     assert code == 0
     facts = json.loads(text)
     assert {m["storage"] for m in facts["members"]} == {"packed"}
     assert facts["stored_bytes"] == sum(m["size"] for m in facts["members"])
     assert facts["input_bytes"] == sum(len(m.data) for t in _targets(cubin_libs) for m in t.members)
     assert facts["saved_bytes"] > facts["input_bytes"] // 2
-    assert _cli("ar", "list", str(out))[0] == 0
+    assert cli("ar", "list", str(out))[0] == 0
     for a in ARCHS:
         x = tmp_path / f"x{a}.a"
-        assert _cli("ar", "extract", str(out), "--target", a, "-o", str(x))[0] == 0
+        assert cli("ar", "extract", str(out), "--target", a, "-o", str(x))[0] == 0
         want = [bytes(m.data) for m in ArchiveFile(cubin_libs[a].read_bytes()).files]
         assert [bytes(m.data) for m in ArchiveFile(x.read_bytes()).files] == want
     # ar t lists it; ar x gives blobs (the stored frames), one file per unique member.
-    names = _run([require_tool("ar"), "t", out], tmp_path).split()
+    names = run_tool([require_tool("ar"), "t", out], tmp_path).stdout.split()
     assert names[0] == MANIFEST_NAME and len(names) == 1 + 2 * len(ARCHS)
     # Plain and no-delta variants decode to the same content.
     nodelta = tmp_path / "nodelta.sa"
-    assert _cli(*[x if x != str(out) else str(nodelta) for x in args], "--no-delta", "--level", "3")[0] == 0
+    assert cli(*[x if x != str(out) else str(nodelta) for x in args], "--no-delta", "--level", "3")[0] == 0
     a, b = sa.open(out.read_bytes()), sa.open(nodelta.read_bytes())
     assert all(bytes(a.member_data(r.ordinal)) == bytes(b.member_data(r.ordinal)) for r in a.records())
     assert all(r.storage.params["deps"] == [] for r in b.records())
     sections = tmp_path / "sections.sa"
-    assert _cli(*[x if x != str(out) else str(sections) for x in args], "--layout", "sections",
+    assert cli(*[x if x != str(out) else str(sections) for x in args], "--layout", "sections",
                 "--max-depth", "2")[0] == 0
     c = sa.open(sections.read_bytes())
     assert all(bytes(c.stored_data(r.ordinal))[0] == 1 for r in c.records())
     assert all(bytes(a.member_data(r.ordinal)) == bytes(c.member_data(r.ordinal)) for r in a.records())
     # list shows stored and decoded sizes of packed members
     assert all(m["content_size"] == len(a.member_data(m["ordinal"])) > m["size"] for m in facts["members"])
-    text = _cli("ar", "list", str(out))[1]
+    text = cli("ar", "list", str(out))[1]
     first = a.records()[0]
     assert re.search(rf" {first.size} +-> +{len(a.member_data(first.ordinal))} +packed ", text), text
     # add and remove keep packed storage (unless --storage says otherwise)
     added = tmp_path / "added.sa"
-    assert _cli("ar", "remove", str(out), "sm_90", "-o", str(tmp_path / "removed.sa"))[0] == 0
-    assert _cli("ar", "add", str(tmp_path / "removed.sa"), "--target", f"sm_90={cubin_libs['sm_90']}",
+    assert cli("ar", "remove", str(out), "sm_90", "-o", str(tmp_path / "removed.sa"))[0] == 0
+    assert cli("ar", "add", str(tmp_path / "removed.sa"), "--target", f"sm_90={cubin_libs['sm_90']}",
                 "-o", str(added))[0] == 0
     for f in (tmp_path / "removed.sa", added):
         lib = sa.open(f.read_bytes())
         assert {r.storage.kind for r in lib.records()} == {"packed"} and lib.index_target is None
     assert sa.open(added.read_bytes()).to_targets() == sa.open(out.read_bytes()).to_targets()
     plain = tmp_path / "plain.sa"
-    assert _cli("ar", "remove", str(out), "sm_90", "-o", str(plain), "--storage", "plain")[0] == 0
+    assert cli("ar", "remove", str(out), "sm_90", "-o", str(plain), "--storage", "plain")[0] == 0
     lib = sa.open(plain.read_bytes())
     assert {r.storage.kind for r in lib.records()} == {"plain"} and lib.index_target == "sm_80"
 
