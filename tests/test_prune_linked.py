@@ -440,6 +440,7 @@ def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None
              "-o", tmp_path / f"nv_{name}")
         ours = prune((tmp_path / name).read_bytes(), keep="sm_90").data
         theirs = (tmp_path / f"nv_{name}").read_bytes()
+        assert ours == theirs  # the same layout too (ElfEditor rule 6: empty sections align as nvprune's do)
         assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(ours, "x", all=True)] == \
             [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(theirs, "x", all=True)]
         if name == "lib.o":
