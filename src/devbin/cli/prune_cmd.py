@@ -11,7 +11,8 @@ written (exit 1, naming the architectures the input holds).
 
 Matching (nvprune -arch names for NVIDIA):
   sm_90        the sm_90 cubin and the compute_90 PTX/LTO-IR (sm_90a is another arch);
-               nvprune -arch sm_90 drops that PTX (this is its -gencode code=[sm_90,compute_90])
+               nvprune -arch sm_90 drops that PTX (--ptx none below; the default is
+               its -gencode arch=compute_90,code=[sm_90,compute_90])
   compute_90   only the compute_90 PTX/LTO-IR
   gfx90a       every gfx90a target: gfx90a, gfx90a:xnack+, gfx90a:xnack- ...
   gfx90a:xnack+  only that exact target ID
