@@ -239,7 +239,7 @@ def test_output_over_the_input_names_the_flag(tmp_path: Path, capsys: pytest.Cap
 def test_prune_says_when_the_result_keeps_no_ptx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fb = _fatbin(tmp_path / "k.fatbin", (80, 90), (100,))
     warning = (f"{fb}: the result keeps no PTX: GPUs newer than sm_90 cannot JIT it (the input had "
-               "compute_100 PTX); to keep it, keep sm_90,compute_100")
+               "compute_100 PTX); to keep it, keep sm_90,compute_100 or pass --ptx highest")
     # before: the compute_100 PTX dropped without a word
     code, out, err = _run(capsys, "prune", fb, "--keep", "sm_90", "--dry-run", "--json")
     assert code == 0 and warning in json.loads(out)["notes"]

@@ -440,6 +440,7 @@ def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None
              "-o", tmp_path / f"nv_{name}")
         ours = prune((tmp_path / name).read_bytes(), keep="sm_90").data
         theirs = (tmp_path / f"nv_{name}").read_bytes()
+        assert ours == theirs  # the same layout too (ElfEditor rule 6: empty sections align as nvprune's do)
         assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(ours, "x", all=True)] == \
             [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(theirs, "x", all=True)]
         if name == "lib.o":
@@ -457,6 +458,23 @@ def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None
             [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(theirs, "x", all=True)] == \
             [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes((tmp_path / name).read_bytes(), "x", all=True)
              if i.arch == "sm_90"]
+
+
+def test_ptx_policies_match_nvprune_byte_for_byte(built: Path, tmp_path: Path) -> None:
+    """``--ptx none`` is ``nvprune -arch``'s rule and ``--ptx highest`` adds the highest PTX: the objects and
+    archives devbin writes are nvprune's, byte for byte."""
+    nvprune, nvcc = require_tool("nvprune"), require_tool("nvcc")
+    gencode = ["-gencode", "arch=compute_75,code=[sm_75,compute_75]", "-gencode", "arch=compute_80,code=sm_80",
+               "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+    _run(nvcc, *gencode, "-c", built / "lib.cu", "-o", tmp_path / "lib.o")
+    _run(require_tool("ar"), "rcs", tmp_path / "lib.a", tmp_path / "lib.o")
+    for name in ("lib.o", "lib.a"):
+        src = (tmp_path / name).read_bytes()
+        _run(nvprune, "-arch", "sm_90", tmp_path / name, "-o", tmp_path / f"none_{name}")
+        assert prune(src, keep="sm_90", ptx="none").data == (tmp_path / f"none_{name}").read_bytes()
+        _run(nvprune, "-gencode", "arch=compute_75,code=[sm_75,compute_75]",
+             "-gencode", "arch=compute_90,code=compute_90", tmp_path / name, "-o", tmp_path / f"highest_{name}")
+        assert prune(src, keep="sm_75", ptx="highest").data == (tmp_path / f"highest_{name}").read_bytes()
 
 
 def test_containers_that_cannot_move_are_compacted_in_place(built: Path, tmp_path: Path,

@@ -11,12 +11,19 @@ written (exit 1, naming the architectures the input holds).
 
 Matching (nvprune -arch names for NVIDIA):
   sm_90        the sm_90 cubin and the compute_90 PTX/LTO-IR (sm_90a is another arch);
-               nvprune -arch sm_90 drops that PTX (this is its -gencode code=[sm_90,compute_90])
+               nvprune -arch sm_90 drops that PTX (--ptx none below; the default is
+               its -gencode arch=compute_90,code=[sm_90,compute_90])
   compute_90   only the compute_90 PTX/LTO-IR
   gfx90a       every gfx90a target: gfx90a, gfx90a:xnack+, gfx90a:xnack- ...
   gfx90a:xnack+  only that exact target ID
 Host entries of bundles always stay.  A selection that leaves no device image
 is refused.
+
+--ptx chooses the PTX (pack's words, docs/PRUNE.md "The PTX policy"):
+  kept         (the default) the PTX/LTO-IR of the kept architectures, as above
+  none         no PTX/LTO-IR at all: nvprune -arch sm_90's rule (byte for byte)
+  highest      the kept ones plus, in each fatbin, the highest PTX a newer GPU
+               can JIT: the slim library still runs (JIT) on GPUs newer than kept
 
 Objects and archives shrink: the fatbin/offload sections are rewritten and the
 symbols and relocations pointing at them fixed up; archives are written again
@@ -71,7 +78,8 @@ partial output (docs/PRUNE.md, "What --in-place promises").
 without writing anything.  Notes go to stderr, and a progress bar (the bytes of the libraries
 pruned) when stderr is a terminal.  When the input held PTX a GPU
 newer than its SASS could JIT and the result keeps none, a note says so and
-names what to keep (the rule `devbin pack` warns with).  Exit status: 0 success, 1
+names what to keep (the rule `devbin pack` warns with); under --ptx none it
+only says what that choice means.  Exit status: 0 success, 1
 error (a selection that leaves nothing, a file that cannot be rewritten), 2
 bad arguments (no -o, --dry-run or --in-place), 3 when the file holds no
 device code.
@@ -113,6 +121,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--missing", choices=("keep", "fail"), default=None,
                    help="a wheel's or folder's library the selection would leave no device image: keep it as it "
                         "is, with a note (the default), or fail before any work")
+    # devbin.packaging.pruning.PRUNE_PTX_POLICIES, spelt out: importing it here would load the writers for every command
+    p.add_argument("--ptx", choices=("kept", "none", "highest"), default="kept",
+                   help="which PTX stays: the kept architectures' (kept, the default), none (nvprune -arch's rule), "
+                        "or the kept ones plus each fatbin's highest as a JIT fallback for newer GPUs (highest)")
     p.add_argument("--image", action="append", default=[], metavar="ADDRESS",
                    help="apply --keep/--drop only to the image at this address (repeatable)")
     p.add_argument("-o", "--output", metavar="OUT", help="write the pruned file here")
@@ -167,14 +179,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             progress(0, size)
         result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                             in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses],
-                            backup=backup)
+                            backup=backup, ptx=args.ptx)
     arch_bytes = result.to_dict()["arch_bytes"]
     files = [{"name": args.path, "input_size": result.input_size, "output_size": result.output_size,
               "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(),
               "arch_bytes": arch_bytes, "untouched": ""}]
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
-               "kind": "file", **result.to_dict(), "files": files, "package": None, "backup": backup}
+               "kind": "file", **result.to_dict(), "files": files, "package": None, "backup": backup,
+               "ptx_policy": args.ptx}
         dump("prune", doc, out)
         return 0
     _images(result.rows(), out)
@@ -258,14 +271,14 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
         with progress_bar("pruning") as progress:
             result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
                                 backup=not args.no_backup, jobs=args.jobs, missing=args.missing or "keep",
-                                progress=progress)
+                                progress=progress, ptx=args.ptx)
         output = None if args.dry_run else args.path
     else:
         backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
         with progress_bar("pruning") as progress:
             result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                                  in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force,
-                                 missing=args.missing or "keep", progress=progress)
+                                 missing=args.missing or "keep", progress=progress, ptx=args.ptx)
     totals = result.to_dict()
     freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
     if args.json:
@@ -278,7 +291,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
                "notes": list(result.notes), "files": totals["files"],
                "package": {k: totals[k] for k in ("kind", "package_size_before", "package_size_after",
                                                   "files_size_before", "files_size_after")},
-               "backup": backup}
+               "backup": backup, "ptx_policy": args.ptx}
         dump("prune", doc, out)
         return 0
     _images(result.rows(), out)

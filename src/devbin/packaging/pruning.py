@@ -13,7 +13,8 @@ file holding only the selected device images.
   JIT from.  Here devbin differs from ``nvprune -arch sm_90``, which drops the
   ``compute_90`` PTX: devbin's ``sm_90`` is nvprune's ``-gencode arch=compute_90,code=[sm_90,compute_90]``
   (tests/test_prune_linked.py compares the two); the ``a``/``f`` variant must be the
-  same (``sm_90`` does not match ``sm_90a``);
+  same (``sm_90`` does not match ``sm_90a``).  That is the default PTX policy, ``kept``; ``ptx="none"``
+  is ``nvprune -arch``'s rule (below);
 * ``compute_NN`` matches only the PTX/LTO-IR for ``compute_NN``;
 * an AMD processor name without features (``gfx90a``) matches every target ID
   of that processor (``gfx90a``, ``gfx90a:xnack+``, ``gfx90a:sramecc-:xnack-``);
@@ -28,10 +29,14 @@ the input, and each name kept must match an image of it; otherwise the prune is 
 for is a mistake found too late.  A package prunes each library with ``require_match=False``
 and checks the names against the whole package instead (devbin.packaging.prune_packages).
 
-**PTX**: when the input holds PTX a GPU newer than every SASS could JIT
-(:func:`devbin.packaging.ptx.jit_ptx`, the rule ``devbin pack`` warns with) and the result
-keeps none, a note says so and names the PTX to keep: the pruned file no longer runs on
-newer GPUs.
+**PTX policy** (``ptx=``, ``--ptx``; the words of ``devbin pack --ptx``, devbin.packaging.ptx): a newer GPU
+runs only PTX whose virtual arch is not above it (CUDA C++ Programming Guide, "Application
+Compatibility").  ``kept`` (the default, the bytes prune always gave) keeps the PTX/LTO-IR the names
+match; ``none`` keeps no PTX/LTO-IR (``nvprune -arch sm_90``; with a ``compute_NN`` in ``keep`` it is
+refused); ``highest`` keeps, in each container, also the PTX of the highest virtual arch a newer GPU
+could JIT (:func:`devbin.packaging.ptx.jit_ptx`), whatever the names say of it.  When the input holds
+such PTX and the result keeps none, a note says so: under ``kept`` naming the PTX to keep, under
+``none`` (an explicit choice) only what the choice means: the pruned file no longer runs on newer GPUs.
 
 **Images** are those :func:`devbin.images.scan_bytes` finds with ``all=True`` (every image:
 ``devbin list --all`` gives the same ones), each decided on its
@@ -137,7 +142,13 @@ from devbin.packaging.wrapper_refs import retarget
 from devbin.targets.archnames import parse_arch_list
 from devbin.targets.nvidia.archs import try_parse_arch
 
-__all__ = ["PruneResult", "Selection", "arch_matches", "footprint", "parse_arch_list", "prune", "prune_file"]
+__all__ = ["PRUNE_PTX_POLICIES", "PruneResult", "Selection", "arch_matches", "footprint", "parse_arch_list", "prune",
+           "prune_file"]
+
+#: prune's PTX policies (``--ptx``; the vocabulary of ``devbin pack --ptx``, devbin.packaging.ptx): ``kept``
+#: (the default) the PTX/LTO-IR of the kept architectures, ``none`` no PTX/LTO-IR at all (``nvprune -arch``'s
+#: rule), ``highest`` the kept ones plus each container's highest PTX a newer GPU could JIT.
+PRUNE_PTX_POLICIES = ("kept", "none", "highest")
 
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _MAX_BUNDLE = 1 << 30
@@ -171,14 +182,25 @@ class Selection:
     drop: tuple[str, ...] | None = None
     #: When given, only the images at these addresses are kept or dropped; every other image stays.
     images: tuple[str, ...] = ()
+    #: The PTX policy (:data:`PRUNE_PTX_POLICIES`).
+    ptx: str = "kept"
 
     def __post_init__(self) -> None:
         if (self.keep is None) == (self.drop is None):
             raise UsageError("give exactly one of keep= and drop=")
+        if self.ptx not in PRUNE_PTX_POLICIES:
+            raise UsageError(f"ptx={self.ptx!r}: expected one of {', '.join(PRUNE_PTX_POLICIES)}")
+        if self.ptx == "none" and self.keep is not None:
+            virtual = [n for n in self.keep if (a := try_parse_arch(n)) is not None and a.kind != "sass"]
+            if virtual:
+                raise UsageError(f"keep {','.join(virtual)} names PTX/LTO-IR only, which --ptx none drops")
 
     def keeps(self, arch: str) -> bool:
+        """Whether an image of ``arch`` stays, by name (``highest`` adds its PTX per container: :class:`_Ctx`)."""
         if not arch:
             return True
+        if self.ptx == "none" and (a := try_parse_arch(arch)) is not None and a.kind != "sass":
+            return False
         if self.keep is not None:
             return any(arch_matches(s, arch) for s in self.keep)
         return not any(arch_matches(s, arch) for s in self.drop or ())
@@ -292,6 +314,8 @@ class _Ctx:
     def __init__(self, sel: Selection, images: Sequence[Image]) -> None:
         self.sel = sel
         self.images = [(i, self._keeps(i)) for i in images if _in_container(i)]
+        if sel.ptx == "highest":
+            self.images = _with_highest_ptx(self.images, sel)
         self.kept = {i.address: k for i, k in self.images}
         self.freed = 0
         self.notes: list[str] = []
@@ -320,12 +344,30 @@ class _Ctx:
                    for i, k in self.images)
 
 
+def _with_highest_ptx(images: list[tuple[Image, bool]], sel: Selection) -> list[tuple[Image, bool]]:
+    """``images`` with, in each container, the PTX of the highest virtual arch that a newer GPU could JIT
+    (:func:`devbin.packaging.ptx.jit_ptx`) kept too: ``--ptx highest``.  Images ``sel.images`` leaves
+    untouched are not candidates."""
+    best: dict[object, Image] = {}
+    for image, _ in images:
+        if sel.images and str(image.address) not in sel.images:
+            continue
+        if not jit_ptx([image]):
+            continue
+        key = (image.address.path, image.address.steps[:-1], getattr(image.address.steps[-1], "container", None))
+        a, b = try_parse_arch(image.arch), best.get(key)
+        if a is not None and (b is None or a.sm > _sm_key(b.arch)[0]):
+            best[key] = image
+    top = {i.address for i in best.values()}
+    return [(i, k or i.address in top) for i, k in images]
+
+
 # --------------------------------------------------------------------------- entry points
 
 
 def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
           drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = (),
-          at: Address | None = None, require_match: bool = True) -> PruneResult:
+          at: Address | None = None, require_match: bool = True, ptx: str = "kept") -> PruneResult:
     """Prune ``data`` (any format in the module docstring) to the selected architectures.
 
     ``keep``/``drop``: names or comma-separated lists; exactly one.  Raises
@@ -336,12 +378,13 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     other image stays.  ``at``: the file's address when it is a member of something (a wheel's
     ``pkg.whl!lib/libx.so``), which then starts the images' addresses instead of ``where``.
     ``require_match``: a name of ``keep`` that matches no image is an error (False: a note; a package's
-    libraries, whose names are checked against the package).
+    libraries, whose names are checked against the package).  ``ptx``: the PTX policy
+    (:data:`PRUNE_PTX_POLICIES`; the module docstring).
     """
     start = at if at is not None else Address(where)
     where = str(start)
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
-                    drop=None if drop is None else parse_arch_list(drop), images=tuple(images))
+                    drop=None if drop is None else parse_arch_list(drop), images=tuple(images), ptx=ptx)
     raw = bytes(data)
     view = ByteView(raw, where=where)
     _check_prunable(view, where)
@@ -364,23 +407,28 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
             raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the file holds "
                              f"{', '.join(sorted({short(i.arch) for i in device}))}")
         ctx.notes.extend(f"{name} matches no image in {where}" for name in unmatched)
-    ptx = _ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k])
-    if ptx:
-        ctx.notes.append(f"{where}: {ptx}")
+    lost = _ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k], sel.ptx)
+    if lost:
+        ctx.notes.append(f"{where}: {lost}")
     return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes)
 
 
-def _ptx_lost(before: Sequence[Image], after: Sequence[Image]) -> str:
-    """The warning when ``before`` (a file's images) held PTX a GPU newer than its SASS could JIT
-    (:func:`devbin.packaging.ptx.jit_ptx`) and ``after`` (the images kept) holds none; else ``""``."""
+def _ptx_lost(before: Sequence[Image], after: Sequence[Image], policy: str = "kept") -> str:
+    """The note when ``before`` (a file's images) held PTX a GPU newer than its SASS could JIT
+    (:func:`devbin.packaging.ptx.jit_ptx`) and ``after`` (the images kept) holds none; else ``""``.
+    Under ``--ptx none`` (an explicit choice) it only says what the choice means; under ``kept`` it names
+    what to keep (``highest`` always keeps such PTX)."""
     had, kept = jit_ptx(before), jit_ptx(after)
     if not had or kept:
         return ""
     sass = sorted({i.arch for i in after if i.kind == CUBIN and i.arch}, key=_sm_key)
     top = sass[-1] if sass else "the kept SASS"
     lost = sorted({i.arch for i in had}, key=_sm_key)
+    if policy == "none":
+        return (f"--ptx none: no PTX kept (the input had {', '.join(lost)} PTX); GPUs newer than {top} "
+                "cannot run the result")
     return (f"the result keeps no PTX: GPUs newer than {top} cannot JIT it (the input had "
-            f"{', '.join(lost)} PTX); to keep it, keep {','.join([*sass, lost[-1]])}")
+            f"{', '.join(lost)} PTX); to keep it, keep {','.join([*sass, lost[-1]])} or pass --ptx highest")
 
 
 def _sm_key(arch: str) -> tuple[int, str]:
@@ -391,8 +439,9 @@ def _sm_key(arch: str) -> tuple[int, str]:
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                in_place: bool = False, backup: str | os.PathLike[str] | None = None,
-               images: Iterable[str] = (), require_match: bool = True) -> PruneResult:
-    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match``: :func:`prune`'s).
+               images: Iterable[str] = (), require_match: bool = True, ptx: str = "kept") -> PruneResult:
+    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match`` and ``ptx``:
+    :func:`prune`'s).
 
     ``dst`` may not be ``src`` (nor another name of it: a symbolic or hard link) unless
     ``in_place``.  The output is written whole or not at all, with ``src``'s permission bits
@@ -411,7 +460,8 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
             raise OutputError(f"{e.message}, or prune in place (in_place=True)", where=e.where) from None
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
         data = src_p.read_bytes()
-        result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match)
+        result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match,
+                       ptx=ptx)
         if dst is None:
             return result
         if backup is not None and os.path.lexists(backup):

@@ -52,8 +52,10 @@ without disturbing anything the vendor's loader reads.  The rules, in order:
 6. :meth:`ElfEditor.compact_relocatable` asks for the *compact* layout of an
    ``ET_REL`` object instead of (3): every section with file bytes is placed
    again, in its original file order, at ``align_up(end of the previous one,
-   sh_addralign)`` right after the ELF header, and the section header table
-   follows.  Nothing in a relocatable object refers to file offsets except
+   sh_addralign)`` right after the ELF header (an empty or ``NOBITS`` section
+   takes no bytes but moves the position to its alignment, as the assembler and
+   ``nvprune`` lay objects out), and the section header table follows.
+   Nothing in a relocatable object refers to file offsets except
    ``sh_offset`` and ``e_shoff``, so this is safe, and a section that shrank
    makes the file smaller (rule 3 would leave a zeroed hole and append).
 
@@ -462,8 +464,11 @@ class ElfEditor:
         for i in sorted(kept[1:], key=file_order):
             e = entries[i]
             if e.sh_type == C.SHT_NOBITS or (e.data is None and (e.orig is None or not e.orig.file_size)):
-                if e.orig is not None and e.sh_type != C.SHT_NOBITS:
-                    e.sh_offset = pos  # an empty section: any offset in the file will do
+                if e.orig is not None:
+                    # an empty or NOBITS section takes no bytes but moves the next one to its alignment,
+                    # as the assembler and nvprune lay objects out (nvprune's output, byte for byte)
+                    pos = align_up(pos, _placement_alignment(e))
+                    e.sh_offset = pos
                 continue
             data = e.data if e.data is not None else bytes(e.orig.data)  # type: ignore[union-attr]
             pos = align_up(pos, _placement_alignment(e))
