@@ -426,3 +426,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     """Show in the header which CUDA front end the cubin fixtures will use."""
     mode = "ptxas on committed PTX" if cubins_from_ptx() else f"nvcc ({find_tool('nvcc', versions=())})"
     return [f"devbin: cubin fixtures via {mode}; CI={'yes' if in_ci() else 'no'}; gcc={shutil.which('gcc')}"]
+
+
+@pytest.fixture(params=["O_TMPFILE", "named"])
+def flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways devbin.binary.output makes its new file: unnamed (Linux O_TMPFILE) and the named fallback."""
+    from devbin.binary import output as output_mod
+
+    if request.param == "named":
+        monkeypatch.setattr(output_mod, "USE_O_TMPFILE", False)
+    elif not output_mod.USE_O_TMPFILE:
+        pytest.skip("no O_TMPFILE on this platform")
+    return str(request.param)

@@ -52,10 +52,14 @@ def cli_ok(*argv: str | os.PathLike[str]) -> str:
 
 
 def cli_err(*argv: str | os.PathLike[str]) -> tuple[int, str, str]:
-    """Run ``devbin *argv`` in this process; return its exit status, stdout and stderr."""
+    """Run ``devbin *argv`` in this process; return its exit status (argparse's own usage errors
+    included: exit 2), stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err):
-        code = main([os.fspath(a) for a in argv], out)
+        try:
+            code = main([os.fspath(a) for a in argv], out)
+        except SystemExit as e:  # argparse's own errors
+            code = int(e.code or 0)
     return code, out.getvalue(), err.getvalue()
 
 

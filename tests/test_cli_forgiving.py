@@ -7,20 +7,20 @@ says what ``main`` did before the change (the defect) in a comment.
 
 from __future__ import annotations
 
-import io
 import json
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
 from devbin.errors import UsageError
 from devbin.formats.fatbin import FatbinImage, write_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
-from devbin.formats.wheel import record_hash
 from devbin.packaging.prune_packages import prune_wheel
+
+from tests.runners import cli_err
+from tests.wheelbuild import build_wheel
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()
@@ -33,25 +33,8 @@ def _fatbin(path: Path, sass: tuple[int, ...], ptx: tuple[int, ...] = ()) -> Pat
     return path
 
 
-def _wheel(path: Path, files: dict[str, bytes]) -> Path:
-    meta = "pkg-1.0.dist-info"
-    files = {**files, f"{meta}/METADATA": b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n",
-             f"{meta}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-any\n"}
-    rows = [f"{n},{record_hash(d)},{len(d)}" for n, d in files.items()] + [f"{meta}/RECORD,,"]
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for n, d in files.items():
-            z.writestr(n, d)
-        z.writestr(f"{meta}/RECORD", "\n".join(rows) + "\n")
-    return path
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    out = io.StringIO()
-    try:
-        code = main([str(a) for a in argv], out)
-    except SystemExit as e:  # argparse's own errors
-        code = int(e.code or 0)
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 def _kept(doc: dict[str, object]) -> list[str]:
@@ -83,23 +66,23 @@ def test_one_parser_repeatable_and_commas_canonical() -> None:
 def test_keep_repeated_keeps_every_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fb = _fatbin(tmp_path / "k.fatbin", (80, 86, 90))
     # before: --keep sm_80 --keep sm_90 kept sm_90 only (argparse kept the last value)
-    code, out, err = _run(capsys, "prune", fb, "--keep", "sm_80", "--keep", "sm_90", "--dry-run", "--json")
+    code, out, err = cli_err("prune", fb, "--keep", "sm_80", "--keep", "sm_90", "--dry-run", "--json")
     assert code == 0, err
     assert _kept(json.loads(out)) == ["sm_80", "sm_90"]
-    code, out, err = _run(capsys, "prune", fb, "--drop", "sm_80", "--drop", "SM_86", "--dry-run", "--json")
+    code, out, err = cli_err("prune", fb, "--drop", "sm_80", "--drop", "SM_86", "--dry-run", "--json")
     assert code == 0 and _kept(json.loads(out)) == ["sm_90"], err
 
 
 def test_arch_takes_commas_and_any_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fb = _fatbin(tmp_path / "k.fatbin", (80, 90))
     # before: --arch sm_80,sm_90 was a usage error; --arch SM_90 too
-    code, out, err = _run(capsys, "list", "--json", "--arch", "sm_80,SM_90", fb)
+    code, out, err = cli_err("list", "--json", "--arch", "sm_80,SM_90", fb)
     assert code == 0, err
     assert sorted(i["arch"] for i in json.loads(out)["images"]) == ["sm_80", "sm_90"]
     ob = tmp_path / "k.offload"
     ob.write_bytes(write_offload_binary([OffloadImage.of(b"x" * 40, strings={"arch": "gfx90a"})]))
     # before: --arch gfx90A printed nothing, exit 0
-    code, out, err = _run(capsys, "list", "--json", "--arch", "gfx90A", ob)
+    code, out, err = cli_err("list", "--json", "--arch", "gfx90A", ob)
     assert code == 0 and [i["arch"] for i in json.loads(out)["images"]] == ["gfx90a"], err
 
 
@@ -108,13 +91,13 @@ def test_not_an_architecture_says_which_one(given: str, meant: str, tmp_path: Pa
                                              capsys: pytest.CaptureFixture[str]) -> None:
     fb = _fatbin(tmp_path / "k.fatbin", (80, 90))
     # before: sm90 and 90 were usage errors without a suggestion; sm_900 listed nothing, exit 0
-    code, out, err = _run(capsys, "list", "--arch", given, fb)
+    code, out, err = cli_err("list", "--arch", given, fb)
     assert (code, out) == (2, "")
     assert err.startswith(f"devbin: error: --arch {given}: ") and f"did you mean {meant}" in err
     assert err.count("\n") == 1
     # before: prune --keep sm90,sm_80 wrote an sm_80-only file, exit 0
     dest = tmp_path / "out.fatbin"
-    code, out, err = _run(capsys, "prune", fb, "--keep", f"{given},sm_80", "-o", dest)
+    code, out, err = cli_err("prune", fb, "--keep", f"{given},sm_80", "-o", dest)
     assert code == 2 and f"--keep {given}: " in err and f"did you mean {meant}" in err
     assert not dest.exists()
 
@@ -122,18 +105,18 @@ def test_not_an_architecture_says_which_one(given: str, meant: str, tmp_path: Pa
 def test_select_device_any_case_and_the_one_meant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fb = _fatbin(tmp_path / "k.fatbin", (80, 90))
     # before: SM_90 was "unknown device", exit 2
-    code, out, err = _run(capsys, "select", fb, "--device", "SM_90")
+    code, out, err = cli_err("select", fb, "--device", "SM_90")
     assert code == 0 and "#0.1: sm_90 (SASS)" in out, err
     # before: sm90 and 90 named no device meant; sm_900 looked for a 90.0 GPU (exit 1)
     for given in ("sm90", "90", "sm_900"):
-        code, out, err = _run(capsys, "select", fb, "--device", given)
+        code, out, err = cli_err("select", fb, "--device", given)
         assert code == 2 and out == "" and "did you mean sm_90" in err and err.count("\n") == 1, err
 
 
 def test_arch_filter_that_takes_nothing_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fb = _fatbin(tmp_path / "k.fatbin", (90,), (90,))
     # before: empty output, exit 0 (as cuobjdump -arch, which prints nothing)
-    code, out, err = _run(capsys, "list", "--arch", "sm_80", fb)
+    code, out, err = cli_err("list", "--arch", "sm_80", fb)
     assert (code, out) == (1, "")
     assert err == "devbin: error: --arch sm_80 matches no image; the input holds compute_90, sm_90\n"
 
@@ -142,7 +125,7 @@ def test_keep_of_an_absent_architecture_writes_nothing(tmp_path: Path, capsys: p
     fb = _fatbin(tmp_path / "k.fatbin", (80, 90))
     dest = tmp_path / "out.fatbin"
     # before: exit 0, an sm_90-only file written, a note at the end
-    code, _out, err = _run(capsys, "prune", fb, "--keep", "sm_70,sm_90", "-o", dest)
+    code, _out, err = cli_err("prune", fb, "--keep", "sm_70,sm_90", "-o", dest)
     assert code == 1 and not dest.exists()
     assert err == f"devbin: error: {fb}: keep sm_70 matches no image; the file holds sm_80, sm_90\n"
 
@@ -155,14 +138,14 @@ def _fft_wheel(tmp_path: Path) -> tuple[Path, bytes]:
     narrow = _fatbin(tmp_path / "w.fatbin", (52,)).read_bytes()
     wide = _fatbin(tmp_path / "f.fatbin", (80, 90)).read_bytes()
     files = {"pkg/cufft.fatbin": wide, "pkg/cufftw.fatbin": narrow}
-    return _wheel(tmp_path / "pkg-1.0-py3-none-any.whl", files), narrow
+    return build_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", files), narrow
 
 
 def test_wheel_library_without_the_kept_arch_stays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     whl, narrow = _fft_wheel(tmp_path)
     (tmp_path / "slim").mkdir()
     # before: exit 1 "the selection sm_90 leaves no device image", nothing written
-    code, out, err = _run(capsys, "prune", whl, "--keep", "sm_90", "-o", tmp_path / "slim", "--json")
+    code, out, err = cli_err("prune", whl, "--keep", "sm_90", "-o", tmp_path / "slim", "--json")
     assert code == 0, err
     dest = tmp_path / "slim" / whl.name
     with zipfile.ZipFile(dest) as z:
@@ -184,7 +167,7 @@ def test_wheel_missing_fail_fails_before_the_work(tmp_path: Path, capsys: pytest
 
     monkeypatch.setattr(pp, "prune", no_work)
     dest = tmp_path / "out.whl"
-    code, _out, err = _run(capsys, "prune", whl, "--keep", "sm_90", "--missing", "fail", "-o", dest)
+    code, _out, err = cli_err("prune", whl, "--keep", "sm_90", "--missing", "fail", "-o", dest)
     assert code == 1 and not dest.exists()
     assert err == (f"devbin: error: {whl}: the selection sm_90 leaves no device image in pkg/cufftw.fatbin (sm_52); "
                    "nothing was written (missing=keep leaves such a library as it is)\n")
@@ -199,17 +182,17 @@ def test_wheel_missing_fail_fails_before_the_work(tmp_path: Path, capsys: pytest
 def test_output_folder_names_the_file_after_the_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     whl, _ = _fft_wheel(tmp_path)
     # before: -o slim/ with no folder slim wrote a file named "slim"
-    code, _out, err = _run(capsys, "prune", whl, "--keep", "sm_80", "-o", f"{tmp_path / 'slim'}/")
+    code, _out, err = cli_err("prune", whl, "--keep", "sm_80", "-o", f"{tmp_path / 'slim'}/")
     assert code == 1 and not (tmp_path / "slim").exists()
     assert err == (f"devbin: error: {tmp_path / 'slim'}/: cannot write: no such folder "
                    "(a name ending in / names a folder)\n")
     # before: an existing folder failed "Is a directory" after the work
     (tmp_path / "slim").mkdir()
-    code, _out, err = _run(capsys, "prune", whl, "--keep", "sm_80", "-o", f"{tmp_path / 'slim'}/")
+    code, _out, err = cli_err("prune", whl, "--keep", "sm_80", "-o", f"{tmp_path / 'slim'}/")
     assert code == 0, err
     assert [p.name for p in (tmp_path / "slim").iterdir()] == [whl.name]
     # before: a missing parent failed only after the work
-    code, _out, err = _run(capsys, "prune", whl, "--keep", "sm_80", "-o", tmp_path / "no" / "x.whl")
+    code, _out, err = cli_err("prune", whl, "--keep", "sm_80", "-o", tmp_path / "no" / "x.whl")
     assert code == 1 and err == f"devbin: error: {tmp_path / 'no' / 'x.whl'}: cannot write: the folder " \
                                 f"{tmp_path / 'no'} does not exist\n"
 
@@ -217,7 +200,7 @@ def test_output_folder_names_the_file_after_the_input(tmp_path: Path, capsys: py
 def test_annotate_into_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "d").mkdir()
     # before: "d: cannot write: Is a directory"
-    code, _out, err = _run(capsys, "annotate", FIXTURES / "sample_sm90.cubin", "-o", tmp_path / "d")
+    code, _out, err = cli_err("annotate", FIXTURES / "sample_sm90.cubin", "-o", tmp_path / "d")
     assert code == 0, err
     assert [p.name for p in (tmp_path / "d").iterdir()] == ["sample_sm90.cubin"]
 
@@ -227,7 +210,7 @@ def test_output_over_the_input_names_the_flag(tmp_path: Path, capsys: pytest.Cap
     before = fb.read_bytes()
     # before: "... choose another output, or pass --in-place (in_place=True)"
     for dest in (fb, tmp_path):  # the file itself; its folder (-o DIR: DIR/k.fatbin, the input again)
-        code, _out, err = _run(capsys, "prune", fb, "--keep", "sm_90", "-o", dest)
+        code, _out, err = cli_err("prune", fb, "--keep", "sm_90", "-o", dest)
         assert code == 1 and fb.read_bytes() == before
         assert err == (f"devbin: error: {fb}: refusing to write over the input {fb}; choose another output, "
                        "or pass --in-place\n")
@@ -241,9 +224,9 @@ def test_prune_says_when_the_result_keeps_no_ptx(tmp_path: Path, capsys: pytest.
     warning = (f"{fb}: the result keeps no PTX: GPUs newer than sm_90 cannot JIT it (the input had "
                "compute_100 PTX); to keep it, keep sm_90,compute_100 or pass --ptx highest")
     # before: the compute_100 PTX dropped without a word
-    code, out, err = _run(capsys, "prune", fb, "--keep", "sm_90", "--dry-run", "--json")
+    code, out, err = cli_err("prune", fb, "--keep", "sm_90", "--dry-run", "--json")
     assert code == 0 and warning in json.loads(out)["notes"]
-    code, out, err = _run(capsys, "prune", fb, "--keep", "sm_90", "--dry-run")
+    code, out, err = cli_err("prune", fb, "--keep", "sm_90", "--dry-run")
     assert code == 0 and f"note: {warning}\n" in err
-    code, out, err = _run(capsys, "prune", fb, "--keep", "sm_90,compute_100", "--dry-run")
+    code, out, err = cli_err("prune", fb, "--keep", "sm_90,compute_100", "--dry-run")
     assert code == 0 and "PTX" not in err

@@ -35,6 +35,8 @@ from devbin.images import scan_bytes
 from devbin.packaging.prune_packages import BACKUP_SUFFIX, prune_tree, prune_wheel, record_hash
 from devbin.packaging.pruning import prune, prune_file
 
+from tests.wheelbuild import build_wheel
+
 ARCHS = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
          "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
 # Large enough that each architecture's cubin spans several pages (60 KB), so whole pages go.
@@ -349,16 +351,6 @@ def test_hip_library_shrinks(hip_lib: Path) -> None:
 # --------------------------------------------------------------------------- wheels and folders
 
 
-def _wheel(path: Path, files: dict[str, bytes]) -> Path:
-    meta = "pkg-1.0.dist-info"
-    files = {**files, "pkg/__init__.py": b"", f"{meta}/METADATA": b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n",
-             f"{meta}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-any\n"}
-    rows = [f"{n},{record_hash(d)},{len(d)}" for n, d in files.items()] + [f"{meta}/RECORD,,"]
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for n, d in files.items():
-            z.writestr(n, d)
-        z.writestr(f"{meta}/RECORD", "\n".join(rows) + "\n")
-    return path
 
 
 def _check_record(wheel: Path) -> dict[str, bytes]:
@@ -378,7 +370,8 @@ def _check_record(wheel: Path) -> dict[str, bytes]:
 
 def test_wheel_prune_installs(built: Path, hip_lib: Path, tmp_path: Path) -> None:
     lib, hip = (built / "libstatic.so").read_bytes(), (hip_lib / "libhip.so").read_bytes()
-    src = _wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/libk.so": lib, "pkg/libhip.so": hip})
+    src = build_wheel(tmp_path / "pkg-1.0-py3-none-any.whl",
+                      {"pkg/__init__.py": b"", "pkg/libk.so": lib, "pkg/libhip.so": hip})
     out = tmp_path / "slim" / "pkg-1.0-py3-none-any.whl"
     out.parent.mkdir()
     buf = StringIO()
@@ -407,7 +400,7 @@ def test_wheel_prune_installs(built: Path, hip_lib: Path, tmp_path: Path) -> Non
 
 def test_folder_prune_in_place(built: Path, tmp_path: Path) -> None:
     lib = (built / "libstatic.so").read_bytes()
-    src = _wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/libk.so": lib})
+    src = build_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/__init__.py": b"", "pkg/libk.so": lib})
     target = tmp_path / "site"
     _run(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", target, src)
     buf = StringIO()

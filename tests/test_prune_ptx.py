@@ -6,14 +6,12 @@ Inputs are built here with ``write_fatbin`` from the fixture cubin and PTX; the 
 
 from __future__ import annotations
 
-import io
 import json
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
 from devbin.errors import UsageError
 from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.fatbin import FatbinImage, write_fatbin
@@ -22,6 +20,8 @@ from devbin.formats.wheel import record_hash
 from devbin.images import scan_bytes
 from devbin.packaging.prune_packages import prune_wheel
 from devbin.packaging.pruning import PRUNE_PTX_POLICIES, prune
+
+from tests.runners import cli_err
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()
@@ -37,13 +37,6 @@ def _kept(data: bytes) -> list[str]:
     return [i.arch for i in scan_bytes(data, "x", all=True)]
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    out = io.StringIO()
-    try:
-        code = main([str(a) for a in argv], out)
-    except SystemExit as e:  # argparse's own errors
-        code = int(e.code or 0)
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 def test_each_policy_on_a_fatbin() -> None:
@@ -91,14 +84,14 @@ def test_contradictions_and_bad_names_are_refused() -> None:
 def test_cli_ptx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fb = tmp_path / "k.fatbin"
     fb.write_bytes(_fatbin((80, 90), (90, 100)))
-    code, out, err = _run(capsys, "prune", fb, "--keep", "sm_90", "--ptx", "highest", "-o", tmp_path / "h.fatbin")
+    code, out, err = cli_err("prune", fb, "--keep", "sm_90", "--ptx", "highest", "-o", tmp_path / "h.fatbin")
     assert code == 0 and _kept((tmp_path / "h.fatbin").read_bytes()) == ["sm_90", "compute_90", "compute_100"]
-    code, out, err = _run(capsys, "prune", fb, "--keep", "sm_90", "--ptx", "none", "--dry-run", "--json")
+    code, out, err = cli_err("prune", fb, "--keep", "sm_90", "--ptx", "none", "--dry-run", "--json")
     doc = json.loads(out)
     assert code == 0 and [i["arch"] for i in doc["images"] if i["kept"]] == ["sm_90"] and doc["ptx_policy"] == "none"
     assert doc["notes"] == [f"{fb}: --ptx none: no PTX kept (the input had compute_90, compute_100 PTX); GPUs "
                             "newer than sm_90 cannot run the result"]
-    code, out, err = _run(capsys, "prune", fb, "--keep", "sm_90", "--ptx", "newest", "--dry-run")
+    code, out, err = cli_err("prune", fb, "--keep", "sm_90", "--ptx", "newest", "--dry-run")
     assert code == 2 and "invalid choice: 'newest' (choose from 'kept', 'none', 'highest')" in err
 
 

@@ -32,14 +32,6 @@ OLD, NEW = b"old output\n" * 100, b"new output, whole\n" * 5000
 TEMP = re.compile(r"\.a\.bin\.[0-9a-f]{16}\.tmp")
 
 
-@pytest.fixture(params=["O_TMPFILE", "named"])
-def flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways the helper makes its new file: unnamed (Linux O_TMPFILE) and the named fallback."""
-    if request.param == "named":
-        monkeypatch.setattr(output_mod, "USE_O_TMPFILE", False)
-    elif not output_mod.USE_O_TMPFILE:
-        pytest.skip("no O_TMPFILE on this platform")
-    return str(request.param)
 
 
 def _writer_stopped_at_rename(out: Path, data: bytes, marker: Path, release: Path | None = None) -> int:

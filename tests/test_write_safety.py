@@ -652,14 +652,6 @@ def _snapshot(d: Path) -> dict[str, bytes]:
 # --------------------------------------------------------------------------- the helper itself
 
 
-@pytest.fixture(params=["O_TMPFILE", "named"])
-def flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways the helper makes its new file: unnamed (Linux O_TMPFILE) and the named fallback."""
-    if request.param == "named":
-        monkeypatch.setattr(output_mod, "USE_O_TMPFILE", False)
-    elif not output_mod.USE_O_TMPFILE:
-        pytest.skip("no O_TMPFILE on this platform")
-    return str(request.param)
 
 
 def _umask() -> int:

@@ -1,0 +1,23 @@
+"""Wheels for tests: members, METADATA, WHEEL and a RECORD that vouches for every member (PEP 376/427),
+so that devbin's wheel check (devbin.formats.wheel) lets them through."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from devbin.formats.wheel import record_hash
+
+META = "pkg-1.0.dist-info"
+
+
+def build_wheel(path: Path, files: dict[str, bytes]) -> Path:
+    """``path`` written as the wheel of ``pkg`` 1.0 holding ``files`` (name -> bytes), deflated."""
+    files = {**files, f"{META}/METADATA": b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n",
+             f"{META}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-any\n"}
+    rows = [f"{n},{record_hash(d)},{len(d)}" for n, d in files.items()] + [f"{META}/RECORD,,"]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+        z.writestr(f"{META}/RECORD", "\n".join(rows) + "\n")
+    return path
