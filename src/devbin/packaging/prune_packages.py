@@ -6,9 +6,12 @@ with :func:`devbin.packaging.pruning.prune` and writes a new wheel:
 
 * a library none of whose vendor's architectures is named (a ROCm library when only ``sm_*`` are
   kept, a CUDA one when only ``gfx*`` are) stays byte-identical, and the report says so;
-* every other member keeps its bytes, name, date, permissions and compression method (it is
-  decompressed and compressed again, so its compressed bytes may differ), copied in pieces
-  (:func:`devbin.formats.zipmember.pieces`): no member but a pruned library is ever held whole;
+* every other member is copied as it is, its compressed bytes, CRC-32, sizes, name, date, permissions and
+  compression method (:class:`devbin.formats.zipwrite.ZipWriter`: never inflated nor deflated again), in
+  pieces: no member but a pruned library is ever held whole; the pruned libraries and RECORD are deflated
+  as they are written, with the bytes :mod:`zipfile` gave them (:meth:`~devbin.formats.zipwrite.ZipWriter.add`).
+  A copied member's CRC is not checked again: :func:`devbin.formats.wheel.verify` read every member, CRC
+  checked, just before;
 * ``*.dist-info/RECORD`` is regenerated as ``wheel pack`` does (pypa/wheel,
   ``docs/reference/wheel_pack.rst``; PEP 376/427 RECORD): one row per member, ``path,sha256=<urlsafe
   base64 without padding>,size``, RECORD's own row ``path,,``; the signatures ``RECORD.jws`` and
