@@ -101,3 +101,35 @@ def test_copy_of_a_cut_zip_is_an_error(tmp_path: Path) -> None:
     zw = zipwrite.ZipWriter(io.BytesIO())
     with cut.open("rb") as f, pytest.raises(TruncatedError, match="run past the end"):
         zw.copy(info, f, str(cut))
+
+
+class _Stream(io.RawIOBase):
+    """A file zipfile cannot seek in: it writes each member's sizes in a data descriptor after its bytes."""
+
+    def __init__(self) -> None:
+        self.buf = io.BytesIO()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        return self.buf.write(data)
+
+
+def test_copy_of_members_with_data_descriptors(tmp_path: Path) -> None:
+    """A member whose local header leaves the sizes 0 (flag bit 3, a data descriptor after its bytes) is
+    copied with its sizes in the local header and no descriptor: what zipfile writes to a seekable file."""
+    stream = _Stream()
+    with zipfile.ZipFile(stream, "w") as z:
+        for info, data in _members():
+            z.writestr(info, data)
+    src = tmp_path / "streamed.zip"
+    src.write_bytes(stream.buf.getvalue())
+    buf = io.BytesIO()
+    zw = zipwrite.ZipWriter(buf)
+    with zipfile.ZipFile(src) as z, src.open("rb") as f:
+        assert all(i.flag_bits & 0x8 for i in z.infolist())
+        for info in z.infolist():
+            zw.copy(info, f, str(src))
+    zw.close()
+    assert buf.getvalue() == _by_zipfile(_members())
