@@ -235,6 +235,54 @@ def test_in_place_and_force_arguments(host: bytes, tmp_path: Path) -> None:
         assert (r.returncode, r.stderr) == (2, "devbin: error: --force goes with a wheel\n")
 
 
+def test_unchanged_members_keep_their_compressed_bytes(host: bytes, tmp_path: Path) -> None:
+    """Issue 28 item 2: a member prune does not change is copied, its compressed bytes as they are (main
+    inflated it and deflated it again at zipfile's level 6, other bytes for a wheel deflated at level 1);
+    the pruned library and RECORD are written as before.  The wheel stays valid for ``python -m zipfile
+    -t``, ``pip install`` and ``wheel unpack``, and the same run to run."""
+    text = b" ".join(b"w%d" % (i * 7919 % 1000) for i in range(20000))
+    members = {**_members(host), "pkg/words.txt": text,
+               f"{META}/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    src = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(src, "w") as z:
+        for name, data in [*members.items(), (f"{META}/RECORD", _record(members))]:
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 2, 3, 4, 6))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data, compresslevel=1)
+    out = tmp_path / "out" / src.name
+    out.parent.mkdir()
+    prune_wheel(src, out, drop="gfx90a")
+    assert prune_wheel(src, None, drop="gfx90a", keep_data=True).data == out.read_bytes()
+    whole, new = src.read_bytes(), out.read_bytes()
+
+    def raw(data: bytes, z: zipfile.ZipFile, name: str) -> bytes:
+        start, length = zipmember.data_span(data, z.getinfo(name))
+        return data[start:start + length]
+
+    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(out) as zo:
+        words = zi.getinfo("pkg/words.txt")
+        again = zipfile.ZipFile(io.BytesIO(), "w", zipfile.ZIP_DEFLATED)
+        again.writestr("x", text)  # what main wrote: deflated again at level 6
+        assert words.compress_type == zipfile.ZIP_DEFLATED
+        assert again.getinfo("x").compress_size != words.compress_size  # level 1 is not level 6
+        for name in members:
+            if name != LIB:
+                assert raw(new, zo, name) == raw(whole, zi, name), name
+        assert zo.testzip() is None and W.verify(zo).problems == []
+        assert len(zo.read(LIB)) < len(host)
+    r = subprocess.run([sys.executable, "-m", "zipfile", "-t", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0 and "Done testing" in r.stdout, r.stderr
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
+                        str(tmp_path / "site"), str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "site" / "pkg" / "words.txt").read_bytes() == text
+    pytest.importorskip("wheel")  # in the test extra
+    r = subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", str(tmp_path / "un"), str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "un" / "pkg-1.0" / "pkg" / "words.txt").read_bytes() == text
+
+
 BIG = 512 << 20
 
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import zipfile
 
 __all__ = ["CHUNK", "MAX_RATIO", "data_span", "inflatable", "inflate", "is_folder", "most_bytes", "open_zip", "pieces",
-           "read"]
+           "raw_pieces", "read"]
 
 _LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths at 26 and 28
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -155,6 +155,32 @@ def pieces(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
     with zf.open(info) as fh:
         while piece := fh.read(CHUNK):
             yield piece
+
+
+def raw_pieces(file: IO[bytes], info: zipfile.ZipInfo, where: str, size: int = CHUNK) -> Iterator[bytes]:
+    """The compressed bytes of the member ``info`` of the zip in ``file`` (a seekable binary file), as they
+    are (not inflated, no CRC checked), ``size`` at a time: found after the member's local header as
+    :func:`data_span` finds them, read with seek and read (not memory-mapped: a copied member costs one
+    piece of memory, never its pages).  TruncatedError where the file ends before them."""
+    at = info.header_offset
+    file.seek(at)
+    head = file.read(_LOCAL.size)
+    if len(head) < _LOCAL.size:
+        raise TruncatedError(f"local header at {at} is past the end of the archive", fmt="zip", offset=at,
+                             where=where)
+    magic, name_len, extra_len = _LOCAL.unpack(head)
+    if magic != _LOCAL_MAGIC:
+        raise FormatError(f"no local header at {at} (found {magic.hex()})", fmt="zip", offset=at, where=where)
+    start = at + _LOCAL.size + name_len + extra_len
+    file.seek(start)
+    left = info.compress_size
+    while left:
+        piece = file.read(min(size, left))
+        if not piece:
+            raise TruncatedError(f"{info.compress_size} compressed bytes at {start} run past the end of the "
+                                 "archive", fmt="zip", offset=start, where=where)
+        left -= len(piece)
+        yield piece
 
 
 def open_zip(file: str | IO[bytes], where: str) -> zipfile.ZipFile:

@@ -6,9 +6,12 @@ with :func:`devbin.packaging.pruning.prune` and writes a new wheel:
 
 * a library none of whose vendor's architectures is named (a ROCm library when only ``sm_*`` are
   kept, a CUDA one when only ``gfx*`` are) stays byte-identical, and the report says so;
-* every other member keeps its bytes, name, date, permissions and compression method (it is
-  decompressed and compressed again, so its compressed bytes may differ), copied in pieces
-  (:func:`devbin.formats.zipmember.pieces`): no member but a pruned library is ever held whole;
+* every other member is copied as it is, its compressed bytes, CRC-32, sizes, name, date, permissions and
+  compression method (:class:`devbin.formats.zipwrite.ZipWriter`: never inflated nor deflated again), in
+  pieces: no member but a pruned library is ever held whole; the pruned libraries and RECORD are deflated
+  as they are written, with the bytes :mod:`zipfile` gave them (:meth:`~devbin.formats.zipwrite.ZipWriter.add`).
+  A copied member's CRC is not checked again: :func:`devbin.formats.wheel.verify` read every member, CRC
+  checked, just before;
 * ``*.dist-info/RECORD`` is regenerated as ``wheel pack`` does (pypa/wheel,
   ``docs/reference/wheel_pack.rst``; PEP 376/427 RECORD): one row per member, ``path,sha256=<urlsafe
   base64 without padding>,size``, RECORD's own row ``path,,``; the signatures ``RECORD.jws`` and
@@ -58,13 +61,14 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TypeVar, cast
+from typing import IO, TypeVar
 
 from devbin.binary.lock import exclusive
 from devbin.binary.output import BACKUP_SUFFIX, Output, Sink, atomic_output, check_destination
-from devbin.errors import DeviceBinaryError, FormatError, UsageError
+from devbin.errors import UsageError
 from devbin.formats import wheel, zipmember
 from devbin.formats.wheel import record_hash
+from devbin.formats.zipwrite import ZipWriter
 from devbin.images.address import Address, Member
 from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
@@ -379,63 +383,42 @@ def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection) -> t
 def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, libraries: Iterable[str],
                  library: Callable[[str], bytes | None], notes: list[str], where: str,
                  out: IO[bytes] | Sink | Output) -> None:
-    """The new wheel written to ``out`` (a seekable file object) as it is made: every member of ``zf`` in
-    its order, a library's new bytes (``library(name)``, called once per library as it is reached; None:
-    it stays) or else the member's own copied in pieces, then RECORD (rows of the new bytes, or of the
-    hashes :func:`devbin.formats.wheel.verify` took of the members)."""
+    """The new wheel written to ``out`` (a seekable file object) as it is made
+    (:class:`devbin.formats.zipwrite.ZipWriter`): every member of ``zf`` in its order, a library's new bytes
+    (``library(name)``, called once per library as it is reached; None: it stays) compressed as they are
+    written, or else the member's compressed bytes copied as they are, then RECORD (rows of the new bytes,
+    or of the hashes :func:`devbin.formats.wheel.verify` took of the members as it read them, checking
+    their CRC-32)."""
     libraries = set(libraries)
     record = checked.record
     folder = record.rsplit("/", 1)[0] + "/"
     rows: list[tuple[str, str, str]] = []
-    # zipfile writes to any object with write/tell/seek/flush (it closes only files it opened itself)
-    with zipfile.ZipFile(cast("IO[bytes]", out), "w") as zo:
+    assert isinstance(zf.filename, str)
+    zo = ZipWriter(out)
+    with open(zf.filename, "rb") as src:
         for info in zf.infolist():
             name = info.filename
             if name == record:
                 continue
-            if zipmember.is_folder(info):  # a folder entry: copied, no RECORD row (wheel pack lists files only)
-                _copy(zo, info, b"")
+            if zipmember.is_folder(info):  # a folder entry: written empty, no RECORD row (wheel pack lists files only)
+                zo.add(info, b"")
                 continue
             if name.startswith(folder) and name[len(folder):] in wheel.SIGNATURES:
                 notes.append(f"{where}!{name}: the RECORD signature no longer matches; left out")
                 continue
             data = library(name) if name in libraries else None
             if data is not None:
-                _copy(zo, info, data)
+                zo.add(info, data)
                 rows.append((name, record_hash(data), str(len(data))))
                 continue
             digest, size = checked.digests[name]
-            new = _like(info)
-            new.file_size = size  # zipfile picks zip64 from it, as writestr does from the data's length
-            with zo.open(new, "w") as dest:
-                try:
-                    for piece in zipmember.pieces(zf, info):
-                        dest.write(piece)
-                except DeviceBinaryError:
-                    raise
-                except Exception as e:  # the wheel changed since it was verified: zipfile/zlib errors
-                    raise FormatError(f"cannot read the member: {type(e).__name__}: {e}", fmt="zip",
-                                      where=f"{where}!{name}") from None
+            zo.copy(info, src, f"{where}!{name}")
             rows.append((name, digest, str(size)))
-        text = io.StringIO()
-        writer = csv.writer(text, lineterminator="\n")
-        writer.writerows([*rows, (record, "", "")])
-        _copy(zo, zf.getinfo(record), text.getvalue().encode("utf-8"))
-
-
-def _like(info: zipfile.ZipInfo) -> zipfile.ZipInfo:
-    """A new member with ``info``'s name, date, attributes and compression method."""
-    new = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-    new.compress_type = info.compress_type
-    new.external_attr = info.external_attr
-    new.create_system = info.create_system
-    new.comment = info.comment
-    return new
-
-
-def _copy(zo: zipfile.ZipFile, info: zipfile.ZipInfo, data: bytes) -> None:
-    """``data`` as a member with ``info``'s name, date, attributes and compression method."""
-    zo.writestr(_like(info), data)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerows([*rows, (record, "", "")])
+    zo.add(zf.getinfo(record), text.getvalue().encode("utf-8"))
+    zo.close()
 
 
 def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None = None,
