@@ -33,7 +33,8 @@ from devbin.samples import sample_path
 from devbin.targets.nvidia import code_object_from_symbols
 
 from tests.conftest import PTX_DIR, require_tool
-from tests.test_prune_linked import LIB_CU, _wheel
+from tests.test_prune_linked import LIB_CU
+from tests.wheelbuild import build_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -87,7 +88,7 @@ def _prune_folder(libx: Path, where: Path) -> Path:
     """A folder with what PRUNE.md's examples name: libx.so, pkg.whl, site-packages/, slim/."""
     where.mkdir()
     shutil.copy(libx, where / "libx.so")
-    _wheel(where / "pkg.whl", {"pkg/lib/libx.so": libx.read_bytes()})
+    build_wheel(where / "pkg.whl", {"pkg/__init__.py": b"", "pkg/lib/libx.so": libx.read_bytes()})
     with zipfile.ZipFile(where / "pkg.whl") as z:
         z.extractall(where / "site-packages")
     (where / "slim").mkdir()
@@ -171,7 +172,7 @@ def test_prune_md_refusal_and_force_note(libx: Path, tmp_path: Path) -> None:
     note ``--force`` gives for a member without a row, each as the document shows it (``…``: elided)."""
     (line,) = blocks("PRUNE.md")[1].splitlines()
     lib = libx.read_bytes()
-    wheel = _wheel(tmp_path / "pkg.whl", {"pkg/lib/libk.so": lib})
+    wheel = build_wheel(tmp_path / "pkg.whl", {"pkg/__init__.py": b"", "pkg/lib/libk.so": lib})
     with zipfile.ZipFile(wheel) as z:
         members = {n: z.read(n) for n in z.namelist()}
     record = "pkg-1.0.dist-info/RECORD"
@@ -184,16 +185,16 @@ def test_prune_md_refusal_and_force_note(libx: Path, tmp_path: Path) -> None:
                 z.writestr(n, "\n".join(new_rows) + "\n" if n == record else d)
     shutil.move(tmp_path / "bad.whl", tmp_path / "pkg.whl")
     env = {**os.environ, "PYTHONPATH": str(SRC)}
+    (tmp_path / "slim").mkdir()  # an output folder that does not exist is refused first (before the wheel is read)
     r = subprocess.run([sys.executable, "-m", "devbin", "prune", "pkg.whl", "--keep", "sm_90", "-o", "slim/pkg.whl"],
                        cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert r.returncode == 1 and not (tmp_path / "slim").exists(), r.stderr
+    assert r.returncode == 1 and not any((tmp_path / "slim").iterdir()), r.stderr
     pattern = re.sub(r"sha256=\w*…", lambda _: r"sha256=[\w-]{43}", re.escape(line))  # a digest, elided in the doc
     assert re.fullmatch(pattern, r.stderr.strip()), (line, r.stderr)
     prose = " ".join((ROOT / "docs" / "PRUNE.md").read_text().split())
     note = re.search(r"`(pkg\.whl!pkg/lib/libk\.so: no row in RECORD; --force: [^`]*)`", prose)
     assert note, "PRUNE.md no longer shows the --force note"
     shutil.move(tmp_path / "unrowed.whl", tmp_path / "pkg.whl")
-    (tmp_path / "slim").mkdir()
     r = run_devbin(["prune", "pkg.whl", "--keep", "sm_90", "-o", "slim/pkg.whl", "--force"], tmp_path)
     assert note[1] in r.stderr, (note[1], r.stderr)
     assert _archs(tmp_path / "slim" / "pkg.whl") == ["sm_90"]
@@ -290,7 +291,7 @@ def test_images_md_damaged_wheel_lines(tmp_path: Path) -> None:
     exit status 1, for ``list``, ``resources`` and ``size``."""
     (block,) = [b for b in blocks("IMAGES.md") if b.startswith("devbin: error: zip:")]
     truncated, html = block.splitlines()
-    _wheel(tmp_path / "good.whl", {"pkg/x.py": b"x = 1\n"})
+    build_wheel(tmp_path / "good.whl", {"pkg/__init__.py": b"", "pkg/x.py": b"x = 1\n"})
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     for want, data in ((truncated, (tmp_path / "good.whl").read_bytes()[:-30]),
                        (html, b"<html><body>404 Not Found</body></html>\n")):
@@ -307,7 +308,7 @@ def test_images_md_scan_python(libx: Path, tmp_path: Path, monkeypatch: pytest.M
     and ``libk.a!k.o@__nv_relfatbin#0.1`` found with ``all=True`` in an archive of an ``nvcc -rdc`` object
     for sm_80 and sm_90: the sm_90 cubin, whose model has the kernel."""
     (block,) = [b for b in blocks("IMAGES.md", "python") if "scan(" in b]
-    _wheel(tmp_path / "torch-2.5.whl", {"torch/lib/libx.so": libx.read_bytes()})
+    build_wheel(tmp_path / "torch-2.5.whl", {"pkg/__init__.py": b"", "torch/lib/libx.so": libx.read_bytes()})
     (tmp_path / "k.cu").write_text(LIB_CU)
     subprocess.run([require_tool("nvcc"), "-gencode", "arch=compute_80,code=sm_80", "-gencode",
                     "arch=compute_90,code=sm_90", "-rdc=true", "-Xcompiler", "-fPIC", "-c", "k.cu", "-o", "k.o"],
