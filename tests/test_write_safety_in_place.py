@@ -483,3 +483,28 @@ def test_a_file_that_cannot_be_put_back_is_named_with_its_original(tmp_path: Pat
     r = prune_tree(d, keep="sm_90")
     assert any("was undone" in n for n in r.notes)
     assert tree(d) == pruned_site(before, "sm_90")
+
+
+@pytest.mark.parametrize("first", ["folder", "file"])
+def test_a_folder_prune_and_a_file_prune_inside_it_exclude_each_other(first: str, tmp_path: Path) -> None:
+    """A folder prune and an in-place prune of one library in it take different locks; whichever comes
+    second sees the first's and stops in one line, changing nothing (review of issue 24: both ran)."""
+    before = site(tmp_path / "site")
+    folder, lib = tmp_path / "site", tmp_path / "site" / "pkg" / "a.fatbin"
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    one, other = (folder, lib) if first == "folder" else (lib, folder)
+    a = held(["prune", str(one), "--keep", "sm_90", "--in-place"], tmp_path, hold)
+    try:
+        snap = tree(folder)
+        b = devbin(["prune", str(other), "--keep", "sm_80,sm_90", "--in-place"], tmp_path)
+        line = one_line_error(b)
+        assert line.startswith("devbin: error: another devbin is pruning ") and f"(pid {a.pid})" in line, line
+        assert tree(folder) == snap
+    finally:
+        (hold / "release").touch()
+        _, err = a.communicate(timeout=300)
+    assert a.returncode == 0, err
+    if first == "folder":
+        assert tree(folder) == pruned_site(before, "sm_90")
+    assert not list(tmp_path.rglob(f"*{LOCK_NAME}"))

@@ -26,6 +26,7 @@ __all__ = [
     "FormatError",
     "LimitExceeded",
     "FormatWarning",
+    "InputClash",
     "NotThisFormat",
     "OutputError",
     "TruncatedError",
@@ -146,6 +147,12 @@ class OutputError(UsageError):
     """A file devbin was asked to write cannot be written, or must not be: it is one of the
     command's inputs, or the system refused (permissions, disk full, file-size limit).
     ``where`` names the file; nothing of it was left behind (:mod:`devbin.binary.output`)."""
+
+
+class InputClash(OutputError):
+    """The file devbin was asked to write is one of the command's inputs (the same path, a symbolic
+    link to it or a hard link to it): refused before anything is read
+    (:func:`devbin.binary.output.check_destination`)."""
 
 
 class FormatWarning(UserWarning):

@@ -27,12 +27,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 from collections.abc import Iterator
 
 from devbin.errors import OutputError, UsageError
 
-__all__ = ["LOCK_NAME", "Busy", "exclusive", "lock_path"]
+__all__ = ["LOCK_NAME", "Busy", "exclusive", "fitted", "lock_path", "refuse_if_held"]
 
 #: The lock file inside a folder; a file's is ``.NAME`` + this beside it.
 LOCK_NAME = ".devbin-lock"
@@ -49,7 +50,16 @@ def lock_path(path: str | os.PathLike[str]) -> str:
     if os.path.isdir(p):
         return os.path.join(p, LOCK_NAME)
     folder, name = os.path.split(p)
-    return os.path.join(folder, f".{name[:200]}{LOCK_NAME}")
+    return os.path.join(folder, f".{fitted(name)}{LOCK_NAME}")
+
+
+def fitted(name: str, room: int = 200) -> str:
+    """``name`` as it is when it has at most ``room`` characters, else cut and followed by a digest of the
+    whole, so that a suffix still fits in a file name (255 bytes on most file systems) and two long
+    names that share their first characters stay apart."""
+    if len(name) <= room:
+        return name
+    return name[:room - 17] + "-" + hashlib.sha1(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def _holder(fd: int) -> str:
@@ -82,9 +92,17 @@ def exclusive(path: str | os.PathLike[str], what: str = "rewriting") -> Iterator
                 raise Busy(f"another devbin is {what} {shown} in place{who}; try again when it ends") from None
             raise OutputError(f"cannot take the lock {name}: {e.strerror or e}", where=shown) from None
         try:
+            if not os.path.isdir(os.fspath(path)):  # a folder prune above the file holds the folder's lock
+                for folder in _folders_above(os.fspath(path)):
+                    refuse_if_held(folder, what)
             same = os.fstat(fd).st_ino == os.stat(name, follow_symlinks=False).st_ino
         except OSError:
             same = False
+        except Busy:
+            with contextlib.suppress(OSError):
+                os.unlink(name)  # still held: no other process can have it open and locked
+            os.close(fd)
+            raise
         if not same:  # the holder before us removed it: lock the file now at that name
             os.close(fd)
             continue
@@ -99,4 +117,38 @@ def exclusive(path: str | os.PathLike[str], what: str = "rewriting") -> Iterator
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
+        os.close(fd)
+
+
+def _folders_above(path: str) -> list[str]:
+    """The folders that hold ``path``, innermost first (its real path's)."""
+    out: list[str] = []
+    folder = os.path.dirname(os.path.realpath(path))
+    while True:
+        out.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return out
+        folder = parent
+
+
+def refuse_if_held(path: str | os.PathLike[str], what: str = "pruning") -> None:
+    """:class:`Busy` when another process holds the lock of ``path`` (a file or a folder); nothing is
+    created: a lock file that does not exist is held by nobody.
+
+    A folder prune and an in-place prune of one file in it take different locks; each, once it holds its
+    own, asks this of the other's (the file's lock, the lock of every folder above the file), so of two
+    that overlap, the second to take its lock always sees the first."""
+    name = lock_path(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise Busy(f"another devbin is {what} {os.fspath(path)} in place{_holder(fd)}; try again when it "
+                       "ends") from None
+    finally:
         os.close(fd)

@@ -82,7 +82,7 @@ from collections.abc import Iterable, Iterator
 if sys.platform != "win32":
     import fcntl
 
-from devbin.errors import OutputError
+from devbin.errors import InputClash, OutputError
 
 __all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "HOLD_POINT_ENV", "Inputs", "Output", "Sink", "atomic_output",
            "check_destination", "destination", "keep_backup", "write_file"]
@@ -176,7 +176,7 @@ def check_destination(path: PathLike, inputs: Inputs | Iterable[PathLike] = ()) 
             how = " (the same file, through a symbolic link or another path)"
         else:
             how = " (the same file: a hard link to it)"
-        raise OutputError(f"refusing to write over the input {hit}{how}; choose another output", where=shown)
+        raise InputClash(f"refusing to write over the input {hit}{how}; choose another output", where=shown)
     return os.path.realpath(shown)
 
 

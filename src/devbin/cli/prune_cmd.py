@@ -204,13 +204,11 @@ def _destination(output: str, path: str) -> str:
     """Where ``-o output`` writes (``DIR/`` or an existing folder: ``DIR/<input name>``), checked now:
     the folder exists and takes files, the file is not the input (devbin.binary.output.destination)."""
     from devbin.binary.output import destination
-    from devbin.errors import OutputError
+    from devbin.errors import InputClash
     try:
         return destination(output, path, inputs=(path,))
-    except OutputError as e:
-        if "the input" in e.message:
-            raise OutputError(f"{e.message}, or pass --in-place", where=e.where) from None
-        raise
+    except InputClash as e:
+        raise InputClash(f"{e.message}, or pass --in-place", where=e.where) from None
 
 
 def _is_zip(path: str) -> bool:

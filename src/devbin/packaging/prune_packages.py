@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
 
-from devbin.binary.lock import exclusive
+from devbin.binary.lock import exclusive, refuse_if_held
 from devbin.binary.output import BACKUP_SUFFIX, Output, Sink, atomic_output, check_destination
 from devbin.errors import UsageError
 from devbin.formats import wheel, zipmember
@@ -72,7 +72,7 @@ from devbin.formats.zipwrite import ZipWriter
 from devbin.images.address import Address, Member
 from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
-from devbin.images.scan import Progress, scan
+from devbin.images.scan import ByteProgress, Progress, scan
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.pruning import PruneResult, Selection, arch_matches, kept_already, prune, prune_file
 from devbin.packaging.transaction import JOURNAL_NAME, Change, recover, replace_all
@@ -248,19 +248,6 @@ def _libraries(path: Path, where: str) -> dict[str, _Library]:
     return out
 
 
-class _Done:
-    """The bytes of a package's libraries pruned so far, told to ``progress(done, total)`` (0 first)."""
-
-    def __init__(self, progress: Progress | None, total: int) -> None:
-        self.progress, self.total, self.done = progress, total, 0
-        if progress is not None:
-            progress(0, total)
-
-    def add(self, n: int) -> None:
-        self.done = min(self.done + n, self.total)
-        if self.progress is not None:
-            self.progress(self.done, self.total)
-
 
 def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                 keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
@@ -306,7 +293,7 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
         sizes = {i.filename: i.file_size for i in zf.infolist() if not zipmember.is_folder(i)}
         todo = [(name, lib.address) for name, lib in libs.items() if not whys[name]]
         weights = [sizes.get(name, 0) for name, _ in todo]
-        done = _Done(progress, sum(weights))
+        done = ByteProgress(progress, weights) if progress is not None else None
         # Each worker opens the wheel itself: a zip file object shared over fork shares its file offset.
         pruned = ordered_map(lambda item: _prune_member(src_p, item[0], item[1], sel), todo,
                              jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
@@ -320,7 +307,8 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
                 result.notes.append(f"{src}!{name}: {why}")
                 return None
             size, r, changed = next(pruned)
-            done.add(size)
+            if done is not None:
+                done.file_done()
             result.files.append(FileOutcome(name, size, r.released()))
             result.notes.extend(r.notes)
             return r.data if changed else None
@@ -455,8 +443,11 @@ def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jo
     whys = _plan(sel, libs, root, missing)
     order = sorted(libs.items())
     todo = [path for path, lib in order if not whys[path]]
+    if backup is not None:  # a `devbin prune FILE --in-place` of one of them holds that file's lock
+        for path in todo:
+            refuse_if_held(path)
     weights = [_size(path) for path in todo]
-    done = _Done(progress, sum(weights))
+    done = ByteProgress(progress, weights) if progress is not None else None
     # All computed before anything is written, in up to ``jobs`` processes.
     pruned: Iterator[PruneResult] = ordered_map(
         lambda path: prune_file(path, None, keep=sel.keep, drop=sel.drop, require_match=False,
@@ -471,7 +462,8 @@ def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jo
                 result.notes.append(f"{path}: {why}")
                 continue
             r = next(pruned)
-            done.add(size)
+            if done is not None:
+                done.file_done()
             result.files.append(FileOutcome(path, size, r))
             result.notes.extend(r.notes)
             if r.changed:

@@ -118,7 +118,7 @@ from devbin.detect import (
     WRAPPED,
     detect,
 )
-from devbin.errors import DeviceBinaryError, FormatError, OutputError, UsageError, short
+from devbin.errors import DeviceBinaryError, FormatError, InputClash, UsageError, short
 from devbin.formats import bundle as _bundle
 from devbin.formats import offload as _offload
 from devbin.formats.ar import ArchiveFile
@@ -456,8 +456,8 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
     if dst is not None:
         try:
             check_destination(dst, inputs)
-        except OutputError as e:
-            raise OutputError(f"{e.message}, or prune in place (in_place=True)", where=e.where) from None
+        except InputClash as e:
+            raise InputClash(f"{e.message}, or prune in place (in_place=True)", where=e.where) from None
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
         data = src_p.read_bytes()
         result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match,

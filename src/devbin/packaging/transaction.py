@@ -42,6 +42,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from devbin.binary.lock import fitted
 from devbin.binary.output import BACKUP_SUFFIX, Output, _hold, check_destination, keep_backup, write_file
 from devbin.errors import OutputError, UsageError
 
@@ -64,9 +65,10 @@ class Change:
 
 
 def undo_name(path: str) -> str:
-    """The undo link of ``path`` (step 3 of the module docstring)."""
+    """The undo link of ``path`` (step 3 of the module docstring); a name too long to carry the suffix
+    is cut and told apart by a digest of the whole (two long names sharing a beginning never share one)."""
     folder, name = os.path.split(path)
-    return os.path.join(folder, f".{name[:200]}{_UNDO}")
+    return os.path.join(folder, f".{fitted(name)}{_UNDO}")
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -137,7 +139,11 @@ def recover(root: str, notes: list[str]) -> None:
     left = _put_back(root, entries)
     if left:
         raise OutputError(f"an interrupted prune (pid {pid}) cannot be undone: {'; '.join(left)}", where=journal)
-    os.unlink(journal)
+    try:
+        os.unlink(journal)
+    except OSError as e:
+        raise OutputError(f"the files were put back, but the journal cannot be removed: {e.strerror or e}",
+                          where=journal) from None
     notes.append(f"{root}: an interrupted in-place prune (pid {pid}) was undone: "
                  f"{len(entries)} file(s) put back as they were before it")
 
@@ -168,12 +174,12 @@ def replace_all(root: str, changes: list[Change], notes: list[str]) -> list[str]
         entries.append(entry)
     made: list[str] = []
     try:
+        for c, _ in staged:  # left by a run that ended after its commit point: not these files' originals,
+            with contextlib.suppress(FileNotFoundError):  # and a put-back must never take one for them
+                os.unlink(undo_name(c.path))
         write_file(journal, json.dumps({"pid": os.getpid(), "files": entries}, indent=1).encode() + b"\n")
         for c, _ in staged:
-            undo = undo_name(c.path)
-            if os.path.lexists(undo):  # left by a run that ended after its commit point: not an original
-                os.unlink(undo)
-            _link_or_copy(c.path, undo)
+            _link_or_copy(c.path, undo_name(c.path))
             if c.backup:
                 if keep_backup(os.path.realpath(c.path), c.path + BACKUP_SUFFIX):
                     made.append(c.path + BACKUP_SUFFIX)
@@ -199,7 +205,12 @@ def replace_all(root: str, changes: list[Change], notes: list[str]) -> list[str]
             raise OutputError(f"{what}; NOT put back: {'; '.join(left)} (journal {journal}); every other "
                               "file is as it was", where=str(where)) from None
         raise OutputError(f"{what}; every file was put back as it was (nothing changed)", where=str(where)) from None
-    os.unlink(journal)  # the commit point
+    try:
+        os.unlink(journal)  # the commit point
+    except OSError as e:  # the files are pruned; a journal left would make the next run undo them
+        raise OutputError(f"every file was replaced, but the journal cannot be removed ({e.strerror or e}); "
+                          "remove it before the next in-place prune, or that prune puts the originals back",
+                          where=journal) from None
     for c, _ in staged:
         with contextlib.suppress(OSError):
             os.unlink(undo_name(c.path))
