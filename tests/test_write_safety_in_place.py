@@ -35,13 +35,13 @@ import pytest
 
 from devbin.binary import output as output_mod
 from devbin.binary.lock import LOCK_NAME, Busy, exclusive, lock_path
-from devbin.binary.output import BACKUP_SUFFIX, HOLD_ENV
+from devbin.binary.output import BACKUP_SUFFIX, HOLD_ENV, HOLD_POINT_ENV
 from devbin.errors import OutputError
 from devbin.formats.fatbin import FatbinImage, write_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.packaging.prune_packages import prune_tree, record_hash
 from devbin.packaging.pruning import prune
-from devbin.packaging.transaction import HOLD_RENAME_ENV, JOURNAL_NAME, undo_name
+from devbin.packaging.transaction import JOURNAL_NAME, undo_name
 
 from tests.test_write_safety import _env, _no_dac_override, devbin, one_line_error
 
@@ -98,9 +98,10 @@ def pruned_site(before: dict[str, bytes], keep: str) -> dict[str, bytes]:
     return out
 
 
-def held(argv: list[str], cwd: Path, hold: Path, var: str = HOLD_ENV) -> subprocess.Popen[str]:
-    """devbin stopped at a test hook (``var``: HOLD_ENV mid-write, HOLD_RENAME_ENV between renames)."""
-    proc = subprocess.Popen([sys.executable, "-m", "devbin", *argv], cwd=cwd, env=_env(**{var: str(hold)}),
+def held(argv: list[str], cwd: Path, hold: Path, point: str = "write") -> subprocess.Popen[str]:
+    """devbin stopped at a test hook (``point``: ``write`` mid-write, ``between-renames`` in a folder prune)."""
+    proc = subprocess.Popen([sys.executable, "-m", "devbin", *argv], cwd=cwd,
+                            env=_env(**{HOLD_ENV: str(hold), HOLD_POINT_ENV: point}),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not any(p.name.startswith("held-") and not p.name.endswith(".part") for p in hold.iterdir()):
@@ -356,7 +357,7 @@ def test_defect4_killed_between_two_libraries_is_undone_by_the_next_run(tmp_path
     before = site(d)
     hold = tmp_path / "hold"
     hold.mkdir()
-    proc = held(["prune", "site", "--keep", "sm_80,sm_90", "--in-place"], tmp_path, hold, HOLD_RENAME_ENV)
+    proc = held(["prune", "site", "--keep", "sm_80,sm_90", "--in-place"], tmp_path, hold, "between-renames")
     proc.kill()
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL

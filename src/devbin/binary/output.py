@@ -85,7 +85,7 @@ if sys.platform != "win32":
 from devbin.errors import InputClash, OutputError
 
 __all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "HOLD_POINT_ENV", "Inputs", "Output", "Sink", "atomic_output",
-           "check_destination", "destination", "keep_backup", "write_file"]
+           "check_destination", "destination", "keep_backup", "hold_for_test", "write_file"]
 
 PathLike = str | os.PathLike[str]
 
@@ -94,7 +94,8 @@ HOLD_ENV = "DEVBIN_TEST_HOLD_WRITE"
 #: What ``--in-place`` appends to a file's name to keep its original (:func:`keep_backup`); every
 #: folder scan skips such names (devbin.images.scan).
 BACKUP_SUFFIX = ".devbin-backup"
-#: Where the test hook stops: ``write`` (mid-write, the default) or ``rename`` (named, before the rename).
+#: Where the test hook stops: ``write`` (mid-write, the default), ``rename`` (named, before the rename) or
+#: ``between-renames`` (after each rename of a folder prune's transaction but the last).
 HOLD_POINT_ENV = "DEVBIN_TEST_HOLD_POINT"
 
 #: Whether to try ``O_TMPFILE`` first (Linux); the tests turn it off to check the named fallback.
@@ -198,10 +199,9 @@ def _error(shown: str, e: OSError) -> OutputError:
     return OutputError(f"cannot write: {e.strerror or e}", where=shown)
 
 
-def _hold(dest: str, env: str = HOLD_ENV) -> None:
-    """The test hook (module docstring); ``env``: the variable naming its folder (a folder prune's
-    transaction has a second hook, between its renames: devbin.packaging.transaction)."""
-    folder = os.environ.get(env)
+def _hold(dest: str) -> None:
+    """The test hook (module docstring)."""
+    folder = os.environ.get(HOLD_ENV)
     if not folder:
         return
     global _holds
@@ -219,6 +219,13 @@ def _hold(dest: str, env: str = HOLD_ENV) -> None:
 def _hold_point() -> str:
     """Where the test hook stops ("" when it is off)."""
     return os.environ.get(HOLD_POINT_ENV, "write") if os.environ.get(HOLD_ENV) else ""
+
+
+def hold_for_test(point: str, dest: str) -> None:
+    """The test hook at a point of a writer outside this module (``between-renames``: a folder prune's
+    transaction, devbin.packaging.transaction): it stops there when HOLD_POINT_ENV names ``point``."""
+    if _hold_point() == point:
+        _hold(dest)
 
 
 def _temp_name(folder: str, dest: str) -> str:

@@ -30,8 +30,8 @@ transaction that changes the same file.
 Not durable across a power cut: the folder is not fsync'd between the steps (as in
 devbin.binary.output).
 
-For tests only: with ``DEVBIN_TEST_HOLD_RENAME`` set to a folder, the process stops after each
-rename but the last, as devbin.binary.output's ``DEVBIN_TEST_HOLD_WRITE`` stops a write.
+For tests only: devbin.binary.output's hook (``DEVBIN_TEST_HOLD_WRITE`` naming a folder) with
+``DEVBIN_TEST_HOLD_POINT=between-renames`` stops the process after each rename but the last.
 """
 
 from __future__ import annotations
@@ -43,13 +43,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from devbin.binary.lock import fitted
-from devbin.binary.output import BACKUP_SUFFIX, Output, _hold, check_destination, keep_backup, write_file
+from devbin.binary.output import BACKUP_SUFFIX, Output, check_destination, keep_backup, hold_for_test, write_file
 from devbin.errors import OutputError, UsageError
 
-__all__ = ["HOLD_RENAME_ENV", "JOURNAL_NAME", "Change", "recover", "replace_all", "undo_name"]
+__all__ = ["JOURNAL_NAME", "Change", "recover", "replace_all", "undo_name"]
 
 JOURNAL_NAME = ".devbin-prune-journal"
-HOLD_RENAME_ENV = "DEVBIN_TEST_HOLD_RENAME"
 _UNDO = ".pre-prune" + BACKUP_SUFFIX
 
 
@@ -189,7 +188,7 @@ def replace_all(root: str, changes: list[Change], notes: list[str]) -> list[str]
         for i, (c, out) in enumerate(staged):
             out.commit()
             if i + 1 < len(staged):
-                _hold(c.path, HOLD_RENAME_ENV)
+                hold_for_test("between-renames", c.path)
     except BaseException as e:
         for _, out in staged:
             out.discard()
