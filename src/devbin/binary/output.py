@@ -85,7 +85,7 @@ if sys.platform != "win32":
 from devbin.errors import InputClash, OutputError
 
 __all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "HOLD_POINT_ENV", "Inputs", "Output", "Sink", "atomic_output",
-           "check_destination", "destination", "keep_backup", "hold_for_test", "write_file"]
+           "check_destination", "destination", "hold_for_test", "keep_backup", "write_file"]
 
 PathLike = str | os.PathLike[str]
 

@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from devbin.binary.lock import fitted
-from devbin.binary.output import BACKUP_SUFFIX, Output, check_destination, keep_backup, hold_for_test, write_file
+from devbin.binary.output import BACKUP_SUFFIX, Output, check_destination, hold_for_test, keep_backup, write_file
 from devbin.errors import OutputError, UsageError
 
 __all__ = ["JOURNAL_NAME", "Change", "recover", "replace_all", "undo_name"]
