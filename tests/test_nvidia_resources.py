@@ -148,3 +148,18 @@ def test_resources_on_ptx_names_it(frames: dict[str, Path | str]) -> None:
     assert p.returncode == 3 and p.stdout == b""
     assert p.stderr.decode() == (f"devbin: {frames['ptx']}: PTX text, no resource usage until ptxas compiles it "
                                  "(`ptxas -v`, or devbin resources on the cubin ptxas writes)\n")
+
+
+def test_a_damaged_amdgpu_object_is_not_taken_for_ptx(tmp_path: Path) -> None:
+    """Its metadata holds the key ``amdhsa.target``: only a line opening with ``.version``/``.target`` is PTX
+    (the CLI mutation harness found a damaged AMDGPU object reported as "PTX text")."""
+    from devbin.packaging.facts import is_ptx_text
+    from devbin.samples import sample_path
+
+    data = bytearray(sample_path("sample_gfx90a.o").read_bytes())
+    assert b"amdhsa.target" in data[:4096] and not is_ptx_text(bytes(data[:4096]))
+    assert is_ptx_text(sample_path("sample.ptx").read_bytes()[:4096])
+    data[:4] = b"\0ELF"  # no longer an ELF: no device code in it
+    (tmp_path / "kern.o").write_bytes(data)
+    p = _proc("resources", "kern.o", cwd=tmp_path)
+    assert p.returncode == 3 and p.stderr.decode() == "devbin: kern.o: does not contain device code\n", p.stderr

@@ -184,10 +184,14 @@ def _amdgpu(image: Image, elf: ElfFile) -> Image:
                              "code-object-version": facts.flags.code_object_version}, extra=_devbin_meta(elf))
 
 
+_PTX_DIRECTIVE = re.compile(rb"(?m)^[ \t]*\.(?:version|target)[ \t]")
+
+
 def is_ptx_text(head: bytes) -> bool:
-    """Whether a file's first bytes (4 KiB) read as PTX: a ``.version`` or ``.target`` directive, which
-    every PTX module starts with (PTX ISA, "PTX Module Directives")."""
-    return b".version" in head or b".target" in head
+    """Whether a file's first bytes (4 KiB) read as PTX: a line that begins with a ``.version`` or
+    ``.target`` directive, which every PTX module starts with (PTX ISA, "PTX Module Directives").  The
+    directive must open a line: an AMDGPU code object's metadata holds the key ``amdhsa.target``."""
+    return _PTX_DIRECTIVE.search(head) is not None
 
 
 def _ptx(image: Image, text: str) -> Image:
