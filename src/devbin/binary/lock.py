@@ -31,6 +31,7 @@ import hashlib
 import os
 from collections.abc import Iterator
 
+from devbin.binary.output import names_open_file
 from devbin.errors import OutputError, UsageError
 
 __all__ = ["LOCK_NAME", "Busy", "exclusive", "fitted", "lock_path", "refuse_if_held"]
@@ -95,7 +96,7 @@ def exclusive(path: str | os.PathLike[str], what: str = "rewriting") -> Iterator
             if not os.path.isdir(os.fspath(path)):  # a folder prune above the file holds the folder's lock
                 for folder in _folders_above(os.fspath(path)):
                     refuse_if_held(folder, what)
-            same = os.fstat(fd).st_ino == os.stat(name, follow_symlinks=False).st_ino
+            same = names_open_file(name, fd)
         except OSError:
             same = False
         except Busy:

@@ -85,7 +85,8 @@ if sys.platform != "win32":
 from devbin.errors import InputClash, OutputError
 
 __all__ = ["BACKUP_SUFFIX", "HOLD_ENV", "HOLD_POINT_ENV", "Inputs", "Output", "Sink", "atomic_output",
-           "check_destination", "destination", "hold_for_test", "keep_backup", "write_file"]
+           "check_destination", "destination", "hold_for_test", "keep_backup", "names_open_file",
+           "write_file"]
 
 PathLike = str | os.PathLike[str]
 
@@ -259,6 +260,16 @@ def _lock(fd: int) -> bool:
     return True
 
 
+def names_open_file(path: str, fd: int) -> bool:
+    """Whether ``path`` (not followed if a link) still names the file open as ``fd``: a file locked after
+    it was opened by name may since have been removed or replaced at that name by the process that held
+    the lock before (this module's sweep, devbin.binary.lock's release)."""
+    try:
+        return os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
+
+
 def _sweep(dest: str) -> None:
     """Remove the temporary files of ``dest`` that killed writers left (module docstring, 5).  Never
     fails: a file that cannot be opened, locked or removed stays."""
@@ -279,7 +290,7 @@ def _sweep(dest: str) -> None:
         except OSError:
             continue
         try:
-            if _lock(fd) and os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+            if _lock(fd) and names_open_file(path, fd):
                 os.unlink(path)
                 found.discard(name)
         except OSError:
@@ -331,11 +342,7 @@ class Output:
                 except FileExistsError:
                     continue
                 _lock(fd)
-                try:  # a sweep may have taken it for a leftover before the lock: then another name
-                    mine = os.stat(name, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
-                except FileNotFoundError:
-                    mine = False
-                if not mine:
+                if not names_open_file(name, fd):  # a sweep took it for a leftover before the lock: another name
                     os.close(fd)
                     continue
                 self._fd = fd
