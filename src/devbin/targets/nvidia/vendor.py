@@ -1,0 +1,76 @@
+"""NVIDIA's vendor descriptor (:class:`devbin.targets.vendor.Vendor`): cubins, PTX, LTO-IR, fatbins.
+
+The rules are those of :mod:`devbin.targets.nvidia.archs` (the one NVIDIA architecture table); this
+module says which of them each generic question uses.  Matching differs by tool, and devbin mirrors
+each tool where its command mirrors it:
+
+* ``--arch`` (inspection commands): cuobjdump ``-arch``'s rule, measured with cuobjdump 13.0: the SM
+  number decides, the ``a``/``f`` variant does not; ``sm_NN`` takes the cubins, PTX and LTO-IR of NN,
+  ``compute_NN`` the PTX and LTO-IR only.
+* ``prune --keep/--drop``: nvprune's rule (docs/PRUNE.md): the variant must be the same (``sm_90``
+  does not take ``sm_90a``); ``sm_NN`` takes the cubin and the PTX/LTO-IR of NN, ``compute_NN`` only the
+  PTX/LTO-IR.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from devbin.formats.elf.constants import EM_CUDA
+from devbin.targets.nvidia.archs import sm_from_e_flags, try_parse_arch
+from devbin.targets.vendor import Diag, Vendor
+
+if TYPE_CHECKING:
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.model import CodeObject
+
+__all__ = ["NVIDIA", "NvidiaVendor"]
+
+
+class NvidiaVendor(Vendor):
+    name = "nvidia"
+    title = "NVIDIA"
+    e_machines = (EM_CUDA,)
+    object_kind = "cubin"
+    image_kinds = frozenset({"cubin", "ptx", "lto-ir", "fatbin"})
+    triple_prefixes = ("nvptx",)
+    attribute_namespace = 1  # devbin.model.attributes.Namespace.NVIDIA (the model is not imported here)
+    attribute_prefix = "nvidia."
+
+    def owns_arch(self, arch: str) -> bool:
+        """``sm_XY``, ``compute_XY``, ``lto_XY`` with an ``a``/``f`` suffix or none."""
+        return try_parse_arch(arch) is not None
+
+    def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
+        """``sm_N`` from ``e_flags``, by the header ABI (:func:`~devbin.targets.nvidia.archs.sm_from_e_flags`);
+        the ``a`` variant needs ``.nv.compat`` too (:func:`devbin.targets.nvidia.cubin.cubin_arch`)."""
+        return f"sm_{sm_from_e_flags(ei_osabi, ei_abiversion, e_flags)}"
+
+    def option_matches(self, found: str, wanted: str) -> bool:
+        if found == wanted:
+            return True
+        w, f = try_parse_arch(wanted), try_parse_arch(found)
+        if w is None or f is None:
+            return False
+        return (w.major, w.minor) == (f.major, f.minor) and (w.kind == "sass" or f.kind != "sass")
+
+    def keep_matches(self, spec: str, arch: str) -> bool:
+        s, a = try_parse_arch(spec), try_parse_arch(arch)
+        if s is None or a is None or (s.major, s.minor, s.variant) != (a.major, a.minor, a.variant):
+            return False
+        if s.kind == "sass":
+            return True  # sm_NN: the cubin, the PTX and the LTO-IR of NN
+        return a.kind != "sass"  # compute_NN / lto_NN name the virtual arch only
+
+    def import_code_object(self, elf: ElfFile, *, diag: Diag | None = None,
+                           only: frozenset[str] | None = None) -> CodeObject:
+        from devbin.targets.nvidia.importer import import_cubin
+
+        return import_cubin(elf, diag=diag, only=only)
+
+    def load_attribute_names(self) -> None:
+        import devbin.targets.nvidia.importer  # noqa: F401  (registers the nvidia.* ids at import)
+
+
+#: The descriptor (registered in :mod:`devbin.targets.registry`).
+NVIDIA = NvidiaVendor()

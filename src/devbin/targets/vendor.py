@@ -1,0 +1,126 @@
+"""The vendor descriptor: everything devbin knows of one GPU vendor, behind one interface.
+
+Generic code (the scanner, pack/select/prune, size, the CLI) never names a vendor, an
+``e_machine`` or an architecture prefix: it asks the registry (:mod:`devbin.targets.registry`)
+for the :class:`Vendor` of an ELF machine, an architecture name, an image kind or a name, and
+asks that descriptor.  A vendor is one folder ``targets/<vendor>/`` whose ``vendor.py`` defines
+one subclass of :class:`Vendor` and one instance of it, plus one line in the registry.
+
+What a descriptor holds (each item is the one place devbin writes that rule):
+
+* ``name``: the canonical vendor name, one spelling everywhere (the image record, the model's
+  :class:`~devbin.model.Target`, select's device, JSON): ``nvidia``, ``amd`` (LLVM's triple vendor,
+  ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind);
+* ``e_machines``: the ELF machines of its device code objects (``EM_CUDA`` 190, ``EM_AMDGPU`` 224);
+* the image kinds and triple prefixes that are its code (what the scanner's vendor column says);
+* architectures: which names are its (:meth:`Vendor.owns_arch`), the name from an ELF header
+  (:meth:`Vendor.arch_from_header`), the matching rules of ``--arch`` (cuobjdump's ``-arch``:
+  :meth:`Vendor.option_matches`) and of ``prune --keep/--drop`` (nvprune's rule:
+  :meth:`Vendor.keep_matches`);
+* the unified model: the importer (:meth:`Vendor.import_code_object`), the vendor attribute
+  namespace (:attr:`Vendor.attribute_namespace`, :class:`devbin.model.attributes.Namespace`) and
+  the per-thread stack convention (:meth:`Vendor.stack_bytes`);
+* the link and load back ends, as module paths (:attr:`Vendor.link_backend`,
+  :attr:`Vendor.load_backend`): ``devbin.link``/``devbin.load`` (layer 5) import them on use;
+  this package (layer 3) never imports them (tests/test_layers.py).
+
+A descriptor module imports only its vendor's tables (``archs``, ``mach``): the image scanner
+asks a descriptor for every image it lists and must not pay for the importer, the model or
+msgpack; those are imported inside the methods that need them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from devbin.errors import DeviceBinaryError
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.model import CodeObject, Function
+
+__all__ = ["Diag", "Vendor"]
+
+#: Where an importer reports what it tolerated (a :class:`~devbin.errors.DeviceBinaryError` per finding).
+Diag = Callable[["DeviceBinaryError"], None]
+
+
+class Vendor(ABC):
+    """One GPU vendor (module docstring).  Subclasses set the class attributes and the methods."""
+
+    #: The canonical vendor name (``nvidia``, ``amd``): the one spelling of every record and JSON value.
+    name: ClassVar[str]
+    #: The vendor as prose writes it (``NVIDIA``, ``AMD``).
+    title: ClassVar[str]
+    #: ``e_machine`` values of its device ELF files (the first is the one its code objects carry).
+    e_machines: ClassVar[tuple[int, ...]]
+    #: The image kind of its device ELF code object (``cubin``, ``amdgpu``).
+    object_kind: ClassVar[str]
+    #: Every image kind that is this vendor's code (its code object, PTX, LTO-IR, its fat container).
+    image_kinds: ClassVar[frozenset[str]]
+    #: Triple prefixes of its device code (``nvptx``; ``amdgcn``, ``r600``): an LLVM container's
+    #: bitcode or SPIR-V entry belongs to a vendor by its triple.
+    triple_prefixes: ClassVar[tuple[str, ...]]
+    #: The model's attribute namespace of its attributes (:class:`devbin.model.attributes.Namespace`):
+    #: ids ``namespace << 8 | n``, named ``<name>.<attribute>``.
+    attribute_namespace: ClassVar[int]
+    #: The prefix of its attribute names (``nvidia.``, ``amdgpu.``).
+    attribute_prefix: ClassVar[str]
+    #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
+    #: (:meth:`stack_bytes`).
+    private_segment_is_stack: ClassVar[bool] = False
+    #: The module of its device-link back end, imported by ``devbin.link`` on use ("" when none).
+    link_backend: ClassVar[str] = ""
+    #: The module of its load back end, imported by ``devbin.load`` on use ("" when none).
+    load_backend: ClassVar[str] = ""
+
+    def __repr__(self) -> str:
+        return f"<vendor {self.name}>"
+
+    # ------------------------------------------------------------------ architectures
+
+    @abstractmethod
+    def owns_arch(self, arch: str) -> bool:
+        """Whether ``arch`` (an architecture or target-ID name as images carry it) is this vendor's."""
+
+    @abstractmethod
+    def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
+        """The architecture an ELF header of one of :attr:`e_machines` names (the header alone)."""
+
+    @abstractmethod
+    def option_matches(self, found: str, wanted: str) -> bool:
+        """Whether an image of architecture ``found`` is one ``--arch wanted`` takes (the inspection
+        commands' filter; NVIDIA: cuobjdump ``-arch``'s rule).  ``wanted`` is this vendor's."""
+
+    @abstractmethod
+    def keep_matches(self, spec: str, arch: str) -> bool:
+        """Whether ``prune --keep/--drop spec`` names an image of architecture ``arch`` (NVIDIA:
+        nvprune's rule).  ``arch`` is non-empty."""
+
+    def owns_triple(self, triple: str) -> bool:
+        """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""
+        return triple.startswith(self.triple_prefixes)
+
+    # ------------------------------------------------------------------ the unified model
+
+    @abstractmethod
+    def import_code_object(self, elf: ElfFile, *, diag: Diag | None = None,
+                           only: frozenset[str] | None = None) -> CodeObject:
+        """The vendor metadata of ``elf`` (one of :attr:`e_machines`) as a :class:`~devbin.model.CodeObject`;
+        ``only``: just the functions of these names (the lazy loader's partial import)."""
+
+    @abstractmethod
+    def load_attribute_names(self) -> None:
+        """Register the names of this vendor's attribute ids (importing its importer does)."""
+
+    def stack_bytes(self, function: Function) -> int | None:
+        """A function's per-thread stack: the recorded ``STACK_SIZE`` (with callees); else, where the
+        vendor's private segment is the stack (:attr:`private_segment_is_stack`; AMDGPU: LLVM's
+        ScratchSize / ``private_segment_fixed_size``), ``PRIVATE_BYTES``; else None (not recorded)."""
+        from devbin.model import StdAttr
+
+        v = function.uint(StdAttr.STACK_SIZE)
+        if v is None and self.private_segment_is_stack:
+            v = function.uint(StdAttr.PRIVATE_BYTES)
+        return v
