@@ -42,6 +42,7 @@ def test_every_known_architecture_has_one_vendor() -> None:
     for name in known_arch_names():
         owners = [v.name for v in VENDORS if v.owns_arch(name)]
         assert len(owners) == 1, (name, owners)
+        assert [v.name for v in VENDORS if name.startswith(v.arch_prefixes)] == owners
     assert guess_vendor("sm_90a") is vendor_named("nvidia") and guess_vendor("lto_100f") is vendor_named("nvidia")
     assert guess_vendor("gfx90a:xnack+") is vendor_named("amd")
     assert guess_vendor("") is None and guess_vendor("spirv64") is None and guess_vendor("sm_x") is None

@@ -55,6 +55,9 @@ class Vendor(ABC):
     title: ClassVar[str]
     #: ``e_machine`` values of its device ELF files (the first is the one its code objects carry).
     e_machines: ClassVar[tuple[int, ...]]
+    #: The prefixes of its architecture names (``sm_``, ``compute_``, ``lto_``; ``gfx``): what a name
+    #: starts with when :meth:`owns_arch` holds (tests/test_layers.py looks for them outside targets/).
+    arch_prefixes: ClassVar[tuple[str, ...]]
     #: The image kind of its device ELF code object (``cubin``, ``amdgpu``).
     object_kind: ClassVar[str]
     #: Every image kind that is this vendor's code (its code object, PTX, LTO-IR, its fat container).

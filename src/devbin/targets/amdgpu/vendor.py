@@ -29,6 +29,7 @@ class AmdVendor(Vendor):
     name = "amd"
     title = "AMD"
     e_machines = (EM_AMDGPU,)
+    arch_prefixes = ("gfx",)
     object_kind = "amdgpu"
     image_kinds = frozenset({"amdgpu"})
     triple_prefixes = ("amdgcn", "r600")

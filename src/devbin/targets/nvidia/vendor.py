@@ -31,6 +31,7 @@ class NvidiaVendor(Vendor):
     name = "nvidia"
     title = "NVIDIA"
     e_machines = (EM_CUDA,)
+    arch_prefixes = ("sm_", "compute_", "lto_")
     object_kind = "cubin"
     image_kinds = frozenset({"cubin", "ptx", "lto-ir", "fatbin"})
     triple_prefixes = ("nvptx",)
