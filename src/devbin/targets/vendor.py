@@ -12,7 +12,9 @@ What a descriptor holds (each item is the one place devbin writes that rule):
   :class:`~devbin.model.Target`, select's device, JSON): ``nvidia``, ``amd`` (LLVM's triple vendor,
   ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind);
 * ``e_machines``: the ELF machines of its device code objects (``EM_CUDA`` 190, ``EM_AMDGPU`` 224);
-* the image kinds and triple prefixes that are its code (what the scanner's vendor column says);
+* the image kinds and triple prefixes that are its code (what the scanner's vendor column says), its
+  PCI vendor ID, LLVM offload kind and default triple (what ``devbin pack`` writes), what its device
+  ELF says of itself (:meth:`Vendor.object_facts`), its virtual architectures (:meth:`Vendor.virtual_arch`);
 * architectures: which names are its (:meth:`Vendor.owns_arch`), the name from an ELF header
   (:meth:`Vendor.arch_from_header`), the matching rules of ``--arch`` (cuobjdump's ``-arch``:
   :meth:`Vendor.option_matches`) and of ``prune --keep/--drop`` (nvprune's rule:
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -40,10 +43,24 @@ if TYPE_CHECKING:
     from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject, Function
 
-__all__ = ["Diag", "Vendor"]
+__all__ = ["Diag", "ObjectFacts", "Vendor"]
 
 #: Where an importer reports what it tolerated (a :class:`~devbin.errors.DeviceBinaryError` per finding).
 Diag = Callable[["DeviceBinaryError"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectFacts:
+    """What a vendor's device ELF says of itself (``devbin pack``'s facts, docs/PACK.md): its
+    architecture as the loader reads it, its triple, the producer and compile options it records
+    (``None``: the vendor keeps none of its own; the ELF's ``.comment`` then says), its code object
+    version (``None`` where the vendor has none)."""
+
+    arch: str
+    triple: str
+    producer: str | None = None
+    compile_options: str = ""
+    code_object_version: int | None = None
 
 
 class Vendor(ABC):
@@ -70,6 +87,14 @@ class Vendor(ABC):
     attribute_namespace: ClassVar[int]
     #: The prefix of its attribute names (``nvidia.``, ``amdgpu.``).
     attribute_prefix: ClassVar[str]
+    #: Its PCI vendor ID as OffloadBinary metadata writes it (``VendorId``: ``0x10de``, ``0x1002``).
+    pci_vendor_id: ClassVar[str]
+    #: The LLVM offload kind of its images (an OffloadBinary's producer: ``cuda``, ``hip``).
+    offload_kind: ClassVar[str]
+    #: The triple of its device code where an image states none (``nvptx64-nvidia-cuda``).
+    default_triple: ClassVar[str]
+    #: The hue (0-359) of its images in the size report's treemap (docs/REPORT.md).
+    hue: ClassVar[int]
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
@@ -101,6 +126,15 @@ class Vendor(ABC):
         """Whether ``prune --keep/--drop spec`` names an image of architecture ``arch`` (NVIDIA:
         nvprune's rule).  ``arch`` is non-empty."""
 
+    def virtual_arch(self, arch: str) -> str:
+        """The virtual (JIT-compiled) architecture of the same target as ``arch`` (NVIDIA: ``sm_90`` ->
+        ``compute_90``, as PTX filed under its SASS name is), or ``""`` where the vendor has none."""
+        return ""
+
+    def is_virtual_arch(self, arch: str) -> bool:
+        """Whether ``arch`` names virtual code only (NVIDIA: ``compute_NN``/``lto_NN``: PTX and LTO-IR)."""
+        return False
+
     def owns_triple(self, triple: str) -> bool:
         """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""
         return triple.startswith(self.triple_prefixes)
@@ -112,6 +146,11 @@ class Vendor(ABC):
                            only: frozenset[str] | None = None) -> CodeObject:
         """The vendor metadata of ``elf`` (one of :attr:`e_machines`) as a :class:`~devbin.model.CodeObject`;
         ``only``: just the functions of these names (the lazy loader's partial import)."""
+
+    @abstractmethod
+    def object_facts(self, elf: ElfFile) -> ObjectFacts:
+        """What ``elf`` (one of :attr:`e_machines`) says of itself (:class:`ObjectFacts`); FormatError when
+        it cannot be read as this vendor's code object."""
 
     @abstractmethod
     def load_attribute_names(self) -> None:

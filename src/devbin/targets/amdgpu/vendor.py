@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from devbin.formats.elf.constants import EM_AMDGPU
 from devbin.targets.amdgpu.mach import EF_AMDGPU_MACH, mach_name
-from devbin.targets.vendor import Diag, Vendor
+from devbin.targets.vendor import Diag, ObjectFacts, Vendor
 
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import ElfFile
@@ -33,6 +33,10 @@ class AmdVendor(Vendor):
     object_kind = "amdgpu"
     image_kinds = frozenset({"amdgpu"})
     triple_prefixes = ("amdgcn", "r600")
+    pci_vendor_id = "0x1002"
+    offload_kind = "hip"
+    default_triple = "amdgcn-amd-amdhsa"
+    hue = 5
     attribute_namespace = 2  # devbin.model.attributes.Namespace.AMDGPU (the model is not imported here)
     attribute_prefix = "amdgpu."
     private_segment_is_stack = True
@@ -56,6 +60,14 @@ class AmdVendor(Vendor):
         from devbin.targets.amdgpu.importer import import_amdgpu
 
         return import_amdgpu(elf, diag=diag, only=only)
+
+    def object_facts(self, elf: ElfFile) -> ObjectFacts:
+        """Target ID and triple from the metadata note (else ``e_flags``), the code object version; no
+        producer of its own (the ELF's ``.comment`` says)."""
+        from devbin.targets.amdgpu.importer import code_object_facts
+
+        facts = code_object_facts(elf, diag=lambda e: None)
+        return ObjectFacts(facts.target_id, facts.triple, None, "", facts.flags.code_object_version)
 
     def load_attribute_names(self) -> None:
         import devbin.targets.amdgpu.importer  # noqa: F401  (registers the amdgpu.* ids at import)

@@ -14,11 +14,12 @@ each tool where its command mirrors it:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from devbin.formats.elf.constants import EM_CUDA
 from devbin.targets.nvidia.archs import sm_from_e_flags, try_parse_arch
-from devbin.targets.vendor import Diag, Vendor
+from devbin.targets.vendor import Diag, ObjectFacts, Vendor
 
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import ElfFile
@@ -35,6 +36,10 @@ class NvidiaVendor(Vendor):
     object_kind = "cubin"
     image_kinds = frozenset({"cubin", "ptx", "lto-ir", "fatbin"})
     triple_prefixes = ("nvptx",)
+    pci_vendor_id = "0x10de"
+    offload_kind = "cuda"
+    default_triple = "nvptx64-nvidia-cuda"
+    hue = 95
     attribute_namespace = 1  # devbin.model.attributes.Namespace.NVIDIA (the model is not imported here)
     attribute_prefix = "nvidia."
 
@@ -46,6 +51,14 @@ class NvidiaVendor(Vendor):
         """``sm_N`` from ``e_flags``, by the header ABI (:func:`~devbin.targets.nvidia.archs.sm_from_e_flags`);
         the ``a`` variant needs ``.nv.compat`` too (:func:`devbin.targets.nvidia.cubin.cubin_arch`)."""
         return f"sm_{sm_from_e_flags(ei_osabi, ei_abiversion, e_flags)}"
+
+    def virtual_arch(self, arch: str) -> str:
+        a = try_parse_arch(arch)
+        return "" if a is None else replace(a, kind="ptx").name
+
+    def is_virtual_arch(self, arch: str) -> bool:
+        a = try_parse_arch(arch)
+        return a is not None and a.kind != "sass"
 
     def option_matches(self, found: str, wanted: str) -> bool:
         if found == wanted:
@@ -68,6 +81,24 @@ class NvidiaVendor(Vendor):
         from devbin.targets.nvidia.importer import import_cubin
 
         return import_cubin(elf, diag=diag, only=only)
+
+    def object_facts(self, elf: ElfFile) -> ObjectFacts:
+        """The arch with its ``a`` variant (:attr:`devbin.targets.nvidia.cubin.Cubin.arch`); producer and
+        options from the ``.note.nv.tkinfo`` note (``""`` when it is missing or unreadable)."""
+        from devbin.errors import DeviceBinaryError
+        from devbin.targets.nvidia.cubin import Cubin
+        from devbin.targets.nvidia.notes import tkinfo
+
+        arch = Cubin(elf).arch
+        try:
+            tk = tkinfo(elf)
+        except DeviceBinaryError:
+            tk = None
+        producer = options = ""
+        if tk is not None:
+            producer = " ".join(p for p in (tk.tool_name, tk.tool_version) if p)
+            options = tk.tool_options.strip()
+        return ObjectFacts(arch, self.default_triple, producer, options)
 
     def load_attribute_names(self) -> None:
         import devbin.targets.nvidia.importer  # noqa: F401  (registers the nvidia.* ids at import)
