@@ -262,8 +262,7 @@ VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
     "devbin.link.nvlink", "devbin.link.output", "devbin.link.output_nvidia", "devbin.link.units", "devbin.load.cuda",
     "devbin.load.executable", "devbin.load.image", "devbin.load.indexing", "devbin.load.lazy", "devbin.load.loaded",
     "devbin.load.symbol_table", "devbin.packaging.facts", "devbin.packaging.pruning", "devbin.packaging.ptx",
-    "devbin.packaging.selection", "devbin.report", "devbin.size.account", "devbin.superarchive.chains",
-    "devbin.tools",
+    "devbin.report", "devbin.size.account", "devbin.superarchive.chains", "devbin.tools",
 })
 
 

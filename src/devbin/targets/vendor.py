@@ -35,15 +35,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from devbin.binary import Buffer
     from devbin.errors import DeviceBinaryError
     from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject, Function
+    from devbin.targets.amdgpu.targetid import TargetId
 
-__all__ = ["Diag", "ObjectFacts", "Vendor"]
+__all__ = ["Device", "Diag", "ObjectFacts", "Vendor", "Verdict"]
 
 #: Where an importer reports what it tolerated (a :class:`~devbin.errors.DeviceBinaryError` per finding).
 Diag = Callable[["DeviceBinaryError"], None]
@@ -61,6 +63,39 @@ class ObjectFacts:
     producer: str | None = None
     compile_options: str = ""
     code_object_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A GPU to select or load for, as a vendor's :meth:`Vendor.parse_device` reads its name: ``cc`` the
+    compute capability of an NVIDIA device, ``target`` the target ID of an AMD one (features it does not
+    state are unknown); ``description`` one line for people; ``note`` what the name left open."""
+
+    name: str
+    vendor: str
+    cc: tuple[int, int] | None = None
+    target: TargetId | None = None
+    note: str = ""
+    description: str = field(default="", compare=False)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "vendor": self.vendor,
+                "compute_capability": f"{self.cc[0]}.{self.cc[1]}" if self.cc else None,
+                "target_id": str(self.target) if self.target is not None else None, "note": self.note}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a driver loads an image on a device (:meth:`Vendor.judge`): ``reason`` one phrase, ``rank``
+    a sort key among the images that load (smaller is better), ``jit`` compiled by the driver first."""
+
+    ok: bool
+    reason: str
+    rank: tuple[int, ...] = ()
+    jit: bool = False
 
 
 class Vendor(ABC):
@@ -95,6 +130,14 @@ class Vendor(ABC):
     default_triple: ClassVar[str]
     #: The hue (0-359) of its images in the size report's treemap (docs/REPORT.md).
     hue: ClassVar[int]
+    #: The image kinds its driver may load (code, not containers): what :meth:`judge` is asked about.
+    loadable_kinds: ClassVar[frozenset[str]]
+    #: ``Device.vendor`` of its devices: :attr:`name`, except AMD's ``amdgpu`` until the loader's index
+    #: (devbin.load, whose JSON carries it) spells the vendor ``amd`` too: then both move at once, with
+    #: select/2 and load/2 (docs/JSON.md).
+    device_vendor: ClassVar[str]
+    #: Its devices and images as select's messages name them (``NVIDIA``, ``AMDGPU``).
+    device_title: ClassVar[str]
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
@@ -138,6 +181,33 @@ class Vendor(ABC):
     def owns_triple(self, triple: str) -> bool:
         """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""
         return triple.startswith(self.triple_prefixes)
+
+    # ------------------------------------------------------------------ what a driver loads (devbin select)
+
+    @abstractmethod
+    def owns_device(self, text: str) -> bool:
+        """Whether ``text`` (lower case, stripped) is meant as one of this vendor's devices."""
+
+    @abstractmethod
+    def parse_device(self, text: str) -> Device:
+        """The device ``text`` names (:meth:`owns_device` holds); UsageError, naming what was probably
+        meant, for a name of no device."""
+
+    def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
+                    ) -> tuple[str, int]:
+        """An image's architecture as the driver sees it, and its generic version (1 where the vendor has
+        none): ``head()`` gives the image's first 64 bytes, ``data()`` (None unless the image is a bare
+        code object) all of them.  By default the scanned ``arch`` as is."""
+        return arch, 1
+
+    @abstractmethod
+    def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        """Whether the driver loads an image of ``kind`` (one of :attr:`loadable_kinds`) and ``arch`` (as
+        :meth:`loader_arch` gives it) on ``device`` (this vendor's), and its rank among those that load."""
+
+    @abstractmethod
+    def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
+        """Why an image that loads (``other``) is not the one chosen (``chosen``, ranked first): one phrase."""
 
     # ------------------------------------------------------------------ the unified model
 
