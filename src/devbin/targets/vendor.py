@@ -34,7 +34,7 @@ msgpack; those are imported inside the methods that need them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -208,6 +208,12 @@ class Vendor(ABC):
     @abstractmethod
     def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
         """Why an image that loads (``other``) is not the one chosen (``chosen``, ranked first): one phrase."""
+
+    @abstractmethod
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        """The targets among ``others`` (a super-archive's, docs/FORMAT.md §16.5) whose code runs where
+        ``target``'s does, best first: the default fallback chain below ``target``; None when ``target`` is
+        no architecture of this vendor's."""
 
     # ------------------------------------------------------------------ the unified model
 

@@ -24,7 +24,7 @@ from devbin.targets.nvidia.archs import parse_device as parse_cc
 from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from devbin.binary import Buffer
     from devbin.formats.elf.reader import ElfFile
@@ -139,6 +139,29 @@ class NvidiaVendor(Vendor):
         if chosen.rank[1:3] != other.rank[1:3]:
             return f"{chosen_arch} is closer to the device"
         return f"{chosen_arch} is more specific"
+
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        try:
+            arch = parse_arch(target)
+        except UsageError:
+            return None
+        ranked: list[tuple[tuple[int, ...], int, str]] = []
+        for i, name in enumerate(others):
+            try:
+                image = parse_arch(name)
+            except UsageError:
+                continue
+            if arch.kind != "sass":
+                # a PTX / LTO-IR level falls back to the same kind at a lower or equal capability
+                if image.kind != arch.kind or image.cc > arch.cc or (image.variant and image.variant != arch.variant):
+                    continue
+            elif image.kind == "ltoir" or not runs_on(image, arch.cc)[0]:
+                continue
+            elif image.variant == "a" and arch.variant != "a":
+                continue  # sm_90a code needs the exact GPU's arch-specific features; a plain sm_90 library may not
+            key = preference(image)
+            ranked.append((tuple(-k for k in key), i, name))
+        return [name for _, _, name in sorted(ranked)]
 
     def import_code_object(self, elf: ElfFile, *, diag: Diag | None = None,
                            only: frozenset[str] | None = None) -> CodeObject:
