@@ -34,11 +34,14 @@ msgpack; those are imported inside the methods that need them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from devbin.binary import Buffer
     from devbin.errors import DeviceBinaryError
     from devbin.formats.elf.reader import ElfFile
@@ -138,6 +141,9 @@ class Vendor(ABC):
     device_vendor: ClassVar[str]
     #: Its devices and images as select's messages name them (``NVIDIA``, ``AMDGPU``).
     device_title: ClassVar[str]
+    #: Its own tools that devbin finds outside ``PATH`` too (:meth:`toolkit_dirs`), each with how to install
+    #: it (:func:`devbin.tools.find_tool`, :func:`devbin.tools.install_hint`).
+    toolkit: ClassVar[Mapping[str, str]] = MappingProxyType({})
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
@@ -181,6 +187,10 @@ class Vendor(ABC):
     def owns_triple(self, triple: str) -> bool:
         """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""
         return triple.startswith(self.triple_prefixes)
+
+    def toolkit_dirs(self, tool: str) -> Iterator[Path]:
+        """Folders besides ``PATH`` that may hold ``tool`` (one of :attr:`toolkit`), most specific first."""
+        return iter(())
 
     # ------------------------------------------------------------------ what a driver loads (devbin select)
 
