@@ -262,7 +262,6 @@ VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
     "devbin.link.nvlink", "devbin.link.output", "devbin.link.output_nvidia", "devbin.link.units", "devbin.load.cuda",
     "devbin.load.executable", "devbin.load.image", "devbin.load.indexing", "devbin.load.lazy", "devbin.load.loaded",
     "devbin.load.symbol_table", "devbin.packaging.facts", "devbin.packaging.ptx", "devbin.report",
-    "devbin.size.account",
 })
 
 

@@ -192,6 +192,13 @@ class Vendor(ABC):
         """Folders besides ``PATH`` that may hold ``tool`` (one of :attr:`toolkit`), most specific first."""
         return iter(())
 
+    @abstractmethod
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """For ``devbin size`` (from the symbol and section tables alone, no import): per function symbol
+        (``rows``: symbol indices of ``elf.symtab``, named ``names``) whether it is a kernel, and per function
+        name what belongs to it beside its code, ``(key, bytes)`` pairs (docs/JSON.md, ``related``)."""
+
     # ------------------------------------------------------------------ what a driver loads (devbin select)
 
     @abstractmethod

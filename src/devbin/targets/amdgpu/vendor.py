@@ -72,6 +72,19 @@ class AmdVendor(Vendor):
     def keep_matches(self, spec: str, arch: str) -> bool:
         return spec == arch if ":" in spec else arch.split(":", 1)[0] == spec
 
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """Kernels are the functions with a kernel descriptor, the ``<f>.kd`` object symbol (LLVM
+        AMDGPUUsage, "Kernel Descriptor"), whose size is reported as the kernel's ``descriptor``."""
+        from devbin.formats.elf.constants import STT_OBJECT
+
+        st = elf.symtab
+        assert st is not None
+        info, shndx, sizes = st.columns.st_info, st.columns.st_shndx, st.columns.st_size
+        kd = [i for i in range(1, len(st)) if info[i] & 0xF == STT_OBJECT and shndx[i]]
+        descriptors = {name[:-3]: sizes[i] for i, name in zip(kd, st.names(kd), strict=True) if name.endswith(".kd")}
+        return [n in descriptors for n in names], {n: (("descriptor", d),) for n, d in descriptors.items()}
+
     # devbin select: the rules are matching.match (ROCr/CLR: target-ID compatibility, generic targets)
 
     def owns_device(self, text: str) -> bool:

@@ -126,6 +126,13 @@ class NvidiaVendor(Vendor):
             for sub in subdirs:
                 yield sub / "bin"
 
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """Kernels by ``STO_CUDA_ENTRY``; a function's own sections (:mod:`devbin.targets.nvidia.parts`)."""
+        from devbin.targets.nvidia.parts import function_parts
+
+        return function_parts(elf, rows, names)
+
     # devbin select: the rules are archs.runs_on and archs.preference (CUDA C++ Programming Guide)
 
     def owns_device(self, text: str) -> bool:
