@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject, Function
     from devbin.targets.amdgpu.targetid import TargetId
 
-__all__ = ["Device", "Diag", "ObjectFacts", "Vendor", "Verdict"]
+__all__ = ["AssemblyFacts", "Device", "Diag", "ObjectFacts", "Vendor", "Verdict"]
 
 #: Where an importer reports what it tolerated (a :class:`~devbin.errors.DeviceBinaryError` per finding).
 Diag = Callable[["DeviceBinaryError"], None]
@@ -66,6 +66,21 @@ class ObjectFacts:
     producer: str | None = None
     compile_options: str = ""
     code_object_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyFacts:
+    """What ``devbin cc`` learned from a compile's assembly (:meth:`Vendor.facts_from_assembly`): the
+    object's model with them added, each function's facts as JSON, the functions that gained facts
+    (``filled``), those checked against the object's own (``checked``), one line per value that
+    differs (``disagreements``) and the functions the assembly says nothing about (``missing``)."""
+
+    model: CodeObject
+    functions: dict[str, dict[str, Any]]
+    filled: tuple[str, ...]
+    checked: tuple[str, ...]
+    disagreements: tuple[str, ...]
+    missing: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +159,9 @@ class Vendor(ABC):
     #: Its own tools that devbin finds outside ``PATH`` too (:meth:`toolkit_dirs`), each with how to install
     #: it (:func:`devbin.tools.find_tool`, :func:`devbin.tools.install_hint`).
     toolkit: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    #: Whether its compiler prints per-function facts in the assembly that devbin reads (``devbin cc``,
+    #: :meth:`facts_from_assembly`).
+    reads_assembly: ClassVar[bool] = False
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
@@ -244,6 +262,13 @@ class Vendor(ABC):
     def object_facts(self, elf: ElfFile) -> ObjectFacts:
         """What ``elf`` (one of :attr:`e_machines`) says of itself (:class:`ObjectFacts`); FormatError when
         it cannot be read as this vendor's code object."""
+
+    def facts_from_assembly(self, elf: ElfFile, assembly: str, *, diag: Diag | None = None) -> AssemblyFacts:
+        """``elf`` imported, with the per-function facts its compile's ``assembly`` (``-S``) prints added
+        (where :attr:`reads_assembly`); ``diag`` hears of what does not fit."""
+        from devbin.errors import UsageError
+
+        raise UsageError(f"{self.title}: devbin reads no facts from its compilers' assembly")
 
     @abstractmethod
     def load_attribute_names(self) -> None:

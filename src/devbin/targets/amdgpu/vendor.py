@@ -27,7 +27,7 @@ from devbin.targets.amdgpu.mach import (
 from devbin.targets.amdgpu.matching import match
 from devbin.targets.amdgpu.matching import parse_device as parse_target_device
 from devbin.targets.amdgpu.targetid import TargetId, parse_target_id
-from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
+from devbin.targets.vendor import AssemblyFacts, Device, Diag, ObjectFacts, Vendor, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -57,6 +57,7 @@ class AmdVendor(Vendor):
     attribute_namespace = 2  # devbin.model.attributes.Namespace.AMDGPU (the model is not imported here)
     attribute_prefix = "amdgpu."
     private_segment_is_stack = True
+    reads_assembly = True
 
     def owns_arch(self, arch: str) -> bool:
         """``gfx`` processors and generic targets, with or without target-ID features."""
@@ -193,6 +194,19 @@ class AmdVendor(Vendor):
 
         facts = code_object_facts(elf, diag=lambda e: None)
         return ObjectFacts(facts.target_id, facts.triple, None, "", facts.flags.code_object_version)
+
+    def facts_from_assembly(self, elf: ElfFile, assembly: str, *, diag: Diag | None = None) -> AssemblyFacts:
+        """The ``; Function info:``/``; Kernel info:`` blocks (and LLVM 20+ ``.set f.num_vgpr, N`` lines)
+        clang prints (:mod:`devbin.targets.amdgpu.asminfo`): device functions gain them, kernels are checked
+        against the metadata note."""
+        from devbin.targets.amdgpu.asminfo import merge_asm_info, parse_asm_info
+        from devbin.targets.amdgpu.importer import import_amdgpu
+
+        infos = parse_asm_info(assembly)
+        merged, report = merge_asm_info(import_amdgpu(elf, diag=diag), infos, diag=diag)
+        return AssemblyFacts(merged, {n: {k: v for k, v in i.to_dict().items() if k != "other"}
+                                      for n, i in infos.items()},
+                             report.filled, report.checked, report.disagreements, report.missing)
 
     def load_attribute_names(self) -> None:
         import devbin.targets.amdgpu.importer  # noqa: F401  (registers the amdgpu.* ids at import)
