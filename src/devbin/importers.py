@@ -1,50 +1,37 @@
-"""Import any vendor's code object into the unified model, by ``e_machine``.
+"""Import any vendor's code object into the unified model: the vendor of its ``e_machine``
+(:func:`devbin.targets.registry.vendor_for_machine`) imports it
+(:meth:`devbin.targets.vendor.Vendor.import_code_object`).
 
-A new vendor adds its importer to :data:`IMPORTERS`; callers (the CLI's
-annotate, callgraph and inspect) stay as they are.
+A new vendor registers its descriptor; callers (the CLI's annotate, callgraph and inspect, the
+image record, the loader) stay as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from devbin.errors import DeviceBinaryError, FormatError
+from devbin.errors import FormatError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import CodeObject
+from devbin.targets.registry import VENDORS, vendor_for_machine
+from devbin.targets.vendor import Diag
 
-Diag = Callable[[DeviceBinaryError], None]
-
-
-def _nvidia(elf: ElfFile, diag: Diag | None) -> CodeObject:
-    from devbin.targets.nvidia.importer import import_cubin
-
-    return import_cubin(elf, diag=diag)
-
-
-def _amdgpu(elf: ElfFile, diag: Diag | None) -> CodeObject:
-    from devbin.targets.amdgpu.importer import import_amdgpu
-
-    return import_amdgpu(elf, diag=diag)
-
-
-IMPORTERS: dict[int, Callable[[ElfFile, Diag | None], CodeObject]] = {C.EM_CUDA: _nvidia, C.EM_AMDGPU: _amdgpu}
+__all__ = ["Diag", "can_import", "import_code_object", "load_vendor_attribute_names"]
 
 
 def load_vendor_attribute_names() -> None:
-    """Import every vendor package so their attribute ids have names (they register at import)."""
-    import devbin.targets.amdgpu.importer
-    import devbin.targets.nvidia.importer  # noqa: F401
+    """Import every vendor's importer so their attribute ids have names (they register at import)."""
+    for v in VENDORS:
+        v.load_attribute_names()
 
 
 def can_import(elf: ElfFile) -> bool:
-    return elf.header.e_machine in IMPORTERS
+    return vendor_for_machine(elf.header.e_machine) is not None
 
 
 def import_code_object(elf: ElfFile, *, diag: Diag | None = None) -> CodeObject:
     """The vendor metadata of ``elf`` (a cubin, an AMDGPU code object) as a :class:`CodeObject`."""
-    importer = IMPORTERS.get(elf.header.e_machine)
-    if importer is None:
+    vendor = vendor_for_machine(elf.header.e_machine)
+    if vendor is None:
         raise FormatError(f"no importer for e_machine {C.simple_name(C.EM_NAMES, elf.header.e_machine)}",
                           fmt="elf", where=elf.where)
-    return importer(elf, diag)
+    return vendor.import_code_object(elf, diag=diag)
