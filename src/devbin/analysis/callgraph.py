@@ -1,10 +1,11 @@
 """The call graph of a code object as nodes and "potentially calls" edges.
 
-An indirect call site with prototype P potentially calls every
-address-taken function whose prototype equals P: the rule nvlink uses
-(``nvlink --dump-callgraph``) and the one a device linker needs for
-dead-code elimination.  Edges are listed direct calls first, in the order
-the call graph gives them, then the indirect candidates.
+An indirect call site potentially calls every address-taken function of a
+matching prototype (the one rule, :meth:`devbin.model.CallGraph.potential_callees`):
+the rule nvlink uses (``nvlink --dump-callgraph``) and the one a device linker
+needs for dead-code elimination.  Edges are listed direct calls first, in the
+order the call graph gives them, then each indirect site's candidates in reverse
+name order.
 """
 
 from __future__ import annotations
@@ -35,13 +36,12 @@ _KINDS = {int(FunctionKind.KERNEL): "kernel", int(FunctionKind.DEVICE): "device"
 def nodes(obj: CodeObject) -> list[Node]:
     """One node per function (in the code object's order), then one per external callee."""
     cg = obj.callgraph
-    taken = [(name, proto) for name, proto in cg.address_taken]
-    taken_names = {n for n, _ in taken}
+    taken_names = {n for n, _ in cg.address_taken}
     calls: dict[str, list[str]] = {}
     for caller, callee in cg.direct:
         calls.setdefault(caller, []).append(callee)
     for caller, proto in cg.indirect_sites:
-        calls.setdefault(caller, []).extend(n for n, p in reversed(taken) if p.matches(proto))
+        calls.setdefault(caller, []).extend(reversed(cg.potential_callees(proto)))
     out: list[Node] = []
     known = set()
     for f in obj.functions:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from devbin.link.resolution import Resolution
 from devbin.link.units import Unit
 from devbin.model import Function, Prototype
+from devbin.model.indirect import potential_callees
 from devbin.model.prototype import UNKNOWN_PROTOTYPE
 
 __all__ = ["Node", "ProgramGraph", "build_graph"]
@@ -60,13 +61,14 @@ class ProgramGraph:
         return [n for n in self.nodes.values() if n.is_kernel]
 
     def matching(self, site: Prototype) -> list[str]:
-        """The address-taken functions an indirect call site of prototype ``site`` may reach, in
-        :attr:`taken` order: one scan of :attr:`taken` per distinct prototype, not per call site
-        (call once the graph is built: the answer is cached)."""
+        """The address-taken functions an indirect call site of prototype ``site`` may reach (the one
+        rule, :func:`devbin.model.indirect.potential_callees`), in :attr:`taken` order: one scan of
+        :attr:`taken` per distinct prototype, not per call site (call once the graph is built: the
+        answer is cached)."""
         hit = self._matching.get(site)
         if hit is None:
-            hit = self._matching[site] = [fn for fn, protos in self.taken.items()
-                                          if any(site.matches(p) for p in protos)]
+            hit = self._matching[site] = potential_callees(
+                site, ((fn, p) for fn, protos in self.taken.items() for p in protos))
         return hit
 
 
