@@ -217,7 +217,7 @@ def test_indirect_site_matching_nothing_is_a_warning(amd: Path) -> None:
     g.taken["fl"] = [Prototype(f32, (f32,), CallConv.DEFAULT)]
     dce = eliminate(g)
     assert dce.removed == ["fl"] and dce.removed_bytes == 16
-    assert dce.warnings == ["indirect call site 0 in k (i32(i32)) matches no address-taken function"]
+    assert dce.warnings == ["indirect call site 0 in k (int32(int32) [default]) matches no address-taken function"]
     assert eliminate(g, keep_address_taken=True).removed == []
 
 

@@ -10,6 +10,7 @@ name order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,11 @@ class Node:
 
 _KINDS = {int(FunctionKind.KERNEL): "kernel", int(FunctionKind.DEVICE): "device",
           int(FunctionKind.INDIRECT_TARGET): "indirect_target"}
+
+
+def arch_of(obj: CodeObject) -> str:
+    """The architecture a graph is titled with: the target ID, ``unknown`` without a target."""
+    return obj.target.target_id if obj.target else "unknown"
 
 
 def nodes(obj: CodeObject) -> list[Node]:
@@ -93,11 +99,12 @@ def dot_id(name: str) -> str:
     return '"' + visible(name).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def format_dot(obj: CodeObject, arch: str) -> str:
-    """Graphviz: kernels as boxes, address-taken functions dashed, externals grey, indirect edges dotted."""
+def _dot_graph(obj: CodeObject, indent: str, prefix: str) -> list[str]:
+    """The node and edge lines of one code object's graph: kernels as boxes, address-taken functions
+    dashed, externals grey, indirect edges dotted; each node ID is ``prefix`` + the function's name."""
     ns = nodes(obj)
     direct = set(obj.callgraph.direct)
-    lines = [f"digraph {dot_id('callgraph ' + arch)} {{", "  node [fontname=monospace];"]
+    lines = []
     for n in ns:
         attrs = [f"label={dot_id(n.name + (f' [{n.registers}]' if n.registers is not None else ''))}"]
         if n.kind == "kernel":
@@ -106,10 +113,28 @@ def format_dot(obj: CodeObject, arch: str) -> str:
             attrs.append("style=dashed")
         if n.kind == "external":
             attrs.append("color=grey")
-        lines.append(f"  {dot_id(n.name)} [{', '.join(attrs)}];")
+        lines.append(f"{indent}{dot_id(prefix + n.name)} [{', '.join(attrs)}];")
     for n in ns:
         for c in dict.fromkeys(n.calls):
             style = "" if (n.name, c) in direct else " [style=dotted]"
-            lines.append(f"  {dot_id(n.name)} -> {dot_id(c)}{style};")
+            lines.append(f"{indent}{dot_id(prefix + n.name)} -> {dot_id(prefix + c)}{style};")
+    return lines
+
+
+def format_dot(obj: CodeObject, arch: str) -> str:
+    """Graphviz: one digraph named ``callgraph ARCH`` (the node and edge styles of :func:`_dot_graph`)."""
+    lines = [f"digraph {dot_id('callgraph ' + arch)} {{", "  node [fontname=monospace];",
+             *_dot_graph(obj, "  ", ""), "}"]
+    return "\n".join(lines) + "\n"
+
+
+def format_dot_clusters(graphs: Sequence[tuple[str, CodeObject]]) -> str:
+    """One Graphviz digraph holding one ``subgraph cluster_N`` per (label, code object), labelled
+    ``LABEL (ARCH)``; nodes and edges as :func:`format_dot` writes them, each node ID prefixed with
+    ``N:`` so that functions of the same name in two images stay apart."""
+    lines = ['digraph "callgraph" {', "  node [fontname=monospace];"]
+    for i, (label, obj) in enumerate(graphs):
+        lines += [f"  subgraph cluster_{i} {{", f"    label={dot_id(f'{label} ({arch_of(obj)})')};",
+                  *_dot_graph(obj, "    ", f"{i}:"), "  }"]
     lines.append("}")
     return "\n".join(lines) + "\n"
