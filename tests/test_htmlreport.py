@@ -23,7 +23,7 @@ from xml.etree import ElementTree
 import pytest
 
 from conftest import require_tool
-from devbin.analysis.callgraph import Node
+from devbin.analysis.callgraph_view import Node
 from devbin.api import open_file
 from devbin.cli.main import main
 from devbin.formats.devsec.elf import read_code_object

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from devbin.analysis.callgraph import nodes
+from devbin.analysis.callgraph_view import nodes
 from devbin.link.graph import ProgramGraph
 from devbin.model import (
     UNKNOWN_PROTOTYPE,

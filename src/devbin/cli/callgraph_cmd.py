@@ -75,12 +75,12 @@ def _code_object(elf: ElfFile, where: str) -> CodeObject:
 
 
 def _arch(obj: CodeObject) -> str:
-    from devbin.analysis.callgraph import arch_of
+    from devbin.analysis.callgraph_view import arch_of
     return arch_of(obj)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.analysis.callgraph import format_dot, format_dot_clusters, format_text, to_dict
+    from devbin.analysis.callgraph_view import format_dot, format_dot_clusters, format_text, to_dict
     from devbin.api import open_file
     from devbin.binary import budget
     from devbin.cli.common import dump, no_device_code, picture_output, warn

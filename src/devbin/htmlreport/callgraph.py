@@ -1,6 +1,6 @@
 """A code object's call graph as SVG, laid out by :mod:`devbin.htmlreport.graphlayout`.
 
-The graph is the one every command prints (:func:`devbin.analysis.callgraph.nodes`: direct calls,
+The graph is the one every command prints (:func:`devbin.analysis.callgraph_view.nodes`: direct calls,
 indirect calls to every address-taken function of the same prototype, external callees).  Each
 node is a box with the function's name and, where the file records them, its registers (NVIDIA;
 SGPRs/VGPRs on AMD) and stack bytes.  Kernels are drawn bold, address-taken functions dashed,
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from devbin.analysis.callgraph import Node, nodes
+from devbin.analysis.callgraph_view import Node, nodes
 from devbin.escape.markup import lines as markup_lines
 from devbin.escape.markup import text as markup
 from devbin.htmlreport.graphlayout import layered_layout
@@ -92,7 +92,7 @@ def _keep(ns: list[Node], max_nodes: int) -> list[Node]:
 
 def graph_svg(ns: list[Node], *, title: str = "", direct: frozenset[tuple[str, str]] | None = None,
               max_nodes: int = MAX_NODES) -> str:
-    """The SVG of call graph nodes ``ns`` (as :func:`devbin.analysis.callgraph.nodes` gives them).
+    """The SVG of call graph nodes ``ns`` (as :func:`devbin.analysis.callgraph_view.nodes` gives them).
 
     ``direct``: the direct-call edges (the others are drawn dotted as indirect); None: all direct.
     """

@@ -7,7 +7,7 @@ keeps the answer conservative).  This is the rule ``nvlink --dump-callgraph`` pr
 potentially calls B") and the one its dead-code elimination keeps functions by.
 
 Every door asks here: :meth:`devbin.model.CallGraph.potential_callees` (and ``callees``),
-the call-graph view (:mod:`devbin.analysis.callgraph`), the link's program graph
+the call-graph view (:mod:`devbin.analysis.callgraph_view`), the link's program graph
 (``ProgramGraph.matching``, across units) and the closure walk (:class:`devbin.model.reach.Closure`:
 link DCE, the lazy loader, ``CallGraph.reachable``).
 """
