@@ -52,7 +52,7 @@ from devbin.binary.spans import SpanIndex, merge_ranges, subtract_ranges
 from devbin.errors import DeviceBinaryError
 from devbin.formats.devsec.elf import devbin_sections
 from devbin.formats.elf import constants as C
-from devbin.load.image import R_RELATIVE64, IndexedCodeObject, ObjDefinition, Piece
+from devbin.load.indexed import R_RELATIVE64, IndexedCodeObject, ObjDefinition, Piece
 from devbin.model import UNKNOWN_PROTOTYPE, CallGraph, Prototype
 from devbin.targets.nvidia.cubin import CONST_SECTION_RE
 
