@@ -20,7 +20,7 @@ from devbin.model.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
-class Node:
+class CallGraphNode:
     number: int
     name: str
     kind: str  # "kernel", "device", "indirect_target", "external"
@@ -39,7 +39,7 @@ def arch_of(obj: CodeObject) -> str:
     return obj.target.target_id if obj.target else "unknown"
 
 
-def nodes(obj: CodeObject) -> list[Node]:
+def nodes(obj: CodeObject) -> list[CallGraphNode]:
     """One node per function (in the code object's order), then one per external callee."""
     cg = obj.callgraph
     taken_names = {n for n, _ in cg.address_taken}
@@ -48,19 +48,19 @@ def nodes(obj: CodeObject) -> list[Node]:
         calls.setdefault(caller, []).append(callee)
     for caller, proto in cg.indirect_sites:
         calls.setdefault(caller, []).extend(reversed(cg.potential_callees(proto)))
-    out: list[Node] = []
+    out: list[CallGraphNode] = []
     known = set()
     for f in obj.functions:
         kind = _KINDS.get(int(f.kind), f"kind {int(f.kind)}")
         res = f.resources
-        out.append(Node(len(out) + 1, f.name, kind, res.registers, f.name in taken_names,
+        out.append(CallGraphNode(len(out) + 1, f.name, kind, res.registers, f.name in taken_names,
                         tuple(calls.get(f.name, ())), res))
         known.add(f.name)
     externals = [e for e in cg.external if e not in known]
     for caller_calls in calls.values():
         externals += [c for c in caller_calls if c not in known and c not in externals]
     for name in externals:
-        out.append(Node(len(out) + 1, name, "external", None, name in taken_names, ()))
+        out.append(CallGraphNode(len(out) + 1, name, "external", None, name in taken_names, ()))
     return out
 
 
