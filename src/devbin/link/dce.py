@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from devbin.errors import UsageError
-from devbin.link.graph import Node, ProgramGraph
+from devbin.link.graph import ProgramGraph, ProgramNode
 from devbin.model.reach import Closure
 
 __all__ = ["DeadCode", "eliminate"]
@@ -42,7 +42,7 @@ class DeadCode:
     warnings: list[str] = field(default_factory=list)
     removed_bytes: int = 0
 
-    def removed_nodes(self, graph: ProgramGraph) -> list[Node]:
+    def removed_nodes(self, graph: ProgramGraph) -> list[ProgramNode]:
         return [graph.nodes[k] for k in self.removed]
 
 
