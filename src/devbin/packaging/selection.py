@@ -47,7 +47,7 @@ from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError, UsageError, short
 from devbin.formats import bundle as _bundle
 from devbin.formats.elf.reader import ElfFile
-from devbin.images.address import Address, Section
+from devbin.images.address import Address, SectionStep
 from devbin.images.record import AMDGPU, CUBIN, LTO_IR, PTX, BareElf, Image
 from devbin.images.scan import scan, scan_bytes
 from devbin.targets.amdgpu import matching as amd
@@ -394,7 +394,7 @@ def module_of(image: Image) -> str:
         section = address.section
         prefix = _bundle.constants.SECTION_PREFIX
         if image.container == "bundle" and section.startswith(prefix):
-            return f"{address.file}{Section(prefix)}*"
+            return f"{address.file}{SectionStep(prefix)}*"
         return str(address)
     parent = str(Address(address.path, address.steps[:-1]))
     if image.container == "offload":
