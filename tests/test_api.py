@@ -180,8 +180,8 @@ def test_amdgpu_bytes_resources() -> None:
 def test_import_devbin_stays_cheap() -> None:
     """``import devbin`` does not import the scanner, the model or the importers: devbin.open comes on first use."""
     code = ("import sys, devbin; heavy = [m for m in ('devbin.images', 'devbin.model', 'devbin.importers', "
-            "'devbin.source') if m in sys.modules]; print(heavy); devbin.open; "
-            "print('devbin.source' in sys.modules)")
+            "'devbin.entry.source') if m in sys.modules]; print(heavy); devbin.open; "
+            "print('devbin.entry.source' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(Path(devbin.__file__).parent.parent)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.split("\n")[:2] == ["[]", "True"]

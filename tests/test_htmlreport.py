@@ -24,8 +24,8 @@ import pytest
 
 from conftest import require_tool
 from devbin.analysis.callgraph_view import CallGraphNode
-from devbin.api import open_file
 from devbin.cli.main import main
+from devbin.entry.elf import open_file
 from devbin.formats.devsec.elf import read_code_object
 from devbin.htmlreport import (
     Box,

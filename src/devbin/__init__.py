@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from devbin._version import __version__
 
 if TYPE_CHECKING:
-    from devbin.api import open_file, parse
-    from devbin.source import Source, open
+    from devbin.entry.elf import open_file, parse
+    from devbin.entry.source import Source, open
 
 __all__ = ["Source", "__version__", "open", "open_file", "pack", "parse", "prune", "select"]
 
@@ -30,10 +30,10 @@ def __getattr__(name: str) -> Any:
     """Every public name but ``__version__`` is imported on first use (``import devbin`` imports
     no reader: the CLI's start-up, ``devbin --version``, pays only for what a command uses)."""
     if name in ("open_file", "parse"):
-        from devbin import api
+        from devbin.entry import elf as api
         return getattr(api, name)
     if name in ("open", "Source"):
-        from devbin import source
+        from devbin.entry import source
         return getattr(source, name)
     if name == "pack":
         from devbin.packaging import pack

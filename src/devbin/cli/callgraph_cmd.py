@@ -81,7 +81,6 @@ def _arch(obj: CodeObject) -> str:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.analysis.callgraph_view import format_dot, format_dot_clusters, format_text, to_dict
-    from devbin.api import open_file
     from devbin.binary import budget
     from devbin.cli.common import dump, no_device_code, picture_output, warn
     from devbin.cli.inspect_cmd import (
@@ -93,6 +92,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         single_keys,
         write_container_tail,
     )
+    from devbin.entry.elf import open_file
     from devbin.errors import DeviceBinaryError
     svg = picture_output(args, "--svg")
     path, images = selected_images(args)

@@ -146,8 +146,8 @@ def container_images(path: str) -> Images:
     file of no known format) gives an empty :class:`Images` (the command exits 3).  Fatbin entries
     of OffloadBinaries are opened in turn.
     """
-    from devbin.api import open_file
     from devbin.detect import ELF, UNKNOWN, WRAPPED, detect
+    from devbin.entry.elf import open_file
     from devbin.errors import DeviceBinaryError, FormatError
     from devbin.images.frame import Frame
     from devbin.images.scan import Scanner
@@ -250,10 +250,10 @@ def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.api import open_file
     from devbin.binary import budget
     from devbin.cli.common import dump, no_device_code
     from devbin.cli.render import render_elf
+    from devbin.entry.elf import open_file
     from devbin.errors import DeviceBinaryError, LimitExceeded
     from devbin.report import inspect_elf
     path, images = selected_images(args)
