@@ -25,7 +25,7 @@ import pytest
 from conftest import require_tool
 from devbin.analysis.callgraph_view import CallGraphNode
 from devbin.cli.main import main
-from devbin.entry.elf import open_file
+from devbin.entry.elf import open_elf
 from devbin.formats.devsec.elf import read_code_object
 from devbin.htmlreport import (
     Box,
@@ -222,7 +222,7 @@ def test_large_graph_is_capped_with_a_note() -> None:
 
 
 def _code_object(path: Path) -> CodeObject:
-    with open_file(str(path)) as elf:
+    with open_elf(str(path)) as elf:
         obj = read_code_object(elf)
         return obj if obj is not None else import_code_object(elf)
 

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         single_keys,
         write_container_tail,
     )
-    from devbin.entry.elf import open_file
+    from devbin.entry.elf import open_elf
     from devbin.errors import DeviceBinaryError
     svg = picture_output(args, "--svg")
     path, images = selected_images(args)
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return {**head, "target_id": g["arch"], "nodes": g["nodes"]}
 
     if images.single:
-        with open_file(path) as elf:
+        with open_elf(path) as elf:
             obj = _code_object(elf, path)
         pictures.append((f"{path} ({_arch(obj)})", obj))
         docs.append(graph_doc(single_keys(images), obj))
