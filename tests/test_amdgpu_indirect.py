@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from devbin.analysis.callgraph import nodes
+from devbin.analysis.callgraph_view import nodes
 from devbin.errors import FormatError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.llvm_callgraph import SHT_LLVM_CALL_GRAPH, read_llvm_callgraph

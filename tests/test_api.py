@@ -180,8 +180,8 @@ def test_amdgpu_bytes_resources() -> None:
 def test_import_devbin_stays_cheap() -> None:
     """``import devbin`` does not import the scanner, the model or the importers: devbin.open comes on first use."""
     code = ("import sys, devbin; heavy = [m for m in ('devbin.images', 'devbin.model', 'devbin.importers', "
-            "'devbin.source') if m in sys.modules]; print(heavy); devbin.open; "
-            "print('devbin.source' in sys.modules)")
+            "'devbin.entry.source') if m in sys.modules]; print(heavy); devbin.open; "
+            "print('devbin.entry.source' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(Path(devbin.__file__).parent.parent)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.split("\n")[:2] == ["[]", "True"]
@@ -219,3 +219,23 @@ def test_scope_and_data_equal_cuobjdump(rdc_library: Path, tmp_path: Path) -> No
         _cuobjdump(*opts, "-xelf", "all", rdc_library, cwd=out)
         assert ours == sorted(p.read_bytes() for p in out.iterdir()), all_
     assert len(devbin.open(rdc_library, all=True).images) > len(devbin.open(rdc_library).images)
+
+
+def test_elf_level_names_and_their_deprecated_aliases() -> None:
+    """``devbin.open_elf``/``devbin.parse_elf`` (issue 25, item 6); the 0.1 names still work, with a
+    DeprecationWarning naming the new one; the new names do not warn."""
+    import warnings
+
+    from devbin.entry import elf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert devbin.open_elf is elf.open_elf and devbin.parse_elf is elf.parse_elf
+    with pytest.warns(DeprecationWarning, match=r"devbin\.open_file is deprecated, use devbin\.open_elf"):
+        old_open = devbin.open_file
+    with pytest.warns(DeprecationWarning, match=r"devbin\.parse is deprecated, use devbin\.parse_elf"):
+        from devbin import parse
+    assert old_open is elf.open_elf and parse is elf.parse_elf
+    data = Path(sample_path("sample_sm90.cubin")).read_bytes()
+    with old_open(sample_path("sample_sm90.cubin")) as opened:
+        assert opened.header.e_machine == parse(data).header.e_machine == 190
+    assert "open_file" not in devbin.__all__ and "open_elf" in devbin.__all__

@@ -230,11 +230,11 @@ def test_readme_elf_level_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     shutil.copy(sample_path("sample_sm90.cubin"), tmp_path / "kernel.cubin")
     scope = run_script(block, tmp_path, "README.md", monkeypatch)
     lines = capsys.readouterr().out.splitlines()
-    with devbin.open_file(tmp_path / "kernel.cubin") as elf:
+    with devbin.open_elf(tmp_path / "kernel.cubin") as elf:
         assert lines == [f"{s.index} {s.name} {s.sh_type:#x} {s.sh_size}" for s in elf.sections]
     assert scope["obj"] is None and isinstance(scope["out"], bytes)
-    read_back = read_code_object(devbin.parse(scope["out"]))
-    with devbin.open_file(tmp_path / "kernel.cubin") as elf:
+    read_back = read_code_object(devbin.parse_elf(scope["out"]))
+    with devbin.open_elf(tmp_path / "kernel.cubin") as elf:
         imported = code_object_from_symbols(elf)
     assert read_back is not None  # the model, less where each function sits (the ELF symbols say that)
     assert [(f.name, f.kind, f.attributes) for f in read_back.functions] == \

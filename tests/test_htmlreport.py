@@ -23,9 +23,9 @@ from xml.etree import ElementTree
 import pytest
 
 from conftest import require_tool
-from devbin.analysis.callgraph import Node
-from devbin.api import open_file
+from devbin.analysis.callgraph_view import CallGraphNode
 from devbin.cli.main import main
+from devbin.entry.elf import open_elf
 from devbin.formats.devsec.elf import read_code_object
 from devbin.htmlreport import (
     Box,
@@ -210,7 +210,7 @@ def test_layered_layout_dummy_budget_draws_the_longest_edges_straight() -> None:
 
 
 def test_large_graph_is_capped_with_a_note() -> None:
-    ns = [Node(i + 1, f"fn{i}", "kernel" if i == 0 else "device", 10, False,
+    ns = [CallGraphNode(i + 1, f"fn{i}", "kernel" if i == 0 else "device", 10, False,
                (f"fn{i + 1}",) if i < 399 else ()) for i in range(400)]
     svg = graph_svg(ns, max_nodes=50)
     assert svg.count('class="node ') == 50
@@ -222,7 +222,7 @@ def test_large_graph_is_capped_with_a_note() -> None:
 
 
 def _code_object(path: Path) -> CodeObject:
-    with open_file(str(path)) as elf:
+    with open_elf(str(path)) as elf:
         obj = read_code_object(elf)
         return obj if obj is not None else import_code_object(elf)
 

@@ -11,7 +11,18 @@ from hypothesis import strategies as st
 
 from devbin.errors import FormatError, UsageError
 from devbin.formats.fatbin import constants as FC
-from devbin.images import CONTAINERS, KINDS, Address, BareElf, Entry, Image, Member, Section, fatbin_kind, find_image
+from devbin.images import (
+    CONTAINERS,
+    KINDS,
+    Address,
+    BareElf,
+    Entry,
+    Image,
+    Member,
+    SectionStep,
+    fatbin_kind,
+    find_image,
+)
 from devbin.images.address import escape, unescape
 
 # --------------------------------------------------------------------------- address
@@ -20,14 +31,14 @@ from devbin.images.address import escape, unescape
 @pytest.mark.parametrize("text, address", [
     ("k.cubin", Address("k.cubin")),
     ("k.fatbin#0.2", Address("k.fatbin", (Entry(0, 2),))),
-    ("libk.a!k.o@__nv_relfatbin#0.1", Address("libk.a", (Member("k.o"), Section("__nv_relfatbin"), Entry(0, 1)))),
+    ("libk.a!k.o@__nv_relfatbin#0.1", Address("libk.a", (Member("k.o"), SectionStep("__nv_relfatbin"), Entry(0, 1)))),
     ("torch.whl!torch/lib/libtorch_cuda.so@.nv_fatbin#12.3",
-     Address("torch.whl", (Member("torch/lib/libtorch_cuda.so"), Section(".nv_fatbin"), Entry(12, 3)))),
+     Address("torch.whl", (Member("torch/lib/libtorch_cuda.so"), SectionStep(".nv_fatbin"), Entry(12, 3)))),
     ("pkg.offload#0.1#0.0", Address("pkg.offload", (Entry(0, 1), Entry(0, 0)))),
     ("libk.a!k.o;2", Address("libk.a", (Member("k.o", 2),))),
     ("a%21b.o!x%3By%25", Address("a!b.o", (Member("x;y%"),))),
     ("dir/k.o@__CLANG_OFFLOAD_BUNDLE__hip-amdgcn-amd-amdhsa--gfx90a",
-     Address("dir/k.o", (Section("__CLANG_OFFLOAD_BUNDLE__hip-amdgcn-amd-amdhsa--gfx90a"),))),
+     Address("dir/k.o", (SectionStep("__CLANG_OFFLOAD_BUNDLE__hip-amdgcn-amd-amdhsa--gfx90a"),))),
 ])
 def test_address_examples(text: str, address: Address) -> None:
     assert str(address) == text
@@ -59,7 +70,7 @@ _text = st.text(alphabet=st.one_of(st.sampled_from("!@#%;.0123456789/ \n\t\x7f%2
                 max_size=12)
 _step = st.one_of(
     st.builds(Member, _text, st.integers(1, 5)),
-    st.builds(Section, _text),
+    st.builds(SectionStep, _text),
     st.builds(Entry, st.integers(0, 10_000), st.integers(0, 10_000)),
 )
 

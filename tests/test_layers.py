@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     "devbin.targets": 3,
     # 4: containers and analysis
     "devbin.images": 4, "devbin.analysis": 4, "devbin.detect": 4,
-    "devbin.importers": 4, "devbin.report": 4, "devbin.api": 4, "devbin.source": 4, "devbin.samples": 4,
+    "devbin.importers": 4, "devbin.report": 4, "devbin.entry": 4, "devbin.samples": 4,
     "devbin.tools": 4, "devbin.htmlreport": 4,
     # 5: capabilities
     "devbin.packaging": 5, "devbin.superarchive": 5, "devbin.link": 5, "devbin.load": 5, "devbin.size": 5,

@@ -203,7 +203,7 @@ def test_superarchive_chain_as_input(tmp_path: Path) -> None:
 
 def test_indirect_site_matching_nothing_is_a_warning(amd: Path) -> None:
     from devbin.link.dce import eliminate
-    from devbin.link.graph import Node, ProgramGraph
+    from devbin.link.graph import ProgramGraph, ProgramNode
     from devbin.model import CallConv, Function, FunctionKind, ParamType, Prototype, TypeKind
 
     unit = link([amd / "main.o", amd / "a.o", amd / "b.o", amd / "weak.o", amd / "counter.o",
@@ -211,29 +211,29 @@ def test_indirect_site_matching_nothing_is_a_warning(amd: Path) -> None:
     i32 = ParamType(TypeKind.INT, 4, 4)
     f32 = ParamType(TypeKind.FLOAT, 4, 4)
     g = ProgramGraph()
-    g.nodes["k"] = Node("k", "k", unit, True, 64, Function("k", FunctionKind.KERNEL),
+    g.nodes["k"] = ProgramNode("k", "k", unit, True, 64, Function("k", FunctionKind.KERNEL),
                         sites=[Prototype(i32, (i32,), CallConv.DEFAULT)])
-    g.nodes["fl"] = Node("fl", "fl", unit, True, 16, Function("fl", FunctionKind.INDIRECT_TARGET))
+    g.nodes["fl"] = ProgramNode("fl", "fl", unit, True, 16, Function("fl", FunctionKind.INDIRECT_TARGET))
     g.taken["fl"] = [Prototype(f32, (f32,), CallConv.DEFAULT)]
     dce = eliminate(g)
     assert dce.removed == ["fl"] and dce.removed_bytes == 16
-    assert dce.warnings == ["indirect call site 0 in k (i32(i32)) matches no address-taken function"]
+    assert dce.warnings == ["indirect call site 0 in k (int32(int32) [default]) matches no address-taken function"]
     assert eliminate(g, keep_address_taken=True).removed == []
 
 
 def test_dynamic_stack_flag_and_self_recursion(amd: Path) -> None:
-    from devbin.link.graph import Node, ProgramGraph
+    from devbin.link.graph import ProgramGraph, ProgramNode
     from devbin.link.resources import propagate
     from devbin.model import Attribute, Function, FunctionKind, StdAttr
 
     unit = link([amd / "main.o", amd / "a.o", amd / "b.o", amd / "weak.o", amd / "counter.o",
                  amd / "other.o"]).resolution.units[0]
     g = ProgramGraph()
-    g.nodes["k"] = Node("k", "k", unit, True, 64, Function("k", FunctionKind.KERNEL, (
+    g.nodes["k"] = ProgramNode("k", "k", unit, True, 64, Function("k", FunctionKind.KERNEL, (
         Attribute(StdAttr.PRIVATE_BYTES, 16), Attribute(StdAttr.FRAME_SIZE, 16))), calls=["f", "r"])
-    g.nodes["f"] = Node("f", "f", unit, True, 16, Function("f", FunctionKind.DEVICE, (
+    g.nodes["f"] = ProgramNode("f", "f", unit, True, 16, Function("f", FunctionKind.DEVICE, (
         Attribute(StdAttr.PRIVATE_BYTES, 32), Attribute(StdAttr.DYNAMIC_STACK, True))))
-    g.nodes["r"] = Node("r", "r", unit, True, 16, Function("r", FunctionKind.DEVICE,
+    g.nodes["r"] = ProgramNode("r", "r", unit, True, 16, Function("r", FunctionKind.DEVICE,
                                                           (Attribute(StdAttr.PRIVATE_BYTES, 8),)), calls=["r"])
     (u,) = propagate(g, ["k"], stack_budget=100)
     assert u.dynamic and u.reasons == ["f has a dynamic stack", "recursion: r calls itself"]

@@ -246,3 +246,18 @@ def test_to_dict_is_json_ready_and_named() -> None:
     assert d["prototypes"][0]["callconv"] == "kernel"
     assert d["callgraph"]["direct"] == [{"caller": "k", "callee": "e"}]
     assert json.dumps(co.to_dict()) == json.dumps(d)  # stable
+
+
+def test_prototype_text_is_one_rule() -> None:
+    """``Prototype.__str__`` is the text every command prints (inspect's call graph and prototype
+    table, link's warning); ``from_dict`` reads back what ``to_dict`` wrote."""
+    from devbin.model import UNKNOWN_PROTOTYPE
+    i32, f64 = ParamType(TypeKind.INT, 4, 4), ParamType(TypeKind.FLOAT, 8, 8)
+    p = Prototype(i32, (f64, ParamType(TypeKind.POINTER, 8, 8), ParamType(TypeKind.BITS, 4, 4),
+                        ParamType(TypeKind.AGGREGATE, 12, 4), ParamType(TypeKind.VECTOR, 16, 16), ParamType(0x42, 2)),
+                  CallConv.DEFAULT)
+    assert str(p) == "int32(float64, pointer, b32, b8[12], vector, unknown) [default]"
+    assert str(UNKNOWN_PROTOTYPE) == "void() [unknown]"
+    assert str(Prototype(callconv=0x77)) == "void() [unknown]"
+    for q in (p, UNKNOWN_PROTOTYPE, Prototype(callconv=0x77), Prototype(f64, (), CallConv.KERNEL)):
+        assert Prototype.from_dict(json.loads(json.dumps(q.to_dict()))) == q

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from devbin.analysis.callgraph import nodes
+from devbin.analysis.callgraph_view import nodes
 from devbin.errors import FormatError
 from devbin.formats.devsec.elf import annotate, read_code_object
 from devbin.formats.elf.compare import loader_differences

@@ -9,31 +9,41 @@ objects it came from.
 
 Entry points: :func:`devbin.open` (any file devbin reads, a folder, or bytes: its device
 images as :class:`devbin.images.Image` records, docs/API.md), and at the ELF level
-:func:`devbin.open_file` (a path, memory-mapped, as a context manager) and
-:func:`devbin.parse` (bytes or a memoryview).
+:func:`devbin.open_elf` (a path, memory-mapped, as a context manager) and
+:func:`devbin.parse_elf` (bytes or a memoryview).  ``devbin.open_file`` and ``devbin.parse``,
+their names in devbin 0.1, work for one more release and warn (``DeprecationWarning``).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from devbin._version import __version__
 
 if TYPE_CHECKING:
-    from devbin.api import open_file, parse
-    from devbin.source import Source, open
+    from devbin.entry.elf import open_elf, parse_elf
+    from devbin.entry.source import Source, open
 
-__all__ = ["Source", "__version__", "open", "open_file", "pack", "parse", "prune", "select"]
+__all__ = ["Source", "__version__", "open", "open_elf", "pack", "parse_elf", "prune", "select"]
+
+#: Names of devbin 0.1 kept for one release: old name -> new name (docs/API.md, "The ELF level").
+DEPRECATED_NAMES = {"open_file": "open_elf", "parse": "parse_elf"}
 
 
 def __getattr__(name: str) -> Any:
     """Every public name but ``__version__`` is imported on first use (``import devbin`` imports
     no reader: the CLI's start-up, ``devbin --version``, pays only for what a command uses)."""
-    if name in ("open_file", "parse"):
-        from devbin import api
-        return getattr(api, name)
+    if name in DEPRECATED_NAMES:
+        new = DEPRECATED_NAMES[name]
+        warnings.warn(f"devbin.{name} is deprecated, use devbin.{new} (it reads one ELF file; devbin.open reads "
+                      f"any container); devbin.{name} goes in the next release", DeprecationWarning, stacklevel=2)
+        name = new
+    if name in ("open_elf", "parse_elf"):
+        from devbin.entry import elf
+        return getattr(elf, name)
     if name in ("open", "Source"):
-        from devbin import source
+        from devbin.entry import source
         return getattr(source, name)
     if name == "pack":
         from devbin.packaging import pack

@@ -31,8 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.api import open_file
     from devbin.binary.output import destination, write_file
+    from devbin.entry.elf import open_elf
     from devbin.errors import UsageError
     from devbin.formats.devsec.elf import annotate
     from devbin.formats.elf.compare import loader_differences
@@ -41,11 +41,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     args.output = destination(args.output, args.file, [args.file])  # -o DIR/: DIR/<input name>; checked now
     if not holds_device_code([args.file]):
         return no_device_code([args.file])
-    from devbin.api import wrapped_metadata
+    from devbin.entry.elf import wrapped_metadata
     from devbin.formats.wrapped import parse_wrapped, write_wrapped
     raw = Path(args.file).read_bytes()
     wrapped = wrapped_metadata(raw) is not None
-    with open_file(args.file) as elf:  # a wrapped image opens as the ELF inside it
+    with open_elf(args.file) as elf:  # a wrapped image opens as the ELF inside it
         obj = import_code_object(elf)
         data = annotate(elf, obj)
         diffs = loader_differences(elf, ElfFile(data, where=args.output))

@@ -75,42 +75,12 @@ def _code_object(elf: ElfFile, where: str) -> CodeObject:
 
 
 def _arch(obj: CodeObject) -> str:
-    return obj.target.target_id if obj.target else "unknown"
-
-
-def format_dot_clusters(graphs: list[tuple[str, CodeObject]]) -> str:
-    """One Graphviz digraph holding one ``subgraph cluster_N`` per (label, code object).
-
-    Nodes and edges are styled as :func:`devbin.analysis.callgraph.format_dot` styles them;
-    node IDs are prefixed with ``N:`` so that functions of the same name in two images stay apart.
-    """
-    from devbin.analysis.callgraph import dot_id, nodes
-    lines = ['digraph "callgraph" {', "  node [fontname=monospace];"]
-    for i, (label, obj) in enumerate(graphs):
-        ns = nodes(obj)
-        direct = set(obj.callgraph.direct)
-        lines += [f"  subgraph cluster_{i} {{", f"    label={dot_id(f'{label} ({_arch(obj)})')};"]
-        for n in ns:
-            attrs = [f"label={dot_id(n.name + (f' [{n.registers}]' if n.registers is not None else ''))}"]
-            if n.kind == "kernel":
-                attrs.append("shape=box")
-            if n.address_taken:
-                attrs.append("style=dashed")
-            if n.kind == "external":
-                attrs.append("color=grey")
-            lines.append(f"    {dot_id(f'{i}:{n.name}')} [{', '.join(attrs)}];")
-        for n in ns:
-            for c in dict.fromkeys(n.calls):
-                style = "" if (n.name, c) in direct else " [style=dotted]"
-                lines.append(f"    {dot_id(f'{i}:{n.name}')} -> {dot_id(f'{i}:{c}')}{style};")
-        lines.append("  }")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    from devbin.analysis.callgraph_view import arch_of
+    return arch_of(obj)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.analysis.callgraph import format_dot, format_text, to_dict
-    from devbin.api import open_file
+    from devbin.analysis.callgraph_view import format_dot, format_dot_clusters, format_text, to_dict
     from devbin.binary import budget
     from devbin.cli.common import dump, no_device_code, picture_output, warn
     from devbin.cli.inspect_cmd import (
@@ -122,6 +92,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         single_keys,
         write_container_tail,
     )
+    from devbin.entry.elf import open_elf
     from devbin.errors import DeviceBinaryError
     svg = picture_output(args, "--svg")
     path, images = selected_images(args)
@@ -137,7 +108,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return {**head, "target_id": g["arch"], "nodes": g["nodes"]}
 
     if images.single:
-        with open_file(path) as elf:
+        with open_elf(path) as elf:
             obj = _code_object(elf, path)
         pictures.append((f"{path} ({_arch(obj)})", obj))
         docs.append(graph_doc(single_keys(images), obj))

@@ -146,8 +146,8 @@ def container_images(path: str) -> Images:
     file of no known format) gives an empty :class:`Images` (the command exits 3).  Fatbin entries
     of OffloadBinaries are opened in turn.
     """
-    from devbin.api import open_file
     from devbin.detect import ELF, UNKNOWN, WRAPPED, detect
+    from devbin.entry.elf import open_elf
     from devbin.errors import DeviceBinaryError, FormatError
     from devbin.images.frame import Frame
     from devbin.images.scan import Scanner
@@ -160,7 +160,7 @@ def container_images(path: str) -> Images:
     is_zip = head.startswith(ZIP_MAGICS)
     if kind in (ELF, WRAPPED):
         try:
-            with open_file(path) as elf:
+            with open_elf(path) as elf:
                 if _is_code_object_elf(elf):
                     mine = [f for f, _ in Scanner(all=True).paths([path]) if str(f.address) == path]
                     return Images(file=path, single=True, image=mine[0] if len(mine) == 1 else None)
@@ -250,10 +250,10 @@ def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.api import open_file
     from devbin.binary import budget
     from devbin.cli.common import dump, no_device_code
     from devbin.cli.render import render_elf
+    from devbin.entry.elf import open_elf
     from devbin.errors import DeviceBinaryError, LimitExceeded
     from devbin.report import inspect_elf
     path, images = selected_images(args)
@@ -264,7 +264,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if images.single:
         warnings: list[DeviceBinaryError] = []
         meta = _wrapped_metadata(path)
-        with open_file(path, diag=warnings.append) as elf:
+        with open_elf(path, diag=warnings.append) as elf:
             report = inspect_elf(elf, file=path, warnings=warnings)
         reports.append({**single_keys(images), **({"metadata": dict(meta)} if meta is not None else {}), **report})
         if not args.json:

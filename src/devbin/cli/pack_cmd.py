@@ -111,7 +111,7 @@ def _input(spec: str) -> PackInput:
     """One ``--image file=PATH[,KEY=VALUE...]``; PATH may be an image address (``app.fatbin#0.1``)."""
     from devbin.cli.common import image_inputs
     from devbin.packaging import PackInput
-    from devbin.packaging.build import parse_image_spec
+    from devbin.packaging.packing import parse_image_spec
     path, keys = parse_image_spec(spec)
     if not _is_address(path):
         return PackInput.from_spec(spec)

@@ -113,17 +113,13 @@ def _value(a: dict[str, Any]) -> str:
 
 
 def _type(t: dict[str, Any]) -> str:
-    if t["kind"] in ("int", "float"):
-        return f"{t['kind']}{t['size'] * 8}"
-    if t["kind"] == "bits":
-        return f"b{t['size'] * 8}"
-    if t["kind"] == "aggregate":
-        return f"b8[{t['size']}]"
-    return str(t["kind"])
+    from devbin.model.prototype import type_text
+    return type_text(t["kind_raw"], t["size"])
 
 
 def _proto(p: dict[str, Any]) -> str:
-    return f"{_type(p['ret'])}({', '.join(_type(x) for x in p['params'])}) [{p['callconv']}]"
+    from devbin.model.prototype import Prototype
+    return str(Prototype.from_dict(p))
 
 
 def render_nvidia(n: dict[str, Any], out: TextIO) -> None:

@@ -357,7 +357,7 @@ GRAPH_CANDIDATES = 8
 
 def _write_html(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     import devbin
-    from devbin.analysis.callgraph import nodes
+    from devbin.analysis.callgraph_view import nodes
     from devbin.binary.output import write_file
     from devbin.htmlreport import callgraph_svg, largest_code_objects, render_size_report
     from devbin.images.address import Address

@@ -1,6 +1,6 @@
 """A code object's call graph as SVG, laid out by :mod:`devbin.htmlreport.graphlayout`.
 
-The graph is the one every command prints (:func:`devbin.analysis.callgraph.nodes`: direct calls,
+The graph is the one every command prints (:func:`devbin.analysis.callgraph_view.nodes`: direct calls,
 indirect calls to every address-taken function of the same prototype, external callees).  Each
 node is a box with the function's name and, where the file records them, its registers (NVIDIA;
 SGPRs/VGPRs on AMD) and stack bytes.  Kernels are drawn bold, address-taken functions dashed,
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from devbin.analysis.callgraph import Node, nodes
+from devbin.analysis.callgraph_view import CallGraphNode, nodes
 from devbin.escape.markup import lines as markup_lines
 from devbin.escape.markup import text as markup
 from devbin.htmlreport.graphlayout import layered_layout
@@ -40,7 +40,7 @@ def _num(v: float) -> str:
     return text if text != "-0" else "0"
 
 
-def resource_line(n: Node) -> str:
+def resource_line(n: CallGraphNode) -> str:
     """``"R regs, S B stack"`` (or ``"s SGPRs, v VGPRs, ..."``) for what the node's function records."""
     r = n.resources
     if r is None:
@@ -67,7 +67,7 @@ def _cut(s: str, n: int) -> str:
     return s if len(s) <= n else s[:n - 3] + "..."
 
 
-def _keep(ns: list[Node], max_nodes: int) -> list[Node]:
+def _keep(ns: list[CallGraphNode], max_nodes: int) -> list[CallGraphNode]:
     """Up to ``max_nodes`` nodes: breadth-first from the kernels (then the other roots), in node order."""
     if len(ns) <= max_nodes:
         return ns
@@ -90,9 +90,9 @@ def _keep(ns: list[Node], max_nodes: int) -> list[Node]:
     return [n for n in ns if n.name in kept]
 
 
-def graph_svg(ns: list[Node], *, title: str = "", direct: frozenset[tuple[str, str]] | None = None,
+def graph_svg(ns: list[CallGraphNode], *, title: str = "", direct: frozenset[tuple[str, str]] | None = None,
               max_nodes: int = MAX_NODES) -> str:
-    """The SVG of call graph nodes ``ns`` (as :func:`devbin.analysis.callgraph.nodes` gives them).
+    """The SVG of call graph nodes ``ns`` (as :func:`devbin.analysis.callgraph_view.nodes` gives them).
 
     ``direct``: the direct-call edges (the others are drawn dotted as indirect); None: all direct.
     """
@@ -108,7 +108,7 @@ def _document(body: list[str], width: float, height: float) -> str:
                       *body, "</svg>"]) + "\n"
 
 
-def _draw(ns: list[Node], title: str, direct: frozenset[tuple[str, str]] | None,
+def _draw(ns: list[CallGraphNode], title: str, direct: frozenset[tuple[str, str]] | None,
           max_nodes: int) -> tuple[list[str], float, float]:
     """The elements of one graph (its origin at 0,0), its width and height."""
     total = len(ns)

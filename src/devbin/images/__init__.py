@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from devbin._lazy import lazy_attributes
-from devbin.images.address import Address, Entry, Member, Section, Step
+from devbin.images.address import Address, Entry, Member, SectionStep, Step
 from devbin.images.record import CONTAINERS, KINDS, VENDORS, BareElf, Image, fatbin_kind, find_image
 from devbin.images.scan import scan, scan_bytes
 from devbin.images.scanreport import ScanReport, WrapperInfo
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from devbin.images.record import Native
 
 __all__ = [
-    "CONTAINERS", "KINDS", "VENDORS", "Address", "BareElf", "Entry", "Image", "Member", "Native", "Section",
+    "CONTAINERS", "KINDS", "VENDORS", "Address", "BareElf", "Entry", "Image", "Member", "Native", "SectionStep",
     "ScanReport", "Step", "WrapperInfo", "fatbin_kind", "find_image", "scan", "scan_bytes",
 ]
 

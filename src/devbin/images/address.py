@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from devbin.errors import UsageError
 
-__all__ = ["Address", "Entry", "Member", "Section", "Step", "escape", "unescape"]
+__all__ = ["Address", "Entry", "Member", "SectionStep", "Step", "escape", "unescape"]
 
 _RESERVED = frozenset("!@#%;") | frozenset(chr(c) for c in (*range(0x20), 0x7F))
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -81,7 +81,7 @@ class Member:
 
 
 @dataclass(frozen=True, slots=True)
-class Section:
+class SectionStep:
     """A section of the ELF file the address has reached."""
 
     name: str
@@ -101,7 +101,7 @@ class Entry:
         return f"#{self.container}.{self.entry}"
 
 
-Step = Member | Section | Entry
+Step = Member | SectionStep | Entry
 
 
 def _count(text: str, where: str) -> int:
@@ -152,7 +152,7 @@ class Address:
             elif sign == "@":
                 if not body:
                     raise UsageError(f"bad image address {text!r}: empty section name")
-                steps.append(Section(unescape(body, text)))
+                steps.append(SectionStep(unescape(body, text)))
             else:
                 c, dot, e = body.partition(".")
                 if not dot:
@@ -179,7 +179,7 @@ class Address:
     @property
     def section(self) -> str:
         """The innermost ELF section named, or ``""``."""
-        return next((s.name for s in reversed(self.steps) if isinstance(s, Section)), "")
+        return next((s.name for s in reversed(self.steps) if isinstance(s, SectionStep)), "")
 
     @property
     def entry(self) -> Entry | None:

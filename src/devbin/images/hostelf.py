@@ -42,8 +42,7 @@ from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import Fatbin, FatbinEntry, elf_image_size, parse_fatbin, parse_wrapper
 from devbin.formats.fatbin import constants as FC
-from devbin.images.address import Entry
-from devbin.images.address import Section as SectionStep
+from devbin.images.address import Entry, SectionStep
 from devbin.images.frame import Frame, Hit
 from devbin.images.record import DATA, FATBIN, OPAQUE, Image, fatbin_kind
 from devbin.images.scanreport import WRAPPER_SECTION, ScanReport, WrapperInfo

@@ -29,8 +29,7 @@ from devbin.formats import bundle as _bundle
 from devbin.formats import offload as _offload
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin.wrapper import HIP_WRAPPER_MAGIC
-from devbin.images.address import Entry
-from devbin.images.address import Section as SectionStep
+from devbin.images.address import Entry, SectionStep
 from devbin.images.frame import Frame, Hit
 from devbin.images.hostelf import HostElf
 from devbin.images.record import DATA, PTX, Image

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from devbin.binary import ByteView
 from devbin.errors import FormatError
 
-__all__ = ["Node", "encode_key", "encode_uint", "parse", "remove_elements", "splice"]
+__all__ = ["MsgpackValue", "encode_key", "encode_uint", "parse", "remove_elements", "splice"]
 
 _FMT = "amdgpu-metadata"
 _MAX_DEPTH = 32
@@ -32,7 +32,7 @@ _LEN = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC7: 1, 0xC8: 2, 
 
 
 @dataclass(slots=True)
-class Node:
+class MsgpackValue:
     """One value: ``kind`` is map, array, str, uint, int, bool, nil or other; ``[off, end)`` its
     bytes; ``value`` for scalars; ``items`` (key, value) pairs for maps, values for arrays."""
 
@@ -40,10 +40,10 @@ class Node:
     off: int
     end: int
     value: object = None
-    items: list[tuple[Node, Node]] = field(default_factory=list)
-    elements: list[Node] = field(default_factory=list)
+    items: list[tuple[MsgpackValue, MsgpackValue]] = field(default_factory=list)
+    elements: list[MsgpackValue] = field(default_factory=list)
 
-    def get(self, key: str) -> Node | None:
+    def get(self, key: str) -> MsgpackValue | None:
         for k, v in self.items:
             if k.value == key:
                 return v
@@ -64,14 +64,14 @@ def _count(v: ByteView, off: int) -> tuple[int, int]:
     return v.u32(off + 1), 5
 
 
-def _node(v: ByteView, off: int, depth: int) -> Node:
+def _node(v: ByteView, off: int, depth: int) -> MsgpackValue:
     if depth > _MAX_DEPTH:
         raise v.error("MessagePack nesting too deep", off, depth)
     t = v.u8(off)
     if t <= 0x7F:
-        return Node("uint", off, off + 1, t)
+        return MsgpackValue("uint", off, off + 1, t)
     if t >= 0xE0:
-        return Node("int", off, off + 1, t - 0x100)
+        return MsgpackValue("int", off, off + 1, t - 0x100)
     if 0xA0 <= t <= 0xBF or t in (0xD9, 0xDA, 0xDB):
         n, hdr = (t & 0x1F, 1) if t <= 0xBF else (int.from_bytes(v.bytes_at(off + 1, _LEN[t]), "big"), 1 + _LEN[t])
         raw = v.bytes_at(off + hdr, n, "string")
@@ -79,12 +79,12 @@ def _node(v: ByteView, off: int, depth: int) -> Node:
             text = bytes(raw).decode("utf-8")
         except UnicodeDecodeError:
             raise v.error("MessagePack string is not UTF-8", off) from None
-        return Node("str", off, off + hdr + n, text)
+        return MsgpackValue("str", off, off + hdr + n, text)
     if 0x80 <= t <= 0x9F or t in (0xDC, 0xDD, 0xDE, 0xDF):
         is_map = 0x80 <= t <= 0x8F or t in (0xDE, 0xDF)
         n, hdr = _count(v, off)
         v.check_count(n, 2 if is_map else 1, off + hdr, "MessagePack container")
-        node = Node("map" if is_map else "array", off, off + hdr)
+        node = MsgpackValue("map" if is_map else "array", off, off + hdr)
         pos = off + hdr
         for _ in range(n):
             a = _node(v, pos, depth + 1)
@@ -101,21 +101,21 @@ def _node(v: ByteView, off: int, depth: int) -> Node:
         size = _FIXED[t]
         v.check(off + 1, size, "MessagePack scalar")
         if t in (0xC2, 0xC3):
-            return Node("bool", off, off + 1, t == 0xC3)
+            return MsgpackValue("bool", off, off + 1, t == 0xC3)
         if t == 0xC0:
-            return Node("nil", off, off + 1)
+            return MsgpackValue("nil", off, off + 1)
         if 0xCC <= t <= 0xCF:
-            return Node("uint", off, off + 1 + size, int.from_bytes(v.bytes_at(off + 1, size), "big"))
-        return Node("other", off, off + 1 + size)
+            return MsgpackValue("uint", off, off + 1 + size, int.from_bytes(v.bytes_at(off + 1, size), "big"))
+        return MsgpackValue("other", off, off + 1 + size)
     if t in _LEN:
         n = int.from_bytes(v.bytes_at(off + 1, _LEN[t]), "big")
         extra = 1 if t in (0xC7, 0xC8, 0xC9) else 0  # ext: a type byte after the length
         v.check(off + 1 + _LEN[t], n + extra, "MessagePack blob")
-        return Node("other", off, off + 1 + _LEN[t] + extra + n)
+        return MsgpackValue("other", off, off + 1 + _LEN[t] + extra + n)
     raise v.error("MessagePack type byte 0xc1 is never used", off, t)
 
 
-def parse(desc: bytes) -> Node:
+def parse(desc: bytes) -> MsgpackValue:
     """The document in ``desc`` as a tree of spans; trailing bytes are an error."""
     v = ByteView(desc, fmt=_FMT, where="NT_AMDGPU_METADATA", little=False)  # MessagePack is big-endian
     root = _node(v, 0, 0)
@@ -153,7 +153,7 @@ def splice(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
     return bytes(out + data[pos:])
 
 
-def remove_elements(doc: bytes, array: Node, drop: set[int]) -> bytes:
+def remove_elements(doc: bytes, array: MsgpackValue, drop: set[int]) -> bytes:
     """``doc`` without the elements numbered ``drop`` of ``array`` (an array node of ``doc``): their
     bytes are cut and the array's count rewritten in its header's own width (a fixarray stays one)."""
     if array.kind != "array":

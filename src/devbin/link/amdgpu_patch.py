@@ -47,7 +47,7 @@ from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, Symbol
 from devbin.link.amdgpu_facts import KernelTotals, unified_vgprs
-from devbin.link.amdgpu_msgpack import Node, encode_key, encode_uint, parse, remove_elements, splice
+from devbin.link.amdgpu_msgpack import MsgpackValue, encode_key, encode_uint, parse, remove_elements, splice
 from devbin.targets.amdgpu.descriptor import KD_SIZE, decode_descriptor, vgpr_granule
 from devbin.targets.amdgpu.mach import decode_flags, gfx_major
 from devbin.targets.amdgpu.metadata import NOTE_OWNER, NT_AMDGPU_METADATA
@@ -112,7 +112,7 @@ def descriptor_fields(processor: str, old: bytes, t: KernelTotals, name: str = "
 # -- the note ---------------------------------------------------------------------------------
 
 
-def _new_values(node: Node, t: KernelTotals, processor: str) -> dict[str, int | bool]:
+def _new_values(node: MsgpackValue, t: KernelTotals, processor: str) -> dict[str, int | bool]:
     def old(key: str) -> int:
         v = node.get(key)
         return v.value if v is not None and isinstance(v.value, int) and not isinstance(v.value, bool) else 0
@@ -128,18 +128,18 @@ def _new_values(node: Node, t: KernelTotals, processor: str) -> dict[str, int | 
     return out
 
 
-def _encode(value: int | bool, like: Node | None) -> bytes:
+def _encode(value: int | bool, like: MsgpackValue | None) -> bytes:
     if isinstance(value, bool) and (like is None or like.kind == "bool"):
         return b"\xc3" if value else b"\xc2"
     return encode_uint(int(value), like.width if like is not None and like.kind == "uint" else 1)
 
 
-def _kernel_maps(root: Node) -> list[Node]:
+def _kernel_maps(root: MsgpackValue) -> list[MsgpackValue]:
     ks = root.get("amdhsa.kernels") if root.kind == "map" else None
     return [k for k in (ks.elements if ks is not None and ks.kind == "array" else ()) if k.kind == "map"]
 
 
-def _paddable(node: Node, out: list[Node]) -> list[Node]:
+def _paddable(node: MsgpackValue, out: list[MsgpackValue]) -> list[MsgpackValue]:
     """Every one-byte integer and one-byte-header string (keys too), in document order."""
     for k, v in node.items:
         _paddable(k, out)
@@ -152,7 +152,7 @@ def _paddable(node: Node, out: list[Node]) -> list[Node]:
     return out
 
 
-def _widened(node: Node, want: int) -> bytes:
+def _widened(node: MsgpackValue, want: int) -> bytes:
     """``node`` re-encoded up to ``want`` bytes longer (an int gains 1, 2, 4 or 8; a string 1, 2 or 4)."""
     if node.kind == "uint":
         grow = max(g for g in (1, 2, 4, 8) if g <= want)

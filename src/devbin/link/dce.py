@@ -5,8 +5,8 @@ Roots: every kernel, or the kernels named (``--kernels k1,k2``, like ``nvlink
 
 * a function stays if a kept function calls it directly;
 * an **address-taken** function stays only if some *reachable* indirect call site has a
-  prototype that matches its own (:meth:`Prototype.matches`: equal, or either unknown),
-  the rule nvlink applies: a table of function pointers does not keep a function that no
+  prototype that matches its own (the one rule, :mod:`devbin.model.indirect`: equal, or
+  either unknown), the rule nvlink applies: a table of function pointers does not keep a function that no
   live call site could call through it;
 * a data object stays if a kept function or kept data object refers to it.
 
@@ -15,8 +15,8 @@ Roots: every kernel, or the kernels named (``--kernels k1,k2``, like ``nvlink
 :mod:`devbin.link.nvlink`), for a result equal to nvlink's.
 
 An indirect call site whose prototype matches no address-taken function at all is a
-warning naming the call site (a call that can reach nothing).  The result lists what
-was removed and the bytes saved per function (``st_size``).
+warning naming the call site and its prototype (``Prototype.__str__``): a call that can
+reach nothing.  The result lists what was removed and the bytes saved per function (``st_size``).
 """
 
 from __future__ import annotations
@@ -25,26 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from devbin.errors import UsageError
-from devbin.link.graph import Node, ProgramGraph
-from devbin.model import Prototype
+from devbin.link.graph import ProgramGraph, ProgramNode
 from devbin.model.reach import Closure
 
-__all__ = ["DeadCode", "eliminate", "prototype_text"]
-
-
-def _type_text(t: dict[str, object]) -> str:
-    kind, size = str(t["kind"]), int(str(t["size"]))
-    return {"int": f"i{size * 8}", "float": f"f{size * 8}", "bits": f"b{size * 8}", "pointer": "ptr"}.get(kind, kind)
-
-
-def prototype_text(p: Prototype) -> str:
-    """``b32(b32, b32)``-style text of a prototype (``?`` when the producer recorded none)."""
-    if p.is_unknown:
-        return "?"
-    d = p.to_dict()
-    params = d["params"]
-    assert isinstance(params, list)
-    return f"{_type_text(d['ret'])}({', '.join(_type_text(x) for x in params)})"
+__all__ = ["DeadCode", "eliminate"]
 
 
 @dataclass
@@ -58,7 +42,7 @@ class DeadCode:
     warnings: list[str] = field(default_factory=list)
     removed_bytes: int = 0
 
-    def removed_nodes(self, graph: ProgramGraph) -> list[Node]:
+    def removed_nodes(self, graph: ProgramGraph) -> list[ProgramNode]:
         return [graph.nodes[k] for k in self.removed]
 
 
@@ -107,7 +91,7 @@ def eliminate(graph: ProgramGraph, *, kernels: Iterable[str] | None = None, keep
         for i, proto in enumerate(graph.nodes[key].sites):
             if not graph.matching(proto):
                 result.warnings.append(f"indirect call site {i} in {graph.nodes[key].name} "
-                                       f"({prototype_text(proto)}) matches no address-taken function")
+                                       f"({proto}) matches no address-taken function")
     result.kept = sorted(why)
     result.removed = sorted(k for k in graph.nodes if k not in why)
     result.removed_bytes = sum(graph.nodes[k].size for k in result.removed)

@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from devbin.link.resolution import Resolution
 from devbin.link.units import Unit
 from devbin.model import Function, Prototype
+from devbin.model.indirect import potential_callees
 from devbin.model.prototype import UNKNOWN_PROTOTYPE
 
-__all__ = ["Node", "ProgramGraph", "build_graph"]
+__all__ = ["ProgramNode", "ProgramGraph", "build_graph"]
 
 
 @dataclass
-class Node:
+class ProgramNode:
     """A function or data object of the program: its key, display name, unit and model facts."""
 
     key: str
@@ -51,22 +52,23 @@ class Node:
 
 @dataclass
 class ProgramGraph:
-    nodes: dict[str, Node] = field(default_factory=dict)
+    nodes: dict[str, ProgramNode] = field(default_factory=dict)
     taken: dict[str, list[Prototype]] = field(default_factory=dict)  # address-taken function -> prototypes
     unresolved_calls: list[tuple[str, str]] = field(default_factory=list)  # (caller key, callee name)
     _matching: dict[Prototype, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def kernels(self) -> list[Node]:
+    def kernels(self) -> list[ProgramNode]:
         return [n for n in self.nodes.values() if n.is_kernel]
 
     def matching(self, site: Prototype) -> list[str]:
-        """The address-taken functions an indirect call site of prototype ``site`` may reach, in
-        :attr:`taken` order: one scan of :attr:`taken` per distinct prototype, not per call site
-        (call once the graph is built: the answer is cached)."""
+        """The address-taken functions an indirect call site of prototype ``site`` may reach (the one
+        rule, :func:`devbin.model.indirect.potential_callees`), in :attr:`taken` order: one scan of
+        :attr:`taken` per distinct prototype, not per call site (call once the graph is built: the
+        answer is cached)."""
         hit = self._matching.get(site)
         if hit is None:
-            hit = self._matching[site] = [fn for fn, protos in self.taken.items()
-                                          if any(site.matches(p) for p in protos)]
+            hit = self._matching[site] = potential_callees(
+                site, ((fn, p) for fn, protos in self.taken.items() for p in protos))
         return hit
 
 
@@ -90,7 +92,7 @@ def build_graph(res: Resolution) -> ProgramGraph:
             # a function of the model is a function, whatever type its symbol claims (a corrupt or odd
             # STT_OBJECT for a kernel must not make the kernel a variable that the later passes skip)
             is_fn = name in funcs or name not in u.data_objects
-            g.nodes[k] = Node(k, name, u, is_fn, u.sizes[name], funcs.get(name))
+            g.nodes[k] = ProgramNode(k, name, u, is_fn, u.sizes[name], funcs.get(name))
     for k, node in g.nodes.items():
         # AMDGPU: a kernel's descriptor <kernel>.kd is what the loader looks up; it lives and dies with the kernel
         if not node.is_function and node.name.endswith(".kd") and node.unit.machine == "amdgpu":

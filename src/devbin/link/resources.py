@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from devbin.analysis.propagation import propagate as propagate_totals
-from devbin.link.graph import Node, ProgramGraph
+from devbin.link.graph import ProgramGraph, ProgramNode
 from devbin.model import StdAttr
 from devbin.model.reach import reachable_preorder
 from devbin.model.resources import Resources
@@ -68,7 +68,7 @@ class KernelUsage:
                 "reaches": self.reaches, "unknown": self.unknown}
 
 
-def _totals(node: Node, own: Resources, maxima: dict[str, int | None], stack: int, dynamic: bool) -> Resources:
+def _totals(node: ProgramNode, own: Resources, maxima: dict[str, int | None], stack: int, dynamic: bool) -> Resources:
     """``own`` with the propagated totals in its fields (the stack where the vendor keeps it:
     ``stack``, or for AMDGPU without a stack size the private segment, ``local``)."""
     general, scalar = maxima.get("general"), maxima.get("scalar")
@@ -79,11 +79,11 @@ def _totals(node: Node, own: Resources, maxima: dict[str, int | None], stack: in
     return replace(out, stack=stack)
 
 
-def _uint(node: Node, attr: int) -> int | None:
+def _uint(node: ProgramNode, attr: int) -> int | None:
     return node.function.uint(attr) if node.function is not None else None
 
 
-def _dynamic(graph: ProgramGraph, node: Node) -> bool:
+def _dynamic(graph: ProgramGraph, node: ProgramNode) -> bool:
     """The function's own dynamic-stack flag (a FLAG attribute).
 
     AMDGPU: LLVM sets the flag for any call that leaves the object, because it cannot see
@@ -95,7 +95,7 @@ def _dynamic(graph: ProgramGraph, node: Node) -> bool:
     return not (node.unit.machine == "amdgpu" and any(graph.nodes[c].unit is not node.unit for c in node.calls))
 
 
-def _stack(node: Node) -> int | None:
+def _stack(node: ProgramNode) -> int | None:
     """The compiler-reported stack: ``STACK_SIZE``; for AMDGPU the private segment (``PRIVATE_BYTES``:
     LLVM's ScratchSize / private_segment_fixed_size, which is the stack there)."""
     if node.unit.machine == "amdgpu":
@@ -104,7 +104,7 @@ def _stack(node: Node) -> int | None:
     return _uint(node, StdAttr.STACK_SIZE)
 
 
-def _callees(graph: ProgramGraph, node: Node) -> list[str]:
+def _callees(graph: ProgramGraph, node: ProgramNode) -> list[str]:
     out = list(node.calls)
     if node.sites:
         have = set(out)
@@ -116,7 +116,7 @@ def _callees(graph: ProgramGraph, node: Node) -> list[str]:
     return [c for c in out if graph.nodes[c].is_function]
 
 
-def _own_frame(graph: ProgramGraph, node: Node) -> int | None:
+def _own_frame(graph: ProgramGraph, node: ProgramNode) -> int | None:
     frame = _uint(node, StdAttr.FRAME_SIZE)
     if frame is not None:
         return frame

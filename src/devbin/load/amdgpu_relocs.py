@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from devbin.errors import UsageError
-from devbin.load.image import R_ABS32, R_ABS32_HI, R_ABS32_LO, R_ABS64, R_RELATIVE64, DynReloc, IndexedCodeObject
+from devbin.load.indexed import R_ABS32, R_ABS32_HI, R_ABS32_LO, R_ABS64, R_RELATIVE64, DynReloc, IndexedCodeObject
 from devbin.load.simulated import SimulatedDevice
 
 __all__ = ["AppliedReloc", "apply_relocations", "plan_relocations", "relocation_value"]

@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from devbin.errors import UsageError
-from devbin.load.image import IndexedCodeObject
+from devbin.load.indexed import IndexedCodeObject
 from devbin.load.indexing import index_code_object
 from devbin.load.lazy_loader import LazyLoading
 from devbin.load.loaded import (

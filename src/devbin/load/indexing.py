@@ -1,5 +1,5 @@
 """Indexing a code object (:func:`index_code_object`): the ELF checked, its vendor and kind, and
-the records of :mod:`devbin.load.image` made: AMDGPU code objects from ``.dynsym`` first (the
+the records of :mod:`devbin.load.indexed` made: AMDGPU code objects from ``.dynsym`` first (the
 rest of ``.symtab`` on first use), cubins from their symbol table, ``.nv.info`` and sections.
 Symbol tables are read through their bulk columns and :meth:`SymbolTable.globals`."""
 
@@ -11,7 +11,7 @@ from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, SymbolTable
-from devbin.load.image import (
+from devbin.load.indexed import (
     R_NONE,
     R_RELATIVE64,
     RELOC_WIDTH,

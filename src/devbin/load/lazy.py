@@ -52,11 +52,11 @@ from devbin.binary.spans import SpanIndex, merge_ranges, subtract_ranges
 from devbin.errors import DeviceBinaryError
 from devbin.formats.devsec.elf import devbin_sections
 from devbin.formats.elf import constants as C
-from devbin.load.image import R_RELATIVE64, IndexedCodeObject, ObjDefinition, Piece
+from devbin.load.indexed import R_RELATIVE64, IndexedCodeObject, ObjDefinition, Piece
 from devbin.model import UNKNOWN_PROTOTYPE, CallGraph, Prototype
 from devbin.targets.nvidia.cubin import CONST_SECTION_RE
 
-__all__ = ["ObjectPlan", "Unit", "merge_ranges", "plan_object", "subtract_ranges"]
+__all__ = ["ObjectPlan", "MapUnit", "merge_ranges", "plan_object", "subtract_ranges"]
 
 #: AMDGPU static relocation types whose value is PC-relative to the literal after ``s_getpc``:
 #: the referenced address is ``S + A - bias``.
@@ -65,7 +65,7 @@ _NOT_DEVICE_DATA = {C.SHT_NOTE, C.SHT_DYNSYM, C.SHT_STRTAB, C.SHT_HASH, C.SHT_DY
 
 
 @dataclass(eq=False)
-class Unit:
+class MapUnit:
     """What is mapped together: ``ranges`` (object offset, size) and the relocations inside them."""
 
     key: str  # "function:f", "data:v", "slot:0x..", "section:.rodata"
@@ -85,10 +85,10 @@ class ObjectPlan:
     """One code object cut into units, with the edges between them (see the module docstring)."""
 
     source: str
-    functions: dict[str, Unit]
-    data: dict[str, Unit]
-    other: list[Unit]  # slots and sections
-    slots: dict[str, list[Unit]]  # symbol name -> slots holding it
+    functions: dict[str, MapUnit]
+    data: dict[str, MapUnit]
+    other: list[MapUnit]  # slots and sections
+    slots: dict[str, list[MapUnit]]  # symbol name -> slots holding it
     calls: dict[str, set[str]]  # function -> functions it calls (by name; may be defined elsewhere)
     refs: dict[str, set[str]]  # unit name -> variables / symbols / "section:" units it uses
     takes: dict[str, set[str]]  # variable -> functions whose address it holds
@@ -96,12 +96,12 @@ class ObjectPlan:
     taken_proto: dict[str, Prototype]  # address-taken function -> its prototype
     reaches: dict[str, tuple[str, ...]]  # kernel -> its closure (reaches:<kernel> metadata)
     precise_data: bool
-    sections: dict[str, Unit] = field(default_factory=dict)
+    sections: dict[str, MapUnit] = field(default_factory=dict)
     #: reads a function's edges into ``calls``/``refs`` on first use (``relocations``); None: all are there
     edges_of: Callable[[str], None] | None = field(default=None, repr=False)
     _read: set[str] = field(default_factory=set, repr=False)
 
-    def all_units(self) -> list[Unit]:
+    def all_units(self) -> list[MapUnit]:
         return [*self.functions.values(), *self.data.values(), *self.other]
 
     def _edges(self, name: str) -> None:
@@ -123,12 +123,12 @@ class ObjectPlan:
 class _Finder:
     """The unit (function or variable) whose range holds an object offset."""
 
-    def __init__(self, units: list[Unit]) -> None:
+    def __init__(self, units: list[MapUnit]) -> None:
         # ordered by (start, end) alone: two units of one range (aliases) are not comparable
         spans = sorted(((lo, lo + max(sz, 1), u) for u in units for lo, sz in u.ranges[:1]), key=lambda s: s[:2])
         self.index = SpanIndex(spans, look_back=8)
 
-    def at(self, offset: int) -> Unit | None:
+    def at(self, offset: int) -> MapUnit | None:
         hit = self.index.at(offset)
         return hit[2] if hit is not None else None
 
@@ -161,22 +161,22 @@ def _plan_amdgpu(idx: IndexedCodeObject) -> ObjectPlan:
         if d.is_function:
             u = plan.functions.get(d.name)
             if u is None:
-                u = plan.functions[d.name] = Unit(f"function:{d.name}", d.name, "function", [])
+                u = plan.functions[d.name] = MapUnit(f"function:{d.name}", d.name, "function", [])
                 kd = kds.get(d.name)
                 if kd is not None:
                     u.ranges.append((kd.offset, 64))  # the descriptor first: a kernel's "address" is its kd
             u.ranges.append((d.offset, d.size))
         elif d.size:
-            plan.data.setdefault(d.name, Unit(f"data:{d.name}", d.name, "data", [(d.offset, d.size)]))
+            plan.data.setdefault(d.name, MapUnit(f"data:{d.name}", d.name, "data", [(d.offset, d.size)]))
     for u in plan.functions.values():
         if len(u.ranges) == 2:  # kernel: code range first for the finder, descriptor second
             u.ranges.reverse()
     finder = _Finder([*plan.functions.values(), *plan.data.values()])
     for s in elf.sections:
         if s.is_alloc and not s.sh_flags & C.SHF_EXECINSTR and s.sh_type not in _NOT_DEVICE_DATA and s.sh_size:
-            plan.sections[s.name] = Unit(f"section:{s.name}", s.name, "section", [(s.sh_addr, s.sh_size)])
+            plan.sections[s.name] = MapUnit(f"section:{s.name}", s.name, "section", [(s.sh_addr, s.sh_size)])
     # data edges and slots: the dynamic relocations
-    slot_units: dict[int, Unit] = {}
+    slot_units: dict[int, MapUnit] = {}
     for i, r in enumerate(idx.relocations):
         holder = finder.at(r.offset)
         target: str | None = r.symbol
@@ -187,7 +187,7 @@ def _plan_amdgpu(idx: IndexedCodeObject) -> ObjectPlan:
         if holder is None:
             u = slot_units.get(r.offset)
             if u is None:
-                u = slot_units[r.offset] = Unit(f"slot:{r.offset:#x}", target or f"{r.offset:#x}", "slot",
+                u = slot_units[r.offset] = MapUnit(f"slot:{r.offset:#x}", target or f"{r.offset:#x}", "slot",
                                                 [(r.offset, r.width)])
                 plan.other.append(u)
                 plan.slots.setdefault(target or "", []).append(u)
@@ -319,10 +319,10 @@ def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
         m = CONST_SECTION_RE.match(label)
         if m is not None and m[2] is not None:  # .nv.constant<N>.<f>: function f's bank N
             banks.setdefault(m[2], []).append(label)
-    owner: dict[str, Unit] = {}  # section -> the function owning it
+    owner: dict[str, MapUnit] = {}  # section -> the function owning it
     for d in idx.definitions:
         if d.is_function and d.name not in plan.functions:
-            u = Unit(f"function:{d.name}", d.name, "function", [])
+            u = MapUnit(f"function:{d.name}", d.name, "function", [])
             for label in (f".text.{d.name}", *banks.get(d.name, ())):
                 p = pieces.get(label)
                 if p is not None and label not in owner:
@@ -333,13 +333,13 @@ def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
             plan.functions[d.name] = u
     for d in idx.definitions:
         if not d.is_function and d.size and d.section in pieces and d.section not in owner:
-            plan.data.setdefault(d.name, Unit(f"data:{d.name}", d.name, "data", [(d.offset, d.size)]))
+            plan.data.setdefault(d.name, MapUnit(f"data:{d.name}", d.name, "data", [(d.offset, d.size)]))
     for p in idx.pieces:
         if p.label not in owner and not p.executable:
-            plan.sections[p.label] = Unit(f"section:{p.label}", p.label, "section", [(p.offset, p.mem_size)])
+            plan.sections[p.label] = MapUnit(f"section:{p.label}", p.label, "section", [(p.offset, p.mem_size)])
     finder = _Finder(list(plan.data.values()))
 
-    def holder_of(section: str, place: int) -> Unit | None:
+    def holder_of(section: str, place: int) -> MapUnit | None:
         return owner.get(section) or finder.at(place) or plan.sections.get(section)
 
     for i, r in enumerate(idx.nv_relocations):  # recorded for the driver when their holder is mapped
@@ -358,7 +358,7 @@ def _plan_cubin(idx: IndexedCodeObject) -> ObjectPlan:
 
 
 def _cubin_edges(idx: IndexedCodeObject, plan: ObjectPlan, pieces: dict[str, Piece],
-                 holder_of: Callable[[str, int], Unit | None], finder: _Finder, owner: dict[str, Unit]) -> None:
+                 holder_of: Callable[[str, int], MapUnit | None], finder: _Finder, owner: dict[str, MapUnit]) -> None:
     """Edges from a cubin's relocations: what each function, variable or section uses."""
     elf = idx.elf
     rel = elf.header.e_type == C.ET_REL

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 
 from devbin.errors import FormatError
-from devbin.load.lazy import ObjectPlan, Unit, merge_ranges, subtract_ranges
+from devbin.load.lazy import MapUnit, ObjectPlan, merge_ranges, subtract_ranges
 from devbin.load.loaded import LoadedCodeObject
 from devbin.load.state import ExecutableState, WalkKey
 from devbin.load.symbols import LoadedSymbol
@@ -73,13 +73,13 @@ class LazyLoading(ExecutableState):
         hit = self._exports.get(name)
         return (hit, name) if hit is not None else None
 
-    def _reach(self, obj: LoadedCodeObject, unit: Unit | None) -> bool:
+    def _reach(self, obj: LoadedCodeObject, unit: MapUnit | None) -> bool:
         """Name ``obj``'s ``unit`` as needed (any unit of a ``whole`` code object: all of it); True if new."""
         if self._plan(obj).source == "whole":
             return obj.state != "mapped" and self._walk.reach((obj, None))
         return unit is not None and self._walk.reach((obj, unit))
 
-    def _key(self, obj: LoadedCodeObject, unit: Unit) -> WalkKey:
+    def _key(self, obj: LoadedCodeObject, unit: MapUnit) -> WalkKey:
         return (obj, None) if self._plan(obj).source == "whole" else (obj, unit)
 
     def _use(self, obj: LoadedCodeObject, what: str, name: str) -> None:
@@ -149,7 +149,7 @@ class LazyLoading(ExecutableState):
         elif unit.kind == "section":
             self._holds(obj, plan, f"section:{unit.name}")
 
-    def _closure(self, start: LoadedCodeObject, unit: Unit | None) -> None:
+    def _closure(self, start: LoadedCodeObject, unit: MapUnit | None) -> None:
         """Walk from ``start``'s ``unit`` to the fixpoint, then map and relocate what is new."""
         self._all_data = set()
         self._reach(start, unit)
@@ -158,14 +158,14 @@ class LazyLoading(ExecutableState):
         for obj in whole:
             self._materialize(obj)
         order = {id(o): i for i, o in enumerate(self._objects)}
-        by_obj: dict[int, list[Unit]] = {}
+        by_obj: dict[int, list[MapUnit]] = {}
         for owner, u in new:
             if u is not None:
                 by_obj.setdefault(id(owner), []).append(u)
         for oid in sorted(by_obj, key=lambda k: order[k]):
             self._map_units(self._objects[order[oid]], by_obj[oid])
 
-    def _map_units(self, obj: LoadedCodeObject, units: list[Unit]) -> None:
+    def _map_units(self, obj: LoadedCodeObject, units: list[MapUnit]) -> None:
         """Map the ranges of ``units`` not mapped yet (coalesced within each piece), then apply their
         relocations."""
         base = obj.address(0)

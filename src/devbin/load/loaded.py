@@ -11,7 +11,7 @@ from typing import Any
 from devbin.errors import UsageError
 from devbin.formats.elf import constants as C
 from devbin.load.amdgpu_relocs import AppliedReloc
-from devbin.load.image import IndexedCodeObject, ObjDefinition
+from devbin.load.indexed import IndexedCodeObject, ObjDefinition
 from devbin.load.indexing import index_code_object
 from devbin.load.symbols import LoadedSymbol, SymbolKind
 from devbin.model import Function

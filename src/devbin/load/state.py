@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from devbin.errors import UsageError
 from devbin.load.amdgpu_relocs import AppliedReloc, apply_relocations, plan_relocations
-from devbin.load.lazy import ObjectPlan, Unit, plan_object
+from devbin.load.lazy import MapUnit, ObjectPlan, plan_object
 from devbin.load.loaded import LoadedCodeObject, ResolvedNvReloc
 from devbin.load.simulated import SimulatedDevice
 from devbin.load.symbols import LoadedSymbol
@@ -25,7 +25,7 @@ from devbin.packaging.selection import Device, parse_device
 __all__ = ["ExecutableState", "WalkKey"]
 
 #: A node of the lazy closure walk: a unit of a code object, or (None) the whole code object.
-WalkKey = tuple[LoadedCodeObject, Unit | None]
+WalkKey = tuple[LoadedCodeObject, MapUnit | None]
 
 
 class ExecutableState:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devbin.errors import UsageError
+from devbin.model.indirect import potential_callees
 from devbin.model.prototype import Prototype
 from devbin.model.reach import Closure
 
@@ -84,13 +85,19 @@ class CallGraph:
             seen.setdefault(p, None)
         return tuple(seen)
 
+    def potential_callees(self, site: Prototype) -> tuple[str, ...]:
+        """The address-taken functions an indirect call site of prototype ``site`` may reach, by
+        name (the one rule: :func:`devbin.model.indirect.potential_callees`)."""
+        return tuple(potential_callees(site, self.address_taken))
+
     def callees(self, name: str, *, indirect: bool = True) -> tuple[str, ...]:
-        """Functions ``name`` may call: direct callees, plus (if ``indirect``) every
-        address-taken function whose prototype matches one of its indirect call sites."""
+        """Functions ``name`` may call: direct callees, plus (if ``indirect``) the potential
+        callees of each of its indirect call sites (:meth:`potential_callees`)."""
         out = {callee for caller, callee in self.direct if caller == name}
         if indirect:
-            protos = [p for caller, p in self.indirect_sites if caller == name]
-            out.update(fn for fn, p in self.address_taken if any(p.matches(q) for q in protos))
+            for caller, p in self.indirect_sites:
+                if caller == name:
+                    out.update(self.potential_callees(p))
         return tuple(sorted(out))
 
     def callers(self, name: str) -> tuple[str, ...]:
@@ -99,8 +106,8 @@ class CallGraph:
 
     def reachable(self, roots: Iterable[str], *, indirect: bool = True) -> frozenset[str]:
         """Every function reachable from ``roots`` (the roots included): what dead-code
-        elimination must keep; an indirect site reaches the address-taken functions of a
-        matching prototype (:meth:`Prototype.matches`, as :meth:`callees`).  The walk is
+        elimination must keep; an indirect site reaches its potential callees (the one rule,
+        :meth:`potential_callees`, applied by the walk).  The walk is
         :class:`devbin.model.reach.Closure`."""
         calls: dict[str, list[str]] = {}
         for caller, callee in self.direct:

@@ -31,6 +31,7 @@ __all__ = [
     "decode_param_layout",
     "encode_param_layout",
     "enum_name",
+    "type_text",
 ]
 
 _U64 = 1 << 64
@@ -108,12 +109,33 @@ class ParamType:
     def sort_key(self) -> tuple[int, int, int]:
         return (int(self.kind), self.size, self.align)
 
+    def __str__(self) -> str:
+        return type_text(self.kind, self.size)
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": enum_name(self.kind, TypeKind), "kind_raw": int(self.kind), "size": self.size,
                 "align": self.align}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ParamType:
+        """The inverse of :meth:`to_dict` (the raw kind is read, the name ignored)."""
+        return cls(d["kind_raw"], d["size"], d["align"])
+
 
 VOID = ParamType(TypeKind.VOID, 0, 1)
+
+
+def type_text(kind: TypeKind | int, size: int) -> str:
+    """The text of an ABI type: ``int32``, ``float64``, ``b32`` (untyped bits), ``b8[12]`` (an aggregate
+    of 12 bytes), else the kind's name (``pointer``, ``void``, ``vector``; ``unknown`` for a raw kind)."""
+    name = enum_name(kind, TypeKind)
+    if kind in (TypeKind.INT, TypeKind.FLOAT):
+        return f"{name}{size * 8}"
+    if kind == TypeKind.BITS:
+        return f"b{size * 8}"
+    if kind == TypeKind.AGGREGATE:
+        return f"b8[{size}]"
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +167,11 @@ class Prototype:
         """
         return self == other or self.is_unknown or other.is_unknown
 
+    def __str__(self) -> str:
+        """``int32(int32, pointer) [default]``: return type, parameter types (:func:`type_text`) and
+        calling convention; a prototype the producer did not record is ``void() [unknown]``."""
+        return f"{self.ret}({', '.join(str(p) for p in self.params)}) [{enum_name(self.callconv, CallConv)}]"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "callconv": enum_name(self.callconv, CallConv),
@@ -152,6 +179,12 @@ class Prototype:
             "ret": self.ret.to_dict(),
             "params": [p.to_dict() for p in self.params],
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Prototype:
+        """The inverse of :meth:`to_dict` (raw values are read, names ignored)."""
+        return cls(ParamType.from_dict(d["ret"]), tuple(ParamType.from_dict(p) for p in d["params"]),
+                   d["callconv_raw"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ dead-code elimination (:mod:`devbin.link.dce`), the lazy loader's closures
   indirect call sites (:meth:`Closure.site`) and the functions whose address it holds
   (:meth:`Closure.taken`);
 * the **address-taken rule**: an address-taken function is reached only when some reached
-  indirect call site's prototype matches one of its own (:meth:`Prototype.matches`: equal, or
-  either unknown), the rule nvlink applies; a caller wanting every address-taken function
+  indirect call site may call it (the one rule, :func:`devbin.model.indirect.may_call`: a
+  prototype it is taken with matches the site's), the rule nvlink applies; a caller wanting every address-taken function
   (``--keep-address-taken``) makes them roots instead;
 * the **order**: ``preorder=False`` marks a node when it is first named (its reason is the
   first edge naming it); ``preorder=True`` marks it when it is taken off the stack, so
@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
+from devbin.model.indirect import may_call
 from devbin.model.prototype import Prototype
 
 __all__ = ["Closure", "reachable", "reachable_preorder"]
@@ -97,7 +98,7 @@ class Closure(Generic[K]):
     def matching(self, proto: Prototype) -> K | None:
         """The node holding the first reached site whose prototype matches ``proto`` (None: none does)."""
         for p in self._site_list:
-            if p.matches(proto):
+            if may_call(p, (proto,)):
                 return self.sites[p]
         return None
 
@@ -123,7 +124,7 @@ class Closure(Generic[K]):
                 if key in self.why:
                     del self._pending[key]
                     continue
-                hit = next((self.sites[p] for p in self._site_list[checked:] if any(p.matches(q) for q in protos)),
+                hit = next((self.sites[p] for p in self._site_list[checked:] if may_call(p, protos)),
                            None)
                 if hit is None:
                     self._pending[key] = (protos, len(self._site_list))

@@ -1,6 +1,8 @@
 """Multi-target packages: ``devbin pack`` and its pieces (facts, PTX policy, option checks)."""
 
-from devbin.packaging.build import (
+from devbin.packaging.consistency import Finding, check_consistency
+from devbin.packaging.facts import describe, loose_image
+from devbin.packaging.packing import (
                                     FORMATS,
                                     STANDARD_KEYS,
                                     PackedImage,
@@ -10,8 +12,6 @@ from devbin.packaging.build import (
                                     pack,
                                     parse_image_spec,
 )
-from devbin.packaging.consistency import Finding, check_consistency
-from devbin.packaging.facts import describe, loose_image
 from devbin.packaging.ptx import PTX_POLICIES, choose_ptx, parse_ptx_policy
 
 __all__ = ["FORMATS", "PTX_POLICIES", "STANDARD_KEYS", "Finding", "PackInput", "PackResult", "PackedImage", "check",

@@ -132,8 +132,7 @@ from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
-from devbin.images.address import Address, Entry, Member
-from devbin.images.address import Section as SectionStep
+from devbin.images.address import Address, Entry, Member, SectionStep
 from devbin.images.frame import Frame
 from devbin.images.record import CUBIN, Image
 from devbin.images.scan import Scanner, scan_bytes

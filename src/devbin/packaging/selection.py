@@ -46,7 +46,7 @@ from typing import Any
 
 from devbin.errors import UsageError, short
 from devbin.formats import bundle as _bundle
-from devbin.images.address import Address, Section
+from devbin.images.address import Address, SectionStep
 from devbin.images.record import PTX, BareElf, Image
 from devbin.images.scan import scan, scan_bytes
 from devbin.targets.archnames import canonical_arch, suggestions
@@ -307,7 +307,7 @@ def module_of(image: Image) -> str:
         section = address.section
         prefix = _bundle.constants.SECTION_PREFIX
         if image.container == "bundle" and section.startswith(prefix):
-            return f"{address.file}{Section(prefix)}*"
+            return f"{address.file}{SectionStep(prefix)}*"
         return str(address)
     parent = str(Address(address.path, address.steps[:-1]))
     if image.container == "offload":

@@ -99,8 +99,8 @@ def _annotate_and_check(elf: ElfFile, model: CodeObject, folder: Path, stem: str
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.analysis.callgraph import format_text
-    from devbin.analysis.callgraph import to_dict as graph_dict
+    from devbin.analysis.callgraph_view import format_text
+    from devbin.analysis.callgraph_view import to_dict as graph_dict
     from devbin.cli.common import dump
     from devbin.cli.render import render_elf
     from devbin.formats.devsec.elf import devbin_sections, read_code_object

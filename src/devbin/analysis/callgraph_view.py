@@ -1,14 +1,16 @@
 """The call graph of a code object as nodes and "potentially calls" edges.
 
-An indirect call site with prototype P potentially calls every
-address-taken function whose prototype equals P: the rule nvlink uses
-(``nvlink --dump-callgraph``) and the one a device linker needs for
-dead-code elimination.  Edges are listed direct calls first, in the order
-the call graph gives them, then the indirect candidates.
+An indirect call site potentially calls every address-taken function of a
+matching prototype (the one rule, :meth:`devbin.model.CallGraph.potential_callees`):
+the rule nvlink uses (``nvlink --dump-callgraph``) and the one a device linker
+needs for dead-code elimination.  Edges are listed direct calls first, in the
+order the call graph gives them, then each indirect site's candidates in reverse
+name order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ from devbin.model.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
-class Node:
+class CallGraphNode:
     number: int
     name: str
     kind: str  # "kernel", "device", "indirect_target", "external"
@@ -32,29 +34,33 @@ _KINDS = {int(FunctionKind.KERNEL): "kernel", int(FunctionKind.DEVICE): "device"
           int(FunctionKind.INDIRECT_TARGET): "indirect_target"}
 
 
-def nodes(obj: CodeObject) -> list[Node]:
+def arch_of(obj: CodeObject) -> str:
+    """The architecture a graph is titled with: the target ID, ``unknown`` without a target."""
+    return obj.target.target_id if obj.target else "unknown"
+
+
+def nodes(obj: CodeObject) -> list[CallGraphNode]:
     """One node per function (in the code object's order), then one per external callee."""
     cg = obj.callgraph
-    taken = [(name, proto) for name, proto in cg.address_taken]
-    taken_names = {n for n, _ in taken}
+    taken_names = {n for n, _ in cg.address_taken}
     calls: dict[str, list[str]] = {}
     for caller, callee in cg.direct:
         calls.setdefault(caller, []).append(callee)
     for caller, proto in cg.indirect_sites:
-        calls.setdefault(caller, []).extend(n for n, p in reversed(taken) if p.matches(proto))
-    out: list[Node] = []
+        calls.setdefault(caller, []).extend(reversed(cg.potential_callees(proto)))
+    out: list[CallGraphNode] = []
     known = set()
     for f in obj.functions:
         kind = _KINDS.get(int(f.kind), f"kind {int(f.kind)}")
         res = f.resources
-        out.append(Node(len(out) + 1, f.name, kind, res.registers, f.name in taken_names,
+        out.append(CallGraphNode(len(out) + 1, f.name, kind, res.registers, f.name in taken_names,
                         tuple(calls.get(f.name, ())), res))
         known.add(f.name)
     externals = [e for e in cg.external if e not in known]
     for caller_calls in calls.values():
         externals += [c for c in caller_calls if c not in known and c not in externals]
     for name in externals:
-        out.append(Node(len(out) + 1, name, "external", None, name in taken_names, ()))
+        out.append(CallGraphNode(len(out) + 1, name, "external", None, name in taken_names, ()))
     return out
 
 
@@ -93,11 +99,12 @@ def dot_id(name: str) -> str:
     return '"' + visible(name).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def format_dot(obj: CodeObject, arch: str) -> str:
-    """Graphviz: kernels as boxes, address-taken functions dashed, externals grey, indirect edges dotted."""
+def _dot_graph(obj: CodeObject, indent: str, prefix: str) -> list[str]:
+    """The node and edge lines of one code object's graph: kernels as boxes, address-taken functions
+    dashed, externals grey, indirect edges dotted; each node ID is ``prefix`` + the function's name."""
     ns = nodes(obj)
     direct = set(obj.callgraph.direct)
-    lines = [f"digraph {dot_id('callgraph ' + arch)} {{", "  node [fontname=monospace];"]
+    lines = []
     for n in ns:
         attrs = [f"label={dot_id(n.name + (f' [{n.registers}]' if n.registers is not None else ''))}"]
         if n.kind == "kernel":
@@ -106,10 +113,28 @@ def format_dot(obj: CodeObject, arch: str) -> str:
             attrs.append("style=dashed")
         if n.kind == "external":
             attrs.append("color=grey")
-        lines.append(f"  {dot_id(n.name)} [{', '.join(attrs)}];")
+        lines.append(f"{indent}{dot_id(prefix + n.name)} [{', '.join(attrs)}];")
     for n in ns:
         for c in dict.fromkeys(n.calls):
             style = "" if (n.name, c) in direct else " [style=dotted]"
-            lines.append(f"  {dot_id(n.name)} -> {dot_id(c)}{style};")
+            lines.append(f"{indent}{dot_id(prefix + n.name)} -> {dot_id(prefix + c)}{style};")
+    return lines
+
+
+def format_dot(obj: CodeObject, arch: str) -> str:
+    """Graphviz: one digraph named ``callgraph ARCH`` (the node and edge styles of :func:`_dot_graph`)."""
+    lines = [f"digraph {dot_id('callgraph ' + arch)} {{", "  node [fontname=monospace];",
+             *_dot_graph(obj, "  ", ""), "}"]
+    return "\n".join(lines) + "\n"
+
+
+def format_dot_clusters(graphs: Sequence[tuple[str, CodeObject]]) -> str:
+    """One Graphviz digraph holding one ``subgraph cluster_N`` per (label, code object), labelled
+    ``LABEL (ARCH)``; nodes and edges as :func:`format_dot` writes them, each node ID prefixed with
+    ``N:`` so that functions of the same name in two images stay apart."""
+    lines = ['digraph "callgraph" {', "  node [fontname=monospace];"]
+    for i, (label, obj) in enumerate(graphs):
+        lines += [f"  subgraph cluster_{i} {{", f"    label={dot_id(f'{label} ({arch_of(obj)})')};",
+                  *_dot_graph(obj, "    ", f"{i}:"), "  }"]
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -1,4 +1,10 @@
-"""Top-level entry points: ``parse`` bytes, ``open_file`` a path (memory-mapped)."""
+"""The ELF-level entry points: ``parse_elf`` bytes, ``open_elf`` a path (memory-mapped).
+
+They read one ELF file (also inside a devbin wrapped single image); ``devbin.open``
+(:mod:`devbin.entry.source`) reads every other container.  ``devbin.parse`` and
+``devbin.open_file``, their names in devbin 0.1, work for one more release and warn
+(``DeprecationWarning``).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from devbin.formats.elf.reader import Diag, ElfFile
 from devbin.formats.wrapped import parse_wrapped
 
 
-def parse(data: Buffer, *, where: str = "", diag: Diag | None = None) -> ElfFile:
+def parse_elf(data: Buffer, *, where: str = "", diag: Diag | None = None) -> ElfFile:
     """Parse a device binary held in memory.
 
     Reads ELF (cubins, AMDGPU code objects, any ELF), also inside a devbin
@@ -45,17 +51,17 @@ def wrapped_metadata(data: Buffer) -> tuple[tuple[str, str], ...] | None:
 
 
 @contextmanager
-def open_file(path: str | os.PathLike[str], *, diag: Diag | None = None) -> Iterator[ElfFile]:
+def open_elf(path: str | os.PathLike[str], *, diag: Diag | None = None) -> Iterator[ElfFile]:
     """Open and parse ``path``; the file is memory-mapped for the duration of the ``with`` block."""
     where = os.fspath(path)
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            yield parse(b"", where=where, diag=diag)
+            yield parse_elf(b"", where=where, diag=diag)
             return
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
-            yield parse(mm, where=where, diag=diag)
+            yield parse_elf(mm, where=where, diag=diag)
         finally:
             # Views into the map may still be alive (the caller kept section data); then the
             # map is released when they are garbage-collected.
