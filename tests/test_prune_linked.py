@@ -647,3 +647,32 @@ def test_wrapped_fatbins_in_rodata_pack(data_libs: Path, tmp_path: Path) -> None
     assert ro is not None and ro0 is not None and ro.sh_size < ro0.sh_size
     assert r.file_bytes_saved >= 0.8 * r.container_bytes_freed
     assert _readelf_messages(tmp_path / "p.so") == ("", "")
+
+
+def test_page_remover_many_ranges(tmp_path: Path) -> None:
+    """Many ranges in one section: past ``max_segments`` only the largest are cut (a note says what stays); a
+    program-header table larger than any range goes to the end of a library without PT_PHDR, and it loads."""
+    gcc = require_tool("gcc")
+    (tmp_path / "big.c").write_text(BIG_C.replace("65536", str(4 << 20)))
+    _run(gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so", cwd=tmp_path)
+    elf = ElfFile((tmp_path / "libbig.so").read_bytes())
+    sec = elf.section("bigsec")
+    assert sec is not None and not any(s.p_type == EC.PT_PHDR for s in elf.segments)
+    # ranges of 2 whole pages, each after a page that stays (341 ranges); the 101st takes that page of the next
+    free = [(sec.sh_offset + k, sec.sh_offset + k + 2 * PAGE) for k in range(PAGE, sec.sh_size - 2 * PAGE, 3 * PAGE)]
+    free[100] = (free[100][0], free[100][1] + PAGE)
+    cut = remove_pages(elf, free, max_segments=20_000)
+    assert len(cut.removed) == len(free) and cut.bytes_removed == (2 * len(free) + 1) * PAGE
+    new = ElfFile(cut.data)
+    assert new.header.e_phoff > new.header.e_shoff and new.header.e_phnum == len(elf.segments) + len(free)
+    assert any("moved to the end of the file" in n for n in cut.notes)
+    (tmp_path / "all.so").write_bytes(cut.data)
+    assert _readelf_messages(tmp_path / "all.so") == ("", "")
+    assert ctypes.CDLL(str(tmp_path / "all.so")).seven() == 7
+    capped = remove_pages(elf, free, max_segments=len(elf.segments) + 11)
+    assert len(capped.removed) == 10 and (free[100][0] + PAGE - 1) // PAGE * PAGE in dict(capped.removed)
+    assert ElfFile(capped.data).header.e_phnum <= len(elf.segments) + 11
+    assert any(f"{len(free) - 10} of the {len(free)} ranges" in n for n in capped.notes)
+    (tmp_path / "capped.so").write_bytes(capped.data)
+    assert _readelf_messages(tmp_path / "capped.so") == ("", "")
+    assert ctypes.CDLL(str(tmp_path / "capped.so")).seven() == 7
