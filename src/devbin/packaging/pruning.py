@@ -787,13 +787,14 @@ def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Pi
     lo, hi = span
     whole = span == (0, sec.file_size)
     limit = None if whole else span
+    base = 0 if whole else sec.sh_addr  # a section's containers align to its start; a run's, to addresses
     reason, reached = retarget(elf, buf, sec, {off: off for off, _, _ in pieces}, write=False, span=limit)
     moves: dict[int, int] = {}
     out = bytearray()
     free: list[tuple[int, int]] = []
     for off, _size, new in pieces:
         pos = lo + len(out)
-        at = align_up(sec.sh_addr + pos, align) - sec.sh_addr if off in reached else off
+        at = align_up(base + pos, align) - base if off in reached else off
         if off not in reached and off > pos:
             free.append((sec.sh_offset + pos, sec.sh_offset + off))
         out += bytes(at - pos)
