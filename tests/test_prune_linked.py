@@ -31,10 +31,11 @@ from devbin.errors import OutputError, UsageError
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.pages import remove_pages
 from devbin.formats.elf.reader import ElfFile
-from devbin.images import scan_bytes
+from devbin.images import Image, scan_bytes
 from devbin.packaging.prune_packages import BACKUP_SUFFIX, prune_tree, prune_wheel, record_hash
 from devbin.packaging.pruning import prune, prune_file
 
+from tests.runners import cli_err
 from tests.wheelbuild import build_wheel
 
 ARCHS = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
@@ -496,3 +497,182 @@ def test_containers_that_cannot_move_are_compacted_in_place(built: Path, tmp_pat
     assert [s.name for s in elf.sections].count(".nv_fatbin") == 1
     assert _listing(tmp_path / "p.so") == [x for x in _listing(src) if x.endswith("sm_90")]
     assert any("zero-filled, not cut out" in n for n in r.notes)
+
+
+# --------------------------------------------------------------------------- fatbins in data sections
+
+
+# Two fatbins in each of .rodata, .data and .ldata of a library that loads them itself (as cuFFT does): its
+# code takes their addresses PC-relatively (no relocation), a table holds them (relative relocations at
+# their starts), and a word of other data lies after each.  POINT_INSIDE adds a pointer into a dropped image.
+DATA_C = r"""
+#include "blobs.h"
+#define BLOB(sec, name, c) __attribute__((section(sec), aligned(8), used, visibility("hidden"))) c unsigned char \
+  name[] = {FATBIN}; __attribute__((section(sec), used)) c unsigned long long name##_after = 0x1122334455667788ULL;
+BLOB(".rodata", ro0, const) BLOB(".rodata", ro1, const)
+BLOB(".data", rw0, ) BLOB(".data", rw1, )
+BLOB(".ldata", lg0, ) BLOB(".ldata", lg1, )
+const void *blob(int i) {
+  switch (i) { case 0: return ro0; case 1: return ro1; case 2: return rw0; case 3: return rw1;
+               case 4: return lg0; default: return lg1; }
+}
+unsigned long long after(int i) {
+  switch (i) { case 0: return ro0_after; case 1: return ro1_after; case 2: return rw0_after;
+               case 3: return rw1_after; case 4: return lg0_after; default: return lg1_after; }
+}
+const void *const table[] = {ro0, ro1, rw0, rw1, lg0, lg1};
+#ifdef POINT_INSIDE
+const void *const inside = lg1 + 40000;
+#endif
+"""
+# Two fatbins back to back in .rodata that only .nvFatBinSegment wrappers point at, as nvcc's registration
+# reaches its fatbins: they pack as in .nv_fatbin, the second wrapper moved with its container.
+WRAPPED_C = r"""
+#include "blobs.h"
+__attribute__((section(".rodata"), aligned(8), used, visibility("hidden"))) const unsigned char wa[] = {FATBIN};
+__attribute__((section(".rodata"), aligned(8), used, visibility("hidden"))) const unsigned char wb[] = {FATBIN};
+struct W { int magic; int version; const void *data; void *unused; };
+__attribute__((section(".nvFatBinSegment"), aligned(8), used)) struct W wrappers[2] = {
+  {0x466243b1, 1, wa, 0}, {0x466243b1, 1, wb, 0}};
+const void *wrapped(int i) { return wrappers[i].data; }
+"""
+
+
+@pytest.fixture(scope="module")
+def data_libs(built: Path) -> Path:
+    """libdata.so, libdata_inside.so (POINT_INSIDE) and libwrapped.so, from the fatbin of lib.cu (sm_75, sm_80,
+    sm_90 + compute_90: 60 KB an architecture, so every dropped range spans whole pages)."""
+    gcc = require_tool("gcc")
+    out = built / "data"
+    out.mkdir()
+    _run(require_tool("nvcc"), *ARCHS, "-fatbin", "lib.cu", "-o", out / "lib.fatbin", cwd=built)
+    fatbin = (out / "lib.fatbin").read_bytes()
+    assert len(fatbin) % 8 == 0
+    (out / "blobs.h").write_text("#define FATBIN " + ",".join(str(b) for b in fatbin) + "\n")
+    (out / "data.c").write_text(DATA_C)
+    (out / "wrapped.c").write_text(WRAPPED_C)
+    for name, extra in (("libdata.so", ()), ("libdata_inside.so", ("-DPOINT_INSIDE",))):
+        _run(gcc, "-shared", "-fPIC", "-O1", "-fno-toplevel-reorder", *extra, "data.c", "-o", name, cwd=out)
+    _run(gcc, "-shared", "-fPIC", "-O1", "-fno-toplevel-reorder", "wrapped.c", "-o", "libwrapped.so", cwd=out)
+    return out
+
+
+def _memory_fatbins(lib: ctypes.CDLL, getter: str, n: int) -> list[bytes]:
+    """The fatbins a loaded library's function ``getter(i)`` points at, as the process sees them."""
+    fn = getattr(lib, getter)
+    fn.restype = ctypes.c_void_p
+    out = []
+    for i in range(n):
+        at = fn(i)
+        head = ctypes.string_at(at, 16)
+        out.append(ctypes.string_at(at, 16 + int.from_bytes(head[8:16], "little")))
+    return out
+
+
+def _cuobjdump_lists(blob: bytes, work: Path) -> list[str]:
+    """cuobjdump -lelf -lptx of a fatbin: the arch of each line."""
+    work.write_bytes(blob)
+    text = _run(require_tool("cuobjdump"), "-lelf", "-lptx", work).stdout
+    return [f"{ln.split()[0]} {ln.rsplit('.', 2)[-2]}" for ln in text.splitlines() if ln.strip()]
+
+
+def test_data_section_fatbins_are_cut_out(data_libs: Path, tmp_path: Path) -> None:
+    """Every freed range of every data section goes (two per section, each fatbin staying at its address):
+    the sections split in pieces of their names, the library loads, every fatbin the process sees holds
+    only the kept images (cuobjdump), the data around them is intact, and the file can be pruned again."""
+    src = data_libs / "libdata.so"
+    original = src.read_bytes()
+    old = ElfFile(original)
+    r = prune_file(src, tmp_path / "p.so", keep="sm_90")
+    data = (tmp_path / "p.so").read_bytes()
+    new = ElfFile(data)
+    # the freed bytes of each fatbin are its dropped images: at least 80% of them leave the file
+    dropped = sum(n for _, kept, n in r.rows() if not kept)
+    assert r.container_bytes_freed == dropped and r.file_bytes_saved >= 0.8 * dropped
+    assert r.file_bytes_saved == len(original) - len(data)
+    for name in (".rodata", ".data", ".ldata"):
+        pieces = [s for s in new.sections if s.name == name]
+        assert len(pieces) == 3, name  # two ranges cut: three pieces, each at its old address
+        before = old.section(name)
+        assert before is not None and pieces[0].sh_addr == before.sh_addr
+    assert any("freed in" in n and ".ldata" in n for n in r.notes)
+    assert _readelf_messages(tmp_path / "p.so") == ("", "")
+    lib, lib0 = ctypes.CDLL(str(tmp_path / "p.so")), ctypes.CDLL(str(src))
+    lib.after.restype = lib0.after.restype = ctypes.c_ulonglong
+    assert [lib.after(i) for i in range(6)] == [lib0.after(i) for i in range(6)] == [0x1122334455667788] * 6
+    kept = [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(original, "x", all=True)
+            if i.arch in ("sm_90", "compute_90")]
+    for k, blob in enumerate(_memory_fatbins(lib, "blob", 6)):
+        assert _cuobjdump_lists(blob, tmp_path / f"{k}.fatbin") == ["ELF sm_90", "PTX sm_90"]
+        assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(blob, "b")] == kept[k * 2:k * 2 + 2]
+    # the pieces number their fatbins on: the addresses are the original's, and a second prune works
+    def containers(images: list[Image]) -> list[str]:
+        return [str(i.address).rsplit(".", 1)[0] for i in images]  # x@.ldata#1 (the entry numbers change)
+
+    assert containers(scan_bytes(data, "x", all=True)) == containers(
+        [i for i in scan_bytes(original, "x", all=True) if i.arch in ("sm_90", "compute_90")])
+    again = prune(data, keep="compute_90")
+    assert [i.arch for i in scan_bytes(again.data, "x", all=True)] == ["compute_90"] * 6
+    assert again.file_bytes_saved > 0
+
+
+def test_a_pointer_into_a_dropped_image_is_refused(data_libs: Path, tmp_path: Path) -> None:
+    """A relative relocation whose target is a dropped byte of a fatbin in .ldata: the prune is refused, one
+    line naming what reads the byte, nothing written."""
+    src = data_libs / "libdata_inside.so"
+    with pytest.raises(UsageError, match=r"the target of a relative relocation in \.rela\.dyn .* reads bytes that "
+                                         "would be removed; the file is left as is"):
+        prune(src.read_bytes(), keep="sm_90")
+    code, _, err = cli_err("prune", src, "--keep", "sm_90", "-o", tmp_path / "p.so")
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "reads bytes that would be removed" in err
+    assert not (tmp_path / "p.so").exists()
+
+
+def test_wrapped_fatbins_in_rodata_pack(data_libs: Path, tmp_path: Path) -> None:
+    """Two fatbins back to back in .rodata that wrappers point at: the second moves down behind the first's kept
+    images, its wrapper (and relocation) with it, and the pages after both are cut."""
+    src = data_libs / "libwrapped.so"
+    r = prune_file(src, tmp_path / "p.so", keep="sm_90")
+    old, new = ElfFile(src.read_bytes()), ElfFile((tmp_path / "p.so").read_bytes())
+    lib, lib0 = ctypes.CDLL(str(tmp_path / "p.so")), ctypes.CDLL(str(src))
+    before, after = _memory_fatbins(lib0, "wrapped", 2), _memory_fatbins(lib, "wrapped", 2)
+    lib.wrapped.restype = lib0.wrapped.restype = ctypes.c_void_p
+    base, base0 = lib.wrapped(0), lib0.wrapped(0)
+    assert lib0.wrapped(1) - base0 == len(before[0])  # back to back before
+    assert lib.wrapped(1) - base == len(after[0])  # and after: the second moved down
+    for k, blob in enumerate(after):
+        assert _cuobjdump_lists(blob, tmp_path / f"{k}.fatbin") == ["ELF sm_90", "PTX sm_90"]
+    assert [s.name for s in new.sections].count(".rodata") == 1  # one range: the run's tail
+    ro, ro0 = new.section(".rodata"), old.section(".rodata")
+    assert ro is not None and ro0 is not None and ro.sh_size < ro0.sh_size
+    assert r.file_bytes_saved >= 0.8 * r.container_bytes_freed
+    assert _readelf_messages(tmp_path / "p.so") == ("", "")
+
+
+def test_page_remover_many_ranges(tmp_path: Path) -> None:
+    """Many ranges in one section: past ``max_segments`` only the largest are cut (a note says what stays); a
+    program-header table larger than any range goes to the end of a library without PT_PHDR, and it loads."""
+    gcc = require_tool("gcc")
+    (tmp_path / "big.c").write_text(BIG_C.replace("65536", str(4 << 20)))
+    _run(gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so", cwd=tmp_path)
+    elf = ElfFile((tmp_path / "libbig.so").read_bytes())
+    sec = elf.section("bigsec")
+    assert sec is not None and not any(s.p_type == EC.PT_PHDR for s in elf.segments)
+    # ranges of 2 whole pages, each after a page that stays (341 ranges); the 101st takes that page of the next
+    free = [(sec.sh_offset + k, sec.sh_offset + k + 2 * PAGE) for k in range(PAGE, sec.sh_size - 2 * PAGE, 3 * PAGE)]
+    free[100] = (free[100][0], free[100][1] + PAGE)
+    cut = remove_pages(elf, free, max_segments=20_000)
+    assert len(cut.removed) == len(free) and cut.bytes_removed == (2 * len(free) + 1) * PAGE
+    new = ElfFile(cut.data)
+    assert new.header.e_phoff > new.header.e_shoff and new.header.e_phnum == len(elf.segments) + len(free)
+    assert any("moved to the end of the file" in n for n in cut.notes)
+    (tmp_path / "all.so").write_bytes(cut.data)
+    assert _readelf_messages(tmp_path / "all.so") == ("", "")
+    assert ctypes.CDLL(str(tmp_path / "all.so")).seven() == 7
+    capped = remove_pages(elf, free, max_segments=len(elf.segments) + 11)
+    assert len(capped.removed) == 10 and (free[100][0] + PAGE - 1) // PAGE * PAGE in dict(capped.removed)
+    assert ElfFile(capped.data).header.e_phnum <= len(elf.segments) + 11
+    assert any(f"{len(free) - 10} of the {len(free)} ranges" in n for n in capped.notes)
+    (tmp_path / "capped.so").write_bytes(capped.data)
+    assert _readelf_messages(tmp_path / "capped.so") == ("", "")
+    assert ctypes.CDLL(str(tmp_path / "capped.so")).seven() == 7

@@ -39,6 +39,8 @@ from devbin.size.account import demangle
 from devbin.size.budget import parse_rule
 from devbin.size.report import report_dict
 
+from tests.wheelbuild import build_wheel
+
 SOURCES = Path(__file__).parent / "sources"
 GENCODE = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
 
@@ -323,6 +325,53 @@ def test_keep_in_a_wheel_prunes_each_member(dup: Path, tmp_path: Path) -> None:
         assert f["savings"] == {"bytes": pruned["file_bytes_saved"], "freed": pruned["container_bytes_freed"],
                                 "by_arch": pruned["saved_by_arch"], "wheel_bytes": pruned["file_bytes_saved"]}
     assert doc["savings"]["freed"] == sum(f["savings"]["freed"] for f in doc["files"]) > 0
+
+
+def _installed(path: Path) -> int:
+    """A wheel's members' uncompressed sizes summed, or a folder's files' sizes (backups left out)."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.name.endswith("-backup"))
+    with zipfile.ZipFile(path) as z:
+        return sum(i.file_size for i in z.infolist())
+
+
+def test_keep_predicts_each_file_the_wheel_and_the_installed_size(dup: Path, tmp_path: Path) -> None:
+    """size --keep gives, for each file, the wheel (compressed) and the installed size, the before and after that
+    prune then reports and writes, to the byte; prune of the installed folder reports its installed size too."""
+    whl = build_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {
+        "pkg/lib/libdup.so": (dup / "libdup.so").read_bytes(), "pkg/a.o": (dup / "a.o").read_bytes(),
+        "pkg/__init__.py": b"print('pkg')\n" * 100})
+    doc = _json("size", str(whl), "--keep", "sm_80")
+    (pkg,) = doc["savings"]["packages"]
+    out = tmp_path / "out" / whl.name
+    out.parent.mkdir()
+    pruned = _json("prune", str(whl), "--keep", "sm_80", "-o", str(out), schema="prune")
+    assert pkg == {"path": str(whl), "kind": "wheel", "size_before": whl.stat().st_size,
+                   "size_after": out.stat().st_size, "installed_before": _installed(whl),
+                   "installed_after": _installed(out)}
+    assert pkg["size_after"] < pkg["size_before"] and pkg["installed_after"] < pkg["installed_before"]
+    p = pruned["package"]
+    assert (p["package_size_before"], p["package_size_after"], p["installed_size_before"],
+            p["installed_size_after"]) == (pkg["size_before"], pkg["size_after"], pkg["installed_before"],
+                                           pkg["installed_after"])
+    with zipfile.ZipFile(out) as z:
+        after = {f"{whl}!{i.filename}": i.file_size for i in z.infolist()}
+    for f in doc["files"]:  # each file: before -> after, as prune writes it
+        assert f["file_bytes"] - f["savings"]["bytes"] == after[f["path"]] < f["file_bytes"]
+    text = _run("size", str(whl), "--keep", "sm_80")[1]
+    assert (f"wheel {whl}: {pkg['size_before']:,} -> {pkg['size_after']:,} bytes compressed, installed "
+            f"{pkg['installed_before']:,} -> {pkg['installed_after']:,}") in text
+    assert re.search(rf"!pkg/a\.o +{doc['files'][1]['file_bytes']:,} +{after[f'{whl}!pkg/a.o']:,} ", text)
+    code, text = _run("prune", str(whl), "--keep", "sm_80", "--dry-run")
+    assert code == 0 and f"installed: {pkg['installed_before']:,} -> {pkg['installed_after']:,} bytes" in text
+    # the installed folder: its files (RECORD included) before and after, the backups left out
+    site = tmp_path / "site"
+    with zipfile.ZipFile(whl) as z:
+        z.extractall(site)
+    before = _installed(site)
+    folder = _json("prune", str(site), "--keep", "sm_80", "--in-place", schema="prune")["package"]
+    assert (folder["installed_size_before"], folder["installed_size_after"]) == (before, _installed(site))
+    assert folder["installed_size_after"] == pkg["installed_after"]  # the same files, the same RECORD rows
 
 
 def test_keep_that_leaves_nothing_is_reported_as_refused(dup: Path) -> None:

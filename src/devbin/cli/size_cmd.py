@@ -281,13 +281,22 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
         line = f"  {g['arch']:8} {len(g['copies'])} copies x {_n(g['size']):>9} = {_n(g['wasted']):>10} wasted  "
         w(line + f"{_cut(g['demangled'], None if width is None else max(width - len(line), 20))}\n")
     if saved is not None:
-        w(f"\n--keep {','.join(saved['keep'])}: per file\n{'FILE':60} {'SAVED':>14} {'FREED':>14}\n")
+        w(f"\n--keep {','.join(saved['keep'])}: per file\n"
+          f"{'FILE':60} {'BEFORE':>14} {'AFTER':>14} {'SAVED':>14} {'FREED':>14}\n")
         for f in files[:top]:
             fs = f.get("savings", {})
             why = fs.get("refused", "")
             why = f"  refused: {why.removeprefix(f['path'] + ': ')}" if why else ""  # the row names the file
-            w(f"{_lcut(f['path']):60} {_n(fs.get('bytes', 0)):>14} {_n(fs.get('freed', 0)):>14}{why}\n")
+            after = f["file_bytes"] - fs.get("bytes", 0)
+            w(f"{_lcut(f['path']):60} {_n(f['file_bytes']):>14} {_n(after):>14} {_n(fs.get('bytes', 0)):>14} "
+              f"{_n(fs.get('freed', 0)):>14}{why}\n")
         w(_more(files, top, "files"))
+        for p in saved.get("packages", []):
+            if "refused" in p:
+                w(f"wheel {p['path']}: refused: {p['refused'].removeprefix(p['path'] + ': ')}\n")
+                continue
+            w(f"wheel {p['path']}: {_n(p['size_before'])} -> {_n(p['size_after'])} bytes compressed, "
+              f"installed {_n(p['installed_before'])} -> {_n(p['installed_after'])}\n")
 
 
 def render_csv(doc: dict[str, Any], out: TextIO) -> None:

@@ -147,7 +147,9 @@ class HostElf:
         self.frame = frame
         # (section index, offset in section) of every fatbin found, with its wrapper version.
         self.seen: dict[tuple[int, int], int | None] = {}
-        self.counts: dict[int, int] = {}
+        # fatbins found so far per section name: the pieces of a section devbin prune cut pages from
+        # (devbin.formats.elf.pages) share its name and number its fatbins on from one another
+        self.counts: dict[str, int] = {}
 
     def scan(self, *, all: bool = False) -> Iterator[Hit]:
         elf = self.elf
@@ -167,7 +169,11 @@ class HostElf:
                         results.extend(found)
                     executable = executable or name == EXEC_SECTION
         if not wrappers:  # registered fatbins are the ones the wrappers point at: no search then
+            first: dict[str, int] = {}
             for sec in elf.sections:
+                first.setdefault(sec.name, sec.index)
+            # in section order, the pieces of one name together in file order (their fatbins numbered on)
+            for sec in sorted(elf.sections, key=lambda s: (first[s.name], s.sh_offset)):
                 if self._scannable(sec):
                     results.extend(self._scan_section(sec, pointed))
         for key, ver in pointed.items():
@@ -184,7 +190,7 @@ class HostElf:
                pointed: dict[tuple[int, int], int]) -> list[Hit]:
         ver = pointed.get((sec.index, offset))
         self.seen[(sec.index, offset)] = ver
-        self.counts[sec.index] = index + 1
+        self.counts[sec.name] = index + 1
         return list(fatbin_images(fb, self.frame, sec.name, index, sec.sh_offset + offset, ver))
 
     @staticmethod
@@ -208,7 +214,7 @@ class HostElf:
             if fb is None:
                 pos = hit + 8
                 continue
-            yield from self._found(sec, self.counts.get(sec.index, 0), hit, fb, pointed)
+            yield from self._found(sec, self.counts.get(sec.name, 0), hit, fb, pointed)
             pos = hit + max(fb.size, 8)
 
     def _at_pointer(self, key: tuple[int, int], ver: int) -> list[Hit]:
@@ -220,7 +226,7 @@ class HostElf:
         except DeviceBinaryError as e:
             self.rep.warn(self.frame.where, f"fatbin wrapper points at {sec.name}+{off:#x}, which holds no fatbin: {e}")
             return []
-        return self._found(sec, self.counts.get(sec_index, 0), off, fb, {key: ver})
+        return self._found(sec, self.counts.get(sec.name, 0), off, fb, {key: ver})
 
     # -- wrappers -----------------------------------------------------------------
     def wrappers(self, section: str = WRAPPER_SECTION, magic: int = FC.WRAPPER_MAGIC) -> list[Wrapper]:

@@ -93,8 +93,8 @@ if TYPE_CHECKING:
 # Each container's reader is imported where its magic is met (below), not with this module: a scan
 # of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
 
-__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "ByteProgress", "Progress", "Scanner", "ToScan", "file_sizes", "jobs_for",
-           "scan", "scan_bytes"]
+__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "ByteProgress", "Progress", "Scanner", "ToScan", "file_sizes",
+           "folder_files", "jobs_for", "scan", "scan_bytes"]
 
 #: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
 MAX_DEPTH = 12
@@ -188,6 +188,14 @@ def _walk(display: str, root: Path, rep: ScanReport) -> Iterator[tuple[str, Path
                 yield sub_display, Path(ent.path)
         except OSError as err:
             rep.warn(sub_display, f"cannot read: {err}")
+
+
+def folder_files(root: str | os.PathLike[str]) -> Iterator[Path]:
+    """The regular files under the folder ``root`` as every folder scan reads them (:func:`_walk`: sorted,
+    symbolic links not followed, ``.devbin-backup`` files left out); folders that cannot be listed are
+    left out."""
+    for _, path in _walk(os.fspath(root), Path(root), ScanReport()):
+        yield path
 
 
 def _member(parent: Frame, name: str, seen: dict[str, int], origin: str) -> Frame:

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
 
-from devbin.binary.lock import exclusive, refuse_if_held
+from devbin.binary.lock import LOCK_NAME, exclusive, refuse_if_held
 from devbin.binary.output import BACKUP_SUFFIX, Output, Sink, atomic_output, check_destination
 from devbin.errors import UsageError
 from devbin.formats import wheel, zipmember
@@ -72,7 +72,7 @@ from devbin.formats.zipwrite import ZipWriter
 from devbin.images.address import Address, Member
 from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
-from devbin.images.scan import ByteProgress, Progress, scan
+from devbin.images.scan import ByteProgress, Progress, folder_files, scan
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.pruning import PruneResult, Selection, kept_already, prune, prune_file, prune_name_matches
 from devbin.packaging.transaction import JOURNAL_NAME, Change, recover, replace_all
@@ -124,6 +124,11 @@ class PackagePruneResult:
     files: list[FileOutcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     data: bytes = b""
+    #: The installed size before and after: a wheel's members' uncompressed sizes summed (the bytes pip
+    #: writes, before the ``.pyc`` files and ``INSTALLER`` it adds), a folder's files (its backups and
+    #: devbin's lock and journal left out), RECORDs included.
+    installed_before: int = 0
+    installed_after: int = 0
 
     @property
     def bytes_saved(self) -> int:
@@ -159,6 +164,7 @@ class PackagePruneResult:
         files_out = sum(f.result.output_size if f.result else f.size for f in self.files)
         return {"kind": self.kind, "package_size_before": self.input_size, "package_size_after": self.output_size,
                 "files_size_before": files_in, "files_size_after": files_out,
+                "installed_size_before": self.installed_before, "installed_size_after": self.installed_after,
                 "files": [f.to_dict() for f in self.files], "saved_by_arch": self.saved_by_arch(),
                 "notes": list(self.notes)}
 
@@ -284,6 +290,7 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
             raise UsageError(f"{src}: no device image in the wheel; nothing to prune")
         whys = _plan(sel, libs, where, missing)
         sizes = {i.filename: i.file_size for i in zf.infolist() if not zipmember.is_folder(i)}
+        result.installed_before = sum(sizes.values())
         todo = [(name, lib.address) for name, lib in libs.items() if not whys[name]]
         weights = [sizes.get(name, 0) for name, _ in todo]
         done = ByteProgress(progress, weights) if progress is not None else None
@@ -309,16 +316,16 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
         with _finishing(pruned):
             if dst is not None:
                 with atomic_output(dst, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup) as out:
-                    _write_wheel(zf, checked, libs.keys(), library, written, where, out)
+                    result.installed_after = _write_wheel(zf, checked, libs.keys(), library, written, where, out)
                 result.output_size = out.size
             elif keep_data:
                 buf = io.BytesIO()
-                _write_wheel(zf, checked, libs.keys(), library, written, where, buf)
+                result.installed_after = _write_wheel(zf, checked, libs.keys(), library, written, where, buf)
                 result.data = buf.getvalue()
                 result.output_size = len(result.data)
             else:
                 sink = Sink()
-                _write_wheel(zf, checked, libs.keys(), library, written, where, sink)
+                result.installed_after = _write_wheel(zf, checked, libs.keys(), library, written, where, sink)
                 result.output_size = sink.size
     result.notes.extend(written)
     if keep_data and dst is not None:
@@ -363,15 +370,16 @@ def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection) -> t
 
 def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, libraries: Iterable[str],
                  library: Callable[[str], bytes | None], notes: list[str], where: str,
-                 out: IO[bytes] | Sink | Output) -> None:
+                 out: IO[bytes] | Sink | Output) -> int:
     """The new wheel written to ``out`` (a seekable file object) as it is made
     (:class:`devbin.formats.zipwrite.ZipWriter`): every member of ``zf`` in its order, a library's new bytes
     (``library(name)``, called once per library as it is reached; None: it stays) compressed as they are
     written, or else the member's compressed bytes copied as they are, then RECORD (rows of the new bytes,
     or of the hashes :func:`devbin.formats.wheel.verify` took of the members as it read them, checking
-    their CRC-32)."""
+    their CRC-32).  Returns the installed size of the new wheel (its members' uncompressed sizes summed)."""
     libraries = set(libraries)
     record = checked.record
+    installed = 0
     folder = record.rsplit("/", 1)[0] + "/"
     rows: list[tuple[str, str, str]] = []
     assert isinstance(zf.filename, str)
@@ -391,15 +399,19 @@ def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, libraries: Iterab
             if data is not None:
                 zo.add(info, data)
                 rows.append((name, record_hash(data), str(len(data))))
+                installed += len(data)
                 continue
             digest, size = checked.digests[name]
             zo.copy(info, src, f"{where}!{name}")
             rows.append((name, digest, str(size)))
+            installed += info.file_size
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerows([*rows, (record, "", "")])
-    zo.add(zf.getinfo(record), text.getvalue().encode("utf-8"))
+    new_record = text.getvalue().encode("utf-8")
+    zo.add(zf.getinfo(record), new_record)
     zo.close()
+    return installed + len(new_record)
 
 
 def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None = None,
@@ -463,17 +475,27 @@ def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jo
                 planned.append((path, r))
     result.input_size = sum(f.size for f in result.files)
     result.output_size = sum(f.result.output_size if f.result else f.size for f in result.files)
+    # Every new file, RECORDs included, computed (and every RECORD read) before the first write.
+    records = _update_records(root_p, {os.path.realpath(p): r.data for p, r in planned})
+    result.installed_before = _installed(root_p)
+    result.installed_after = (result.installed_before - sum(r.file_bytes_saved for _, r in planned)
+                              + sum(len(c.data) - _size(c.path) for c in records))
     if backup is None:
         return result
-    # Every new file, RECORDs included, computed (and every RECORD read) before the first write.
     changes = [Change(path, r.data, os.stat(path).st_mode & 0o777, backup) for path, r in planned]
-    records = _update_records(root_p, {os.path.realpath(p): r.data for p, r in planned})
     made = set(replace_all(root, changes + records, result.notes))
     for c in changes:
         if c.path + BACKUP_SUFFIX in made:
             result.notes.append(f"{c.path}: the original kept as {c.path}{BACKUP_SUFFIX}")
     result.notes.extend(f"{c.path}: rows of the pruned files updated" for c in records)
     return result
+
+
+def _installed(root: Path) -> int:
+    """The installed size of the folder ``root``: its files' sizes summed, as every folder scan sees them
+    (:func:`devbin.images.scan.folder_files`: no backups), devbin's lock and journal left out."""
+    return sum(_size(str(p)) for p in folder_files(root)
+               if p.name not in (JOURNAL_NAME, LOCK_NAME) and not p.name.endswith(LOCK_NAME))
 
 
 def _size(path: str) -> int:

@@ -64,8 +64,8 @@ among such images, and they are not reported.
   is refused).  The compression level is the writer's default, so the
   compressed bytes may differ from the original tool's.
 * fatbins in other sections (``.rodata``, ``.data``, ``.ldata``, or where a
-  ``.nvFatBinSegment`` wrapper points): always pruned in place as in a linked file
-  (below), since other data around them cannot move.
+  ``.nvFatBinSegment`` wrapper points): pruned where they are, since other data around them
+  cannot move (in a linked file, runs of them that wrappers point at are packed: below).
 * relocatable host object (``ET_REL``): ``.nv_fatbin``/``__nv_relfatbin``,
   ``.llvm.offloading`` and ``.hip_fatbin`` get new contents (containers packed
   back to back at their alignment: 8, 8, 4096) through
@@ -88,8 +88,11 @@ among such images, and they are not reported.
   returned.  The file shrinks by the dropped bytes less at most the partial pages at the
   ends of the removed range, less the bytes freed in front of containers that stay in place
   (kept as zeros: cutting there would split the section, and the vendors' tools read only the
-  first section of a name).  Fatbins in other sections (``.rodata`` ...) of a linked
-  file are pruned in place and zero-filled (their sections keep their size).
+  first section of a name).  Fatbins in other sections (``.rodata``, ``.data``, ``.ldata`` ...)
+  of a linked file stay where they are, each compacted at its own start, unless wrappers point at
+  a run of them that lies back to back (packed towards the run's start, the wrappers moved, as in
+  ``.nv_fatbin``); there every freed range is cut (the section split in pieces of its name, which no
+  vendor tool reads by name), within :data:`devbin.formats.elf.pages.MAX_SEGMENTS`.
 * ``ar`` archive (GNU/System V; BSD and thin archives are refused): every member
   is pruned (members without device code are copied); when anything changed the
   archive is written again with :mod:`devbin.formats.ar.writer` (symbol table
@@ -101,6 +104,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -139,7 +143,7 @@ from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.facts import parse_sm
 from devbin.packaging.ptx import jit_ptx
-from devbin.packaging.wrapper_refs import retarget
+from devbin.packaging.wrapper_refs import WRAPPER_SECTIONS, retarget
 from devbin.targets.archnames import parse_arch_list
 from devbin.targets.registry import guess_vendor, prune_name_matches, vendor_for_machine
 
@@ -531,12 +535,16 @@ def _prune_wrapped(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
 _Piece = tuple[int, int, bytes]
 
 
-def _pieces(view: ByteView, base: int, ctx: _Ctx, at: Address) -> list[_Piece]:
+def _pieces(view: ByteView, base: int, ctx: _Ctx, at: Address, *, shared_name: bool = False) -> list[_Piece]:
     """Each container the images at ``at`` (a file, or a section at file offset ``base``, whose bytes
     ``view`` holds) lie in, rewritten with the kept entries, in offset order.  Bytes between them
-    that are not zero (a fatbin emptied earlier, which gives no image) stay as pieces of their own."""
+    that are not zero (a fatbin emptied earlier, which gives no image) stay as pieces of their own.
+    ``shared_name``: other sections have the section's name (the pieces of a section an earlier prune cut
+    pages from: devbin.formats.elf.pages), so only the images inside ``view`` are its own."""
     found: dict[int, tuple[int, Image]] = {}  # container number -> (offset in view, an image of it)
     for image in ctx.at(at):
+        if shared_name and not 0 <= image.offset - base < len(view):
+            continue
         step = image.address.steps[-1]
         assert isinstance(step, Entry)
         found.setdefault(step.container, (image.offset - base, image))
@@ -694,6 +702,7 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
     repacked: dict[int, tuple[bytes, dict[int, int]]] = {}
     removed: list[int] = []
     free: list[tuple[int, int]] = []
+    names = Counter(sec.name for sec in elf.sections if sec.file_size)  # a name a page cut split shares pieces
     for sec in elf.sections:
         if not sec.file_size:
             continue
@@ -708,7 +717,7 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
             ctx.freed += sec.file_size
             continue
         view_s = sec.view.sub(0, sec.file_size)
-        pieces = _pieces(view_s, sec.sh_offset, ctx, sec_at)
+        pieces = _pieces(view_s, sec.sh_offset, ctx, sec_at, shared_name=names[sec.name] > 1)
         if all(len(new) == size for _, size, new in pieces):
             continue
         ctx.freed += sum(size - len(new) for _, size, new in pieces)
@@ -717,12 +726,18 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
             repacked[sec.index] = _pack(pieces, sec.file_size, align, where)
         else:
             offload = any(i.container == "offload" for i in ctx.at(sec_at))
+            if not relocatable and align is None and not offload:
+                free += _compact_data(patched, elf, sec, pieces, ctx, where)
+                compacted.append(sec.name)
+                continue
             if not relocatable and align is not None and not offload:
-                tail = _compact_linked(patched, elf, sec, pieces, align, ctx, where)
+                tail, reason = _compact_linked(patched, elf, sec, pieces, align, ctx, where, (0, sec.file_size))
                 if tail is not None:
                     free += _tail_only(sec, tail, ctx, where)
                     compacted.append(sec.name)
                     continue
+                ctx.notes.append(f"{where}: the containers of {sec.name} stay where they are ({reason}); each is "
+                                 "compacted at its own start")
             _in_place(patched, sec, pieces, "offload" if offload else "", where)
             if not relocatable and align is not None:
                 free += _tail_only(sec, _freed(patched, sec, pieces), ctx, where)
@@ -754,37 +769,87 @@ def _rewrite_relocatable(elf: ElfFile, repacked: dict[int, tuple[bytes, dict[int
 
 
 def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Piece], align: int, ctx: _Ctx,
-                    where: str) -> list[tuple[int, int]] | None:
-    """Pack the pruned containers of ``sec`` (a linked file's ``.nv_fatbin``/``.hip_fatbin``) towards its
-    start and move the wrappers and relocations that point at them
+                    where: str, span: tuple[int, int]) -> tuple[list[tuple[int, int]] | None, str]:
+    """Pack the pruned containers ``pieces`` of ``sec`` (a linked file's ``.nv_fatbin``/``.hip_fatbin``: the
+    whole section; a data section: one run of adjacent containers) towards the start of ``span`` (the
+    section offsets they may be rewritten in) and move the wrappers and relocations that point at them
     (:func:`devbin.packaging.wrapper_refs.retarget`); a container no wrapper points at stays where it
     is (something else may address it).  The freed file ranges (before such a container, and the
-    tail), or None (nothing written) when a reference cannot be moved."""
-    reason, reached = retarget(elf, buf, sec, {off: off for off, _, _ in pieces}, write=False)
+    tail) and "", or None (nothing written) and the reason when a reference cannot be moved."""
+    lo, hi = span
+    whole = span == (0, sec.file_size)
+    limit = None if whole else span
+    base = 0 if whole else sec.sh_addr  # a section's containers align to its start; a run's, to addresses
+    reason, reached = retarget(elf, buf, sec, {off: off for off, _, _ in pieces}, write=False, span=limit)
     moves: dict[int, int] = {}
     out = bytearray()
     free: list[tuple[int, int]] = []
     for off, _size, new in pieces:
-        at = align_up(len(out), align) if off in reached else off
-        if off not in reached and off > len(out):
-            free.append((sec.sh_offset + len(out), sec.sh_offset + off))
-        out += bytes(at - len(out))
+        pos = lo + len(out)
+        at = align_up(base + pos, align) - base if off in reached else off
+        if off not in reached and off > pos:
+            free.append((sec.sh_offset + pos, sec.sh_offset + off))
+        out += bytes(at - pos)
         out += new
         moves[off] = at
     if reason is None:
-        reason, _ = retarget(elf, buf, sec, moves)
+        reason, _ = retarget(elf, buf, sec, moves, span=limit)
     if reason is not None:
-        ctx.notes.append(f"{where}: the containers of {sec.name} stay where they are ({reason}); each is "
-                         "compacted at its own start")
-        return None
-    if len(out) < sec.file_size:
-        free.append((sec.sh_offset + len(out), sec.sh_offset + sec.file_size))
-    buf[sec.sh_offset:sec.sh_offset + sec.file_size] = out + bytes(sec.file_size - len(out))
+        return None, reason
+    if lo + len(out) < hi:
+        free.append((sec.sh_offset + lo + len(out), sec.sh_offset + hi))
+    buf[sec.sh_offset + lo:sec.sh_offset + hi] = out + bytes(hi - lo - len(out))
     pinned = sum(1 for off, _, _ in pieces if off not in reached)
-    if pinned:
-        ctx.notes.append(f"{where}: {pinned} container(s) of {sec.name} that no wrapper points at stay at their "
-                         "offsets")
+    if pinned and whole:
+        ctx.notes.append(f"{where}: {pinned} container(s) of {sec.name} that no wrapper points at stay at "
+                         "their offsets")
+    return free, ""
+
+
+def _compact_data(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Piece], ctx: _Ctx,
+                  where: str) -> list[tuple[int, int]]:
+    """The containers of a data section of a linked file (``.rodata``, ``.data``, ``.ldata`` ...), which
+    also holds other data: every file range their dropped images freed, to be cut out.
+
+    A run of containers that lie back to back (each at the next 8-aligned address after the one before,
+    so nothing else lies between them) is packed towards the run's start when wrappers point at its
+    containers (:func:`_compact_linked`, ``retarget`` limited to the run), as in ``.nv_fatbin``; every
+    other container stays at its offset, compacted at its own start (code may address it: a library that
+    loads its fatbins itself reaches them through ``movabs $sym@GOTOFF`` immediates, which leave no
+    relocation).  Only a container's own dropped bytes are freed, never the bytes between containers
+    (they may be other data that happens to be zero)."""
+    free: list[tuple[int, int]] = []
+    reasons: list[str] = []
+    wrapped = any(s.name in WRAPPER_SECTIONS and s.file_size for s in elf.sections)
+    for run in _runs(sec, pieces) if wrapped else [[p] for p in pieces]:
+        if len(run) > 1:
+            span = (run[0][0], run[-1][0] + run[-1][1])
+            got, reason = _compact_linked(buf, elf, sec, run, 8, ctx, where, span)
+            if got is not None:
+                free += got
+                continue
+            reasons.append(reason)
+        _in_place(buf, sec, run, "", where)
+        free += [(sec.sh_offset + off + len(new), sec.sh_offset + off + size) for off, size, new in run
+                 if len(new) < size]
+    if reasons:
+        ctx.notes.append(f"{where}: {len(reasons)} run(s) of containers of {sec.name} stay where they are "
+                         f"({reasons[0]}); each container is compacted at its own start")
     return free
+
+
+def _runs(sec: Section, pieces: list[_Piece]) -> list[list[_Piece]]:
+    """``pieces`` in runs of containers that lie back to back: each at the next 8-aligned address after the end
+    of the one before (the bytes between are alignment padding)."""
+    runs: list[list[_Piece]] = []
+    for piece in pieces:
+        if runs:
+            off, size, _ = runs[-1][-1]
+            if piece[0] == align_up(sec.sh_addr + off + size, 8) - sec.sh_addr:
+                runs[-1].append(piece)
+                continue
+        runs.append([piece])
+    return runs
 
 
 def _tail_only(sec: Section, free: list[tuple[int, int]], ctx: _Ctx, where: str) -> list[tuple[int, int]]:

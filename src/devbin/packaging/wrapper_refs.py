@@ -40,32 +40,35 @@ _WRAPPER_SIZE = FC.WRAPPER_SIZE
 
 
 def retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int], *,
-             write: bool = True) -> tuple[str | None, set[int]]:
+             write: bool = True, span: tuple[int, int] | None = None) -> tuple[str | None, set[int]]:
     """Rewrite in ``buf`` (``elf``'s bytes) every reference to ``sec`` + old offset as ``sec`` + ``moves[old]``.
 
     Returns (reason, the offsets in ``sec`` some reference targets).  Nothing is written and the
     reason is given when a reference targets ``sec`` at an offset ``moves`` lacks, when a dynamic
     symbol lies in ``sec``, or when an offset that moves is the target of no wrapper.  ``write=False``
-    only surveys.
+    only surveys.  ``span``: the offsets ``[lo, hi)`` of ``sec`` that move (a run of containers in a data
+    section such as ``.rodata``, whose other data stays where it is): references elsewhere in ``sec``
+    are neither moved nor refused, and only a dynamic symbol inside the span is.  None: all of ``sec``.
     """
     reached: set[int] = set()
-    reason = _retarget(elf, buf, sec, moves, reached, write)
+    reason = _retarget(elf, buf, sec, moves, reached, write, span)
     return reason, {a - sec.sh_addr for a in reached}
 
 
 def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int], reached: set[int],
-              write: bool) -> str | None:
+              write: bool, span: tuple[int, int] | None) -> str | None:
     h = elf.header
     if not h.is64 and h.e_machine != 3:
         return "32-bit files other than i386 are not handled"
     end = "<" if h.little else ">"
     wsize = 8 if h.is64 else 4
     wfmt = end + ("Q" if h.is64 else "I")
-    lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
+    lo = sec.sh_addr
+    in_lo, in_hi = (lo + span[0], lo + span[1]) if span is not None else (lo, lo + sec.sh_size)
     patches: dict[int, tuple[str, int]] = {}  # file offset -> (struct format, value)
 
     def inside(addr: int) -> bool:
-        return lo <= addr < hi
+        return in_lo <= addr < in_hi
 
     def target(addr: int, what: str) -> int | str:
         new = moves.get(addr - lo)
@@ -140,7 +143,7 @@ def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, in
                 reached.add(ptr)
     if elf.dynsym is not None:
         for sym in elf.dynsym:
-            if sym.defined and sym.st_shndx == sec.index:
+            if sym.defined and sym.st_shndx == sec.index and (span is None or inside(sym.st_value)):
                 return f"dynamic symbol {sym.name!r} lies in {sec.name}"
     unreached = sorted(o for o, n in moves.items() if n != o and lo + o not in reached)
     if unreached:

@@ -305,7 +305,34 @@ def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None 
         for a, n in s["by_arch"].items():
             total["by_arch"][a] = total["by_arch"].get(a, 0) + n
     total["by_arch"] = dict(sorted(total["by_arch"].items()))
+    total["packages"] = [package_savings(top, keep, jobs=jobs) for top in _wheels(files)]
     return {"files": per, "total": total}
+
+
+def _wheels(files: Sequence[FileSize]) -> list[str]:
+    """The wheels (``*.whl`` zips) the files are members of, in order."""
+    out: dict[str, None] = {}
+    for f in files:
+        a = Address.parse(f.path)
+        if a.steps and isinstance(a.steps[0], Member) and a.path.endswith(".whl") and _is_zip(a.path):
+            out.setdefault(a.path)
+    return list(out)
+
+
+def package_savings(path: str, keep: Sequence[str], *, jobs: int | None = 1) -> dict[str, Any]:
+    """What ``devbin prune --keep`` makes of the wheel ``path``, computed by prune itself
+    (:func:`devbin.packaging.prune_packages.prune_wheel` writing to nothing, as ``prune --dry-run`` does, so
+    the sizes are those of the wheel prune writes, to the byte): ``size_before``/``size_after`` the wheel's
+    (compressed), ``installed_before``/``installed_after`` its members' uncompressed sizes summed; or
+    ``refused``: why prune would refuse the wheel."""
+    from devbin.packaging.prune_packages import prune_wheel  # the capability, only when --keep asks for it
+
+    try:
+        r = prune_wheel(path, None, keep=keep, jobs=jobs)
+    except DeviceBinaryError as e:
+        return {"path": path, "kind": "wheel", "refused": e.message}
+    return {"path": path, "kind": "wheel", "size_before": r.input_size, "size_after": r.output_size,
+            "installed_before": r.installed_before, "installed_after": r.installed_after}
 
 
 # --------------------------------------------------------------------------- the report

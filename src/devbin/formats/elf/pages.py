@@ -48,11 +48,16 @@ from devbin.formats.elf import layout as L
 from devbin.formats.elf.edit import _patch_header  # the one ELF-header patcher
 from devbin.formats.elf.reader import ElfFile, Section, Segment
 
-__all__ = ["RELATIVE_RELOCATION", "PageCut", "abi_page_size", "file_offset", "relr_places", "remove_pages"]
+__all__ = ["MAX_SEGMENTS", "RELATIVE_RELOCATION", "PageCut", "abi_page_size", "file_offset", "relr_places",
+           "remove_pages"]
 
 #: The largest page a loader of the machine may use (x86-64 psABI; AArch64 and PowerPC64 kernels run 64 KiB pages).
 _ABI_PAGE = {C.EM_X86_64: 0x1000, 3: 0x1000, C.EM_AARCH64: 0x10000, 21: 0x10000}
 _SHN_LORESERVE = 0xFF00
+#: The most program headers :func:`remove_pages` gives a file (its docstring says why): glibc's loader then
+#: needs about 230 KiB of the loading thread's stack for them, and the process 4,096 more memory maps.
+MAX_SEGMENTS = 2048
+_AT_END = -1  # _place_phdrs: the program-header table goes after everything else
 _PHDR_FIELDS = ("p_type", "p_flags", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_align")
 # dynamic tags whose value is an address in the image (ELF gABI "Dynamic Section"; GNU extensions)
 _DT_ADDRESS = frozenset({3, 4, 5, 6, 7, 12, 13, 17, 21, 23, 25, 26, 32, 34, 36,
@@ -100,10 +105,19 @@ class _Range:
         return self.seg.p_vaddr + off - self.seg.p_offset
 
 
-def remove_pages(elf: ElfFile, free: Iterable[tuple[int, int]]) -> PageCut:
+def remove_pages(elf: ElfFile, free: Iterable[tuple[int, int]], *,
+                 max_segments: int | None = None) -> PageCut:
     """``elf`` (``ET_DYN``/``ET_EXEC``) without the whole pages of the ``free`` file ranges ``[lo, hi)``
     (bytes the caller knows nothing reads); see the module docstring.  Free ranges holding no whole
-    page are left alone; when none holds one the file comes back unchanged."""
+    page are left alone; when none holds one the file comes back unchanged.
+
+    ``max_segments`` (default :data:`MAX_SEGMENTS`): the most program headers the result may have.  Each
+    range cut splits a ``PT_LOAD`` in two, and the loader pays for every segment: glibc keeps one
+    ``struct loadcmd`` per program header and (past its first 832 bytes read) the table itself on the
+    stack of the thread that calls ``dlopen`` (``elf/dl-load.c``, ``_dl_map_object_from_fd``: about 112
+    bytes a header), and maps each piece twice (its file bytes, then its zero pages), two of the 65,530
+    maps a Linux process may hold by default (``vm.max_map_count``).  Past the limit only the largest
+    ranges are cut; the others stay as zeros (a note says how many bytes)."""
     h = elf.header
     if h.e_type not in (C.ET_DYN, C.ET_EXEC) or not elf.segments:
         raise UsageError(f"{elf.where}: pages can only be removed from a linked file (shared library or executable)")
@@ -111,9 +125,23 @@ def remove_pages(elf: ElfFile, free: Iterable[tuple[int, int]]) -> PageCut:
     ranges = _page_ranges(elf, free, page)
     if not ranges:
         return PageCut(bytes(elf.view.bytes_at(0, elf.size)), page)
+    ranges, notes = _largest(elf, ranges, MAX_SEGMENTS if max_segments is None else max_segments)
     _check_unread(elf, ranges)
-    phdr_at, ranges, notes = _place_phdrs(elf, ranges, page)
-    return _rebuild(elf, ranges, page, phdr_at, notes)
+    phdr_at, ranges, more = _place_phdrs(elf, ranges, page)
+    return _rebuild(elf, ranges, page, phdr_at, notes + more)
+
+
+def _largest(elf: ElfFile, ranges: list[_Range], limit: int) -> tuple[list[_Range], list[str]]:
+    """The largest of ``ranges`` whose cuts keep the program headers within ``limit`` (each cut adds one), in
+    file order, and the note on the others."""
+    room = max(0, limit - len(_segments(elf, [])) - 1)  # one kept back: the table may take a range's first pages
+    if len(ranges) <= room:
+        return ranges, []
+    keep = sorted(sorted(ranges, key=lambda r: r.lo - r.hi)[:room], key=lambda r: r.lo)
+    left = sum(r.hi - r.lo for r in ranges) - sum(r.hi - r.lo for r in keep)
+    return keep, [f"{len(ranges) - len(keep):,} of the {len(ranges):,} ranges of whole free pages ({left:,} bytes) "
+                  f"stay as zeros: cutting each adds a segment, and the program headers are kept to {limit:,} "
+                  "(the loader holds them on the stack of the thread that loads the file)"]
 
 
 # --------------------------------------------------------------------------- ranges and checks
@@ -263,12 +291,22 @@ def _place_phdrs(elf: ElfFile, ranges: list[_Range], page: int) -> tuple[int, li
         if at + need <= r.lo:
             return at, ranges, [f"the program headers (what the loader reads first) moved into freed bytes of "
                                 f"{r.sec.name} (file offset {at:#x})"]
-    if need > page:
+    # keep the first pages of a range back for the table (a range holds one page at least; a table of many
+    # splits, one per range, needs as many pages as it fills: the first range that holds them)
+    pages = -(-need // page)
+    i = next((i for i, r in enumerate(ranges) if r.hi - r.lo >= pages * page), None)
+    if i is None:
+        if h.e_type == C.ET_DYN and not any(s.p_type in (C.PT_PHDR, C.PT_INTERP) for s in elf.segments):
+            # a shared library without PT_PHDR: the loader reads the table from the file and keeps its own
+            # copy of one no PT_LOAD holds (glibc elf/dl-load.c, _dl_map_object_from_fd); it goes at the end
+            return _AT_END, ranges, [f"the program headers ({need:,} bytes, one per split segment) moved to the "
+                                     "end of the file (a shared library's loader reads them from the file)"]
         raise UsageError(f"{elf.where}: no room for a program-header table of {need} bytes")
-    first = ranges[0]  # keep its first page back for the table (a range holds one page at least)
-    return first.lo, [replace(first, lo=first.lo + page), *ranges[1:]], [
-        f"the program headers (what the loader reads first) moved into freed bytes of {first.sec.name} "
-        f"(file offset {first.lo:#x}); one page is kept for them"]
+    r = ranges[i]
+    kept = "one page is" if pages == 1 else f"{pages} pages are"
+    return r.lo, [*ranges[:i], replace(r, lo=r.lo + pages * page), *ranges[i + 1:]], [
+        f"the program headers (what the loader reads first) moved into freed bytes of {r.sec.name} "
+        f"(file offset {r.lo:#x}); {kept} kept for them"]
 
 
 def _free_after_table(elf: ElfFile, need: int) -> bool:
@@ -364,8 +402,9 @@ def _rebuild(elf: ElfFile, ranges: list[_Range], page: int, phdr_at: int, notes:
             p["p_filesz"] = p["p_memsz"] = len(phdrs) * phsize
     pfmt = end + L.PHDR[cls].fmt
     table = b"".join(struct.pack(pfmt, *(p[f] for f in L.PHDR[cls].fields)) for p in phdrs)
-    new_phoff = moved(phdr_at)
-    body[new_phoff:new_phoff + len(table)] = table
+    if phdr_at != _AT_END:
+        new_phoff = moved(phdr_at)
+        body[new_phoff:new_phoff + len(table)] = table
 
     # section headers: the sections holding ranges split, the rest moved
     shdrs, extra = _section_headers(elf, ranges, moved)
@@ -389,6 +428,9 @@ def _rebuild(elf: ElfFile, ranges: list[_Range], page: int, phdr_at: int, notes:
             body[new_shoff:new_shoff + len(table_s)] = table_s
     else:
         new_shoff = 0
+    if phdr_at == _AT_END:
+        new_phoff = align_up(len(body), 8)
+        body += bytes(new_phoff - len(body)) + table
     _patch_header(body, h, {"e_phoff": new_phoff, "e_phnum": len(phdrs), "e_shoff": new_shoff,
                             "e_shnum": count if count < _SHN_LORESERVE else 0})
     return PageCut(bytes(body), page, [(lo, hi - lo) for lo, hi in cuts if hi > lo],
