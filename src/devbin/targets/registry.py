@@ -14,6 +14,7 @@ line in :data:`VENDORS`.  Generic code asks here and never names a vendor (tests
 from __future__ import annotations
 
 from devbin.targets.amdgpu.vendor import AMD
+from devbin.targets.intel.vendor import INTEL
 from devbin.targets.nvidia.vendor import NVIDIA
 from devbin.targets.vendor import Vendor
 
@@ -21,7 +22,7 @@ __all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "prune_name_matches
            "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names"]
 
 #: Every vendor devbin knows, in the order reports list them.
-VENDORS: tuple[Vendor, ...] = (NVIDIA, AMD)
+VENDORS: tuple[Vendor, ...] = (NVIDIA, AMD, INTEL)
 
 _BY_NAME: dict[str, Vendor] = {v.name: v for v in VENDORS}
 _BY_MACHINE: dict[int, Vendor] = {m: v for v in VENDORS for m in v.e_machines}
