@@ -222,6 +222,9 @@ def suggestions(text: str) -> list[str]:
     t = text.strip().lower().replace("_", "-")
     if t in known_names():
         return [t]
+    for repaired in (t.replace("o", "0"), t.replace(" ", "-")):  # the letter O for a zero; a space for the dash
+        if repaired in known_names():
+            return [repaired]
     return difflib.get_close_matches(t, known_names(), n=3, cutoff=0.6)
 
 

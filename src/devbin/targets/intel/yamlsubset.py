@@ -207,7 +207,8 @@ def _flow(text: str, i: int, error: _Err, depth: int) -> tuple[Value, int]:
             end = _key_end(item)
             key_text, rest = (item[:end], item[end + 1:].strip()) if end > 0 else (item, "")
             key = _scalar(key_text.strip(), error)
-            pairs.setdefault(key, _scalar(rest, error) if rest else "")
+            value = _flow(rest, 0, error, depth + 1)[0] if rest[:1] in ("[", "{") else _scalar(rest, error)
+            pairs.setdefault(key, value)
         else:
             items.append(_scalar(item, error) if isinstance(item, str) else item)
         while i < len(text) and text[i] == " ":
@@ -220,7 +221,12 @@ def _flow(text: str, i: int, error: _Err, depth: int) -> tuple[Value, int]:
 
 def _token_end(text: str, i: int, close: str, error: _Err) -> int:
     """End of one flow item (a scalar, perhaps quoted, perhaps ``key: value``)."""
-    while i < len(text) and text[i] not in (",", close):
+    nest = 0
+    while i < len(text) and (nest or text[i] not in (",", close)):
+        if text[i] in "[{":
+            nest += 1
+        elif text[i] in "]}":
+            nest -= 1
         if text[i] in ("'", '"'):
             q = text[i]
             i += 1

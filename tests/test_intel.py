@@ -1,0 +1,218 @@
+"""Intel GPU readers (devbin.targets.intel, devbin.formats.spirv) against Debian's ocloc, llvm-readelf,
+spirv-dis and ar on inputs compiled at test time (tests/intelbuild.py), and their rules on their own."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from devbin.errors import DeviceBinaryError, FormatError, UsageError
+from devbin.formats.elf.reader import open_elf
+from devbin.formats.spirv import read_spirv
+from devbin.model import StdAttr
+from devbin.targets.intel.devices import (
+    DEVICES,
+    canonical_device,
+    gmdid_of,
+    ip_from_gmdid,
+    names_overlap,
+    runs_on,
+)
+from devbin.targets.intel.fatarchive import read_fat_archive
+from devbin.targets.intel.importer import INTEL_GRF_BYTES, INTEL_HAS_STACK_CALLS, INTEL_REQD_SUB_GROUP, import_zebin
+from devbin.targets.intel.patchtoken import is_patch_token_elf, read_patch_token_program
+from devbin.targets.intel.yamlsubset import parse_yaml
+from devbin.targets.intel.zebin import Zebin
+from devbin.targets.registry import guess_vendor, vendor_for_machine
+
+from tests.intelbuild import build_intel, ocloc_dump
+from tests.runners import run_tool
+
+
+@pytest.fixture(scope="module")
+def intel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return build_intel(tmp_path_factory.mktemp("intel"))
+
+
+def _elf(path: Path):  # type: ignore[no-untyped-def]
+    return open_elf(path.read_bytes(), where=str(path))
+
+
+def _readelf_funcs(path: Path) -> dict[str, int]:
+    """FUNC symbols (not ``_entry``) and their sizes, as llvm-readelf prints them."""
+    out = run_tool(["llvm-readelf-19", "-sW", path]).stdout
+    funcs = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 8 and f[3] == "FUNC" and f[7] != "_entry":
+            funcs[f[7]] = int(f[2])
+    return funcs
+
+
+@pytest.mark.parametrize("key", ["zebin", "zebin_pvc", "spill", "calls"])
+def test_functions_and_code_sizes_match_readelf(intel: dict[str, Path], key: str) -> None:
+    co = import_zebin(_elf(intel[key]))
+    assert {f.name: f.size for f in co.functions} == _readelf_funcs(intel[key])
+    assert co.target is not None and co.target.vendor == "intel"
+
+
+def test_kernel_section_is_padded_past_the_code(intel: dict[str, Path]) -> None:
+    z = Zebin(_elf(intel["zebin"]))
+    vadd = z.function("vadd")
+    assert vadd is not None and vadd.is_kernel and vadd.size < vadd.section_size
+    assert bytes(z.elf.section(".text.vadd").data[vadd.size:]) == bytes(vadd.section_size - vadd.size)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("key", "device"), [("zebin", "dg2"), ("zebin_pvc", "pvc"), ("spill", "dg2")])
+def test_zeinfo_matches_ocloc_disasm_dump(intel: dict[str, Path], key: str, device: str, tmp_path: Path) -> None:
+    """The .ze_info ocloc dumps is the section's bytes; every kernel's numbers read as PyYAML reads them."""
+    dump = ocloc_dump(intel[key], device, tmp_path)
+    text = (dump / ".ze_info").read_bytes()
+    elf = _elf(intel[key])
+    assert bytes(elf.section(".ze_info").data) == text  # type: ignore[union-attr]
+    oracle = yaml.safe_load(text)
+    z = Zebin(elf)
+    assert z.zeinfo is not None and z.zeinfo.version_text == oracle["version"]
+    for k in oracle["kernels"]:
+        e = z.zeinfo.entry(k["name"])
+        env = k["execution_env"]
+        assert e is not None and (e.grf_count, e.simd_size) == (env["grf_count"], env["simd_size"])
+        assert (e.slm_size, e.barrier_count) == (env.get("slm_size", 0), env.get("barrier_count", 0))
+    names = {line.split(",")[1].strip() for line in (dump / ".symtab").read_text().splitlines()[1:]}
+    assert {f.name for f in z.functions} <= names
+
+
+def test_resources_of_the_test_kernels(intel: dict[str, Path]) -> None:
+    co = import_zebin(_elf(intel["zebin"]))
+    r = co.function("reduce_slm")
+    assert r is not None and r.resources.shared == 256 and r.uint(StdAttr.NUM_BARRIERS) == 1
+    assert r.attr(StdAttr.REQD_BLOCK_SIZE) == (64, 1, 1) and r.uint(INTEL_REQD_SUB_GROUP) == 16
+    assert r.uint(StdAttr.WAVE_SIZE) == 16 and r.resources.registers == 128 and r.uint(INTEL_GRF_BYTES) == 32
+    p = co.function("priv2")
+    assert p is not None
+    z = Zebin(_elf(intel["zebin"]))
+    e = z.zeinfo.entry("priv2")  # type: ignore[union-attr]
+    (buf,) = [b for b in e.buffers if b.type == "global"]  # type: ignore[union-attr]
+    assert buf.is_simt_thread and p.resources.local == buf.size * (e.simd_size or 0) > 0  # type: ignore[union-attr]
+    pvc = import_zebin(_elf(intel["zebin_pvc"])).function("vadd")
+    assert pvc is not None and pvc.uint(INTEL_GRF_BYTES) == 64  # Xe-HPC: 64-byte GRFs
+
+
+def test_spills_are_scratch_slot_zero(intel: dict[str, Path]) -> None:
+    """zebin 1.20 has no spill_size: spill is scratch slot 0, as the runtime reads it."""
+    f = import_zebin(_elf(intel["spill"])).function("spill")
+    z = Zebin(_elf(intel["spill"]))
+    (buf,) = z.zeinfo.entry("spill").buffers  # type: ignore[union-attr]
+    assert buf.type == "scratch" and f is not None and f.uint(StdAttr.SPILL_BYTES) == buf.size > 0
+
+
+def test_stack_called_functions(intel: dict[str, Path]) -> None:
+    co = import_zebin(_elf(intel["calls"]))
+    k = co.function("calls")
+    assert k is not None and k.is_kernel and k.attr(INTEL_HAS_STACK_CALLS) is True
+    helpers = [f for f in co.functions if not f.is_kernel]
+    assert {f.name for f in helpers} == {"helper", "helper2"} and all(f.section == ".text.calls" for f in helpers)
+
+
+def test_notes_match_readelf(intel: dict[str, Path]) -> None:
+    out = run_tool(["llvm-readelf-19", "-nW", intel["zebin"]], check=False).stdout
+    descs = re.findall(r"IntelGT\s+0x[0-9a-f]+\s+.*\n\s+description data: ([0-9a-f ]+)", out)
+    z = Zebin(_elf(intel["zebin"]))
+    assert int.from_bytes(bytes.fromhex(descs[0].replace(" ", "")), "little") == z.notes.product_family == 1270
+    assert z.notes.zebin_version == z.zeinfo.version_text and z.arch == "dg2"  # type: ignore[union-attr]
+
+
+def test_device_table_matches_ocloc_ids(tool) -> None:  # type: ignore[no-untyped-def]
+    ocloc = tool("ocloc")
+    for d in DEVICES[:8]:  # the devices this ocloc knows (Meteor Lake and later are newer)
+        for name in d.names:
+            out = run_tool([ocloc, "ids", name]).stdout
+            assert out.split()[-1] == d.ip_version, (name, out)
+
+
+@pytest.mark.parametrize(("device", "family"), [("skl", 18), ("tgllp", 29), ("dg1", 1210), ("acm-g11", 1270)])
+def test_product_families_as_ocloc_writes_them(tool, device: str, family: int, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ocloc = tool("ocloc")
+    src = Path(__file__).parent / "sources" / "intel" / "kernels.cl"
+    run_tool([ocloc, "compile", "-q", "-file", src, "-device", device, "-internal_options", "-ze-allow-zebin",
+              "-out_dir", tmp_path, "-output", "k"])
+    (binary,) = tmp_path.glob("k*.bin")
+    z = Zebin(_elf(binary))
+    (d,) = [x for x in DEVICES if device in x.names]
+    assert z.notes.product_family == d.product_family == family
+
+
+def test_patch_token_program(intel: dict[str, Path]) -> None:
+    elf = _elf(intel["patchtoken"])
+    assert is_patch_token_elf(elf) and vendor_for_machine(elf.header.e_machine) is None
+    prog = read_patch_token_program(elf)
+    sizes = {f.name: f.size for f in import_zebin(_elf(intel["zebin"])).functions}
+    assert prog.arch == "xe-hpg" and {k.name: k.unpadded_size for k in prog.kernels} == sizes
+
+
+def test_fat_archive_members_match_ar(intel: dict[str, Path]) -> None:
+    members = read_fat_archive(intel["fat"].read_bytes())
+    assert [m.member.name for m in members] == run_tool(["ar", "t", intel["fat"]]).stdout.split()
+    zebins = {m.arch: m for m in members if m.role == "zebin"}
+    assert set(zebins) == {"12.55.8", "12.60.7"} and any(m.role == "generic_ir" for m in members)
+    assert all(m.member.offset % 8 == 0 for m in zebins.values())
+    # a member zebin read in place names its device by product family (IGC 2022 writes no IP version note)
+    archs = {Zebin(open_elf(m.member.data)).arch for m in zebins.values()}
+    assert archs == {"dg2", "pvc"}
+
+
+def test_spirv_entry_points_match_spirv_dis(intel: dict[str, Path], tool) -> None:  # type: ignore[no-untyped-def]
+    text = run_tool([tool("spirv-dis"), intel["spv"]]).stdout
+    m = read_spirv(intel["spv"].read_bytes())
+    assert [e.name for e in m.entry_points] == re.findall(r'OpEntryPoint Kernel %\w+ "(\w+)"', text)
+    assert f"; Version: {m.version_text}" in text and m.generator_name in text
+    caps = re.findall(r"OpCapability (\w+)", text)
+    from devbin.formats.spirv.reader import CAPABILITY_NAMES
+    assert [CAPABILITY_NAMES[c] for c in m.capabilities] == caps
+    (r,) = [e for e in m.entry_points if e.name == "reduce_slm"]
+    assert r.mode(17) == (64, 1, 1) and r.mode(35) == (16,)
+
+
+# ---------------------------------------------------------------- the rules, without tools
+
+def test_gmdid_round_trip() -> None:
+    assert ip_from_gmdid(0x030F0007) == (12, 60, 7) and gmdid_of((12, 55, 8)) == 0x030DC008
+
+
+def test_runtime_rule_and_generic_targets() -> None:
+    assert runs_on("12.55.8", "acm-g11") and runs_on("12.55.8", "12.57.0") and not runs_on("12.56.5", "acm-g10")
+    assert runs_on("dg2", "acm-g12") and not runs_on("dg2", "pvc") and runs_on("12.70.4", "mtl-h")
+    assert names_overlap("dg2", "acm-g10") and names_overlap("12.60.7", "pvc") and not names_overlap("pvc", "dg2")
+
+
+def test_device_names_and_suggestions() -> None:
+    assert canonical_device("PVC") == "pvc" and canonical_device("12.60.7") == "12.60.7"
+    with pytest.raises(UsageError, match="did you mean acm-g10"):
+        canonical_device("acm-g1O")
+    assert guess_vendor("12.60.7") is not None and guess_vendor("acm-g10") is guess_vendor("dg2")
+
+
+def test_yaml_subset() -> None:
+    doc = b"---\nversion: '1.2''3'\nkernels:\n  - name: k\n    execution_env:\n      grf_count: 0x80\n" \
+          b"      required_work_group_size: [ 8, 1, 1 ]\n      x: \"a\\tb\"\n    m: { a: 1, b: [] }\n...\ngarbage: [\n"
+    tree = parse_yaml(doc)
+    assert tree == {"version": "1.2'3", "kernels": [{"name": "k", "execution_env": {
+        "grf_count": "0x80", "required_work_group_size": ["8", "1", "1"], "x": "a\tb"}, "m": {"a": "1", "b": []}}]}
+    for bad in (b"a: [1, 2", b"a: 'x", b"a:\n   b: 1\n  c: 2", b"a: \"\\q\"", b"\xff", b"- " * 40 + b"x"):
+        with pytest.raises(FormatError):
+            parse_yaml(bad)
+
+
+def test_damaged_zebins_raise_format_errors(intel: dict[str, Path]) -> None:
+    data = bytearray(intel["zebin"].read_bytes())
+    sec = _elf(intel["zebin"]).section(".ze_info")
+    assert sec is not None
+    for i in range(0, sec.sh_size, 97):
+        bad = bytearray(data)
+        bad[sec.sh_offset + i] = 0x5B  # '['
+        with contextlib.suppress(DeviceBinaryError):  # nothing but devbin's errors escapes
+            import_zebin(open_elf(bytes(bad)))
