@@ -25,8 +25,7 @@ import os
 import shutil
 from pathlib import Path
 
-from conftest import require_tool
-
+from tests.conftest import require_tool
 from tests.runners import run_tool
 
 SOURCES = Path(__file__).resolve().parent / "sources" / "intel"
