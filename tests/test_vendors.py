@@ -42,6 +42,7 @@ def test_every_known_architecture_has_one_vendor() -> None:
     for name in known_arch_names():
         owners = [v.name for v in VENDORS if v.owns_arch(name)]
         assert len(owners) == 1, (name, owners)
+        assert [v.name for v in VENDORS if name.startswith(v.arch_prefixes)] == owners
     assert guess_vendor("sm_90a") is vendor_named("nvidia") and guess_vendor("lto_100f") is vendor_named("nvidia")
     assert guess_vendor("gfx90a:xnack+") is vendor_named("amd")
     assert guess_vendor("") is None and guess_vendor("spirv64") is None and guess_vendor("sm_x") is None
@@ -94,3 +95,13 @@ def test_per_thread_stack_convention() -> None:
     assert amd.stack_bytes(private) == 48 and nv.stack_bytes(private) is None
     assert amd.stack_bytes(both) == 16 and nv.stack_bytes(both) == 16
     assert amd.stack_bytes(Function("h", FunctionKind.DEVICE)) is None
+
+
+def test_device_names_have_one_vendor() -> None:
+    """select's device names: each vendor's own, read by its descriptor (Device.vendor its device_vendor)."""
+    for text, vendor in (("sm_90a", "nvidia"), ("8.6", "nvidia"), ("gfx90a:xnack+", "amd"), ("gfx1101", "amd")):
+        owners = [v for v in VENDORS if v.owns_device(text)]
+        assert [v.name for v in owners] == [vendor]
+        dev = owners[0].parse_device(text)
+        assert dev.vendor == owners[0].device_vendor and dev.description.startswith(text)
+    assert not any(v.owns_device("x86_64") for v in VENDORS)

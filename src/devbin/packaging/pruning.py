@@ -6,7 +6,8 @@ library or executable) or a GNU ``ar`` archive, and returns the same kind of
 file holding only the selected device images.
 
 **Matching** (``keep``/``drop`` hold names such as ``sm_90``, ``compute_90``,
-``gfx90a``, ``gfx90a:xnack+``); for NVIDIA, ``nvprune -arch`` names with one difference:
+``gfx90a``, ``gfx90a:xnack+``; each vendor's rule, its descriptor's ``keep_matches``, through
+:func:`devbin.targets.registry.prune_name_matches`); for NVIDIA, ``nvprune -arch`` names with one difference:
 
 * ``sm_NN`` (also ``sm_NNa``/``sm_NNf``) matches the cubin for ``sm_NN`` *and* the
   PTX/LTO-IR for ``compute_NN``, so the kept GPU keeps the code a newer driver can
@@ -141,9 +142,10 @@ from devbin.packaging.ptx import jit_ptx
 from devbin.packaging.wrapper_refs import retarget
 from devbin.targets.archnames import parse_arch_list
 from devbin.targets.nvidia.archs import try_parse_arch
+from devbin.targets.registry import prune_name_matches
 
-__all__ = ["PRUNE_PTX_POLICIES", "PruneResult", "Selection", "arch_matches", "footprint", "parse_arch_list", "prune",
-           "prune_file"]
+__all__ = ["PRUNE_PTX_POLICIES", "PruneResult", "Selection", "footprint", "parse_arch_list", "prune", "prune_file",
+           "prune_name_matches"]
 
 #: prune's PTX policies (``--ptx``; the vocabulary of ``devbin pack --ptx``, devbin.packaging.ptx): ``kept``
 #: (the default) the PTX/LTO-IR of the kept architectures, ``none`` no PTX/LTO-IR at all (``nvprune -arch``'s
@@ -156,22 +158,6 @@ _MAX_DEPTH = 8
 
 
 # --------------------------------------------------------------------------- selection
-
-
-def arch_matches(spec: str, arch: str) -> bool:
-    """Whether the selection name ``spec`` matches an image's ``arch`` (see the module docstring)."""
-    if not arch:
-        return False
-    s, a = try_parse_arch(spec), try_parse_arch(arch)
-    if s is not None or a is not None:
-        if s is None or a is None or (s.major, s.minor, s.variant) != (a.major, a.minor, a.variant):
-            return False
-        if s.kind == "sass":
-            return True  # sm_NN: the cubin, the PTX and the LTO-IR of NN
-        return a.kind != "sass"  # compute_NN / lto_NN name the virtual arch only
-    if ":" in spec:
-        return spec == arch
-    return arch.split(":", 1)[0] == spec
 
 
 @dataclass(frozen=True)
@@ -202,8 +188,8 @@ class Selection:
         if self.ptx == "none" and (a := try_parse_arch(arch)) is not None and a.kind != "sass":
             return False
         if self.keep is not None:
-            return any(arch_matches(s, arch) for s in self.keep)
-        return not any(arch_matches(s, arch) for s in self.drop or ())
+            return any(prune_name_matches(s, arch) for s in self.keep)
+        return not any(prune_name_matches(s, arch) for s in self.drop or ())
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -402,7 +388,7 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
         raise UsageError(f"{where}: the selection {','.join(sel.names)} leaves no device image "
                          f"(architectures present: {', '.join(sorted({short(i.arch) for i in device}))})")
     if sel.keep is not None:
-        unmatched = [name for name in sel.keep if not any(arch_matches(name, i.arch) for i in device)]
+        unmatched = [name for name in sel.keep if not any(prune_name_matches(name, i.arch) for i in device)]
         if unmatched and require_match:
             raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the file holds "
                              f"{', '.join(sorted({short(i.arch) for i in device}))}")

@@ -66,6 +66,7 @@ from devbin.images.record import AMDGPU, CUBIN, Image
 from devbin.images.scan import ByteProgress, Progress, Scanner, ToScan, file_sizes, jobs_for
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF
+from devbin.targets.registry import vendor_for_machine
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -301,7 +302,7 @@ def _file_facts(data: Buffer, frame: Frame) -> _Facts:
         elf = ElfFile(view, where=frame.where)
     except DeviceBinaryError:
         return _Facts(n, n, {}, True)
-    if elf.header.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU):
+    if vendor_for_machine(elf.header.e_machine) is not None:  # a vendor's code object: all device code
         return _Facts(n, n, {}, True)
     sections: dict[str, int] = {}
     for sec in elf.sections:
