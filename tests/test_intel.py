@@ -216,3 +216,93 @@ def test_damaged_zebins_raise_format_errors(intel: dict[str, Path]) -> None:
         bad[sec.sh_offset + i] = 0x5B  # '['
         with contextlib.suppress(DeviceBinaryError):  # nothing but devbin's errors escapes
             import_zebin(open_elf(bytes(bad)))
+
+
+# ---------------------------------------------------------------- a zebin described structurally (IGC 2026 shape)
+
+_ZEINFO_153 = b"""---
+version:         '1.53'
+kernels:
+  - name:            k
+    execution_env:
+      eu_thread_count: 8
+      grf_count:       128
+      has_dpas:        true
+      private_size:    512
+      simd_size:       32
+      spill_size:      32
+      some_future_key: [ 1, 2 ]
+    per_thread_memory_buffers:
+      - type:            scratch
+        usage:           spill_fill_space
+        size:            64
+      - type:            global
+        usage:           private_space
+        size:            16
+        is_simt_thread:  true
+functions:
+  - name:            f
+    execution_env:
+      grf_count:       128
+      simd_size:       16
+...
+"""
+
+
+def _zebin_model() -> bytes:
+    from devbin.formats.elf import constants as C
+    from devbin.formats.elf.model import ElfModel, RelocSpec, SectionSpec, SymbolSpec
+    from devbin.formats.elf.writer import write
+
+    from tests.elfbuild import _note
+
+    notes = (_note("IntelGT", 1, (1271).to_bytes(4, "little")) + _note("IntelGT", 2, (0x0C08).to_bytes(4, "little"))
+             + _note("IntelGT", 4, b"1.53\0") + _note("IntelGT", 6, (0x030F0007).to_bytes(4, "little")))
+    m = ElfModel(e_type=C.ET_REL, machine=C.EM_INTELGT, abiversion=1)
+    code = C.SHF_ALLOC | C.SHF_EXECINSTR
+    m.sections = [SectionSpec(".text.k", flags=code, data=bytes(256)), SectionSpec(".text", flags=code, data=bytes(64)),
+                  SectionSpec(".ze_info", sh_type=0xFF000011, data=_ZEINFO_153),
+                  SectionSpec(".note.intelgt.compat", sh_type=C.SHT_NOTE, data=notes, align=4)]
+    m.symbols = [SymbolSpec("k", 0, 160, bind=C.STB_LOCAL, type=C.STT_FUNC, section=".text.k"),
+                 SymbolSpec("_entry", 0x50, 0, bind=C.STB_LOCAL, section=".text.k"),
+                 SymbolSpec("f", 0, 48, type=C.STT_FUNC, section=".text")]
+    m.relocations = {".text.k": [RelocSpec(0x60, "f", 2, 0), RelocSpec(0x70, "f", 3, 0)]}
+    m.use_rela = False
+    return write(m)
+
+
+def test_zebin_1_53_with_an_external_function() -> None:
+    co = import_zebin(open_elf(_zebin_model()))
+    assert co.target is not None and co.target.arch == "12.60.7" and co.metadata.get("ip-version") == "12.60.7"
+    k, f = co.function("k"), co.function("f")
+    assert k is not None and f is not None and k.is_kernel and not f.is_kernel and (k.size, f.size) == (160, 48)
+    assert co.callgraph.direct == (("k", "f"),)  # two relocations (lo/hi), one edge
+    # 1.39+: private and spill from execution_env, not from the buffers (64 scratch, 16 x 32 global)
+    assert (k.resources.local, k.uint(StdAttr.SPILL_BYTES), k.uint(INTEL_GRF_BYTES)) == (512, 32, 64)
+    assert k.attribute(0x307) is not None and k.attribute(0x307).text == "some_future_key: [ 1, 2 ]"  # type: ignore[union-attr]
+    assert f.resources.registers == 128 and f.uint(StdAttr.WAVE_SIZE) == 16
+
+
+def test_old_zeinfo_reads_privates_and_spills_from_the_buffers() -> None:
+    old = _ZEINFO_153.replace(b"'1.53'", b"'1.20'").replace(b"      private_size:    512\n", b"").replace(
+        b"      spill_size:      32\n", b"")
+    from devbin.targets.intel.zeinfo import read_zeinfo
+    (k,) = read_zeinfo(old).kernels
+    assert (k.private_bytes(), k.spill_bytes(), k.scratch_bytes()) == (16 * 32, 64, 64)
+
+
+def test_list_and_open_an_ocloc_fat_archive(intel: dict[str, Path]) -> None:
+    import json
+
+    import devbin
+
+    from tests.runners import cli_ok
+    doc = json.loads(cli_ok("list", "--json", intel["fat"]))
+    images = [(i["address"].rsplit("!", 1)[1], i["vendor"], i["kind"], i["arch"]) for i in doc["images"]]
+    assert images == [("64.12.55.8", "intel", "zebin", "dg2"), ("64.12.60.7", "intel", "zebin", "pvc")]
+    with devbin.open(intel["fat"]) as src:
+        for image in src.images:
+            member = intel["fat"].parent / f"member-{image.arch}"
+            member.write_bytes(bytes(image.data()))
+            co = image.code_object()
+            assert co is not None and {f.name: f.size for f in co.functions} == _readelf_funcs(member)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 from devbin.errors import FormatError, UsageError
 from devbin.formats.fatbin import constants as FC
 from devbin.images.address import Address
-from devbin.targets.registry import vendor_names
+from devbin.targets.registry import object_kinds, vendor_names
 
 if TYPE_CHECKING:
     from devbin.formats.bundle.reader import BundleEntry
@@ -226,7 +226,7 @@ class Image:
     def code_object(self, max_size: int = FC.DEFAULT_MAX) -> CodeObject | None:
         """The image in the unified model (:func:`devbin.importers.import_code_object`), or None
         for an image that is no code object (PTX, LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""
-        if self.kind not in (CUBIN, AMDGPU):
+        if self.kind not in object_kinds():  # every vendor's device ELF (the registry's descriptors)
             return None
         from devbin.binary import ByteView
         from devbin.formats.elf.reader import ElfFile

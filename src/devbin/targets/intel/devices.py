@@ -254,6 +254,23 @@ def names_overlap(found: str, wanted: str) -> bool:
     return found == wanted or bool(covered_ips(found) & covered_ips(wanted))
 
 
+def match_rank(binary_arch: str, device: IntelDevice) -> tuple[int, str] | None:
+    """How a zebin named ``binary_arch`` fits ``device`` by the runtime's rule (:func:`runs_on`): ``(0, why)``
+    built for its IP version, ``(1, why)`` for the generic target that covers it, ``(2, why)`` for its
+    product family (a zebin without the IP version note); None when the runtime refuses it."""
+    ip = parse_ip(binary_arch)
+    if ip is not None:
+        if device.ip == ip:
+            return 0, f"built for {device.ip_version}"
+        if device.ip in COMPATIBLE.get(ip, ()):
+            return 1, f"built for {ip_text(ip)}, whose generic target covers {device.ip_version}"
+        return None
+    fam = next((v for v, n in PRODUCT_FAMILIES.items() if n == binary_arch), None)
+    if fam is not None and device.product_family == fam:
+        return 2, f"built for the {binary_arch} family (the zebin names no IP version)"
+    return None
+
+
 def runs_on(binary_arch: str, device: str) -> bool:
     """Whether a zebin named ``binary_arch`` (:func:`devbin.targets.intel.zebin.zebin_arch`) is accepted on
     ``device`` (an IP version or acronym naming one device), by the runtime's rule (compute-runtime
@@ -262,10 +279,4 @@ def runs_on(binary_arch: str, device: str) -> bool:
     names only a product family runs on every device of that family (the stepping range of
     ``NT_INTELGT_TARGET_METADATA`` is checked only when the binary asks, and is not modelled here)."""
     d = device_named(device)
-    if d is None:
-        return False
-    ip = parse_ip(binary_arch)
-    if ip is not None:
-        return d.ip == ip or d.ip in COMPATIBLE.get(ip, ())
-    fam = next((v for v, n in PRODUCT_FAMILIES.items() if n == binary_arch), None)
-    return fam is not None and d.product_family == fam
+    return d is not None and match_rank(binary_arch, d) is not None
