@@ -306,3 +306,12 @@ def test_list_and_open_an_ocloc_fat_archive(intel: dict[str, Path]) -> None:
             member.write_bytes(bytes(image.data()))
             co = image.code_object()
             assert co is not None and {f.name: f.size for f in co.functions} == _readelf_funcs(member)
+
+
+def test_resource_rows(intel: dict[str, Path]) -> None:
+    from devbin.targets.intel.resources import format_rows, resource_rows
+    rows = {r["name"]: r for r in resource_rows(import_zebin(_elf(intel["calls"])))}
+    assert rows["calls"]["kind"] == "kernel" and rows["calls"]["grf"] == 128 and rows["calls"]["simd"] == 8
+    assert rows["helper"]["grf"] is None  # a stack-called function .ze_info does not list: unknown
+    table = format_rows(list(rows.values()))
+    assert table[0].split()[:4] == ["FUNCTION", "KIND", "GRF", "GRF_BYTES"] and "?" in table[-1]
