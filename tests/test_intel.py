@@ -315,3 +315,16 @@ def test_resource_rows(intel: dict[str, Path]) -> None:
     assert rows["helper"]["grf"] is None  # a stack-called function .ze_info does not list: unknown
     table = format_rows(list(rows.values()))
     assert table[0].split()[:4] == ["FUNCTION", "KIND", "GRF", "GRF_BYTES"] and "?" in table[-1]
+
+
+def test_code_size_is_where_the_padding_starts_for_iga64(intel: dict[str, Path], tool, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """iga64 decodes the kernel's symbol-size bytes cleanly and the zero padding after them as ``illegal``."""
+    iga = tool("iga64")
+    z = Zebin(_elf(intel["zebin"]))
+    for f in z.functions:
+        data = bytes(z.elf.section(f.section).data)  # type: ignore[union-attr]
+        (tmp_path / "code.krn").write_bytes(data[:f.size])
+        (tmp_path / "full.krn").write_bytes(data)
+        code = run_tool([iga, "-d", "-p=xehpg", tmp_path / "code.krn"]).stdout
+        full = run_tool([iga, "-d", "-p=xehpg", tmp_path / "full.krn"]).stdout
+        assert "illegal" not in code and "illegal" in full and code.count("\n") > 10
