@@ -34,11 +34,14 @@ msgpack; those are imported inside the methods that need them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from devbin.binary import Buffer
     from devbin.errors import DeviceBinaryError
     from devbin.formats.elf.reader import ElfFile
@@ -138,6 +141,9 @@ class Vendor(ABC):
     device_vendor: ClassVar[str]
     #: Its devices and images as select's messages name them (``NVIDIA``, ``AMDGPU``).
     device_title: ClassVar[str]
+    #: Its own tools that devbin finds outside ``PATH`` too (:meth:`toolkit_dirs`), each with how to install
+    #: it (:func:`devbin.tools.find_tool`, :func:`devbin.tools.install_hint`).
+    toolkit: ClassVar[Mapping[str, str]] = MappingProxyType({})
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
@@ -188,6 +194,17 @@ class Vendor(ABC):
         """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""
         return triple.startswith(self.triple_prefixes)
 
+    def toolkit_dirs(self, tool: str) -> Iterator[Path]:
+        """Folders besides ``PATH`` that may hold ``tool`` (one of :attr:`toolkit`), most specific first."""
+        return iter(())
+
+    @abstractmethod
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """For ``devbin size`` (from the symbol and section tables alone, no import): per function symbol
+        (``rows``: symbol indices of ``elf.symtab``, named ``names``) whether it is a kernel, and per function
+        name what belongs to it beside its code, ``(key, bytes)`` pairs (docs/JSON.md, ``related``)."""
+
     # ------------------------------------------------------------------ what a driver loads (devbin select)
 
     @abstractmethod
@@ -214,6 +231,12 @@ class Vendor(ABC):
     @abstractmethod
     def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
         """Why an image that loads (``other``) is not the one chosen (``chosen``, ranked first): one phrase."""
+
+    @abstractmethod
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        """The targets among ``others`` (a super-archive's, docs/FORMAT.md §16.5) whose code runs where
+        ``target``'s does, best first: the default fallback chain below ``target``; None when ``target`` is
+        no architecture of this vendor's."""
 
     # ------------------------------------------------------------------ the unified model
 

@@ -16,14 +16,21 @@ from typing import TYPE_CHECKING
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf.constants import EM_AMDGPU
-from devbin.targets.amdgpu.mach import EF_AMDGPU_MACH, FeatureSetting, decode_flags, mach_name, supported_features
+from devbin.targets.amdgpu.mach import (
+    EF_AMDGPU_MACH,
+    FEATURES,
+    FeatureSetting,
+    decode_flags,
+    mach_name,
+    supported_features,
+)
 from devbin.targets.amdgpu.matching import match
 from devbin.targets.amdgpu.matching import parse_device as parse_target_device
 from devbin.targets.amdgpu.targetid import TargetId, parse_target_id
 from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from devbin.binary import Buffer
     from devbin.formats.elf.reader import ElfFile
@@ -64,6 +71,19 @@ class AmdVendor(Vendor):
 
     def keep_matches(self, spec: str, arch: str) -> bool:
         return spec == arch if ":" in spec else arch.split(":", 1)[0] == spec
+
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """Kernels are the functions with a kernel descriptor, the ``<f>.kd`` object symbol (LLVM
+        AMDGPUUsage, "Kernel Descriptor"), whose size is reported as the kernel's ``descriptor``."""
+        from devbin.formats.elf.constants import STT_OBJECT
+
+        st = elf.symtab
+        assert st is not None
+        info, shndx, sizes = st.columns.st_info, st.columns.st_shndx, st.columns.st_size
+        kd = [i for i in range(1, len(st)) if info[i] & 0xF == STT_OBJECT and shndx[i]]
+        descriptors = {name[:-3]: sizes[i] for i, name in zip(kd, st.names(kd), strict=True) if name.endswith(".kd")}
+        return [n in descriptors for n in names], {n: (("descriptor", d),) for n, d in descriptors.items()}
 
     # devbin select: the rules are matching.match (ROCr/CLR: target-ID compatibility, generic targets)
 
@@ -133,6 +153,32 @@ class AmdVendor(Vendor):
         if a[4] != b[4]:
             return f"{chosen_arch} has the higher generic version"
         return "an earlier image is taken"
+
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        if not self.owns_arch(target):
+            return None
+        try:
+            device = parse_target_id(target)
+        except DeviceBinaryError:
+            return None
+        ranked: list[tuple[tuple[int, ...], int, str]] = []
+        for i, name in enumerate(others):
+            if not self.owns_arch(name):
+                continue
+            try:
+                image = parse_target_id(name)
+            except DeviceBinaryError:
+                continue
+            if device.is_generic:
+                ok = image.processor == device.processor and all(
+                    image.feature(f) is None or image.feature(f) == device.feature(f) for f in FEATURES)
+                if ok:
+                    ranked.append(((0, -len(image.features)), i, name))
+                continue
+            verdict = match(image, device)
+            if verdict.ok and not verdict.conditional:
+                ranked.append((verdict.rank, i, name))
+        return [name for _, _, name in sorted(ranked)]
 
     def import_code_object(self, elf: ElfFile, *, diag: Diag | None = None,
                            only: frozenset[str] | None = None) -> CodeObject:
