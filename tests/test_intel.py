@@ -328,3 +328,12 @@ def test_code_size_is_where_the_padding_starts_for_iga64(intel: dict[str, Path],
         code = run_tool([iga, "-d", "-p=xehpg", tmp_path / "code.krn"]).stdout
         full = run_tool([iga, "-d", "-p=xehpg", tmp_path / "full.krn"]).stdout
         assert "illegal" not in code and "illegal" in full and code.count("\n") > 10
+
+
+def test_fallback_chain_and_function_parts() -> None:
+    from devbin.targets.intel.vendor import INTEL
+    assert INTEL.fallback_chain("acm-g11", ["pvc", "dg2", "12.56.5", "12.55.8", "gfx90a"]) == ["12.56.5", "12.55.8",
+                                                                                                 "dg2"]
+    assert INTEL.fallback_chain("sm_90", ["pvc"]) is None and INTEL.fallback_chain("dg2", ["12.55.8"]) == []
+    elf = open_elf(_zebin_model())
+    assert INTEL.function_parts(elf, [1, 2, 3], ["k", "_entry", "f"]) == ([True, False, False], {})

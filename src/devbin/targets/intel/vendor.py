@@ -20,7 +20,8 @@ code for Intel GPUs is ``spir64_gen`` in clang's and SYCL's triples (intel/llvm
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from devbin.errors import DeviceBinaryError, UsageError
@@ -65,6 +66,10 @@ class IntelVendor(Vendor):
     loadable_kinds = frozenset({"zebin"})
     device_vendor = "intel"
     device_title = "Intel"
+    toolkit = MappingProxyType({
+        "ocloc": "apt-get install intel-opencl-icd (or bash scripts/setup-test-env.sh)",
+        "iga64": "apt-get install libigc-tools",
+    })
 
     # ------------------------------------------------------------------ architectures
 
@@ -93,6 +98,15 @@ class IntelVendor(Vendor):
 
     def keep_matches(self, spec: str, arch: str) -> bool:
         return names_overlap(arch, spec)
+
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """Kernels are the functions with a ``.text.<name>`` section of their own (IGC's layout); nothing
+        of a function lies in another section (``.ze_info`` describes them all at once)."""
+        from devbin.targets.intel.zebin import ENTRY_SYMBOL, TEXT_PREFIX
+
+        sections = set(elf.section_names)
+        return [n != ENTRY_SYMBOL and TEXT_PREFIX + n in sections for n in names], {}
 
     # ------------------------------------------------------------------ what the runtime loads
 
@@ -133,6 +147,19 @@ class IntelVendor(Vendor):
         if chosen.rank < other.rank:
             return f"{chosen_arch} is a closer match (exact IP version, then generic target, then family)"
         return "an earlier image is taken"
+
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        """The targets among ``others`` whose zebins the runtime accepts on the device ``target`` names
+        (:func:`devbin.targets.intel.devices.match_rank`: its own IP version, then generic targets, then
+        its product family); ``[]`` for a name of several devices (``dg2``)."""
+        if not self.owns_arch(target):
+            return None
+        d = device_named(target)
+        if d is None:
+            return []
+        ranked = [(m[0], i, name) for i, name in enumerate(others)
+                  if self.owns_arch(name) and name != target and (m := match_rank(name, d)) is not None]
+        return [name for _, _, name in sorted(ranked)]
 
     # ------------------------------------------------------------------ the unified model
 
