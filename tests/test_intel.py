@@ -337,3 +337,32 @@ def test_fallback_chain_and_function_parts() -> None:
     assert INTEL.fallback_chain("sm_90", ["pvc"]) is None and INTEL.fallback_chain("dg2", ["12.55.8"]) == []
     elf = open_elf(_zebin_model())
     assert INTEL.function_parts(elf, [1, 2, 3], ["k", "_entry", "f"]) == ([True, False, False], {})
+
+
+def _as_text(v: object) -> object:
+    """PyYAML's tree with every scalar as the text IGC wrote (the subset reader keeps scalars as text)."""
+    if isinstance(v, dict):
+        return {str(k): _as_text(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_as_text(x) for x in v]
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "" if v is None else str(v)
+
+
+@pytest.mark.parametrize("key", ["zebin", "zebin_pvc", "spill", "calls"])
+def test_yaml_subset_agrees_with_pyyaml(intel: dict[str, Path], key: str) -> None:
+    text = bytes(_elf(intel[key]).section(".ze_info").data)  # type: ignore[union-attr]
+    assert parse_yaml(text) == _as_text(yaml.safe_load(text))
+
+
+@pytest.mark.parametrize("device", ["skl", "tgllp", "acm-g10", "pvc"])
+def test_core_families_as_ocloc_writes_them(tool, device: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The patch-token program header's device field is the core family; the table's agrees."""
+    ocloc = tool("ocloc")
+    src = Path(__file__).parent / "sources" / "intel" / "kernels.cl"
+    run_tool([ocloc, "compile", "-q", "-file", src, "-device", device, "--format", "patchtokens",
+              "-out_dir", tmp_path, "-output", "k"])
+    (binary,) = tmp_path.glob("k*.bin")
+    (d,) = [x for x in DEVICES if device in x.names]
+    assert read_patch_token_program(_elf(binary)).core_family == d.core

@@ -21,7 +21,7 @@ product family's acronym (a 2022 zebin records only the family: ``dg2``).
 
 Where each row comes from: the IP versions and acronyms of the devices up to PVC are what
 ``ocloc ids <acronym>`` of Debian 12's ``intel-opencl-icd`` 22.43 prints
-(``tests/test_intel_devices.py`` checks every row against it); their product and core families
+(``tests/test_intel.py`` checks those rows against it); their product and core families
 are what that ``ocloc`` writes into the notes and patch-token headers it builds for them (checked
 by the same test).  Meteor Lake and later are from ``platforms.h`` (that ``ocloc`` predates them);
 their product families are left unknown (``None``) except Meteor Lake's, which DPC++ 2025 zebins
@@ -59,7 +59,7 @@ class CoreFamily:
 
 
 #: ``GFXCORE_FAMILY`` values (IGC ``inc/common/igfxfmid.h``).  Gen9, Gen12LP, Xe-HPG and Xe-HPC are
-#: the values Debian's ocloc writes into patch-token headers (``tests/test_intel_devices.py``); the
+#: the values Debian's ocloc writes into patch-token headers (``tests/test_intel.py``); the
 #: Xe2/Xe3/Xe3P values are from the header only.
 CORE_FAMILIES: Final[dict[int, CoreFamily]] = {c.value: c for c in (
     CoreFamily(0x0C, "GEN9_CORE", 32),

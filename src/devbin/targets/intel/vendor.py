@@ -14,8 +14,8 @@ covers (:func:`devbin.targets.intel.devices.names_overlap`: ``dg2`` takes ``12.5
 included, is :func:`devbin.targets.intel.devices.match_rank` (compute-runtime
 ``zebin_decoder.cpp``, ``validateTargetDevice``; ``platforms.h``, ``compatibilityMapping``).  Native
 code for Intel GPUs is ``spir64_gen`` in clang's and SYCL's triples (intel/llvm
-``sycl/source/detail/compiler.hpp``), and SYCL its offload kind (LLVM ``OffloadBinary.h``,
-``OFK_SYCL``); 0x8086 is Intel's PCI vendor ID.
+``sycl/source/detail/compiler.hpp``), and SYCL its offload kind (LLVM ``OffloadBinary.h``: offload
+kind 8, :mod:`devbin.formats.offload.constants`); 0x8086 is Intel's PCI vendor ID.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The YAML that a zebin's ``.ze_info`` section is written in: a small reader of that subset.
 
-IGC writes ``.ze_info`` with LLVM's YAML I/O (``llvm::yaml::Output``; IGC
-``IGC/ZEBinWriter/zebin/source/ZEInfoYAML.cpp``), and the runtime reads it with its own small
-parser (compute-runtime ``shared/source/device_binary_format/yaml/yaml_parser.cpp``), not a full YAML
-library.  The text is a document between ``---`` and ``...`` made of:
+The section is YAML (IGC ``IGC/ZEBinWriter/zebin/spec/zeinfo.md``: a map of attributes), and what
+IGC writes of it is a small part of YAML: a document between ``---`` and ``...`` made of:
 
 * block mappings, ``key: value`` one per line, nested by indentation;
 * block sequences, ``- item`` lines, whose items are mappings (``- name: vadd`` then the other keys
@@ -12,10 +10,11 @@ library.  The text is a document between ``---`` and ``...`` made of:
   double-quoted (backslash escapes);
 * flow sequences (``[ 64, 1, 1 ]``) and flow mappings (``{ }``).
 
-That is what this reader takes (the runtime's parser takes no more: no anchors, tags, block scalars
-or multi-line flow collections).  Scalars stay text (:data:`Value`); their meaning (integer,
-boolean) is for the reader of each key (:mod:`devbin.targets.intel.zeinfo`), so unknown keys keep
-their exact text.  A key given twice keeps its first value (the runtime's parser finds the first).
+That is what this reader takes: no anchors, tags, block scalars or multi-line flow collections
+(the ``.ze_info`` of Debian's ocloc 22.43 has none; ``tests/test_intel.py`` checks that this reader
+and PyYAML agree on every zebin it builds).  Scalars stay text (:data:`Value`); their meaning
+(integer, boolean) is for the reader of each key (:mod:`devbin.targets.intel.zeinfo`), so unknown
+keys keep their exact text.  A key given twice keeps its first value.
 Nesting is capped (:data:`MAX_DEPTH`); every error is a :class:`~devbin.errors.FormatError`
 naming the line.
 """
