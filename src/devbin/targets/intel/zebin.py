@@ -50,7 +50,7 @@ ENTRY_SYMBOL: Final = "_entry"
 TEXT_PREFIX: Final = ".text."
 #: Relocation types (elf.md "Gen Relocation Type"; llvm-readelf prints them "Unknown").
 R_NAMES: Final[dict[int, str]] = {
-    0: "R_ZE_NONE", 1: "R_ZE_SYM_ADDR", 2: "R_ZE_SYM_ADDR_32", 3: "R_ZE_SYM_ADDR_32_HI",
+    0: "R_NONE", 1: "R_SYM_ADDR", 2: "R_SYM_ADDR_32", 3: "R_SYM_ADDR_32_HI",
     4: "R_PER_THREAD_PAYLOAD_OFFSET_32", 5: "R_GLOBAL_IMM_32", 6: "R_SEND", 7: "R_SYM_ADDR_16",
 }
 _ADDRESS_RELOCS: Final = frozenset({1, 2, 3, 7})
