@@ -366,3 +366,13 @@ def test_core_families_as_ocloc_writes_them(tool, device: str, tmp_path: Path) -
     (binary,) = tmp_path.glob("k*.bin")
     (d,) = [x for x in DEVICES if device in x.names]
     assert read_patch_token_program(_elf(binary)).core_family == d.core
+
+
+def test_a_new_zeinfo_major_version_is_read_with_a_warning() -> None:
+    from devbin.errors import FormatWarning
+    data = _zebin_model().replace(b"version:         '1.53'", b"version:         '2.00'")
+    found: list[DeviceBinaryError] = []
+    co = import_zebin(open_elf(data), diag=found.append)
+    assert len(found) == 1 and "major version 1 expected" in found[0].message and co.function("k") is not None
+    with pytest.warns(FormatWarning, match="2.00"):
+        import_zebin(open_elf(data))

@@ -23,11 +23,12 @@ none (IGC resolves those), so such calls are not seen.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from devbin.errors import DeviceBinaryError, FormatError
+from devbin.errors import DeviceBinaryError, FormatError, FormatWarning, UnsupportedVersion
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Symbol
 from devbin.targets.intel.devices import ip_from_gmdid, ip_text, product_acronym
@@ -98,7 +99,18 @@ class Zebin:
         self.zeinfo: ZeInfo | None = None
         if zs is not None:
             self.zeinfo = read_zeinfo(zs.data, where=f"{elf.where} {ZEINFO_SECTION}".strip())
+            if self.zeinfo.version[0] != 1:
+                self._note(UnsupportedVersion(
+                    f"zeinfo version {self.zeinfo.version_text!r}: major version 1 expected (read as 1.x)",
+                    fmt="ze_info", where=elf.where))
         self.functions = self._functions()
+
+    def _note(self, e: DeviceBinaryError) -> None:
+        """A problem read past: to ``diag``, else a :class:`~devbin.errors.FormatWarning` (the data kept)."""
+        if self._diag is not None:
+            self._diag(e)
+        else:
+            warnings.warn(FormatWarning(str(e)), stacklevel=4)
 
     @property
     def arch(self) -> str:
