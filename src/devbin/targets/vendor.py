@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject, Function
     from devbin.targets.amdgpu.targetid import TargetId
 
-__all__ = ["Device", "Diag", "ObjectFacts", "Vendor", "Verdict"]
+__all__ = ["AssemblyFacts", "Device", "Diag", "ObjectFacts", "Vendor", "Verdict"]
 
 #: Where an importer reports what it tolerated (a :class:`~devbin.errors.DeviceBinaryError` per finding).
 Diag = Callable[["DeviceBinaryError"], None]
@@ -66,6 +66,21 @@ class ObjectFacts:
     producer: str | None = None
     compile_options: str = ""
     code_object_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyFacts:
+    """What ``devbin cc`` learned from a compile's assembly (:meth:`Vendor.facts_from_assembly`): the
+    object's model with them added, each function's facts as JSON, the functions that gained facts
+    (``filled``), those checked against the object's own (``checked``), one line per value that
+    differs (``disagreements``) and the functions the assembly says nothing about (``missing``)."""
+
+    model: CodeObject
+    functions: dict[str, dict[str, Any]]
+    filled: tuple[str, ...]
+    checked: tuple[str, ...]
+    disagreements: tuple[str, ...]
+    missing: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +159,9 @@ class Vendor(ABC):
     #: Its own tools that devbin finds outside ``PATH`` too (:meth:`toolkit_dirs`), each with how to install
     #: it (:func:`devbin.tools.find_tool`, :func:`devbin.tools.install_hint`).
     toolkit: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    #: Whether its compiler prints per-function facts in the assembly that devbin reads (``devbin cc``,
+    #: :meth:`facts_from_assembly`).
+    reads_assembly: ClassVar[bool] = False
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
@@ -160,6 +178,24 @@ class Vendor(ABC):
     @abstractmethod
     def owns_arch(self, arch: str) -> bool:
         """Whether ``arch`` (an architecture or target-ID name as images carry it) is this vendor's."""
+
+    @abstractmethod
+    def known_arch_names(self) -> tuple[str, ...]:
+        """Every architecture name its tables know, as ``--arch``/``--keep`` take them (lower case)."""
+
+    @abstractmethod
+    def claims_arch(self, text: str) -> bool:
+        """Whether ``text`` (lower case, stripped) is meant as one of its architecture names, known or not:
+        what :meth:`check_arch` then judges (NVIDIA: it starts ``sm``, ``compute`` or ``lto``)."""
+
+    @abstractmethod
+    def check_arch(self, text: str) -> str:
+        """``text`` (claimed, lower case) as the tables spell it; UsageError saying why it names none
+        (:func:`devbin.targets.archnames.canonical_arch` adds the names probably meant)."""
+
+    def arch_repairs(self, text: str) -> list[str]:
+        """Obvious repairs of a misspelt name (NVIDIA: ``sm90`` -> ``sm_90``), best first; none by default."""
+        return []
 
     @abstractmethod
     def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
@@ -212,9 +248,11 @@ class Vendor(ABC):
         """Whether ``text`` (lower case, stripped) is meant as one of this vendor's devices."""
 
     @abstractmethod
-    def parse_device(self, text: str) -> Device:
-        """The device ``text`` names (:meth:`owns_device` holds); UsageError, naming what was probably
-        meant, for a name of no device."""
+    def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        """The device ``text`` names (:meth:`owns_device` holds; a name starting with one of
+        :attr:`arch_prefixes` is a known architecture: :func:`devbin.packaging.selection.parse_device`
+        checked it); UsageError for a name of no device, naming what was probably meant (``suggest``:
+        :func:`devbin.targets.archnames.suggestions`)."""
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
                     ) -> tuple[str, int]:
@@ -250,6 +288,13 @@ class Vendor(ABC):
     def object_facts(self, elf: ElfFile) -> ObjectFacts:
         """What ``elf`` (one of :attr:`e_machines`) says of itself (:class:`ObjectFacts`); FormatError when
         it cannot be read as this vendor's code object."""
+
+    def facts_from_assembly(self, elf: ElfFile, assembly: str, *, diag: Diag | None = None) -> AssemblyFacts:
+        """``elf`` imported, with the per-function facts its compile's ``assembly`` (``-S``) prints added
+        (where :attr:`reads_assembly`); ``diag`` hears of what does not fit."""
+        from devbin.errors import UsageError
+
+        raise UsageError(f"{self.title}: devbin reads no facts from its compilers' assembly")
 
     @abstractmethod
     def load_attribute_names(self) -> None:

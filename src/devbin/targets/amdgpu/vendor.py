@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_AMDGPU
 from devbin.targets.amdgpu.mach import (
     EF_AMDGPU_MACH,
     FEATURES,
+    PROCESSORS,
     FeatureSetting,
     decode_flags,
     mach_name,
@@ -27,7 +28,7 @@ from devbin.targets.amdgpu.mach import (
 from devbin.targets.amdgpu.matching import match
 from devbin.targets.amdgpu.matching import parse_device as parse_target_device
 from devbin.targets.amdgpu.targetid import TargetId, parse_target_id
-from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
+from devbin.targets.vendor import AssemblyFacts, Device, Diag, ObjectFacts, Vendor, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -57,10 +58,34 @@ class AmdVendor(Vendor):
     attribute_namespace = 2  # devbin.model.attributes.Namespace.AMDGPU (the model is not imported here)
     attribute_prefix = "amdgpu."
     private_segment_is_stack = True
+    reads_assembly = True
 
     def owns_arch(self, arch: str) -> bool:
         """``gfx`` processors and generic targets, with or without target-ID features."""
         return arch.startswith("gfx")
+
+    def known_arch_names(self) -> tuple[str, ...]:
+        """The ``gfx`` processors and generic targets of :data:`~devbin.targets.amdgpu.mach.PROCESSORS`."""
+        return tuple(p.name for p in PROCESSORS if p.name.startswith(self.arch_prefixes))
+
+    def claims_arch(self, text: str) -> bool:
+        return text.startswith(self.arch_prefixes)
+
+    def check_arch(self, text: str) -> str:
+        """A target ID (:func:`~devbin.targets.amdgpu.targetid.parse_target_id`) of a known processor with
+        features it has."""
+        try:
+            tid = parse_target_id(text)
+        except DeviceBinaryError as e:
+            raise UsageError(e.message) from None
+        if tid.processor not in self.known_arch_names():
+            raise UsageError(f"no {self.title} processor {tid.processor}")
+        bad = tid.unsupported_features()
+        if bad:
+            have = supported_features(tid.processor)
+            raise UsageError(f"{tid.processor} has no {', '.join(bad)} feature"
+                             + (f" (it has {', '.join(have)})" if have else " (it has none)"))
+        return str(tid)
 
     def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
         """The processor of ``EF_AMDGPU_MACH`` (unknown numbers stay raw: ``EF_AMDGPU_MACH_0x..``)."""
@@ -90,10 +115,7 @@ class AmdVendor(Vendor):
     def owns_device(self, text: str) -> bool:
         return text.startswith("gfx")
 
-    def parse_device(self, text: str) -> Device:
-        from devbin.targets.archnames import canonical_arch
-
-        canonical_arch(text)  # an unknown gfx9000: refused with the name meant
+    def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
         target = parse_target_device(text)
         unknown = [f for f in supported_features(target.processor) if target.feature(f) is None]
         note = (f"{'/'.join(unknown)} not given: unknown, so images that set it load only conditionally"
@@ -193,6 +215,19 @@ class AmdVendor(Vendor):
 
         facts = code_object_facts(elf, diag=lambda e: None)
         return ObjectFacts(facts.target_id, facts.triple, None, "", facts.flags.code_object_version)
+
+    def facts_from_assembly(self, elf: ElfFile, assembly: str, *, diag: Diag | None = None) -> AssemblyFacts:
+        """The ``; Function info:``/``; Kernel info:`` blocks (and LLVM 20+ ``.set f.num_vgpr, N`` lines)
+        clang prints (:mod:`devbin.targets.amdgpu.asminfo`): device functions gain them, kernels are checked
+        against the metadata note."""
+        from devbin.targets.amdgpu.asminfo import merge_asm_info, parse_asm_info
+        from devbin.targets.amdgpu.importer import import_amdgpu
+
+        infos = parse_asm_info(assembly)
+        merged, report = merge_asm_info(import_amdgpu(elf, diag=diag), infos, diag=diag)
+        return AssemblyFacts(merged, {n: {k: v for k, v in i.to_dict().items() if k != "other"}
+                                      for n, i in infos.items()},
+                             report.filled, report.checked, report.disagreements, report.missing)
 
     def load_attribute_names(self) -> None:
         import devbin.targets.amdgpu.importer  # noqa: F401  (registers the amdgpu.* ids at import)
