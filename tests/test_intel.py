@@ -376,3 +376,21 @@ def test_a_new_zeinfo_major_version_is_read_with_a_warning() -> None:
     assert len(found) == 1 and "major version 1 expected" in found[0].message and co.function("k") is not None
     with pytest.warns(FormatWarning, match="2.00"):
         import_zebin(open_elf(data))
+
+
+def test_intel_names_through_the_generic_arch_parser() -> None:
+    from devbin.targets.archnames import canonical_arch, parse_arch_list
+    assert parse_arch_list("PVC,12.55.8,dg2,sm_90") == ("pvc", "12.55.8", "dg2", "sm_90")
+    with pytest.raises(UsageError, match="did you mean acm-g10"):
+        canonical_arch("acm-g1o")
+    with pytest.raises(UsageError, match="did you mean pvc"):
+        canonical_arch("pvcc")
+
+
+def test_list_arch_filter_on_a_fat_archive(intel: dict[str, Path]) -> None:
+    import json
+
+    from tests.runners import cli_ok
+    for wanted, member in (("12.60.7", "64.12.60.7"), ("acm-g10", "64.12.55.8"), ("dg2", "64.12.55.8")):
+        doc = json.loads(cli_ok("list", "--json", "--arch", wanted, intel["fat"]))
+        assert [i["address"].rsplit("!", 1)[1] for i in doc["images"]] == [member]

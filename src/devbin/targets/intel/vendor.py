@@ -27,9 +27,6 @@ from typing import TYPE_CHECKING
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_INTELGT
 from devbin.targets.intel.devices import (
-    GENERIC_ACRONYMS,
-    PRODUCT_FAMILIES,
-    canonical_device,
     device_named,
     devices_named,
     known_names,
@@ -53,7 +50,8 @@ class IntelVendor(Vendor):
     name = "intel"
     title = "Intel"
     e_machines = (EM_INTELGT,)
-    arch_prefixes = ("acm-", "dg2", "pvc", "mtl-", "arl-", "bmg-", "lnl-", "ptl-")
+    #: The acronyms' stems; IP versions (``12.60.7``) have no prefix (:meth:`claims_arch` takes their shape).
+    arch_prefixes = ("acm-", "dg2", "pvc", "mtl", "arl-", "bmg", "lnl-", "ptl", "skl", "tgllp", "dg1", "ats-")
     object_kind = "zebin"
     image_kinds = frozenset({"zebin"})
     triple_prefixes = ("spir64_gen", "spir_gen")
@@ -77,6 +75,26 @@ class IntelVendor(Vendor):
         """An IP version (``12.60.7``), a known acronym, or a raw ``PRODUCT_FAMILY_<n>``."""
         a = arch.strip().lower()
         return parse_ip(a) is not None or a in known_names() or a.startswith("product_family_")
+
+    def known_arch_names(self) -> tuple[str, ...]:
+        """Acronyms, generic and product-family acronyms, then the IP versions of :data:`DEVICES`."""
+        return known_names()
+
+    def claims_arch(self, text: str) -> bool:
+        """An IP version's shape (three dotted numbers), a known name, or a name starting like an acronym."""
+        parts = text.split(".")
+        return (len(parts) == 3 and all(p.isdigit() for p in parts)) or text in known_names() \
+            or text.startswith(self.arch_prefixes)
+
+    def check_arch(self, text: str) -> str:
+        if parse_ip(text) is not None or text in known_names():
+            return text
+        raise UsageError(f"no {self.title} device of that name (an IP version such as 12.60.7, or an ocloc acronym)")
+
+    def arch_repairs(self, text: str) -> list[str]:
+        """The letter O typed for a zero (``acm-g1o``), a space or underscore for the dash."""
+        return [r for r in (text.replace("o", "0"), text.replace(" ", "-").replace("_", "-"))
+                if r != text and r in known_names()]
 
     def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
         """``""``: a zebin's header does not name its device (module docstring; :meth:`arch_from_elf`)."""
@@ -111,10 +129,12 @@ class IntelVendor(Vendor):
     # ------------------------------------------------------------------ what the runtime loads
 
     def owns_device(self, text: str) -> bool:
-        return device_named(text) is not None or text in GENERIC_ACRONYMS or text in PRODUCT_FAMILIES.values()
+        return self.claims_arch(text)
 
-    def parse_device(self, text: str) -> Device:
-        canonical_device(text)  # an unknown name: refused with the names meant
+    def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        if parse_ip(text) is None and text not in known_names():
+            hint = suggest(text)
+            raise UsageError(f"unknown device {text!r}" + (f"; did you mean {' or '.join(hint)}?" if hint else ""))
         d = device_named(text)
         if d is None:
             several = ", ".join(f"{x.name} ({x.ip_version})" for x in devices_named(text))
