@@ -394,3 +394,18 @@ def test_list_arch_filter_on_a_fat_archive(intel: dict[str, Path]) -> None:
     for wanted, member in (("12.60.7", "64.12.60.7"), ("acm-g10", "64.12.55.8"), ("dg2", "64.12.55.8")):
         doc = json.loads(cli_ok("list", "--json", "--arch", wanted, intel["fat"]))
         assert [i["address"].rsplit("!", 1)[1] for i in doc["images"]] == [member]
+
+
+def test_annotated_zebin_reads_as_before(intel: dict[str, Path], tmp_path: Path) -> None:
+    """devbin annotate adds its sections to a zebin; ocloc disasm and llvm-readelf read it as before."""
+    from tests.runners import cli_ok
+    out = tmp_path / "annotated.zebin"
+    cli_ok("annotate", "-o", out, intel["zebin"])
+    assert _elf(out).section(".devbin.func") is not None
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    before, after = ocloc_dump(intel["zebin"], "dg2", tmp_path / "a"), ocloc_dump(out, "dg2", tmp_path / "b")
+    for name in (".ze_info", ".text.vadd.asm", ".text.reduce_slm.asm", ".symtab"):
+        assert (before / name).read_bytes() == (after / name).read_bytes(), name
+    assert _readelf_funcs(out) == _readelf_funcs(intel["zebin"])
+    assert {f.name: f.size for f in import_zebin(_elf(out)).functions} == _readelf_funcs(out)
