@@ -9,6 +9,7 @@
 ``spill``           ``spill.cl`` for ``acm-g10`` (IGC spills at SIMD8: a scratch buffer)
 ``calls``           ``calls.cl`` for ``acm-g10`` with ``IGC_FunctionControl=3`` (stack calls: functions)
 ``patchtoken``      ``kernels.cl`` for ``acm-g10`` in the patch-token format (``--format patchtokens``)
+``patchtoken_spill`` ``spill.cl`` the same way
 ``spv``             ``kernels.cl`` as SPIR-V (``-spv_only``)
 ``fat``             ``ocloc -spirv_input`` of ``spv`` for ``acm-g10,pvc``: an ``ar`` of two zebins named by
                     IP version, ``pad_*`` members and ``generic_ir``
@@ -57,6 +58,8 @@ def build_intel(out: Path) -> dict[str, Path]:
         "calls": _compile(ocloc, out, SOURCES / "calls.cl", "acm-g10", "calls.acm-g10.zebin", *ZEBIN,
                           env={"IGC_FunctionControl": "3"}),
         "patchtoken": _compile(ocloc, out, k, "acm-g10", "kernels.acm-g10.pt", "--format", "patchtokens"),
+        "patchtoken_spill": _compile(ocloc, out, SOURCES / "spill.cl", "acm-g10", "spill.acm-g10.pt", "--format",
+                                     "patchtokens"),
         "spv": _compile(ocloc, out, k, "acm-g10", "kernels.spv", "-spv_only"),
     }
     paths["fat"] = _compile(ocloc, out, paths["spv"], "acm-g10,pvc", "kernels.fat.ar", "-spirv_input", *ZEBIN)

@@ -409,3 +409,16 @@ def test_annotated_zebin_reads_as_before(intel: dict[str, Path], tmp_path: Path)
         assert (before / name).read_bytes() == (after / name).read_bytes(), name
     assert _readelf_funcs(out) == _readelf_funcs(intel["zebin"])
     assert {f.name: f.size for f in import_zebin(_elf(out)).functions} == _readelf_funcs(out)
+
+
+@pytest.mark.parametrize(("pt", "zb"), [("patchtoken", "zebin"), ("patchtoken_spill", "spill")])
+def test_patch_tokens_agree_with_the_zebin_of_the_same_source(intel: dict[str, Path], pt: str, zb: str) -> None:
+    prog = read_patch_token_program(_elf(intel[pt]))
+    z = Zebin(_elf(intel[zb]))
+    assert z.zeinfo is not None and {k.name for k in prog.kernels} == {e.name for e in z.zeinfo.kernels}
+    for k in prog.kernels:
+        e = z.zeinfo.entry(k.name)
+        assert e is not None and (k.simd, k.grf_count) == (e.simd_size, e.grf_count)
+        assert (k.slm or 0, k.required_work_group_size, k.has_barriers) == (
+            e.slm_size, e.required_work_group_size, e.barrier_count > 0)
+        assert (k.private or 0, k.scratch[0]) == (e.private_bytes(), e.spill_bytes()), k.name
