@@ -41,7 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 TARGETS = ["fuzz_elf", "fuzz_devsec", "fuzz_fatbin", "fuzz_ar", "fuzz_offload", "fuzz_amdgpu", "fuzz_bundle",
-           "fuzz_wrapped", "fuzz_superarchive", "fuzz_macho_fat", "fuzz_link", "fuzz_load", "fuzz_native", "fuzz_zip"]
+           "fuzz_wrapped", "fuzz_superarchive", "fuzz_macho_fat", "fuzz_link", "fuzz_load", "fuzz_native", "fuzz_zip",
+           "fuzz_intel"]
 
 
 def available_targets() -> list[str]:
@@ -81,10 +82,10 @@ def named_real_seeds(folder: Path) -> Iterator[tuple[str, bytes]]:
     A missing compiler only drops those seeds (the run says so); the committed
     fixtures above always seed.
     """
-    from tests import conftest
+    from tests import conftest, intelbuild
 
     for build in (conftest.build_host_objects, conftest.build_amdgpu_objects,
-                  lambda out: conftest.build_cubins(out, from_ptx=conftest.cubins_from_ptx())):
+                  lambda out: conftest.build_cubins(out, from_ptx=conftest.cubins_from_ptx()), intelbuild.build_intel):
         sub = Path(tempfile.mkdtemp(dir=folder))
         try:
             files = build(sub)

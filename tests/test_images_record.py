@@ -94,7 +94,7 @@ def test_escape_round_trip(text: str) -> None:
 
 
 def test_kind_vocabulary() -> None:
-    assert list(KINDS) == ["cubin", "ptx", "lto-ir", "amdgpu", "bitcode", "spirv", "fatbin", "host", "data"]
+    assert list(KINDS) == ["cubin", "ptx", "lto-ir", "amdgpu", "zebin", "bitcode", "spirv", "fatbin", "host", "data"]
     assert fatbin_kind(FC.KIND_ELF) == "cubin"
     assert fatbin_kind(FC.KIND_PTX) == "ptx"
     assert fatbin_kind(FC.KIND_LTOIR) == "lto-ir"

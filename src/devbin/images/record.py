@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 from devbin.errors import FormatError, UsageError
 from devbin.formats.fatbin import constants as FC
 from devbin.images.address import Address
-from devbin.targets.registry import vendor_names
+from devbin.targets.registry import object_kinds, vendor_names
 
 if TYPE_CHECKING:
     from devbin.formats.bundle.reader import BundleEntry
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AMDGPU", "BITCODE", "CONTAINERS", "CUBIN", "DATA", "FATBIN", "HOST", "KINDS", "LTO_IR", "OPAQUE", "PTX", "SPIRV",
-    "VENDORS", "BareElf", "Image", "Native", "fatbin_kind", "find_image",
+    "VENDORS", "ZEBIN", "BareElf", "Image", "Native", "fatbin_kind", "find_image",
 ]
 
 # --------------------------------------------------------------------------- kinds
@@ -38,6 +38,7 @@ CUBIN: Final = "cubin"  #: an NVIDIA cubin (ELF, e_machine 190 EM_CUDA)
 PTX: Final = "ptx"  #: PTX text
 LTO_IR: Final = "lto-ir"  #: NVIDIA LTO-IR (a fatbin entry of kind 8, nvcc -dlto)
 AMDGPU: Final = "amdgpu"  #: an AMDGPU code object (ELF, e_machine 224 EM_AMDGPU)
+ZEBIN: Final = "zebin"  #: an Intel GPU zebin (ELF, e_machine 205 EM_INTELGT)
 BITCODE: Final = "bitcode"  #: LLVM bitcode, raw or in its wrapper
 SPIRV: Final = "spirv"  #: a SPIR-V module
 FATBIN: Final = "fatbin"  #: a CUDA fatbin stored as one image (an OffloadBinary entry) and not opened further
@@ -50,6 +51,7 @@ KINDS: Final[dict[str, str]] = {
     PTX: "PTX text",
     LTO_IR: "NVIDIA LTO-IR",
     AMDGPU: "AMDGPU code object (ELF, EM_AMDGPU)",
+    ZEBIN: "Intel GPU zebin (ELF, EM_INTELGT)",
     BITCODE: "LLVM bitcode",
     SPIRV: "SPIR-V module",
     FATBIN: "CUDA fatbin, not opened further",
@@ -226,7 +228,7 @@ class Image:
     def code_object(self, max_size: int = FC.DEFAULT_MAX) -> CodeObject | None:
         """The image in the unified model (:func:`devbin.importers.import_code_object`), or None
         for an image that is no code object (PTX, LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""
-        if self.kind not in (CUBIN, AMDGPU):
+        if self.kind not in object_kinds():  # every vendor's device ELF (the registry's descriptors)
             return None
         from devbin.binary import ByteView
         from devbin.formats.elf.reader import ElfFile

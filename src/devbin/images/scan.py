@@ -84,6 +84,7 @@ from devbin.images.frame import Frame, Hit
 from devbin.images.record import HOST, BareElf, Image
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF, ZIP, ZIP_MAGICS, container_format, device_elf, image_kind, vendor_of
+from devbin.targets.registry import vendor_named
 
 if TYPE_CHECKING:
     import zipfile
@@ -478,6 +479,9 @@ class Scanner:
         h = elf.header
         vendor, kind, arch = device_elf(h.e_machine, h.e_flags, h.ei_osabi, h.ei_abiversion)
         if vendor:
+            owner = vendor_named(vendor)
+            if not arch and owner is not None:  # the header does not name it (a zebin's notes do)
+                arch = owner.arch_from_elf(elf)
             native = BareElf(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
                              abi_version=h.ei_abiversion, size=elf.size, view=elf.view.bytes_at(0, elf.size))
             yield Image(address=frame.address, vendor=vendor, kind=kind,

@@ -129,6 +129,7 @@ class StdAttr(IntEnum):
     MIN_BLOCKS_PER_MP = 20
     CLUSTER_DIMS = 21
     USES_RECURSION = 22
+    SPILL_BYTES = 23
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +174,7 @@ _STANDARD: tuple[tuple[StdAttr, AttrForm, Applies, str], ...] = (
     (StdAttr.MIN_BLOCKS_PER_MP, AttrForm.UINT, _K, "minimum resident blocks per multiprocessor"),
     (StdAttr.CLUSTER_DIMS, AttrForm.DIM3, _K, "thread-block cluster dimensions"),
     (StdAttr.USES_RECURSION, AttrForm.FLAG, _B, "the function is (mutually) recursive"),
+    (StdAttr.SPILL_BYTES, AttrForm.UINT, _B, "bytes per thread used by register spill/fill (Intel: spill_size)"),
 )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from devbin.targets.amdgpu.vendor import AMD
+from devbin.targets.intel.vendor import INTEL
 from devbin.targets.nvidia.vendor import NVIDIA
 from devbin.targets.vendor import Vendor
 
@@ -28,7 +29,7 @@ __all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "object_kinds", "pa
            "vendor_for_kind", "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names"]
 
 #: Every vendor devbin knows, in the order reports list them.
-VENDORS: tuple[Vendor, ...] = (NVIDIA, AMD)
+VENDORS: tuple[Vendor, ...] = (NVIDIA, AMD, INTEL)
 
 _BY_NAME: dict[str, Vendor] = {v.name: v for v in VENDORS}
 _BY_MACHINE: dict[int, Vendor] = {m: v for v in VENDORS for m in v.e_machines}

@@ -201,6 +201,12 @@ class Vendor(ABC):
     def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
         """The architecture an ELF header of one of :attr:`e_machines` names (the header alone)."""
 
+    def arch_from_elf(self, elf: ElfFile) -> str:
+        """The architecture of a device ELF of one of :attr:`e_machines`, where the header does not say it
+        all (Intel: the ``.note.intelgt.compat`` notes name the device); by default :meth:`arch_from_header`."""
+        h = elf.header
+        return self.arch_from_header(h.e_flags, h.ei_osabi, h.ei_abiversion)
+
     @abstractmethod
     def option_matches(self, found: str, wanted: str) -> bool:
         """Whether an image of architecture ``found`` is one ``--arch wanted`` takes (the inspection

@@ -27,6 +27,7 @@ EM_ARM = 40
 EM_X86_64 = 62
 EM_AARCH64 = 183
 EM_CUDA = 190
+EM_INTELGT = 205  # Intel GPU zebin (IGC IGC/ZEBinWriter/zebin/spec/elf.md)
 EM_AMDGPU = 224
 EM_RISCV = 243
 
@@ -107,7 +108,7 @@ ELFOSABI_AMDGPU_MESA3D = 66
 ET_NAMES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
 EM_NAMES = {
     0: "EM_NONE", 3: "EM_386", 8: "EM_MIPS", 20: "EM_PPC", 21: "EM_PPC64", 40: "EM_ARM", 62: "EM_X86_64",
-    183: "EM_AARCH64", 190: "EM_CUDA", 224: "EM_AMDGPU", 243: "EM_RISCV", 247: "EM_BPF",
+    183: "EM_AARCH64", 190: "EM_CUDA", 205: "EM_INTELGT", 224: "EM_AMDGPU", 243: "EM_RISCV", 247: "EM_BPF",
 }
 SHT_NAMES = {
     0: "SHT_NULL", 1: "SHT_PROGBITS", 2: "SHT_SYMTAB", 3: "SHT_STRTAB", 4: "SHT_RELA", 5: "SHT_HASH",
@@ -156,7 +157,14 @@ def occupies_file(sh_type: int, machine: int) -> bool:
 
 
 SHT_X86_64_NAMES = {0x70000001: "SHT_X86_64_UNWIND"}
-SHT_BY_MACHINE: Mapping[int, Mapping[int, str]] = {EM_CUDA: SHT_CUDA_NAMES, EM_X86_64: SHT_X86_64_NAMES}
+# Intel zebin section types (IGC IGC/ZEBinWriter/zebin/spec/elf.md; compute-runtime
+# shared/source/device_binary_format/zebin/zebin_elf.h for SHT_ZEBIN_PISA).
+SHT_ZEBIN_NAMES = {
+    0xFF000009: "SHT_ZEBIN_SPIRV", 0xFF000011: "SHT_ZEBIN_ZEINFO", 0xFF000012: "SHT_ZEBIN_GTPIN_INFO",
+    0xFF000013: "SHT_ZEBIN_VISAASM", 0xFF000014: "SHT_ZEBIN_MISC", 0xFF000015: "SHT_ZEBIN_PISA",
+}
+SHT_BY_MACHINE: Mapping[int, Mapping[int, str]] = {EM_CUDA: SHT_CUDA_NAMES, EM_X86_64: SHT_X86_64_NAMES,
+                                                   EM_INTELGT: SHT_ZEBIN_NAMES}
 
 SHF_NAMES = {
     SHF_WRITE: "SHF_WRITE", SHF_ALLOC: "SHF_ALLOC", SHF_EXECINSTR: "SHF_EXECINSTR", SHF_MERGE: "SHF_MERGE",

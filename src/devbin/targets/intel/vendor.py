@@ -1,0 +1,205 @@
+"""Intel's vendor descriptor (:class:`devbin.targets.vendor.Vendor`): zebins (Intel GPU native code).
+
+The vendor is ``intel``; its device ELF is the zebin (``e_machine`` ``EM_INTELGT`` 205,
+:mod:`devbin.targets.intel.zebin`), imported by :mod:`devbin.targets.intel.importer`.  Its
+architectures are the names of :mod:`devbin.targets.intel.devices`: IP versions (``12.60.7``),
+``ocloc`` acronyms (``acm-g10``, ``pvc``), generic and product-family acronyms (``dg2``).  A zebin's
+header does not name its device (``e_flags`` is 0, IGC ``IGC/ZEBinWriter/zebin/spec/elf.md``): the
+``.note.intelgt.compat`` notes do, so :meth:`IntelVendor.arch_from_header` answers ``""``;
+:meth:`IntelVendor.arch_from_elf` and :meth:`IntelVendor.loader_arch` read the notes.
+
+``--arch`` and ``prune --keep/--drop`` take a name as every binary built for a device the name
+covers (:func:`devbin.targets.intel.devices.names_overlap`: ``dg2`` takes ``12.55.8`` and the
+2022 zebins that name only the DG2 family).  What the runtime loads on a device, generic targets
+included, is :func:`devbin.targets.intel.devices.match_rank` (compute-runtime
+``zebin_decoder.cpp``, ``validateTargetDevice``; ``platforms.h``, ``compatibilityMapping``).  Native
+code for Intel GPUs is ``spir64_gen`` in clang's and SYCL's triples (intel/llvm
+``sycl/source/detail/compiler.hpp``), and SYCL its offload kind (LLVM ``OffloadBinary.h``: offload
+kind 8, :mod:`devbin.formats.offload.constants`); 0x8086 is Intel's PCI vendor ID.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from devbin.errors import DeviceBinaryError, UsageError
+from devbin.formats.elf.constants import EM_INTELGT
+from devbin.targets.intel.devices import (
+    device_named,
+    devices_named,
+    known_names,
+    match_rank,
+    names_overlap,
+    parse_ip,
+)
+from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
+
+if TYPE_CHECKING:
+    from devbin.binary import Buffer
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.model import CodeObject
+
+__all__ = ["INTEL", "IntelVendor"]
+
+_BUILD_OPTIONS = ".misc.buildOptions"  # SHT_ZEBIN_MISC: the options IGC was given (elf.md)
+
+
+class IntelVendor(Vendor):
+    name = "intel"
+    title = "Intel"
+    e_machines = (EM_INTELGT,)
+    #: The acronyms' stems; IP versions (``12.60.7``) have no prefix (:meth:`claims_arch` takes their shape).
+    arch_prefixes = ("acm-", "dg2", "pvc", "mtl", "arl-", "bmg", "lnl-", "ptl", "skl", "tgllp", "dg1", "ats-")
+    object_kind = "zebin"
+    image_kinds = frozenset({"zebin"})
+    triple_prefixes = ("spir64_gen", "spir_gen")
+    attribute_namespace = 3  # devbin.model.attributes.Namespace.INTEL (the model is not imported here)
+    attribute_prefix = "intel."
+    pci_vendor_id = "0x8086"
+    offload_kind = "sycl"
+    default_triple = "spir64_gen-unknown-unknown"
+    hue = 210
+    loadable_kinds = frozenset({"zebin"})
+    device_vendor = "intel"
+    device_title = "Intel"
+    toolkit = MappingProxyType({
+        "ocloc": "apt-get install intel-opencl-icd (or bash scripts/setup-test-env.sh)",
+        "iga64": "apt-get install libigc-tools",
+    })
+
+    # ------------------------------------------------------------------ architectures
+
+    def owns_arch(self, arch: str) -> bool:
+        """An IP version (``12.60.7``), a known acronym, or a raw ``PRODUCT_FAMILY_<n>``."""
+        a = arch.strip().lower()
+        return parse_ip(a) is not None or a in known_names() or a.startswith("product_family_")
+
+    def known_arch_names(self) -> tuple[str, ...]:
+        """Acronyms, generic and product-family acronyms, then the IP versions of :data:`DEVICES`."""
+        return known_names()
+
+    def claims_arch(self, text: str) -> bool:
+        """An IP version's shape (three dotted numbers), a known name, or a name starting like an acronym."""
+        parts = text.split(".")
+        return (len(parts) == 3 and all(p.isdigit() for p in parts)) or text in known_names() \
+            or text.startswith(self.arch_prefixes)
+
+    def check_arch(self, text: str) -> str:
+        if parse_ip(text) is not None or text in known_names():
+            return text
+        raise UsageError(f"no {self.title} device of that name (an IP version such as 12.60.7, or an ocloc acronym)")
+
+    def arch_repairs(self, text: str) -> list[str]:
+        """The letter O typed for a zero (``acm-g1o``), a space or underscore for the dash."""
+        return [r for r in (text.replace("o", "0"), text.replace(" ", "-").replace("_", "-"))
+                if r != text and r in known_names()]
+
+    def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
+        """``""``: a zebin's header does not name its device (module docstring; :meth:`arch_from_elf`)."""
+        return ""
+
+    def arch_from_elf(self, elf: ElfFile) -> str:
+        """The arch the notes name (:func:`devbin.targets.intel.zebin.zebin_arch`); ``""`` when unreadable."""
+        from devbin.targets.intel.notes import COMPAT_SECTION, read_compat_notes
+        from devbin.targets.intel.zebin import zebin_arch
+
+        sec = elf.section(COMPAT_SECTION)
+        try:
+            return zebin_arch(read_compat_notes(elf.notes(sec))) if sec is not None else ""
+        except DeviceBinaryError:
+            return ""
+
+    def option_matches(self, found: str, wanted: str) -> bool:
+        return names_overlap(found, wanted)
+
+    def keep_matches(self, spec: str, arch: str) -> bool:
+        return names_overlap(arch, spec)
+
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """Kernels are the functions with a ``.text.<name>`` section of their own (IGC's layout); nothing
+        of a function lies in another section (``.ze_info`` describes them all at once)."""
+        from devbin.targets.intel.zebin import ENTRY_SYMBOL, TEXT_PREFIX
+
+        sections = set(elf.section_names)
+        return [n != ENTRY_SYMBOL and TEXT_PREFIX + n in sections for n in names], {}
+
+    # ------------------------------------------------------------------ what the runtime loads
+
+    def owns_device(self, text: str) -> bool:
+        return self.claims_arch(text)
+
+    def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        if parse_ip(text) is None and text not in known_names():
+            hint = suggest(text)
+            raise UsageError(f"unknown device {text!r}" + (f"; did you mean {' or '.join(hint)}?" if hint else ""))
+        d = device_named(text)
+        if d is None:
+            several = ", ".join(f"{x.name} ({x.ip_version})" for x in devices_named(text))
+            raise UsageError(f"{text} names several Intel devices ({several}); name one")
+        return Device(text, self.device_vendor, description=f"{text} ({self.device_title} {d.name}, IP {d.ip_version})")
+
+    def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
+                    ) -> tuple[str, int]:
+        """A zebin's arch from its notes when the scan left it empty (:meth:`arch_from_elf`)."""
+        if kind != self.object_kind or arch or data is None:
+            return arch, 1
+        from devbin.formats.elf.reader import ElfFile
+        try:
+            return self.arch_from_elf(ElfFile(data())), 1
+        except DeviceBinaryError:
+            return arch, 1
+
+    def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        d = device_named(device.name)
+        if d is None:
+            return Verdict(False, f"unknown {self.device_title} device {device.name!r}")
+        if not arch:
+            return Verdict(False, "the zebin names no device")
+        m = match_rank(arch, d)
+        if m is None:
+            return Verdict(False, f"built for {arch}, not {d.name} ({d.ip_version})")
+        return Verdict(True, m[1], (m[0],))
+
+    def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
+        if chosen.rank < other.rank:
+            return f"{chosen_arch} is a closer match (exact IP version, then generic target, then family)"
+        return "an earlier image is taken"
+
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        """The targets among ``others`` whose zebins the runtime accepts on the device ``target`` names
+        (:func:`devbin.targets.intel.devices.match_rank`: its own IP version, then generic targets, then
+        its product family); ``[]`` for a name of several devices (``dg2``)."""
+        if not self.owns_arch(target):
+            return None
+        d = device_named(target)
+        if d is None:
+            return []
+        ranked = [(m[0], i, name) for i, name in enumerate(others)
+                  if self.owns_arch(name) and name != target and (m := match_rank(name, d)) is not None]
+        return [name for _, _, name in sorted(ranked)]
+
+    # ------------------------------------------------------------------ the unified model
+
+    def import_code_object(self, elf: ElfFile, *, diag: Diag | None = None,
+                           only: frozenset[str] | None = None) -> CodeObject:
+        from devbin.targets.intel.importer import import_zebin
+
+        return import_zebin(elf, diag=diag, only=only)
+
+    def object_facts(self, elf: ElfFile) -> ObjectFacts:
+        """The arch from the notes, ``spir64_gen`` (``spir_gen`` for ELF32), and the options of
+        ``.misc.buildOptions`` where IGC wrote them; no producer of its own."""
+        sec = elf.section(_BUILD_OPTIONS)
+        options = bytes(sec.data).split(b"\0", 1)[0].decode("utf-8", "backslashreplace").strip() if sec else ""
+        triple = self.default_triple if elf.header.is64 else "spir_gen-unknown-unknown"
+        return ObjectFacts(self.arch_from_elf(elf), triple, None, options)
+
+    def load_attribute_names(self) -> None:
+        import devbin.targets.intel.importer  # noqa: F401  (registers the intel.* ids at import)
+
+
+#: The descriptor (registered in :mod:`devbin.targets.registry`).
+INTEL = IntelVendor()
