@@ -40,7 +40,6 @@ from devbin.formats.elf.reader import ElfFile
 from devbin.images.address import Address
 from devbin.images.record import BITCODE, DATA, LTO_IR, PTX, BareElf, Image
 from devbin.images.scan import scan_bytes
-from devbin.targets.nvidia.archs import try_parse_arch
 from devbin.targets.registry import vendor_for_kind, vendor_for_machine, vendor_named
 from devbin.targets.vendor import Vendor
 
@@ -56,10 +55,10 @@ FACT_KEYS = ("producer", "compile-options", "link-options", "relocatable", "code
 
 
 def parse_sm(name: str) -> tuple[int, str] | None:
-    """``sm_90a`` / ``compute_100f`` -> ``(90, "a")`` / ``(100, "f")``; None if not an NVIDIA arch name
-    (:func:`devbin.targets.nvidia.archs.try_parse_arch`)."""
-    a = try_parse_arch(name)
-    return None if a is None else (a.sm, a.variant)
+    """``sm_90a`` / ``compute_100f`` -> ``(90, "a")`` / ``(100, "f")``: the generation and variant of an
+    architecture of PTX's vendor (:meth:`devbin.targets.vendor.Vendor.generation`), which the PTX policy
+    orders by; None for any other name."""
+    return _of_kind(PTX).generation(name)
 
 
 # --------------------------------------------------------------------------- reading the facts

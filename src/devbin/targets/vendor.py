@@ -220,6 +220,11 @@ class Vendor(ABC):
         """Whether ``arch`` names virtual code only (NVIDIA: ``compute_NN``/``lto_NN``: PTX and LTO-IR)."""
         return False
 
+    def generation(self, arch: str) -> tuple[int, str] | None:
+        """The generation number and variant of one of its architecture names, which orders its virtual
+        code (NVIDIA: ``sm_90a``/``compute_90a`` -> ``(90, "a")``); None where the vendor has none."""
+        return None
+
     def owns_triple(self, triple: str) -> bool:
         """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""
         return triple.startswith(self.triple_prefixes)

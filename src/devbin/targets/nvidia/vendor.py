@@ -126,6 +126,10 @@ class NvidiaVendor(Vendor):
         a = try_parse_arch(arch)
         return a is not None and a.kind != "sass"
 
+    def generation(self, arch: str) -> tuple[int, str] | None:
+        a = try_parse_arch(arch)
+        return None if a is None else (a.sm, a.variant)
+
     def option_matches(self, found: str, wanted: str) -> bool:
         if found == wanted:
             return True
