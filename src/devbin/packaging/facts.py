@@ -44,8 +44,8 @@ from devbin.targets.registry import vendor_for_kind, vendor_for_machine, vendor_
 from devbin.targets.vendor import Vendor
 
 __all__ = [
-    "FACT_KEYS", "LTOIR_MAGIC", "code_object_version", "compile_options", "describe", "link_options",
-    "loose_image", "parse_sm", "producer", "relocatable", "vendor_id", "vendor_name", "with_fact",
+    "FACT_KEYS", "LTOIR_MAGIC", "arch_name_of_sm", "code_object_version", "compile_options", "describe",
+    "link_options", "loose_image", "parse_sm", "producer", "relocatable", "vendor_id", "vendor_name", "with_fact",
 ]
 
 _BITCODE = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
@@ -59,6 +59,11 @@ def parse_sm(name: str) -> tuple[int, str] | None:
     architecture of PTX's vendor (:meth:`devbin.targets.vendor.Vendor.generation`), which the PTX policy
     orders by; None for any other name."""
     return _of_kind(PTX).generation(name)
+
+
+def arch_name_of_sm(sm: int, *, virtual: bool = False) -> str:
+    """The inverse of :func:`parse_sm` for plain names: ``90`` -> ``sm_90``, virtual ``compute_90``."""
+    return _of_kind(PTX).format_arch(sm, virtual=virtual)
 
 
 # --------------------------------------------------------------------------- reading the facts
