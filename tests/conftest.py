@@ -59,6 +59,12 @@ from devbin.tools import find_tool, install_hint
 
 from tests.runners import run_tool
 
+# Child processes (``python -m devbin`` through run_tool) import the checkout under test, as this
+# process does (pyproject's ``pythonpath``), never whichever devbin happens to be installed: a
+# worktree's tests would otherwise run another tree's code, or fail where none is installed.
+_SRC = str(Path(__file__).resolve().parent.parent / "src")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH", "")) if p)
+
 # CI runs the property tests derandomized: the same examples every run, so a submission's CI
 # result does not depend on luck; locally they draw new examples each run (and find new bugs).
 settings.register_profile("ci", derandomize=True, print_blob=True)
