@@ -84,16 +84,21 @@ def tree(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-def pruned_site(before: dict[str, bytes], keep: str) -> dict[str, bytes]:
+def pruned_site(before: dict[str, bytes], keep: str, *, backup: bool = True) -> dict[str, bytes]:
     """What a successful in-place prune of :func:`site` leaves: libraries pruned, their backups (the
-    originals), the package's RECORD rows of the libraries updated, the other RECORD as it was."""
+    originals), the package's RECORD rows of the libraries updated, each followed by its backup's row (so
+    that pip uninstall removes the backup with the package: docs/PRUNE.md), the other RECORD as it was."""
     out = dict(before)
     record = before[RECORD]
     for name in LIBS:
         new = prune(before[name], keep=keep).data
-        out[name], out[name + BACKUP_SUFFIX] = new, before[name]
-        record = record.replace(f"{name},{record_hash(before[name])},{len(before[name])}".encode(),
-                                f"{name},{record_hash(new)},{len(new)}".encode())
+        out[name] = new
+        old_row = f"{name},{record_hash(before[name])},{len(before[name])}"
+        new_row = f"{name},{record_hash(new)},{len(new)}"
+        if backup:
+            out[name + BACKUP_SUFFIX] = before[name]
+            new_row += f"\n{name}{BACKUP_SUFFIX},{old_row.split(',', 1)[1]}"
+        record = record.replace(old_row.encode(), new_row.encode())
     out[RECORD] = record
     return out
 
@@ -427,7 +432,7 @@ def test_no_backup_folder_rollback_keeps_no_file(tmp_path: Path, monkeypatch: py
     _assert_unchanged(d, before)
     monkeypatch.setattr(output_mod.Output, "commit", real)
     prune_tree(d, keep="sm_90", backup=False)
-    want = {n: v for n, v in pruned_site(before, "sm_90").items() if not n.endswith(BACKUP_SUFFIX)}
+    want = pruned_site(before, "sm_90", backup=False)
     assert tree(d) == want
 
 

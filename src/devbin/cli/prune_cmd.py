@@ -288,7 +288,8 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
                "images": [{**i.to_dict(), "container": i.container, "kept": k} for i, k in result.images],
                "notes": list(result.notes), "files": totals["files"],
                "package": {k: totals[k] for k in ("kind", "package_size_before", "package_size_after",
-                                                  "files_size_before", "files_size_after")},
+                                                  "files_size_before", "files_size_after", "folder_size_before",
+                                                  "folder_size_after") if k in totals},
                "backup": backup, "ptx_policy": args.ptx}
         dump("prune", doc, out)
         return 0
@@ -304,6 +305,8 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
     out.write(f"\n{_saved('files', sum(f.size for f in result.files), files_after)}\n")
     if result.kind == "wheel":
         out.write(f"{_saved('wheel (compressed)', result.input_size, result.output_size)}\n")
+    if result.kind == "folder":
+        out.write(f"{_saved('folder (every file, backups left out)', result.folder_before, result.folder_after)}\n")
     _written(args, output, backup, out)
     for n in result.notes:
         note(n)

@@ -157,7 +157,7 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     if measured is not None:
         measured(files)
     return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail, jobs=args.jobs,
-                       min_bytes=MIN_PARALLEL_BYTES), report.failed
+                       min_bytes=MIN_PARALLEL_BYTES, paths=paths), report.failed
 
 
 # --------------------------------------------------------------------------- text
@@ -235,6 +235,10 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
     if saved is not None:
         w(f"--keep {','.join(saved['keep'])}: `devbin prune` saves {_n(saved['bytes'])} of {_n(t['file_bytes'])} file "
           f"bytes ({_pct(saved['bytes'], t['file_bytes']).strip()}); the containers shrink by {_n(saved['freed'])}\n")
+        for d in saved.get("folders", ()):
+            gone = d["size_before"] - d["size_after"]
+            w(f"  the folder {d['path']}: {_n(d['size_before'])} -> {_n(d['size_after'])} bytes "
+              f"({_pct(gone, d['size_before']).strip()} smaller; the backups --in-place keeps not counted)\n")
     files = sorted(doc["files"], key=lambda f: (-f["device_bytes"], f["path"]))
     if len(files) > 1:
         w(f"\n{'FILE':60} {'DEVICE':>14} {'%':>6} {'FILE BYTES':>14} {'IMAGES':>6}\n")

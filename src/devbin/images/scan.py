@@ -94,8 +94,8 @@ if TYPE_CHECKING:
 # Each container's reader is imported where its magic is met (below), not with this module: a scan
 # of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
 
-__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "ByteProgress", "Progress", "Scanner", "ToScan", "file_sizes", "jobs_for",
-           "scan", "scan_bytes"]
+__all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "ByteProgress", "Progress", "Scanner", "ToScan", "file_sizes",
+           "folder_bytes", "jobs_for", "scan", "scan_bytes"]
 
 #: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
 MAX_DEPTH = 12
@@ -189,6 +189,18 @@ def _walk(display: str, root: Path, rep: ScanReport) -> Iterator[tuple[str, Path
                 yield sub_display, Path(ent.path)
         except OSError as err:
             rep.warn(sub_display, f"cannot read: {err}")
+
+
+def folder_bytes(root: str | os.PathLike[str]) -> int:
+    """The bytes of the regular files under the folder ``root`` as a scan walks them (:func:`_walk`:
+    symbolic links and ``*.devbin-backup`` skipped), less devbin's own lock and journal (``.devbin-*``,
+    there while a prune runs): an installed environment's size, before or after ``prune --in-place``."""
+    total = 0
+    for _, path in _walk(os.fspath(root), Path(root), ScanReport()):
+        if not path.name.startswith(".devbin-"):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+    return total
 
 
 def _member(parent: Frame, name: str, seen: dict[str, int], origin: str) -> Frame:
