@@ -27,7 +27,9 @@ and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports): the total under the first line, a SAVED
-column in the architecture table (the bytes of the images dropped), a table per file at the end.
+column in the architecture table (the bytes of the images dropped), a table per file at the end;
+for a folder (an environment's site-packages) its size before and after `prune --in-place` (every
+file but the backups, its packages' RECORDs included).
 
 --jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
 of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
