@@ -178,5 +178,10 @@ def test_a_venv_of_gpu_wheels_pruned_in_place(wheels: list[Path], tmp_path: Path
                       tmp_path)
     assert values.stdout.split() == [str(v) for _, v in DISTS.values()]
 
+    # Pruned again: nothing left to drop, nothing written (no second backup row, the first original kept).
+    again = run_devbin(*prune_argv)
+    assert again.returncode == 0, again.stderr
+    assert _files(site) == after
+
     run_tool([*pip, "uninstall", "-y", *DISTS])
     assert set(_files(site)) == set(empty)  # nothing left: no library, no backup, no RECORD
