@@ -50,7 +50,8 @@ even with --force: no rewrite of such a wheel is faithful.  Members are
 streamed, never read whole (but the libraries being pruned), also for
 --dry-run.  A truncated .whl, or one that is not a zip, is an error ("not a
 zip file", exit 1), in this and every other command.  A folder (an installed site-packages) is pruned in place
-(--in-place), with the RECORD rows of the pruned files updated.  --jobs N
+(--in-place), with the RECORD rows of the pruned files updated and each
+backup's row added to its package's RECORD (pip uninstall removes it).  --jobs N
 prunes the libraries of a wheel or folder (from 8 MB of them) in N
 processes (default: one per processor; --jobs 1: this process only); the
 output, the new wheel and the files written are the same whatever N.
@@ -289,7 +290,8 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
                "notes": list(result.notes), "files": totals["files"],
                "package": {k: totals[k] for k in ("kind", "package_size_before", "package_size_after",
                                                   "files_size_before", "files_size_after", "installed_size_before",
-                                                  "installed_size_after")},
+                                                  "installed_size_after", "folder_size_before",
+                                                  "folder_size_after") if k in totals},
                "backup": backup, "ptx_policy": args.ptx}
         dump("prune", doc, out)
         return 0
@@ -306,6 +308,8 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
     if result.kind == "wheel":
         out.write(f"{_saved('wheel (compressed)', result.input_size, result.output_size)}\n")
     out.write(f"{_saved('installed', result.installed_before, result.installed_after)}\n")
+    if result.kind == "folder":
+        out.write(f"{_saved('folder (every file, backups left out)', result.folder_before, result.folder_after)}\n")
     _written(args, output, backup, out)
     for n in result.notes:
         note(n)

@@ -27,7 +27,9 @@ and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports): the total under the first line, a SAVED
-column in the architecture table (the bytes of the images dropped), a table per file at the end.
+column in the architecture table (the bytes of the images dropped), a table per file at the end;
+for a folder (an environment's site-packages) its size before and after `prune --in-place` (every
+file but the backups, its packages' RECORDs included).
 
 --jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
 of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
@@ -157,7 +159,7 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     if measured is not None:
         measured(files)
     return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail, jobs=args.jobs,
-                       min_bytes=MIN_PARALLEL_BYTES), report.failed
+                       min_bytes=MIN_PARALLEL_BYTES, paths=paths), report.failed
 
 
 # --------------------------------------------------------------------------- text
@@ -235,6 +237,10 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
     if saved is not None:
         w(f"--keep {','.join(saved['keep'])}: `devbin prune` saves {_n(saved['bytes'])} of {_n(t['file_bytes'])} file "
           f"bytes ({_pct(saved['bytes'], t['file_bytes']).strip()}); the containers shrink by {_n(saved['freed'])}\n")
+        for d in saved.get("folders", ()):
+            gone = d["size_before"] - d["size_after"]
+            w(f"  the folder {d['path']}: {_n(d['size_before'])} -> {_n(d['size_after'])} bytes "
+              f"({_pct(gone, d['size_before']).strip()} smaller; the backups --in-place keeps not counted)\n")
     files = sorted(doc["files"], key=lambda f: (-f["device_bytes"], f["path"]))
     if len(files) > 1:
         w(f"\n{'FILE':60} {'DEVICE':>14} {'%':>6} {'FILE BYTES':>14} {'IMAGES':>6}\n")

@@ -95,7 +95,7 @@ if TYPE_CHECKING:
 # of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
 
 __all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "ByteProgress", "Progress", "Scanner", "ToScan", "file_sizes",
-           "folder_files", "jobs_for", "scan", "scan_bytes"]
+           "folder_bytes", "folder_files", "jobs_for", "scan", "scan_bytes"]
 
 #: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
 MAX_DEPTH = 12
@@ -197,6 +197,18 @@ def folder_files(root: str | os.PathLike[str]) -> Iterator[Path]:
     left out."""
     for _, path in _walk(os.fspath(root), Path(root), ScanReport()):
         yield path
+
+
+def folder_bytes(root: str | os.PathLike[str]) -> int:
+    """The bytes of the regular files under the folder ``root`` as a scan walks them (:func:`_walk`:
+    symbolic links and ``*.devbin-backup`` skipped), less devbin's own lock and journal (``.devbin-*``,
+    there while a prune runs): an installed environment's size, before or after ``prune --in-place``."""
+    total = 0
+    for _, path in _walk(os.fspath(root), Path(root), ScanReport()):
+        if not path.name.startswith(".devbin-"):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+    return total
 
 
 def _member(parent: Frame, name: str, seen: dict[str, int], origin: str) -> Frame:
