@@ -168,10 +168,11 @@ def test_a_venv_of_gpu_wheels_pruned_in_place(wheels: list[Path], tmp_path: Path
         sum(len(installed[m]) for m, _ in DISTS.values()), sum(len(after[m]) for m, _ in DISTS.values()))
     # The environment's size: every file but the backups, as `size --keep` predicted it to the byte.
     folder = sum(len(d) for n, d in after.items() if not n.endswith(BACKUP_SUFFIX))
-    assert (package["folder_size_before"], package["folder_size_after"]) == (sum(map(len, installed.values())), folder)
-    (predicted_folder,) = json.loads(predicted.stdout)["savings"]["folders"]
-    assert predicted_folder == {"path": str(site), "size_before": package["folder_size_before"],
-                                "size_after": folder}
+    assert (package["installed_size_before"], package["installed_size_after"]) == (
+        sum(map(len, installed.values())), folder)
+    (predicted_folder,) = json.loads(predicted.stdout)["savings"]["packages"]  # no wheel: the folder alone
+    assert predicted_folder == {"path": str(site), "kind": "folder",
+                                "installed_before": package["installed_size_before"], "installed_after": folder}
     check = run_tool([*pip, "check"])
     assert "No broken requirements found" in check.stdout
     values = run_tool([py, "-c", "import nvone, nvtwo, amdone; print(nvone.value, nvtwo.value, amdone.value)"],

@@ -356,6 +356,20 @@ def test_keep_predicts_each_file_the_wheel_and_the_installed_size(dup: Path, tmp
     folder = _json("prune", str(site), "--keep", "sm_80", "--in-place", "--no-backup", schema="prune")["package"]
     assert (folder["installed_size_before"], folder["installed_size_after"]) == (before, _installed(site))
     assert folder["installed_size_after"] == pkg["installed_after"]  # the same files, the same RECORD rows
+    # with backups (the default): size --keep of the folder predicts its installed size (one entry of
+    # savings.packages, the RECORD grown by a row per backup) and prune reports it, to the byte
+    env = tmp_path / "env"
+    with zipfile.ZipFile(whl) as z:
+        z.extractall(env)
+    (predicted,) = _json("size", str(env), "--keep", "sm_80")["savings"]["packages"]
+    text = cli("size", str(env), "--keep", "sm_80")[1]
+    code, dry = cli("prune", str(env), "--keep", "sm_80", "--dry-run")
+    folder = _json("prune", str(env), "--keep", "sm_80", "--in-place", schema="prune")["package"]
+    assert predicted == {"path": str(env), "kind": "folder", "installed_before": before,
+                         "installed_after": folder["installed_size_after"]}
+    assert folder["installed_size_after"] == _installed(env) > pkg["installed_after"]  # the backups' rows
+    assert f"folder {env}: installed {before:,} -> {_installed(env):,}\n" in text
+    assert code == 0 and f"installed: {before:,} -> {_installed(env):,} bytes" in dry
 
 
 def test_keep_that_leaves_nothing_is_reported_as_refused(dup: Path) -> None:

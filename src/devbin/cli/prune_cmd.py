@@ -290,8 +290,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
                "notes": list(result.notes), "files": totals["files"],
                "package": {k: totals[k] for k in ("kind", "package_size_before", "package_size_after",
                                                   "files_size_before", "files_size_after", "installed_size_before",
-                                                  "installed_size_after", "folder_size_before",
-                                                  "folder_size_after") if k in totals},
+                                                  "installed_size_after")},
                "backup": backup, "ptx_policy": args.ptx}
         dump("prune", doc, out)
         return 0
@@ -308,8 +307,6 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
     if result.kind == "wheel":
         out.write(f"{_saved('wheel (compressed)', result.input_size, result.output_size)}\n")
     out.write(f"{_saved('installed', result.installed_before, result.installed_after)}\n")
-    if result.kind == "folder":
-        out.write(f"{_saved('folder (every file, backups left out)', result.folder_before, result.folder_after)}\n")
     _written(args, output, backup, out)
     for n in result.notes:
         note(n)

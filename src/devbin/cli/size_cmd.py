@@ -27,9 +27,10 @@ and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports): the total under the first line, a SAVED
-column in the architecture table (the bytes of the images dropped), a table per file at the end;
-for a folder (an environment's site-packages) its size before and after `prune --in-place` (every
-file but the backups, its packages' RECORDs included).
+column in the architecture table (the bytes of the images dropped), a table per file at the end,
+then per wheel its size (compressed) and installed size before and after, and for a folder (an
+environment's site-packages) its installed size before and after `prune --in-place` (every file but
+the backups, its packages' RECORDs included).
 
 --jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
 of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
@@ -237,10 +238,6 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
     if saved is not None:
         w(f"--keep {','.join(saved['keep'])}: `devbin prune` saves {_n(saved['bytes'])} of {_n(t['file_bytes'])} file "
           f"bytes ({_pct(saved['bytes'], t['file_bytes']).strip()}); the containers shrink by {_n(saved['freed'])}\n")
-        for d in saved.get("folders", ()):
-            gone = d["size_before"] - d["size_after"]
-            w(f"  the folder {d['path']}: {_n(d['size_before'])} -> {_n(d['size_after'])} bytes "
-              f"({_pct(gone, d['size_before']).strip()} smaller; the backups --in-place keeps not counted)\n")
     files = sorted(doc["files"], key=lambda f: (-f["device_bytes"], f["path"]))
     if len(files) > 1:
         w(f"\n{'FILE':60} {'DEVICE':>14} {'%':>6} {'FILE BYTES':>14} {'IMAGES':>6}\n")
@@ -299,10 +296,12 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
         w(_more(files, top, "files"))
         for p in saved.get("packages", []):
             if "refused" in p:
-                w(f"wheel {p['path']}: refused: {p['refused'].removeprefix(p['path'] + ': ')}\n")
+                w(f"{p['kind']} {p['path']}: refused: {p['refused'].removeprefix(p['path'] + ': ')}\n")
                 continue
-            w(f"wheel {p['path']}: {_n(p['size_before'])} -> {_n(p['size_after'])} bytes compressed, "
-              f"installed {_n(p['installed_before'])} -> {_n(p['installed_after'])}\n")
+            compressed = (f"{_n(p['size_before'])} -> {_n(p['size_after'])} bytes compressed, "
+                          if "size_before" in p else "")  # a wheel's; a folder is its installed size
+            w(f"{p['kind']} {p['path']}: {compressed}installed {_n(p['installed_before'])} -> "
+              f"{_n(p['installed_after'])}\n")
 
 
 def render_csv(doc: dict[str, Any], out: TextIO) -> None:

@@ -126,13 +126,11 @@ class PackagePruneResult:
     notes: list[str] = field(default_factory=list)
     data: bytes = b""
     #: The installed size before and after: a wheel's members' uncompressed sizes summed (the bytes pip
-    #: writes, before the ``.pyc`` files and ``INSTALLER`` it adds), a folder's files (its backups and
-    #: devbin's lock and journal left out), RECORDs included.
+    #: writes, before the ``.pyc`` files and ``INSTALLER`` it adds), a folder's files
+    #: (:func:`devbin.images.scan.folder_bytes`: its backups and devbin's lock and journal left out),
+    #: RECORDs included (a folder's with the backups' rows, :func:`record_growth`).
     installed_before: int = 0
     installed_after: int = 0
-    #: a folder's every file (:func:`devbin.images.scan.folder_bytes`: backups left out) before and after
-    folder_before: int = 0
-    folder_after: int = 0
 
     @property
     def bytes_saved(self) -> int:
@@ -166,10 +164,8 @@ class PackagePruneResult:
     def to_dict(self) -> dict[str, object]:
         files_in = sum(f.size for f in self.files)
         files_out = sum(f.result.output_size if f.result else f.size for f in self.files)
-        folder = {"folder_size_before": self.folder_before, "folder_size_after": self.folder_after} \
-            if self.kind == "folder" else {}
         return {"kind": self.kind, "package_size_before": self.input_size, "package_size_after": self.output_size,
-                "files_size_before": files_in, "files_size_after": files_out, **folder,
+                "files_size_before": files_in, "files_size_after": files_out,
                 "installed_size_before": self.installed_before, "installed_size_after": self.installed_after,
                 "files": [f.to_dict() for f in self.files], "saved_by_arch": self.saved_by_arch(),
                 "notes": list(self.notes)}
@@ -482,11 +478,9 @@ def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jo
                 planned.append((path, r))
     result.input_size = sum(f.size for f in result.files)
     result.output_size = sum(f.result.output_size if f.result else f.size for f in result.files)
-    result.folder_before = folder_bytes(root_p)
-    result.folder_after = result.folder_before - result.bytes_saved + record_growth(
+    result.installed_before = folder_bytes(root_p)
+    result.installed_after = result.installed_before - result.bytes_saved + record_growth(
         root_p, {path: len(r.data) for path, r in planned}, backup=dry_backup if backup is None else backup)
-    # a folder's installed size is its files' (the same walk)
-    result.installed_before, result.installed_after = result.folder_before, result.folder_after
     if backup is None:
         return result
     # Every new file, RECORDs included, computed (and every RECORD read) before the first write.

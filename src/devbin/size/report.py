@@ -339,28 +339,24 @@ def package_savings(path: str, keep: Sequence[str], *, jobs: int | None = 1) -> 
 # --------------------------------------------------------------------------- the report
 
 
-def folder_savings(paths: Iterable[str | Path], per_file: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each folder of ``paths`` (an installed environment) with every file under it before and after the
-    prune (:func:`devbin.images.scan.folder_bytes`, backups left out), given :func:`savings`' ``files``:
-    what ``devbin prune FOLDER --in-place`` reports as the folder's size (the pruned files' bytes, and
-    what their packages' RECORDs grow by: :func:`devbin.packaging.prune_packages.record_growth`)."""
+def folder_savings(folder: str, per_file: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What ``devbin prune FOLDER --keep --in-place`` makes of the folder ``folder`` (an installed
+    environment), given :func:`savings`' ``files``: ``installed_before``/``installed_after``, every file
+    under it (:func:`devbin.images.scan.folder_bytes`, backups left out) before and after, as prune reports
+    it to the byte (the pruned files' bytes, and what their packages' RECORDs grow by:
+    :func:`devbin.packaging.prune_packages.record_growth`)."""
     from devbin.packaging.prune_packages import record_growth  # the capability, only when --keep asks for it
 
-    out = []
-    for p in paths:
-        folder = os.fspath(p)
-        if os.path.isdir(folder):
-            before = folder_bytes(folder)
-            inside = os.path.join(folder, "")
-            saved: dict[str, int] = {}  # by file: an archive's members' savings are the archive's (prune's unit)
-            for f, s in per_file.items():
-                if f.startswith(inside) and (s["freed"] or s["bytes"]):
-                    on_disk = f if os.path.isfile(f) else f.split("!", 1)[0]
-                    saved[on_disk] = saved.get(on_disk, 0) + s["bytes"]
-            pruned = {f: os.path.getsize(f) - n for f, n in saved.items()}
-            after = before - sum(saved.values()) + record_growth(folder, pruned)
-            out.append({"path": folder, "size_before": before, "size_after": after})
-    return out
+    before = folder_bytes(folder)
+    inside = os.path.join(folder, "")
+    saved: dict[str, int] = {}  # by file: an archive's members' savings are the archive's (prune's unit)
+    for f, s in per_file.items():
+        if f.startswith(inside) and (s["freed"] or s["bytes"]):
+            on_disk = f if os.path.isfile(f) else f.split("!", 1)[0]
+            saved[on_disk] = saved.get(on_disk, 0) + s["bytes"]
+    pruned = {f: os.path.getsize(f) - n for f, n in saved.items()}
+    return {"path": folder, "kind": "folder", "installed_before": before,
+            "installed_after": before - sum(saved.values()) + record_growth(folder, pruned)}
 
 
 def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None, warnings: Iterable[str] = (),
@@ -370,7 +366,7 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
     ``top``: how many of :func:`top_functions` to give (None: all).  ``detail=False`` leaves out each
     file's images (for a text summary: no name of a function outside the tables is demangled).
     ``jobs``, ``min_bytes``: the processes ``keep``'s pruning runs in (:func:`savings`); ``paths``: what
-    was measured, whose folders get their size before and after the prune (:func:`folder_savings`)."""
+    was measured, whose folders join ``savings.packages`` (:func:`folder_savings`)."""
     dup = duplicates(files)
     saved = savings(files, keep, jobs=jobs, min_bytes=min_bytes) if keep else None
     out_files = []
@@ -391,9 +387,8 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
     }
     if saved is not None:
         doc["savings"] = saved["total"]
-        folders = folder_savings(paths, saved["files"])
-        if folders:
-            doc["savings"]["folders"] = folders
+        doc["savings"]["packages"] += [folder_savings(os.fspath(p), saved["files"]) for p in paths
+                                       if os.path.isdir(p)]
     doc["warnings"] = list(warnings)
     return doc
 
