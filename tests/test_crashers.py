@@ -56,8 +56,6 @@ the command line that failed and, once fixed, its ``.expect`` (exit status and e
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -69,6 +67,8 @@ import pytest
 from fuzz import run_all
 
 from devbin.errors import DeviceBinaryError
+
+from tests.runners import cli_err
 
 HERE = Path(__file__).parent / "crashers"
 CRASHERS = sorted(HERE.glob("*.bin"))
@@ -230,27 +230,20 @@ CLI_CASES = [(p, c) for p in CLI_CRASHERS for c in _expectations(p)]
 @pytest.mark.parametrize("path,check", CLI_CASES, ids=[p.stem for p, _ in CLI_CASES])
 def test_cli_crasher_does_what_its_sidecar_says(path: Path, check: dict[str, Any], tmp_path: Path) -> None:
     """An input fuzz/cli_mutate.py saved: the command line again, in-process, in a fresh folder."""
-    from devbin.cli.main import main
-
     data = path.read_bytes()
     (tmp_path / "in").mkdir()
     (tmp_path / "out").mkdir()
     name = check.get("input_name", "input.bin")
     (tmp_path / "in" / name).write_bytes(data)
     argv = [a.replace("{in}", name).replace("{tmp}", str(tmp_path / "out")) for a in check["argv"]]
-    err = io.StringIO()
     cwd = os.getcwd()
     os.chdir(tmp_path / "in")
     try:
-        with contextlib.redirect_stderr(err):
-            try:
-                code = main(argv, out=io.StringIO())
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else 1
+        code, _, err = cli_err(*argv)
     finally:
         os.chdir(cwd)
-    assert code == check["exit"], err.getvalue()
-    lines = err.getvalue().splitlines()
+    assert code == check["exit"], err
+    lines = err.splitlines()
     if check["exit"]:
         assert len(lines) == 1 and lines[0].startswith("devbin: error:"), lines
         assert re.search(check["stderr"], lines[0]), lines

@@ -44,7 +44,8 @@ from devbin.load import (
     SymbolKind,
     UnresolvedSymbolsError,
 )
-from runners import cli, run_tool
+
+from tests.runners import cli, run_tool
 
 LOAD_SRC = SOURCES / "load"
 CFLAGS = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c"]
@@ -488,8 +489,8 @@ def test_load_package_picks_the_image_for_the_target(built: dict[str, Path], tmp
     bundler = require_tool("clang-offload-bundler-19")
     pkg = tmp_path / "user.hipfb"
     run_tool([bundler, "-type=o", "-bundle-align=4096",
-         "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
-         "-input=/dev/null", f"-input={built['user.so']}", f"-input={built['user_942.so']}", f"-output={pkg}"])
+              "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
+              "-input=/dev/null", f"-input={built['user.so']}", f"-input={built['user_942.so']}", f"-output={pkg}"])
     e = Executable("gfx942")
     (obj,) = e.load_package(pkg)
     assert obj.arch.startswith("gfx942")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import io
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,8 @@ from devbin.errors import UsageError
 from devbin.formats.elf.reader import ElfFile
 from devbin.load import cuda as lc
 
+from tests.runners import cli, run_tool
+
 
 def test_missing_bindings_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("cuda", "cuda.bindings", "cuda.bindings.driver", "cuda.cuda"):
@@ -34,11 +35,10 @@ def test_missing_bindings_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_cli_backend_cuda_without_bindings(cubins: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from devbin.cli.main import main
 
     for name in ("cuda", "cuda.bindings", "cuda.bindings.driver", "cuda.cuda"):
         monkeypatch.setitem(sys.modules, name, None)
-    rc = main(["load", "--backend", "cuda", str(cubins["sm_90_rdc"]), str(cubins["sm_90_extfn_rdc"])], io.StringIO())
+    rc = cli("load", "--backend", "cuda", str(cubins["sm_90_rdc"]), str(cubins["sm_90_extfn_rdc"]))[0]
     assert rc == 1 and "pip install devbin[cuda]" in capsys.readouterr().err
 
 
@@ -62,7 +62,7 @@ def test_function_table_ptx_assembles(tmp_path: Path) -> None:
                                           ("helper", "", "()")])
     src, out = tmp_path / "table.ptx", tmp_path / "table.cubin"
     src.write_text(ptx)
-    subprocess.run([ptxas, "-arch=sm_90", "-c", "-o", out, src], check=True, capture_output=True)
+    run_tool([ptxas, "-arch=sm_90", "-c", "-o", out, src])
     elf = ElfFile(out.read_bytes())
     names = {s.name for s in elf.symtab or ()}
     assert {"__devbin_fn_table", "ext_scale", "helper"} <= names
@@ -84,9 +84,8 @@ def test_function_table_links_with_the_images(cubins: dict[str, Path], tmp_path:
 
     src, table, linked = tmp_path / "table.ptx", tmp_path / "table.cubin", tmp_path / "linked.cubin"
     src.write_text(lc.function_table_ptx("sm_90", [("ext_scale", "(.param .b32 r)", "(.param .b32 x)")]))
-    subprocess.run([ptxas, "-arch=sm_90", "-c", "-o", table, src], check=True, capture_output=True)
-    subprocess.run([nvlink, "-arch=sm_90", "-o", linked, cubins["sm_90_rdc"], cubins["sm_90_extfn_rdc"], table],
-                   check=True, capture_output=True)
+    run_tool([ptxas, "-arch=sm_90", "-c", "-o", table, src])
+    run_tool([nvlink, "-arch=sm_90", "-o", linked, cubins["sm_90_rdc"], cubins["sm_90_extfn_rdc"], table])
     e = Executable("sm_90")
     obj = e.load_code_object(linked)
     e.freeze()

@@ -50,7 +50,8 @@ even with --force: no rewrite of such a wheel is faithful.  Members are
 streamed, never read whole (but the libraries being pruned), also for
 --dry-run.  A truncated .whl, or one that is not a zip, is an error ("not a
 zip file", exit 1), in this and every other command.  A folder (an installed site-packages) is pruned in place
-(--in-place), with the RECORD rows of the pruned files updated.  --jobs N
+(--in-place), with the RECORD rows of the pruned files updated and each
+backup's row added to its package's RECORD (pip uninstall removes it).  --jobs N
 prunes the libraries of a wheel or folder (from 8 MB of them) in N
 processes (default: one per processor; --jobs 1: this process only); the
 output, the new wheel and the files written are the same whatever N.

@@ -27,7 +27,10 @@ and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports): the total under the first line, a SAVED
-column in the architecture table (the bytes of the images dropped), a table per file at the end.
+column in the architecture table (the bytes of the images dropped), a table per file at the end,
+then per wheel its size (compressed) and installed size before and after, and for a folder (an
+environment's site-packages) its installed size before and after `prune --in-place` (every file but
+the backups, its packages' RECORDs included).
 
 --jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
 of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
@@ -157,7 +160,7 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     if measured is not None:
         measured(files)
     return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail, jobs=args.jobs,
-                       min_bytes=MIN_PARALLEL_BYTES), report.failed
+                       min_bytes=MIN_PARALLEL_BYTES, paths=paths), report.failed
 
 
 # --------------------------------------------------------------------------- text
@@ -293,10 +296,12 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
         w(_more(files, top, "files"))
         for p in saved.get("packages", []):
             if "refused" in p:
-                w(f"wheel {p['path']}: refused: {p['refused'].removeprefix(p['path'] + ': ')}\n")
+                w(f"{p['kind']} {p['path']}: refused: {p['refused'].removeprefix(p['path'] + ': ')}\n")
                 continue
-            w(f"wheel {p['path']}: {_n(p['size_before'])} -> {_n(p['size_after'])} bytes compressed, "
-              f"installed {_n(p['installed_before'])} -> {_n(p['installed_after'])}\n")
+            compressed = (f"{_n(p['size_before'])} -> {_n(p['size_after'])} bytes compressed, "
+                          if "size_before" in p else "")  # a wheel's; a folder is its installed size
+            w(f"{p['kind']} {p['path']}: {compressed}installed {_n(p['installed_before'])} -> "
+              f"{_n(p['installed_after'])}\n")
 
 
 def render_csv(doc: dict[str, Any], out: TextIO) -> None:

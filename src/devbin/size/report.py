@@ -16,6 +16,7 @@ size.  ``duplicate_bytes`` is the sum of both.
 
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,13 +28,13 @@ from devbin.errors import DeviceBinaryError
 from devbin.images.address import Address, Entry, Member
 from devbin.images.frame import Frame, Hit
 from devbin.images.parallel import ordered_map, pool_jobs
-from devbin.images.scan import Progress, Scanner
+from devbin.images.scan import Progress, Scanner, folder_bytes
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import ZIP_MAGICS
 from devbin.size.account import FileSize, ImageSize, demangle, measure
 
-__all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "report_dict", "size_report",
-           "top_functions", "totals"]
+__all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "folder_savings", "report_dict",
+           "size_report", "top_functions", "totals"]
 
 
 def by_arch(files: Sequence[FileSize]) -> list[dict[str, Any]]:
@@ -338,13 +339,34 @@ def package_savings(path: str, keep: Sequence[str], *, jobs: int | None = 1) -> 
 # --------------------------------------------------------------------------- the report
 
 
+def folder_savings(folder: str, per_file: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What ``devbin prune FOLDER --keep --in-place`` makes of the folder ``folder`` (an installed
+    environment), given :func:`savings`' ``files``: ``installed_before``/``installed_after``, every file
+    under it (:func:`devbin.images.scan.folder_bytes`, backups left out) before and after, as prune reports
+    it to the byte (the pruned files' bytes, and what their packages' RECORDs grow by:
+    :func:`devbin.packaging.prune_packages.record_growth`)."""
+    from devbin.packaging.prune_packages import record_growth  # the capability, only when --keep asks for it
+
+    before = folder_bytes(folder)
+    inside = os.path.join(folder, "")
+    saved: dict[str, int] = {}  # by file: an archive's members' savings are the archive's (prune's unit)
+    for f, s in per_file.items():
+        if f.startswith(inside) and (s["freed"] or s["bytes"]):
+            on_disk = f if os.path.isfile(f) else f.split("!", 1)[0]
+            saved[on_disk] = saved.get(on_disk, 0) + s["bytes"]
+    pruned = {f: os.path.getsize(f) - n for f, n in saved.items()}
+    return {"path": folder, "kind": "folder", "installed_before": before,
+            "installed_after": before - sum(saved.values()) + record_growth(folder, pruned)}
+
+
 def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None, warnings: Iterable[str] = (),
                 top: int | None = None, detail: bool = True, jobs: int | None = 1,
-                min_bytes: int = 0) -> dict[str, Any]:
+                min_bytes: int = 0, paths: Iterable[str | Path] = ()) -> dict[str, Any]:
     """The report of measured ``files`` (the JSON of ``devbin size``, without the ``schema`` key);
     ``top``: how many of :func:`top_functions` to give (None: all).  ``detail=False`` leaves out each
     file's images (for a text summary: no name of a function outside the tables is demangled).
-    ``jobs``, ``min_bytes``: the processes ``keep``'s pruning runs in (:func:`savings`)."""
+    ``jobs``, ``min_bytes``: the processes ``keep``'s pruning runs in (:func:`savings`); ``paths``: what
+    was measured, whose folders join ``savings.packages`` (:func:`folder_savings`)."""
     dup = duplicates(files)
     saved = savings(files, keep, jobs=jobs, min_bytes=min_bytes) if keep else None
     out_files = []
@@ -365,6 +387,8 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
     }
     if saved is not None:
         doc["savings"] = saved["total"]
+        doc["savings"]["packages"] += [folder_savings(os.fspath(p), saved["files"]) for p in paths
+                                       if os.path.isdir(p)]
     doc["warnings"] = list(warnings)
     return doc
 
@@ -379,7 +403,8 @@ def size_report(paths: Iterable[str | Path], *, keep: Sequence[str] | None = Non
     ``measured`` is called with the measured files (the budget check uses them); ``jobs``: processes to
     measure and prune in (1: this one; None: every processor), the report the same whatever it is."""
     rep = report if report is not None else ScanReport()
+    paths = list(paths)
     files = measure(paths, functions=functions, progress=progress, report=rep, jobs=jobs)
     if measured is not None:
         measured(files)
-    return report_dict(files, keep=keep, warnings=rep.warnings, top=top, jobs=jobs)
+    return report_dict(files, keep=keep, warnings=rep.warnings, top=top, jobs=jobs, paths=paths)
