@@ -25,6 +25,15 @@ is refused.
   highest      the kept ones plus, in each fatbin, the highest PTX a newer GPU
                can JIT: the slim library still runs (JIT) on GPUs newer than kept
 
+A kept GPU loads from the result what it loaded from the input: in each
+container the image the driver picks for it stays, named or not (a fatbin
+holding only compute_50 PTX keeps it under --keep sm_90: sm_90 JIT-compiles
+it; sm_86 runs sm_80 SASS); a note and the JSON's fallback_images count them.
+--ptx none drops such PTX, and a --drop name equal to an image's arch drops
+that image: a note and unloadable_containers count the containers a kept GPU
+then loads nothing from.  Containers emptied of LTO-IR (no driver loads it;
+a library may link it with nvJitLink) are counted in a note.
+
 Objects and archives shrink: the fatbin/offload sections are rewritten and the
 symbols and relocations pointing at them fixed up; archives are written again
 deterministically (GNU format, symbol table rebuilt).  Shared libraries and
@@ -183,7 +192,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     arch_bytes = result.to_dict()["arch_bytes"]
     files = [{"name": args.path, "input_size": result.input_size, "output_size": result.output_size,
               "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(),
-              "arch_bytes": arch_bytes, "untouched": ""}]
+              "arch_bytes": arch_bytes, "untouched": "", "fallback_images": result.fallback_images,
+              "unloadable_containers": result.unloadable_containers}]
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
                "kind": "file", **result.to_dict(), "files": files, "package": None, "backup": backup,
@@ -283,6 +293,9 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
                "kind": result.kind, "input_size": result.input_size, "output_size": result.output_size,
                "file_bytes_saved": result.bytes_saved, "container_bytes_freed": freed,
+               "fallback_images": sum(f.result.fallback_images for f in result.files if f.result is not None),
+               "unloadable_containers": sum(f.result.unloadable_containers for f in result.files
+                                            if f.result is not None),
                "saved_by_arch": result.saved_by_arch(),
                "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in result.bytes_by_arch().items()},
                "images": [{**i.to_dict(), "container": i.container, "kept": k} for i, k in result.images],

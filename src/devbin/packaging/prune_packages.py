@@ -112,12 +112,14 @@ class FileOutcome:
     def to_dict(self) -> dict[str, object]:
         if self.result is None:
             return {"name": self.name, "input_size": self.size, "output_size": self.size, "file_bytes_saved": 0,
-                    "saved_by_arch": {}, "arch_bytes": {}, "untouched": self.untouched}
+                    "saved_by_arch": {}, "arch_bytes": {}, "untouched": self.untouched, "fallback_images": 0,
+                    "unloadable_containers": 0}
         r = self.result
         return {"name": self.name, "input_size": r.input_size, "output_size": r.output_size,
                 "file_bytes_saved": r.file_bytes_saved, "saved_by_arch": r.saved_by_arch(),
                 "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in r.bytes_by_arch().items()},
-                "untouched": ""}
+                "untouched": "", "fallback_images": r.fallback_images,
+                "unloadable_containers": r.unloadable_containers}
 
 
 @dataclass

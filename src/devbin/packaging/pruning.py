@@ -37,6 +37,10 @@ refused); ``highest`` keeps, in each container, also the PTX of the highest virt
 could JIT (:func:`devbin.packaging.ptx.jit_ptx`), whatever the names say of it.  When the input holds
 such PTX and the result keeps none, a note says so: under ``kept`` naming the PTX to keep, under
 ``none`` (an explicit choice) only what the choice means: the pruned file no longer runs on newer GPUs.
+Under every policy each kept GPU keeps, in each container, the image the driver loads for it from the
+input (:mod:`devbin.packaging.load_fallback`: compute_50 PTX that sm_90 JIT-compiles, sm_80 SASS that
+sm_86 runs), except PTX under ``none`` and an image whose arch a ``drop`` name is; counted in
+:attr:`PruneResult.fallback_images` and :attr:`PruneResult.unloadable_containers`.
 
 **Images** are those :func:`devbin.images.scan_bytes` finds with ``all=True`` (every image:
 ``devbin list --all`` gives the same ones), each decided on its
@@ -141,6 +145,7 @@ from devbin.images.frame import Frame
 from devbin.images.record import CUBIN, Image
 from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
+from devbin.packaging.load_fallback import kept_gpus, protect
 from devbin.packaging.ptx import jit_ptx
 from devbin.packaging.wrapper_refs import WRAPPER_SECTIONS, retarget
 from devbin.targets.archnames import parse_arch_list
@@ -246,6 +251,10 @@ class PruneResult:
     notes: list[str] = field(default_factory=list)
     footprints: list[int] = field(default_factory=list, repr=False)
     written_size: int | None = None
+    #: Images kept beyond the selection, each the only code a kept GPU loads in its container
+    #: (devbin.packaging.load_fallback), and containers a kept GPU loads nothing from any more.
+    fallback_images: int = 0
+    unloadable_containers: int = 0
 
     def released(self) -> PruneResult:
         """This result without its bytes (written out already: a wheel's library), every figure kept: what
@@ -256,7 +265,8 @@ class PruneResult:
         """This result with every image's ``native`` None and its footprint kept in ``footprints``:
         plain data, what a worker process of ``--jobs`` sends back (devbin.images.parallel)."""
         return PruneResult(self.data, self.input_size, [(replace(i, native=None), k) for i, k in self.images],
-                           self.container_bytes_freed, list(self.notes), self._footprints(), self.written_size)
+                           self.container_bytes_freed, list(self.notes), self._footprints(), self.written_size,
+                           self.fallback_images, self.unloadable_containers)
 
     def _footprints(self) -> list[int]:
         return self.footprints or [footprint(i) for i, _ in self.images]
@@ -299,6 +309,8 @@ class PruneResult:
             "output_size": self.output_size,
             "file_bytes_saved": self.file_bytes_saved,
             "container_bytes_freed": self.container_bytes_freed,
+            "fallback_images": self.fallback_images,
+            "unloadable_containers": self.unloadable_containers,
             "saved_by_arch": self.saved_by_arch(),
             "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in self.bytes_by_arch().items()},
             "images": [{**image.to_dict(), "container": image.container, "kept": kept}
@@ -320,6 +332,9 @@ class _Ctx:
         self.images = [(i, self._keeps(i)) for i in images if _in_container(i)]
         if sel.ptx == "highest":
             self.images = _with_highest_ptx(self.images, sel)
+        gpus = kept_gpus(sel.keep, [i for i, k in self.images if k])
+        self.images, self.fallback = protect(self.images, gpus, ptx=sel.ptx,
+                                             named_drop=lambda i: i.arch in (sel.drop or ()))
         self.kept = {i.address: k for i, k in self.images}
         self.freed = 0
         self.notes: list[str] = []
@@ -414,7 +429,9 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     lost = _ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k], sel.ptx)
     if lost:
         ctx.notes.append(f"{where}: {lost}")
-    return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes)
+    ctx.notes.extend(f"{where}: {n}" for n in ctx.fallback.notes(sel.ptx))
+    return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes, fallback_images=len(ctx.fallback.kept),
+                       unloadable_containers=len(ctx.fallback.lost))
 
 
 def _ptx_lost(before: Sequence[Image], after: Sequence[Image], policy: str = "kept") -> str:

@@ -186,7 +186,8 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
     except DeviceBinaryError as e:
         return {"bytes": 0, "freed": 0, "by_arch": {}, "refused": e.message}
     out = {"bytes": result.file_bytes_saved, "freed": result.container_bytes_freed,
-           "by_arch": result.saved_by_arch()}
+           "by_arch": result.saved_by_arch(), "fallback_images": result.fallback_images,
+           "unloadable_containers": result.unloadable_containers}
     if member is not None and member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         size = len(result.data)
         if member.compress_type == zipfile.ZIP_DEFLATED:  # what zipfile's writer makes of it
@@ -295,13 +296,16 @@ def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None 
     per: dict[str, dict[str, Any]] = {}
     for done in ordered_map(lambda g: _group_savings(g, keep), groups, jobs=jobs, weights=weights):
         per.update(done)
-    total: dict[str, Any] = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}}
+    total: dict[str, Any] = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}, "fallback_images": 0,
+                             "unloadable_containers": 0}
     for f in files:
         s = per.setdefault(f.path, {"bytes": 0, "freed": 0, "by_arch": {}, "refused": "not read again"})
         if "wheel_bytes" in s:
             total["wheel_bytes"] = total.get("wheel_bytes", 0) + s["wheel_bytes"]
         total["bytes"] += s["bytes"]
         total["freed"] += s["freed"]
+        total["fallback_images"] += s.get("fallback_images", 0)
+        total["unloadable_containers"] += s.get("unloadable_containers", 0)
         for a, n in s["by_arch"].items():
             total["by_arch"][a] = total["by_arch"].get(a, 0) + n
     total["by_arch"] = dict(sorted(total["by_arch"].items()))
