@@ -64,6 +64,14 @@ prunes the libraries of a wheel or folder (from 8 MB of them) in N
 processes (default: one per processor; --jobs 1: this process only); the
 output, the new wheel and the files written are the same whatever N.
 
+--max-segments N: the most program headers a pruned library or executable
+may have (default 2,048).  Each range of freed pages cut out of a data
+section adds one, and glibc's loader holds them on the stack of the thread
+that calls dlopen (about 112 bytes each); past N the smaller ranges stay as
+zeros (a note says how many bytes).  cuFFT --keep sm_90 --ptx none: 2,048
+saves 57.3 MB and loads from a thread with a 256 KiB stack; 4,096 saves
+89.4 MB and needs a 1 MiB stack; 8,192 saves 130.9 MB (docs/PRUNE.md).
+
 --image ADDRESS (repeatable; as `devbin list --all` prints it) applies --keep or
 --drop to those images only; every other image stays.  (--keep/--drop use
 nvprune's matching, where sm_90 does not take sm_90a; --arch elsewhere is
@@ -103,10 +111,12 @@ from devbin.cli.common import (
     BadArguments,
     ImageFilter,
     add_jobs_option,
+    add_max_segments_option,
     arch_list,
     dump,
     holds_device_code,
     keep,
+    max_segments,
     no_device_code,
     note,
 )
@@ -143,6 +153,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="a wheel whose RECORD does not match its members: go on, with a new RECORD (notes say what "
                         "was wrong)")
+    add_max_segments_option(p)
     add_jobs_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -152,6 +163,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     args.keep = arch_list(args.keep, "--keep") or None
     args.drop = arch_list(args.drop, "--drop") or None
+    args.max_segments = max_segments(args.max_segments)
     output = args.output
     if output is None and args.in_place:
         output = args.path
@@ -188,7 +200,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             progress(0, size)
         result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                             in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses],
-                            backup=backup, ptx=args.ptx)
+                            backup=backup, ptx=args.ptx, max_segments=args.max_segments)
     arch_bytes = result.to_dict()["arch_bytes"]
     files = [{"name": args.path, "input_size": result.input_size, "output_size": result.output_size,
               "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(),
@@ -197,7 +209,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
                "kind": "file", **result.to_dict(), "files": files, "package": None, "backup": backup,
-               "ptx_policy": args.ptx}
+               "ptx_policy": args.ptx, "max_segments": _segments(args)}
         dump("prune", doc, out)
         return 0
     _images(result.rows(), out)
@@ -208,6 +220,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for n in result.notes:
         note(n)
     return 0
+
+
+def _segments(args: argparse.Namespace) -> int:
+    """The program-header limit the prune ran with (``--max-segments``, or the default)."""
+    from devbin.formats.elf.pages import MAX_SEGMENTS
+    return int(args.max_segments) if args.max_segments is not None else MAX_SEGMENTS
 
 
 def _destination(output: str, path: str) -> str:
@@ -279,14 +297,15 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
         with progress_bar("pruning") as progress:
             result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
                                 backup=not args.no_backup, jobs=args.jobs, missing=args.missing or "keep",
-                                progress=progress, ptx=args.ptx)
+                                progress=progress, ptx=args.ptx, max_segments=args.max_segments)
         output = None if args.dry_run else args.path
     else:
         backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
         with progress_bar("pruning") as progress:
             result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                                  in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force,
-                                 missing=args.missing or "keep", progress=progress, ptx=args.ptx)
+                                 missing=args.missing or "keep", progress=progress, ptx=args.ptx,
+                                 max_segments=args.max_segments)
     totals = result.to_dict()
     freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
     if args.json:
@@ -303,7 +322,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
                "package": {k: totals[k] for k in ("kind", "package_size_before", "package_size_after",
                                                   "files_size_before", "files_size_after", "installed_size_before",
                                                   "installed_size_after")},
-               "backup": backup, "ptx_policy": args.ptx}
+               "backup": backup, "ptx_policy": args.ptx, "max_segments": _segments(args)}
         dump("prune", doc, out)
         return 0
     _images(result.rows(), out)

@@ -29,6 +29,10 @@ and architectures as code spans.
 computed by prune itself (the numbers prune then reports): the total under the first line, a SAVED
 column in the architecture table (the bytes of the images dropped), a table per file at the end.
 
+--max-segments N (with --keep): prune's limit on a pruned library's program headers (default 2,048;
+docs/PRUNE.md): a higher one cuts more freed pages out of a library that keeps its fatbins in data
+sections, at the cost of the loading thread's stack.
+
 --jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
 of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
 same whatever N.
@@ -76,9 +80,11 @@ from devbin.cli.common import (
     ImageFilter,
     add_image_options,
     add_jobs_option,
+    add_max_segments_option,
     add_picture_option,
     arch_list,
     dump,
+    max_segments,
     no_device_code,
     picture_output,
     warn,
@@ -117,6 +123,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graph", action="append", default=[], metavar="ADDRESS",
                    help="a code object whose call graph --html shows (repeatable; default: the largest)")
     add_image_options(p, all=False)
+    add_max_segments_option(p)
     add_jobs_option(p)
 
 
@@ -151,13 +158,16 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
     keep = arch_list(args.keep, "--keep") or None
+    segments = max_segments(args.max_segments)
+    if segments is not None and keep is None:
+        raise BadArguments("--max-segments goes with --keep (it is prune's)")
     report = ScanReport()
     files = _filtered(measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES),
                       choose)
     if measured is not None:
         measured(files)
     return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail, jobs=args.jobs,
-                       min_bytes=MIN_PARALLEL_BYTES), report.failed
+                       min_bytes=MIN_PARALLEL_BYTES, max_segments=segments), report.failed
 
 
 # --------------------------------------------------------------------------- text

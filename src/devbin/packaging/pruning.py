@@ -134,7 +134,7 @@ from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.bundle.writer import BundleImage, plan_bundle, write_bundle, write_compressed_bundle
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.edit import ElfEditor
-from devbin.formats.elf.pages import remove_pages
+from devbin.formats.elf.pages import check_max_segments, remove_pages
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
@@ -193,10 +193,15 @@ class Selection:
     images: tuple[str, ...] = ()
     #: The PTX policy (:data:`PRUNE_PTX_POLICIES`).
     ptx: str = "kept"
+    #: The most program headers a linked file's result may have (None: :data:`devbin.formats.elf.pages.MAX_SEGMENTS`):
+    #: how the file is laid out, not what stays, carried here so that a package's workers get it with the rest.
+    max_segments: int | None = None
 
     def __post_init__(self) -> None:
         if (self.keep is None) == (self.drop is None):
             raise UsageError("give exactly one of keep= and drop=")
+        if self.max_segments is not None:
+            check_max_segments(self.max_segments)
         if self.ptx not in PRUNE_PTX_POLICIES:
             raise UsageError(f"ptx={self.ptx!r}: expected one of {', '.join(PRUNE_PTX_POLICIES)}")
         if self.ptx == "none" and self.keep is not None:
@@ -386,7 +391,8 @@ def _with_highest_ptx(images: list[tuple[Image, bool]], sel: Selection) -> list[
 
 def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
           drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = (),
-          at: Address | None = None, require_match: bool = True, ptx: str = "kept") -> PruneResult:
+          at: Address | None = None, require_match: bool = True, ptx: str = "kept",
+          max_segments: int | None = None) -> PruneResult:
     """Prune ``data`` (any format in the module docstring) to the selected architectures.
 
     ``keep``/``drop``: names or comma-separated lists; exactly one.  Raises
@@ -398,12 +404,15 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     ``pkg.whl!lib/libx.so``), which then starts the images' addresses instead of ``where``.
     ``require_match``: a name of ``keep`` that matches no image is an error (False: a note; a package's
     libraries, whose names are checked against the package).  ``ptx``: the PTX policy
-    (:data:`PRUNE_PTX_POLICIES`; the module docstring).
+    (:data:`PRUNE_PTX_POLICIES`; the module docstring).  ``max_segments``: the most program headers a linked
+    file may have once its freed pages are cut (None: :data:`devbin.formats.elf.pages.MAX_SEGMENTS`; each
+    range cut adds one; past it the smaller ranges stay as zeros, docs/PRUNE.md).
     """
     start = at if at is not None else Address(where)
     where = str(start)
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
-                    drop=None if drop is None else parse_arch_list(drop), images=tuple(images), ptx=ptx)
+                    drop=None if drop is None else parse_arch_list(drop), images=tuple(images), ptx=ptx,
+                    max_segments=max_segments)
     raw = bytes(data)
     view = ByteView(raw, where=where)
     _check_prunable(view, where)
@@ -460,9 +469,10 @@ def _sm_key(arch: str) -> tuple[int, str]:
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                in_place: bool = False, backup: str | os.PathLike[str] | None = None,
-               images: Iterable[str] = (), require_match: bool = True, ptx: str = "kept") -> PruneResult:
-    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match`` and ``ptx``:
-    :func:`prune`'s).
+               images: Iterable[str] = (), require_match: bool = True, ptx: str = "kept",
+               max_segments: int | None = None) -> PruneResult:
+    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match``, ``ptx`` and
+    ``max_segments``: :func:`prune`'s).
 
     ``dst`` may not be ``src`` (nor another name of it: a symbolic or hard link) unless
     ``in_place``.  The output is written whole or not at all, with ``src``'s permission bits
@@ -482,7 +492,7 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
         data = src_p.read_bytes()
         result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match,
-                       ptx=ptx)
+                       ptx=ptx, max_segments=max_segments)
         if dst is None:
             return result
         if backup is not None and os.path.lexists(backup):
@@ -915,7 +925,7 @@ def _cut_pages(patched: bytearray, free: list[tuple[int, int]], ctx: _Ctx, at: A
     where = str(at)
     if not sections:
         return bytes(patched)
-    cut = remove_pages(ElfFile(ByteView(patched, where=where)), free)
+    cut = remove_pages(ElfFile(ByteView(patched, where=where)), free, max_segments=ctx.sel.max_segments)
     _check_kept(ctx, cut.data, at)
     freed = sum(hi - lo for lo, hi in free)
     ctx.notes.append(f"{where}: {cut.bytes_removed:,} of the {freed:,} bytes freed in {', '.join(sections)} cut out "
