@@ -72,8 +72,8 @@ def test_none_drops_them_and_counts_the_containers() -> None:
     r = prune(LIB, keep="sm_90", ptx="none")
     assert _kept(r.data) == ["sm_90"]
     assert (r.fallback_images, r.unloadable_containers) == (0, 2)
-    assert r.notes[-1] == ("input: 2 container(s) no longer hold code sm_90 can load: it loaded 1 compute_50 PTX, "
-                           "1 compute_60 PTX there, which --ptx none drops; those kernels fail to load on it")
+    assert r.notes[-1] == ("input: 2 container(s) no longer hold code sm_90 can load: what it loaded there (1 "
+                           "compute_50 PTX, 1 compute_60 PTX) went by --ptx none; those kernels fail to load on it")
 
 
 def test_sass_a_kept_gpu_runs_is_kept_under_every_policy() -> None:
@@ -96,7 +96,8 @@ def test_drop_keeps_what_the_remaining_gpus_load_unless_it_names_the_image() -> 
                                                              "(1 compute_50 PTX): the code sm_90 loads from")
     r = prune(LIB, drop="compute_50")
     assert "compute_50" not in _kept(r.data) and r.unloadable_containers == 1
-    assert "which the selection drops" in r.notes[-1]
+    assert r.notes[-1] == ("input: 1 container(s) no longer hold code sm_90, sm_80 can load: what they loaded "
+                           "there (1 compute_50 PTX) went by --drop; those kernels fail to load on them")
 
 
 def test_a_container_nothing_kept_loads_before_is_not_counted() -> None:
@@ -180,3 +181,14 @@ def test_nvcc_ptx_only_unit_is_kept_for_sm_90(two_units: Path, tmp_path: Path, p
     assert code == 0 and _listing(out) == want
     assert doc["unloadable_containers"] == lost
     assert doc["fallback_images"] == (1 if ptx == "kept" else 0)
+
+
+def test_a_choice_asked_away_falls_to_the_next() -> None:
+    """sm_52 loads sm_50 SASS first, else compute_50 PTX: --drop sm_50 names the cubin itself (it goes) and
+    the PTX only through the sm_NN rule, so sm_52 keeps the PTX; with --ptx none nothing is left for it."""
+    lib = write_archive([ArMember("a.fatbin", _fatbin((52,))), ArMember("b.fatbin", _fatbin((50,), (50,)))])
+    r = prune(lib, drop="sm_50")
+    assert _kept(r.data) == ["sm_52", "compute_50"] and (r.fallback_images, r.unloadable_containers) == (1, 0)
+    r = prune(lib, drop="sm_50", ptx="none")
+    assert _kept(r.data) == ["sm_52"] and r.unloadable_containers == 1
+    assert "(1 sm_50 cubin) went by --drop" in r.notes[-1]

@@ -6,9 +6,9 @@ one image of it for the GPU, by its load rule (:func:`devbin.packaging.selection
 SASS of the same major and a minor not above the GPU's, else PTX of a virtual arch not above it,
 JIT-compiled; CUDA C++ Programming Guide, "Application Compatibility"; AMD the exact processor,
 else its generic target).  Pruning by name can empty a container of everything a kept GPU loads:
-``libcufft.so.11`` (nvidia-cufft-cu12 11.4.1.4) holds 14.6 k fatbins whose only image is
-``compute_50`` PTX, which ``--keep sm_90`` does not name, yet an sm_90 GPU runs those kernels by
-JIT-compiling it.
+``libcufft.so.11`` (nvidia-cufft-cu12 11.4.1.4) holds 8,115 fatbins whose only image is PTX of
+``compute_50`` to ``compute_86``, which ``--keep sm_90`` does not name, yet an sm_90 GPU given one of
+them runs it by JIT-compiling that PTX.
 
 So for every kept GPU (``--keep``: each name that names a GPU, ``sm_90``, ``gfx90a``, not
 ``compute_90``; ``--drop``: the GPU of each code object the selection keeps) and every container,
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from devbin.errors import UsageError
 from devbin.images.address import Address
 from devbin.images.record import AMDGPU, CUBIN, LTO_IR, PTX, Image
-from devbin.packaging.selection import USABLE, Device, decide, module_of, parse_device
+from devbin.packaging.selection import CHOSEN, USABLE, Device, decide, module_of, parse_device
 
 __all__ = ["Fallback", "kept_gpus", "protect"]
 
@@ -64,10 +64,12 @@ class Fallback:
                        + (", JIT-compiled" if any(i.kind == PTX for i in self.kept) else "")
                        + ")" + ("; --ptx none drops the PTX among them" if ptx != "none" else ""))
         if self.lost:
-            why = "--ptx none drops" if ptx == "none" and all(i.kind == PTX for i in self.lost_images) \
-                else "the selection drops"
+            by = " and ".join(dict.fromkeys("--ptx none" if ptx == "none" and i.kind == PTX else "--drop"
+                                            for i in self.lost_images))
+            they, them = ("it", "it") if len(self.lost_for) == 1 else ("they", "them")
             out.append(f"{len(self.lost):,} container(s) no longer hold code {', '.join(self.lost_for)} can load: "
-                       f"it loaded {_kinds(self.lost_images)} there, which {why}; those kernels fail to load on it")
+                       f"what {they} loaded there ({_kinds(self.lost_images)}) went by {by}; those kernels fail "
+                       f"to load on {them}")
         if self.emptied_lto:
             archs = sorted({i.arch for i in self.emptied_lto})
             out.append(f"emptied {self.emptied_lto_containers:,} container(s) that held LTO-IR "
@@ -119,40 +121,66 @@ def protect(images: Sequence[tuple[Image, bool]], gpus: Sequence[Device], *, ptx
             named_drop: Callable[[Image], bool]) -> tuple[list[tuple[Image, bool]], Fallback]:
     """``images`` (every image in a container with whether the selection keeps it) with, in each
     container, the image each of ``gpus`` loads there from the input kept (module docstring).  ``ptx``
-    ``none`` and ``named_drop`` (the image's arch is a ``--drop`` name itself) say which of those stay
-    dropped; a container the GPU then loads nothing from is counted lost."""
+    ``none`` and ``named_drop`` (the image's arch is a ``--drop`` name itself) say which images stay
+    dropped: the GPU's next choice among the others is kept instead, and a container where none is left
+    is counted lost."""
     if all(k for _, k in images):
         return list(images), Fallback()
     kept = {i.address: k for i, k in images}
+    every = [i for i, _ in images]
+    modules: dict[str, list[Image]] = {}
+    for i in every:
+        modules.setdefault(module_of(i), []).append(i)
     added: dict[Address, Image] = {}
     lost: dict[str, Image] = {}
     kept_for: dict[str, None] = {}
     lost_for: dict[str, None] = {}
-    every = [i for i, _ in images]
-    by_address = {i.address: i for i in every}
     for dev in gpus:
-        for module in decide(every, dev).modules:
-            if module.chosen is None:
-                continue  # nothing here loads on this GPU before the prune either
-            pick = module.chosen
-            if kept[pick.image.address]:
-                continue
-            original = by_address[pick.image.address]  # the scanned image (the candidate's is the loader's view)
-            if (ptx == "none" and pick.jit) or named_drop(original):
-                if any(c.verdict == USABLE and kept[c.image.address] for c in module.candidates):
-                    continue  # asked for: the GPU loads another image of the container
-                lost.setdefault(module.name, original)
-                lost_for.setdefault(dev.name)
-                continue
-            kept[pick.image.address] = True
-            added[pick.image.address] = original
-            kept_for.setdefault(dev.name)
-    modules: dict[str, list[Image]] = {}
-    for i in every:
-        modules.setdefault(module_of(i), []).append(i)
+        cache: dict[tuple[tuple[str, str], ...], list[tuple[int, bool]]] = {}
+        for name, members in modules.items():
+            if all(kept[i.address] for i in members):
+                continue  # nothing of it dropped: the GPU loads what it did
+            choices = _choices(members, dev, cache)
+            for pos, jit in choices:
+                image = members[pos]
+                if kept[image.address]:
+                    if image.address in added:  # kept for another GPU: this one loads it too
+                        kept_for.setdefault(dev.name)
+                    break  # the GPU loads this one, as before or (its first choice asked away) instead
+                if (ptx == "none" and jit) or named_drop(image):
+                    continue
+                kept[image.address] = True
+                added[image.address] = image
+                kept_for.setdefault(dev.name)
+                break
+            else:
+                if choices:  # it loaded an image of the container before, and loads none now
+                    lost.setdefault(name, members[choices[0][0]])
+                    lost_for.setdefault(dev.name)
     emptied = [m for m in modules.values() if ptx != "none" and not any(kept[i.address] for i in m)
                and any(i.kind == LTO_IR for i in m)]  # --ptx none: no LTO-IR asked for
     lto = tuple(i for m in emptied for i in m if i.kind == LTO_IR)
     return ([(i, kept[i.address]) for i, _ in images],
-            Fallback(tuple(by_address[a] for a in added), tuple(lost), tuple(lost.values()),
+            Fallback(tuple(added.values()), tuple(lost), tuple(lost.values()),
                      tuple(kept_for), tuple(lost_for), lto, len(emptied)))
+
+
+#: Kinds whose loader view is their kind and arch alone (an AMDGPU code object's features come from its
+#: ELF header): containers of only these with the same kinds and archs in the same order are decided once.
+_BY_NAME_ALONE = (CUBIN, PTX, LTO_IR)
+
+
+def _choices(members: list[Image], dev: Device, cache: dict[tuple[tuple[str, str], ...], list[tuple[int, bool]]]
+             ) -> list[tuple[int, bool]]:
+    """The images of one container that ``dev`` can load, as (position in ``members``, JIT-compiled), the
+    driver's choice first (:func:`devbin.packaging.selection.decide`); empty when it loads none.  cuFFT's
+    24,454 fatbins are 23 different lists of archs, so each list is decided once per GPU."""
+    key = tuple((i.kind, i.arch) for i in members) if all(i.kind in _BY_NAME_ALONE for i in members) else None
+    if key is not None and key in cache:
+        return cache[key]
+    (module,) = decide(members, dev).modules
+    usable = sorted((c.rank, pos, c.jit) for pos, c in enumerate(module.candidates) if c.verdict in (CHOSEN, USABLE))
+    out = [(pos, jit) for _, pos, jit in usable]
+    if key is not None:
+        cache[key] = out
+    return out
