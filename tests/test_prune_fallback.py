@@ -134,6 +134,9 @@ def test_cli_json_and_size_predict_the_same(tmp_path: Path) -> None:
     size = json.loads(out)
     assert code == 0 and size["savings"]["fallback_images"] == 2 and size["savings"]["unloadable_containers"] == 0
     assert size["savings"]["bytes"] == doc["file_bytes_saved"]
+    code, out, err = cli_err("size", lib, "--keep", "sm_90")
+    assert code == 0 and ("it keeps 2 images no name keeps (what a kept GPU loads from their containers), and 0 "
+                          "containers no longer load on a kept GPU") in out
 
 
 # --------------------------------------------------------------------------- nvcc

@@ -27,7 +27,9 @@ and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports): the total under the first line, a SAVED
-column in the architecture table (the bytes of the images dropped), a table per file at the end.
+column in the architecture table (the bytes of the images dropped), a table per file at the end, and
+a line when prune keeps images no name keeps (what a kept GPU loads: docs/PRUNE.md, "What a kept GPU
+loads") or leaves containers a kept GPU loads nothing from.
 
 --max-segments N (with --keep): prune's limit on a pruned library's program headers (default 2,048;
 docs/PRUNE.md): a higher one cuts more freed pages out of a library that keeps its fatbins in data
@@ -245,6 +247,10 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
     if saved is not None:
         w(f"--keep {','.join(saved['keep'])}: `devbin prune` saves {_n(saved['bytes'])} of {_n(t['file_bytes'])} file "
           f"bytes ({_pct(saved['bytes'], t['file_bytes']).strip()}); the containers shrink by {_n(saved['freed'])}\n")
+        if saved.get("fallback_images") or saved.get("unloadable_containers"):
+            w(f"  it keeps {_n(saved.get('fallback_images', 0))} images no name keeps (what a kept GPU loads from "
+              f"their containers), and {_n(saved.get('unloadable_containers', 0))} containers no longer load on a "
+              "kept GPU (devbin prune's notes say which)\n")
     files = sorted(doc["files"], key=lambda f: (-f["device_bytes"], f["path"]))
     if len(files) > 1:
         w(f"\n{'FILE':60} {'DEVICE':>14} {'%':>6} {'FILE BYTES':>14} {'IMAGES':>6}\n")
