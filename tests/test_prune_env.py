@@ -172,7 +172,8 @@ def test_a_venv_of_gpu_wheels_pruned_in_place(wheels: list[Path], tmp_path: Path
         sum(map(len, installed.values())), folder)
     (predicted_folder,) = json.loads(predicted.stdout)["savings"]["packages"]  # no wheel: the folder alone
     assert predicted_folder == {"path": str(site), "kind": "folder",
-                                "installed_before": package["installed_size_before"], "installed_after": folder}
+                                "installed_size_before": package["installed_size_before"],
+                                "installed_size_after": folder}
     check = run_tool([*pip, "check"])
     assert "No broken requirements found" in check.stdout
     values = run_tool([py, "-c", "import nvone, nvtwo, amdone; print(nvone.value, nvtwo.value, amdone.value)"],

@@ -665,3 +665,37 @@ def test_page_remover_many_ranges(tmp_path: Path) -> None:
     (tmp_path / "capped.so").write_bytes(capped.data)
     assert _readelf_messages(tmp_path / "capped.so") == ("", "")
     assert ctypes.CDLL(str(tmp_path / "capped.so")).seven() == 7
+
+
+def test_max_segments_option(data_libs: Path, tmp_path: Path) -> None:
+    """``--max-segments N`` caps the program headers (each range cut adds one: libdata.so's six freed ranges);
+    past it the smaller ranges stay as zeros, the library still loads, and ``size --keep`` predicts the same
+    bytes with the same N.  Bad values are one line (exit 2) naming the number meant."""
+    src = data_libs / "libdata.so"
+    nseg = len(ElfFile(src.read_bytes()).segments)
+    limit = nseg + 3  # one header kept back for the table: two ranges cut
+    code, out, _err = cli_err("prune", src, "--keep", "sm_90", "--max-segments", str(limit), "-o", tmp_path / "c.so",
+                              "--json")
+    doc = json.loads(out)
+    full = prune_file(src, None, keep="sm_90")
+    assert code == 0 and doc["max_segments"] == limit
+    assert ElfFile((tmp_path / "c.so").read_bytes()).header.e_phnum <= limit
+    assert 0 < doc["file_bytes_saved"] < full.file_bytes_saved
+    assert any("4 of the 6 ranges" in n for n in doc["notes"])
+    assert _readelf_messages(tmp_path / "c.so") == ("", "")
+    lib = ctypes.CDLL(str(tmp_path / "c.so"))
+    lib.after.restype = ctypes.c_ulonglong
+    assert [lib.after(i) for i in range(6)] == [0x1122334455667788] * 6
+    code, out, _err = cli_err("size", src, "--keep", "sm_90", "--max-segments", str(limit), "--json")
+    assert code == 0 and json.loads(out)["savings"]["bytes"] == doc["file_bytes_saved"]
+    for bad, says in (("4k", "--max-segments '4k': expected a whole number of program headers; did you mean 4096?"),
+                      ("0x800", "did you mean 2048?"),
+                      ("0", "--max-segments 0: expected 1 to 65,534 program headers (e_phnum is 16 bits; default "
+                            "2,048)"),
+                      ("70000", "expected 1 to 65,534"), ("many", "such as 4096")):
+        code, out, err = cli_err("prune", src, "--keep", "sm_90", "--max-segments", bad, "--dry-run")
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (bad, err)
+    code, out, err = cli_err("size", src, "--max-segments", "4096")
+    assert code == 2 and "--max-segments goes with --keep" in err
+    with pytest.raises(UsageError, match="expected 1 to 65,534"):
+        prune(src.read_bytes(), keep="sm_90", max_segments=0)

@@ -306,7 +306,9 @@ def test_keep_in_a_wheel_prunes_each_member(dup: Path, tmp_path: Path) -> None:
         pruned = json.loads(text)
         # the zip entries are stored: the wheel saves what the file does
         assert f["savings"] == {"bytes": pruned["file_bytes_saved"], "freed": pruned["container_bytes_freed"],
-                                "by_arch": pruned["saved_by_arch"], "wheel_bytes": pruned["file_bytes_saved"]}
+                                "by_arch": pruned["saved_by_arch"], "wheel_bytes": pruned["file_bytes_saved"],
+                                "fallback_images": pruned["fallback_images"],
+                                "unloadable_containers": pruned["unloadable_containers"]}
     assert doc["savings"]["freed"] == sum(f["savings"]["freed"] for f in doc["files"]) > 0
 
 
@@ -329,24 +331,24 @@ def test_keep_predicts_each_file_the_wheel_and_the_installed_size(dup: Path, tmp
     out = tmp_path / "out" / whl.name
     out.parent.mkdir()
     pruned = _json("prune", str(whl), "--keep", "sm_80", "-o", str(out), schema="prune")
-    assert pkg == {"path": str(whl), "kind": "wheel", "size_before": whl.stat().st_size,
-                   "size_after": out.stat().st_size, "installed_before": _installed(whl),
-                   "installed_after": _installed(out)}
-    assert pkg["size_after"] < pkg["size_before"] and pkg["installed_after"] < pkg["installed_before"]
+    assert pkg == {"path": str(whl), "kind": "wheel", "package_size_before": whl.stat().st_size,
+                   "package_size_after": out.stat().st_size, "installed_size_before": _installed(whl),
+                   "installed_size_after": _installed(out)}
+    assert pkg["package_size_after"] < pkg["package_size_before"]
+    assert pkg["installed_size_after"] < pkg["installed_size_before"]
     p = pruned["package"]
-    assert (p["package_size_before"], p["package_size_after"], p["installed_size_before"],
-            p["installed_size_after"]) == (pkg["size_before"], pkg["size_after"], pkg["installed_before"],
-                                           pkg["installed_after"])
+    keys = ("package_size_before", "package_size_after", "installed_size_before", "installed_size_after")
+    assert [p[k] for k in keys] == [pkg[k] for k in keys]  # one JSON shape per fact: prune's keys
     with zipfile.ZipFile(out) as z:
         after = {f"{whl}!{i.filename}": i.file_size for i in z.infolist()}
     for f in doc["files"]:  # each file: before -> after, as prune writes it
         assert f["file_bytes"] - f["savings"]["bytes"] == after[f["path"]] < f["file_bytes"]
     text = cli("size", str(whl), "--keep", "sm_80")[1]
-    assert (f"wheel {whl}: {pkg['size_before']:,} -> {pkg['size_after']:,} bytes compressed, installed "
-            f"{pkg['installed_before']:,} -> {pkg['installed_after']:,}") in text
+    assert (f"wheel {whl}: {pkg['package_size_before']:,} -> {pkg['package_size_after']:,} bytes compressed, installed "
+            f"{pkg['installed_size_before']:,} -> {pkg['installed_size_after']:,}") in text
     assert re.search(rf"!pkg/a\.o +{doc['files'][1]['file_bytes']:,} +{after[f'{whl}!pkg/a.o']:,} ", text)
     code, text = cli("prune", str(whl), "--keep", "sm_80", "--dry-run")
-    assert code == 0 and f"installed: {pkg['installed_before']:,} -> {pkg['installed_after']:,} bytes" in text
+    assert code == 0 and f"installed: {pkg['installed_size_before']:,} -> {pkg['installed_size_after']:,} bytes" in text
     # the installed folder: its files (RECORD included) before and after; --no-backup: no backup row in the
     # RECORD (prune_tree adds one per backup), so its rows are the pruned wheel's
     site = tmp_path / "site"
@@ -355,7 +357,7 @@ def test_keep_predicts_each_file_the_wheel_and_the_installed_size(dup: Path, tmp
     before = _installed(site)
     folder = _json("prune", str(site), "--keep", "sm_80", "--in-place", "--no-backup", schema="prune")["package"]
     assert (folder["installed_size_before"], folder["installed_size_after"]) == (before, _installed(site))
-    assert folder["installed_size_after"] == pkg["installed_after"]  # the same files, the same RECORD rows
+    assert folder["installed_size_after"] == pkg["installed_size_after"]  # the same files, the same RECORD rows
     # with backups (the default): size --keep of the folder predicts its installed size (one entry of
     # savings.packages, the RECORD grown by a row per backup) and prune reports it, to the byte
     env = tmp_path / "env"
@@ -365,9 +367,9 @@ def test_keep_predicts_each_file_the_wheel_and_the_installed_size(dup: Path, tmp
     text = cli("size", str(env), "--keep", "sm_80")[1]
     code, dry = cli("prune", str(env), "--keep", "sm_80", "--dry-run")
     folder = _json("prune", str(env), "--keep", "sm_80", "--in-place", schema="prune")["package"]
-    assert predicted == {"path": str(env), "kind": "folder", "installed_before": before,
-                         "installed_after": folder["installed_size_after"]}
-    assert folder["installed_size_after"] == _installed(env) > pkg["installed_after"]  # the backups' rows
+    assert predicted == {"path": str(env), "kind": "folder", "installed_size_before": before,
+                         "installed_size_after": folder["installed_size_after"]}
+    assert folder["installed_size_after"] == _installed(env) > pkg["installed_size_after"]  # the backups' rows
     assert f"folder {env}: installed {before:,} -> {_installed(env):,}\n" in text
     assert code == 0 and f"installed: {before:,} -> {_installed(env):,} bytes" in dry
 
