@@ -131,7 +131,8 @@ def test_a_venv_of_gpu_wheels_pruned_in_place(wheels: list[Path], tmp_path: Path
     py = _venv_python(venv)
     (site,) = venv.glob("lib/python*/site-packages")
     empty = _files(site)
-    pip = [py, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    # -I (isolated): the venv sees itself only, not the checkout conftest puts on PYTHONPATH
+    pip = [py, "-I", "-m", "pip", "--disable-pip-version-check", "--no-input"]
     run_tool([*pip, "install", "--no-index", "--no-deps", *wheels])
     installed = _files(site)
     assert set(installed) - set(empty) and _assert_records_true(site) >= set(installed)
@@ -176,7 +177,7 @@ def test_a_venv_of_gpu_wheels_pruned_in_place(wheels: list[Path], tmp_path: Path
                                 "installed_size_after": folder}
     check = run_tool([*pip, "check"])
     assert "No broken requirements found" in check.stdout
-    values = run_tool([py, "-c", "import nvone, nvtwo, amdone; print(nvone.value, nvtwo.value, amdone.value)"],
+    values = run_tool([py, "-I", "-c", "import nvone, nvtwo, amdone; print(nvone.value, nvtwo.value, amdone.value)"],
                       tmp_path)
     assert values.stdout.split() == [str(v) for _, v in DISTS.values()]
 
