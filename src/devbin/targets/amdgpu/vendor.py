@@ -50,6 +50,7 @@ class AmdVendor(Vendor):
     attribute_namespace = 2  # devbin.model.attributes.Namespace.AMDGPU (the model is not imported here)
     attribute_prefix = "amdgpu."
     private_segment_is_stack = True
+    link_backend = "devbin.link.output_amdgpu"
 
     def owns_arch(self, arch: str) -> bool:
         """``gfx`` processors and generic targets, with or without target-ID features."""
