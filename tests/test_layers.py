@@ -259,9 +259,8 @@ VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
     "devbin.cli.resources_cmd", "devbin.cli.tour", "devbin.cli.tour.load", "devbin.cli.tour.packaging",
     "devbin.cli.tour.size", "devbin.cli.tour.superarchive", "devbin.link.amdgpu_facts", "devbin.link.amdgpu_msgpack",
     "devbin.link.amdgpu_patch", "devbin.link.amdgpu_prune", "devbin.link.nvidia",
-    "devbin.link.nvlink", "devbin.link.output_nvidia", "devbin.load.cuda",
-    "devbin.load.executable", "devbin.load.image", "devbin.load.indexing", "devbin.load.lazy", "devbin.load.loaded",
-    "devbin.load.symbol_table", "devbin.packaging.facts", "devbin.packaging.pruning", "devbin.packaging.ptx",
+    "devbin.link.nvlink", "devbin.link.output_nvidia", "devbin.load.amdgpu", "devbin.load.nvidia", "devbin.load.cuda",
+    "devbin.packaging.facts", "devbin.packaging.pruning", "devbin.packaging.ptx",
     "devbin.report", "devbin.size.account", "devbin.superarchive.chains", "devbin.tools",
 })
 

@@ -58,15 +58,8 @@ def _regs(r: dict[str, Any] | None) -> str:
     return " ".join(f"{letter}{v}" for letter, v in counts if v is not None) or "-"
 
 
-def _stack(r: dict[str, Any] | None) -> int | None:
-    """Per-thread stack from ``resources``: ``stack``, else ``local``: ``LoadedSymbol.stack_bytes``."""
-    if r is None:
-        return None
-    v = r["stack"] if r["stack"] is not None else r["local"]
-    return v if isinstance(v, int) else None
-
-
-def _text(d: dict[str, Any], symbols: list[dict[str, Any]], out: TextIO) -> None:
+def _text(d: dict[str, Any], symbols: list[dict[str, Any]], stacks: list[int | None], out: TextIO) -> None:
+    """The executable as text; ``stacks``: each symbol's per-thread stack (``LoadedSymbol.stack_bytes``)."""
     d, symbols = visible_tree(d), visible_tree(symbols)  # the text rule on every name read from a file
     t = d["target"]
     out.write(f"executable for {t['name']} ({t['vendor']}), {d['backend']} device, frozen\n\ncode objects:\n")
@@ -76,8 +69,7 @@ def _text(d: dict[str, Any], symbols: list[dict[str, Any]], out: TextIO) -> None
                   f"{' for the driver' if o['driver_relocations'] else ''})\n")
     out.write("\n")
     rows = [("KIND", "ADDRESS", "SIZE", "NAME", "CODE OBJECT", "REGS", "STACK", "CALLCONV", "LINKAGE")]
-    for s in symbols:
-        own = _stack(s["resources"])
+    for s, own in zip(symbols, stacks, strict=True):
         stack = "-" if own is None else str(own)
         rows.append((s["kind"], f"{s['address']:#x}", str(s["size"]), s["name"], s["code_object"],
                      _regs(s["resources"]), stack, s["callconv"] or "-", s["linkage"]))
@@ -97,13 +89,13 @@ def stats_text(st: dict[str, Any], timings: bool = True) -> str:
             f"{'s' if st['lazy_loads'] != 1 else ''}" + (f", {st['lazy_load_s'] * 1e3:.2f} ms" if timings else ""))
 
 
-def _kernel_text(s: dict[str, Any], out: TextIO) -> None:
+def _kernel_text(s: dict[str, Any], stack: int | None, out: TextIO) -> None:
     s = visible_tree(s)
     out.write(f"kernel {s['name']} ({s['code_object']})\n")
     out.write(f"  address      {s['address']:#x}" + (f"  (descriptor {s['descriptor']})" if s["descriptor"] else "")
               + "\n")
     out.write(f"  entry        {s['code_address']:#x}\n  size         {s['size']}\n")
-    out.write(f"  registers    {_regs(s['resources'])}\n  stack        {_stack(s['resources'])}\n")
+    out.write(f"  registers    {_regs(s['resources'])}\n  stack        {stack}\n")
     out.write(f"  callconv     {s['callconv']}\n")
     for k, v in s["attributes"].items():
         out.write(f"  {k:<12} {v}\n")
@@ -160,12 +152,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         dump("load", d, out)
     elif k is not None:
-        _kernel_text(symbols[0], out)
+        _kernel_text(symbols[0], k.stack_bytes, out)
         if args.lazy:
             out.write("  loaded       " + "; ".join(f"{n}: {', '.join(c['functions'] + c['data'])}"
                                                    for n, c in d["closure"].items()) + "\n")
         out.write(stats_text(d["stats"]) + "\n")
     else:
-        _text(d, symbols, out)
+        _text(d, symbols, [s.stack_bytes for s in exe.symbols()], out)
         out.write("\n" + stats_text(d["stats"]) + "\n")
     return 0

@@ -91,13 +91,15 @@ class ExecutableState:
         base = obj.address(0)
         for p in obj.index.pieces:
             self.backend.map(base + p.offset, p.data, p.mem_size, label=f"{obj.name} {p.label}")
-        if obj.vendor == "amdgpu":
-            obj.relocations = apply_relocations(obj.index, base, self.backend, self._resolve)
-        else:
-            obj.nv_relocations = self._resolve_nv(obj)
+        # the loader's relocations (AMDGPU's dynamic ones) applied; those left to the driver (cubins) resolved
+        obj.relocations = apply_relocations(obj.index, base, self.backend, self._resolve)
+        obj.nv_relocations = self._resolve_nv(obj)
         obj.state = "mapped"
 
     def _resolve_nv(self, obj: LoadedCodeObject) -> list[ResolvedNvReloc]:
+        """The relocations ``obj`` leaves to the driver (a cubin's), each with its symbol's address."""
+        if not obj.index.nv_relocations:
+            return []
         base = obj.address(0)
         out = []
         own = {d.name: d for d in obj.index.definitions}

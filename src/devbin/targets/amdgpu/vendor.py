@@ -51,6 +51,7 @@ class AmdVendor(Vendor):
     attribute_prefix = "amdgpu."
     private_segment_is_stack = True
     link_backend = "devbin.link.output_amdgpu"
+    load_backend = "devbin.load.amdgpu"
 
     def owns_arch(self, arch: str) -> bool:
         """``gfx`` processors and generic targets, with or without target-ID features."""

@@ -51,6 +51,7 @@ class NvidiaVendor(Vendor):
     attribute_namespace = 1  # devbin.model.attributes.Namespace.NVIDIA (the model is not imported here)
     attribute_prefix = "nvidia."
     link_backend = "devbin.link.output_nvidia"
+    load_backend = "devbin.load.nvidia"
 
     def owns_arch(self, arch: str) -> bool:
         """``sm_XY``, ``compute_XY``, ``lto_XY`` with an ``a``/``f`` suffix or none."""
