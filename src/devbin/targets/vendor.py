@@ -34,18 +34,21 @@ msgpack; those are imported inside the methods that need them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from devbin.binary import Buffer
     from devbin.errors import DeviceBinaryError
     from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject, Function
     from devbin.targets.amdgpu.targetid import TargetId
 
-__all__ = ["Device", "Diag", "ObjectFacts", "Vendor", "Verdict"]
+__all__ = ["AssemblyFacts", "Device", "Diag", "ObjectFacts", "Vendor", "Verdict"]
 
 #: Where an importer reports what it tolerated (a :class:`~devbin.errors.DeviceBinaryError` per finding).
 Diag = Callable[["DeviceBinaryError"], None]
@@ -63,6 +66,21 @@ class ObjectFacts:
     producer: str | None = None
     compile_options: str = ""
     code_object_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyFacts:
+    """What ``devbin cc`` learned from a compile's assembly (:meth:`Vendor.facts_from_assembly`): the
+    object's model with them added, each function's facts as JSON, the functions that gained facts
+    (``filled``), those checked against the object's own (``checked``), one line per value that
+    differs (``disagreements``) and the functions the assembly says nothing about (``missing``)."""
+
+    model: CodeObject
+    functions: dict[str, dict[str, Any]]
+    filled: tuple[str, ...]
+    checked: tuple[str, ...]
+    disagreements: tuple[str, ...]
+    missing: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +156,12 @@ class Vendor(ABC):
     device_vendor: ClassVar[str]
     #: Its devices and images as select's messages name them (``NVIDIA``, ``AMDGPU``).
     device_title: ClassVar[str]
+    #: Its own tools that devbin finds outside ``PATH`` too (:meth:`toolkit_dirs`), each with how to install
+    #: it (:func:`devbin.tools.find_tool`, :func:`devbin.tools.install_hint`).
+    toolkit: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    #: Whether its compiler prints per-function facts in the assembly that devbin reads (``devbin cc``,
+    #: :meth:`facts_from_assembly`).
+    reads_assembly: ClassVar[bool] = False
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
@@ -182,6 +206,17 @@ class Vendor(ABC):
         """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""
         return triple.startswith(self.triple_prefixes)
 
+    def toolkit_dirs(self, tool: str) -> Iterator[Path]:
+        """Folders besides ``PATH`` that may hold ``tool`` (one of :attr:`toolkit`), most specific first."""
+        return iter(())
+
+    @abstractmethod
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """For ``devbin size`` (from the symbol and section tables alone, no import): per function symbol
+        (``rows``: symbol indices of ``elf.symtab``, named ``names``) whether it is a kernel, and per function
+        name what belongs to it beside its code, ``(key, bytes)`` pairs (docs/JSON.md, ``related``)."""
+
     # ------------------------------------------------------------------ what a driver loads (devbin select)
 
     @abstractmethod
@@ -209,6 +244,12 @@ class Vendor(ABC):
     def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
         """Why an image that loads (``other``) is not the one chosen (``chosen``, ranked first): one phrase."""
 
+    @abstractmethod
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        """The targets among ``others`` (a super-archive's, docs/FORMAT.md §16.5) whose code runs where
+        ``target``'s does, best first: the default fallback chain below ``target``; None when ``target`` is
+        no architecture of this vendor's."""
+
     # ------------------------------------------------------------------ the unified model
 
     @abstractmethod
@@ -221,6 +262,13 @@ class Vendor(ABC):
     def object_facts(self, elf: ElfFile) -> ObjectFacts:
         """What ``elf`` (one of :attr:`e_machines`) says of itself (:class:`ObjectFacts`); FormatError when
         it cannot be read as this vendor's code object."""
+
+    def facts_from_assembly(self, elf: ElfFile, assembly: str, *, diag: Diag | None = None) -> AssemblyFacts:
+        """``elf`` imported, with the per-function facts its compile's ``assembly`` (``-S``) prints added
+        (where :attr:`reads_assembly`); ``diag`` hears of what does not fit."""
+        from devbin.errors import UsageError
+
+        raise UsageError(f"{self.title}: devbin reads no facts from its compilers' assembly")
 
     @abstractmethod
     def load_attribute_names(self) -> None:

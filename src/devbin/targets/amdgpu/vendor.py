@@ -16,14 +16,21 @@ from typing import TYPE_CHECKING
 
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf.constants import EM_AMDGPU
-from devbin.targets.amdgpu.mach import EF_AMDGPU_MACH, FeatureSetting, decode_flags, mach_name, supported_features
+from devbin.targets.amdgpu.mach import (
+    EF_AMDGPU_MACH,
+    FEATURES,
+    FeatureSetting,
+    decode_flags,
+    mach_name,
+    supported_features,
+)
 from devbin.targets.amdgpu.matching import match
 from devbin.targets.amdgpu.matching import parse_device as parse_target_device
 from devbin.targets.amdgpu.targetid import TargetId, parse_target_id
-from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
+from devbin.targets.vendor import AssemblyFacts, Device, Diag, ObjectFacts, Vendor, Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from devbin.binary import Buffer
     from devbin.formats.elf.reader import ElfFile
@@ -50,6 +57,7 @@ class AmdVendor(Vendor):
     attribute_namespace = 2  # devbin.model.attributes.Namespace.AMDGPU (the model is not imported here)
     attribute_prefix = "amdgpu."
     private_segment_is_stack = True
+    reads_assembly = True
     link_backend = "devbin.link.output_amdgpu"
     load_backend = "devbin.load.amdgpu"
 
@@ -66,6 +74,19 @@ class AmdVendor(Vendor):
 
     def keep_matches(self, spec: str, arch: str) -> bool:
         return spec == arch if ":" in spec else arch.split(":", 1)[0] == spec
+
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """Kernels are the functions with a kernel descriptor, the ``<f>.kd`` object symbol (LLVM
+        AMDGPUUsage, "Kernel Descriptor"), whose size is reported as the kernel's ``descriptor``."""
+        from devbin.formats.elf.constants import STT_OBJECT
+
+        st = elf.symtab
+        assert st is not None
+        info, shndx, sizes = st.columns.st_info, st.columns.st_shndx, st.columns.st_size
+        kd = [i for i in range(1, len(st)) if info[i] & 0xF == STT_OBJECT and shndx[i]]
+        descriptors = {name[:-3]: sizes[i] for i, name in zip(kd, st.names(kd), strict=True) if name.endswith(".kd")}
+        return [n in descriptors for n in names], {n: (("descriptor", d),) for n, d in descriptors.items()}
 
     # devbin select: the rules are matching.match (ROCr/CLR: target-ID compatibility, generic targets)
 
@@ -136,6 +157,32 @@ class AmdVendor(Vendor):
             return f"{chosen_arch} has the higher generic version"
         return "an earlier image is taken"
 
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        if not self.owns_arch(target):
+            return None
+        try:
+            device = parse_target_id(target)
+        except DeviceBinaryError:
+            return None
+        ranked: list[tuple[tuple[int, ...], int, str]] = []
+        for i, name in enumerate(others):
+            if not self.owns_arch(name):
+                continue
+            try:
+                image = parse_target_id(name)
+            except DeviceBinaryError:
+                continue
+            if device.is_generic:
+                ok = image.processor == device.processor and all(
+                    image.feature(f) is None or image.feature(f) == device.feature(f) for f in FEATURES)
+                if ok:
+                    ranked.append(((0, -len(image.features)), i, name))
+                continue
+            verdict = match(image, device)
+            if verdict.ok and not verdict.conditional:
+                ranked.append((verdict.rank, i, name))
+        return [name for _, _, name in sorted(ranked)]
+
     def import_code_object(self, elf: ElfFile, *, diag: Diag | None = None,
                            only: frozenset[str] | None = None) -> CodeObject:
         from devbin.targets.amdgpu.importer import import_amdgpu
@@ -149,6 +196,19 @@ class AmdVendor(Vendor):
 
         facts = code_object_facts(elf, diag=lambda e: None)
         return ObjectFacts(facts.target_id, facts.triple, None, "", facts.flags.code_object_version)
+
+    def facts_from_assembly(self, elf: ElfFile, assembly: str, *, diag: Diag | None = None) -> AssemblyFacts:
+        """The ``; Function info:``/``; Kernel info:`` blocks (and LLVM 20+ ``.set f.num_vgpr, N`` lines)
+        clang prints (:mod:`devbin.targets.amdgpu.asminfo`): device functions gain them, kernels are checked
+        against the metadata note."""
+        from devbin.targets.amdgpu.asminfo import merge_asm_info, parse_asm_info
+        from devbin.targets.amdgpu.importer import import_amdgpu
+
+        infos = parse_asm_info(assembly)
+        merged, report = merge_asm_info(import_amdgpu(elf, diag=diag), infos, diag=diag)
+        return AssemblyFacts(merged, {n: {k: v for k, v in i.to_dict().items() if k != "other"}
+                                      for n, i in infos.items()},
+                             report.filled, report.checked, report.disagreements, report.missing)
 
     def load_attribute_names(self) -> None:
         import devbin.targets.amdgpu.importer  # noqa: F401  (registers the amdgpu.* ids at import)

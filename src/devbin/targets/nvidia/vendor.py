@@ -15,6 +15,7 @@ each tool where its command mirrors it:
 from __future__ import annotations
 
 from dataclasses import replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from devbin.errors import DeviceBinaryError, UsageError
@@ -24,7 +25,8 @@ from devbin.targets.nvidia.archs import parse_device as parse_cc
 from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Sequence
+    from pathlib import Path
 
     from devbin.binary import Buffer
     from devbin.formats.elf.reader import ElfFile
@@ -45,6 +47,14 @@ class NvidiaVendor(Vendor):
     offload_kind = "cuda"
     default_triple = "nvptx64-nvidia-cuda"
     hue = 95
+    toolkit = MappingProxyType({
+        "cuobjdump": "pip install nvidia-cuda-cuobjdump",
+        "nvdisasm": "pip install nvidia-cuda-nvdisasm",
+        "ptxas": "install the CUDA toolkit or pip install nvidia-cuda-nvcc",
+        "nvlink": "install the CUDA toolkit or pip install nvidia-cuda-nvcc",
+        "fatbinary": "install the CUDA toolkit or pip install nvidia-cuda-nvcc",
+        "nvcc": "install the CUDA toolkit",
+    })
     loadable_kinds = frozenset({"cubin", "ptx", "lto-ir"})
     device_vendor = "nvidia"
     device_title = "NVIDIA"
@@ -85,6 +95,45 @@ class NvidiaVendor(Vendor):
         if s.kind == "sass":
             return True  # sm_NN: the cubin, the PTX and the LTO-IR of NN
         return a.kind != "sass"  # compute_NN / lto_NN name the virtual arch only
+
+    def toolkit_dirs(self, tool: str) -> Iterator[Path]:
+        """``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``, then (all but ``nvcc``, whose wheel
+        copy has no cicc, the CUDA C++ front end) the ``nvidia/*/bin`` folders that the PyPI wheels
+        ``nvidia-cuda-cuobjdump``, ``nvidia-cuda-nvdisasm`` and ``nvidia-cuda-nvcc`` install under each
+        ``sys.path`` entry (they are not put on ``PATH``), newest first."""
+        import os
+        import sys
+        from pathlib import Path
+
+        if tool not in self.toolkit:
+            return
+        for var in ("CUDA_HOME", "CUDA_PATH"):
+            root = os.environ.get(var)
+            if root:
+                yield Path(root) / "bin"
+        yield Path("/usr/local/cuda/bin")
+        if tool == "nvcc":
+            return
+        seen: set[Path] = set()
+        for entry in sys.path:
+            base = Path(entry or ".") / "nvidia"
+            if base in seen:
+                continue
+            seen.add(base)
+            try:
+                # Newest first: cu13 before cu12, and the old cuda_nvcc layout after both.
+                subdirs = sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: p.name, reverse=True)
+            except OSError:
+                continue
+            for sub in subdirs:
+                yield sub / "bin"
+
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """Kernels by ``STO_CUDA_ENTRY``; a function's own sections (:mod:`devbin.targets.nvidia.parts`)."""
+        from devbin.targets.nvidia.parts import function_parts
+
+        return function_parts(elf, rows, names)
 
     # devbin select: the rules are archs.runs_on and archs.preference (CUDA C++ Programming Guide)
 
@@ -141,6 +190,29 @@ class NvidiaVendor(Vendor):
         if chosen.rank[1:3] != other.rank[1:3]:
             return f"{chosen_arch} is closer to the device"
         return f"{chosen_arch} is more specific"
+
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        try:
+            arch = parse_arch(target)
+        except UsageError:
+            return None
+        ranked: list[tuple[tuple[int, ...], int, str]] = []
+        for i, name in enumerate(others):
+            try:
+                image = parse_arch(name)
+            except UsageError:
+                continue
+            if arch.kind != "sass":
+                # a PTX / LTO-IR level falls back to the same kind at a lower or equal capability
+                if image.kind != arch.kind or image.cc > arch.cc or (image.variant and image.variant != arch.variant):
+                    continue
+            elif image.kind == "ltoir" or not runs_on(image, arch.cc)[0]:
+                continue
+            elif image.variant == "a" and arch.variant != "a":
+                continue  # sm_90a code needs the exact GPU's arch-specific features; a plain sm_90 library may not
+            key = preference(image)
+            ranked.append((tuple(-k for k in key), i, name))
+        return [name for _, _, name in sorted(ranked)]
 
     def import_code_object(self, elf: ElfFile, *, diag: Diag | None = None,
                            only: frozenset[str] | None = None) -> CodeObject:
