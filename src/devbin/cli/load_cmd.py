@@ -104,7 +104,7 @@ def _kernel_text(s: dict[str, Any], stack: int | None, out: TextIO) -> None:
 def _run_cuda(args: argparse.Namespace, target: str, out: TextIO) -> int:
     """``--backend cuda``: link and load the files with the driver, print kernels and resources."""
     from devbin.cli.common import dump
-    from devbin.load.cuda import driver_report
+    from devbin.targets.nvidia.load_cuda import driver_report
 
     d = driver_report(args.files, target, args.kernel, args.lazy)
     if args.json:

@@ -5,11 +5,11 @@ the ELF core without the functions dead-code elimination removed, then writes wh
 vendor linker cannot know back into its output.  Both steps are the vendor's link back end's
 (:class:`OutputBackend`, found through the units' vendor descriptor: :mod:`devbin.link.backend`):
 
-* AMDGPU (:mod:`devbin.link.output_amdgpu`): dead functions and kernels are removed from
+* AMDGPU (:mod:`devbin.targets.amdgpu.link`): dead functions and kernels are removed from
   ``-ffunction-sections`` objects, never something kept still refers to; ``ld.lld -shared``
   links; each kernel's totals across objects are patched into its descriptor and the
   metadata note, which ld.lld leaves at the kernel's own, too-small values;
-* NVIDIA (:mod:`devbin.link.output_nvidia`): functions and variables are removed from
+* NVIDIA (:mod:`devbin.targets.nvidia.link`): functions and variables are removed from
   the relocatable cubins and ``nvlink`` links them.
 
 Then, for every vendor, devbin's own sections are added to the linked file (nothing the loader

@@ -1,8 +1,8 @@
 """Indexing a code object (:func:`index_code_object`): the ELF checked, its vendor found (its
 ``e_machine``: :func:`devbin.load.backend.loadable_vendor`) and the vendor's load back end asked to
 make the records of :mod:`devbin.load.image` (:meth:`devbin.load.backend.LoadBackend.index`: AMDGPU
-code objects from ``.dynsym`` first, the rest of ``.symtab`` on first use, :mod:`devbin.load.amdgpu`;
-cubins from their symbol table, ``.nv.info`` and sections, :mod:`devbin.load.nvidia`).  The symbol
+code objects from ``.dynsym`` first, the rest of ``.symtab`` on first use, :mod:`devbin.targets.amdgpu.load`;
+cubins from their symbol table, ``.nv.info`` and sections, :mod:`devbin.targets.nvidia.load`).  The symbol
 table readers every back end shares are here: they read a table through its bulk columns and
 :meth:`SymbolTable.globals`."""
 

@@ -130,8 +130,8 @@ class Finder:
 
 def plan_object(idx: IndexedCodeObject) -> ObjectPlan:
     """Cut ``idx`` into units and find the edges between them: the vendor's load back end's plan
-    (:meth:`devbin.load.backend.LoadBackend.plan`; AMDGPU :mod:`devbin.load.amdgpu`, cubins
-    :mod:`devbin.load.nvidia`), from the helpers here."""
+    (:meth:`devbin.load.backend.LoadBackend.plan`; AMDGPU :mod:`devbin.targets.amdgpu.load`, cubins
+    :mod:`devbin.targets.nvidia.load`), from the helpers here."""
     return cast(ObjectPlan, load_backend(idx.descriptor).plan(idx))
 
 

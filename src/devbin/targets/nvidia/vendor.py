@@ -60,8 +60,8 @@ class NvidiaVendor(Vendor):
     device_title = "NVIDIA"
     attribute_namespace = 1  # devbin.model.attributes.Namespace.NVIDIA (the model is not imported here)
     attribute_prefix = "nvidia."
-    link_backend = "devbin.link.output_nvidia"
-    load_backend = "devbin.load.nvidia"
+    link_backend = "devbin.targets.nvidia.link"
+    load_backend = "devbin.targets.nvidia.load"
 
     def owns_arch(self, arch: str) -> bool:
         """``sm_XY``, ``compute_XY``, ``lto_XY`` with an ``a``/``f`` suffix or none."""

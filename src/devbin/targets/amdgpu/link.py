@@ -2,13 +2,13 @@
 facts of AMDGPU objects the generic passes ask for, and the AMDGPU half of the ``output`` pass.
 
 Dead functions and kernels are removed from ``-ffunction-sections`` objects
-(:func:`~devbin.link.amdgpu.prune_object`; a kernel with its descriptor, relocations and note
+(:func:`~devbin.targets.amdgpu.link_lld.prune_object`; a kernel with its descriptor, relocations and note
 entry); nothing kept may refer to what is removed, across objects (:func:`_amdgpu_removals`):
 what something kept still references, and every dead function of an object whose pruning is
 refused (a function sharing a section with code that stays), are left in and reported.
 ``ld.lld -shared`` links; the kernel descriptors and the metadata note then get each kernel's
 totals over everything it reaches across objects (private segment, register granules,
-dynamic-stack bit: :func:`~devbin.link.amdgpu.patch_linked`), which ld.lld leaves at the
+dynamic-stack bit: :func:`~devbin.targets.amdgpu.link_lld.patch_linked`), which ld.lld leaves at the
 kernel's own, too-small values.  devbin's own sections are added afterwards by the generic
 output pass (:mod:`devbin.link.output`).
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from devbin.errors import UsageError
 from devbin.formats.elf import constants as C
-from devbin.link.amdgpu import function_facts, kernel_totals, patch_linked, prune_object, run_lld
 from devbin.link.result import LinkResult, OutputReport
 from devbin.model.reach import reachable
+from devbin.targets.amdgpu.link_lld import function_facts, kernel_totals, patch_linked, prune_object, run_lld
 
 __all__ = ["LINK_BACKEND", "AmdgpuLink"]
 
@@ -46,7 +46,7 @@ def _amdgpu_removals(result: LinkResult) -> tuple[dict[str, list[str]], list[tup
     removed it (name, why).
 
     Dead kernels go with the rest (their descriptors and note entries with them:
-    :func:`~devbin.link.amdgpu.prune_object`).  Then one rule, across units: nothing kept may
+    :func:`~devbin.targets.amdgpu.link_lld.prune_object`).  Then one rule, across units: nothing kept may
     refer to something removed.  Every relocation (and model call edge) from a holder that
     stays -- a kept function, any data object or section (data is not pruned here), a kept
     kernel's descriptor -- to a removed function puts that function back, and what it refers

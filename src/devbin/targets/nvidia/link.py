@@ -3,10 +3,10 @@ facts of cubins the generic passes ask for, and the NVIDIA half of the ``output`
 cubins through ``nvlink``.
 
 Every loaded unit is rewritten without the functions and variables dead-code elimination
-removed (:func:`devbin.link.nvidia.prune_cubin`); a unit whose removal is refused (kept
+removed (:func:`devbin.targets.nvidia.link_prune.prune_cubin`); a unit whose removal is refused (kept
 code still refers to the removed part) goes to nvlink as it is, and the refusal is
 reported.  nvlink then links exactly these cubins, without ``-kernels-used`` (whose rules
-differ from devbin's: it keeps every address-taken function, :mod:`devbin.link.nvlink`).
+differ from devbin's: it keeps every address-taken function, :mod:`devbin.targets.nvidia.link_nvlink`).
 nvlink computes per-kernel registers and stack itself (``EIATTR_REGCOUNT``,
 ``MIN_STACK_SIZE``), so nothing is patched in the machine-level output; the devbin
 sections added afterwards (:mod:`devbin.link.output`) carry the propagated totals and each
@@ -18,10 +18,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from devbin.link.nvidia import prune_cubin
-from devbin.link.nvlink import run_nvlink
 from devbin.link.result import LinkResult, OutputReport
 from devbin.targets.nvidia.cubin import Cubin
+from devbin.targets.nvidia.link_nvlink import run_nvlink
+from devbin.targets.nvidia.link_prune import prune_cubin
 
 __all__ = ["LINK_BACKEND", "NvidiaLink", "nvidia_output"]
 

@@ -4,7 +4,7 @@
 ``nvlink`` exactly the code it kept: the functions it dropped are cut out of the
 relocatable cubins (``nvcc -rdc=true -cubin``, ``nvcc -dc`` device code, ``ptxas -c``)
 here, through the ELF reader, instead of asking nvlink to guess with
-``-kernels-used`` (whose rules differ: see :mod:`devbin.link.nvlink`).
+``-kernels-used`` (whose rules differ: see :mod:`devbin.targets.nvidia.link_nvlink`).
 
 What :func:`prune_cubin` rewrites (layout: the cubin sections as the public decoders
 redplait/denvdis and VivekPanyam/cudaparsers read them, checked against nvlink 13.0):
