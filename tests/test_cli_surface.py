@@ -172,6 +172,9 @@ def test_every_json_command_has_a_schema_and_a_case() -> None:
     assert set(names) == covered
     src = Path(__file__).parents[1] / "src" / "devbin" / "cli"
     dumped = set(re.findall(r'dump\("([a-z-]+)"', "".join(p.read_text() for p in src.rglob("*.py"))))
+    # devbin load --backend <driver>: dump(f"load-{vendor.offload_kind}") for each vendor with a driver back end
+    from devbin.targets.registry import VENDORS
+    dumped |= {f"load-{v.offload_kind}" for v in VENDORS if v.driver_backend}
     assert dumped == set(names)  # every --json goes through cli.common.dump with a schema that ships
     for command in COMMANDS:
         if command in ("schema", "ar"):

@@ -45,8 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                  "first code object's)")
     p.add_argument("--kernel", metavar="NAME", help="print only this kernel, with every attribute")
     p.add_argument("--lazy", action="store_true", help="freeze without mapping; --kernel maps only its closure")
-    p.add_argument("--backend", choices=("simulated", "cuda"), default="simulated",
-                   help="the device: devbin's simulated address space (default) or the CUDA driver")
+    from devbin.targets.registry import VENDORS
+
+    drivers = [v.offload_kind for v in VENDORS if v.driver_backend]
+    p.add_argument("--backend", choices=("simulated", *drivers), default="simulated",
+                   help="the device: devbin's simulated address space (default) or "
+                        + " or ".join(f"the {v.offload_kind.upper()} driver" for v in VENDORS if v.driver_backend))
     p.add_argument("--json", action="store_true", help="print the executable as JSON")
 
 
@@ -101,16 +105,20 @@ def _kernel_text(s: dict[str, Any], stack: int | None, out: TextIO) -> None:
         out.write(f"  {k:<12} {v}\n")
 
 
-def _run_cuda(args: argparse.Namespace, target: str, out: TextIO) -> int:
-    """``--backend cuda``: link and load the files with the driver, print kernels and resources."""
-    from devbin.cli.common import dump
-    from devbin.targets.nvidia.load_cuda import driver_report
+def _run_driver(args: argparse.Namespace, target: str, out: TextIO) -> int:
+    """``--backend cuda`` (a vendor's driver: its descriptor's ``driver_backend``): link and load the files
+    with the driver, print kernels and resources."""
+    import importlib
 
-    d = driver_report(args.files, target, args.kernel, args.lazy)
+    from devbin.cli.common import dump
+    from devbin.targets.registry import VENDORS
+
+    vendor = next(v for v in VENDORS if v.driver_backend and v.offload_kind == args.backend)
+    d = importlib.import_module(vendor.driver_backend).driver_report(args.files, target, args.kernel, args.lazy)
     if args.json:
-        dump("load-cuda", d, out)
+        dump(f"load-{vendor.offload_kind}", d, out)
     else:
-        out.write(f"CUDA driver ({d['lazy_env']} module loading), {target}\n")
+        out.write(f"{vendor.offload_kind.upper()} driver ({d['lazy_env']} module loading), {target}\n")
         for r in d["kernels"]:
             out.write(f"  kernel {r['name']}: registers {r['registers']}, local {r['local']}, shared {r['shared']}\n")
         diffs: list[str] = d["differences"]
@@ -129,10 +137,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if not images and not holds_device_code(args.files):
         return no_device_code(args.files)
     target = args.target or (code_object_target(args.files[0]) if args.files else images[0][0].arch)
-    if args.backend == "cuda":
+    if args.backend != "simulated":
         if images:
-            raise BadArguments("--backend cuda loads FILEs only; extract the image first (devbin extract --image)")
-        return _run_cuda(args, target, out)
+            raise BadArguments(f"--backend {args.backend} loads FILEs only; extract the image first "
+                               "(devbin extract --image)")
+        return _run_driver(args, target, out)
     exe = Executable(target, lazy=args.lazy)
     for f in args.files:
         exe.load(f)
