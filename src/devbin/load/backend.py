@@ -17,6 +17,7 @@ units (:meth:`LoadBackend.plan`).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,8 +28,13 @@ from devbin.targets.vendor import Device, Vendor
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import ElfFile
     from devbin.load.image import IndexedCodeObject, ObjDefinition
+    from devbin.load.relocation import AppliedReloc
+    from devbin.load.simulated import SimulatedDevice
 
-__all__ = ["LoadBackend", "Pins", "device_vendor_of", "load_backend", "loadable_vendor"]
+#: Resolves a symbol name across the executable: (its device address, the code object defining it), or None.
+Resolver = Callable[[str], "tuple[int, str] | None"]
+
+__all__ = ["LoadBackend", "Pins", "Resolver", "device_vendor_of", "load_backend", "loadable_vendor"]
 
 #: Target features a conditional load pinned: feature -> (state, the code object that needs it).
 Pins = dict[str, tuple[str, str]]
@@ -59,6 +65,18 @@ class LoadBackend(Protocol):
 
     def kernel_entry(self, idx: IndexedCodeObject, descriptor: ObjDefinition, address: int) -> int:
         """The code address the descriptor at device address ``address`` leads to."""
+        ...
+
+    def apply_relocations(self, idx: IndexedCodeObject, base: int, device: SimulatedDevice,
+                          resolve: Resolver) -> list[AppliedReloc]:
+        """Apply the relocations the loader applies (AMDGPU's dynamic ones, as ROCr does) to ``idx`` mapped at
+        ``base`` in ``device``; none where the driver applies them (cubins: :attr:`IndexedCodeObject.nv_relocations`
+        are resolved and recorded instead)."""
+        ...
+
+    def plan_relocations(self, idx: IndexedCodeObject, base: int, resolve: Resolver) -> list[AppliedReloc]:
+        """What :meth:`apply_relocations` would write, without device memory, in ``idx.relocations`` order (the
+        lazy loader applies them one unit at a time)."""
         ...
 
     def plan(self, idx: IndexedCodeObject) -> object:

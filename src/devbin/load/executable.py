@@ -10,7 +10,7 @@ one later and per code object:
    :meth:`Executable._place` reserves the code object's span in the backend's address
    space (page- and segment-aligned, one code object after another);
    :meth:`Executable._materialize` maps its pieces there and applies its relocations
-   (AMDGPU: :mod:`devbin.load.amdgpu_relocs`; NVIDIA: symbols resolved and recorded for
+   (AMDGPU: :mod:`devbin.targets.amdgpu.load_relocs`; NVIDIA: symbols resolved and recorded for
    the driver, SASS is not patched).  Placement of *every* code object happens before any
    relocation, so a reference always resolves to the address its target will have.
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from devbin.errors import UsageError
-from devbin.load.amdgpu_relocs import AppliedReloc
 from devbin.load.backend import load_backend, loadable_vendor
 from devbin.load.image import IndexedCodeObject, ObjDefinition
 from devbin.load.indexing import index_code_object
+from devbin.load.relocation import AppliedReloc
 from devbin.load.symbols import LoadedSymbol, SymbolKind
 from devbin.model import Function
 

@@ -6,7 +6,7 @@ What devbin.load does with an AMDGPU code object, as ROCr does (``llvm-amdgpu-fo
   (``ET_DYN``/``ET_EXEC``, ``EI_OSABI`` 64) loads; one piece per ``PT_LOAD`` at its ``p_vaddr``;
   ``.dynsym`` indexed at load (what binds across code objects), ``.symtab`` on first use; the
   dynamic relocations checked at load (only the five ROCr applies:
-  :mod:`devbin.load.amdgpu_relocs` applies them at freeze);
+  :mod:`devbin.targets.amdgpu.load_relocs` applies them at freeze);
 * **targets**: the target-ID rules of :func:`devbin.targets.amdgpu.matching.match` (features
   ``xnack``/``sramecc`` on, off or any; generic targets); a load that holds only with a feature
   in one state pins it for the executable;
@@ -23,7 +23,7 @@ from __future__ import annotations
 from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section
-from devbin.load.backend import Pins
+from devbin.load.backend import Pins, Resolver
 from devbin.load.image import (
     R_NONE,
     R_RELATIVE64,
@@ -37,7 +37,10 @@ from devbin.load.image import (
 )
 from devbin.load.indexing import read_definitions, read_exports, read_references
 from devbin.load.lazy import Finder, ObjectPlan, Unit, devbin_graph, empty_plan, use_graph
+from devbin.load.relocation import AppliedReloc
+from devbin.load.simulated import SimulatedDevice
 from devbin.model import UNKNOWN_PROTOTYPE
+from devbin.targets.amdgpu.load_relocs import apply_relocations, plan_relocations
 from devbin.targets.amdgpu.mach import decode_flags
 from devbin.targets.amdgpu.matching import match
 from devbin.targets.amdgpu.targetid import parse_target_id
@@ -339,6 +342,13 @@ class AmdgpuLoad:
     def kernel_entry(self, idx: IndexedCodeObject, descriptor: ObjDefinition, address: int) -> int:
         return address + int.from_bytes(idx.file_bytes(descriptor.offset + KD_ENTRY_OFFSET, 8), "little",
                                         signed=True)
+
+    def apply_relocations(self, idx: IndexedCodeObject, base: int, device: SimulatedDevice,
+                          resolve: Resolver) -> list[AppliedReloc]:
+        return apply_relocations(idx, base, device, resolve)
+
+    def plan_relocations(self, idx: IndexedCodeObject, base: int, resolve: Resolver) -> list[AppliedReloc]:
+        return plan_relocations(idx, base, resolve)
 
     def plan(self, idx: IndexedCodeObject) -> ObjectPlan:
         return _plan_amdgpu(idx)

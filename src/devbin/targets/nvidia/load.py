@@ -25,10 +25,12 @@ from devbin.errors import DeviceBinaryError, FormatError, UsageError
 from devbin.formats.devsec.elf import devbin_sections
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
-from devbin.load.backend import Pins
+from devbin.load.backend import Pins, Resolver
 from devbin.load.image import Holders, IndexedCodeObject, NvReloc, ObjDefinition, Piece
 from devbin.load.indexing import read_definitions, read_exports, read_references
 from devbin.load.lazy import Finder, ObjectPlan, Unit, empty_plan, use_graph
+from devbin.load.relocation import AppliedReloc
+from devbin.load.simulated import SimulatedDevice
 from devbin.model import UNKNOWN_PROTOTYPE, CallGraph
 from devbin.targets.nvidia.archs import parse_arch, runs_on
 from devbin.targets.nvidia.cubin import CONST_SECTION_RE, SHT_CUDA_INFO, cubin_arch
@@ -248,6 +250,14 @@ class NvidiaLoad:
 
     def kernel_entry(self, idx: IndexedCodeObject, descriptor: ObjDefinition, address: int) -> int:
         return address
+
+    def apply_relocations(self, idx: IndexedCodeObject, base: int, device: SimulatedDevice,
+                          resolve: Resolver) -> list[AppliedReloc]:
+        """None: a cubin's relocations are the driver's (SASS is not patched; they are resolved and recorded)."""
+        return []
+
+    def plan_relocations(self, idx: IndexedCodeObject, base: int, resolve: Resolver) -> list[AppliedReloc]:
+        return []
 
     def plan(self, idx: IndexedCodeObject) -> ObjectPlan:
         return _plan_cubin(idx)
