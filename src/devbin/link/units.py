@@ -40,8 +40,7 @@ __all__ = ["SymbolEntry", "Unit", "device_vendor"]
 
 SymKind = Literal["defined", "weak", "common", "undefined", "weak-undefined"]
 
-_STT_CUDA_OBJECT = 13  # NVIDIA's type for some data objects (constant/shared/local variables)
-_DATA_TYPES = frozenset({C.STT_OBJECT, _STT_CUDA_OBJECT})
+_DATA_TYPES = frozenset({C.STT_OBJECT, C.STT_CUDA_OBJECT})  # (NVIDIA's constant/shared/local variables)
 _SIZED_TYPES = _DATA_TYPES | {C.STT_FUNC}
 
 

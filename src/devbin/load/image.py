@@ -59,9 +59,6 @@ R_NONE, R_ABS32_LO, R_ABS32_HI, R_ABS64, R_ABS32, R_RELATIVE64 = 0, 1, 2, 3, 6, 
 #: The dynamic relocations ROCr applies, and the bytes each writes (reference §4.6).
 RELOC_WIDTH = {R_NONE: 0, R_ABS32_LO: 4, R_ABS32_HI: 4, R_ABS64: 8, R_ABS32: 4, R_RELATIVE64: 8}
 
-STT_CUDA_OBJECT = 13
-STT_AMDGPU_HSA_KERNEL = 10
-
 
 @dataclass(frozen=True, slots=True)
 class Piece:
@@ -91,7 +88,7 @@ class ObjDefinition:
 
     @property
     def is_function(self) -> bool:
-        return self.st_type in (C.STT_FUNC, STT_AMDGPU_HSA_KERNEL)
+        return self.st_type in (C.STT_FUNC, C.STT_AMDGPU_HSA_KERNEL)
 
 
 @dataclass(frozen=True, slots=True)

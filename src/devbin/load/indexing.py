@@ -16,8 +16,6 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, SymbolTable
 from devbin.load.backend import load_backend, loadable_vendor
 from devbin.load.image import (
-    STT_AMDGPU_HSA_KERNEL,
-    STT_CUDA_OBJECT,
     ExportTable,
     IndexedCodeObject,
     ObjDefinition,
@@ -26,8 +24,8 @@ from devbin.load.image import (
 
 __all__ = ["OffsetOf", "index_code_object", "read_definitions", "read_exports", "read_references"]
 
-_DATA_TYPES = {C.STT_OBJECT, STT_CUDA_OBJECT, C.STT_COMMON}
-_DEFINITION_TYPES = frozenset({C.STT_FUNC, STT_AMDGPU_HSA_KERNEL, *_DATA_TYPES})
+_DATA_TYPES = {C.STT_OBJECT, C.STT_CUDA_OBJECT, C.STT_COMMON}
+_DEFINITION_TYPES = frozenset({C.STT_FUNC, C.STT_AMDGPU_HSA_KERNEL, *_DATA_TYPES})
 _EXPORT_BINDINGS = (C.STB_GLOBAL, C.STB_WEAK)
 _EXPORT_VISIBILITIES = (C.STV_DEFAULT, C.STV_PROTECTED)
 

@@ -93,6 +93,9 @@ PF_X, PF_W, PF_R = 1, 2, 4
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_COMMON, STT_TLS = range(7)
 STT_GNU_IFUNC = 10
+#: Processor-specific symbol types: NVIDIA's data objects in constant/shared/local memory (cubins), an
+#: AMDGPU HSA kernel (code object v2); ``STT_LOPROC`` 13 and ``STT_LOOS`` 10 mean other things elsewhere.
+STT_CUDA_OBJECT, STT_AMDGPU_HSA_KERNEL = 13, 10
 STV_DEFAULT, STV_INTERNAL, STV_HIDDEN, STV_PROTECTED = range(4)
 
 # OS/ABI
@@ -175,8 +178,8 @@ STT_NAMES = {
     6: "STT_TLS", 10: "STT_GNU_IFUNC",
 }
 STT_BY_MACHINE: Mapping[int, Mapping[int, str]] = {
-    EM_CUDA: {13: "STT_CUDA_OBJECT"},
-    EM_AMDGPU: {10: "STT_AMDGPU_HSA_KERNEL"},
+    EM_CUDA: {STT_CUDA_OBJECT: "STT_CUDA_OBJECT"},
+    EM_AMDGPU: {STT_AMDGPU_HSA_KERNEL: "STT_AMDGPU_HSA_KERNEL"},
 }
 STV_NAMES = {0: "STV_DEFAULT", 1: "STV_INTERNAL", 2: "STV_HIDDEN", 3: "STV_PROTECTED"}
 OSABI_NAMES = {
