@@ -266,7 +266,7 @@ def _vendor_checked(mod: str) -> bool:
 VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
     "devbin.cli.inspect_cmd", "devbin.cli.render", "devbin.cli.resources_cmd",
     "devbin.cli.tour", "devbin.cli.tour.load", "devbin.cli.tour.packaging", "devbin.cli.tour.size",
-    "devbin.cli.tour.superarchive", "devbin.packaging.facts", "devbin.packaging.ptx", "devbin.report",
+    "devbin.cli.tour.superarchive", "devbin.report",
 })
 
 
