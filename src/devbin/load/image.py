@@ -52,12 +52,7 @@ from devbin.model import CodeObject, Function
 from devbin.targets.registry import vendor_for_machine
 from devbin.targets.vendor import Vendor
 
-__all__ = ["DynReloc", "ExportTable", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece",
-           "RELOC_WIDTH"]
-
-R_NONE, R_ABS32_LO, R_ABS32_HI, R_ABS64, R_ABS32, R_RELATIVE64 = 0, 1, 2, 3, 6, 13
-#: The dynamic relocations ROCr applies, and the bytes each writes (reference §4.6).
-RELOC_WIDTH = {R_NONE: 0, R_ABS32_LO: 4, R_ABS32_HI: 4, R_ABS64: 8, R_ABS32: 4, R_RELATIVE64: 8}
+__all__ = ["DynReloc", "ExportTable", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +114,7 @@ class DynReloc:
     site: str = ""
     name: str = ""  # the symbol's name, also for a local one (reports)
     machine: int = 0  # the code object's e_machine (names the type)
-
-    @property
-    def width(self) -> int:
-        return RELOC_WIDTH[self.rtype]
+    width: int = 0  # the bytes it writes (the back end's table: AMDGPU load_relocs.RELOC_WIDTH)
 
     @property
     def type_name(self) -> str:
@@ -130,7 +122,7 @@ class DynReloc:
 
     def at_site(self, site: str) -> DynReloc:
         return DynReloc(self.offset, self.rtype, self.symbol, self.local, self.addend, self.weak, site, self.name,
-                        self.machine)
+                        self.machine, self.width)
 
 
 @dataclass(frozen=True, slots=True)

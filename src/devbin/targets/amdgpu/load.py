@@ -25,9 +25,6 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.load.backend import Pins, Resolver
 from devbin.load.image import (
-    R_NONE,
-    R_RELATIVE64,
-    RELOC_WIDTH,
     DynReloc,
     Holders,
     IndexedCodeObject,
@@ -40,7 +37,7 @@ from devbin.load.lazy import Finder, ObjectPlan, Unit, devbin_graph, empty_plan,
 from devbin.load.relocation import AppliedReloc
 from devbin.load.simulated import SimulatedDevice
 from devbin.model import UNKNOWN_PROTOTYPE
-from devbin.targets.amdgpu.load_relocs import apply_relocations, plan_relocations
+from devbin.targets.amdgpu.load_relocs import R_NONE, R_RELATIVE64, RELOC_WIDTH, apply_relocations, plan_relocations
 from devbin.targets.amdgpu.mach import decode_flags
 from devbin.targets.amdgpu.matching import match
 from devbin.targets.amdgpu.targetid import parse_target_id
@@ -175,7 +172,7 @@ def _amdgpu_relocations(elf: ElfFile, obj: IndexedCodeObject) -> tuple[DynReloc,
                 else:
                     symbol, weak = sym_name, cols.st_info[r.r_sym] >> 4 == C.STB_WEAK
             out.append(DynReloc(r.r_offset, r.r_type, symbol, local, r.r_addend, weak, "", sym_name,
-                                  elf.header.e_machine))
+                                  elf.header.e_machine, width))
     return tuple(out)
 
 

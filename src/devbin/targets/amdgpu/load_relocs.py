@@ -25,11 +25,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from devbin.errors import UsageError
-from devbin.load.image import R_ABS32, R_ABS32_HI, R_ABS32_LO, R_ABS64, R_RELATIVE64, DynReloc, IndexedCodeObject
+from devbin.formats.elf import constants as C
+from devbin.load.image import DynReloc, IndexedCodeObject
 from devbin.load.relocation import AppliedReloc
 from devbin.load.simulated import SimulatedDevice
 
-__all__ = ["apply_relocations", "plan_relocations", "relocation_value"]
+__all__ = ["RELOC_WIDTH", "apply_relocations", "plan_relocations", "relocation_value"]
+
+R_NONE, R_ABS32_LO, R_ABS32_HI = C.R_AMDGPU_NONE, C.R_AMDGPU_ABS32_LO, C.R_AMDGPU_ABS32_HI
+R_ABS64, R_ABS32, R_RELATIVE64 = C.R_AMDGPU_ABS64, C.R_AMDGPU_ABS32, C.R_AMDGPU_RELATIVE64
+#: The dynamic relocations ROCr applies, and the bytes each writes (reference §4.6).
+RELOC_WIDTH = {R_NONE: 0, R_ABS32_LO: 4, R_ABS32_HI: 4, R_ABS64: 8, R_ABS32: 4, R_RELATIVE64: 8}
 
 _MASK64 = (1 << 64) - 1
 
