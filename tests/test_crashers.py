@@ -10,9 +10,9 @@ the command line that failed and, once fixed, its ``.expect`` (exit status and e
 * ``cubin-symtab-link-out-of-range.bin``: a cubin whose ``.symtab`` sh_link is past the section table;
   reading a prototype string indexed the section list (IndexError).  Now: FormatError.
 * ``link-prune-cubin-huge-sh_addralign.bin``: a cubin section with a huge sh_addralign; removing a
-  function (``devbin.link.nvidia.prune_cubin``) padded the output to it (MemoryError).  Now: FormatError.
+  function (``devbin.targets.nvidia.link_prune.prune_cubin``) padded the output to it (MemoryError).  Now: FormatError.
 * ``link-prune-object-huge-alignment.bin``: an AMDGPU object with a huge section alignment; removing
-  a function (``devbin.link.amdgpu.prune_object``) made the ELF writer pad to it (MemoryError).  Now:
+  a function (``devbin.targets.amdgpu.link_lld.prune_object``) made the ELF writer pad to it (MemoryError).  Now:
   the writer refuses an alignment that is no power of two up to 64 KiB (UsageError).
 * ``link-prune-object-bad-reloc-symbol.bin``: an AMDGPU object whose relocation names a symbol
   index past the symbol table; ``prune_object`` looked it up in a dict (KeyError).  Now: FormatError.
@@ -149,13 +149,13 @@ def _link(data: bytearray, check: dict[str, Any]) -> None:
 
 
 def _prune_cubin(data: bytearray, check: dict[str, Any]) -> None:
-    from devbin.link.nvidia import prune_cubin
+    from devbin.targets.nvidia.link_prune import prune_cubin
 
     prune_cubin(bytes(data), {check["symbol"]}, where="fuzz")
 
 
 def _prune_object(data: bytearray, check: dict[str, Any]) -> None:
-    from devbin.link.amdgpu import prune_object
+    from devbin.targets.amdgpu.link_lld import prune_object
 
     prune_object(bytes(data), {check["symbol"]}, where="fuzz")
 

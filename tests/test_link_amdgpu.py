@@ -21,7 +21,8 @@ from conftest import SOURCES, require_tool
 from devbin.errors import UsageError
 from devbin.formats.elf.compare import loader_differences
 from devbin.formats.elf.reader import ElfFile
-from devbin.link.amdgpu import (
+from devbin.targets.amdgpu.descriptor import read_descriptor
+from devbin.targets.amdgpu.link_lld import (
     KernelTotals,
     function_facts,
     kernel_totals,
@@ -29,9 +30,8 @@ from devbin.link.amdgpu import (
     prune_object,
     run_lld,
 )
-from devbin.link.amdgpu_msgpack import encode_uint, parse
-from devbin.link.amdgpu_patch import patch_desc
-from devbin.targets.amdgpu.descriptor import read_descriptor
+from devbin.targets.amdgpu.link_msgpack import encode_uint, parse
+from devbin.targets.amdgpu.link_patch import patch_desc
 from devbin.targets.amdgpu.metadata import read_metadata
 
 from tests.runners import run_devbin, run_tool

@@ -20,9 +20,9 @@ import pytest
 from conftest import SOURCES, require_tool
 from devbin.errors import FormatError
 from devbin.formats.elf.reader import ElfFile
-from devbin.link.amdgpu import function_facts, kernel_totals, prune_object
-from devbin.link.amdgpu_msgpack import parse, remove_elements
 from devbin.link.core import link
+from devbin.targets.amdgpu.link_lld import function_facts, kernel_totals, prune_object
+from devbin.targets.amdgpu.link_msgpack import parse, remove_elements
 
 from tests.runners import run_tool
 

@@ -14,8 +14,8 @@ import pytest
 from conftest import SOURCES, require_tool
 from devbin.errors import FormatError
 from devbin.formats.elf.reader import ElfFile
-from devbin.link.amdgpu import prune_object
-from devbin.link.nvidia import prune_cubin
+from devbin.targets.amdgpu.link_lld import prune_object
+from devbin.targets.nvidia.link_prune import prune_cubin
 
 from tests.elfbuild import patch_section
 from tests.runners import run_devbin, run_tool

@@ -20,10 +20,16 @@ import pytest
 from conftest import cubins_from_ptx, require_tool
 from devbin.errors import DeviceBinaryError, FormatError, UsageError
 from devbin.formats.elf.reader import ElfFile
-from devbin.link.nvidia import prune_cubin, removable
-from devbin.link.nvlink import linked_functions, nvlink_facts, nvlink_kept, parse_dump_callgraph, run_nvlink
 from devbin.targets.nvidia import eiattr as E
 from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin
+from devbin.targets.nvidia.link_nvlink import (
+    linked_functions,
+    nvlink_facts,
+    nvlink_kept,
+    parse_dump_callgraph,
+    run_nvlink,
+)
+from devbin.targets.nvidia.link_prune import prune_cubin, removable
 from devbin.targets.nvidia.nvinfo import parse_nvinfo
 
 from tests.runners import run_tool

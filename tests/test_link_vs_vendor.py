@@ -20,8 +20,8 @@ import pytest
 from devbin.formats.devsec.elf import read_code_object
 from devbin.formats.elf.reader import ElfFile
 from devbin.link.core import link
-from devbin.link.nvlink import linked_functions, nvlink_facts, nvlink_kept
 from devbin.model import StdAttr
+from devbin.targets.nvidia.link_nvlink import linked_functions, nvlink_facts, nvlink_kept
 
 from tests.conftest import SOURCES, require_tool
 from tests.runners import run_devbin, run_tool

@@ -1,4 +1,4 @@
-"""The CUDA driver backend (``devbin.load.cuda``).
+"""The CUDA driver backend (``devbin.targets.nvidia.load_cuda``).
 
 Without a GPU: the missing-dependency error, argument building for the load-time link, and
 the device-side function table's PTX (assembled by the real ``ptxas``).  With a GPU (skipped,
@@ -21,7 +21,7 @@ import pytest
 from conftest import require_tool
 from devbin.errors import UsageError
 from devbin.formats.elf.reader import ElfFile
-from devbin.load import cuda as lc
+from devbin.targets.nvidia import load_cuda as lc
 
 from tests.runners import cli, run_tool
 
@@ -164,7 +164,7 @@ def test_gpu_link_launch_and_resources(cubins: dict[str, Path]) -> None:
 
 def test_gpu_module_loading_lazy_vs_eager(cubins: dict[str, Path]) -> None:
     _gpu_or_skip()
-    code = ("import time, sys; from devbin.load import cuda as lc; t=time.perf_counter(); "
+    code = ("import time, sys; from devbin.targets.nvidia import load_cuda as lc; t=time.perf_counter(); "
             f"e=lc.CudaExecutable(lc.read_images([{str(cubins['sm_90_exec'])!r}]), arch='sm_90'); "
             "e.function('scale_ext'); print(time.perf_counter()-t); e.close()")
     times = {}

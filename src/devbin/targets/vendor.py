@@ -174,6 +174,9 @@ class Vendor(ABC):
     link_backend: ClassVar[str] = ""
     #: The module of its load back end, imported by ``devbin.load`` on use ("" when none).
     load_backend: ClassVar[str] = ""
+    #: The module of its real-driver back end (``driver_report(files, target, kernel, lazy)``: ``devbin load
+    #: --backend <offload_kind>``, JSON schema ``load-<offload_kind>``), imported on use ("" when none).
+    driver_backend: ClassVar[str] = ""
 
     def __repr__(self) -> str:
         return f"<vendor {self.name}>"

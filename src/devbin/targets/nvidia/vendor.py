@@ -79,6 +79,9 @@ class NvidiaVendor(Vendor):
     device_title = "NVIDIA"
     attribute_namespace = 1  # devbin.model.attributes.Namespace.NVIDIA (the model is not imported here)
     attribute_prefix = "nvidia."
+    link_backend = "devbin.targets.nvidia.link"
+    load_backend = "devbin.targets.nvidia.load"
+    driver_backend = "devbin.targets.nvidia.load_cuda"
 
     def owns_arch(self, arch: str) -> bool:
         """``sm_XY``, ``compute_XY``, ``lto_XY`` with an ``a``/``f`` suffix or none."""
