@@ -147,17 +147,17 @@ def container_images(path: str) -> Images:
     of OffloadBinaries are opened in turn.
     """
     from devbin.api import open_file
-    from devbin.detect import ELF, UNKNOWN, WRAPPED, detect
     from devbin.errors import DeviceBinaryError, FormatError
+    from devbin.formats.magic import ELF, UNKNOWN, WRAPPED, detect
+    from devbin.formats.magic import is_zip as zip_magic
     from devbin.images.frame import Frame
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
-    from devbin.images.sniff import ZIP_MAGICS
 
     with open(path, "rb") as fh:
         head = fh.read(64)
     kind = detect(head)
-    is_zip = head.startswith(ZIP_MAGICS)
+    is_zip = zip_magic(head)
     if kind in (ELF, WRAPPED):
         try:
             with open_file(path) as elf:
@@ -217,7 +217,7 @@ def no_device_code_in(images: Images) -> bool:
 
 def _wrapped_metadata(path: str) -> tuple[tuple[str, str], ...] | None:
     """The metadata of a devbin wrapped image (its header only is read); None for any other file."""
-    from devbin.detect import WRAPPED, detect
+    from devbin.formats.magic import WRAPPED, detect
     from devbin.formats.wrapped import parse_wrapped
     with open(path, "rb") as f:
         head = f.read(8)

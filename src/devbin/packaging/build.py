@@ -31,13 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from devbin.detect import ELF, UNKNOWN, detect
 from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.reader import FatbinEntry
 from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
+from devbin.formats.magic import ELF, UNKNOWN, detect
 from devbin.formats.offload import OffloadEntry
 from devbin.formats.wrapped import WrappedImage
 from devbin.images.record import DATA, HOST, LTO_IR, PTX, Image

@@ -33,8 +33,8 @@ import re
 from dataclasses import replace
 
 from devbin.binary import Buffer, ByteView
-from devbin.detect import ELF, detect
 from devbin.errors import DeviceBinaryError
+from devbin.formats import magic as M
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.images.address import Address
@@ -50,7 +50,6 @@ __all__ = [
 
 NVIDIA_VENDOR_ID = "0x10de"  # PCI vendor IDs
 AMD_VENDOR_ID = "0x1002"
-_BITCODE = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
 LTOIR_MAGIC = b"\xedCN\x7f"  # NVIDIA LTO-IR as nvcc -dlto stores it in a fatbin entry
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 #: The metadata keys :func:`describe` appends.
@@ -212,14 +211,14 @@ def describe(image: Image, data: Buffer | None = None) -> Image:
     if image.kind == LTO_IR or view.startswith(LTOIR_MAGIC):
         return _described(image, kind=LTO_IR, vendor="nvidia", arch=image.arch if image.kind == LTO_IR else "",
                           triple=NVPTX_TRIPLE, facts={})
-    if detect(view) == ELF:
+    if M.detect(view) == M.ELF:
         elf = ElfFile(raw, where=where)
         if elf.header.e_machine == C.EM_CUDA:
             return _cubin(image, elf)
         if elf.header.e_machine == C.EM_AMDGPU:
             return _amdgpu(image, elf)
         return _described(image, kind=DATA, vendor="", arch="", triple="", facts={}, extra=_devbin_meta(elf))
-    if view.startswith(_BITCODE[0]) or view.startswith(_BITCODE[1]):
+    if M.image_magic(view) in (M.BITCODE, M.BITCODE_WRAPPER):
         return _described(image, kind=BITCODE, vendor="", arch="", triple="", facts={})
     if is_ptx_text(bytes(view.bytes_at(0, min(len(view), 4096)))):
         try:
@@ -232,7 +231,7 @@ def describe(image: Image, data: Buffer | None = None) -> Image:
 def loose_image(data: Buffer, where: str) -> Image:
     """The record of a file that is one image, described (:func:`describe`): a device ELF as the scan
     gives it, anything else (PTX, bitcode, LTO-IR, unknown data) a bare image of no native record."""
-    if detect(ByteView(data, where=where)) == ELF:
+    if M.detect(ByteView(data, where=where)) == M.ELF:
         found = [i for i in scan_bytes(data, where) if isinstance(i.native, BareElf)]
         if found:
             return describe(found[0], data)

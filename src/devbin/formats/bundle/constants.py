@@ -40,6 +40,9 @@ ZLIB_DEFAULT_LEVEL: Final = 6
 #: ``-bundle-align=4096`` and the section has ``sh_addralign`` 4096).
 HIP_FATBIN_ALIGN: Final = 4096
 HIP_FATBIN_SECTION: Final = ".hip_fatbin"
+#: The section of HIP's host-side wrappers (``__hip_fatbin_wrapper``: NVIDIA's 24-byte layout, magic
+#: "HIPF", :data:`devbin.formats.fatbin.wrapper.HIP_WRAPPER_MAGIC`) pointing into ``.hip_fatbin``.
+HIP_WRAPPER_SECTION: Final = ".hipFatBinSegment"
 
 #: The host triple clang writes for the empty host entry of a HIP fat binary.
 DEFAULT_HOST_ID: Final = "host-x86_64-unknown-linux-gnu-"
