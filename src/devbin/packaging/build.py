@@ -40,6 +40,7 @@ from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
 from devbin.formats.magic import ELF, UNKNOWN, detect
 from devbin.formats.offload import OffloadEntry
 from devbin.formats.wrapped import WrappedImage
+from devbin.images.containers import format_named
 from devbin.images.record import DATA, HOST, LTO_IR, PTX, Image
 from devbin.images.scan import scan_bytes
 from devbin.images.scanreport import ScanReport
@@ -62,6 +63,8 @@ from devbin.packaging.ptx import DEFAULT_PTX_POLICY, choose_ptx, parse_ptx_polic
 __all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "check", "pack",
            "parse_image_spec"]
 
+#: The container formats pack writes (``--format``; each one's compressions are its registry entry's
+#: ``pack_compressions``), the default first.
 FORMATS = ("offload", "fatbin", "bundle", "wrapped")
 STANDARD_KEYS = ("Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName")
 _CONTROL_KEYS = ("file", "tu", "kind")
@@ -374,8 +377,8 @@ def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = 
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
     if offload_version not in (1, 2):
         raise UsageError("OffloadBinary version must be 1 or 2")
-    allowed = {"offload": ("none",), "wrapped": ("none",), "fatbin": ("none", "zstd", "lz4"),
-               "bundle": ("none", "zstd", "zlib")}[format]
+    fmt = format_named(format)
+    allowed = fmt.pack_compressions if fmt is not None and fmt.pack_compressions is not None else ("none",)
     if compression not in allowed:
         raise UsageError(f"--compress {compression} is not available for {format} (choose {', '.join(allowed)})")
     checked = check(inputs, ptx=ptx, strict=strict, llvm_keys=format == "offload")

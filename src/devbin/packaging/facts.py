@@ -38,6 +38,7 @@ from devbin.formats import magic as M
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.images.address import Address
+from devbin.images.containers import BARE
 from devbin.images.record import AMDGPU, BITCODE, CUBIN, DATA, LTO_IR, PTX, BareElf, Image
 from devbin.images.scan import scan_bytes
 from devbin.targets.nvidia.archs import try_parse_arch
@@ -237,5 +238,5 @@ def loose_image(data: Buffer, where: str) -> Image:
             return describe(found[0], data)
     size = len(memoryview(data))
     bare = Image(address=Address(where), vendor="", kind=DATA, arch="", size=size, stored_size=size,
-                 compression="none", container="file", section="", offset=0)
+                 compression="none", container=BARE.name, section="", offset=0)
     return describe(bare, data)
