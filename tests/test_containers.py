@@ -141,3 +141,14 @@ def test_the_finder_finds(tmp_path: Path) -> None:
         "formats/y/constants.py:3", "formats/y/constants.py:5",  # a format's module knows no Image record
         "images/llvm.py:2", "images/llvm.py:6",  # a walk may set a container, not write a section name
         "packaging/x.py:2", "packaging/x.py:3", "packaging/x.py:5", "packaging/x.py:6"]
+
+
+def test_formats_that_share_a_magic_are_told_apart_by_claims(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``ar`` archive of one toolchain's device images (say, one whose first member is ``pad_``) is an
+    entry of its own beside ``ar``: the entry that claims the bytes wins, ``ar`` takes the rest."""
+    fat = C.ContainerFormat("fat-ar", "an entry of a fat archive", "fat archive", magics=(M.AR,),
+                            claims=lambda v: v.startswith(b"pad_", 8))
+    monkeypatch.setitem(C._BY_MAGIC, M.AR, (fat, C.AR))
+    assert C.format_of(b"!<arch>\npad_/           ") is fat
+    assert C.format_of(b"!<arch>\nk.o/            ") is C.AR
+    assert C.format_of(b"!<thin>\npad_/           ") is C.AR

@@ -40,7 +40,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final, Protocol
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError
@@ -56,6 +56,7 @@ from devbin.images.sniff import device_elf, image_kind, vendor_of
 
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import ElfFile, Section
+    from devbin.formats.fatbin.reader import FatbinEntry
 
 __all__ = [
     "CONTAINERS", "FORMATS", "ContainerFormat", "Walker", "container_format", "device_section", "extract_names",
@@ -96,7 +97,7 @@ Rewrite = Callable[[ByteView, Callable[[int], bool], str], tuple[int, bytes]]
 ExtractName = Callable[[Image, "_Names"], str]
 
 
-def _no_header(native: object) -> int:
+def _no_header(native: Any) -> int:
     return 0
 
 
@@ -104,8 +105,12 @@ def _never(image: Image) -> bool:
     return False
 
 
-def _no_stored(native: object) -> Buffer | None:
+def _no_stored(native: Any) -> Buffer | None:
     return None
+
+
+def _not_decoded(native: Any) -> bool:
+    return False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -119,33 +124,50 @@ class ContainerFormat:
     #: True: its images carry ``Image.container == name`` (:data:`CONTAINERS`); False: it holds files.
     holds_images: bool = True
     magics: tuple[str, ...] = ()
+    #: Where formats share a magic (an ``ar`` archive of one vendor's device images is an ``ar`` archive),
+    #: ``claims(first bytes)`` says whether these bytes are this format's; the first entry that claims them
+    #: wins, an entry without ``claims`` takes what the others leave.
+    claims: Callable[[ByteView], bool] | None = None
     walk: Walk | None = None
     in_elf: ElfWalk | None = None
     #: ``in_elf`` runs in every host ELF (fatbins are also searched for in data sections), not only in
     #: one with a section the format owns.
     in_elf_always: bool = False
+    #: The host-ELF sections that hold only its containers, back to back: by name, name prefix, ``sh_type``.
     sections: tuple[str, ...] = ()
     section_prefix: str = ""
     section_type: int | None = None
     #: A section whose name starts with this holds one image, the section itself (an object-type bundle).
     object_section_prefix: str = ""
+    #: prune: containers back to back in a bare file are packed at ``bare_align``, in a section the format
+    #: owns at ``section_align`` (None: pruned in place); ``rewrite`` writes one with the kept entries.
     bare_align: int = 1
     section_align: int | None = None
     rewrite: Rewrite | None = None
+    #: prune: an entry that stays whatever is selected.
     always_kept: Callable[[Image], bool] = _never
+    #: prune of a linked file: host-side wrappers point at its containers (they can be moved with them).
     host_wrappers: bool = False
+    #: prune in place: a reader stops at zero bytes between containers (a whole one cannot be dropped).
     gap_ends_walk: bool = False
-    entry_header: Callable[[object], int] = _no_header
-    #: ``measure(view, where)``: the size of the container at offset 0 of ``view``, for one found outside the
-    #: sections a format owns (a fatbin in ``.rodata``), whose bytes ``size`` counts as device bytes too.
-    measure: Callable[[ByteView, str], int] | None = None
+    #: size: an entry's own header bytes (``Image.native`` given), each container's fixed header.
+    entry_header: Callable[[Any], int] = _no_header
     container_header: int = 0
-    stored_bytes: Callable[[object], Buffer | None] = _no_stored
-    decoded_size: Callable[[object], bool] = lambda native: False
+    #: size: ``measure(view, where)``, the size of the container at offset 0 of ``view``, for one found outside
+    #: the sections a format owns (a fatbin in ``.rodata``), whose bytes ``size`` counts as device bytes too.
+    measure: Callable[[ByteView, str], int] | None = None
+    #: size: what an entry stores (for digests; None: its image's bytes).
+    stored_bytes: Callable[[Any], Buffer | None] = _no_stored
+    #: size: the entry records a size that decoding trims (the decoded image is measured).
+    decoded_size: Callable[[Any], bool] = _not_decoded
+    #: size: the entry shares its container's stored bytes (the container is compressed whole).
     shares_stored: Callable[[Image], bool] = _never
+    #: select: its containers back to back in one file or section are one module.
     blobs_one_module: bool = False
+    #: extract: the kinds written when nothing narrows the choice (None: every kind), and the file names.
     extract_kinds: frozenset[str] | None = None
     extract_name: ExtractName | None = None
+    #: pack: the compressions ``devbin pack --format <name>`` writes it with (None: pack does not write it).
     pack_compressions: tuple[str, ...] | None = None
 
     def owns(self, sec: Section) -> bool:
@@ -224,18 +246,33 @@ def _walk_elf(s: Walker, view: ByteView, frame: Frame, depth: int, disk: Path | 
         yield Image(address=frame.address, vendor=vendor, kind=kind, arch=arch, size=elf.size, stored_size=elf.size,
                     compression="none", container=BARE.name, section="", offset=0, native=native), frame
         return
+    needed = _elf_walks(elf)
     done: list[ElfWalk] = []
     for fmt in FORMATS:
         walk = fmt.in_elf
-        if walk is None or walk in done:
+        if walk is None or walk in done or walk not in needed:
             continue
-        if fmt.in_elf_always or any(f.in_elf is walk and (f.owns(sec) or f.owns_object_section(sec.name))
-                                    for f in FORMATS for sec in elf.sections):
-            done.append(walk)
-            try:
-                yield from walk(rep, elf, frame, s.all)
-            except DeviceBinaryError as e:
-                rep.warn(where, str(e))
+        done.append(walk)
+        try:
+            yield from walk(rep, elf, frame, s.all)
+        except DeviceBinaryError as e:
+            rep.warn(where, str(e))
+
+
+def _elf_walks(elf: ElfFile) -> list[ElfWalk]:
+    """The ``in_elf`` walks a host ELF needs: those that always run, and those of the formats that own one
+    of its sections (one pass over the section table; the readers are imported only for these)."""
+    walks = [(f, f.in_elf) for f in FORMATS if f.in_elf is not None]
+    needed = [w for f, w in walks if f.in_elf_always]
+    rest = [(f, w) for f, w in walks if w not in needed]
+    for sec in elf.sections:
+        if not rest:
+            break
+        hit = next((w for f, w in rest if f.owns(sec) or f.owns_object_section(sec.name)), None)
+        if hit is not None:
+            needed.append(hit)
+            rest = [(f, w) for f, w in rest if w is not hit]
+    return needed
 
 
 def _walk_wrapped(s: Walker, view: ByteView, frame: Frame, depth: int, disk: Path | None) -> Iterator[Hit]:
@@ -304,8 +341,8 @@ def _rewrite_bundle(view: ByteView, keeps: Callable[[int], bool], where: str) ->
 # --------------------------------------------------------------------------- size accounting
 
 
-def _fatbin_entry_header(native: object) -> int:
-    return int(native.header_size)  # type: ignore[attr-defined]
+def _fatbin_entry_header(native: FatbinEntry) -> int:
+    return native.header_size
 
 
 def _fatbin_size(view: ByteView, where: str) -> int:
@@ -313,13 +350,13 @@ def _fatbin_size(view: ByteView, where: str) -> int:
     return parse_fatbin(view, where=where).size
 
 
-def _fatbin_stored(native: object) -> Buffer | None:
-    return native.payload_area  # type: ignore[attr-defined,no-any-return]
+def _fatbin_stored(native: FatbinEntry) -> Buffer | None:
+    return native.payload_area
 
 
-def _fatbin_decoded_size(native: object) -> bool:
+def _fatbin_decoded_size(native: FatbinEntry) -> bool:
     """A compressed entry's header records the decoded size; what extract writes is trimmed (PTX: at its NUL)."""
-    return bool(native.is_compressed and not native.is_opaque)  # type: ignore[attr-defined]
+    return native.is_compressed and not native.is_opaque
 
 
 def _compressed_whole(image: Image) -> bool:
@@ -500,7 +537,9 @@ FORMATS: Final[tuple[ContainerFormat, ...]] = (BARE, FATBIN_FORMAT, OFFLOAD, BUN
 CONTAINERS: Final[dict[str, str]] = {f.name: f.description for f in FORMATS if f.holds_images}
 
 _BY_NAME: Final = {f.name: f for f in FORMATS}
-_BY_MAGIC: Final = {m: f for f in FORMATS for m in f.magics}
+_BY_MAGIC: Final[dict[str, tuple[ContainerFormat, ...]]] = {
+    m: tuple(sorted((f for f in FORMATS if m in f.magics), key=lambda f: f.claims is None))
+    for m in {m for f in FORMATS for m in f.magics}}
 
 
 def format_named(container: str) -> ContainerFormat | None:
@@ -509,11 +548,16 @@ def format_named(container: str) -> ContainerFormat | None:
 
 
 def format_of(data: Buffer | ByteView) -> ContainerFormat | None:
-    """The format whose magic the first bytes are, when the scan opens it, else None."""
-    fmt = M.detect(data)
-    if fmt == M.UNKNOWN:
-        return ZIP if M.is_zip(data) else None
-    return _BY_MAGIC.get(fmt)
+    """The format whose magic the first bytes are (a file format, a zip, or an image magic an entry takes:
+    a bare image), when the scan opens it, else None."""
+    magic = M.detect(data)
+    if magic == M.UNKNOWN:
+        magic = M.ZIP if M.is_zip(data) else M.image_magic(data)
+    candidates = _BY_MAGIC.get(magic, ())
+    if len(candidates) > 1:
+        view = data if isinstance(data, ByteView) else ByteView(data)
+        return next((f for f in candidates if f.claims is None or f.claims(view)), None)
+    return candidates[0] if candidates else None
 
 
 def container_format(head: Buffer | ByteView) -> str | None:
