@@ -95,3 +95,13 @@ def test_per_thread_stack_convention() -> None:
     assert amd.stack_bytes(private) == 48 and nv.stack_bytes(private) is None
     assert amd.stack_bytes(both) == 16 and nv.stack_bytes(both) == 16
     assert amd.stack_bytes(Function("h", FunctionKind.DEVICE)) is None
+
+
+def test_device_names_have_one_vendor() -> None:
+    """select's device names: each vendor's own, read by its descriptor (Device.vendor its device_vendor)."""
+    for text, vendor in (("sm_90a", "nvidia"), ("8.6", "nvidia"), ("gfx90a:xnack+", "amd"), ("gfx1101", "amd")):
+        owners = [v for v in VENDORS if v.owns_device(text)]
+        assert [v.name for v in owners] == [vendor]
+        dev = owners[0].parse_device(text)
+        assert dev.vendor == owners[0].device_vendor and dev.description.startswith(text)
+    assert not any(v.owns_device("x86_64") for v in VENDORS)

@@ -34,6 +34,7 @@ from devbin.escape.markup import lines as markup_lines
 from devbin.escape.markup import text as markup
 from devbin.htmlreport.names import family, file_labels, middle, short_name
 from devbin.htmlreport.treemap import Box, Rect, layout
+from devbin.targets.registry import object_kinds, vendor_named
 
 __all__ = ["MAX_BOXES", "MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "largest_code_objects", "render_size_report",
            "size_tree"]
@@ -53,7 +54,6 @@ TOP_FUNCTIONS = 100
 #: A function's box is drawn when it is at least this share of all the bytes (smaller ones are merged).
 MIN_SHARE = 1e-5
 
-_HUES = {"nvidia": 95, "amd": 5, "intel": 210}
 
 
 # --------------------------------------------------------------------------- reading the document
@@ -89,7 +89,8 @@ def _key(text: str) -> bytes:
 
 
 def _hue(name: str) -> int:
-    return _HUES.get(name, zlib.crc32(_key(name)) % 360)
+    v = vendor_named(name)
+    return v.hue if v is not None else zlib.crc32(_key(name)) % 360
 
 
 def _shade(hue: int, key: str, base: int) -> str:
@@ -616,7 +617,7 @@ def largest_code_objects(doc: Mapping[str, object], count: int = 1) -> list[str]
     ``doc``: a default choice of call graphs to show (ties: the first listed)."""
     found = [(_int(im.get("stored_size")), i, _str(im.get("address")))
              for i, im in enumerate(im for f in _list(doc.get("files")) for im in _list(f.get("images")))
-             if _str(im.get("kind")) in ("cubin", "amdgpu") and _str(im.get("address"))]
+             if _str(im.get("kind")) in object_kinds() and _str(im.get("address"))]
     return [a for _, _, a in heapq.nsmallest(count, found, key=lambda t: (-t[0], t[1]))]
 
 

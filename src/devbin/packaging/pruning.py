@@ -124,11 +124,11 @@ from devbin.images.frame import Frame
 from devbin.images.record import CUBIN, Image
 from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
+from devbin.packaging.facts import parse_sm
 from devbin.packaging.ptx import jit_ptx
 from devbin.packaging.wrapper_refs import retarget
 from devbin.targets.archnames import parse_arch_list
-from devbin.targets.nvidia.archs import try_parse_arch
-from devbin.targets.registry import prune_name_matches
+from devbin.targets.registry import guess_vendor, prune_name_matches, vendor_for_machine
 
 __all__ = ["PRUNE_PTX_POLICIES", "PruneResult", "Selection", "footprint", "parse_arch_list", "prune", "prune_file",
            "prune_name_matches"]
@@ -142,6 +142,13 @@ _MAX_DEPTH = 8
 
 
 # --------------------------------------------------------------------------- selection
+
+
+def _virtual(arch: str) -> bool:
+    """Whether ``arch`` names virtual code only (``compute_90``, ``lto_90``: PTX/LTO-IR), which ``--ptx none``
+    drops (:meth:`devbin.targets.vendor.Vendor.is_virtual_arch`)."""
+    v = guess_vendor(arch)
+    return v is not None and v.is_virtual_arch(arch)
 
 
 @dataclass(frozen=True)
@@ -161,7 +168,7 @@ class Selection:
         if self.ptx not in PRUNE_PTX_POLICIES:
             raise UsageError(f"ptx={self.ptx!r}: expected one of {', '.join(PRUNE_PTX_POLICIES)}")
         if self.ptx == "none" and self.keep is not None:
-            virtual = [n for n in self.keep if (a := try_parse_arch(n)) is not None and a.kind != "sass"]
+            virtual = [n for n in self.keep if _virtual(n)]
             if virtual:
                 raise UsageError(f"keep {','.join(virtual)} names PTX/LTO-IR only, which --ptx none drops")
 
@@ -169,7 +176,7 @@ class Selection:
         """Whether an image of ``arch`` stays, by name (``highest`` adds its PTX per container: :class:`_Ctx`)."""
         if not arch:
             return True
-        if self.ptx == "none" and (a := try_parse_arch(arch)) is not None and a.kind != "sass":
+        if self.ptx == "none" and _virtual(arch):
             return False
         if self.keep is not None:
             return any(prune_name_matches(s, arch) for s in self.keep)
@@ -328,8 +335,8 @@ def _with_highest_ptx(images: list[tuple[Image, bool]], sel: Selection) -> list[
         if not jit_ptx([image]):
             continue
         key = (image.address.path, image.address.steps[:-1], getattr(image.address.steps[-1], "container", None))
-        a, b = try_parse_arch(image.arch), best.get(key)
-        if a is not None and (b is None or a.sm > _sm_key(b.arch)[0]):
+        a, b = parse_sm(image.arch), best.get(key)
+        if a is not None and (b is None or a[0] > _sm_key(b.arch)[0]):
             best[key] = image
     top = {i.address for i in best.values()}
     return [(i, k or i.address in top) for i, k in images]
@@ -405,8 +412,8 @@ def _ptx_lost(before: Sequence[Image], after: Sequence[Image], policy: str = "ke
 
 
 def _sm_key(arch: str) -> tuple[int, str]:
-    a = try_parse_arch(arch)
-    return (a.sm, arch) if a is not None else (0, arch)
+    a = parse_sm(arch)
+    return (a[0], arch) if a is not None else (0, arch)
 
 
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
@@ -462,7 +469,7 @@ def _check_prunable(view: ByteView, where: str) -> None:
         raise UsageError(f"{where}: not a fatbin, OffloadBinary, offload bundle, ELF file or ar archive")
     if fmt is C.ELF:
         h = ElfFile(view, where=where).header
-        if h.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU):
+        if vendor_for_machine(h.e_machine) is not None:
             raise UsageError(f"{where}: a bare device ELF holds one architecture; there is nothing to prune in it")
 
 

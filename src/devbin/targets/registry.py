@@ -7,6 +7,7 @@ line in :data:`VENDORS`.  Generic code asks here and never names a vendor (tests
 * :func:`vendor_named` (``"nvidia"`` -> the descriptor), :func:`vendor_names` (the enum of names);
 * :func:`vendor_for_machine` (an ELF ``e_machine``), :func:`vendor_for_kind` (an image kind),
   :func:`vendor_for_triple` (an LLVM triple), :func:`guess_vendor` (an architecture name);
+  :func:`object_kinds` (the image kinds of the vendors' code objects);
 * :func:`parse_target`: a target-ID string as a :class:`~devbin.model.Target`, its vendor guessed;
 * :func:`arch_option_matches` (the ``--arch`` filter: cuobjdump's ``-arch`` rule) and
   :func:`prune_name_matches` (``prune --keep/--drop``: nvprune's rule), each the vendor's rule.
@@ -23,8 +24,8 @@ from devbin.targets.vendor import Vendor
 if TYPE_CHECKING:
     from devbin.model import Target
 
-__all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "parse_target", "prune_name_matches", "vendor_for_kind",
-           "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names"]
+__all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "object_kinds", "parse_target", "prune_name_matches",
+           "vendor_for_kind", "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names"]
 
 #: Every vendor devbin knows, in the order reports list them.
 VENDORS: tuple[Vendor, ...] = (NVIDIA, AMD)
@@ -53,6 +54,11 @@ def vendor_for_kind(kind: str) -> Vendor | None:
     """The vendor whose code an image of ``kind`` is (``cubin``, ``ptx``, ``amdgpu`` ...), or None
     (host objects, bitcode, SPIR-V, data: no vendor by kind)."""
     return _BY_KIND.get(kind)
+
+
+def object_kinds() -> frozenset[str]:
+    """The image kinds of the vendors' device ELF code objects (``cubin``, ``amdgpu``)."""
+    return frozenset(v.object_kind for v in VENDORS)
 
 
 def vendor_for_triple(triple: str) -> Vendor | None:
