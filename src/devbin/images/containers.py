@@ -50,7 +50,7 @@ from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
 from devbin.images.address import Address, Member
 from devbin.images.frame import Frame, Hit
-from devbin.images.record import CUBIN, FATBIN, HOST, LTO_IR, PTX, BareElf, Image
+from devbin.images.record import CUBIN, FATBIN, FATBIN_CONTAINER, HOST, LTO_IR, PTX, BareElf, Image
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import device_elf, image_kind, vendor_of
 
@@ -129,6 +129,8 @@ class ContainerFormat:
     #: wins, an entry without ``claims`` takes what the others leave.
     claims: Callable[[ByteView], bool] | None = None
     walk: Walk | None = None
+    #: Its walk makes its members' errors warnings itself; what escapes it (the memory budget) ends the scan.
+    reports_own_errors: bool = False
     in_elf: ElfWalk | None = None
     #: ``in_elf`` runs in every host ELF (fatbins are also searched for in data sections), not only in
     #: one with a section the format owns.
@@ -489,7 +491,7 @@ BARE: Final = ContainerFormat("file", "a bare image: the whole file (or archive/
                               extract_name=_bare_name)
 
 FATBIN_FORMAT: Final = ContainerFormat(
-    "fatbin", "an entry of a CUDA fatbin", "fatbin",
+    FATBIN_CONTAINER, "an entry of a CUDA fatbin", "fatbin",
     magics=(M.CUDA_FATBIN,), walk=_walk_fatbins, in_elf=_fatbins_in_elf, in_elf_always=True, sections=FC.SECTIONS,
     bare_align=8, section_align=8, rewrite=_rewrite_fatbin, host_wrappers=True,
     entry_header=_fatbin_entry_header, container_header=FC.FATBIN_HEADER_SIZE, stored_bytes=_fatbin_stored,
@@ -527,7 +529,7 @@ ELF: Final = ContainerFormat("elf", "an ELF file: a bare device code object, or 
 AR: Final = ContainerFormat("ar", "an ar archive (GNU/SysV, BSD, thin): its members", "ar archive", holds_images=False,
                             magics=(M.AR, M.AR_THIN), walk=_walk_ar)
 ZIP: Final = ContainerFormat("zip", "a zip file (wheel, egg): its members", "zip file", holds_images=False,
-                             magics=(M.ZIP, M.ZIP_EMPTY), walk=_walk_zip)
+                             magics=(M.ZIP, M.ZIP_EMPTY), walk=_walk_zip, reports_own_errors=True)
 
 #: Every container format, in the order a host ELF's sections are walked (NVIDIA's fatbins first, as
 #: cuobjdump reads them, then LLVM's containers).

@@ -45,7 +45,7 @@ from devbin.formats.fatbin import constants as FC
 from devbin.images.address import Entry
 from devbin.images.address import Section as SectionStep
 from devbin.images.frame import Frame, Hit
-from devbin.images.record import DATA, FATBIN, OPAQUE, Image, fatbin_kind
+from devbin.images.record import DATA, FATBIN, FATBIN_CONTAINER, OPAQUE, Image, fatbin_kind
 from devbin.images.scanreport import ScanReport, WrapperInfo
 from devbin.images.sniff import vendor_of
 
@@ -86,7 +86,7 @@ def fatbin_images(fb: Fatbin, frame: Frame, section: str, index: int, offset: in
             meta.append(("wrapper-version", str(wrapper_version)))
         image = Image(address=base.child(Entry(index, e.index)), vendor=vendor_of(FATBIN), kind=kind, arch=e.arch_name,
                       size=entry_size(e), stored_size=e.payload_size,
-                      compression=OPAQUE if e.is_opaque else e.compression, container="fatbin",
+                      compression=OPAQUE if e.is_opaque else e.compression, container=FATBIN_CONTAINER,
                       section=section, offset=offset, metadata=tuple(meta), native=e)
         yield image, frame
 

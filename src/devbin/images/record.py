@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AMDGPU", "BITCODE", "CUBIN", "DATA", "FATBIN", "HOST", "KINDS", "LTO_IR", "OPAQUE", "PTX", "SPIRV",
-    "VENDORS", "BareElf", "Image", "Native", "NativeImage", "fatbin_kind", "find_image",
+    "FATBIN_CONTAINER", "VENDORS", "BareElf", "Image", "Native", "NativeImage", "fatbin_kind", "find_image",
 ]
 
 # --------------------------------------------------------------------------- kinds
@@ -60,7 +60,8 @@ VENDORS: Final = (*vendor_names(), "")
 #: ``Image.compression`` of LTO-IR in NVIDIA's own encoding (:attr:`FatbinEntry.is_opaque`).
 OPAQUE: Final = "nvidia-opaque"
 
-#: ``container`` of a fatbin's entries (the vocabulary is the registry's: devbin.images.containers.CONTAINERS).
+#: ``container`` of a fatbin's entries, which :attr:`Image.entry` gives (the vocabulary is the registry's,
+#: devbin.images.containers.CONTAINERS, whose fatbin entry takes its name from here).
 FATBIN_CONTAINER: Final = "fatbin"
 
 _FATBIN_KINDS: Final[dict[int, str]] = {FC.KIND_PTX: PTX, FC.KIND_ELF: CUBIN, FC.KIND_LTOIR: LTO_IR}

@@ -307,7 +307,7 @@ class Scanner:
         if depth > MAX_DEPTH:
             self.rep.warn(where, f"nested more than {MAX_DEPTH} containers deep; not opened")
             return
-        if fmt is ZIP:  # a zip's member errors are its members' warnings (walk_zip)
+        if fmt.reports_own_errors:  # a zip's member errors are its members' warnings (walk_zip)
             yield from fmt.walk(self, view, frame, depth, disk)
             return
         try:
