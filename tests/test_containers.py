@@ -152,3 +152,13 @@ def test_formats_that_share_a_magic_are_told_apart_by_claims(monkeypatch: pytest
     assert C.format_of(b"!<arch>\npad_/           ") is fat
     assert C.format_of(b"!<arch>\nk.o/            ") is C.AR
     assert C.format_of(b"!<thin>\npad_/           ") is C.AR
+
+
+def test_what_the_producer_stored_comes_from_the_container() -> None:
+    data = _containers()
+    wrapped = write_wrapped(_cubin(), (("Producer", "me"), ("TargetID", "sm_90")))
+    (offload,) = scan_bytes(data["offload"], "x")
+    (image,) = scan_bytes(wrapped, "w")
+    assert C.producer_metadata(offload) == (("triple", "nvptx64-nvidia-cuda"), ("arch", "sm_90"))
+    assert C.producer_metadata(image) == (("Producer", "me"), ("TargetID", "sm_90"))
+    assert all(C.producer_metadata(i) == () for i in scan_bytes(data["fatbin"], "f"))

@@ -230,15 +230,10 @@ def _wrapped_metadata(path: str) -> tuple[tuple[str, str], ...] | None:
 
 def producer_metadata(f: Image) -> tuple[tuple[str, str], ...]:
     """The key/value pairs the producer stored with the image: an OffloadBinary entry's string map or a
-    wrapped image's metadata (a plugin's debug log prints these); () for other images."""
-    from devbin.formats.offload import OffloadEntry
-    from devbin.formats.wrapped import WrappedImage
-    n = f.native
-    if isinstance(n, OffloadEntry):
-        return n.strings
-    if isinstance(n, WrappedImage):
-        return n.metadata
-    return ()
+    wrapped image's metadata (a plugin's debug log prints these); () for other images
+    (:func:`devbin.images.containers.producer_metadata`)."""
+    from devbin.images.containers import producer_metadata as stored
+    return stored(f)
 
 
 def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:

@@ -57,10 +57,12 @@ from devbin.images.sniff import device_elf, image_kind, vendor_of
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import ElfFile, Section
     from devbin.formats.fatbin.reader import FatbinEntry
+    from devbin.formats.offload.reader import OffloadEntry
+    from devbin.formats.wrapped.reader import WrappedImage
 
 __all__ = [
     "CONTAINERS", "FORMATS", "ContainerFormat", "Walker", "container_format", "device_section", "extract_names",
-    "extracted_by_default", "format_named", "format_of", "member_frame", "owner_of_section",
+    "extracted_by_default", "format_named", "format_of", "member_frame", "owner_of_section", "producer_metadata",
 ]
 
 
@@ -111,6 +113,10 @@ def _no_stored(native: Any) -> Buffer | None:
 
 def _not_decoded(native: Any) -> bool:
     return False
+
+
+def _no_pairs(native: Any) -> tuple[tuple[str, str], ...]:
+    return ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -164,6 +170,8 @@ class ContainerFormat:
     decoded_size: Callable[[Any], bool] = _not_decoded
     #: size: the entry shares its container's stored bytes (the container is compressed whole).
     shares_stored: Callable[[Image], bool] = _never
+    #: The key/value pairs the producer stored with an entry (``Image.native`` given), in stored order.
+    producer_pairs: Callable[[Any], tuple[tuple[str, str], ...]] = _no_pairs
     #: select: its containers back to back in one file or section are one module.
     blobs_one_module: bool = False
     #: extract: the kinds written when nothing narrows the choice (None: every kind), and the file names.
@@ -361,6 +369,14 @@ def _fatbin_decoded_size(native: FatbinEntry) -> bool:
     return native.is_compressed and not native.is_opaque
 
 
+def _offload_strings(native: OffloadEntry) -> tuple[tuple[str, str], ...]:
+    return native.strings
+
+
+def _wrapped_pairs(native: WrappedImage) -> tuple[tuple[str, str], ...]:
+    return native.metadata
+
+
 def _compressed_whole(image: Image) -> bool:
     """An entry of a compressed bundle: the bundle is compressed as a whole, its entries have no bytes of
     their own in the file."""
@@ -504,7 +520,7 @@ OFFLOAD: Final = ContainerFormat(
     magics=(M.OFFLOAD_BINARY,), walk=_walk_offload, in_elf=_llvm_in_elf, section_prefix=OC.SECTION_NAME,
     section_type=OC.SHT_LLVM_OFFLOADING,
     bare_align=8, section_align=8, rewrite=_rewrite_offload, gap_ends_walk=True,
-    blobs_one_module=True,
+    producer_pairs=_offload_strings, blobs_one_module=True,
     extract_name=_offload_name,
     pack_compressions=("none",))
 
@@ -520,7 +536,7 @@ BUNDLE: Final = ContainerFormat(
 
 WRAPPED: Final = ContainerFormat(
     "wrapped", "the image of a devbin wrapped image", "wrapped image",
-    magics=(M.WRAPPED,), walk=_walk_wrapped,
+    magics=(M.WRAPPED,), walk=_walk_wrapped, producer_pairs=_wrapped_pairs,
     extract_name=_single_name,
     pack_compressions=("none",))
 
@@ -566,6 +582,13 @@ def container_format(head: Buffer | ByteView) -> str | None:
     """The name of the format the first bytes announce when the scan opens it (:data:`FORMATS`), or None."""
     fmt = format_of(head)
     return fmt.name if fmt is not None else None
+
+
+def producer_metadata(image: Image) -> tuple[tuple[str, str], ...]:
+    """The key/value pairs the producer stored with ``image`` (an OffloadBinary entry's string map, a
+    wrapped image's metadata; what a plugin's debug log prints), in stored order; () for other images."""
+    fmt = format_named(image.container)
+    return fmt.producer_pairs(image.native) if fmt is not None and image.native is not None else ()
 
 
 def owner_of_section(sec: Section) -> ContainerFormat | None:

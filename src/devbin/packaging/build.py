@@ -38,9 +38,7 @@ from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.reader import FatbinEntry
 from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
 from devbin.formats.magic import ELF, UNKNOWN, detect
-from devbin.formats.offload import OffloadEntry
-from devbin.formats.wrapped import WrappedImage
-from devbin.images.containers import format_named
+from devbin.images.containers import format_named, producer_metadata
 from devbin.images.record import DATA, HOST, LTO_IR, PTX, Image
 from devbin.images.scan import scan_bytes
 from devbin.images.scanreport import ScanReport
@@ -175,8 +173,7 @@ def _device_elf(data: bytes) -> bool:
 def _carried(image: Image) -> tuple[tuple[str, str], ...]:
     """What the container stored about ``image``: an OffloadBinary entry's strings, a wrapped image's
     pairs, a fatbin entry's options string as ``CompileOptions``."""
-    n = image.native
-    pairs = list(n.strings) if isinstance(n, OffloadEntry) else list(n.metadata) if isinstance(n, WrappedImage) else []
+    pairs = list(producer_metadata(image))
     e = image.entry
     if e is not None and e.options and not any(k == "CompileOptions" for k, _ in pairs):
         pairs.append(("CompileOptions", e.options.strip()))
