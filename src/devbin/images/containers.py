@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from devbin.formats.wrapped.reader import WrappedImage
 
 __all__ = [
-    "CONTAINERS", "FORMATS", "ContainerFormat", "Walker", "container_format", "device_section", "extract_names",
+    "CONTAINERS", "FORMATS", "ContainerFormat", "Walker", "device_section", "extract_names",
     "extracted_by_default", "format_named", "format_of", "member_frame", "owner_of_section", "producer_metadata",
 ]
 
@@ -576,12 +576,6 @@ def format_of(data: Buffer | ByteView) -> ContainerFormat | None:
         view = data if isinstance(data, ByteView) else ByteView(data)
         return next((f for f in candidates if f.claims is None or f.claims(view)), None)
     return candidates[0] if candidates else None
-
-
-def container_format(head: Buffer | ByteView) -> str | None:
-    """The name of the format the first bytes announce when the scan opens it (:data:`FORMATS`), or None."""
-    fmt = format_of(head)
-    return fmt.name if fmt is not None else None
 
 
 def producer_metadata(image: Image) -> tuple[tuple[str, str], ...]:

@@ -48,7 +48,9 @@ one in ``.nv_fatbin`` is.  A bare image (a cubin or code object that is the whol
 archive member, or a wrapped image's one image) sits in no container: nothing is chosen
 among such images, and they are not reported.
 
-**Containers**
+**Containers** (each rewritten by its format's entry of :mod:`devbin.images.containers`: ``rewrite``, the
+alignments it is packed at, what a linked file allows; the files that hold files, ELF, ``ar`` and wrapped
+images, here)
 
 * fatbin: the kept entries are copied byte for byte behind the original header,
   whose ``fat_size`` is updated; nothing is re-encoded, so pruning nothing gives
