@@ -49,7 +49,7 @@ from devbin.images.address import Address, Section
 from devbin.images.containers import format_named
 from devbin.images.record import PTX, BareElf, Image
 from devbin.images.scan import scan, scan_bytes
-from devbin.targets.archnames import suggestions
+from devbin.targets.archnames import canonical_arch, suggestions
 from devbin.targets.registry import VENDORS, object_kinds, vendor_named
 from devbin.targets.vendor import Device, Vendor, Verdict
 
@@ -85,7 +85,9 @@ def parse_device(text: str) -> Device:
     t = text.strip().lower()
     for vendor in VENDORS:
         if vendor.owns_device(t):
-            return vendor.parse_device(t)
+            if t.startswith(vendor.arch_prefixes):
+                canonical_arch(t)  # an unknown sm_900 or gfx9000: refused with the name meant
+            return vendor.parse_device(t, suggestions)
     prefixes = tuple(p for v in VENDORS for p in v.arch_prefixes[:1])  # device names: the first (SASS) prefix
     meant = [n for n in suggestions(t) if n.startswith(prefixes)]
     if meant:

@@ -180,6 +180,24 @@ class Vendor(ABC):
         """Whether ``arch`` (an architecture or target-ID name as images carry it) is this vendor's."""
 
     @abstractmethod
+    def known_arch_names(self) -> tuple[str, ...]:
+        """Every architecture name its tables know, as ``--arch``/``--keep`` take them (lower case)."""
+
+    @abstractmethod
+    def claims_arch(self, text: str) -> bool:
+        """Whether ``text`` (lower case, stripped) is meant as one of its architecture names, known or not:
+        what :meth:`check_arch` then judges (NVIDIA: it starts ``sm``, ``compute`` or ``lto``)."""
+
+    @abstractmethod
+    def check_arch(self, text: str) -> str:
+        """``text`` (claimed, lower case) as the tables spell it; UsageError saying why it names none
+        (:func:`devbin.targets.archnames.canonical_arch` adds the names probably meant)."""
+
+    def arch_repairs(self, text: str) -> list[str]:
+        """Obvious repairs of a misspelt name (NVIDIA: ``sm90`` -> ``sm_90``), best first; none by default."""
+        return []
+
+    @abstractmethod
     def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
         """The architecture an ELF header of one of :attr:`e_machines` names (the header alone)."""
 
@@ -224,9 +242,11 @@ class Vendor(ABC):
         """Whether ``text`` (lower case, stripped) is meant as one of this vendor's devices."""
 
     @abstractmethod
-    def parse_device(self, text: str) -> Device:
-        """The device ``text`` names (:meth:`owns_device` holds); UsageError, naming what was probably
-        meant, for a name of no device."""
+    def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        """The device ``text`` names (:meth:`owns_device` holds; a name starting with one of
+        :attr:`arch_prefixes` is a known architecture: :func:`devbin.packaging.selection.parse_device`
+        checked it); UsageError for a name of no device, naming what was probably meant (``suggest``:
+        :func:`devbin.targets.archnames.suggestions`)."""
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
                     ) -> tuple[str, int]:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_AMDGPU
 from devbin.targets.amdgpu.mach import (
     EF_AMDGPU_MACH,
     FEATURES,
+    PROCESSORS,
     FeatureSetting,
     decode_flags,
     mach_name,
@@ -63,6 +64,29 @@ class AmdVendor(Vendor):
         """``gfx`` processors and generic targets, with or without target-ID features."""
         return arch.startswith("gfx")
 
+    def known_arch_names(self) -> tuple[str, ...]:
+        """The ``gfx`` processors and generic targets of :data:`~devbin.targets.amdgpu.mach.PROCESSORS`."""
+        return tuple(p.name for p in PROCESSORS if p.name.startswith(self.arch_prefixes))
+
+    def claims_arch(self, text: str) -> bool:
+        return text.startswith(self.arch_prefixes)
+
+    def check_arch(self, text: str) -> str:
+        """A target ID (:func:`~devbin.targets.amdgpu.targetid.parse_target_id`) of a known processor with
+        features it has."""
+        try:
+            tid = parse_target_id(text)
+        except DeviceBinaryError as e:
+            raise UsageError(e.message) from None
+        if tid.processor not in self.known_arch_names():
+            raise UsageError(f"no {self.title} processor {tid.processor}")
+        bad = tid.unsupported_features()
+        if bad:
+            have = supported_features(tid.processor)
+            raise UsageError(f"{tid.processor} has no {', '.join(bad)} feature"
+                             + (f" (it has {', '.join(have)})" if have else " (it has none)"))
+        return str(tid)
+
     def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
         """The processor of ``EF_AMDGPU_MACH`` (unknown numbers stay raw: ``EF_AMDGPU_MACH_0x..``)."""
         return mach_name(e_flags & EF_AMDGPU_MACH)
@@ -91,10 +115,7 @@ class AmdVendor(Vendor):
     def owns_device(self, text: str) -> bool:
         return text.startswith("gfx")
 
-    def parse_device(self, text: str) -> Device:
-        from devbin.targets.archnames import canonical_arch
-
-        canonical_arch(text)  # an unknown gfx9000: refused with the name meant
+    def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
         target = parse_target_device(text)
         unknown = [f for f in supported_features(target.processor) if target.feature(f) is None]
         note = (f"{'/'.join(unknown)} not given: unknown, so images that set it load only conditionally"

@@ -14,13 +14,23 @@ each tool where its command mirrors it:
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from functools import cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_CUDA
-from devbin.targets.nvidia.archs import NvArch, parse_arch, preference, runs_on, sm_from_e_flags, try_parse_arch
+from devbin.targets.nvidia.archs import (
+    SM_ARCHS,
+    NvArch,
+    parse_arch,
+    preference,
+    runs_on,
+    sm_from_e_flags,
+    try_parse_arch,
+)
 from devbin.targets.nvidia.archs import parse_device as parse_cc
 from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
 
@@ -33,6 +43,15 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject
 
 __all__ = ["NVIDIA", "NvidiaVendor"]
+
+_NAME_PREFIXES = ("sm", "compute", "lto")
+_BARE = re.compile(r"(sm|compute|lto)?[ _-]?([1-9][0-9]+[af]?)")
+_DOTTED = re.compile(r"([1-9][0-9]?)\.([0-9])([af]?)")
+
+
+@cache
+def _known_names() -> tuple[str, ...]:
+    return tuple(f"{p}_{a.sm}{v}" for p in _NAME_PREFIXES for a in SM_ARCHS.values() for v in a.variants)
 
 
 class NvidiaVendor(Vendor):
@@ -64,6 +83,35 @@ class NvidiaVendor(Vendor):
     def owns_arch(self, arch: str) -> bool:
         """``sm_XY``, ``compute_XY``, ``lto_XY`` with an ``a``/``f`` suffix or none."""
         return try_parse_arch(arch) is not None
+
+    def known_arch_names(self) -> tuple[str, ...]:
+        """``sm_20`` .. ``lto_121f``: each prefix, each SM number of :data:`~devbin.targets.nvidia.archs.SM_ARCHS`
+        with each of its variants."""
+        return _known_names()
+
+    def claims_arch(self, text: str) -> bool:
+        return text.startswith(_NAME_PREFIXES)
+
+    def check_arch(self, text: str) -> str:
+        nv = try_parse_arch(text)
+        if nv is None:
+            raise UsageError(f"not an {self.title} architecture name (sm_XY, compute_XY or lto_XY, with an a or f "
+                             "suffix or none)")
+        if not nv.known:
+            raise UsageError(f"no {self.title} architecture of that name")
+        return nv.name
+
+    def arch_repairs(self, text: str) -> list[str]:
+        """``sm90``, ``sm-90``, a bare ``90`` (SASS unless a prefix says otherwise) -> ``sm_90``; a compute
+        capability ``9.0`` -> ``sm_90``."""
+        out: list[str] = []
+        m = _BARE.fullmatch(text)
+        if m is not None:
+            out.append(f"{m.group(1) or 'sm'}_{m.group(2)}")
+        m = _DOTTED.fullmatch(text)
+        if m is not None:
+            out.append(f"sm_{m.group(1)}{m.group(2)}{m.group(3)}")
+        return out
 
     def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
         """``sm_N`` from ``e_flags``, by the header ABI (:func:`~devbin.targets.nvidia.archs.sm_from_e_flags`);
@@ -139,15 +187,11 @@ class NvidiaVendor(Vendor):
         """``sm_XY`` (any variant: the suffix describes code) or a compute capability ``X.Y``."""
         return text.startswith("sm_") or text[:1].isdigit()
 
-    def parse_device(self, text: str) -> Device:
-        from devbin.targets.archnames import canonical_arch, suggestions
-
-        if text.startswith("sm_"):
-            canonical_arch(text)  # an unknown sm_900: refused with the name meant
+    def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
         try:
             cc = parse_cc(text)
         except UsageError as e:
-            meant = [n for n in suggestions(text) if n.startswith(self.arch_prefixes[0])]
+            meant = [n for n in suggest(text) if n.startswith(self.arch_prefixes[0])]
             raise UsageError(e.message + (f"; did you mean {' or '.join(meant)}?" if meant else "")) from None
         note = ""
         if text[-1:] in ("a", "f"):
