@@ -261,7 +261,7 @@ VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
     "devbin.link.amdgpu_patch", "devbin.link.amdgpu_prune", "devbin.link.inputs", "devbin.link.nvidia",
     "devbin.link.nvlink", "devbin.link.output", "devbin.link.output_nvidia", "devbin.link.units", "devbin.load.cuda",
     "devbin.load.executable", "devbin.load.image", "devbin.load.indexing", "devbin.load.lazy", "devbin.load.loaded",
-    "devbin.load.symbol_table", "devbin.packaging.facts", "devbin.packaging.ptx", "devbin.report",
+    "devbin.load.symbol_table", "devbin.report",
 })
 
 
