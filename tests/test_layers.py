@@ -264,9 +264,7 @@ def _vendor_checked(mod: str) -> bool:
 #: Modules outside devbin.targets that still name a vendor: not migrated to the descriptors yet (issue
 #: 25).  This list may only shrink: a module that no longer names a vendor must leave it.
 VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
-    "devbin.cli.inspect_cmd", "devbin.cli.render", "devbin.cli.resources_cmd",
-    "devbin.cli.tour", "devbin.cli.tour.load", "devbin.cli.tour.packaging", "devbin.cli.tour.size",
-    "devbin.cli.tour.superarchive", "devbin.report",
+    "devbin.cli.inspect_cmd", "devbin.cli.render", "devbin.cli.resources_cmd", "devbin.cli.tour", "devbin.report",
 })
 
 
