@@ -102,6 +102,42 @@ def test_every_path_in_the_document_exists() -> None:
     assert [p for p in doc_paths() if not _path_exists(p)] == []
 
 
+def diagram_paths() -> list[str]:
+    """The ``devbin/...`` folders and files the layers diagram (the first fenced block) names."""
+    text = _text()
+    start = text.index("```\n") + 4
+    block = text[start:text.index("```", start)]
+    return sorted(set(re.findall(r"\bdevbin/[A-Za-z0-9_/.]*[A-Za-z0-9_/]", block)))
+
+
+def test_every_path_in_the_layers_diagram_exists() -> None:
+    assert len(diagram_paths()) > 15
+    assert [p for p in diagram_paths() if not (SRC / p).exists()] == []
+
+
+def diagram_modules() -> list[tuple[str, str]]:
+    """``(folder, module file)`` for each ``name.py`` the diagram gives beside a ``devbin/<folder>/``
+    (on the folder's row or the rows below it, up to the next folder)."""
+    text = _text()
+    start = text.index("```\n") + 4
+    folder, out = "devbin/", []
+    for line in text[start:text.index("```", start)].splitlines():
+        folders = re.findall(r"\bdevbin/[A-Za-z0-9_/]*/", line)
+        if folders:
+            folder = folders[-1]
+        elif re.search(r"\S\s{3,}targets/<vendor>/", line):
+            folder = ""
+        out += [(folder, m) for m in re.findall(r"(?<![\w/*])(\w+\.py)\b", line) if folder]
+    return out
+
+
+def test_every_module_in_the_layers_diagram_exists() -> None:
+    """A module named beside its folder is a file of that folder (or of the package root)."""
+    assert len(diagram_modules()) > 40
+    assert [f"{d}{m}" for d, m in diagram_modules()
+            if not (SRC / d / m).exists() and not (SRC / "devbin" / m).exists()] == []
+
+
 def test_every_dotted_name_in_the_document_exists() -> None:
     assert [n for n in doc_names() if not _name_exists(n)] == []
 
