@@ -10,14 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from devbin.errors import DeviceBinaryError
-from devbin.formats.devsec.elf import devbin_sections, read_code_object
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.describe import describe
 from devbin.formats.elf.reader import ElfFile
+from devbin.importers import DEVBIN_SECTIONS, has_model, model_and_source
 from devbin.model import CodeObject
 from devbin.targets.nvidia.cubin import Cubin
 from devbin.targets.nvidia.describe import describe_cubin
-from devbin.targets.nvidia.importer import import_cubin
 
 
 def code_object_dict(obj: CodeObject) -> dict[str, Any]:
@@ -47,32 +46,33 @@ def inspect_elf(elf: ElfFile, *, file: str = "", warnings: list[DeviceBinaryErro
     out["devbin_source"] = None
     out["devbin_error"] = None
     out["nvidia"] = None
-    if devbin_sections(elf):
-        from devbin.importers import load_vendor_attribute_names
-
-        load_vendor_attribute_names()  # so vendor attributes print with their names
-        try:
-            obj = read_code_object(elf)
-            out["devbin"] = code_object_dict(obj) if obj is not None else None
-            out["devbin_source"] = "devbin sections"
-        except DeviceBinaryError as e:
-            out["devbin_error"] = str(e)
     if elf.header.e_machine == C.EM_CUDA:
         try:
-            cubin = Cubin(elf)
-            out["nvidia"] = describe_cubin(cubin)
-            if out["devbin"] is None:
-                out["devbin"] = code_object_dict(import_cubin(elf))
-                out["devbin_source"] = "imported from the cubin's NVIDIA sections"
+            out["nvidia"] = describe_cubin(Cubin(elf))
         except DeviceBinaryError as e:
-            out["devbin_error"] = str(e)
-    elif elf.header.e_machine == C.EM_AMDGPU and out["devbin"] is None:
-        from devbin.targets.amdgpu.importer import import_amdgpu
-
+            out["devbin_error"] = str(e)  # the model may still come from devbin sections
+    if has_model(elf):
+        problems: list[DeviceBinaryError] = []
         try:
-            out["devbin"] = code_object_dict(import_amdgpu(elf, diag=lambda e: None))
-            out["devbin_source"] = "imported from the code object's AMDGPU metadata note and symbols"
+            obj, source = model_and_source(elf, diag=problems.append)
         except DeviceBinaryError as e:
-            out["devbin_error"] = str(e)
+            out["devbin_error"] = out["devbin_error"] or str(e)
+            return _done(out, warnings)
+        out["devbin"] = code_object_dict(obj)
+        out["devbin_source"] = "devbin sections" if source == DEVBIN_SECTIONS else _IMPORTED.get(
+            elf.header.e_machine, "imported from the vendor's metadata")
+        if problems and out["devbin_error"] is None:
+            # devbin sections that could not be decoded (the vendor's metadata was read instead), or what the
+            # importer went past
+            out["devbin_error"] = str(problems[0])
+    return _done(out, warnings)
+
+
+#: ``devbin_source`` of a model the vendor importer built, by ``e_machine``.
+_IMPORTED = {C.EM_CUDA: "imported from the cubin's NVIDIA sections",
+             C.EM_AMDGPU: "imported from the code object's AMDGPU metadata note and symbols"}
+
+
+def _done(out: dict[str, Any], warnings: list[DeviceBinaryError] | None) -> dict[str, Any]:
     out["warnings"] = [str(w) for w in (warnings or [])]
     return out

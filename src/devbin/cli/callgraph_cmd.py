@@ -63,13 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _code_object(elf: ElfFile, where: str) -> CodeObject:
     from devbin.errors import FormatError
-    from devbin.formats.devsec.elf import read_code_object
-    from devbin.importers import can_import, import_code_object
-    found = read_code_object(elf)
-    if found is not None:
-        return found
-    if can_import(elf):
-        return import_code_object(elf)
+    from devbin.importers import has_model, model_of
+    if has_model(elf):
+        return model_of(elf)
     raise FormatError("no call graph: not a cubin or AMDGPU code object, and no devbin sections", fmt="elf",
                       where=where)
 

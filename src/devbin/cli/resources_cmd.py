@@ -95,6 +95,7 @@ from devbin.cli.render import scan_status
 from devbin.escape.text import visible, visible_tree
 
 if TYPE_CHECKING:
+    from devbin.errors import DeviceBinaryError
     from devbin.images import Image
     from devbin.images.frame import Frame
     from devbin.targets.nvidia.cubin import CubinFunction
@@ -166,21 +167,15 @@ def _amdgpu_usage(f: Image) -> tuple[dict[str, Any], dict[str, Any]]:
     Returns the text rows (every value the file does not give is ``None``, text ``?``, never a
     guess) and the JSON image, whose functions carry ``Function.resources`` (docs/JSON.md).
     """
-    from devbin.formats.devsec.elf import read_code_object
     from devbin.formats.elf.reader import ElfFile
+    from devbin.importers import DEVBIN_SECTIONS, model_and_source
     from devbin.model import StdAttr
-    from devbin.targets.amdgpu.importer import (
-        AMD_SGPR_SPILL,
-        AMD_VGPR_SPILL,
-        code_object_facts,
-        import_amdgpu,
-    )
+    from devbin.targets.amdgpu.importer import AMD_SGPR_SPILL, AMD_VGPR_SPILL, code_object_facts
     elf = ElfFile(f.data(), where=str(f.address))
     facts = code_object_facts(elf)
-    obj = read_code_object(elf)
+    obj, source = model_and_source(elf, diag=_sections_only)  # the one model (devbin.importers.model_of)
     rows: list[dict[str, Any]] = []
-    if obj is not None:
-        source = "devbin-sections"
+    if source == DEVBIN_SECTIONS:
         for fn in obj.functions:
             known = fn.has(StdAttr.REGS_GENERAL) or fn.has(StdAttr.REGS_SCALAR)
             rows.append({
@@ -195,8 +190,6 @@ def _amdgpu_usage(f: Image) -> tuple[dict[str, Any], dict[str, Any]]:
                 "source": "devbin-sections" if known else "unknown",
             })
     else:
-        source = "vendor"
-        obj = import_amdgpu(elf, diag=lambda e: None)  # the model built from these same facts
         for r in facts.resources:
             d = r.to_dict()
             rows.append({"name": r.name, "kind": r.kind, **{k: d[k] for k in _AMD_COLUMNS}, "source": r.source})
@@ -205,6 +198,14 @@ def _amdgpu_usage(f: Image) -> tuple[dict[str, Any], dict[str, Any]]:
                   "resources": model[r["name"]].to_dict() if r["name"] in model else None} for r in rows]
     head = {**f.to_dict(), "target_id": facts.target_id, "source": source}
     return {**head, "functions": rows}, {**head, "functions": functions}
+
+
+def _sections_only(e: DeviceBinaryError) -> None:
+    """Devbin sections that cannot be decoded make the image a warning; what the vendor importer went past
+    (a note that disagrees with a descriptor) does not stop the table."""
+    from devbin.formats.devsec.constants import FMT
+    if e.fmt == FMT:
+        raise e
 
 
 #: Printed once after the tables when a function's resources are unknown (JSON: ``"source": "unknown"``).

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from devbin.formats.fatbin.reader import FatbinEntry
     from devbin.formats.offload.reader import OffloadEntry
     from devbin.formats.wrapped.reader import WrappedImage
+    from devbin.importers import Diag
     from devbin.model import CodeObject
 
 __all__ = [
@@ -221,16 +222,17 @@ class Image:
             return self.native.head(n)  # type: ignore[union-attr]
         return self.data()[:n]
 
-    def code_object(self, max_size: int = FC.DEFAULT_MAX) -> CodeObject | None:
-        """The image in the unified model (:func:`devbin.importers.import_code_object`), or None
-        for an image that is no code object (PTX, LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""
+    def code_object(self, max_size: int = FC.DEFAULT_MAX, *, diag: Diag | None = None) -> CodeObject | None:
+        """The image in the unified model (:func:`devbin.importers.model_of`: its devbin sections, else its
+        vendor's importer; ``diag`` as there), or None for an image that is no code object (PTX,
+        LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""
         if self.kind not in (CUBIN, AMDGPU):
             return None
         from devbin.binary import ByteView
         from devbin.formats.elf.reader import ElfFile
-        from devbin.importers import import_code_object  # the model and importers only when asked: CLI start-up
-        return import_code_object(ElfFile(ByteView(self.data(max_size), where=str(self.address)),
-                                          where=str(self.address)))
+        from devbin.importers import model_of  # the model and importers only when asked: CLI start-up
+        return model_of(ElfFile(ByteView(self.data(max_size), where=str(self.address)), where=str(self.address)),
+                        diag=diag)
 
 
 def _native_is(native: object, module: str, cls: str) -> bool:
