@@ -41,7 +41,6 @@ import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject
 
 HELP = ("print the call graph with registers, entry points and address-taken functions, of a code object "
@@ -61,17 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                    "objects one below the other)")
 
 
-def _code_object(elf: ElfFile, where: str) -> CodeObject:
-    from devbin.errors import FormatError
-    from devbin.importers import has_model, model_of
-    if has_model(elf):
-        return model_of(elf)
-    raise FormatError("no call graph: not a cubin or AMDGPU code object, and no devbin sections", fmt="elf",
-                      where=where)
-
-
 def _arch(obj: CodeObject) -> str:
-    return obj.target.target_id if obj.target else "unknown"
+    from devbin.reports.callgraph import target_id
+    return target_id(obj)
 
 
 def format_dot_clusters(graphs: list[tuple[str, CodeObject]]) -> str:
@@ -105,20 +96,10 @@ def format_dot_clusters(graphs: list[tuple[str, CodeObject]]) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.analysis.callgraph import format_dot, format_text, to_dict
-    from devbin.api import open_file
-    from devbin.binary import budget
+    from devbin.analysis.callgraph import format_dot, format_text
     from devbin.cli.common import dump, no_device_code, picture_output, warn
-    from devbin.cli.inspect_cmd import (
-        image_dict,
-        image_header,
-        image_label,
-        open_image,
-        selected_images,
-        single_keys,
-        write_container_tail,
-    )
-    from devbin.errors import DeviceBinaryError
+    from devbin.cli.inspect_cmd import image_header, image_label, selected_images, write_container_tail
+    from devbin.reports.callgraph import graphs as read_graphs
     svg = picture_output(args, "--svg")
     path, images = selected_images(args)
     if images is None:
@@ -127,39 +108,27 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     pictures: list[tuple[str, CodeObject]] = []  # for --svg: titled with the arch
     docs: list[dict[str, Any]] = []
     errors: list[str] = []
-
-    def graph_doc(head: dict[str, Any], obj: CodeObject) -> dict[str, Any]:
-        g = to_dict(obj, _arch(obj))
-        return {**head, "target_id": g["arch"], "nodes": g["nodes"]}
-
-    if images.single:
-        with open_file(path) as elf:
-            obj = _code_object(elf, path)
-        pictures.append((f"{path} ({_arch(obj)})", obj))
-        docs.append(graph_doc(single_keys(images), obj))
-        if not args.json:
-            out.write(format_dot(obj, _arch(obj)) if args.dot else format_text(obj, _arch(obj)))
-    for f in images.code_objects:
-        try:
-            with budget.current().unit():  # its decoded image goes before the next one is decoded
-                obj = _code_object(open_image(f), image_label(f))
-        except DeviceBinaryError as e:
-            errors.append(str(e))
+    for g in read_graphs(images, errors):  # each written as soon as it is read
+        obj = g.model
+        docs.append(g.doc)
+        if g.image is None:
+            pictures.append((f"{path} ({_arch(obj)})", obj))
+            if not args.json:
+                out.write(format_dot(obj, _arch(obj)) if args.dot else format_text(obj, _arch(obj)))
             continue
-        graphs.append((image_label(f), obj))
-        pictures.append((f"{image_label(f)} ({_arch(obj)})", obj))
-        docs.append(graph_doc(image_dict(f), obj))
+        graphs.append((image_label(g.image), obj))
+        pictures.append((f"{image_label(g.image)} ({_arch(obj)})", obj))
         if not args.json and not args.dot:
             if len(graphs) > 1:
                 out.write("\n")
-            out.write(image_header(f) + "\n")
+            out.write(image_header(g.image) + "\n")
             out.write(format_text(obj, _arch(obj)))
     if svg is not None:
         from devbin.binary.output import write_file
         from devbin.htmlreport.callgraph import callgraphs_svg
         write_file(svg, callgraphs_svg(pictures).encode(), inputs=[path])
     if args.json:
-        dump("callgraph", {"file": path, "images": docs, "skipped": [image_dict(f) for f in images.skipped],
+        dump("callgraph", {"file": path, "images": docs, "skipped": [f.to_dict() for f in images.skipped],
                            "warnings": [*images.warnings, *errors]}, out)
         for w in [*images.warnings, *errors]:
             warn(w)
