@@ -32,9 +32,10 @@ LAYERS: dict[str, int] = {
     # 4: containers and analysis
     "devbin.images": 4, "devbin.analysis": 4, "devbin.detect": 4,
     "devbin.importers": 4, "devbin.api": 4, "devbin.source": 4, "devbin.samples": 4,
-    "devbin.tools": 4, "devbin.htmlreport": 4,
+    "devbin.tools": 4,
     # 5: capabilities
     "devbin.packaging": 5, "devbin.superarchive": 5, "devbin.link": 5, "devbin.load": 5, "devbin.size": 5,
+    "devbin.htmlreport": 5,  # the size report page renders devbin.size.shapes.SizeReport
     "devbin.reports": 5,  # the reports the CLI prints, as library functions (resources, inspect, callgraph)
     "devbin": 5,  # the package root re-exports the capabilities (lazily)
     # 6: the command line

@@ -90,3 +90,20 @@ def test_the_reports_are_imported_on_first_use() -> None:
                          env={"PYTHONPATH": str(Path(devbin.__file__).parent.parent)}).stdout
     assert out.strip() == "[]"
     assert devbin.resources_report is R.resources_report
+
+
+def test_size_report_is_its_records_and_its_schema() -> None:
+    """``devbin.size_report`` gives a SizeReport: the JSON schema accepts it and it holds every key its
+    records require (the HTML page's check passes: nothing is read as 0)."""
+    from devbin.size.shapes import SizeReport, check_size_report
+    doc = devbin.size_report([sample_path(n) for n in SAMPLES], keep=["sm_90"])
+    _valid("size", dict(doc))
+    assert check_size_report(doc) is doc
+    assert SizeReport.__required_keys__ <= set(doc) <= _keys(SizeReport)
+    assert SizeReport.__optional_keys__ == {"savings", "budget"} and "savings" in doc
+
+
+def test_optional_keys_are_only_the_documented_ones() -> None:
+    """``NotRequired`` is read from evaluated annotations (the records' modules have no postponed ones)."""
+    assert R.FunctionResources.__optional_keys__ == {"source"}
+    assert R.ResourcesReport.__optional_keys__ == frozenset()

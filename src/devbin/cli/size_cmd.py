@@ -89,6 +89,7 @@ from devbin.cli.render import count, scan_status
 if TYPE_CHECKING:
     from devbin.size.account import FileSize
     from devbin.size.budget import Rule, Violation
+    from devbin.size.shapes import SizeReport
 
 HELP = "where the bytes of device code go: per file, architecture, kind and function; duplicates, --keep " \
        "savings, --budget, --diff"
@@ -123,37 +124,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- the report
 
 
-def _filtered(files: list[FileSize], choose: ImageFilter) -> list[FileSize]:
-    """``files`` with only the images ``choose`` takes; what is left out is counted in ``hidden``."""
-    if not choose.active:
-        return files
-    out = []
-    for f in files:
-        kept = [i for i in f.images if choose(i.image)]
-        f.hidden = sum(i.stored for i in f.images if i not in kept)
-        f.images = kept
-        if kept:
-            out.append(f)
-    choose.check()
-    return out
-
-
 def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | None = None,
              measured: Callable[[list[FileSize]], None] | None = None,
-             detail: bool = True) -> tuple[dict[str, Any], list[str]]:
+             detail: bool = True) -> tuple[SizeReport, list[str]]:
     """The report dict of one command line (what --json prints, less its schema key) and the scan's
     files that failed.  The HTML report (--html) renders this same dict.  ``detail=False``: each file's
     images left out (the text tables do not print them)."""
     from devbin.images.scanreport import ScanReport
     from devbin.size.account import measure
-    from devbin.size.report import report_dict
+    from devbin.size.report import only_images, report_dict
 
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
     keep = arch_list(args.keep, "--keep") or None
     report = ScanReport()
-    files = _filtered(measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES),
-                      choose)
+    files = measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES)
+    if choose.active:
+        files = only_images(files, choose)
+        choose.check()
     if measured is not None:
         measured(files)
     return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail, jobs=args.jobs,
@@ -219,7 +207,7 @@ def _copies(addresses: list[str], shown: int = 3) -> str:
     return f"{prefix} {text}" if prefix else text
 
 
-def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | None = DEFAULT_COLUMNS) -> None:
+def render_text(doc: SizeReport, out: TextIO, top: int | None, width: int | None = DEFAULT_COLUMNS) -> None:
     """The text report: ``top`` rows per table (None: all), function names cut to fit ``width`` columns
     (None: whole).  With ``--keep`` its result comes second, under the totals, and the architecture
     table has a SAVED column."""
@@ -267,9 +255,9 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
         w(f"\nTOP {len(fns[:top])} FUNCTIONS (bytes of every copy in every architecture; {t['functions']} "
           "functions in all)\n")
         w(f"{'SIZE':>12} {'COPIES':>6} {'KIND':8} NAME\n")
-        for f in fns[:top]:  # the name fills the rest of the line: 29 columns before it
-            w(f"{_n(f['size']):>12} {f['copies']:>6} {f['kind']:8} "
-              f"{_cut(f['demangled'], None if width is None else max(width - 29, 20))}\n")
+        for fn in fns[:top]:  # the name fills the rest of the line: 29 columns before it
+            w(f"{_n(fn['size']):>12} {fn['copies']:>6} {fn['kind']:8} "
+              f"{_cut(fn['demangled'], None if width is None else max(width - 29, 20))}\n")
     d = doc["duplicates"]
     w(f"\nDUPLICATES: {_n(doc['duplicate_bytes'])} bytes in extra copies: {len(d['images'])} identical images "
       f"({_n(d['image_bytes'])} bytes), {len(d['functions'])} identical functions ({_n(d['function_bytes'])} "
@@ -277,9 +265,9 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
     for g in d["images"][:top]:
         w(f"  image {g['kind']} {g['arch'] or '-'}: {len(g['copies'])} copies of {_n(g['stored_size'])} bytes, "
           f"{_n(g['wasted'])} wasted: {_copies(g['copies'])}\n")
-    for g in d["functions"][:top]:
-        line = f"  {g['arch']:8} {len(g['copies'])} copies x {_n(g['size']):>9} = {_n(g['wasted']):>10} wasted  "
-        w(line + f"{_cut(g['demangled'], None if width is None else max(width - len(line), 20))}\n")
+    for h in d["functions"][:top]:
+        line = f"  {h['arch']:8} {len(h['copies'])} copies x {_n(h['size']):>9} = {_n(h['wasted']):>10} wasted  "
+        w(line + f"{_cut(h['demangled'], None if width is None else max(width - len(line), 20))}\n")
     if saved is not None:
         w(f"\n--keep {','.join(saved['keep'])}: per file\n{'FILE':60} {'SAVED':>14} {'FREED':>14}\n")
         for f in files[:top]:
@@ -290,13 +278,14 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
         w(_more(files, top, "files"))
 
 
-def render_csv(doc: dict[str, Any], out: TextIO) -> None:
+def render_csv(doc: SizeReport, out: TextIO) -> None:
     cols = ["file", "address", "vendor", "kind", "arch", "compression", "image_size", "image_stored_size",
             "function", "demangled", "function_kind", "function_size"]
     from devbin.escape.csvcell import cell  # the CSV rule: no formula, control or raw byte in a cell
     wr = csv.writer(out, lineterminator="\n")
     wr.writerow(cols)
     for f in doc["files"]:
+        assert not isinstance(f["images"], int), "a summary (detail=False) has no rows"
         for i in f["images"]:
             base = [cell(v) for v in (f["path"], i["address"], i["vendor"], i["kind"], i["arch"], i["compression"],
                                       i["size"], i["stored_size"])]
@@ -355,7 +344,7 @@ def _run_diff(args: argparse.Namespace, rules: Sequence[Rule], out: TextIO) -> i
 GRAPH_CANDIDATES = 8
 
 
-def _write_html(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+def _write_html(args: argparse.Namespace, doc: SizeReport) -> None:
     import devbin
     from devbin.analysis.callgraph import nodes
     from devbin.binary.output import write_file
@@ -407,7 +396,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.html_out:
         _write_html(args, doc)
     if args.json:
-        dump("size", doc, out, indent=None)
+        dump("size", dict(doc), out, indent=None)
     elif args.csv:
         render_csv(doc, out)
     else:

@@ -24,7 +24,24 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+
+from devbin.reports.records import (
+    AMD_COLUMNS,
+    AmdImage,
+    AmdRow,
+    AmdTable,
+    ConstantBank,
+    FunctionResources,
+    ImageKeys,
+    NvidiaCommon,
+    NvidiaImage,
+    NvidiaRow,
+    NvidiaTable,
+    ResourcesReport,
+)
+
+# the records are re-exported here: their home is devbin.reports.records
 
 if TYPE_CHECKING:
     from devbin.errors import DeviceBinaryError
@@ -39,114 +56,6 @@ __all__ = ["AMD_COLUMNS", "SORT_KEYS", "AmdImage", "AmdRow", "AmdTable", "Consta
 #: Images of fewer bytes than this in all are read by this process whatever ``jobs`` says: a pool costs
 #: more than it saves (52 small cubins of a 1 MB zstd library: +15 % CPU and no faster).
 MIN_PARALLEL_BYTES = 8 << 20
-
-
-# --------------------------------------------------------------------------- the JSON records
-
-
-class FunctionResources(TypedDict):
-    """One function of an image of the JSON document."""
-
-    name: str
-    kind: Literal["kernel", "device"]
-    #: :meth:`devbin.model.resources.Resources.to_dict` (docs/JSON.md); None: the model has no such function
-    resources: dict[str, Any] | None
-    #: AMD only: where the numbers came from (``devbin-sections``, ``vendor``'s sources, ``unknown``)
-    source: NotRequired[str]
-
-
-class ConstantBank(TypedDict):
-    bank: int
-    size: int
-
-
-NvidiaCommon = TypedDict("NvidiaCommon", {"global": int, "constant_banks": list[ConstantBank]})
-NvidiaCommon.__doc__ = "A cubin's module-wide memory: ``.nv.global`` bytes and each constant bank's."
-
-
-class _ImageKeys(TypedDict):
-    """The keys every command gives an image (:meth:`devbin.images.Image.to_dict`)."""
-
-    address: str
-    vendor: str
-    kind: str
-    arch: str
-    size: int
-    stored_size: int
-    compression: str
-
-
-class NvidiaImage(_ImageKeys):
-    common: NvidiaCommon
-    functions: list[FunctionResources]
-
-
-class AmdImage(_ImageKeys):
-    target_id: str
-    #: ``devbin-sections`` or ``vendor``: where the image's model came from (:func:`devbin.importers.model_of`)
-    source: str
-    functions: list[FunctionResources]
-
-
-class ResourcesReport(TypedDict):
-    """``devbin resources --json``'s document (less its ``schema`` key)."""
-
-    images: list[NvidiaImage | AmdImage]
-    warnings: list[str]
-
-
-# --------------------------------------------------------------------------- the text tables' rows
-
-
-class NvidiaRow(TypedDict):
-    """One row of the NVIDIA text table (cuobjdump's numbers; ``None``: the cubin does not say)."""
-
-    name: str
-    kind: Literal["kernel", "device"]
-    registers: int
-    stack: int | Literal["unknown"] | None
-    frame: int | None
-    spill: int | None
-    shared: int
-    local: int
-    constant: list[ConstantBank]
-
-
-class AmdRow(TypedDict):
-    """One row of the AMD text table (``None``: the file does not say)."""
-
-    name: str
-    kind: str
-    sgpr: int | None
-    vgpr: int | None
-    agpr: int | None
-    private_segment: int | None
-    group_segment: int | None
-    kernarg_segment: int | None
-    dynamic_stack: bool | None
-    sgpr_spill: int | None
-    vgpr_spill: int | None
-    source: str
-
-
-#: The AMD table's number columns, in order.
-AMD_COLUMNS = ("sgpr", "vgpr", "agpr", "private_segment", "group_segment", "kernarg_segment", "dynamic_stack",
-               "sgpr_spill", "vgpr_spill")
-
-
-class AmdTable(_ImageKeys):
-    """An AMD image's text table: its keys, target ID, source and rows."""
-
-    target_id: str
-    source: str
-    functions: list[AmdRow]
-
-
-class NvidiaTable(_ImageKeys):
-    """A cubin's text table: its keys, module-wide memory (cuobjdump's shape) and rows."""
-
-    common: dict[str, Any]
-    functions: list[NvidiaRow]
 
 
 # --------------------------------------------------------------------------- one image
@@ -214,8 +123,8 @@ def _object_kind(f: Image) -> str | None:
         return None
 
 
-def _image_keys(f: Image) -> _ImageKeys:
-    return cast(_ImageKeys, f.to_dict())
+def _image_keys(f: Image) -> ImageKeys:
+    return cast(ImageKeys, f.to_dict())
 
 
 def _sections_only(e: DeviceBinaryError) -> None:
