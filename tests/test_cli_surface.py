@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 
 from conftest import require_tool
 from devbin.cli import schema_cmd
-from devbin.cli.common import arch_matches
 from devbin.cli.main import COMMANDS, main
 from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.bundle import write_bundle
@@ -37,6 +36,7 @@ from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import OffloadImage, write_offload_binary
 from devbin.formats.offload import constants as OC
 from devbin.images import find_image, scan
+from devbin.targets.registry import arch_option_matches
 from runners import cli
 
 SAMPLES = Path(__file__).parents[1] / "src" / "devbin" / "samples"
@@ -368,9 +368,10 @@ def test_arch_option(nested: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert {i["arch"] for i in doc["images"]} == {"compute_90", "gfx90a"}
     code, text = cli("list", "--arch", "sm_9x", str(nested))
     assert code == 2 and text == "" and "--arch sm_9x" in capsys.readouterr().err
-    assert arch_matches("sm_90a", "sm_90") and arch_matches("sm_90", "sm_90a") and arch_matches("compute_90", "sm_90")
-    assert not arch_matches("sm_90", "compute_90") and not arch_matches("sm_100", "sm_10")
-    assert arch_matches("gfx90a:xnack+", "gfx90a") and not arch_matches("gfx90a:xnack+", "gfx90a:xnack-")
+    takes = arch_option_matches
+    assert takes("sm_90a", "sm_90") and takes("sm_90", "sm_90a") and takes("compute_90", "sm_90")
+    assert not takes("sm_90", "compute_90") and not takes("sm_100", "sm_10")
+    assert takes("gfx90a:xnack+", "gfx90a") and not takes("gfx90a:xnack+", "gfx90a:xnack-")
 
 
 def test_resources_arch_equals_cuobjdump_arch(tmp_path: Path) -> None:

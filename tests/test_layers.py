@@ -167,3 +167,124 @@ def test_known_upward_imports_still_exist() -> None:
     """A module listed in KNOWN_UPWARD that no longer imports upward must leave the list."""
     upward = {u.split(":")[0] for u in _upward()}
     assert sorted(KNOWN_UPWARD - upward) == []
+
+
+# --------------------------------------------------------------------------- vendors (issue 25, item 1)
+#
+# Outside devbin.targets, generic code asks the vendor registry (devbin.targets.registry) and names no
+# vendor.  "Naming a vendor" is, in code (docstrings and comments are prose and may name them):
+#
+# * a string constant that is a vendor word (a vendor's name, title, attribute prefix or triple prefix,
+#   and the runtime/toolchain words below), or a word (no blank: prose and help texts giving examples
+#   are not code) that starts with a vendor's architecture prefix (``sm_``, ``compute_``, ``lto_``, ``gfx``;
+#   an f-string's constant parts count, so ``f"sm_{n}"`` does).  An image kind (``cubin``, ``amdgpu``) is
+#   the kind vocabulary of devbin.images.record, not a vendor name, and is not counted;
+# * a name or attribute that is the ``EM_*`` constant of a vendor's machine (``EM_CUDA``, ``EM_AMDGPU``);
+# * a vendor's ``e_machine`` number compared with something or used as a dict key;
+# * an import of a vendor package (``devbin.targets.nvidia``, ``devbin.targets.amdgpu``, ...).
+#
+# The format readers (devbin.formats, layer 2, below the vendors) define the magics and the e_machine
+# constants and are not checked.  Modules not migrated yet are listed in VENDOR_NAMING_ALLOWED; the list
+# may only shrink (test_vendor_allow_list_only_shrinks).
+
+#: Words that name a vendor's runtime or toolchain besides what the descriptors declare.
+VENDOR_RUNTIME_WORDS = frozenset({"cuda", "hip", "hipv4", "hcc", "rocm", "nvcc", "nvptx64", "openmp-cuda"})
+
+
+def _vendor_vocabulary() -> tuple[frozenset[str], tuple[str, ...], frozenset[str], frozenset[int], tuple[str, ...]]:
+    from devbin.formats.elf.constants import EM_NAMES
+    from devbin.targets.registry import VENDORS
+    words = set(VENDOR_RUNTIME_WORDS)
+    for v in VENDORS:
+        words |= {v.name, v.title, v.attribute_prefix.rstrip("."), *v.triple_prefixes}
+    words -= {k for v in VENDORS for k in v.image_kinds}
+    prefixes = tuple(p for v in VENDORS for p in v.arch_prefixes)
+    machines = frozenset(m for v in VENDORS for m in v.e_machines)
+    em_names = frozenset(EM_NAMES[m] for m in machines)
+    packages = tuple(type(v).__module__.rpartition(".")[0] for v in VENDORS)
+    return frozenset(words), prefixes, em_names, machines, packages
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):  # attribute docstrings
+            out.add(id(node.value))
+    return out
+
+
+def vendor_mentions(path: Path) -> list[str]:
+    """Where the module at ``path`` names a vendor (the rules above): ``line: what``."""
+    words, prefixes, em_names, machines, packages = _vendor_vocabulary()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    prose = _docstrings(tree)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            text = node.value
+            if text in words or (text.startswith(prefixes) and not any(c.isspace() for c in text)):
+                found.append(f"{line}: {node.value!r}")
+        elif isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name in em_names:
+                found.append(f"{line}: {name}")
+        elif isinstance(node, ast.Compare | ast.Dict):
+            values = [*node.comparators, node.left] if isinstance(node, ast.Compare) else node.keys
+            for v in values:
+                for c in ast.walk(v) if v is not None else ():
+                    if isinstance(c, ast.Constant) and type(c.value) is int and c.value in machines:
+                        found.append(f"{line}: e_machine {c.value}")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names]
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{n}" for n in names] if node.module and not node.level else []
+            for n in names:
+                if any(n == p or n.startswith(p + ".") for p in packages):
+                    found.append(f"{line}: imports {n}")
+                    break
+    return sorted(set(found), key=lambda s: int(s.split(":")[0]))
+
+
+def _vendor_checked(mod: str) -> bool:
+    return not (mod == "devbin.targets" or mod.startswith(("devbin.targets.", "devbin.formats")))
+
+
+#: Modules outside devbin.targets that still name a vendor: not migrated to the descriptors yet (issue
+#: 25).  This list may only shrink: a module that no longer names a vendor must leave it.
+VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
+    "devbin.cli.inspect_cmd", "devbin.cli.load_cmd", "devbin.cli.render", "devbin.cli.resources_cmd",
+    "devbin.cli.tour", "devbin.cli.tour.load", "devbin.cli.tour.packaging", "devbin.cli.tour.size",
+    "devbin.cli.tour.superarchive", "devbin.link.amdgpu_facts", "devbin.link.amdgpu_msgpack",
+    "devbin.link.amdgpu_patch", "devbin.link.amdgpu_prune", "devbin.link.inputs", "devbin.link.nvidia",
+    "devbin.link.nvlink", "devbin.link.output", "devbin.link.output_nvidia", "devbin.link.units", "devbin.load.cuda",
+    "devbin.load.executable", "devbin.load.image", "devbin.load.indexing", "devbin.load.lazy", "devbin.load.loaded",
+    "devbin.load.symbol_table", "devbin.packaging.facts", "devbin.packaging.ptx", "devbin.report",
+})
+
+
+def test_generic_code_names_no_vendor() -> None:
+    bad = {mod: vendor_mentions(path) for mod, (path, _) in MODULES.items()
+           if _vendor_checked(mod) and mod not in VENDOR_NAMING_ALLOWED}
+    assert {m: f for m, f in bad.items() if f} == {}
+
+
+def test_vendor_allow_list_only_shrinks() -> None:
+    clean = [mod for mod in VENDOR_NAMING_ALLOWED if mod not in MODULES or not vendor_mentions(MODULES[mod][0])]
+    assert clean == []
+
+
+def test_vendor_detector_finds_each_rule(tmp_path: Path) -> None:
+    """The detector is not blind: each rule fires on a line that breaks it, and prose does not."""
+    src = tmp_path / "m.py"
+    src.write_text('"""NVIDIA and amd in a docstring are prose."""\n'
+                   'from devbin.targets.nvidia.archs import SM_ARCHS\n'
+                   'import devbin.formats.elf.constants as C\n'
+                   'a = "nvidia"\nb = f"sm_{a}"\nc = C.EM_CUDA\nd = {224: 1}\ne = a == 190\n'
+                   'f = "hip"\ng = "gfx90a"\nhelp = "gfx90a or sm_90"\nh = 190 + 1\ni = "AMD"\n', encoding="utf-8")
+    lines = [int(s.split(":")[0]) for s in vendor_mentions(src)]
+    assert lines == [2, 4, 5, 6, 7, 8, 9, 10, 13]

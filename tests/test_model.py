@@ -33,6 +33,7 @@ from devbin.model import (
     namespace_of,
     register_vendor_attribute,
 )
+from devbin.targets.registry import parse_target
 
 INT = ParamType(TypeKind.INT, 4, 4)
 PTR = ParamType(TypeKind.POINTER, 8, 8)
@@ -43,16 +44,17 @@ P_VP = Prototype(params=(PTR,))
 # -- Target -------------------------------------------------------------------------
 
 def test_target_id_canonical_amdgpu() -> None:
-    t = Target.parse("gfx90a:xnack-:sramecc+")
-    assert t.vendor == "amdgpu"
+    t = parse_target("gfx90a:xnack-:sramecc+")
+    assert t.vendor == "amd" and Target.parse("gfx90a").vendor == ""  # the model guesses no vendor
     assert t.features == ("sramecc+", "xnack-")
     assert t.target_id == "gfx90a:sramecc+:xnack-"
     assert t.feature("xnack") is False and t.feature("sramecc") is True and t.feature("tgsplit") is None
-    assert Target.parse(t.target_id) == t
+    assert parse_target(t.target_id) == t
 
 
 def test_target_id_nvidia_and_generic() -> None:
-    assert Target.parse("sm_90a") == Target("nvidia", "sm_90a")
+    assert parse_target("sm_90a") == Target("nvidia", "sm_90a")
+    assert parse_target("spirv64") == Target("", "spirv64")
     assert Target.parse("sm_90a").target_id == "sm_90a"
     t = Target.parse("spirv64:foo+", vendor="intel", triple="spirv64-unknown-unknown")
     assert (t.vendor, t.arch, t.features, t.triple) == ("intel", "spirv64", ("foo+",), "spirv64-unknown-unknown")
@@ -197,11 +199,11 @@ def test_metadata() -> None:
 # -- code object ----------------------------------------------------------------------
 
 def test_codeobject_target_metadata_sync() -> None:
-    co = CodeObject(Target.parse("gfx90a:xnack-"), metadata=Metadata.of(producer="x", vendor="old"))
-    assert co.metadata.entries == (("vendor", "amdgpu"), ("target-id", "gfx90a:xnack-"), ("producer", "x"))
+    co = CodeObject(parse_target("gfx90a:xnack-"), metadata=Metadata.of(producer="x", vendor="old"))
+    assert co.metadata.entries == (("vendor", "amd"), ("target-id", "gfx90a:xnack-"), ("producer", "x"))
     derived = CodeObject(metadata=co.metadata)
     assert derived == co
-    # an explicit empty vendor is kept, not inferred from the arch
+    # an empty vendor is kept (the model infers none)
     t = Target("", "sm_90")
     assert CodeObject(metadata=CodeObject(t).metadata).target == t
     # an unparseable target-id stays plain metadata

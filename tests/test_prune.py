@@ -26,7 +26,7 @@ from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.images import scan_bytes
-from devbin.packaging.pruning import Selection, _prune_fatbin, arch_matches, prune, prune_file, rewrite_bundle
+from devbin.packaging.pruning import Selection, _prune_fatbin, prune, prune_file, prune_name_matches, rewrite_bundle
 
 from tests.expect import assert_located, outcome
 
@@ -63,8 +63,8 @@ def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProc
     ("gfx90a:xnack+", "gfx90a:xnack-", False), ("gfx90a:xnack+", "gfx90a", False), ("gfx90a", "gfx942", False),
     ("gfx90a", "sm_90", False), ("sm_90", "", False),
 ])
-def test_arch_matches(spec: str, arch: str, hit: bool) -> None:
-    assert arch_matches(spec, arch) is hit
+def test_prune_name_matches(spec: str, arch: str, hit: bool) -> None:
+    assert prune_name_matches(spec, arch) is hit
 
 
 def test_selection_needs_one_of_keep_drop() -> None:

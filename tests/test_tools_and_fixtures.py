@@ -16,7 +16,8 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from devbin.errors import UsageError
-from devbin.tools import CUDA_TOOLS, find_tool, install_hint, run_tool
+from devbin.targets.registry import vendor_named
+from devbin.tools import find_tool, install_hint, run_tool
 
 from tests.conftest import (
     AMDGPU_ARCHS,
@@ -113,7 +114,9 @@ def test_cuda_wheel_tools_found_off_path() -> None:
     # cuobjdump/nvdisasm come from PyPI wheels that do not touch PATH; find_tool must still see them.
     for name in ("cuobjdump", "nvdisasm"):
         assert require_tool(name) == find_tool(name)
-    assert {"cuobjdump", "nvdisasm", "ptxas", "nvlink", "fatbinary"} == set(CUDA_TOOLS)
+    nvidia = vendor_named("nvidia")
+    assert nvidia is not None
+    assert {"cuobjdump", "nvdisasm", "ptxas", "nvlink", "fatbinary", "nvcc"} == set(nvidia.toolkit)
 
 
 def test_find_tool_versions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

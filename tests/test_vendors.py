@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from devbin.errors import UsageError
 from devbin.formats.elf.constants import EM_NAMES
 from devbin.model import Attribute, Function, FunctionKind, StdAttr
 from devbin.model.attributes import namespace_of, registered_attributes
 from devbin.targets.amdgpu.mach import MACH_BY_NAME
-from devbin.targets.archnames import known_arch_names
+from devbin.targets.archnames import known_arch_names, suggestions
 from devbin.targets.registry import (
     VENDORS,
     arch_option_matches,
@@ -42,6 +43,7 @@ def test_every_known_architecture_has_one_vendor() -> None:
     for name in known_arch_names():
         owners = [v.name for v in VENDORS if v.owns_arch(name)]
         assert len(owners) == 1, (name, owners)
+        assert [v.name for v in VENDORS if name.startswith(v.arch_prefixes)] == owners
     assert guess_vendor("sm_90a") is vendor_named("nvidia") and guess_vendor("lto_100f") is vendor_named("nvidia")
     assert guess_vendor("gfx90a:xnack+") is vendor_named("amd")
     assert guess_vendor("") is None and guess_vendor("spirv64") is None and guess_vendor("sm_x") is None
@@ -94,3 +96,26 @@ def test_per_thread_stack_convention() -> None:
     assert amd.stack_bytes(private) == 48 and nv.stack_bytes(private) is None
     assert amd.stack_bytes(both) == 16 and nv.stack_bytes(both) == 16
     assert amd.stack_bytes(Function("h", FunctionKind.DEVICE)) is None
+
+
+def test_device_names_have_one_vendor() -> None:
+    """select's device names: each vendor's own, read by its descriptor (Device.vendor its device_vendor)."""
+    for text, vendor in (("sm_90a", "nvidia"), ("8.6", "nvidia"), ("gfx90a:xnack+", "amd"), ("gfx1101", "amd")):
+        owners = [v for v in VENDORS if v.owns_device(text)]
+        assert [v.name for v in owners] == [vendor]
+        dev = owners[0].parse_device(text, suggestions)
+        assert dev.vendor == owners[0].device_vendor and dev.description.startswith(text)
+    assert not any(v.owns_device("x86_64") for v in VENDORS)
+
+
+def test_arch_names_are_the_vendors() -> None:
+    """archnames asks the vendor that claims a name: its check, its repairs, its names."""
+    nv, amd = vendor_named("nvidia"), vendor_named("amd")
+    assert nv is not None and amd is not None
+    assert known_arch_names() == (*nv.known_arch_names(), *amd.known_arch_names())
+    assert nv.claims_arch("sm90") and not nv.claims_arch("gfx90a") and amd.claims_arch("gfx9000")
+    assert nv.check_arch("sm_90a") == "sm_90a" and amd.check_arch("gfx90a:xnack+") == "gfx90a:xnack+"
+    for bad, vendor in (("sm_900", nv), ("sm90", nv), ("gfx9000", amd), ("gfx1101:xnack+", amd)):
+        with pytest.raises(UsageError):
+            vendor.check_arch(bad)
+    assert nv.arch_repairs("9.0") == ["sm_90"] and amd.arch_repairs("gfx90") == []

@@ -9,12 +9,11 @@ this order:
    versions=("19", "22"))`` tries ``clang-offload-bundler-19``, then
    ``clang-offload-bundler-22``, then plain ``clang-offload-bundler``;
 3. Debian's per-version LLVM directories, ``/usr/lib/llvm-<version>/bin/<name>``;
-4. for the CUDA tools (``cuobjdump``, ``nvdisasm``, ``ptxas``, ``nvlink``,
-   ``fatbinary``, and ``nvcc``): ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
-   ``/usr/local/cuda/bin``, then (all but ``nvcc``, whose wheel copy has no
-   cicc) the ``nvidia/*/bin`` folders that the PyPI wheels
-   ``nvidia-cuda-cuobjdump``, ``nvidia-cuda-nvdisasm`` and ``nvidia-cuda-nvcc``
-   install under each ``sys.path`` entry (they are not put on ``PATH``).
+4. for a vendor's own tools (its descriptor's ``toolkit``: NVIDIA's ``cuobjdump``,
+   ``nvdisasm``, ``ptxas``, ``nvlink``, ``fatbinary`` and ``nvcc``), the folders its
+   descriptor names (:meth:`devbin.targets.vendor.Vendor.toolkit_dirs`: for NVIDIA
+   ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``, then the folders the
+   PyPI wheels install).
 
 :func:`run_tool` runs one and turns every failure (missing tool, non-zero exit,
 timeout) into a one-line :class:`devbin.errors.UsageError`.
@@ -26,26 +25,17 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from devbin.errors import UsageError
+from devbin.targets.registry import VENDORS
 
-__all__ = ["CUDA_TOOLS", "find_tool", "install_hint", "run_tool"]
-
-#: Tools that CUDA toolkits and NVIDIA's PyPI wheels provide.
-CUDA_TOOLS: frozenset[str] = frozenset({"cuobjdump", "nvdisasm", "ptxas", "nvlink", "fatbinary"})
+__all__ = ["find_tool", "install_hint", "run_tool"]
 
 _VERSIONED = re.compile(r"^(?P<base>.+)-(?P<version>\d+)$")
 
 _HINTS: dict[str, str] = {
-    "cuobjdump": "pip install nvidia-cuda-cuobjdump",
-    "nvdisasm": "pip install nvidia-cuda-nvdisasm",
-    "ptxas": "install the CUDA toolkit or pip install nvidia-cuda-nvcc",
-    "nvlink": "install the CUDA toolkit or pip install nvidia-cuda-nvcc",
-    "fatbinary": "install the CUDA toolkit or pip install nvidia-cuda-nvcc",
-    "nvcc": "install the CUDA toolkit",
     "clang": "apt-get install clang-19",
     "clang-offload-bundler": "apt-get install clang-tools-19",
     "clang-offload-packager": "apt-get install clang-tools-19",
@@ -76,30 +66,6 @@ def _is_executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def _cuda_dirs(*, wheels: bool = True) -> Iterator[Path]:
-    """Folders that may hold CUDA tools besides ``PATH``, most specific first."""
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        root = os.environ.get(var)
-        if root:
-            yield Path(root) / "bin"
-    yield Path("/usr/local/cuda/bin")
-    if not wheels:
-        return
-    seen: set[Path] = set()
-    for entry in sys.path:
-        base = Path(entry or ".") / "nvidia"
-        if base in seen:
-            continue
-        seen.add(base)
-        try:
-            # Newest first: cu13 before cu12, and the old cuda_nvcc layout after both.
-            subdirs = sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: p.name, reverse=True)
-        except OSError:
-            continue
-        for sub in subdirs:
-            yield sub / "bin"
-
-
 def find_tool(name: str, *, versions: Sequence[str] = ("19",)) -> str | None:
     """Return the absolute path of tool ``name``, or ``None`` when it cannot be found.
 
@@ -125,9 +91,8 @@ def find_tool(name: str, *, versions: Sequence[str] = ("19",)) -> str | None:
         p = Path(f"/usr/lib/llvm-{v}/bin") / base
         if _is_executable(p):
             return str(p)
-    if base in CUDA_TOOLS or base == "nvcc":
-        # The nvidia-cuda-nvcc wheel's nvcc lacks cicc (no CUDA C++ front end): toolkit folders only.
-        for folder in _cuda_dirs(wheels=base != "nvcc"):
+    for vendor in VENDORS:
+        for folder in vendor.toolkit_dirs(base):
             p = folder / base
             if _is_executable(p):
                 return str(p.resolve())
@@ -137,7 +102,7 @@ def find_tool(name: str, *, versions: Sequence[str] = ("19",)) -> str | None:
 def install_hint(name: str) -> str:
     """A short suggestion for how to install tool ``name`` (empty when unknown)."""
     base, version = _split_version(name)
-    hint = _HINTS.get(base, "")
+    hint = _HINTS.get(base) or next((v.toolkit[base] for v in VENDORS if base in v.toolkit), "")
     if version is not None and hint.endswith("-19"):
         hint = hint[: -len("19")] + version
     return hint

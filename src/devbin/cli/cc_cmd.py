@@ -71,11 +71,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.binary.output import Inputs, check_destination, write_file
     from devbin.errors import DeviceBinaryError, UsageError
     from devbin.formats.devsec.elf import annotate
-    from devbin.formats.elf import constants as C
     from devbin.formats.elf.compare import loader_differences
     from devbin.formats.elf.reader import ElfFile
-    from devbin.targets.amdgpu.asminfo import merge_asm_info, parse_asm_info
-    from devbin.targets.amdgpu.importer import import_amdgpu
+    from devbin.targets.registry import VENDORS, vendor_for_machine, vendor_for_triple
 
     argv = list(args.compiler)
     if argv and argv[0] == "--":
@@ -89,8 +87,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if path == "-":
         raise UsageError("devbin cc cannot annotate an object written to stdout (-o -)")
     target = _target(argv[1:])
-    if target is None or not target.startswith("amdgcn"):
-        raise UsageError(f"devbin cc handles AMDGPU device compiles only (-target amdgcn-...); "
+    vendor = vendor_for_triple(target or "")
+    if vendor is None or not vendor.reads_assembly:
+        able = [v for v in VENDORS if v.reads_assembly]
+        raise UsageError(f"devbin cc handles {'/'.join(v.device_title for v in able)} device compiles only "
+                         f"(-target {'/'.join(v.triple_prefixes[0] for v in able)}-...); "
                          f"this command's target is {target or 'the host default'!r}")
     # the compile's input files: every other argument that names an existing file
     sources = Inputs(a for j, a in enumerate(argv[1:]) if j not in range(o[0], o[0] + o[1]) and os.path.isfile(a))
@@ -103,18 +104,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         sys.stderr.write(asm.stderr.decode(errors="replace"))
         raise UsageError(f"the assembly run ({argv[0]} ... -S -o -) failed with status {asm.returncode}; "
                          f"{path} was left as the compiler wrote it")
-    infos = parse_asm_info(asm.stdout.decode(errors="replace"))
     warnings: list[str] = []
 
     def diag(e: DeviceBinaryError) -> None:
         warnings.append(str(e))
 
     elf = ElfFile(Path(path).read_bytes(), where=path)
-    if elf.header.e_machine != C.EM_AMDGPU:
-        raise UsageError(f"{path} is not an AMDGPU code object (e_machine {elf.header.e_machine})")
-    obj = import_amdgpu(elf, diag=diag)
-    merged, report = merge_asm_info(obj, infos, diag=diag)
-    data = annotate(elf, merged)
+    if vendor_for_machine(elf.header.e_machine) is not vendor:
+        raise UsageError(f"{path} is not an {vendor.device_title} code object (e_machine {elf.header.e_machine})")
+    report = vendor.facts_from_assembly(elf, asm.stdout.decode(errors="replace"), diag=diag)
+    data = annotate(elf, report.model)
     diffs = loader_differences(elf, ElfFile(data, where=path))
     if diffs:
         raise UsageError(f"internal error: the annotated file would differ where the loader reads: {diffs}")
@@ -122,7 +121,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     write_file(path, data, inputs=sources)
     result: dict[str, Any] = {
         "output": path, "size_before": size_in, "size_after": len(data),
-        "functions": {n: {k: v for k, v in i.to_dict().items() if k != "other"} for n, i in infos.items()},
+        "functions": report.functions,
         "filled": list(report.filled), "checked": list(report.checked),
         "disagreements": list(report.disagreements), "without_asm_facts": list(report.missing),
         "warnings": warnings,

@@ -201,22 +201,6 @@ def arch_list(values: Sequence[str] | None, option: str) -> tuple[str, ...]:
         raise BadArguments(e.message) from None
 
 
-def arch_matches(found: str, wanted: str) -> bool:
-    """Whether an image of arch ``found`` is one ``--arch wanted`` takes (cuobjdump -arch's rule: the SM
-    number decides, the ``a``/``f`` variant does not; measured with cuobjdump 13.0).  ``prune
-    --keep/--drop`` follow nvprune instead (:func:`devbin.packaging.pruning.arch_matches`: ``sm_90``
-    does not take ``sm_90a``), as each mirrors its own tool."""
-    if found == wanted:
-        return True
-    from devbin.targets.nvidia.archs import try_parse_arch
-    w, f = try_parse_arch(wanted), try_parse_arch(found)
-    if w is not None and f is not None:  # sm_NN takes the cubins, PTX and LTO-IR of NN; compute_NN the latter two
-        return (w.major, w.minor) == (f.major, f.minor) and (w.kind == "sass" or f.kind != "sass")
-    if wanted.startswith("gfx") and ":" not in wanted:
-        return found.split(":", 1)[0] == wanted
-    return False
-
-
 class ImageFilter:
     """The ``--image``/``--arch`` choice of one command line."""
 
@@ -257,7 +241,8 @@ class ImageFilter:
             self.matched.add(image.address)
         if image.arch:
             self.seen.add(image.arch)
-        taken = not self.archs or any(arch_matches(image.arch, a) for a in self.archs)
+        from devbin.targets.registry import arch_option_matches  # cuobjdump -arch's rule, per vendor
+        taken = not self.archs or any(arch_option_matches(image.arch, a) for a in self.archs)
         self.taken += taken
         return taken
 

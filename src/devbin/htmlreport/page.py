@@ -38,6 +38,7 @@ from devbin.escape.markup import lines as markup_lines
 from devbin.escape.markup import text as markup
 from devbin.htmlreport.names import family, file_labels, middle, short_name
 from devbin.htmlreport.treemap import Box, Rect, layout
+from devbin.targets.registry import object_kinds, vendor_named
 
 if TYPE_CHECKING:
     from devbin.size.shapes import SizeReport
@@ -60,7 +61,6 @@ TOP_FUNCTIONS = 100
 #: A function's box is drawn when it is at least this share of all the bytes (smaller ones are merged).
 MIN_SHARE = 1e-5
 
-_HUES = {"nvidia": 95, "amd": 5, "intel": 210}
 
 
 # --------------------------------------------------------------------------- reading the document
@@ -103,7 +103,8 @@ def _key(text: str) -> bytes:
 
 
 def _hue(name: str) -> int:
-    return _HUES.get(name, zlib.crc32(_key(name)) % 360)
+    v = vendor_named(name)
+    return v.hue if v is not None else zlib.crc32(_key(name)) % 360
 
 
 def _shade(hue: int, key: str, base: int) -> str:
@@ -609,7 +610,7 @@ def largest_code_objects(doc: SizeReport | Mapping[str, object], count: int = 1)
     doc = _checked(doc)
     found = [(_int(im.get("stored_size")), i, _str(im.get("address")))
              for i, im in enumerate(im for f in _list(doc.get("files")) for im in _list(f.get("images")))
-             if _str(im.get("kind")) in ("cubin", "amdgpu") and _str(im.get("address"))]
+             if _str(im.get("kind")) in object_kinds() and _str(im.get("address"))]
     return [a for _, _, a in heapq.nsmallest(count, found, key=lambda t: (-t[0], t[1]))]
 
 

@@ -45,8 +45,9 @@ from devbin.formats.fatbin import constants as FC
 from devbin.images.address import Entry
 from devbin.images.address import Section as SectionStep
 from devbin.images.frame import Frame, Hit
-from devbin.images.record import DATA, OPAQUE, Image, fatbin_kind
+from devbin.images.record import DATA, FATBIN, OPAQUE, Image, fatbin_kind
 from devbin.images.scanreport import WRAPPER_SECTION, ScanReport, WrapperInfo
+from devbin.images.sniff import vendor_of
 
 __all__ = ["EXEC_SECTION", "FATBIN_SECTIONS", "REL_SECTION", "HostElf", "fatbin_images", "walk_fatbins"]
 
@@ -88,7 +89,7 @@ def fatbin_images(fb: Fatbin, frame: Frame, section: str, index: int, offset: in
             meta.append(("fatbin-kind", e.kind_name))
         if wrapper_version is not None:
             meta.append(("wrapper-version", str(wrapper_version)))
-        image = Image(address=base.child(Entry(index, e.index)), vendor="nvidia", kind=kind, arch=e.arch_name,
+        image = Image(address=base.child(Entry(index, e.index)), vendor=vendor_of(FATBIN), kind=kind, arch=e.arch_name,
                       size=entry_size(e), stored_size=e.payload_size,
                       compression=OPAQUE if e.is_opaque else e.compression, container="fatbin",
                       section=section, offset=offset, metadata=tuple(meta), native=e)

@@ -33,7 +33,7 @@ from devbin.images.address import Entry
 from devbin.images.address import Section as SectionStep
 from devbin.images.frame import Frame, Hit
 from devbin.images.hostelf import HostElf
-from devbin.images.record import Image
+from devbin.images.record import DATA, PTX, Image
 from devbin.images.scanreport import HIP_WRAPPER_SECTION, ScanReport, WrapperInfo
 from devbin.images.sniff import image_kind, vendor_of
 
@@ -66,7 +66,9 @@ def _bundle_image(b: _bundle.Bundle, e: _bundle.BundleEntry, frame: Frame, secti
         return None
     # The first bytes decide the kind (an ELF header's e_flags, or a magic): an entry of a compressed
     # bundle is not decoded whole for it (devbin.binary.budget).
-    kind, elf_arch = image_kind(e.head(_KIND_BYTES), host=bid.is_host, ptx=bid.triple.startswith("nvptx"))
+    # An entry of PTX's vendor (an nvptx triple) that is neither ELF nor bitcode is PTX text.
+    ptx = vendor_of(DATA, bid.triple) == vendor_of(PTX)
+    kind, elf_arch = image_kind(e.head(_KIND_BYTES), host=bid.is_host, ptx=ptx)
     meta = [("bundle-id", e.id), ("triple", bid.triple), ("offload-kind", bid.kind)]
     if wrapper_version is not None:
         meta.append(("wrapper-version", str(wrapper_version)))

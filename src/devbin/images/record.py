@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 from devbin.errors import FormatError, UsageError
 from devbin.formats.fatbin import constants as FC
 from devbin.images.address import Address
+from devbin.targets.registry import vendor_names
 
 if TYPE_CHECKING:
     from devbin.formats.bundle.reader import BundleEntry
@@ -57,8 +58,9 @@ KINDS: Final[dict[str, str]] = {
     DATA: "unknown data",
 }
 
-#: ``vendor``: whose device the image is for; ``""`` for host objects and unknown data.
-VENDORS: Final = ("nvidia", "amd", "")
+#: ``vendor``: whose device the image is for (a vendor descriptor's name, :mod:`devbin.targets.registry`);
+#: ``""`` for host objects and unknown data.
+VENDORS: Final = (*vendor_names(), "")
 
 #: ``Image.compression`` of LTO-IR in NVIDIA's own encoding (:attr:`FatbinEntry.is_opaque`).
 OPAQUE: Final = "nvidia-opaque"

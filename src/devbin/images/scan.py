@@ -78,13 +78,12 @@ from devbin.detect import (
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats import zipmember
 from devbin.formats.bundle import constants as BC
-from devbin.formats.elf import constants as EC
 from devbin.formats.offload import constants as OC
 from devbin.images.address import Address, Member
 from devbin.images.frame import Frame, Hit
-from devbin.images.record import AMDGPU, CUBIN, HOST, BareElf, Image
+from devbin.images.record import HOST, BareElf, Image
 from devbin.images.scanreport import ScanReport
-from devbin.images.sniff import SNIFF, ZIP, ZIP_MAGICS, amdgpu_arch, container_format, cuda_arch, image_kind, vendor_of
+from devbin.images.sniff import SNIFF, ZIP, ZIP_MAGICS, container_format, device_elf, image_kind, vendor_of
 
 if TYPE_CHECKING:
     import zipfile
@@ -469,12 +468,11 @@ class Scanner:
         where = frame.where
         elf = ElfFile(ByteView(view, where=where), where=where, diag=lambda e: self.rep.warn(where, str(e)))
         h = elf.header
-        if h.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU):
-            cuda = h.e_machine == EC.EM_CUDA
-            arch = cuda_arch(h.ei_osabi, h.ei_abiversion, h.e_flags) if cuda else amdgpu_arch(h.e_flags)
+        vendor, kind, arch = device_elf(h.e_machine, h.e_flags, h.ei_osabi, h.ei_abiversion)
+        if vendor:
             native = BareElf(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
                              abi_version=h.ei_abiversion, size=elf.size, view=elf.view.bytes_at(0, elf.size))
-            yield Image(address=frame.address, vendor="nvidia" if cuda else "amd", kind=CUBIN if cuda else AMDGPU,
+            yield Image(address=frame.address, vendor=vendor, kind=kind,
                         arch=arch, size=elf.size, stored_size=elf.size, compression="none", container="file",
                         section="", offset=0, native=native), frame
             return

@@ -2,7 +2,8 @@
 
 Two questions: which container or image format a file starts with (:func:`container_format`,
 what the scan opens), and which image kind an image from an LLVM container or a devbin
-wrapped image is (:func:`image_kind`, the record's ``kind``/``vendor``/``arch``).
+wrapped image is (:func:`image_kind`, the record's ``kind``/``vendor``/``arch``).  Which vendor and
+architecture a device ELF or a triple is for, the vendor descriptors say (:mod:`devbin.targets.registry`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,12 @@ from devbin.detect import (
     detect,
 )
 from devbin.errors import DeviceBinaryError
-from devbin.formats.elf import constants as EC
 from devbin.formats.fatbin import constants as FC
-from devbin.images.record import AMDGPU, BITCODE, CUBIN, DATA, FATBIN, HOST, PTX, SPIRV
+from devbin.images.record import BITCODE, DATA, FATBIN, HOST, PTX, SPIRV
+from devbin.targets.registry import vendor_for_kind, vendor_for_machine, vendor_for_triple
 
 __all__ = [
-    "SNIFF", "ZIP", "ZIP_MAGICS", "amdgpu_arch", "container_format", "cuda_arch", "image_kind",
-    "vendor_of",
+    "SNIFF", "ZIP", "ZIP_MAGICS", "container_format", "device_elf", "image_kind", "vendor_of",
 ]
 
 ZIP_MAGICS: Final = (b"PK\x03\x04", b"PK\x05\x06")
@@ -52,32 +52,24 @@ def container_format(head: bytes) -> str | None:
     return k if k in _SCANNED else None
 
 
-def cuda_arch(osabi: int, abi_version: int, flags: int) -> str:
-    """``sm_N`` of a cubin's header (:func:`devbin.targets.nvidia.archs.sm_from_e_flags`)."""
-    from devbin.targets.nvidia.archs import sm_from_e_flags  # the arch tables only for a bare device ELF
-    return f"sm_{sm_from_e_flags(osabi, abi_version, flags)}"
-
-
-def amdgpu_arch(flags: int) -> str:
-    """The processor of an AMDGPU code object's ``e_flags`` (:func:`devbin.targets.amdgpu.mach.mach_name`)."""
-    from devbin.targets.amdgpu.mach import EF_AMDGPU_MACH, mach_name
-    return mach_name(flags & EF_AMDGPU_MACH)
+def device_elf(machine: int, flags: int, osabi: int, abi_version: int) -> tuple[str, str, str]:
+    """``(vendor, kind, arch)`` of an ELF by its header: the code object of the vendor whose machine
+    it is (:func:`devbin.targets.registry.vendor_for_machine`; the arch from the header by
+    :meth:`~devbin.targets.vendor.Vendor.arch_from_header`), else ``("", host, "")``."""
+    v = vendor_for_machine(machine)
+    if v is None:
+        return "", HOST, ""
+    return v.name, v.object_kind, v.arch_from_header(flags, osabi, abi_version)
 
 
 def vendor_of(kind: str, triple: str = "") -> str:
-    """``nvidia``/``amd`` by the kind, or for kinds of no vendor (bitcode, SPIR-V, data) by the
-    triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``); ``""`` for host objects and unknowns."""
-    if kind in (CUBIN, PTX, "lto-ir", FATBIN):
-        return "nvidia"
-    if kind == AMDGPU:
-        return "amd"
+    """The vendor whose code an image of ``kind`` is (:func:`devbin.targets.registry.vendor_for_kind`), or
+    for kinds of no vendor (bitcode, SPIR-V, data) the vendor of the ``triple`` (``nvptx64-nvidia-cuda``,
+    ``amdgcn-amd-amdhsa``); ``""`` for host objects and unknowns."""
     if kind == HOST:
         return ""
-    if triple.startswith("nvptx"):
-        return "nvidia"
-    if triple.startswith(("amdgcn", "r600")):
-        return "amd"
-    return ""
+    v = vendor_for_kind(kind) or vendor_for_triple(triple)
+    return v.name if v is not None else ""
 
 
 def image_kind(data: Buffer, *, host: bool = False, ptx: bool = False) -> tuple[str, str]:
@@ -97,11 +89,8 @@ def image_kind(data: Buffer, *, host: bool = False, ptx: bool = False) -> tuple[
             osabi, abi_version = ev.u8(7), ev.u8(8)
         except DeviceBinaryError:
             return DATA, ""
-        if machine == EC.EM_AMDGPU:
-            return AMDGPU, amdgpu_arch(flags)
-        if machine == EC.EM_CUDA:
-            return CUBIN, cuda_arch(osabi, abi_version, flags)
-        return HOST, ""
+        _, kind, arch = device_elf(machine, flags, osabi, abi_version)
+        return kind, arch
     if v.startswith(_BITCODE_MAGICS[0]) or v.startswith(_BITCODE_MAGICS[1]):
         return BITCODE, ""
     if v.startswith(FC.FATBIN_MAGIC_BYTES):

@@ -39,7 +39,7 @@ from devbin.model.prototype import (
     encode_param_layout,
 )
 from devbin.model.resources import Resources, resources_of
-from devbin.model.target import Target, infer_vendor
+from devbin.model.target import Target
 
 __all__ = [
     "KNOWN_BLOCK_TAGS",
@@ -73,7 +73,6 @@ __all__ = [
     "attr_info",
     "decode_param_layout",
     "encode_param_layout",
-    "infer_vendor",
     "namespace_of",
     "register_vendor_attribute",
     "registered_attributes",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from devbin.errors import DeviceBinaryError, UsageError
@@ -61,11 +61,9 @@ def _target_from_metadata(md: Metadata) -> Target | None:
     if not (isinstance(tid, str) and isinstance(vendor, str) and isinstance(triple, str)):
         return None
     try:
-        t = Target.parse(tid, vendor, triple)
+        return Target.parse(tid, vendor, triple)  # the vendor as recorded ("" when not): the model guesses none
     except DeviceBinaryError:
         return None
-    # An explicit vendor key (even "") wins over the vendor the arch name implies.
-    return replace(t, vendor=vendor) if "vendor" in md and t.vendor != vendor else t
 
 
 def _metadata_for_target(md: Metadata, t: Target) -> Metadata:

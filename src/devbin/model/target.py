@@ -10,7 +10,9 @@ so AMDGPU targets read exactly as LLVM writes them (``gfx90a:sramecc+:xnack-``)
 and NVIDIA targets are just the SM name (``sm_90a``): NVIDIA has no feature
 switches, its variants are part of the arch name.  The vendor is *not* part of
 the string because the arch names of the vendors do not overlap; it is kept in
-its own field (and :meth:`Target.parse` infers it from well-known prefixes).
+its own field.  The model knows no vendor: :meth:`Target.parse` takes the vendor
+as given, and :func:`devbin.targets.registry.parse_target` is the parse that
+infers it from the arch name (the vendor descriptors know their names).
 """
 
 from __future__ import annotations
@@ -20,21 +22,7 @@ from typing import Any
 
 from devbin.errors import UsageError
 
-__all__ = ["Target", "infer_vendor"]
-
-_VENDOR_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("sm_", "nvidia"),
-    ("compute_", "nvidia"),
-    ("gfx", "amdgpu"),
-)
-
-
-def infer_vendor(arch: str) -> str:
-    """The vendor of a well-known arch name (``sm_90`` -> ``nvidia``), or ``""``."""
-    for prefix, vendor in _VENDOR_PREFIXES:
-        if arch.startswith(prefix):
-            return vendor
-    return ""
+__all__ = ["Target"]
 
 
 def _feature_name(feature: str) -> str:
@@ -84,11 +72,12 @@ class Target:
 
     @classmethod
     def parse(cls, text: str, vendor: str = "", triple: str = "") -> Target:
-        """Parse a target-id string; ``vendor`` defaults to the one the arch implies."""
+        """Parse a target-id string; ``vendor`` as given (:func:`devbin.targets.registry.parse_target`
+        infers it from the arch)."""
         if not isinstance(text, str):
             raise UsageError(f"target: expected a string, got {type(text).__name__}")
         arch, *features = text.split(":")
-        return cls(vendor or infer_vendor(arch), arch, tuple(features), triple)
+        return cls(vendor, arch, tuple(features), triple)
 
     def __str__(self) -> str:
         return self.target_id

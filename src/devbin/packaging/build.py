@@ -33,7 +33,7 @@ from pathlib import Path
 
 from devbin.detect import ELF, UNKNOWN, detect
 from devbin.errors import FormatError, UsageError
-from devbin.formats.elf import constants as EC
+from devbin.formats.bundle.constants import bundle_offload_kind
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.reader import FatbinEntry
@@ -58,6 +58,7 @@ from devbin.packaging.facts import (
     with_fact,
 )
 from devbin.packaging.ptx import DEFAULT_PTX_POLICY, choose_ptx, parse_ptx_policy
+from devbin.targets.registry import vendor_for_machine, vendor_named
 
 __all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "check", "pack",
            "parse_image_spec"]
@@ -66,8 +67,6 @@ FORMATS = ("offload", "fatbin", "bundle", "wrapped")
 STANDARD_KEYS = ("Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName")
 _CONTROL_KEYS = ("file", "tu", "kind")
 DEFAULT_TU = "(loose images)"  # read by pack itself, not stored as metadata
-_OFFLOAD_KINDS_V1 = {"none": 0, "openmp": 1, "cuda": 2, "hip": 3}
-_OFFLOAD_KINDS_V2 = {"none": 0, "openmp": 1, "cuda": 2, "hip": 4, "sycl": 8}
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +164,7 @@ class _Expanded:
 
 def _device_elf(data: bytes) -> bool:
     try:
-        return ElfFile(data).header.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU)
+        return vendor_for_machine(ElfFile(data).header.e_machine) is not None
     except FormatError:
         return False
 
@@ -231,7 +230,8 @@ def _offload_kind(image: Image, user: dict[str, str]) -> str:
     k = user.get("kind", "").lower()
     if k:
         return k
-    return {"nvidia": "cuda", "amd": "hip"}.get(image.vendor, "none")
+    v = vendor_named(image.vendor)
+    return v.offload_kind if v is not None else "none"
 
 
 # --------------------------------------------------------------------------- writers
@@ -240,7 +240,7 @@ def _offload_kind(image: Image, user: dict[str, str]) -> str:
 def _write_offload(images: Sequence[PackedImage], version: int) -> bytes:
     from devbin.formats.offload import constants as OC
     from devbin.formats.offload.writer import OffloadImage, write_offload_binary
-    kinds = _OFFLOAD_KINDS_V1 if version == 1 else _OFFLOAD_KINDS_V2
+    kinds = OC.offload_kinds(legacy=version == 1)
     image_kinds = {"cubin": OC.IMG_CUBIN, "amdgpu": OC.IMG_OBJECT, "ptx": OC.IMG_PTX, "bitcode": OC.IMG_BITCODE,
                    "lto-ir": OC.IMG_BITCODE}
     out = []
@@ -299,7 +299,7 @@ def _bundle_id(img: PackedImage) -> str:
     triple = img.image.triple or "unknown-unknown-unknown"
     if triple.count("-") == 2:
         triple += "-"  # bundle IDs spell the environment, empty or not
-    okind = {"hip": "hipv4", "none": "openmp"}.get(img.offload_kind, img.offload_kind)
+    okind = bundle_offload_kind(img.offload_kind)
     return f"{okind}-{triple}-{img.image.arch}"
 
 

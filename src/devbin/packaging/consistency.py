@@ -30,10 +30,11 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from devbin.targets.registry import vendor_for_kind
+
 __all__ = ["Finding", "ImageSettings", "check_consistency", "settings_from_options"]
 
 _TRUE = ("true", "1", "yes", "on")
-_NVIDIA = ("cubin", "ptx", "lto-ir")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +141,8 @@ def check_consistency(images: Sequence[ImageSettings]) -> list[Finding]:
     out: list[Finding] = []
     vendors: dict[str, list[ImageSettings]] = {}
     for s in images:  # images of different vendors are never linked or loaded together
-        vendors.setdefault("amd" if s.kind == "amdgpu" else "nvidia" if s.kind in _NVIDIA else s.kind, []).append(s)
+        vendor = vendor_for_kind(s.kind)
+        vendors.setdefault(vendor.name if vendor is not None else s.kind, []).append(s)
     for group in vendors.values():
         for attr, words in _WORDS.items():
             sides = _split(group, attr)

@@ -38,21 +38,19 @@ from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.images.address import Address
-from devbin.images.record import AMDGPU, BITCODE, CUBIN, DATA, LTO_IR, PTX, BareElf, Image
+from devbin.images.record import BITCODE, DATA, LTO_IR, PTX, BareElf, Image
 from devbin.images.scan import scan_bytes
 from devbin.targets.nvidia.archs import try_parse_arch
+from devbin.targets.registry import vendor_for_kind, vendor_for_machine, vendor_named
+from devbin.targets.vendor import Vendor
 
 __all__ = [
-    "AMD_VENDOR_ID", "FACT_KEYS", "LTOIR_MAGIC", "NVIDIA_VENDOR_ID", "code_object_version", "compile_options",
-    "describe", "link_options", "loose_image", "parse_sm", "producer", "relocatable", "vendor_id", "vendor_name",
-    "with_fact",
+    "FACT_KEYS", "LTOIR_MAGIC", "code_object_version", "compile_options", "describe", "link_options",
+    "loose_image", "parse_sm", "producer", "relocatable", "vendor_id", "vendor_name", "with_fact",
 ]
 
-NVIDIA_VENDOR_ID = "0x10de"  # PCI vendor IDs
-AMD_VENDOR_ID = "0x1002"
 _BITCODE = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
 LTOIR_MAGIC = b"\xedCN\x7f"  # NVIDIA LTO-IR as nvcc -dlto stores it in a fatbin entry
-NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 #: The metadata keys :func:`describe` appends.
 FACT_KEYS = ("producer", "compile-options", "link-options", "relocatable", "code-object-version")
 
@@ -95,11 +93,15 @@ def code_object_version(image: Image) -> int | None:
 
 
 def vendor_id(image: Image) -> str:
-    return {"nvidia": NVIDIA_VENDOR_ID, "amd": AMD_VENDOR_ID}.get(image.vendor, "")
+    """The PCI vendor ID of ``image``'s vendor (``0x10de``), ``""`` for none."""
+    v = vendor_named(image.vendor)
+    return v.pci_vendor_id if v is not None else ""
 
 
 def vendor_name(image: Image) -> str:
-    return {"nvidia": "NVIDIA", "amd": "AMD"}.get(image.vendor, "")
+    """``image``'s vendor as prose writes it (``NVIDIA``), ``""`` for none."""
+    v = vendor_named(image.vendor)
+    return v.title if v is not None else ""
 
 
 def with_fact(image: Image, key: str, value: str | bool | int | None) -> Image:
@@ -159,29 +161,21 @@ def _described(image: Image, *, kind: str, vendor: str, arch: str, triple: str, 
     return out
 
 
-def _cubin(image: Image, elf: ElfFile) -> Image:
-    from devbin.targets.nvidia.cubin import Cubin
-    from devbin.targets.nvidia.notes import tkinfo
-    arch = Cubin(elf).arch
-    prod = options = ""
-    try:
-        tk = tkinfo(elf)
-    except DeviceBinaryError:
-        tk = None
-    if tk is not None:
-        prod = " ".join(p for p in (tk.tool_name, tk.tool_version) if p)
-        options = tk.tool_options.strip()
-    return _described(image, kind=CUBIN, vendor="nvidia", arch=arch, triple=NVPTX_TRIPLE,
-                      facts={"producer": prod, "compile-options": options,
-                             "relocatable": elf.header.e_type == C.ET_REL}, extra=_devbin_meta(elf))
+def _device_elf(image: Image, elf: ElfFile, vendor: Vendor) -> Image:
+    """A vendor's code object, as it describes itself (:meth:`devbin.targets.vendor.Vendor.object_facts`)."""
+    facts = vendor.object_facts(elf)
+    return _described(image, kind=vendor.object_kind, vendor=vendor.name, arch=facts.arch, triple=facts.triple,
+                      facts={"producer": _comment(elf) if facts.producer is None else facts.producer,
+                             "compile-options": facts.compile_options,
+                             "relocatable": elf.header.e_type == C.ET_REL,
+                             "code-object-version": facts.code_object_version}, extra=_devbin_meta(elf))
 
 
-def _amdgpu(image: Image, elf: ElfFile) -> Image:
-    from devbin.targets.amdgpu.importer import code_object_facts
-    facts = code_object_facts(elf, diag=lambda e: None)
-    return _described(image, kind=AMDGPU, vendor="amd", arch=facts.target_id, triple=facts.triple,
-                      facts={"producer": _comment(elf), "relocatable": elf.header.e_type == C.ET_REL,
-                             "code-object-version": facts.flags.code_object_version}, extra=_devbin_meta(elf))
+def _of_kind(kind: str) -> Vendor:
+    """The vendor whose kind ``kind`` (PTX, LTO-IR) is."""
+    v = vendor_for_kind(kind)
+    assert v is not None, kind
+    return v
 
 
 _PTX_DIRECTIVE = re.compile(rb"(?m)^[ \t]*\.(?:version|target)[ \t]")
@@ -196,10 +190,10 @@ def is_ptx_text(head: bytes) -> bool:
 
 def _ptx(image: Image, text: str) -> Image:
     target = re.search(r"^\s*\.target\s+([^\s,]+)", text, re.M)
-    nv = try_parse_arch(target[1]) if target else None
-    arch = replace(nv, kind="ptx").name if nv is not None else ""
+    vendor = _of_kind(PTX)
+    arch = vendor.virtual_arch(target[1]) if target else ""
     prod = re.search(r"^//\s*(Cuda compilation tools[^\n]*)$", text, re.M)
-    return _described(image, kind=PTX, vendor="nvidia", arch=arch, triple=NVPTX_TRIPLE,
+    return _described(image, kind=PTX, vendor=vendor.name, arch=arch, triple=vendor.default_triple,
                       facts={"producer": prod[1].strip() if prod else ""})
 
 
@@ -210,14 +204,14 @@ def describe(image: Image, data: Buffer | None = None) -> Image:
     where = str(image.address)
     view = ByteView(raw, where=where)
     if image.kind == LTO_IR or view.startswith(LTOIR_MAGIC):
-        return _described(image, kind=LTO_IR, vendor="nvidia", arch=image.arch if image.kind == LTO_IR else "",
-                          triple=NVPTX_TRIPLE, facts={})
+        vendor = _of_kind(LTO_IR)
+        return _described(image, kind=LTO_IR, vendor=vendor.name, arch=image.arch if image.kind == LTO_IR else "",
+                          triple=vendor.default_triple, facts={})
     if detect(view) == ELF:
         elf = ElfFile(raw, where=where)
-        if elf.header.e_machine == C.EM_CUDA:
-            return _cubin(image, elf)
-        if elf.header.e_machine == C.EM_AMDGPU:
-            return _amdgpu(image, elf)
+        owner = vendor_for_machine(elf.header.e_machine)
+        if owner is not None:
+            return _device_elf(image, elf, owner)
         return _described(image, kind=DATA, vendor="", arch="", triple="", facts={}, extra=_devbin_meta(elf))
     if view.startswith(_BITCODE[0]) or view.startswith(_BITCODE[1]):
         return _described(image, kind=BITCODE, vendor="", arch="", triple="", facts={})

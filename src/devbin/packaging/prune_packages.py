@@ -74,13 +74,13 @@ from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
 from devbin.images.scan import ByteProgress, Progress, scan
 from devbin.images.scanreport import ScanReport
-from devbin.packaging.pruning import PruneResult, Selection, arch_matches, kept_already, prune, prune_file
+from devbin.packaging.pruning import PruneResult, Selection, kept_already, prune, prune_file, prune_name_matches
 from devbin.packaging.transaction import JOURNAL_NAME, Change, recover, replace_all
 from devbin.targets.archnames import parse_arch_list
-from devbin.targets.nvidia.archs import try_parse_arch
+from devbin.targets.registry import guess_vendor
 
 __all__ = ["BACKUP_SUFFIX", "MIN_PARALLEL_BYTES", "MISSING", "FileOutcome", "PackagePruneResult", "prune_tree",
-           "prune_wheel", "record_hash", "vendor_of_name"]
+           "prune_wheel", "record_hash"]
 
 T = TypeVar("T")
 
@@ -91,13 +91,6 @@ MIN_PARALLEL_BYTES = 8 << 20
 #: What ``missing=`` may say of a library the selection would leave without device code: ``keep`` it
 #: byte-identical (a note and the report's ``untouched`` say why), or ``fail`` the prune before any work.
 MISSING = ("keep", "fail")
-
-
-def vendor_of_name(name: str) -> str:
-    """``nvidia`` for ``sm_*``/``compute_*``/``lto_*``, ``amd`` for ``gfx*``, else ``""``."""
-    if try_parse_arch(name) is not None:
-        return "nvidia"
-    return "amd" if name.startswith("gfx") else ""
 
 
 @dataclass
@@ -178,7 +171,7 @@ def _selection(keep: str | Iterable[str] | None, drop: str | Iterable[str] | Non
 def _untouched(sel: Selection, lib: _Library) -> str:
     """Why the library ``lib`` stays as it is under ``sel``, or ``""``: no architecture of its vendor
     named (a ROCm library when only ``sm_*`` are kept), or :func:`_left_empty`."""
-    named = {vendor_of_name(n) for n in sel.names} - {""}
+    named = {v.name for n in sel.names if (v := guess_vendor(n)) is not None}
     if lib.vendors and named and not lib.vendors & named:
         return (f"no {'/'.join(sorted(named))} architecture in it ({'/'.join(sorted(lib.vendors))} only); "
                 "kept byte-identical")
@@ -203,7 +196,7 @@ def _plan(sel: Selection, libs: dict[str, _Library], where: str, missing: str) -
     if missing not in MISSING:
         raise UsageError(f"missing={missing!r}: expected one of {', '.join(MISSING)}")
     every = {a for lib in libs.values() for a in lib.archs}
-    unmatched = [n for n in sel.keep or () if not any(arch_matches(n, a) for a in every)]
+    unmatched = [n for n in sel.keep or () if not any(prune_name_matches(n, a) for a in every)]
     if unmatched:
         raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the package holds "
                          f"{', '.join(sorted(every))}")

@@ -6,7 +6,8 @@ library or executable) or a GNU ``ar`` archive, and returns the same kind of
 file holding only the selected device images.
 
 **Matching** (``keep``/``drop`` hold names such as ``sm_90``, ``compute_90``,
-``gfx90a``, ``gfx90a:xnack+``); for NVIDIA, ``nvprune -arch`` names with one difference:
+``gfx90a``, ``gfx90a:xnack+``; each vendor's rule, its descriptor's ``keep_matches``, through
+:func:`devbin.targets.registry.prune_name_matches`); for NVIDIA, ``nvprune -arch`` names with one difference:
 
 * ``sm_NN`` (also ``sm_NNa``/``sm_NNf``) matches the cubin for ``sm_NN`` *and* the
   PTX/LTO-IR for ``compute_NN``, so the kept GPU keeps the code a newer driver can
@@ -137,13 +138,14 @@ from devbin.images.frame import Frame
 from devbin.images.record import CUBIN, Image
 from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
+from devbin.packaging.facts import parse_sm
 from devbin.packaging.ptx import jit_ptx
 from devbin.packaging.wrapper_refs import retarget
 from devbin.targets.archnames import parse_arch_list
-from devbin.targets.nvidia.archs import try_parse_arch
+from devbin.targets.registry import guess_vendor, prune_name_matches, vendor_for_machine
 
-__all__ = ["PRUNE_PTX_POLICIES", "PruneResult", "Selection", "arch_matches", "footprint", "parse_arch_list", "prune",
-           "prune_file"]
+__all__ = ["PRUNE_PTX_POLICIES", "PruneResult", "Selection", "footprint", "parse_arch_list", "prune", "prune_file",
+           "prune_name_matches"]
 
 #: prune's PTX policies (``--ptx``; the vocabulary of ``devbin pack --ptx``, devbin.packaging.ptx): ``kept``
 #: (the default) the PTX/LTO-IR of the kept architectures, ``none`` no PTX/LTO-IR at all (``nvprune -arch``'s
@@ -158,20 +160,11 @@ _MAX_DEPTH = 8
 # --------------------------------------------------------------------------- selection
 
 
-def arch_matches(spec: str, arch: str) -> bool:
-    """Whether the selection name ``spec`` matches an image's ``arch`` (see the module docstring)."""
-    if not arch:
-        return False
-    s, a = try_parse_arch(spec), try_parse_arch(arch)
-    if s is not None or a is not None:
-        if s is None or a is None or (s.major, s.minor, s.variant) != (a.major, a.minor, a.variant):
-            return False
-        if s.kind == "sass":
-            return True  # sm_NN: the cubin, the PTX and the LTO-IR of NN
-        return a.kind != "sass"  # compute_NN / lto_NN name the virtual arch only
-    if ":" in spec:
-        return spec == arch
-    return arch.split(":", 1)[0] == spec
+def _virtual(arch: str) -> bool:
+    """Whether ``arch`` names virtual code only (``compute_90``, ``lto_90``: PTX/LTO-IR), which ``--ptx none``
+    drops (:meth:`devbin.targets.vendor.Vendor.is_virtual_arch`)."""
+    v = guess_vendor(arch)
+    return v is not None and v.is_virtual_arch(arch)
 
 
 @dataclass(frozen=True)
@@ -191,7 +184,7 @@ class Selection:
         if self.ptx not in PRUNE_PTX_POLICIES:
             raise UsageError(f"ptx={self.ptx!r}: expected one of {', '.join(PRUNE_PTX_POLICIES)}")
         if self.ptx == "none" and self.keep is not None:
-            virtual = [n for n in self.keep if (a := try_parse_arch(n)) is not None and a.kind != "sass"]
+            virtual = [n for n in self.keep if _virtual(n)]
             if virtual:
                 raise UsageError(f"keep {','.join(virtual)} names PTX/LTO-IR only, which --ptx none drops")
 
@@ -199,11 +192,11 @@ class Selection:
         """Whether an image of ``arch`` stays, by name (``highest`` adds its PTX per container: :class:`_Ctx`)."""
         if not arch:
             return True
-        if self.ptx == "none" and (a := try_parse_arch(arch)) is not None and a.kind != "sass":
+        if self.ptx == "none" and _virtual(arch):
             return False
         if self.keep is not None:
-            return any(arch_matches(s, arch) for s in self.keep)
-        return not any(arch_matches(s, arch) for s in self.drop or ())
+            return any(prune_name_matches(s, arch) for s in self.keep)
+        return not any(prune_name_matches(s, arch) for s in self.drop or ())
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -355,8 +348,8 @@ def _with_highest_ptx(images: list[tuple[Image, bool]], sel: Selection) -> list[
         if not jit_ptx([image]):
             continue
         key = (image.address.path, image.address.steps[:-1], getattr(image.address.steps[-1], "container", None))
-        a, b = try_parse_arch(image.arch), best.get(key)
-        if a is not None and (b is None or a.sm > _sm_key(b.arch)[0]):
+        a, b = parse_sm(image.arch), best.get(key)
+        if a is not None and (b is None or a[0] > _sm_key(b.arch)[0]):
             best[key] = image
     top = {i.address for i in best.values()}
     return [(i, k or i.address in top) for i, k in images]
@@ -402,7 +395,7 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
         raise UsageError(f"{where}: the selection {','.join(sel.names)} leaves no device image "
                          f"(architectures present: {', '.join(sorted({short(i.arch) for i in device}))})")
     if sel.keep is not None:
-        unmatched = [name for name in sel.keep if not any(arch_matches(name, i.arch) for i in device)]
+        unmatched = [name for name in sel.keep if not any(prune_name_matches(name, i.arch) for i in device)]
         if unmatched and require_match:
             raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the file holds "
                              f"{', '.join(sorted({short(i.arch) for i in device}))}")
@@ -432,8 +425,8 @@ def _ptx_lost(before: Sequence[Image], after: Sequence[Image], policy: str = "ke
 
 
 def _sm_key(arch: str) -> tuple[int, str]:
-    a = try_parse_arch(arch)
-    return (a.sm, arch) if a is not None else (0, arch)
+    a = parse_sm(arch)
+    return (a[0], arch) if a is not None else (0, arch)
 
 
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
@@ -489,7 +482,7 @@ def _check_prunable(view: ByteView, where: str) -> None:
         raise UsageError(f"{where}: not a fatbin, OffloadBinary, offload bundle, ELF file or ar archive")
     if kind == ELF:
         h = ElfFile(view, where=where).header
-        if h.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU):
+        if vendor_for_machine(h.e_machine) is not None:
             raise UsageError(f"{where}: a bare device ELF holds one architecture; there is nothing to prune in it")
 
 

@@ -8,7 +8,8 @@ object: the unit a runtime hands to the driver and the driver picks one image fr
 decides per module, with a verdict and a one-phrase reason for every image.
 :func:`decide` does the same for any list of images (what the table tests use).
 
-The rules live beside the formats: NVIDIA in :mod:`devbin.targets.nvidia.archs`, AMD in
+The rules are the vendors' (their descriptors, :class:`devbin.targets.vendor.Vendor`: ``parse_device``,
+``loader_arch``, ``judge``, ``passed_over``): NVIDIA's in :mod:`devbin.targets.nvidia.archs`, AMD's in
 :mod:`devbin.targets.amdgpu.matching`.  In short:
 
 NVIDIA (device ``sm_XY`` = compute capability X.Y; ``sm_90a``/``sm_100f`` name the
@@ -43,26 +44,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from devbin.binary import ByteView
-from devbin.errors import DeviceBinaryError, UsageError, short
+from devbin.errors import UsageError, short
 from devbin.formats import bundle as _bundle
-from devbin.formats.elf.reader import ElfFile
 from devbin.images.address import Address, Section
-from devbin.images.record import AMDGPU, CUBIN, LTO_IR, PTX, BareElf, Image
+from devbin.images.record import PTX, BareElf, Image
 from devbin.images.scan import scan, scan_bytes
-from devbin.targets.amdgpu import matching as amd
-from devbin.targets.amdgpu.mach import FeatureSetting, decode_flags
-from devbin.targets.amdgpu.targetid import TargetId, parse_target_id, supported_features
 from devbin.targets.archnames import canonical_arch, suggestions
-from devbin.targets.nvidia import archs as nv
+from devbin.targets.registry import VENDORS, object_kinds, vendor_named
+from devbin.targets.vendor import Device, Vendor, Verdict
 
 __all__ = ["Candidate", "Device", "Module", "NoImageError", "Selection", "decide", "module_of",
            "parse_device", "select"]
 
 CHOSEN, USABLE, REJECTED, OTHER = "chosen", "usable", "rejected", "other"
+#: Kinds whose architecture names them in a list of what a package holds (code the vendors' drivers load).
+_ARCH_LABELLED = object_kinds() | {PTX}
 
-_VENDOR_NAMES = {"nvidia": "NVIDIA", "amdgpu": "AMDGPU"}
-_DEVICE_VENDOR = {"nvidia": "nvidia", "amd": "amdgpu"}  # an image's vendor -> the Device vendor it is for
 _NOT_CODE = {
     "bitcode": "LLVM bitcode: must be compiled first, no runtime loads it",
     "host": "host code, not a device image",
@@ -76,31 +73,6 @@ class NoImageError(UsageError):
     """The package holds no image the device can load (a :class:`devbin.errors.UsageError`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Device:
-    """The GPU to select for: ``vendor`` ``nvidia`` (with ``cc``) or ``amdgpu`` (with ``target``)."""
-
-    name: str
-    vendor: str
-    cc: tuple[int, int] | None = None
-    target: TargetId | None = None
-    note: str = ""
-
-    @property
-    def description(self) -> str:
-        if self.cc is not None:
-            return f"{self.name} (NVIDIA, compute capability {self.cc[0]}.{self.cc[1]})"
-        return f"{self.name} (AMDGPU {self.target})"
-
-    def __str__(self) -> str:
-        return self.name
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "vendor": self.vendor,
-                "compute_capability": f"{self.cc[0]}.{self.cc[1]}" if self.cc else None,
-                "target_id": str(self.target) if self.target is not None else None, "note": self.note}
-
-
 def parse_device(text: str) -> Device:
     """``sm_86``, ``sm_90a``, ``sm_100f``, ``8.6`` (NVIDIA) or ``gfx90a:xnack+``, ``gfx1101`` (AMD).
 
@@ -111,25 +83,13 @@ def parse_device(text: str) -> Device:
     if not isinstance(text, str) or not text.strip():
         raise UsageError("empty device name (expected sm_XY or gfxNNN[:xnack±][:sramecc±])")
     t = text.strip().lower()
-    if t.startswith(("sm_", "gfx")):
-        canonical_arch(t)  # an unknown sm_900 or gfx9000: refused with the name meant
-    if t.startswith("gfx"):
-        target = amd.parse_device(t)
-        unknown = [f for f in supported_features(target.processor) if target.feature(f) is None]
-        note = (f"{'/'.join(unknown)} not given: unknown, so images that set it load only conditionally"
-                if unknown else "")
-        return Device(t, "amdgpu", target=target, note=note)
-    if t.startswith("sm_") or t[:1].isdigit():
-        try:
-            cc = nv.parse_device(t)
-        except UsageError as e:
-            meant = [n for n in suggestions(t) if n.startswith("sm_")]
-            raise UsageError(e.message + (f"; did you mean {' or '.join(meant)}?" if meant else "")) from None
-        note = ""
-        if t[-1:] in ("a", "f"):
-            note = f"{t} names the {cc[0]}.{cc[1]} GPU: the a/f suffix describes code, not devices"
-        return Device(t, "nvidia", cc=cc, note=note)
-    meant = [n for n in suggestions(t) if n.startswith(("sm_", "gfx"))]
+    for vendor in VENDORS:
+        if vendor.owns_device(t):
+            if t.startswith(vendor.arch_prefixes):
+                canonical_arch(t)  # an unknown sm_900 or gfx9000: refused with the name meant
+            return vendor.parse_device(t, suggestions)
+    prefixes = tuple(p for v in VENDORS for p in v.arch_prefixes[:1])  # device names: the first (SASS) prefix
+    meant = [n for n in suggestions(t) if n.startswith(prefixes)]
     if meant:
         raise UsageError(f"unknown device {text!r}; did you mean {' or '.join(meant)}?")
     raise UsageError(f"unknown device {text!r}: expected an NVIDIA sm_XY (e.g. sm_86, sm_90a) "
@@ -221,7 +181,7 @@ class Selection:
         """The error to report when not :attr:`ok` (one line, naming what the package holds)."""
         if self.ok:
             return None
-        vendor = _VENDOR_NAMES[self.device.vendor]
+        vendor = _device_vendor(self.device).device_title
         rel = [m for m in self.modules if m.relevant]
         if not rel:
             held = _holdings(self.candidates)
@@ -255,7 +215,7 @@ class Selection:
 def _holdings(cands: Iterable[Candidate]) -> str:
     seen: list[str] = []
     for c in cands:
-        label = short(c.arch if c.arch and c.kind in (CUBIN, PTX, AMDGPU) else f"{c.kind} {c.arch}".strip())
+        label = short(c.arch if c.arch and c.kind in _ARCH_LABELLED else f"{c.kind} {c.arch}".strip())
         if label not in seen:
             seen.append(label)
     return ", ".join(seen) if seen else "no device images"
@@ -264,61 +224,16 @@ def _holdings(cands: Iterable[Candidate]) -> str:
 # --------------------------------------------------------------------------- the decision
 
 
-def _nv_image_arch(img: Image) -> nv.NvArch | str:
-    """The parsed arch of an NVIDIA image, or a reason it has none."""
-    arch = img.arch
-    kind = {CUBIN: "sass", PTX: "ptx", LTO_IR: "ltoir"}.get(img.kind)
-    if kind is None:
-        return _NOT_CODE.get(img.kind, f"{img.kind} image: not device code")
-    try:
-        a = nv.parse_arch(arch)
-    except UsageError:
-        return f"unrecognised NVIDIA arch {arch!r}"
-    # LLVM containers name PTX by its sm_XY target; fatbins name LTO-IR compute_XY.
-    return nv.NvArch(a.major, a.minor, a.variant, kind)
+def _device_vendor(device: Device) -> Vendor:
+    """The vendor whose device ``device`` is (by :attr:`~devbin.targets.vendor.Vendor.device_vendor`)."""
+    return next(v for v in VENDORS if v.device_vendor == device.vendor)
 
 
-def _judge_nvidia(img: Image, cc: tuple[int, int]) -> tuple[bool, str, tuple[int, ...], bool]:
-    a = _nv_image_arch(img)
-    if isinstance(a, str):
-        return False, a, (), False
-    ok, why = nv.runs_on(a, cc)
-    return ok, why, tuple(-x for x in nv.preference(a)), a.kind == "ptx"
-
-
-def _judge_amd(img: Image, dev: TargetId, generic: int) -> tuple[bool, str, tuple[int, ...], bool]:
-    if img.kind != AMDGPU:
-        return False, _NOT_CODE.get(img.kind, f"{img.kind} image: not a code object"), (), False
-    try:
-        t = parse_target_id(img.arch)
-    except DeviceBinaryError:
-        return False, f"unrecognised AMDGPU target {img.arch!r}", (), False
-    m = amd.match(t, dev, generic_version=generic)
-    return m.ok, m.reason, m.rank, False
-
-
-def _passed_over(c: Candidate, chosen: Candidate, vendor: str) -> str:
+def _passed_over(c: Candidate, chosen: Candidate, vendor: Vendor) -> str:
     if chosen.arch == c.arch:
         return "an earlier copy is taken"
-    if vendor == "nvidia":
-        if chosen.jit != c.jit:
-            return "SASS preferred over PTX (no JIT)"
-        if chosen.rank[1:3] != c.rank[1:3]:
-            return f"{chosen.arch} is closer to the device"
-        return f"{chosen.arch} is more specific"
-    # AMD rank: (generic tier, conditional count, -pinned, off-default count, -generic version, index)
-    a, b = chosen.rank, c.rank
-    if a[0] != b[0]:
-        return f"the exact processor image {chosen.arch} comes before the generic target"
-    if a[1] != b[1]:
-        return f"{chosen.arch} matches for sure"
-    if a[2] != b[2]:
-        return f"{chosen.arch} is a more specific match"
-    if a[3] != b[3]:
-        return f"{chosen.arch} matches ROCm's default (XNACK off unless HSA_XNACK=1)"
-    if a[4] != b[4]:
-        return f"{chosen.arch} has the higher generic version"
-    return "an earlier image is taken"
+    return vendor.passed_over(Verdict(True, chosen.reason, chosen.rank, chosen.jit), chosen.arch,
+                              Verdict(True, c.reason, c.rank, c.jit), c.arch)
 
 
 def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -> Selection:
@@ -330,7 +245,7 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
     image carries that ``arch``).  Images group into modules by :func:`module_of`.
     """
     dev = parse_device(device) if isinstance(device, str) else device
-    vendor_name = _VENDOR_NAMES[dev.vendor]
+    dev_vendor = _device_vendor(dev)
     order: list[str] = []
     by_module: dict[str, list[int]] = {}
     judged: list[Candidate] = []
@@ -340,20 +255,18 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
         by_module.setdefault(module, []).append(i)
         if module not in order:
             order.append(module)
-        vendor = _DEVICE_VENDOR.get(img.vendor, "")
-        if vendor != dev.vendor:
-            other = _VENDOR_NAMES.get(vendor)
-            why = (f"an {other} image, the device is {vendor_name}" if other
+        vendor = vendor_named(img.vendor)
+        if vendor is not dev_vendor:
+            why = (f"an {vendor.device_title} image, the device is {dev_vendor.device_title}" if vendor is not None
                    else _NOT_CODE.get(img.kind, f"{img.kind} image: not device code"))
             judged.append(Candidate(img, OTHER, why, module=module, generic_version=generic))
             continue
-        if dev.vendor == "nvidia":
-            assert dev.cc is not None
-            ok, why, rank, jit = _judge_nvidia(img, dev.cc)
-        else:
-            assert dev.target is not None
-            ok, why, rank, jit = _judge_amd(img, dev.target, generic)
-        judged.append(Candidate(img, USABLE if ok else REJECTED, why, jit, (*rank, i), module, generic))
+        if img.kind not in vendor.loadable_kinds:
+            why = _NOT_CODE.get(img.kind, f"{img.kind} image: not device code")
+            judged.append(Candidate(img, REJECTED, why, False, (i,), module, generic))
+            continue
+        v = vendor.judge(img.kind, img.arch, dev, generic)
+        judged.append(Candidate(img, USABLE if v.ok else REJECTED, v.reason, v.jit, (*v.rank, i), module, generic))
     modules: list[Module] = []
     for name in order:
         idx = by_module[name]
@@ -367,7 +280,7 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
                 if i != best:
                     c = judged[i]
                     judged[i] = replace(c, reason=f"{c.reason}; not chosen: "
-                                                  f"{_passed_over(c, judged[best], dev.vendor)}")
+                                                  f"{_passed_over(c, judged[best], dev_vendor)}")
         cands = tuple(judged[i] for i in idx)
         relevant = any(judged[i].verdict != OTHER for i in idx)
         modules.append(Module(name, cands, judged[best] if best is not None else None, relevant))
@@ -402,66 +315,14 @@ def module_of(image: Image) -> str:
     return f"{parent}#{entry.container}"
 
 
-def _amd_elf_facts(f: Image) -> tuple[int, int, int] | None:
-    """(EI_OSABI, EI_ABIVERSION, e_flags) of an AMDGPU code object, or None when unreadable."""
-    try:
-        view = f.head(64)  # the ELF header: a compressed bundle's entry is not decoded whole for it
-    except DeviceBinaryError:
-        return None
-    v = ByteView(view, fmt="elf")
-    try:
-        if not v.startswith(b"\x7fELF"):
-            return None
-        return v.u8(7), v.u8(8), v.u32(48 if v.u8(4) == 2 else 36)
-    except DeviceBinaryError:
-        return None
-
-
-def _amd_image(f: Image) -> tuple[str, int]:
-    """The code object's target id (features from ``e_flags`` when COV3+, the loader's view)
-    and generic version (``e_flags`` bits 24..31), decoded by :func:`devbin.targets.amdgpu.mach.decode_flags`."""
-    try:
-        tid = parse_target_id(f.arch)
-    except DeviceBinaryError:
-        return f.arch, 1
-    facts = _amd_elf_facts(f)
-    if facts is None:
-        return str(tid), 1
-    flags = decode_flags(facts[2], facts[0], facts[1])
-    cov = flags.code_object_version
-
-    def setting(s: FeatureSetting, named: bool | None) -> bool | None:
-        if cov is not None and cov < 3:
-            return named  # v2: no feature fields
-        if s == FeatureSetting.ON:
-            return True
-        if cov == 3:
-            return named  # v3: a clear bit says nothing (only "on" is expressible)
-        return {FeatureSetting.OFF: False, FeatureSetting.ANY: None}.get(s, named)
-
-    sramecc, xnack = setting(flags.sramecc, tid.sramecc), setting(flags.xnack, tid.xnack)
-    version = flags.generic_version if tid.is_generic else 1
-    return str(TargetId(tid.processor, sramecc, xnack)), version
-
-
-def _nv_bare_arch(f: Image) -> str:
-    """A bare cubin's arch including ``a`` (``.nv.compat`` attribute 9, or the old e_flags bit)."""
-    from devbin.targets.nvidia.cubin import cubin_arch
-    try:
-        return cubin_arch(ElfFile(ByteView(f.data())))
-    except DeviceBinaryError:
-        return f.arch
-
-
 def _loader_view(image: Image) -> tuple[Image, int]:
-    """``image`` with its arch as the loader sees it, and its AMD generic version (see :func:`decide`)."""
-    arch, version = image.arch, 1
-    if image.kind == AMDGPU:
-        arch, version = _amd_image(image)
-    elif image.kind == CUBIN and isinstance(image.native, BareElf):
-        arch = _nv_bare_arch(image)
-    elif image.kind == PTX and arch.startswith("sm_"):
-        arch = "compute_" + arch[3:]
+    """``image`` with its arch as the loader sees it, and its generic version (see :func:`decide`):
+    its vendor's :meth:`~devbin.targets.vendor.Vendor.loader_arch`."""
+    vendor = vendor_named(image.vendor)
+    if vendor is None:
+        return image, 1
+    data = image.data if isinstance(image.native, BareElf) else None
+    arch, version = vendor.loader_arch(image.kind, image.arch, lambda: image.head(64), data)
     return (image if arch == image.arch else replace(image, arch=arch)), version
 
 

@@ -25,7 +25,8 @@ given beside it in ``related``: its own sections' file bytes in a cubin (``.nv.c
 ``relocations``, the sm_100+ Mercury copies ``.nv.capmerc.text.<f>``/``.nv.merc.*.<f>``: ``mercury``),
 and an AMDGPU kernel's descriptor (the ``<f>.kd`` symbol, ``descriptor``).  Names are demangled with the
 ``demangle`` library in GNU style (what ``c++filt`` prints); the mangled name is kept.
-Symbols are read from the symbol table straight (kind: ``STO_CUDA_ENTRY`` for NVIDIA kernels, a
+Symbols are read from the symbol table straight (kind and ``related``: the vendor's
+:meth:`~devbin.targets.vendor.Vendor.function_parts`: ``STO_CUDA_ENTRY`` for NVIDIA kernels, a
 ``.kd`` symbol for AMDGPU ones), without importing each code object's metadata, which sizes do not
 need; :mod:`devbin.size.diff` imports them for their resources.
 
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import mmap
-import re
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -66,6 +66,7 @@ from devbin.images.record import AMDGPU, CUBIN, Image
 from devbin.images.scan import ByteProgress, Progress, Scanner, ToScan, file_sizes, jobs_for
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF
+from devbin.targets.registry import vendor_for_machine
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -77,22 +78,6 @@ __all__ = ["DEVICE_SECTIONS", "FileSize", "FunctionSize", "ImageSize", "demangle
 
 #: Sections that hold only device code and its containers (a ``__CLANG_OFFLOAD_BUNDLE__<id>`` section too).
 DEVICE_SECTIONS: Final = (".nv_fatbin", "__nv_relfatbin", BC.HIP_FATBIN_SECTION, OC.SECTION_NAME)
-
-#: NVIDIA kernels' symbols carry ``STO_CUDA_ENTRY`` in ``st_other`` (cuobjdump -elf, targets.nvidia.cubin).
-_STO_CUDA_ENTRY: Final = 0x10
-
-#: Section name prefixes of what belongs to one cubin function (``<prefix><function name>``), longest first,
-#: and the ``related`` key each is reported under.
-_RELATED: Final = (
-    (".nv.capmerc.text.", "mercury"), (".nv.merc.rela.text.", "mercury"), (".nv.merc.rel.text.", "mercury"),
-    (".nv.merc.nv.info.", "mercury"), (".nv.merc.text.", "mercury"),
-    (".rela.text.", "relocations"), (".rel.text.", "relocations"), (".nv.info.", "nv_info"),
-)
-_RELATED_KEY: Final = dict(_RELATED)
-#: A constant bank's section (``.nv.constant<bank>.``: group 1 the bank) or any of the prefixes of
-#: :data:`_RELATED` (no two of which both begin one name), matched at once.
-_RELATED_PREFIX: Final = re.compile("|".join([r"\.nv\.constant([^.]*)\.", *(re.escape(p) for p, _ in _RELATED)]))
-
 
 @lru_cache(maxsize=1 << 16)
 def demangle(name: str) -> str:
@@ -217,47 +202,20 @@ def _functions(elf: ElfFile) -> list[_Raw]:
     if st is None:
         return []
     c = st.columns
-    info, shndx, other, sizes, values = c.st_info, c.st_shndx, c.st_other, c.st_size, c.st_value
+    info, shndx, sizes, values = c.st_info, c.st_shndx, c.st_size, c.st_value
     names_of, file_sizes, headers = elf.section_names, elf.section_file_sizes, elf.section_rows
     nsec = len(names_of)
     rows = [i for i in range(1, len(st)) if info[i] & 0xF == EC.STT_FUNC and 0 < shndx[i] < nsec]
     if not rows:
         return []
     names = st.names(rows)
-    cuda = elf.header.e_machine == EC.EM_CUDA
+    vendor = vendor_for_machine(elf.header.e_machine)
     loaded = elf.header.e_type in (EC.ET_EXEC, EC.ET_DYN)
-    related: dict[str, tuple[tuple[str, int], ...]] = {}
-    descriptors: dict[str, int] = {}
-    if cuda:
-        own: dict[str, dict[str, int]] = {}
-        match = _RELATED_PREFIX.match
-        for n, file_size in compress(zip(names_of, file_sizes, strict=True), file_sizes):  # no Section made
-            m = match(n)
-            if m is None:
-                continue
-            fn = n[m.end():]
-            bank = m.group(1)
-            if bank is None:
-                key = _RELATED_KEY[m.group()]
-            elif bank.isdigit() and fn:
-                key = "constant_bank" if bank == "0" else f"constant{bank}"
-            else:
-                continue
-            mine = own.get(fn)
-            if mine is None:
-                own[fn] = {key: file_size}
-            else:
-                mine[key] = mine.get(key, 0) + file_size
-        related = {fn: tuple(d.items()) for fn, d in own.items()}
-    else:
-        kd = [i for i in range(1, len(st)) if info[i] & 0xF == EC.STT_OBJECT and shndx[i]]
-        for i, name in zip(kd, st.names(kd), strict=True):
-            if name.endswith(".kd"):
-                descriptors[name[:-3]] = sizes[i]
+    kernels, related = vendor.function_parts(elf, rows, names) if vendor is not None else ([False] * len(rows), {})
     out: list[_Raw] = []
     whole = elf.view.bytes_at(0, elf.size)  # every section lies inside it (checked at open)
     none: tuple[tuple[str, int], ...] = ()
-    for i, name in zip(rows, names, strict=True):
+    for i, name, kernel in zip(rows, names, kernels, strict=True):
         index, size = shndx[i], sizes[i]
         file_size = file_sizes[index]
         code: Buffer = b""
@@ -267,13 +225,7 @@ def _functions(elf: ElfFile) -> list[_Raw]:
             if start >= 0 and start + size <= file_size:
                 start += h[SH_OFFSET]
                 code = whole[start:start + size]  # inside the section, checked just above
-        if cuda:
-            out.append((name, "kernel" if other[i] & _STO_CUDA_ENTRY else "function", size,
-                        related.get(name, none), code))
-        elif name in descriptors:
-            out.append((name, "kernel", size, (("descriptor", descriptors[name]),), code))
-        else:
-            out.append((name, "function", size, none, code))
+        out.append((name, "kernel" if kernel else "function", size, related.get(name, none), code))
     return out
 
 
@@ -301,7 +253,7 @@ def _file_facts(data: Buffer, frame: Frame) -> _Facts:
         elf = ElfFile(view, where=frame.where)
     except DeviceBinaryError:
         return _Facts(n, n, {}, True)
-    if elf.header.e_machine in (EC.EM_CUDA, EC.EM_AMDGPU):
+    if vendor_for_machine(elf.header.e_machine) is not None:  # a vendor's code object: all device code
         return _Facts(n, n, {}, True)
     sections: dict[str, int] = {}
     for sec in elf.sections:

@@ -27,74 +27,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from devbin.errors import DeviceBinaryError, UsageError, quote
-from devbin.targets.amdgpu.mach import FEATURES
-from devbin.targets.amdgpu.matching import match
-from devbin.targets.amdgpu.targetid import parse_target_id
-from devbin.targets.nvidia.archs import parse_arch, preference, runs_on
+from devbin.errors import UsageError, quote
+from devbin.targets.registry import guess_vendor
 
 __all__ = ["GENERIC", "check_chains", "default_chain", "effective_chain"]
 
 GENERIC = "generic"
 
 
-def _amd_chain(target: str, others: Sequence[str]) -> list[str] | None:
-    if not target.startswith("gfx"):
-        return None
-    try:
-        device = parse_target_id(target)
-    except DeviceBinaryError:
-        return None
-    ranked: list[tuple[tuple[int, ...], int, str]] = []
-    for i, name in enumerate(others):
-        if not name.startswith("gfx"):
-            continue
-        try:
-            image = parse_target_id(name)
-        except DeviceBinaryError:
-            continue
-        if device.is_generic:
-            ok = image.processor == device.processor and all(
-                image.feature(f) is None or image.feature(f) == device.feature(f) for f in FEATURES)
-            if ok:
-                ranked.append(((0, -len(image.features)), i, name))
-            continue
-        verdict = match(image, device)
-        if verdict.ok and not verdict.conditional:
-            ranked.append((verdict.rank, i, name))
-    return [name for _, _, name in sorted(ranked)]
-
-
-def _nv_chain(target: str, others: Sequence[str]) -> list[str] | None:
-    try:
-        arch = parse_arch(target)
-    except DeviceBinaryError:
-        return None
-    ranked: list[tuple[tuple[int, ...], int, str]] = []
-    for i, name in enumerate(others):
-        try:
-            image = parse_arch(name)
-        except DeviceBinaryError:
-            continue
-        if arch.kind != "sass":
-            # a PTX / LTO-IR level falls back to the same kind at a lower or equal capability
-            if image.kind != arch.kind or image.cc > arch.cc or (image.variant and image.variant != arch.variant):
-                continue
-        elif image.kind == "ltoir" or not runs_on(image, arch.cc)[0]:
-            continue
-        elif image.variant == "a" and arch.variant != "a":
-            continue  # sm_90a code needs the exact GPU's arch-specific features; a plain sm_90 library may not
-        key = preference(image)
-        ranked.append((tuple(-k for k in key), i, name))
-    return [name for _, _, name in sorted(ranked)]
-
-
 def default_chain(target: str, targets: Sequence[str]) -> tuple[str, ...]:
     """The chain derived from the vendors' rules for ``target`` among ``targets`` (see the module docstring)."""
     others = [t for t in targets if t != target and t != GENERIC]
-    lower = _amd_chain(target, others)
-    if lower is None:
-        lower = _nv_chain(target, others)
+    vendor = guess_vendor(target)
+    lower = vendor.fallback_chain(target, others) if vendor is not None else None
     chain = [target, *(lower or [])]
     if target != GENERIC and GENERIC in targets:
         chain.append(GENERIC)

@@ -11,14 +11,16 @@ the names are defined in lower case (CUDA's ``-arch=sm_XY``, NVIDIA CUDA Compile
 documentation, "GPU Feature List"; LLVM's AMDGPUUsage "Processors" table and "Target
 ID"), and no two architectures differ by case only.
 
-A name must be an architecture of the tables: NVIDIA's :data:`devbin.targets.nvidia.archs.SM_ARCHS`
-(``sm_``, ``compute_`` or ``lto_`` with a known SM number and one of its variants:
-``sm_900`` and ``sm_80a`` are refused, as ``nvcc -arch`` refuses them: "Unsupported gpu
-architecture") and AMD's :data:`devbin.targets.amdgpu.mach.PROCESSORS` (a ``gfx`` processor or
-generic target, with features it supports: :func:`devbin.targets.amdgpu.targetid.parse_target_id`).
+A name must be an architecture of a vendor's tables: the vendor that claims it
+(:meth:`devbin.targets.vendor.Vendor.claims_arch`) checks it (:meth:`~devbin.targets.vendor.Vendor.check_arch`):
+NVIDIA's :data:`devbin.targets.nvidia.archs.SM_ARCHS` (``sm_``, ``compute_`` or ``lto_`` with a known SM
+number and one of its variants: ``sm_900`` and ``sm_80a`` are refused, as ``nvcc -arch`` refuses them:
+"Unsupported gpu architecture") and AMD's :data:`devbin.targets.amdgpu.mach.PROCESSORS` (a ``gfx``
+processor or generic target, with features it supports: :func:`devbin.targets.amdgpu.targetid.parse_target_id`).
 Anything else is a :class:`~devbin.errors.UsageError` whose one line suggests the names
-meant: the obvious repairs first (``sm90`` -> ``sm_90``, a bare ``90`` -> ``sm_90``,
-``9.0`` -> ``sm_90``), then the closest known names (:func:`difflib.get_close_matches`).
+meant: the vendors' obvious repairs first (:meth:`~devbin.targets.vendor.Vendor.arch_repairs`: ``sm90`` ->
+``sm_90``, a bare ``90`` -> ``sm_90``, ``9.0`` -> ``sm_90``), then the closest known names
+(:func:`difflib.get_close_matches`).
 A name that is valid but matches nothing in the input is for each command to report
 (it knows the input).
 """
@@ -26,45 +28,36 @@ A name that is valid but matches nothing in the input is for each command to rep
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable
 from functools import cache
 
-from devbin.errors import DeviceBinaryError, UsageError
-from devbin.targets.amdgpu.mach import PROCESSORS, supported_features
-from devbin.targets.amdgpu.targetid import parse_target_id
-from devbin.targets.nvidia.archs import SM_ARCHS, try_parse_arch
+from devbin.errors import UsageError
+from devbin.targets.registry import VENDORS
 
 __all__ = ["canonical_arch", "known_arch_names", "parse_arch_list", "suggestions"]
-
-_NV_PREFIXES = ("sm", "compute", "lto")
-_BARE = re.compile(r"(sm|compute|lto)?[ _-]?([1-9][0-9]+[af]?)")
-_DOTTED = re.compile(r"([1-9][0-9]?)\.([0-9])([af]?)")
 
 
 @cache
 def known_arch_names() -> tuple[str, ...]:
-    """Every name the tables know: ``sm_20`` .. ``lto_121f``, then the ``gfx`` processors and generic targets."""
-    nv = [f"{p}_{a.sm}{v}" for p in _NV_PREFIXES for a in SM_ARCHS.values() for v in a.variants]
-    amd = [p.name for p in PROCESSORS if p.name.startswith("gfx")]
-    return (*nv, *amd)
+    """Every name the vendors' tables know, vendor by vendor (``sm_20`` .. ``lto_121f``, then the ``gfx``
+    processors and generic targets)."""
+    return tuple(n for v in VENDORS for n in v.known_arch_names())
+
+
+@cache
+def _pools() -> tuple[str, ...]:
+    """The first two letters of every vendor's architecture prefixes (``sm``, ``co``, ``lt``, ``gf``)."""
+    return tuple(dict.fromkeys(p[:2] for v in VENDORS for p in v.arch_prefixes))
 
 
 def suggestions(text: str) -> list[str]:
     """The known names ``text`` probably meant, best first (at most three)."""
     t = text.strip().lower()
     known = known_arch_names()
-    out: list[str] = []
-    m = _BARE.fullmatch(t)
-    if m is not None:  # sm90, sm-90, a bare 90 (SASS unless a prefix says otherwise)
-        out.append(f"{m.group(1) or 'sm'}_{m.group(2)}")
-    m = _DOTTED.fullmatch(t)
-    if m is not None:  # a compute capability: 9.0 -> sm_90
-        out.append(f"sm_{m.group(1)}{m.group(2)}{m.group(3)}")
-    out = [n for n in out if n in known]
+    out = [n for v in VENDORS for n in v.arch_repairs(t) if n in known]
     if out:  # an obvious repair: the one answer
         return out[:1]
-    pool = [n for n in known if n.startswith(t[:2])] if t[:2] in ("sm", "co", "lt", "gf") else list(known)
+    pool = [n for n in known if n.startswith(t[:2])] if t[:2] in _pools() else list(known)
     out += difflib.get_close_matches(t, pool, n=3, cutoff=0.6)
     return list(dict.fromkeys(out))[:3]
 
@@ -73,27 +66,12 @@ def canonical_arch(text: str) -> str:
     """``text`` as the tables spell it (lower case); UsageError, with suggestions, when it names no
     architecture the tables know (module docstring)."""
     t = text.strip().lower()
-    nv = try_parse_arch(t)
-    if nv is not None:
-        if nv.known:
-            return nv.name
-        return _refuse(text, "no NVIDIA architecture of that name")
-    if t.startswith("gfx"):
-        try:
-            tid = parse_target_id(t)
-        except DeviceBinaryError as e:
-            return _refuse(text, e.message)
-        if tid.processor not in known_arch_names():
-            return _refuse(text, f"no AMD processor {tid.processor}")
-        bad = tid.unsupported_features()
-        if bad:
-            have = supported_features(tid.processor)
-            return _refuse(text, f"{tid.processor} has no {', '.join(bad)} feature"
-                                 + (f" (it has {', '.join(have)})" if have else " (it has none)"))
-        return str(tid)
-    if t.startswith(_NV_PREFIXES):
-        return _refuse(text, "not an NVIDIA architecture name (sm_XY, compute_XY or lto_XY, with an a or f suffix "
-                             "or none)")
+    for v in VENDORS:
+        if v.claims_arch(t):
+            try:
+                return v.check_arch(t)
+            except UsageError as e:
+                return _refuse(text, e.message)
     return _refuse(text, "not a GPU architecture" if suggestions(text)
                    else "not a GPU architecture (sm_90, compute_90, gfx90a, gfx90a:xnack+ ...)")
 

@@ -7,18 +7,25 @@ line in :data:`VENDORS`.  Generic code asks here and never names a vendor (tests
 * :func:`vendor_named` (``"nvidia"`` -> the descriptor), :func:`vendor_names` (the enum of names);
 * :func:`vendor_for_machine` (an ELF ``e_machine``), :func:`vendor_for_kind` (an image kind),
   :func:`vendor_for_triple` (an LLVM triple), :func:`guess_vendor` (an architecture name);
+  :func:`object_kinds` (the image kinds of the vendors' code objects);
+* :func:`parse_target`: a target-ID string as a :class:`~devbin.model.Target`, its vendor guessed;
 * :func:`arch_option_matches` (the ``--arch`` filter: cuobjdump's ``-arch`` rule) and
   :func:`prune_name_matches` (``prune --keep/--drop``: nvprune's rule), each the vendor's rule.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from devbin.targets.amdgpu.vendor import AMD
 from devbin.targets.nvidia.vendor import NVIDIA
 from devbin.targets.vendor import Vendor
 
-__all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "prune_name_matches", "vendor_for_kind",
-           "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names"]
+if TYPE_CHECKING:
+    from devbin.model import Target
+
+__all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "object_kinds", "parse_target", "prune_name_matches",
+           "vendor_for_kind", "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names"]
 
 #: Every vendor devbin knows, in the order reports list them.
 VENDORS: tuple[Vendor, ...] = (NVIDIA, AMD)
@@ -49,6 +56,11 @@ def vendor_for_kind(kind: str) -> Vendor | None:
     return _BY_KIND.get(kind)
 
 
+def object_kinds() -> frozenset[str]:
+    """The image kinds of the vendors' device ELF code objects (``cubin``, ``amdgpu``)."""
+    return frozenset(v.object_kind for v in VENDORS)
+
+
 def vendor_for_triple(triple: str) -> Vendor | None:
     """The vendor of an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``), or None."""
     return next((v for v in VENDORS if triple and v.owns_triple(triple)), None)
@@ -58,6 +70,17 @@ def guess_vendor(arch: str) -> Vendor | None:
     """The vendor whose architecture ``arch`` is (``sm_90`` -> NVIDIA, ``gfx90a:xnack+`` -> AMD), or None:
     the vendors' names do not overlap, so the name alone decides."""
     return next((v for v in VENDORS if arch and v.owns_arch(arch)), None)
+
+
+def parse_target(text: str, vendor: str = "", triple: str = "") -> Target:
+    """:meth:`devbin.model.Target.parse` with the vendor, when not given, that the arch implies
+    (:func:`guess_vendor`; ``""`` for an arch no vendor owns): ``gfx90a:xnack-`` -> vendor ``amd``."""
+    from devbin.model import Target  # the model only when a target is parsed (CLI start-up)
+
+    if not vendor and isinstance(text, str):
+        owner = guess_vendor(text.split(":", 1)[0])
+        vendor = owner.name if owner is not None else ""
+    return Target.parse(text, vendor, triple)
 
 
 def arch_option_matches(found: str, wanted: str) -> bool:

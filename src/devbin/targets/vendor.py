@@ -12,7 +12,9 @@ What a descriptor holds (each item is the one place devbin writes that rule):
   :class:`~devbin.model.Target`, select's device, JSON): ``nvidia``, ``amd`` (LLVM's triple vendor,
   ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind);
 * ``e_machines``: the ELF machines of its device code objects (``EM_CUDA`` 190, ``EM_AMDGPU`` 224);
-* the image kinds and triple prefixes that are its code (what the scanner's vendor column says);
+* the image kinds and triple prefixes that are its code (what the scanner's vendor column says), its
+  PCI vendor ID, LLVM offload kind and default triple (what ``devbin pack`` writes), what its device
+  ELF says of itself (:meth:`Vendor.object_facts`), its virtual architectures (:meth:`Vendor.virtual_arch`);
 * architectures: which names are its (:meth:`Vendor.owns_arch`), the name from an ELF header
   (:meth:`Vendor.arch_from_header`), the matching rules of ``--arch`` (cuobjdump's ``-arch``:
   :meth:`Vendor.option_matches`) and of ``prune --keep/--drop`` (nvprune's rule:
@@ -32,18 +34,86 @@ msgpack; those are imported inside the methods that need them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from devbin.binary import Buffer
     from devbin.errors import DeviceBinaryError
     from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject, Function
+    from devbin.targets.amdgpu.targetid import TargetId
 
-__all__ = ["Diag", "Vendor"]
+__all__ = ["AssemblyFacts", "Device", "Diag", "ObjectFacts", "Vendor", "Verdict"]
 
 #: Where an importer reports what it tolerated (a :class:`~devbin.errors.DeviceBinaryError` per finding).
 Diag = Callable[["DeviceBinaryError"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectFacts:
+    """What a vendor's device ELF says of itself (``devbin pack``'s facts, docs/PACK.md): its
+    architecture as the loader reads it, its triple, the producer and compile options it records
+    (``None``: the vendor keeps none of its own; the ELF's ``.comment`` then says), its code object
+    version (``None`` where the vendor has none)."""
+
+    arch: str
+    triple: str
+    producer: str | None = None
+    compile_options: str = ""
+    code_object_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyFacts:
+    """What ``devbin cc`` learned from a compile's assembly (:meth:`Vendor.facts_from_assembly`): the
+    object's model with them added, each function's facts as JSON, the functions that gained facts
+    (``filled``), those checked against the object's own (``checked``), one line per value that
+    differs (``disagreements``) and the functions the assembly says nothing about (``missing``)."""
+
+    model: CodeObject
+    functions: dict[str, dict[str, Any]]
+    filled: tuple[str, ...]
+    checked: tuple[str, ...]
+    disagreements: tuple[str, ...]
+    missing: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A GPU to select or load for, as a vendor's :meth:`Vendor.parse_device` reads its name: ``cc`` the
+    compute capability of an NVIDIA device, ``target`` the target ID of an AMD one (features it does not
+    state are unknown); ``description`` one line for people; ``note`` what the name left open."""
+
+    name: str
+    vendor: str
+    cc: tuple[int, int] | None = None
+    target: TargetId | None = None
+    note: str = ""
+    description: str = field(default="", compare=False)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "vendor": self.vendor,
+                "compute_capability": f"{self.cc[0]}.{self.cc[1]}" if self.cc else None,
+                "target_id": str(self.target) if self.target is not None else None, "note": self.note}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a driver loads an image on a device (:meth:`Vendor.judge`): ``reason`` one phrase, ``rank``
+    a sort key among the images that load (smaller is better), ``jit`` compiled by the driver first."""
+
+    ok: bool
+    reason: str
+    rank: tuple[int, ...] = ()
+    jit: bool = False
 
 
 class Vendor(ABC):
@@ -55,6 +125,9 @@ class Vendor(ABC):
     title: ClassVar[str]
     #: ``e_machine`` values of its device ELF files (the first is the one its code objects carry).
     e_machines: ClassVar[tuple[int, ...]]
+    #: The prefixes of its architecture names (``sm_``, ``compute_``, ``lto_``; ``gfx``): what a name
+    #: starts with when :meth:`owns_arch` holds (tests/test_layers.py looks for them outside targets/).
+    arch_prefixes: ClassVar[tuple[str, ...]]
     #: The image kind of its device ELF code object (``cubin``, ``amdgpu``).
     object_kind: ClassVar[str]
     #: Every image kind that is this vendor's code (its code object, PTX, LTO-IR, its fat container).
@@ -67,6 +140,28 @@ class Vendor(ABC):
     attribute_namespace: ClassVar[int]
     #: The prefix of its attribute names (``nvidia.``, ``amdgpu.``).
     attribute_prefix: ClassVar[str]
+    #: Its PCI vendor ID as OffloadBinary metadata writes it (``VendorId``: ``0x10de``, ``0x1002``).
+    pci_vendor_id: ClassVar[str]
+    #: The LLVM offload kind of its images (an OffloadBinary's producer: ``cuda``, ``hip``).
+    offload_kind: ClassVar[str]
+    #: The triple of its device code where an image states none (``nvptx64-nvidia-cuda``).
+    default_triple: ClassVar[str]
+    #: The hue (0-359) of its images in the size report's treemap (docs/REPORT.md).
+    hue: ClassVar[int]
+    #: The image kinds its driver may load (code, not containers): what :meth:`judge` is asked about.
+    loadable_kinds: ClassVar[frozenset[str]]
+    #: ``Device.vendor`` of its devices: :attr:`name`, except AMD's ``amdgpu`` until the loader's index
+    #: (devbin.load, whose JSON carries it) spells the vendor ``amd`` too: then both move at once, with
+    #: select/2 and load/2 (docs/JSON.md).
+    device_vendor: ClassVar[str]
+    #: Its devices and images as select's messages name them (``NVIDIA``, ``AMDGPU``).
+    device_title: ClassVar[str]
+    #: Its own tools that devbin finds outside ``PATH`` too (:meth:`toolkit_dirs`), each with how to install
+    #: it (:func:`devbin.tools.find_tool`, :func:`devbin.tools.install_hint`).
+    toolkit: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    #: Whether its compiler prints per-function facts in the assembly that devbin reads (``devbin cc``,
+    #: :meth:`facts_from_assembly`).
+    reads_assembly: ClassVar[bool] = False
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
@@ -85,6 +180,24 @@ class Vendor(ABC):
         """Whether ``arch`` (an architecture or target-ID name as images carry it) is this vendor's."""
 
     @abstractmethod
+    def known_arch_names(self) -> tuple[str, ...]:
+        """Every architecture name its tables know, as ``--arch``/``--keep`` take them (lower case)."""
+
+    @abstractmethod
+    def claims_arch(self, text: str) -> bool:
+        """Whether ``text`` (lower case, stripped) is meant as one of its architecture names, known or not:
+        what :meth:`check_arch` then judges (NVIDIA: it starts ``sm``, ``compute`` or ``lto``)."""
+
+    @abstractmethod
+    def check_arch(self, text: str) -> str:
+        """``text`` (claimed, lower case) as the tables spell it; UsageError saying why it names none
+        (:func:`devbin.targets.archnames.canonical_arch` adds the names probably meant)."""
+
+    def arch_repairs(self, text: str) -> list[str]:
+        """Obvious repairs of a misspelt name (NVIDIA: ``sm90`` -> ``sm_90``), best first; none by default."""
+        return []
+
+    @abstractmethod
     def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
         """The architecture an ELF header of one of :attr:`e_machines` names (the header alone)."""
 
@@ -98,9 +211,64 @@ class Vendor(ABC):
         """Whether ``prune --keep/--drop spec`` names an image of architecture ``arch`` (NVIDIA:
         nvprune's rule).  ``arch`` is non-empty."""
 
+    def virtual_arch(self, arch: str) -> str:
+        """The virtual (JIT-compiled) architecture of the same target as ``arch`` (NVIDIA: ``sm_90`` ->
+        ``compute_90``, as PTX filed under its SASS name is), or ``""`` where the vendor has none."""
+        return ""
+
+    def is_virtual_arch(self, arch: str) -> bool:
+        """Whether ``arch`` names virtual code only (NVIDIA: ``compute_NN``/``lto_NN``: PTX and LTO-IR)."""
+        return False
+
     def owns_triple(self, triple: str) -> bool:
         """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""
         return triple.startswith(self.triple_prefixes)
+
+    def toolkit_dirs(self, tool: str) -> Iterator[Path]:
+        """Folders besides ``PATH`` that may hold ``tool`` (one of :attr:`toolkit`), most specific first."""
+        return iter(())
+
+    @abstractmethod
+    def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
+                       ) -> tuple[list[bool], dict[str, tuple[tuple[str, int], ...]]]:
+        """For ``devbin size`` (from the symbol and section tables alone, no import): per function symbol
+        (``rows``: symbol indices of ``elf.symtab``, named ``names``) whether it is a kernel, and per function
+        name what belongs to it beside its code, ``(key, bytes)`` pairs (docs/JSON.md, ``related``)."""
+
+    # ------------------------------------------------------------------ what a driver loads (devbin select)
+
+    @abstractmethod
+    def owns_device(self, text: str) -> bool:
+        """Whether ``text`` (lower case, stripped) is meant as one of this vendor's devices."""
+
+    @abstractmethod
+    def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        """The device ``text`` names (:meth:`owns_device` holds; a name starting with one of
+        :attr:`arch_prefixes` is a known architecture: :func:`devbin.packaging.selection.parse_device`
+        checked it); UsageError for a name of no device, naming what was probably meant (``suggest``:
+        :func:`devbin.targets.archnames.suggestions`)."""
+
+    def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
+                    ) -> tuple[str, int]:
+        """An image's architecture as the driver sees it, and its generic version (1 where the vendor has
+        none): ``head()`` gives the image's first 64 bytes, ``data()`` (None unless the image is a bare
+        code object) all of them.  By default the scanned ``arch`` as is."""
+        return arch, 1
+
+    @abstractmethod
+    def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        """Whether the driver loads an image of ``kind`` (one of :attr:`loadable_kinds`) and ``arch`` (as
+        :meth:`loader_arch` gives it) on ``device`` (this vendor's), and its rank among those that load."""
+
+    @abstractmethod
+    def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
+        """Why an image that loads (``other``) is not the one chosen (``chosen``, ranked first): one phrase."""
+
+    @abstractmethod
+    def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        """The targets among ``others`` (a super-archive's, docs/FORMAT.md §16.5) whose code runs where
+        ``target``'s does, best first: the default fallback chain below ``target``; None when ``target`` is
+        no architecture of this vendor's."""
 
     # ------------------------------------------------------------------ the unified model
 
@@ -109,6 +277,18 @@ class Vendor(ABC):
                            only: frozenset[str] | None = None) -> CodeObject:
         """The vendor metadata of ``elf`` (one of :attr:`e_machines`) as a :class:`~devbin.model.CodeObject`;
         ``only``: just the functions of these names (the lazy loader's partial import)."""
+
+    @abstractmethod
+    def object_facts(self, elf: ElfFile) -> ObjectFacts:
+        """What ``elf`` (one of :attr:`e_machines`) says of itself (:class:`ObjectFacts`); FormatError when
+        it cannot be read as this vendor's code object."""
+
+    def facts_from_assembly(self, elf: ElfFile, assembly: str, *, diag: Diag | None = None) -> AssemblyFacts:
+        """``elf`` imported, with the per-function facts its compile's ``assembly`` (``-S``) prints added
+        (where :attr:`reads_assembly`); ``diag`` hears of what does not fit."""
+        from devbin.errors import UsageError
+
+        raise UsageError(f"{self.title}: devbin reads no facts from its compilers' assembly")
 
     @abstractmethod
     def load_attribute_names(self) -> None:

@@ -41,6 +41,16 @@ ZLIB_DEFAULT_LEVEL: Final = 6
 HIP_FATBIN_ALIGN: Final = 4096
 HIP_FATBIN_SECTION: Final = ".hip_fatbin"
 
+#: The offload kind a bundle ID spells for an OffloadBinary producer name where they differ (clang's
+#: ``hipv4`` for HIP code objects v4 and later; ``openmp`` for a host entry), every other name as is.
+BUNDLE_OFFLOAD_KINDS: Final = {"hip": "hipv4", "none": "openmp"}
+
+
+def bundle_offload_kind(producer: str) -> str:
+    """The offload kind of a bundle ID for an OffloadBinary producer name (:data:`BUNDLE_OFFLOAD_KINDS`)."""
+    return BUNDLE_OFFLOAD_KINDS.get(producer, producer)
+
+
 #: The host triple clang writes for the empty host entry of a HIP fat binary.
 DEFAULT_HOST_ID: Final = "host-x86_64-unknown-linux-gnu-"
 

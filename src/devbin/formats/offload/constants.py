@@ -117,6 +117,12 @@ def offload_kind_name(kind: int, numbering: str) -> str:
     return table.get(kind, "none")
 
 
+def offload_kinds(*, legacy: bool) -> dict[str, int]:
+    """Every producer name of a numbering with its value, ``none`` first (what a writer may be asked for)."""
+    table = LEGACY_OFFLOAD_KIND_NAMES if legacy else MASK_OFFLOAD_KIND_NAMES
+    return {"none": OFK_NONE, **{n: v for v, n in table.items()}}
+
+
 def offload_kind_value(name: str, *, legacy: bool) -> int:
     """The raw value for producer ``name`` (``hip``, ``cuda`` ...) in the chosen numbering."""
     table = LEGACY_OFFLOAD_KIND_NAMES if legacy else MASK_OFFLOAD_KIND_NAMES
