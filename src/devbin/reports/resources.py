@@ -234,9 +234,9 @@ class FunctionFilter:
 
 #: ``--sort``'s keys: the row's field each sorts by (numbers largest first, names A to Z; unknown first).
 SORT_KEYS = ("regs", "stack", "frame", "spill", "name")
-_SORT_FIELDS = {"nvidia": {"regs": "registers", "stack": "stack", "frame": "frame", "spill": "spill"},
-                "amd": {"regs": "vgpr", "stack": "private_segment", "frame": "private_segment",
-                        "spill": "vgpr_spill"}}
+_SORT_FIELDS = {"cubin": {"regs": "registers", "stack": "stack", "frame": "frame", "spill": "spill"},
+                "amdgpu": {"regs": "vgpr", "stack": "private_segment", "frame": "private_segment",
+                           "spill": "vgpr_spill"}}
 
 
 def sorted_rows(rows: list[_Row], key: str | None, table: NvidiaTable | AmdTable) -> list[_Row]:
@@ -246,7 +246,7 @@ def sorted_rows(rows: list[_Row], key: str | None, table: NvidiaTable | AmdTable
     from devbin.size.account import demangle
     if key == "name":
         return sorted(rows, key=lambda r: demangle(r["name"]))
-    field = _SORT_FIELDS["nvidia" if "common" in table else "amd"][key]
+    field = _SORT_FIELDS["cubin" if "common" in table else "amdgpu"][key]  # by the table's image kind
 
     def value(r: Any) -> tuple[int, int]:
         v = r[field]
