@@ -88,3 +88,22 @@ def test_the_loader_reads_the_same_model(lib_o: tuple[Path, str], tmp_path: Path
     direct = model_of(ElfFile(data), diag=lambda e: None)
     assert opened is not None
     assert loaded.to_dict() == opened.to_dict() == direct.to_dict()
+
+
+def test_size_diff_sees_the_devbin_sections(lib_o: tuple[Path, str], tmp_path: Path) -> None:
+    """``devbin size --diff`` (:func:`devbin.size.diff.diff_report`) of a plain build against a ``devbin cc``
+    build: lib_scale's registers changed from unknown to the recorded ones (it read only the vendor's
+    note before, where both builds say nothing of a device function)."""
+    from devbin.size.diff import diff_report
+    path, clang = lib_o
+    plain = tmp_path / "plain.o"
+    subprocess.run([clang, *FLAGS, "-c", "-o", str(plain), str(SOURCES / "amdgpu_lib.cl")], capture_output=True,
+                   check=True)
+    d, violations = diff_report(plain, path)
+    assert violations == [] and d["old"] == str(plain) and "budget" not in d
+    (row,) = [r for r in d["resources"] if r["name"] == "lib_scale"]
+    recorded = model_of(ElfFile(path.read_bytes())).function("lib_scale")
+    assert recorded is not None and recorded.resources.sgprs is not None
+    assert row["changes"]["sgprs"] == {"old": None, "new": recorded.resources.sgprs}
+    assert row["changes"]["vgprs"]["old"] is None
+    assert json.loads(cli_ok("size", "--diff", str(plain), str(path), "--json"))["resources"] == d["resources"]

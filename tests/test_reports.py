@@ -107,3 +107,13 @@ def test_optional_keys_are_only_the_documented_ones() -> None:
     """``NotRequired`` is read from evaluated annotations (the records' modules have no postponed ones)."""
     assert R.FunctionResources.__optional_keys__ == {"source"}
     assert R.ResourcesReport.__optional_keys__ == frozenset()
+
+
+def test_size_diff_report_is_the_commands_json() -> None:
+    from devbin.size.diff import diff_report
+    from devbin.size.shapes import SizeDiff
+    old, new = (str(sample_path(n)) for n in ("sample_sm90.cubin", "sample_sm90_rdc.cubin"))
+    d, violations = diff_report(old, new)
+    _valid("size-diff", dict(d))
+    assert violations == [] and SizeDiff.__required_keys__ <= set(d) <= _keys(SizeDiff)
+    assert json.loads(json.dumps(d)) == _cli_doc("size", "--diff", old, new, "--json")

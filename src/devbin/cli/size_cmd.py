@@ -314,25 +314,16 @@ def render_budget(violations: Sequence[Violation], rules: Sequence[Rule], out: T
 def _run_diff(args: argparse.Namespace, rules: Sequence[Rule], out: TextIO) -> int:
     """--diff OLD NEW; the --budget rules are checked against NEW (the build CI is about to ship)."""
     from devbin.images.scanreport import ScanReport
-    from devbin.size.account import measure
-    from devbin.size.budget import check
-    from devbin.size.diff import diff, markdown
+    from devbin.size.diff import diff_report, markdown
 
-    sides = []
-    for path in args.diff:
-        report = ScanReport()
-        sides.append(measure([path], report=report, resources=True))
-        for m in report.warnings:
-            warn(m)
-    if not sides[0] and not sides[1]:
+    report = ScanReport()
+    d, violations = diff_report(args.diff[0], args.diff[1], rules=rules, report=report)
+    for m in report.warnings:
+        warn(m)
+    if not d["totals"]["files"]["old"] and not d["totals"]["files"]["new"]:
         return no_device_code(args.diff)
-    d = diff(sides[0], sides[1])
-    d = {"old": args.diff[0], "new": args.diff[1], **d}
-    violations = check(rules, sides[1])
-    if rules:
-        d["budget"] = {"rules": [r.text for r in rules], "violations": [v.to_dict() for v in violations]}
     if args.json:
-        dump("size-diff", d, out)
+        dump("size-diff", dict(d), out)
     else:
         out.write(markdown(d, top=args.top))
         if rules:

@@ -16,8 +16,9 @@ from typing import Any, NotRequired, TypedDict, get_args, get_origin, get_type_h
 
 from devbin.errors import FormatError
 
-__all__ = ["ArchRow", "Budget", "ContainerRow", "DuplicateFunction", "DuplicateImage", "Duplicates", "FileEntry",
-           "FileSavings", "FunctionEntry", "ImageEntry", "KindRow", "Savings", "SizeReport", "TopFunction", "Totals",
+__all__ = ["ArchChange", "ArchRow", "Budget", "Change", "ContainerRow", "DiffTotals", "DuplicateFunction",
+           "DuplicateImage", "Duplicates", "FileEntry", "FileSavings", "FunctionChange", "FunctionEntry",
+           "ImageEntry", "KindRow", "ResourcesChange", "Savings", "SizeDiff", "SizeReport", "TopFunction", "Totals",
            "check_size_report"]
 
 
@@ -215,3 +216,66 @@ def _check(value: object, shape: Any, where: str) -> None:
         for a in args:
             if (get_origin(a) or a) is type(value) or (is_typeddict(a) and isinstance(value, Mapping)):
                 _check(value, a, where)
+
+
+# --------------------------------------------------------------------------- devbin size --diff
+
+
+class Change(TypedDict):
+    old: int
+    new: int
+    delta: int
+
+
+class DiffTotals(TypedDict):
+    files: Change
+    device_bytes: Change
+    stored_size: Change
+    size: Change
+
+
+class ArchChange(TypedDict):
+    vendor: str
+    arch: str
+    old: int
+    new: int
+    delta: int
+    old_size: int
+    new_size: int
+    status: str
+
+
+class FunctionChange(TypedDict):
+    vendor: str
+    arch: str
+    name: str
+    demangled: str
+    kind: str
+    old: int
+    new: int
+    delta: int
+    status: str
+
+
+class ResourcesChange(TypedDict):
+    """A function whose resources differ: each field that changed, ``{"old", "new"}`` (None: not recorded)."""
+
+    vendor: str
+    arch: str
+    name: str
+    demangled: str
+    kind: str
+    changes: dict[str, dict[str, Any]]
+
+
+class SizeDiff(TypedDict):
+    """``devbin size --diff OLD NEW``'s document, less its ``schema`` key (``diff`` gives it without
+    ``old``, ``new`` and ``budget``; :func:`devbin.size.diff.diff_report` with them)."""
+
+    old: NotRequired[str]
+    new: NotRequired[str]
+    totals: DiffTotals
+    by_arch: list[ArchChange]
+    functions: list[FunctionChange]
+    resources: list[ResourcesChange]
+    budget: NotRequired[Budget]
