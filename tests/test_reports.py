@@ -117,3 +117,21 @@ def test_size_diff_report_is_the_commands_json() -> None:
     _valid("size-diff", dict(d))
     assert violations == [] and SizeDiff.__required_keys__ <= set(d) <= _keys(SizeDiff)
     assert json.loads(json.dumps(d)) == _cli_doc("size", "--diff", old, new, "--json")
+
+
+def test_report_graphs(tmp_path: Path) -> None:
+    """The HTML page's call graphs (``size --html``'s default and ``--graph``) come from the library."""
+    from devbin.errors import UsageError
+    from devbin.htmlreport import report_graphs
+    from runners import cli_err
+    rdc = str(sample_path("sample_sm90_rdc.cubin"))
+    fatbin = tmp_path / "k.fatbin"
+    fatbin.write_bytes(devbin.pack([sample_path("sample.ptx"), sample_path("sample_sm90.cubin")], format="fatbin").data)
+    (ptx,) = [str(i.address) for i in devbin.open(fatbin).images if i.kind == "ptx"]
+    doc = devbin.size_report([rdc])
+    (address,) = report_graphs(doc)  # its kernel calls a device function: drawn by default
+    assert address == rdc and report_graphs(doc, [rdc]).keys() == {rdc}
+    with pytest.raises(UsageError, match="not a cubin or AMDGPU code object"):
+        report_graphs(doc, [ptx])
+    code, _, err = cli_err("size", rdc, "--html", str(tmp_path / "r.html"), "--graph", ptx)
+    assert code == 2 and f"--graph {ptx}: not a cubin or AMDGPU code object" in err

@@ -331,29 +331,14 @@ def _run_diff(args: argparse.Namespace, rules: Sequence[Rule], out: TextIO) -> i
     return EXIT_OVER_BUDGET if violations else 0
 
 
-#: The largest code objects --html looks at, by default, for one with calls to draw.
-GRAPH_CANDIDATES = 8
-
-
 def _write_html(args: argparse.Namespace, doc: SizeReport) -> None:
-    import devbin
-    from devbin.analysis.callgraph import nodes
     from devbin.binary.output import write_file
-    from devbin.htmlreport import callgraph_svg, largest_code_objects, render_size_report
-    from devbin.images.address import Address
-    graphs: dict[str, str] = {}
-    # by default the largest code object whose functions call one another: a graph of kernels alone is
-    # a row of unconnected boxes that says nothing
-    for address in args.graph or largest_code_objects(doc, GRAPH_CANDIDATES):
-        with devbin.open(Address.parse(address).path) as src:
-            obj = src.image(address).code_object()
-        if obj is None:
-            raise BadArguments(f"--graph {address}: not a cubin or AMDGPU code object")
-        if not args.graph and not any(n.calls for n in nodes(obj)):
-            continue
-        graphs[address] = callgraph_svg(obj, title=address)
-        if not args.graph:
-            break
+    from devbin.errors import UsageError
+    from devbin.htmlreport import render_size_report, report_graphs
+    try:
+        graphs = report_graphs(doc, args.graph)
+    except UsageError as e:
+        raise BadArguments(e.message) from None
     write_file(args.html_out, render_size_report(doc, graphs).encode(), inputs=args.paths)
 
 

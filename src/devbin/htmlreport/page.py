@@ -43,7 +43,8 @@ from devbin.targets.registry import object_kinds, vendor_named
 if TYPE_CHECKING:
     from devbin.size.shapes import SizeReport
 
-__all__ = ["MAX_BOXES", "MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "largest_code_objects", "render_size_report",
+__all__ = ["GRAPH_CANDIDATES", "MAX_BOXES", "MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "largest_code_objects",
+           "render_size_report", "report_graphs",
            "size_tree"]
 
 #: Treemap canvas, in CSS pixels, and the padding a parent keeps for its label and border.
@@ -612,6 +613,34 @@ def largest_code_objects(doc: SizeReport | Mapping[str, object], count: int = 1)
              for i, im in enumerate(im for f in _list(doc.get("files")) for im in _list(f.get("images")))
              if _str(im.get("kind")) in object_kinds() and _str(im.get("address"))]
     return [a for _, _, a in heapq.nsmallest(count, found, key=lambda t: (-t[0], t[1]))]
+
+
+#: The largest code objects :func:`report_graphs` looks at, by default, for one with calls to draw.
+GRAPH_CANDIDATES = 8
+
+
+def report_graphs(doc: SizeReport | Mapping[str, object], addresses: Sequence[str] = ()) -> dict[str, str]:
+    """The call graphs the page of ``doc`` shows, address -> SVG (:func:`render_size_report`'s ``graphs``):
+    those of ``addresses`` (``--graph``), or by default the largest code object whose functions call one
+    another (of the :data:`GRAPH_CANDIDATES` largest: a graph of kernels alone is a row of unconnected
+    boxes that says nothing), or none.  UsageError for an address that is no cubin or AMDGPU code object."""
+    import devbin
+    from devbin.analysis.callgraph import nodes
+    from devbin.errors import UsageError
+    from devbin.htmlreport.callgraph import callgraph_svg
+    from devbin.images.address import Address
+    graphs: dict[str, str] = {}
+    for address in addresses or largest_code_objects(doc, GRAPH_CANDIDATES):
+        with devbin.open(Address.parse(address).path) as src:
+            obj = src.image(address).code_object()
+        if obj is None:
+            raise UsageError(f"--graph {address}: not a cubin or AMDGPU code object")
+        if not addresses and not any(n.calls for n in nodes(obj)):
+            continue
+        graphs[address] = callgraph_svg(obj, title=address)
+        if not addresses:
+            break
+    return graphs
 
 
 # --------------------------------------------------------------------------- the page
