@@ -107,3 +107,24 @@ def test_size_diff_sees_the_devbin_sections(lib_o: tuple[Path, str], tmp_path: P
     assert row["changes"]["sgprs"] == {"old": None, "new": recorded.resources.sgprs}
     assert row["changes"]["vgprs"]["old"] is None
     assert json.loads(cli_ok("size", "--diff", str(plain), str(path), "--json"))["resources"] == d["resources"]
+
+
+def test_annotate_relinks_a_devbin_section_a_linker_copied(lib_o: tuple[Path, str], tmp_path: Path) -> None:
+    """ld.lld copies a devbin cc object's .devbin.func with sh_link 0 (a non-allocated section it does not
+    know); annotating the linked file (what ``devbin link -o`` does) replaced the contents but kept that
+    sh_link, so the file's devbin sections could not be read back and every door warned (found with
+    ``devbin link --root lib_scale -o lib.so lib.o`` then ``devbin resources lib.so``)."""
+    from devbin.formats.devsec.elf import annotate, devbin_sections, read_code_object
+    from devbin.formats.elf.edit import ElfEditor
+    lld = require_tool("ld.lld-19")
+    path, _ = lib_o
+    so = tmp_path / "lib.so"
+    subprocess.run([lld, "-shared", "-o", str(so), str(path)], capture_output=True, check=True)
+    elf = ElfFile(so.read_bytes())
+    assert devbin_sections(elf)[".devbin.func"].sh_link == 0
+    obj = model_of(elf, diag=lambda e: None)
+    again = ElfFile(annotate(elf, obj))
+    assert elf.symtab is not None and devbin_sections(again)[".devbin.func"].sh_link == elf.symtab.section.index
+    back = read_code_object(again)
+    assert back is not None and back.to_dict() == obj.to_dict()
+    assert ElfEditor(again).write() == again.bytes()  # nothing to change: the same bytes
