@@ -263,7 +263,7 @@ VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
     "devbin.link.amdgpu_patch", "devbin.link.amdgpu_prune", "devbin.link.inputs", "devbin.link.nvidia",
     "devbin.link.nvlink", "devbin.link.output", "devbin.link.output_nvidia", "devbin.link.units", "devbin.load.cuda",
     "devbin.load.executable", "devbin.load.image", "devbin.load.indexing", "devbin.load.lazy", "devbin.load.loaded",
-    "devbin.load.symbol_table", "devbin.packaging.facts", "devbin.packaging.ptx",
+    "devbin.load.symbol_table",
     # the reports moved out of the CLI (cli.inspect_cmd, report.py, cli.resources_cmd's per-image work), still
     # reading NVIDIA's cubin records and AMD's facts for their vendor-shaped tables
     "devbin.reports.inspect", "devbin.reports.resources",

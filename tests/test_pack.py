@@ -360,3 +360,17 @@ def test_pack_bitcode_and_annotated_object(cubins: dict[str, Path], tmp_path: Pa
     assert md["LinkOptions"] == "-lfoo" and md["Extra"] == "1" and md["TargetID"] == "sm_90"
     # The cubin's own facts come first: ptxas and its options from .note.nv.tkinfo.
     assert "ptxas" in md["Producer"] and md["CompileOptions"] != "-O3 -lineinfo"
+
+
+def test_consistency_rules_per_vendor() -> None:
+    """The code-object-version and target-feature rules apply to a vendor's code objects (AMD's carry them);
+    images of different vendors are never compared (an NVIDIA and an AMD image may differ in -rdc)."""
+    amd = [ImageSettings("a", "t1", "gfx90a:xnack+", "amdgpu", code_object_version=4, relocatable=True),
+           ImageSettings("b", "t2", "gfx90a:xnack-", "amdgpu", code_object_version=5, relocatable=True)]
+    nv = [ImageSettings("c", "t1", "sm_90", "cubin", relocatable=False), ImageSettings("d", "t2", "sm_90", "cubin")]
+    found = {f.option: f.message for f in check_consistency([*amd, *nv])}
+    assert found["code-object-version"] == "AMDGPU code object versions differ — v4: a; v5: b"
+    assert found["xnack/sramecc"].startswith("translation units build gfx90a with different target features")
+    assert "relocatable" not in found  # -rdc differs only between vendors
+    assert found["arch"] == "translation units target different architectures — t1: gfx90a:xnack+, sm_90; " \
+                           "t2: gfx90a:xnack-, sm_90"

@@ -30,7 +30,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from devbin.targets.registry import vendor_for_kind
+from devbin.targets.registry import object_kinds, vendor_for_kind, vendor_named
 
 __all__ = ["Finding", "ImageSettings", "check_consistency", "settings_from_options"]
 
@@ -150,11 +150,13 @@ def check_consistency(images: Sequence[ImageSettings]) -> list[Finding]:
                 parts = [f"{words[bool(v)]}: {', '.join(labels)}" for v, labels in sorted(sides.items(), key=str)]
                 out.append(Finding(attr.replace("_", "-"), "images disagree — " + "; ".join(parts),
                                    tuple(label for labels in sides.values() for label in labels)))
-    cov = _split([s for s in images if s.kind == "amdgpu"], "code_object_version")
-    if len(cov) > 1:
-        parts = [f"v{v}: {', '.join(labels)}" for v, labels in sorted(cov.items(), key=str)]
-        out.append(Finding("code-object-version", "AMDGPU code object versions differ — " + "; ".join(parts),
-                           tuple(label for labels in cov.values() for label in labels)))
+    for name, group in vendors.items():  # a code object version is a vendor's (AMD's: e_flags/EI_ABIVERSION)
+        vendor = vendor_named(name)
+        cov = _split([s for s in group if vendor is not None and s.kind == vendor.object_kind], "code_object_version")
+        if vendor is not None and len(cov) > 1:
+            parts = [f"v{v}: {', '.join(labels)}" for v, labels in sorted(cov.items(), key=str)]
+            out.append(Finding("code-object-version", f"{vendor.device_title} code object versions differ — "
+                               + "; ".join(parts), tuple(label for labels in cov.values() for label in labels)))
     tus: dict[str, list[ImageSettings]] = {}
     for s in images:
         tus.setdefault(s.tu, []).append(s)
@@ -164,7 +166,7 @@ def check_consistency(images: Sequence[ImageSettings]) -> list[Finding]:
     procs: dict[str, dict[str, set[tuple[str, ...]]]] = {}
     for tu, imgs in tus.items():
         for s in imgs:
-            if s.kind == "amdgpu" and s.arch:
+            if s.kind in object_kinds() and s.arch:  # target-ID features (only AMD's have any today)
                 proc, feats = _features(s.arch)
                 procs.setdefault(proc, {}).setdefault(tu, set()).add(feats)
     for proc, per_tu in sorted(procs.items()):
@@ -172,7 +174,7 @@ def check_consistency(images: Sequence[ImageSettings]) -> list[Finding]:
             parts = [f"{tu}: {' '.join(':'.join((proc, *f)) for f in sorted(v))}" for tu, v in per_tu.items()]
             out.append(Finding("xnack/sramecc", f"translation units build {proc} with different target features — "
                                + "; ".join(parts), tuple(per_tu)))
-    archs = {tu: frozenset(s.arch for s in imgs if s.kind in ("cubin", "amdgpu") and s.arch)
+    archs = {tu: frozenset(s.arch for s in imgs if s.kind in object_kinds() and s.arch)
              for tu, imgs in tus.items()}
     if len(set(archs.values())) > 1:
         parts = [f"{tu}: {', '.join(sorted(a)) or '(none)'}" for tu, a in archs.items()]

@@ -220,6 +220,18 @@ class Vendor(ABC):
         """Whether ``arch`` names virtual code only (NVIDIA: ``compute_NN``/``lto_NN``: PTX and LTO-IR)."""
         return False
 
+    def generation(self, arch: str) -> tuple[int, str] | None:
+        """The generation number and variant of one of its architecture names, which orders its virtual
+        code (NVIDIA: ``sm_90a``/``compute_90a`` -> ``(90, "a")``); None where the vendor has none."""
+        return None
+
+    def format_arch(self, generation: int, variant: str = "", *, virtual: bool = False) -> str:
+        """The name of an architecture by :meth:`generation` (NVIDIA: ``90`` -> ``sm_90``, virtual
+        ``compute_90``); UsageError where the vendor has no generation numbers."""
+        from devbin.errors import UsageError
+
+        raise UsageError(f"{self.title} architectures have no generation numbers")
+
     def owns_triple(self, triple: str) -> bool:
         """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""
         return triple.startswith(self.triple_prefixes)

@@ -126,6 +126,14 @@ class NvidiaVendor(Vendor):
         a = try_parse_arch(arch)
         return a is not None and a.kind != "sass"
 
+    def generation(self, arch: str) -> tuple[int, str] | None:
+        a = try_parse_arch(arch)
+        return None if a is None else (a.sm, a.variant)
+
+    def format_arch(self, generation: int, variant: str = "", *, virtual: bool = False) -> str:
+        major, minor = divmod(generation, 10)
+        return NvArch(major, minor, variant, "ptx" if virtual else "sass").name
+
     def option_matches(self, found: str, wanted: str) -> bool:
         if found == wanted:
             return True
