@@ -8,9 +8,10 @@ one subclass of :class:`Vendor` and one instance of it, plus one line in the reg
 
 What a descriptor holds (each item is the one place devbin writes that rule):
 
-* ``name``: the canonical vendor name, one spelling everywhere (the image record, the model's
-  :class:`~devbin.model.Target`, select's device, JSON): ``nvidia``, ``amd`` (LLVM's triple vendor,
-  ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind);
+* ``name``: the canonical vendor name, one spelling (the image record, the model's
+  :class:`~devbin.model.Target`, JSON): ``nvidia``, ``amd`` (LLVM's triple vendor,
+  ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind), but for the
+  :class:`Device` of select and load (:attr:`Vendor.device_vendor`, until devbin.load spells it so);
 * ``e_machines``: the ELF machines of its device code objects (``EM_CUDA`` 190, ``EM_AMDGPU`` 224);
 * the image kinds and triple prefixes that are its code (what the scanner's vendor column says), its
   PCI vendor ID, LLVM offload kind and default triple (what ``devbin pack`` writes), what its device
@@ -22,6 +23,10 @@ What a descriptor holds (each item is the one place devbin writes that rule):
 * the unified model: the importer (:meth:`Vendor.import_code_object`), the vendor attribute
   namespace (:attr:`Vendor.attribute_namespace`, :class:`devbin.model.attributes.Namespace`) and
   the per-thread stack convention (:meth:`Vendor.stack_bytes`);
+* what a driver loads (``devbin select``: :meth:`Vendor.parse_device`, :meth:`Vendor.judge`), the
+  super-archive's default chains (:meth:`Vendor.fallback_chain`), function sizes
+  (:meth:`Vendor.function_parts`), its tools (:attr:`Vendor.toolkit`), the facts its compilers print
+  (:meth:`Vendor.facts_from_assembly`, ``devbin cc``);
 * the link and load back ends, as module paths (:attr:`Vendor.link_backend`,
   :attr:`Vendor.load_backend`): ``devbin.link``/``devbin.load`` (layer 5) import them on use;
   this package (layer 3) never imports them (tests/test_layers.py).
