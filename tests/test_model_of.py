@@ -24,9 +24,9 @@ from devbin.link.units import Unit
 from devbin.load.indexing import index_code_object
 from devbin.size.account import measure
 from devbin.targets.amdgpu.asminfo import parse_asm_info
-from runners import cli_ok
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import cli_ok
 
 FLAGS = ["-target", "amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib", "-cl-std=CL2.0", "-O2"]
 

@@ -17,7 +17,8 @@ import devbin
 from devbin.cli import resources_cmd, schema_cmd
 from devbin.reports import resources as R
 from devbin.samples import sample_path
-from runners import cli_ok
+
+from tests.runners import cli_ok
 
 SAMPLES = ["sample_sm90.cubin", "sample_gfx90a.o"]
 
@@ -123,7 +124,8 @@ def test_report_graphs(tmp_path: Path) -> None:
     """The HTML page's call graphs (``size --html``'s default and ``--graph``) come from the library."""
     from devbin.errors import UsageError
     from devbin.htmlreport import report_graphs
-    from runners import cli_err
+
+    from tests.runners import cli_err
     rdc = str(sample_path("sample_sm90_rdc.cubin"))
     fatbin = tmp_path / "k.fatbin"
     fatbin.write_bytes(devbin.pack([sample_path("sample.ptx"), sample_path("sample_sm90.cubin")], format="fatbin").data)

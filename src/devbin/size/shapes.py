@@ -172,9 +172,10 @@ class Savings(TypedDict):
     bytes: int
     freed: int
     by_arch: dict[str, int]
-    fallback_images: int
-    unloadable_containers: int
-    packages: list[PackageSavings]
+    # added in devbin.size/1's minor versions: a document of an earlier devbin has none of them
+    fallback_images: NotRequired[int]
+    unloadable_containers: NotRequired[int]
+    packages: NotRequired[list[PackageSavings]]
     wheel_bytes: NotRequired[int]
 
 
