@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from devbin.errors import FormatError, UsageError
 from devbin.formats.fatbin import constants as FC
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AMDGPU", "BITCODE", "CONTAINERS", "CUBIN", "DATA", "FATBIN", "HOST", "KINDS", "LTO_IR", "OPAQUE", "PTX", "SPIRV",
-    "VENDORS", "ZEBIN", "BareElf", "Image", "Native", "fatbin_kind", "find_image",
+    "VENDORS", "ZEBIN", "BareElf", "Image", "Native", "SelfDecoding", "fatbin_kind", "find_image",
 ]
 
 # --------------------------------------------------------------------------- kinds
@@ -69,6 +69,7 @@ OPAQUE: Final = "nvidia-opaque"
 #: ``container``: the format holding the image.
 CONTAINERS: Final[dict[str, str]] = {
     "file": "a bare image: the whole file (or archive/zip member)",
+    "sycl": "an image of a SYCL host binary's wrapper (old offload model), or a member of one",
     "fatbin": "an entry of a CUDA fatbin",
     "offload": "an entry of an LLVM OffloadBinary",
     "bundle": "an entry of a clang offload bundle (plain or compressed)",
@@ -99,9 +100,18 @@ class BareElf:
     view: memoryview = field(repr=False, compare=False)
 
 
+@runtime_checkable
+class SelfDecoding(Protocol):
+    """A format object that gives its image's bytes itself (a SYCL image or a part of one)."""
+
+    def image_data(self, max_size: int) -> bytes | memoryview: ...
+
+    def image_head(self, n: int, max_size: int) -> bytes | memoryview: ...
+
+
 if TYPE_CHECKING:
     #: The format-level object an image came from.
-    Native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf
+    Native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf | SelfDecoding
 
 
 def __getattr__(name: str) -> Any:
@@ -113,7 +123,7 @@ def __getattr__(name: str) -> Any:
     from devbin.formats.fatbin.reader import FatbinEntry
     from devbin.formats.offload.reader import OffloadEntry
     from devbin.formats.wrapped.reader import WrappedImage
-    native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf
+    native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf | SelfDecoding
     globals()["Native"] = native
     return native
 
@@ -211,6 +221,8 @@ class Image:
             view = n.data  # type: ignore[union-attr]
         elif isinstance(n, BareElf):
             view = n.view
+        elif isinstance(n, SelfDecoding):  # a native that decodes itself (devbin.images.sycl)
+            return n.image_data(max_size)
         else:
             raise FormatError(f"{self.address}: no image bytes recorded", fmt=self.container, where=str(self.address))
         if len(view) > max_size:

@@ -79,6 +79,7 @@ from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats import zipmember
 from devbin.formats.bundle import constants as BC
 from devbin.formats.offload import constants as OC
+from devbin.formats.sycl.constants import SECTION_PREFIX as SYCL_PREFIX
 from devbin.images.address import Address, Member
 from devbin.images.frame import Frame, Hit
 from devbin.images.record import HOST, BareElf, Image
@@ -496,6 +497,9 @@ class Scanner:
         if _has_llvm_sections(elf):
             from devbin.images.llvm import llvm_in_elf
             yield from llvm_in_elf(self.rep, elf, frame)
+        if any(sec.name.startswith(SYCL_PREFIX) for sec in elf.sections):
+            from devbin.images.sycl import sycl_in_elf
+            yield from sycl_in_elf(self.rep, elf, frame)
 
 
 def jobs_for(files: list[ToScan], jobs: int | None, min_bytes: int) -> int | None:
