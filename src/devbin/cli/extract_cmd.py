@@ -187,6 +187,13 @@ def names(hits: list[tuple[Image, Frame]]) -> list[str]:
             target = _clean((f.arch or f.triple or "none").replace(":", "_"))
             out.append(f"{stem}.{counters[key]}.{target}.{_EXT.get(f.kind, 'bin')}")
             continue
+        if f.container == "sycl":  # <stem>.<n>.<arch or target>.<ext>, numbered through the file
+            key = (unit, "sycl")
+            counters[key] = counters.get(key, 0) + 1
+            target = _clean(f.arch or f.get("target") or "none")
+            ext = "zebin" if f.kind == "zebin" else _EXT.get(f.kind, "bin")
+            out.append(f"{stem}.{counters[key]}.{target}.{ext}")
+            continue
         if f.container == "wrapped" or f.kind == "amdgpu":  # one image: named after its file
             target = _clean((f.arch or f.triple or "none").replace(":", "_"))
             out.append(f"{_stem(_file_name(frame))}.{target}.{_EXT.get(f.kind, 'bin')}")

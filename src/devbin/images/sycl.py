@@ -11,8 +11,8 @@ kind (alignment fillers) are not images.  Any other payload is one image (SPIR-V
 Fields: ``container`` ``sycl``; ``compression`` ``zstd`` when the image is a frame; ``stored_size`` the
 frame's bytes for an image itself, a member's (or section's) bytes in the decoded archive for what is
 inside one (as for an entry of a compressed bundle); ``offset`` the image's file offset; metadata
-``target``, ``format``, ``descriptor-version``, ``compile-options``, ``link-options``, ``entries`` (the
-kernel count) where the wrapper's descriptor gives them.
+``target``, ``format``, ``descriptor-version``, ``entries`` (the kernel names, space-separated),
+``compile-options``, ``link-options`` where the wrapper's descriptor gives them.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _metadata(img: SyclImage) -> tuple[tuple[str, str], ...]:
     meta = [("target", img.target)]
     if img.version:
         meta += [("format", img.format_name), ("descriptor-version", str(img.version)),
-                 ("entries", str(len(img.entries)))]
+                 ("entries", " ".join(img.entries))]
         if img.compile_options:
             meta.append(("compile-options", img.compile_options))
         if img.link_options:
