@@ -192,3 +192,24 @@ def test_size_accounts_every_byte_and_lists_kernels(built: dict[str, Path], tmp_
         assert image["size"] == len(code)
         oracle = _functions(code, tmp_path)
         assert "vadd" in oracle and {fn["name"]: fn["size"] for fn in image["functions"]} == oracle
+
+
+def test_new_offload_model_offload_binary_with_spir64_triples(built: dict[str, Path], tmp_path: Path) -> None:
+    """The new model (clang-linker-wrapper): OffloadBinary entries with SYCL's offload kind and spir64
+    triples in ``.llvm.offloading``, read by the existing reader; a zebin is Intel's by its machine and
+    arch from its notes, the SPIR-V a module of the triple's vendor."""
+    from devbin.formats.offload import constants as OC
+    from devbin.formats.offload.writer import OffloadImage, write_offload_binary
+    zebin, spv = built["zebin_pvc"].read_bytes(), built["spv"].read_bytes()
+    blob = write_offload_binary([
+        OffloadImage.of(zebin, image_kind=OC.IMG_OBJECT, offload_kind=OC.OFK_SYCL,
+                        strings={"triple": "spir64_gen-unknown-unknown", "arch": "pvc"}),
+        OffloadImage.of(spv, image_kind=OC.IMG_SPIRV, offload_kind=OC.OFK_SYCL,
+                        strings={"triple": "spir64-unknown-unknown", "arch": ""})])
+    model = ElfModel(e_type=C.ET_REL, machine=C.EM_X86_64)
+    model.sections = [SectionSpec(".llvm.offloading", sh_type=OC.SHT_LLVM_OFFLOADING, data=blob, align=8)]
+    host = tmp_path / "k.o"
+    host.write_bytes(write(model))
+    got = [(str(i.address), i.vendor, i.kind, i.arch, i.get("offload-kind")) for i in scan([host])]
+    assert got == [(f"{host}@.llvm.offloading#0.0", "intel", "zebin", "pvc", "sycl"),
+                   (f"{host}@.llvm.offloading#1.0", "", "spirv", "", "sycl")]  # version 1: a blob per image
