@@ -300,8 +300,9 @@ class PruneResult:
 
 
 def _in_container(image: Image) -> bool:
-    """Whether ``image`` is an entry of a container prune can rewrite (not a bare or wrapped single image)."""
-    return image.container not in ("file", "wrapped")
+    """Whether ``image`` is an entry of a container prune can rewrite (not a bare or wrapped single image,
+    nor an image of a SYCL host binary, whose frames prune does not rewrite: it keeps them whole)."""
+    return image.container not in ("file", "wrapped", "sycl")
 
 
 class _Ctx:
