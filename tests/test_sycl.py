@@ -45,10 +45,11 @@ def _pad(data: bytes, align: int = 16) -> bytes:
 
 
 def sycl_host(gen_images: list[bytes], jit_images: list[bytes], *, kernels: list[str], tgtimg: bool = True,
-              descriptors: bool = True, level: int = 3) -> bytes:
+              descriptors: bool = True, level: int = 3, version: int = 3) -> bytes:
     """A host ELF as the offload wrapper lays it out: each image compressed to one zstd frame when it is
     larger than 64 bytes (else stored raw), 16-byte aligned; ``.tgtimg`` {address, decoded size}; one
-    version-3 descriptor per image (pointer fields stored as values: no relocation table) with offload
+    descriptor per image (``version`` 3, or 2 with its null manifest pair; pointer fields stored as values:
+    no relocation table) with offload
     entries named ``kernels`` and a property set ``SYCL/misc properties`` {optLevel: 2}."""
     rodata = bytearray()
 
@@ -80,8 +81,10 @@ def sycl_host(gen_images: list[bytes], jit_images: list[bytes], *, kernels: list
             break
         target = string(sec.rpartition("-")[2])
         opts = string("-device pvc" if sec == JIT else "")
-        data += struct.pack("<HBBI", 3, 4, 4, 0) + struct.pack(
-            "<9Q", target, opts, opts, start, end, entries_at, entries_end, set_at, set_at + 24)
+        manifest = (0, 0) if version == 2 else ()
+        data += struct.pack("<HBBI", version, 4, 4, 0) + struct.pack(
+            f"<{9 + len(manifest)}Q", target, opts, opts, *manifest, start, end, entries_at, entries_end, set_at,
+            set_at + 24)
     model = ElfModel(e_type=C.ET_DYN, machine=C.EM_X86_64)
     model.sections = [SectionSpec(GEN, flags=C.SHF_ALLOC, data=bytes(secs[GEN]), addr=ADDR[GEN], align=16),
                       SectionSpec(JIT, flags=C.SHF_ALLOC, data=bytes(secs[JIT]), addr=ADDR[JIT], align=16),
@@ -147,13 +150,15 @@ def run_tool_bytes(argv: list[str | Path]) -> bytes:
     return subprocess.run([str(a) for a in argv], capture_output=True, check=True).stdout
 
 
-def test_descriptors_entries_and_properties(built: dict[str, Path]) -> None:
+@pytest.mark.parametrize("version", [2, 3])
+def test_descriptors_entries_and_properties(built: dict[str, Path], version: int) -> None:
+    """Both descriptor layouts found in real libraries (DPC++ 2025: version 2, 2026: version 3)."""
     fat, spv = built["fat"].read_bytes(), built["spv"].read_bytes()
     tiny = spv[:20]  # under the compression threshold: stored raw
-    data = sycl_host([fat], [spv, tiny], kernels=["vadd", "reduce_slm"])
+    data = sycl_host([fat], [spv, tiny], kernels=["vadd", "reduce_slm"], version=version)
     images = read_sycl_images(ElfFile(ByteView(data)))
     assert [(i.section, i.index, i.compressed, i.version, i.target) for i in images] == [
-        (GEN, 0, True, 3, "spir64_gen"), (JIT, 0, True, 3, "spir64"), (JIT, 1, False, 3, "spir64")]
+        (GEN, 0, True, version, "spir64_gen"), (JIT, 0, True, version, "spir64"), (JIT, 1, False, version, "spir64")]
     assert [bytes(i.image_data(1 << 30)) for i in images] == [fat, spv, tiny]
     assert images[0].decoded_size == len(fat) and len(images[0].stored) < len(fat)
     assert images[1].entries == ("vadd", "reduce_slm") and images[1].compile_options == "-device pvc"
