@@ -49,10 +49,10 @@ class SyclPart:
     size: int
     view: memoryview = field(repr=False, compare=False)
 
-    def image_data(self, max_size: int) -> memoryview:
+    def image_data(self, max_size: int, size: int = 0) -> memoryview:
         return self.view
 
-    def image_head(self, n: int, max_size: int) -> memoryview:
+    def image_head(self, n: int, size: int = 0) -> memoryview:
         return self.view[:n]
 
 
@@ -136,7 +136,9 @@ def sycl_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame) -> Iterator[Hit]:
         address = frame.address.child(SectionStep(img.section), Entry(0, img.index))
         meta = _metadata(img)
         try:
-            head = bytes(img.image_head(64, FC.DEFAULT_MAX))
+            head = bytes(img.image_head(64))
+            if not head.startswith(_AR_MAGIC):
+                img.forget()  # a listing holds no decoded module; data() decodes it again
             if head.startswith(_AR_MAGIC):
                 data = memoryview(img.image_data(FC.DEFAULT_MAX))
                 for image in _archive(img, data, address, rep, meta):

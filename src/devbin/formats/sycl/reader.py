@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 __all__ = ["Property", "PropertySet", "SyclImage", "read_sycl_images", "sycl_sections"]
 
 _FMT = "sycl"
+#: Cap on one decoded image (the fatbin and bundle readers' default).
+_MAX_DECODED = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,7 @@ class SyclImage:
     link_options: str = ""
     entries: tuple[str, ...] = ()
     property_sets: tuple[PropertySet, ...] = ()
-    _decoded: bytes | None = field(default=None, repr=False)
+    _decoded: bytearray | None = field(default=None, repr=False)
 
     @property
     def format_name(self) -> str:
@@ -95,7 +97,7 @@ class SyclImage:
     def compression(self) -> str:
         return "zstd" if self.compressed else "none"
 
-    def image_data(self, max_size: int) -> bytes | memoryview:
+    def image_data(self, max_size: int, size: int = 0) -> bytes | memoryview:
         """The image as the runtime sees it: the frame decoded (FormatError when it is bad or larger than
         ``max_size``), or the stored bytes."""
         if not self.compressed:
@@ -113,11 +115,16 @@ class SyclImage:
             if len(out) != self.decoded_size:
                 raise FormatError(f"zstd frame decodes to {len(out)} bytes, its header says {self.decoded_size}",
                                   fmt=_FMT, where=self.section, offset=self.offset)
-            self._decoded = bytes(out)
-        return self._decoded
+            self._decoded = out
+        return memoryview(self._decoded)
 
-    def image_head(self, n: int, max_size: int) -> bytes | memoryview:
-        return self.image_data(max_size)[:n]
+    def forget(self) -> None:
+        """Let go of the decoded bytes (decoded again when next asked for)."""
+        self._decoded = None
+
+    def image_head(self, n: int, size: int = 0) -> bytes | memoryview:
+        """The first ``n`` bytes (a frame is decoded whole: zstd frames here are small)."""
+        return self.image_data(_MAX_DECODED)[:n]
 
 
 def sycl_sections(elf: ElfFile) -> list[Section]:
@@ -297,6 +304,7 @@ def _frame_size(data: memoryview, where: str, offset: int) -> tuple[int, int]:
 def _walk(sec: Section, target: str) -> list[SyclImage]:
     """A section no ``.tgtimg`` record points into: frames measured, other payloads to the next frame."""
     data = sec.data
+    whole = data.tobytes()  # searched for the next frame
     out: list[SyclImage] = []
     pos = 0
     while pos < len(data):
@@ -308,9 +316,9 @@ def _walk(sec: Section, target: str) -> list[SyclImage]:
             out.append(SyclImage(sec.name, len(out), sec.sh_offset + pos, data[pos:pos + stored], True, content,
                                  target))
         else:
-            stop = bytes(data).find(C.ZSTD_MAGIC, pos + 1)
+            stop = whole.find(C.ZSTD_MAGIC, pos + 1)
             while stop != -1 and stop % C.IMAGE_ALIGN:
-                stop = bytes(data).find(C.ZSTD_MAGIC, stop + 1)
+                stop = whole.find(C.ZSTD_MAGIC, stop + 1)
             stored = (stop if stop != -1 else len(data)) - pos
             out.append(SyclImage(sec.name, len(out), sec.sh_offset + pos, data[pos:pos + stored], False, stored,
                                  target))
