@@ -227,3 +227,16 @@ def test_prune_leaves_sycl_images_alone(built: dict[str, Path], tmp_path: Path) 
     code, out, err = cli_err("prune", "--keep", "12.60.7", host, "-o", tmp_path / "out.so")
     assert code != 0 and "nothing to prune" in err and "drop" not in out
     assert not (tmp_path / "out.so").exists()
+
+
+def test_a_bad_array_pointer_gives_nothing_not_a_long_walk(built: dict[str, Path]) -> None:
+    """An EntriesEnd (or property-set end) far past the file is no array: read as none, at once."""
+    data = bytearray(sycl_host([built["fat"].read_bytes()], [], kernels=["vadd"]))
+    sec = ElfFile(ByteView(bytes(data))).section(".data.rel.ro")
+    assert sec is not None
+    desc = sec.sh_offset + 32 + 32 + 24  # after one entry, one property, one property set
+    assert struct.unpack_from("<H", data, desc)[0] == 3
+    struct.pack_into("<Q", data, desc + 56, 0x7FFF_FFFF_FFFF_FFE0)  # EntriesEnd
+    struct.pack_into("<Q", data, desc + 72, 0x7FFF_FFFF_FFFF_FFE0)  # PropertySetsEnd
+    (image,) = read_sycl_images(ElfFile(ByteView(bytes(data))))
+    assert image.version == 3 and image.entries == () and image.property_sets == ()

@@ -201,8 +201,8 @@ class _Descriptor:
 
 def _entries(mem: _Memory, begin: int | None, end: int | None) -> tuple[str, ...]:
     """The names of the offload entries in [begin, end): the layout whose name fields all point at strings."""
-    if not begin or not end or end <= begin:
-        return ()
+    if not begin or not end or end <= begin or mem.offset(begin, end - begin) is None:
+        return ()  # an array must lie in the file: a bad pointer gives nothing, not a long walk
     span = end - begin
     for size, name_at in C.ENTRY_LAYOUTS:
         if span % size:
@@ -214,13 +214,14 @@ def _entries(mem: _Memory, begin: int | None, end: int | None) -> tuple[str, ...
 
 
 def _properties(mem: _Memory, begin: int | None, end: int | None) -> tuple[PropertySet, ...]:
-    if not begin or not end or end <= begin or (end - begin) % C.PROPERTY_SET_SIZE:
+    if (not begin or not end or end <= begin or (end - begin) % C.PROPERTY_SET_SIZE
+            or mem.offset(begin, end - begin) is None):
         return ()
     sets: list[PropertySet] = []
     for a in range(begin, end, C.PROPERTY_SET_SIZE):
         pb, pe = mem.pointer(a + 8), mem.pointer(a + 16)
         props: list[Property] = []
-        if pb and pe and pe > pb and not (pe - pb) % C.PROPERTY_SIZE:
+        if pb and pe and pe > pb and not (pe - pb) % C.PROPERTY_SIZE and mem.offset(pb, pe - pb) is not None:
             for p in range(pb, pe, C.PROPERTY_SIZE):
                 ptype = mem.u32(p + 16) or 0
                 vsize = mem.u64(p + 24) or 0
