@@ -32,7 +32,7 @@ from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import device_elf, image_kind, vendor_of
 from devbin.targets.registry import vendor_named
 
-__all__ = ["SyclPart", "sycl_in_elf"]
+__all__ = ["CONTAINER", "SyclPart", "inside_frame", "sycl_in_elf"]
 
 CONTAINER = "sycl"
 _AR_MAGIC = b"!<arch>\n"
@@ -125,8 +125,16 @@ def _archive(img: SyclImage, data: memoryview, address: Address, rep: ScanReport
             yield got
 
 
-def sycl_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame) -> Iterator[Hit]:
-    """The images of the SYCL sections of a host ELF (module docstring); a bad image is a warning."""
+def inside_frame(image: Image) -> bool:
+    """Whether ``image`` is a part of a decoded zstd frame (a member of its archive): it has no bytes of its
+    own in the file, it shares the frame's (``devbin size``), as an entry of a compressed bundle does."""
+    return image.container == CONTAINER and isinstance(image.native, BareElf | SyclPart) \
+        and image.compression != "none"
+
+
+def sycl_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool = False) -> Iterator[Hit]:
+    """The images of the SYCL sections of a host ELF (module docstring); a bad image is a warning.
+    ``all`` (the scan's scope flag) changes nothing here."""
     try:
         images = read_sycl_images(elf)
     except DeviceBinaryError as e:

@@ -60,13 +60,13 @@ from devbin.formats.elf.tables import SH_ADDR, SH_OFFSET
 from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
-from devbin.formats.sycl.reader import SyclImage
 from devbin.images.frame import Frame, Hit
 from devbin.images.parallel import default_jobs, effective_jobs, ordered_map
 from devbin.images.record import Image
 from devbin.images.scan import ByteProgress, Progress, Scanner, ToScan, file_sizes, jobs_for
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import SNIFF
+from devbin.images.sycl import inside_frame
 from devbin.targets.registry import object_kinds, vendor_for_machine
 
 if TYPE_CHECKING:
@@ -440,8 +440,8 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
                             size.size = len(data)
                         except DeviceBinaryError as e:
                             warn(f"{image.address}: {e}")
-                elif ((image.container == "bundle" or (image.container == "sycl" and not isinstance(n, SyclImage)))
-                      and image.compression not in ("none", "")):  # inside a compressed bundle or SYCL frame
+                elif ((image.container == "bundle" and image.compression not in ("none", ""))
+                      or inside_frame(image)):  # inside a compressed bundle or SYCL frame
                     size.stored_exact = False
                     ccob.append(size)
                 try:
