@@ -3,10 +3,10 @@
 Contract under test: for any bytes, every step of ``devbin.link`` that reads an input either
 succeeds or raises :class:`devbin.errors.DeviceBinaryError`: the link passes (load, resolve,
 import, graph, dce, resources) on the input as a device object, alone and beside a valid
-one; :func:`devbin.link.nvidia.prune_cubin` removing each defined function in turn;
-:func:`devbin.link.amdgpu.prune_object` likewise; the AMDGPU metadata-note MessagePack
+one; :func:`devbin.targets.nvidia.link_prune.prune_cubin` removing each defined function in turn;
+:func:`devbin.targets.amdgpu.link_lld.prune_object` likewise; the AMDGPU metadata-note MessagePack
 reader the patcher uses (``amdgpu_msgpack.parse``); and
-:func:`devbin.link.amdgpu.patch_linked` on the input as a linked code object.
+:func:`devbin.targets.amdgpu.link_lld.patch_linked` on the input as a linked code object.
 
 Run with atheris (coverage-guided):  PYTHONPATH=src:. python fuzz/fuzz_link.py CORPUS_DIR -max_total_time=60
 """
@@ -16,10 +16,10 @@ from __future__ import annotations
 import contextlib
 
 from devbin.errors import DeviceBinaryError
-from devbin.link.amdgpu import KernelTotals, patch_linked, prune_object
-from devbin.link.amdgpu_msgpack import parse
 from devbin.link.core import link
-from devbin.link.nvidia import prune_cubin
+from devbin.targets.amdgpu.link_lld import KernelTotals, patch_linked, prune_object
+from devbin.targets.amdgpu.link_msgpack import parse
+from devbin.targets.nvidia.link_prune import prune_cubin
 
 _TOTALS = {"k": KernelTotals(private_segment=64, arch_vgpr=40, agpr=0, sgpr=30, dynamic_stack=False)}
 

@@ -15,7 +15,8 @@ Helpers
     ``require_tool(name)`` returns the path of an external tool; when it is missing
     the test is skipped, except in CI (environment variable ``CI`` set, as CI
     services do), where it fails: oracle tests must never silently skip there.
-    Import it with ``from conftest import require_tool``, or use the ``tool``
+    Import it with ``from tests.conftest import require_tool`` (or ``from conftest
+    import ...``: both names are the one module pytest loaded), or use the ``tool``
     fixture, which is the same function.
 
 Session fixtures (built once per session into a temporary folder, from the
@@ -48,6 +49,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -58,6 +60,18 @@ from hypothesis import settings
 from devbin.tools import find_tool, install_hint
 
 from tests.runners import run_tool
+
+# Child processes (``python -m devbin`` through run_tool) import the checkout under test, as this
+# process does (pyproject's ``pythonpath``), never whichever devbin happens to be installed: a
+# worktree's tests would otherwise run another tree's code, or fail where none is installed.
+_SRC = str(Path(__file__).resolve().parent.parent / "src")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH", "")) if p)
+
+# pytest loads this file as the module ``conftest`` (tests/ is no package: pyproject's pythonpath puts
+# the root and tests/ on sys.path).  ``from tests.conftest import require_tool`` would otherwise load a
+# second copy, whose run state (_QUICK, _CURRENT_ITEM) pytest never sets: under --quick its require_tool
+# never failed an unmarked test.  Both names are this one module.
+sys.modules.setdefault("tests.conftest" if __name__ == "conftest" else "conftest", sys.modules[__name__])
 
 # CI runs the property tests derandomized: the same examples every run, so a submission's CI
 # result does not depend on luck; locally they draw new examples each run (and find new bugs).

@@ -6,14 +6,23 @@ for ten minutes in one file and forever in another.  Here there is one of each, 
 
 ``cli(*argv)``          devbin's ``main`` in this process: ``(exit status, stdout)``.
 ``cli_ok(*argv)``       the same, asserting status 0; returns stdout.
-``cli_err(*argv)``      ``(exit status, stdout, stderr)``: for what a command says on stderr.
+``cli_err(*argv)``      ``(exit status, stdout, stderr)``: for what a command says on stderr, and for
+                        argparse's own exits (a usage error, ``--help``, ``--version``).
 ``run_tool(argv, ...)`` an external program (nvcc, clang-19, ar, ...), ``TOOL_TIMEOUT`` seconds;
                         fails the test with its output when it exits non-zero (``check=False`` to
                         look at the status yourself).  A test that calls it needs external tools:
                         ``conftest.py`` marks it ``tool`` (the quick tier leaves it out).
 ``run_devbin(*argv)``   ``python -m devbin`` in a child process with a bare environment (only
-                        ``PYTHONPATH=src`` and ``PATH=/usr/bin:/bin``): for what only a real process
-                        shows (the exit, the streams, the files it leaves).
+                        ``PYTHONPATH=src``, ``PATH=/usr/bin:/bin`` and ``PYTHONDONTWRITEBYTECODE=1``,
+                        plus ``env=``): for what only a real process shows (the exit, the streams,
+                        the files it leaves, a resource limit or another user: ``preexec_fn=``,
+                        ``user=``).
+
+Import them as ``from tests.runners import cli, run_tool`` (pyproject.toml's ``pythonpath`` puts the
+repository root on ``sys.path`` for ``pytest``, ``python3 -m pytest`` and CI alike).  What stays outside:
+a devbin held mid-write or on a terminal (``subprocess.Popen``: test_write_safety*, test_progress), the
+peak-memory runner of test_budget, bytes on stdout (test_nvidia_cli), the suite itself (test_tiers,
+test_readme_setup) and Python children that are no external tool (``sys.executable -c``).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -52,14 +61,15 @@ def cli_ok(*argv: str | os.PathLike[str]) -> str:
 
 
 def cli_err(*argv: str | os.PathLike[str]) -> tuple[int, str, str]:
-    """Run ``devbin *argv`` in this process; return its exit status (argparse's own usage errors
-    included: exit 2), stdout and stderr."""
+    """Run ``devbin *argv`` in this process; return its exit status (argparse's own exits included: 2
+    for a usage error, 0 for ``--help``/``--version``), stdout (argparse's help and version too) and
+    stderr."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:
             code = main([os.fspath(a) for a in argv], out)
-        except SystemExit as e:  # argparse's own errors
-            code = int(e.code or 0)
+        except SystemExit as e:  # argparse's own exits; a message instead of a status is 1, as for Python
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
     return code, out.getvalue(), err.getvalue()
 
 
@@ -82,8 +92,13 @@ def run_tool(argv: Sequence[str | os.PathLike[str]], cwd: Path | None = None, *,
     return proc
 
 
-def run_devbin(*argv: str | os.PathLike[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m devbin *argv`` in a child process with a bare environment; never raises on exit status."""
+def run_devbin(*argv: str | os.PathLike[str], cwd: Path | None = None, env: Mapping[str, str] | None = None,
+               preexec_fn: Callable[[], None] | None = None,
+               user: int | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m devbin *argv`` in a child process with a bare environment (``env`` added to it);
+    ``preexec_fn``/``user`` as :func:`subprocess.run`'s (a resource limit, another user); never raises on
+    exit status."""
+    bare = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run([sys.executable, "-m", "devbin", *map(os.fspath, argv)], cwd=cwd, capture_output=True,
-                          text=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, check=False,
-                          timeout=TOOL_TIMEOUT)
+                          text=True, env={**bare, **(env or {})}, check=False, timeout=TOOL_TIMEOUT,
+                          preexec_fn=preexec_fn, user=user)

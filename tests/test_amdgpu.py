@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import struct
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from devbin.targets.amdgpu.metadata import NT_AMDGPU_METADATA, KernelArg, Kernel
 
 from tests.conftest import SOURCES, require_tool
 from tests.expect import assert_located, outcome
+from tests.runners import run_tool
 
 ARCHS = ("gfx90a", "gfx1030", "gfx942")
 KERNELS = {"saxpy", "square_all", "scale_ext", "block_reverse"}
@@ -45,15 +45,14 @@ def extra_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                               ("gfx90a_xnack+", "gfx90a:xnack+", []), ("gfx90a_xnack-", "gfx90a:sramecc-:xnack-", []),
                               ("gfx90a_v4", "gfx90a", ["-mcode-object-version=4"])):
         p = out / f"{name}.o"
-        subprocess.run([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c",
-                        f"-mcpu={mcpu}", *extra, "-o", str(p), str(SOURCES / "amdgpu_kernels.cl")],
-                       check=True, capture_output=True)
+        run_tool([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c",
+                  f"-mcpu={mcpu}", *extra, "-o", str(p), str(SOURCES / "amdgpu_kernels.cl")])
         built[name] = p
     return built
 
 
 def _readelf(*args: str) -> str:
-    return subprocess.run([require_tool("llvm-readelf-19"), *args], check=True, capture_output=True, text=True).stdout
+    return run_tool([require_tool("llvm-readelf-19"), *args]).stdout
 
 
 def _note_yaml(p: Path) -> list[dict[str, Any]]:

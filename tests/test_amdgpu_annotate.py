@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
 from devbin.errors import DeviceBinaryError
 from devbin.formats.devsec.elf import annotate, read_code_object
 from devbin.formats.elf.compare import loader_differences
 from devbin.formats.elf.reader import ElfFile
 from devbin.importers import import_code_object
-from runners import run_tool
 
 from tests.conftest import require_tool
+from tests.runners import cli_ok, run_tool
 
 
 def _objects(amdgpu_objects: dict[str, Path]) -> dict[str, Path]:
@@ -69,7 +67,6 @@ def test_a_foreign_link_leaves_stale_sections_that_are_refused(amdgpu_objects: d
 
 def test_annotate_command_on_amdgpu(amdgpu_objects: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "k.o"
-    buf = io.StringIO()
-    assert main(["annotate", str(amdgpu_objects["gfx1030_obj"]), "-o", str(out)], buf) == 0
-    assert "nothing the loader reads moved" in buf.getvalue()
+    printed = cli_ok("annotate", str(amdgpu_objects["gfx1030_obj"]), "-o", str(out))
+    assert "nothing the loader reads moved" in printed
     assert read_code_object(ElfFile(out.read_bytes())) is not None

@@ -7,24 +7,21 @@ llvm-readelf-19 --notes, links are made with ld.lld-19 -shared.
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
 from devbin.errors import UsageError
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import StdAttr
 from devbin.targets.amdgpu.asminfo import AsmFunctionInfo, merge_asm_info, parse_asm_info
 from devbin.targets.amdgpu.importer import import_amdgpu
 from devbin.targets.amdgpu.resources import resource_symbols
-from runners import cli_ok
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import cli, cli_ok, run_tool
 
 GFX = "gfx90a"
 FLAGS = ["-target", "amdgcn-amd-amdhsa", f"-mcpu={GFX}", "-nogpulib", "-cl-std=CL2.0", "-O2"]
@@ -33,18 +30,18 @@ DEVICE = {"helper_square"}
 
 
 def _asm(clang: str, src: Path = SOURCES / "amdgpu_kernels.cl") -> str:
-    p = subprocess.run([clang, *FLAGS, "-S", "-o", "-", str(src)], capture_output=True, text=True, check=True)
+    p = run_tool([clang, *FLAGS, "-S", "-o", "-", str(src)])
     return p.stdout
 
 
 def _obj(clang: str, out: Path, src: Path = SOURCES / "amdgpu_kernels.cl") -> Path:
-    subprocess.run([clang, *FLAGS, "-c", "-o", str(out), str(src)], capture_output=True, check=True)
+    run_tool([clang, *FLAGS, "-c", "-o", str(out), str(src)])
     return out
 
 
 def _note_kernels(readelf: str, path: Path) -> dict[str, dict[str, str]]:
     """Each kernel's top-level metadata keys, from llvm-readelf --notes (YAML)."""
-    text = subprocess.run([readelf, "--notes", str(path)], capture_output=True, text=True, check=True).stdout
+    text = run_tool([readelf, "--notes", str(path)]).stdout
     kernels: list[dict[str, str]] = []
     for line in text.splitlines():
         m = re.match(r"^(\s*)(- )?\.(\w+):\s*(.*?)\s*$", line)
@@ -149,12 +146,12 @@ def test_merge_fills_device_functions_and_reports_disagreements(tmp_path: Path) 
 
 
 def _link(lld: str, out: Path, *objs: Path) -> Path:
-    subprocess.run([lld, "-shared", "-o", str(out), *map(str, objs)], capture_output=True, check=True)
+    run_tool([lld, "-shared", "-o", str(out), *map(str, objs)])
     return out
 
 
 def _tool_text(tool: str, *args: str) -> str:
-    return subprocess.run([tool, *args], capture_output=True, text=True, check=True).stdout
+    return run_tool([tool, *args]).stdout
 
 
 def test_cc_output_links_like_the_plain_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -163,7 +160,7 @@ def test_cc_output_links_like_the_plain_object(tmp_path: Path, capsys: pytest.Ca
     lib = _obj(clang, tmp_path / "lib.o", SOURCES / "amdgpu_lib.cl")
     cc = tmp_path / "cc.o"
     res = json.loads(cli_ok("cc", "--json", "--", clang, *FLAGS, "-c", "-o", str(cc),
-                             str(SOURCES / "amdgpu_kernels.cl")))
+                            str(SOURCES / "amdgpu_kernels.cl")))
     assert res["disagreements"] == [] and res["filled"] == ["helper_square"] and res["without_asm_facts"] == []
     assert res["size_after"] > res["size_before"] == plain.stat().st_size
     assert cc.read_bytes() != plain.read_bytes()
@@ -210,13 +207,13 @@ def test_cc_refusals_and_compiler_failure(tmp_path: Path) -> None:
     clang = require_tool("clang-19")
     src = str(SOURCES / "amdgpu_kernels.cl")
     with pytest.raises(UsageError, match="-c and -o"):
-        main(["--traceback", "cc", "--", clang, *FLAGS, "-S", "-o", str(tmp_path / "x.s"), src], io.StringIO())
+        cli("--traceback", "cc", "--", clang, *FLAGS, "-S", "-o", str(tmp_path / "x.s"), src)
     with pytest.raises(UsageError, match="amdgcn"):
-        main(["--traceback", "cc", "--", clang, "-target", "x86_64-unknown-linux-gnu", "-c", "-o",
-              str(tmp_path / "x.o"), str(SOURCES / "host.c")], io.StringIO())
+        cli("--traceback", "cc", "--", clang, "-target", "x86_64-unknown-linux-gnu", "-c", "-o",
+            str(tmp_path / "x.o"), str(SOURCES / "host.c"))
     bad = tmp_path / "bad.cl"
     bad.write_text("__kernel void k( {\n")
-    assert main(["cc", "--", clang, *FLAGS, "-c", "-o", str(tmp_path / "bad.o"), str(bad)], io.StringIO()) != 0
+    assert cli("cc", "--", clang, *FLAGS, "-c", "-o", str(tmp_path / "bad.o"), str(bad))[0] != 0
     assert not (tmp_path / "bad.o").exists()
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from devbin.targets.amdgpu import import_amdgpu
 from devbin.targets.amdgpu.importer import AMD_LLVM_TYPE_ID
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import run_tool
 
 SRC = SOURCES / "amdgpu_indirect.cl"
 CFLAGS = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c"]
@@ -38,13 +38,12 @@ def objs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     built: dict[str, Path] = {}
     for gfx in ARCHS:
         built[gfx] = out / f"ind.{gfx}.o"
-        subprocess.run([clang19, *CFLAGS, f"-mcpu={gfx}", "-o", str(built[gfx]), str(SRC)], check=True)
+        run_tool([clang19, *CFLAGS, f"-mcpu={gfx}", "-o", str(built[gfx]), str(SRC)])
     built["cg22"] = out / "ind.cg22.o"
-    subprocess.run([clang22, *CFLAGS, "-mcpu=gfx90a", "-fexperimental-call-graph-section", "-o",
-                    str(built["cg22"]), str(SRC)], check=True)
+    run_tool([clang22, *CFLAGS, "-mcpu=gfx90a", "-fexperimental-call-graph-section", "-o",
+              str(built["cg22"]), str(SRC)])
     built["cg22_so"] = out / "ind.cg22.so"
-    subprocess.run([require_tool("ld.lld-19"), "-shared", "-o", str(built["cg22_so"]), str(built["cg22"])],
-                   check=True)
+    run_tool([require_tool("ld.lld-19"), "-shared", "-o", str(built["cg22_so"]), str(built["cg22"])])
     return built
 
 
@@ -77,16 +76,14 @@ def test_callgraph_matches_source(objs: dict[str, Path], key: str) -> None:
 
 def _callgraph_relocations(obj: Path) -> list[str]:
     """Symbol names of the .rela.llvm.callgraph entries, in offset order, per llvm-readelf-22."""
-    text = subprocess.run([require_tool("llvm-readelf-22"), "-r", str(obj)], check=True, capture_output=True,
-                          text=True).stdout
+    text = run_tool([require_tool("llvm-readelf-22"), "-r", str(obj)]).stdout
     block = text.split("'.rela.llvm.callgraph'", 1)[1].split("Relocation section", 1)[0]
     rows = re.findall(r"^([0-9a-f]{16})\s+\S+\s+R_AMDGPU_ABS64\s+[0-9a-f]+\s+(\S+) \+ 0$", block, re.M)
     return [name for _, name in sorted(rows)]
 
 
 def _func_symbols(p: Path) -> dict[str, int]:
-    text = subprocess.run([require_tool("llvm-readelf-22"), "-s", str(p)], check=True, capture_output=True,
-                          text=True).stdout
+    text = run_tool([require_tool("llvm-readelf-22"), "-s", str(p)]).stdout
     rows = re.findall(r"^\s*\d+: ([0-9a-f]+)\s+\d+ FUNC\s+\S+\s+\S+\s+\d+ (\S+)$", text, re.M)
     return {name: int(value, 16) for value, name in rows}
 

@@ -20,6 +20,7 @@ from devbin.model import CodeObject
 from devbin.samples import sample_amdgpu_bytes, sample_cubin_bytes, sample_path
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import run_tool
 
 
 def _pack(tmp: Path, name: str, fmt: str, *samples: str, compression: str = "none") -> Path:
@@ -195,14 +196,13 @@ def rdc_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An nvcc -rdc -shared library: executable images in .nv_fatbin, relocatable ones in __nv_relfatbin."""
     out = tmp_path_factory.mktemp("api_rdc")
     lib = out / "libnv.so"
-    subprocess.run([require_tool("nvcc"), "-arch=sm_80", "-rdc=true", "-Xcompiler", "-fPIC", "-shared", "-o",
-                    str(lib), str(SOURCES / "kernels.cu"), str(SOURCES / "extfn.cu")], check=True, capture_output=True)
+    run_tool([require_tool("nvcc"), "-arch=sm_80", "-rdc=true", "-Xcompiler", "-fPIC", "-shared", "-o",
+              str(lib), str(SOURCES / "kernels.cu"), str(SOURCES / "extfn.cu")])
     return lib
 
 
 def _cuobjdump(*argv: str | Path, cwd: Path | None = None) -> str:
-    p = subprocess.run([require_tool("cuobjdump"), *map(str, argv)], capture_output=True, text=True, cwd=cwd,
-                       timeout=120, check=False)
+    p = run_tool([require_tool("cuobjdump"), *map(str, argv)], cwd, check=False)
     assert p.returncode == 0, p.stderr
     return p.stdout
 

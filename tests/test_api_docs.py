@@ -14,6 +14,7 @@ import devbin
 from devbin.samples import sample_cubin_bytes
 
 from tests.conftest import PTX_DIR, SOURCES, cubins_from_ptx, require_tool
+from tests.runners import run_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 API_MD = ROOT / "docs" / "API.md"
@@ -58,15 +59,13 @@ def test_api_md_fatbin_one_liner_on_nvcc_fatbin(tmp_path: Path) -> None:
     fatbin = tmp_path / "kernels.fatbin"
     if cubins_from_ptx():  # no nvcc front end (CI's PyPI ptxas): fatbinary, in the order nvcc hands it the images
         cubin = tmp_path / "kernels.sm_90.cubin"
-        subprocess.run([require_tool("ptxas"), "-arch=sm_90", "-o", cubin, PTX_DIR / "kernels-whole.sm_90.ptx"],
-                       check=True, capture_output=True)
-        subprocess.run([require_tool("fatbinary"), f"--create={fatbin}", "-64",
-                        f"--image3=kind=ptx,sm=80,file={PTX_DIR / 'kernels-whole.sm_80.ptx'}",
-                        f"--image3=kind=elf,sm=90,file={cubin}"], check=True, capture_output=True)
+        run_tool([require_tool("ptxas"), "-arch=sm_90", "-o", cubin, PTX_DIR / "kernels-whole.sm_90.ptx"])
+        run_tool([require_tool("fatbinary"), f"--create={fatbin}", "-64",
+                  f"--image3=kind=ptx,sm=80,file={PTX_DIR / 'kernels-whole.sm_80.ptx'}",
+                  f"--image3=kind=elf,sm=90,file={cubin}"])
     else:
-        subprocess.run([require_tool("nvcc"), "-fatbin", "-gencode", "arch=compute_80,code=compute_80",
-                        "-gencode", "arch=compute_90,code=sm_90", "-o", fatbin, SOURCES / "kernels.cu"],
-                       check=True, capture_output=True)
+        run_tool([require_tool("nvcc"), "-fatbin", "-gencode", "arch=compute_80,code=compute_80",
+                  "-gencode", "arch=compute_90,code=sm_90", "-o", fatbin, SOURCES / "kernels.cu"])
     with devbin.open(fatbin) as src:
         assert [(i.kind, i.arch) for i in src.images] == [("ptx", "compute_80"), ("cubin", "sm_90")]
     line = _api_md_one_liners()[-1]

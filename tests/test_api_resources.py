@@ -22,9 +22,9 @@ import yaml
 
 import devbin
 from devbin.model import CodeObject, Function
-from runners import run_tool
 
 from tests.conftest import PTX_DIR, SOURCES, require_tool
+from tests.runners import run_tool
 
 
 def _code_objects(path: Path) -> list[CodeObject]:
@@ -174,9 +174,9 @@ def test_fatbin_resources_equal_cuobjdump(spill_cubins: dict[str, tuple[Path, st
     code object, every function of every cubin as cuobjdump -res-usage prints it."""
     fatbin = tmp_path / "spill.fatbin"
     run_tool([require_tool("fatbinary"), f"--create={fatbin}", "-64", "--compress-mode=size",
-         f"--image3=kind=elf,sm=80,file={spill_cubins['sm_80_exec'][0]}",
-         f"--image3=kind=elf,sm=90,file={spill_cubins['sm_90_exec'][0]}",
-         f"--image3=kind=ptx,sm=80,file={PTX_DIR / 'spill.sm_80.ptx'}"])
+              f"--image3=kind=elf,sm=80,file={spill_cubins['sm_80_exec'][0]}",
+              f"--image3=kind=elf,sm=90,file={spill_cubins['sm_90_exec'][0]}",
+              f"--image3=kind=ptx,sm=80,file={PTX_DIR / 'spill.sm_80.ptx'}"])
     with devbin.open(fatbin) as src:
         assert [(i.kind, i.arch) for i in src.images] == [("cubin", "sm_80"), ("cubin", "sm_90"), ("ptx", "compute_80")]
         assert src.images[2].code_object() is None
@@ -235,7 +235,7 @@ def test_amdgpu_spills_equal_readelf_notes(tmp_path: Path) -> None:
     for gfx in ("gfx90a", "gfx1030"):
         obj = tmp_path / f"spill.{gfx}.o"
         run_tool([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c", f"-mcpu={gfx}",
-             "-o", obj, SOURCES / "spill.cl"])
+                  "-o", obj, SOURCES / "spill.cl"])
         functions = _check_amdgpu(obj)
         pressure, calm = functions["pressure"].resources, functions["calm"].resources
         assert pressure.vgpr_spills and pressure.local, gfx  # spilled into scratch

@@ -17,10 +17,10 @@ import pytest
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, TruncatedError, UsageError
 from devbin.formats.ar import ArchiveFile, is_archive
 from devbin.formats.ar import constants as C
-from runners import run_tool
 
 from tests.conftest import require_tool
 from tests.expect import assert_located, outcome
+from tests.runners import run_tool
 
 # name -> contents: odd and even sizes, a name of exactly 15 and one of 16+ characters,
 # a name with a space, an empty member.

@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 from devbin.errors import UsageError
 from devbin.formats.ar import ArchiveFile, safe_member_path
 from devbin.formats.ar.writer import FLAVOURS, ArMember, Flavour, plan_archive, write_archive
-from runners import run_tool
 
 from tests.conftest import require_tool
 from tests.expect import assert_located, outcome
+from tests.runners import run_tool
 
 C_FILES = {
     "one.c": "int devbin_one(int x) { return x + 1; }\nint devbin_shared_var = 3;\n",

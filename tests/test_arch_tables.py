@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import struct
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +24,8 @@ from devbin.targets.amdgpu import mach
 from devbin.targets.amdgpu.matching import match, parse_device
 from devbin.targets.amdgpu.targetid import parse_target_id
 from devbin.targets.nvidia import archs
-from runners import cli
+
+from tests.runners import cli, run_tool
 
 # --------------------------------------------------------------------------- AMDGPU, table-driven
 
@@ -178,7 +178,7 @@ def test_readelf_names_the_table(version: int, tmp_path: Path) -> None:
         f = tmp_path / f"m{m:02x}.o"
         f.write_bytes(_elf_header(m))
         files.append(f)
-    out = subprocess.run([readelf, "-h", *map(str, files)], capture_output=True, text=True, check=True).stdout
+    out = run_tool([readelf, "-h", *map(str, files)]).stdout
     seen = dict(re.findall(r"File: \S*m([0-9a-f]{2})\.o\n(?:.*\n)*?\s*Flags:\s*0x[0-9A-Fa-f]+(?:, (\S+))?", out))
     assert len(seen) == 0x100
     for m in range(1, 0x100):
@@ -194,7 +194,7 @@ def _clang_ok(clang: str, mcpu: str, src: Path, out: Path | None) -> bool:
     cov = ["-mcode-object-version=6"] if "-generic" in mcpu else []
     argv = [clang, "--target=amdgcn-amd-amdhsa", f"-mcpu={mcpu}", *cov, "-nogpulib", "-c", str(src)]
     argv += ["-o", str(out)] if out is not None else ["-o", "/dev/null", "-###"]
-    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
+    return run_tool(argv, check=False).returncode == 0
 
 
 @pytest.mark.parametrize("version", [19, 22])
@@ -223,7 +223,7 @@ def test_clang_agrees_with_the_table(version: int, tmp_path: Path) -> None:
 def test_nvcc_lists_known_archs() -> None:
     nvcc = require_tool("nvcc")
     for flag in ("--list-gpu-code", "--list-gpu-arch"):
-        out = subprocess.run([nvcc, flag], capture_output=True, text=True, check=True).stdout.split()
+        out = run_tool([nvcc, flag]).stdout.split()
         for name in out:
             a = archs.parse_arch(name)
             assert a.known and a.name == name, name
@@ -246,21 +246,20 @@ def clang19_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     for cpu in OBJECTS:
         obj = out / f"k.{cpu}.o"
         cov = ["-mcode-object-version=6"] if cpu.endswith("-generic") else []
-        subprocess.run([clang, "-target", "amdgcn-amd-amdhsa", f"-mcpu={cpu}", *cov, "-nogpulib", "-cl-std=CL2.0",
-                        "-O2", "-c", "-o", str(obj), str(SOURCES / "amdgpu_kernels.cl")], check=True,
-                       capture_output=True)
+        run_tool([clang, "-target", "amdgcn-amd-amdhsa", f"-mcpu={cpu}", *cov, "-nogpulib", "-cl-std=CL2.0",
+                  "-O2", "-c", "-o", str(obj), str(SOURCES / "amdgpu_kernels.cl")])
         built[cpu] = obj
     bundle = out / "all.hipfb"
     ids = ",".join(["host-x86_64-unknown-linux-gnu", *(f"hipv4-amdgcn-amd-amdhsa--{c}" for c in OBJECTS)])
-    subprocess.run([bundler, "-type=o", f"-targets={ids}", "-input=/dev/null",
-                    *(f"-input={built[c]}" for c in OBJECTS), f"-output={bundle}"], check=True)
+    run_tool([bundler, "-type=o", f"-targets={ids}", "-input=/dev/null",
+              *(f"-input={built[c]}" for c in OBJECTS), f"-output={bundle}"])
     built["bundle"] = bundle
     return built
 
 
 def _readelf_name(path: Path) -> str:
     readelf = require_tool("llvm-readelf-19")
-    out = subprocess.run([readelf, "-h", str(path)], capture_output=True, text=True, check=True).stdout
+    out = run_tool([readelf, "-h", str(path)]).stdout
     m = re.search(r"Flags:\s*0x[0-9A-Fa-f]+, ([^,\s]+)", out)
     assert m is not None, out
     return m[1]

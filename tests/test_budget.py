@@ -21,6 +21,7 @@ from devbin.formats.bundle import open_compressed_bundle, parse_compressed_bundl
 from devbin.formats.fatbin import parse_fatbin
 
 from tests.bombs import GIB, ccob_bomb, fatbin_bomb
+from tests.runners import TOOL_TIMEOUT
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -56,7 +57,7 @@ def _devbin(cwd: Path, *args: str, as_limit: int = 0) -> tuple[int, str, str, in
     with open(cwd / ".stdout", "w+") as so, open(cwd / ".stderr", "w+") as se:
         p = subprocess.Popen([sys.executable, "-c", _RUNNER, str(as_limit), *args], cwd=cwd, stdout=so, stderr=se,
                              env=env)
-        p.wait()
+        p.wait(timeout=TOOL_TIMEOUT)
         so.seek(0)
         se.seek(0)
         return p.returncode, so.read(), se.read(), int((cwd / ".peak").read_text())

@@ -9,7 +9,6 @@ time, every truncation) must raise only ``DeviceBinaryError``.
 from __future__ import annotations
 
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -36,9 +35,9 @@ from devbin.formats.bundle import (
 from devbin.formats.bundle import constants as C
 from devbin.formats.bundle.compress import truncated_md5
 from devbin.formats.elf.reader import ElfFile
-from runners import run_tool
 
 from tests.expect import assert_located, outcome
+from tests.runners import cli_ok, run_tool
 
 HOST = "host-x86_64-unknown-linux-gnu-"
 #: What to pass to the bundler: it normalises the triple and appends the ``-`` of the empty
@@ -65,7 +64,7 @@ def _bundle_with_tool(tmp: Path, objs: dict[str, Path], ids: list[str], inputs: 
     out = tmp / name
     ids = [HOST_ARG if i == HOST else i for i in ids]
     run_tool([_bundler(version), f"-type={typ}", *extra, f"-targets={','.join(ids)}",
-          *[f"-input={i}" for i in inputs], f"-output={out}"])
+              *[f"-input={i}" for i in inputs], f"-output={out}"])
     return out
 
 
@@ -76,7 +75,7 @@ def _tool_list(path: Path, typ: str = "o", version: str = "19") -> list[str]:
 def _tool_unbundle(tmp: Path, path: Path, ids: list[str], typ: str = "o", version: str = "19") -> list[bytes]:
     outs = [tmp / f"unb{i}.{typ}" for i in range(len(ids))]
     run_tool([_bundler(version), "--unbundle", f"-type={typ}", f"-targets={','.join(ids)}", f"-input={path}",
-          *[f"-output={o}" for o in outs]])
+              *[f"-output={o}" for o in outs]])
     return [o.read_bytes() for o in outs]
 
 
@@ -300,25 +299,20 @@ def test_archive_mode(tmp_path: Path, objs: dict[str, Path]) -> None:
     # The bundler's per-target archives through devbin list and devbin extract (both targets in one run).
     outs = {g: tmp_path / f"lib-{g}.a" for g in ("gfx90a", "gfx1030")}
     run_tool([_bundler(), "--unbundle", "-type=a", f"-targets={_id('gfx90a')},{_id('gfx1030')}", f"-input={lib}",
-          *[f"-output={o}" for o in outs.values()]])
-    import io
+              *[f"-output={o}" for o in outs.values()]])
     import json
 
-    from devbin.cli.main import main
 
     for g, path in outs.items():
         (member,) = [m.name for m in ArchiveFile(path.read_bytes()).members if m.kind == "file"]
-        text = io.StringIO()
-        assert main(["list", "--json", str(path)], text) == 0
-        (img,) = json.loads(text.getvalue())["images"]
+        printed = cli_ok("list", "--json", str(path))
+        (img,) = json.loads(printed)["images"]
         assert (img["address"], img["container"], img["kind"], img["arch"]) == (f"{path}!{member}", "file", "amdgpu",
                                                                                 g)
-        text = io.StringIO()
-        assert main(["list", str(path)], text) == 0
-        assert f"{path}!{member} " in text.getvalue()  # the address whole
-        text = io.StringIO()
-        assert main(["extract", "--json", str(path), "-o", str(tmp_path / f"x-{g}")], text) == 0
-        (written,) = json.loads(text.getvalue())["written"]
+        printed = cli_ok("list", str(path))
+        assert f"{path}!{member} " in printed  # the address whole
+        printed = cli_ok("extract", "--json", str(path), "-o", str(tmp_path / f"x-{g}"))
+        (written,) = json.loads(printed)["written"]
         assert Path(written["file"]).read_bytes() == objs[g].read_bytes()
 
 
@@ -361,9 +355,8 @@ def test_hip_fatbin_section_of_a_host_object(tmp_path: Path, amdgpu_objects: dic
     blob = tmp_path / "two.hipfb"
     blob.write_bytes(hipfb + bytes(-len(hipfb) % 4096) + hipfb)
     out = tmp_path / "host_with_hip.o"
-    proc = subprocess.run([objcopy, "--add-section", f".hip_fatbin={blob}", "--set-section-alignment",
-                           ".hip_fatbin=4096", str(host_objects["x86_64_obj"]), str(out)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = run_tool([objcopy, "--add-section", f".hip_fatbin={blob}", "--set-section-alignment",
+                     ".hip_fatbin=4096", str(host_objects["x86_64_obj"]), str(out)], check=False)
     assert proc.returncode == 0, proc.stderr
     from devbin.formats.bundle import hip_fatbin_bundles
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -12,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
 from devbin.samples import sample_elf_bytes
-from runners import cli
+
+from tests.runners import cli, run_devbin
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -102,7 +101,7 @@ def test_traceback_flag_raises(tmp_path: Path) -> None:
     p = tmp_path / "bad.bin"
     p.write_bytes(b"\x7fELF\x02\x01\x01")
     with pytest.raises(DeviceBinaryError):
-        main(["--traceback", "inspect", str(p)], io.StringIO())
+        cli("--traceback", "inspect", str(p))
 
 
 def test_closed_pipe_exits_quietly(sample_o: Path) -> None:
@@ -178,8 +177,7 @@ def test_module_entry_flushes_its_output_and_keeps_the_status(tmp_path: Path) ->
 
 
 def test_help_and_module_entry() -> None:
-    p = subprocess.run([sys.executable, "-m", "devbin", "--help"], capture_output=True, text=True, check=False,
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    p = run_devbin("--help")
     assert p.returncode == 0 and "inspect" in p.stdout and "tour" in p.stdout
 
 
@@ -189,12 +187,12 @@ def test_help_shows_no_sphinx_markup_and_every_exit_status(capsys: pytest.Captur
     from devbin.cli.main import COMMANDS
     for argv in (["--help"], *([name, "--help"] for name in COMMANDS)):
         with pytest.raises(SystemExit):
-            main(argv, io.StringIO())
+            cli(*argv)
         text = capsys.readouterr().out
         for markup in (":class:`", ":func:`", ":mod:`", ":data:`", ":meth:`", ":attr:`", "``"):
             assert markup not in text, (argv, markup)
     with pytest.raises(SystemExit):
-        main(["--help"], io.StringIO())
+        cli("--help")
     text = capsys.readouterr().out
     assert "4 a `devbin size --budget` rule is exceeded" in text
     assert "`devbin size --html -o report.html`" in text and "`devbin callgraph FILE --svg -o graph.svg`" in text

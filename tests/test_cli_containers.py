@@ -22,7 +22,8 @@ from devbin.formats.fatbin import FatbinImage, write_fatbin
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import OffloadImage, write_offload_binary
 from devbin.formats.offload import constants as OC
-from runners import cli
+
+from tests.runners import TOOL_TIMEOUT, cli, run_devbin
 
 AMD = (FIXTURES / "sample_gfx90a.o").read_bytes()
 CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()
@@ -189,7 +190,8 @@ def test_archive_of_code_objects(tmp_path: Path) -> None:
     for name, data in (("a.o", AMD), ("c.cubin", CUBIN)):
         (tmp_path / name).write_bytes(data)
     lib = tmp_path / "libk.a"
-    subprocess.run([ar, "rc", str(lib), "a.o", "c.cubin"], cwd=tmp_path, check=True)
+    # ar and dot are optional here (the test skips without them), not run_tool's: that marks it `tool`
+    subprocess.run([ar, "rc", str(lib), "a.o", "c.cubin"], cwd=tmp_path, check=True, timeout=TOOL_TIMEOUT)
     # `devbin extract` writes no bare archive members: the oracle is the member files themselves.
     blocks = []
     for member, kind, arch in (("a.o", "amdgpu", "gfx90a"), ("c.cubin", "cubin", "sm_90")):
@@ -207,7 +209,8 @@ def test_dot_has_one_cluster_per_image(bundle: Path, tmp_path: Path) -> None:
     assert '"0:saxpy" -> "0:axpy_one";' in text and '"1:saxpy" -> "1:axpy_one";' in text
     dot = shutil.which("dot")
     if dot is not None:
-        proc = subprocess.run([dot, "-Tsvg"], input=text, capture_output=True, text=True, check=False)
+        proc = subprocess.run([dot, "-Tsvg"], input=text, capture_output=True, text=True, check=False,
+                              timeout=TOOL_TIMEOUT)
         assert proc.returncode == 0, proc.stderr
 
 
@@ -248,9 +251,7 @@ def test_help_names_the_containers() -> None:
     for command in ("inspect", "callgraph"):
         proc = subprocess.run(["devbin", command, "--help"], capture_output=True, text=True, check=False)
         if proc.returncode != 0:  # not installed as a script: go through the module
-            import sys
-            proc = subprocess.run([sys.executable, "-m", "devbin", command, "--help"], capture_output=True, text=True,
-                                  check=True)
+            proc = run_devbin(command, "--help")
         assert "fatbin" in proc.stdout and "OffloadBinary" in proc.stdout and "bundle" in proc.stdout
 
 

@@ -19,7 +19,8 @@ from devbin.cli.list_cmd import fit_path
 from devbin.cli.main import main
 from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.bundle import write_bundle
-from runners import cli
+
+from tests.runners import cli
 
 AMD = (FIXTURES / "sample_gfx90a.o").read_bytes()
 CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()

@@ -10,9 +10,9 @@ the command line that failed and, once fixed, its ``.expect`` (exit status and e
 * ``cubin-symtab-link-out-of-range.bin``: a cubin whose ``.symtab`` sh_link is past the section table;
   reading a prototype string indexed the section list (IndexError).  Now: FormatError.
 * ``link-prune-cubin-huge-sh_addralign.bin``: a cubin section with a huge sh_addralign; removing a
-  function (``devbin.link.nvidia.prune_cubin``) padded the output to it (MemoryError).  Now: FormatError.
+  function (``devbin.targets.nvidia.link_prune.prune_cubin``) padded the output to it (MemoryError).  Now: FormatError.
 * ``link-prune-object-huge-alignment.bin``: an AMDGPU object with a huge section alignment; removing
-  a function (``devbin.link.amdgpu.prune_object``) made the ELF writer pad to it (MemoryError).  Now:
+  a function (``devbin.targets.amdgpu.link_lld.prune_object``) made the ELF writer pad to it (MemoryError).  Now:
   the writer refuses an alignment that is no power of two up to 64 KiB (UsageError).
 * ``link-prune-object-bad-reloc-symbol.bin``: an AMDGPU object whose relocation names a symbol
   index past the symbol table; ``prune_object`` looked it up in a dict (KeyError).  Now: FormatError.
@@ -56,8 +56,6 @@ the command line that failed and, once fixed, its ``.expect`` (exit status and e
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -69,6 +67,8 @@ import pytest
 from fuzz import run_all
 
 from devbin.errors import DeviceBinaryError
+
+from tests.runners import cli_err
 
 HERE = Path(__file__).parent / "crashers"
 CRASHERS = sorted(HERE.glob("*.bin"))
@@ -149,13 +149,13 @@ def _link(data: bytearray, check: dict[str, Any]) -> None:
 
 
 def _prune_cubin(data: bytearray, check: dict[str, Any]) -> None:
-    from devbin.link.nvidia import prune_cubin
+    from devbin.targets.nvidia.link_prune import prune_cubin
 
     prune_cubin(bytes(data), {check["symbol"]}, where="fuzz")
 
 
 def _prune_object(data: bytearray, check: dict[str, Any]) -> None:
-    from devbin.link.amdgpu import prune_object
+    from devbin.targets.amdgpu.link_lld import prune_object
 
     prune_object(bytes(data), {check["symbol"]}, where="fuzz")
 
@@ -230,27 +230,20 @@ CLI_CASES = [(p, c) for p in CLI_CRASHERS for c in _expectations(p)]
 @pytest.mark.parametrize("path,check", CLI_CASES, ids=[p.stem for p, _ in CLI_CASES])
 def test_cli_crasher_does_what_its_sidecar_says(path: Path, check: dict[str, Any], tmp_path: Path) -> None:
     """An input fuzz/cli_mutate.py saved: the command line again, in-process, in a fresh folder."""
-    from devbin.cli.main import main
-
     data = path.read_bytes()
     (tmp_path / "in").mkdir()
     (tmp_path / "out").mkdir()
     name = check.get("input_name", "input.bin")
     (tmp_path / "in" / name).write_bytes(data)
     argv = [a.replace("{in}", name).replace("{tmp}", str(tmp_path / "out")) for a in check["argv"]]
-    err = io.StringIO()
     cwd = os.getcwd()
     os.chdir(tmp_path / "in")
     try:
-        with contextlib.redirect_stderr(err):
-            try:
-                code = main(argv, out=io.StringIO())
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else 1
+        code, _, err = cli_err(*argv)
     finally:
         os.chdir(cwd)
-    assert code == check["exit"], err.getvalue()
-    lines = err.getvalue().splitlines()
+    assert code == check["exit"], err
+    lines = err.splitlines()
     if check["exit"]:
         assert len(lines) == 1 and lines[0].startswith("devbin: error:"), lines
         assert re.search(check["stderr"], lines[0]), lines

@@ -9,7 +9,6 @@ holding some of them.  Oracles: ``clang-offload-bundler-19 --list``/``--unbundle
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import zipfile
@@ -18,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCES, require_tool
-from devbin.cli.main import main
 from devbin.images import Address, Entry, Image, Member, ScanReport, scan
 from devbin.images.frame import Frame
-from runners import run_tool
+
+from tests.runners import cli, cli_ok, run_tool
 
 HOST = "host-x86_64-unknown-linux-gnu-"
 GFX90A = "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"
@@ -44,13 +43,13 @@ def llvm(amdgpu_objects: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
     run_tool([clang, "-target", "x86_64-unknown-linux-gnu", "-O2", "-c", "-o", host, SOURCES / "host.c"])
     offl = out / "host_offload.o"
     run_tool([clang, "-target", "x86_64-unknown-linux-gnu", "-O2", "-c", "-Xclang",
-         f"-fembed-offload-object={amdgpu_objects['offload_package']}", "-o", offl, SOURCES / "host.c"])
+              f"-fembed-offload-object={amdgpu_objects['offload_package']}", "-o", offl, SOURCES / "host.c"])
     ccob = out / "kernels.ccob"
     run_tool([bundler, "-type=o", "-compress", f"-targets={HOST[:-1]},{GFX90A},{GFX1030}", "-input=/dev/null",
-         f"-input={amdgpu_objects['gfx90a_obj']}", f"-input={amdgpu_objects['gfx1030_obj']}", f"-output={ccob}"])
+              f"-input={amdgpu_objects['gfx90a_obj']}", f"-input={amdgpu_objects['gfx1030_obj']}", f"-output={ccob}"])
     bundled2 = out / "bundled2.o"
     run_tool([bundler, "-type=o", f"-targets={HOST[:-1]},{GFX1030}", f"-input={host}",
-         f"-input={amdgpu_objects['gfx1030_obj']}", f"-output={bundled2}"])
+              f"-input={amdgpu_objects['gfx1030_obj']}", f"-output={bundled2}"])
     archive = out / "libbundles.a"
     bundled1 = out / "bundled1.o"
     shutil.copy(amdgpu_objects["bundled_obj"], bundled1)
@@ -59,7 +58,7 @@ def llvm(amdgpu_objects: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
     blob.write_bytes(_pad(amdgpu_objects["hipfb"].read_bytes()) + _pad(ccob.read_bytes()))
     hipobj = out / "host_hip.o"
     run_tool([objcopy, f"--add-section=.hip_fatbin={blob}", "--set-section-flags=.hip_fatbin=alloc,readonly,data",
-         "--set-section-alignment=.hip_fatbin=4096", host, hipobj])
+              "--set-section-alignment=.hip_fatbin=4096", host, hipobj])
     zpath = out / "some.zip"
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
         z.write(offl, "lib/host_offload.o")
@@ -70,9 +69,8 @@ def llvm(amdgpu_objects: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
 
 
 def _list_json(*paths: Path) -> dict[str, list[dict[str, object]]]:
-    buf = io.StringIO()
-    assert main(["list", "--json", *map(str, paths)], out=buf) == 0
-    data: dict[str, list[dict[str, object]]] = json.loads(buf.getvalue())
+    printed = cli_ok("list", "--json", *map(str, paths))
+    data: dict[str, list[dict[str, object]]] = json.loads(printed)
     return data
 
 
@@ -170,9 +168,8 @@ def _unbundle(path: Path, bundle_id: str, tmp: Path) -> bytes:
 
 
 def _extract(path: Path, folder: Path) -> list[dict[str, str]]:
-    buf = io.StringIO()
-    assert main(["extract", "--json", "-o", str(folder), str(path)], out=buf) == 0
-    written: list[dict[str, str]] = json.loads(buf.getvalue())["written"]
+    printed = cli_ok("extract", "--json", "-o", str(folder), str(path))
+    written: list[dict[str, str]] = json.loads(printed)["written"]
     return written
 
 
@@ -221,7 +218,7 @@ def test_extract_refuses_duplicates_and_keeps_names_inside(llvm: dict[str, Path]
     for name in ("a", "b"):
         (folder / name).mkdir()
         shutil.copy(llvm["ccob"], folder / name / "kernels.ccob")
-    assert main(["extract", "-o", str(tmp_path / "out"), str(folder)], out=io.StringIO()) != 0
+    assert cli("extract", "-o", str(tmp_path / "out"), str(folder))[0] != 0
     assert "both be written" in capsys.readouterr().err
     from devbin.cli.extract_cmd import names
     evil = Image(address=Address("x.bin", (Entry(0, 0),)), vendor="amd", kind="amdgpu", arch="../../gfx90a:xnack-",

@@ -18,7 +18,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from devbin.samples import sample_path
 from devbin.targets.nvidia import code_object_from_symbols
 
 from tests.conftest import PTX_DIR, require_tool
+from tests.runners import run_devbin, run_tool
 from tests.test_prune_linked import LIB_CU
 from tests.wheelbuild import build_wheel
 
@@ -65,10 +65,9 @@ def devbin_lines(block: str) -> list[list[str]]:
     return [shlex.split(ln, comments=True)[1:] for ln in lines if ln.startswith("devbin ")]
 
 
-def run_devbin(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    r = subprocess.run([sys.executable, "-m", "devbin", *argv], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=300)
+def devbin_ok(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``devbin *argv`` in a child process (tools on this PATH), which must succeed."""
+    r = run_devbin(*argv, cwd=cwd, env={"PATH": os.environ["PATH"]})
     assert r.returncode == 0, (argv, r.stderr)
     return r
 
@@ -78,9 +77,8 @@ def libx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A CUDA shared library with sm_80 and sm_90 cubins in its .nv_fatbin."""
     out = tmp_path_factory.mktemp("docs-libx")
     (out / "lib.cu").write_text(LIB_CU)
-    subprocess.run([require_tool("nvcc"), "-gencode", "arch=compute_80,code=sm_80", "-gencode",
-                    "arch=compute_90,code=sm_90", "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "libx.so"],
-                   cwd=out, check=True, capture_output=True)
+    run_tool([require_tool("nvcc"), "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+              "arch=compute_90,code=sm_90", "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "libx.so"], out)
     return out / "libx.so"
 
 
@@ -107,7 +105,7 @@ def test_prune_md_commands(libx: Path, tmp_path: Path) -> None:
     work = _prune_folder(libx, tmp_path / "work")
     assert _archs(work / "libx.so") == ["sm_80", "sm_90"]
     wheel_before = (work / "pkg.whl").read_bytes()
-    outputs = [run_devbin(argv, work).stdout for argv in commands]
+    outputs = [devbin_ok(argv, work).stdout for argv in commands]
     # 1: a new file, the input untouched
     assert _archs(work / "libx.sm90.so") == ["sm_90"] and _archs(work / "libx.so") == ["sm_80", "sm_90"]
     assert (work / "libx.sm90.so").stat().st_size < (work / "libx.so").stat().st_size
@@ -155,7 +153,7 @@ def test_packaging_md_command(cubins: dict[str, Path], tmp_path: Path) -> None:
     shutil.copy(cubins["sm_90_exec"], tmp_path / "k.sm_90.cubin")
     shutil.copy(PTX_DIR / "kernels-whole.sm_80.ptx", tmp_path / "k.ptx")
     shutil.copy(sample_path("sample_gfx90a.o"), tmp_path / "k.gfx90a.o")
-    run_devbin(argv, tmp_path)
+    devbin_ok(argv, tmp_path)
     with devbin.open(tmp_path / "app.offload") as src:
         got = [(i.kind, i.arch, i.get("Team")) for i in src.images]
         keys = [[k for k, _ in i.metadata] for i in src.images]
@@ -184,10 +182,8 @@ def test_prune_md_refusal_and_force_note(libx: Path, tmp_path: Path) -> None:
             for n, d in members.items():
                 z.writestr(n, "\n".join(new_rows) + "\n" if n == record else d)
     shutil.move(tmp_path / "bad.whl", tmp_path / "pkg.whl")
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
     (tmp_path / "slim").mkdir()  # an output folder that does not exist is refused first (before the wheel is read)
-    r = subprocess.run([sys.executable, "-m", "devbin", "prune", "pkg.whl", "--keep", "sm_90", "-o", "slim/pkg.whl"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True)
+    r = run_devbin("prune", "pkg.whl", "--keep", "sm_90", "-o", "slim/pkg.whl", cwd=tmp_path)
     assert r.returncode == 1 and not any((tmp_path / "slim").iterdir()), r.stderr
     pattern = re.sub(r"sha256=\w*…", lambda _: r"sha256=[\w-]{43}", re.escape(line))  # a digest, elided in the doc
     assert re.fullmatch(pattern, r.stderr.strip()), (line, r.stderr)
@@ -195,7 +191,7 @@ def test_prune_md_refusal_and_force_note(libx: Path, tmp_path: Path) -> None:
     note = re.search(r"`(pkg\.whl!pkg/lib/libk\.so: no row in RECORD; --force: [^`]*)`", prose)
     assert note, "PRUNE.md no longer shows the --force note"
     shutil.move(tmp_path / "unrowed.whl", tmp_path / "pkg.whl")
-    r = run_devbin(["prune", "pkg.whl", "--keep", "sm_90", "-o", "slim/pkg.whl", "--force"], tmp_path)
+    r = devbin_ok(["prune", "pkg.whl", "--keep", "sm_90", "-o", "slim/pkg.whl", "--force"], tmp_path)
     assert note[1] in r.stderr, (note[1], r.stderr)
     assert _archs(tmp_path / "slim" / "pkg.whl") == ["sm_90"]
 
@@ -213,7 +209,7 @@ def test_loader_md_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
     assert k.registers == {"general": 43, "scalar": 54, "accum": 0}
     (cmd,) = devbin_lines(blocks("LOADER.md")[0])
     assert cmd[:3] == ["load", "user.so", "libfns.so"]
-    out = run_devbin(["load", "user.so", "libfns.so", "--device", "gfx90a", "--kernel", "user_kern"], tmp_path).stdout
+    out = devbin_ok(["load", "user.so", "libfns.so", "--device", "gfx90a", "--kernel", "user_kern"], tmp_path).stdout
     assert f"address      {k.address:#x}" in out
     # the page's second block goes on from the first's import
     scope = run_script("from devbin.load import Executable\n" + lazy, tmp_path, "docs/LOADER.md", monkeypatch)
@@ -251,21 +247,18 @@ def test_readme_using_it_commands(libx: Path, tmp_path: Path) -> None:
     shutil.copy(sample_path("sample_sm90.cubin"), tmp_path / "kernel.cubin")
     (tmp_path / "broken.o").write_bytes(sample_path("sample_sm90.cubin").read_bytes()[:100])
     shutil.copy(libx, tmp_path / "lib.so")
-    text = run_devbin(commands[0], tmp_path).stdout
-    doc = json.loads(run_devbin(commands[1], tmp_path).stdout)
+    text = devbin_ok(commands[0], tmp_path).stdout
+    doc = json.loads(devbin_ok(commands[1], tmp_path).stdout)
     assert doc["schema"].startswith("devbin.inspect/") and "saxpy" in text and "saxpy" in json.dumps(doc)
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    plain = subprocess.run([sys.executable, "-m", "devbin", *commands[2][1:]], cwd=tmp_path, env=env,
-                           capture_output=True, text=True)
-    traced = subprocess.run([sys.executable, "-m", "devbin", *commands[2]], cwd=tmp_path, env=env,
-                            capture_output=True, text=True)
+    plain = run_devbin(*commands[2][1:], cwd=tmp_path)
+    traced = run_devbin(*commands[2], cwd=tmp_path)
     assert plain.returncode == traced.returncode == 1
     (line,) = plain.stderr.splitlines()
     # the README's form: devbin: error: <where>: <message> (at offset 0x.., value 0x..)
     assert re.fullmatch(r"devbin: error: [^:]*:? ?broken\.o: .+ \(at offset 0x[0-9a-f]+, value 0x[0-9a-f]+\)",
                         line), line
     assert "Traceback (most recent call last):" in traced.stderr
-    run_devbin(commands[3], tmp_path)
+    devbin_ok(commands[3], tmp_path)
     extracted = [p.name for p in tmp_path.glob("*.cubin") if p.name != "kernel.cubin"]
     assert {re.findall(r"sm_\d+", n)[-1] for n in extracted} == {"sm_80", "sm_90"}, extracted
 
@@ -292,13 +285,11 @@ def test_images_md_damaged_wheel_lines(tmp_path: Path) -> None:
     (block,) = [b for b in blocks("IMAGES.md") if b.startswith("devbin: error: zip:")]
     truncated, html = block.splitlines()
     build_wheel(tmp_path / "good.whl", {"pkg/__init__.py": b"", "pkg/x.py": b"x = 1\n"})
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
     for want, data in ((truncated, (tmp_path / "good.whl").read_bytes()[:-30]),
                        (html, b"<html><body>404 Not Found</body></html>\n")):
         (tmp_path / "pkg.whl").write_bytes(data)
         for command in (["list"], ["resources"], ["size"]):
-            r = subprocess.run([sys.executable, "-m", "devbin", *command, "pkg.whl"], cwd=tmp_path, env=env,
-                               capture_output=True, text=True)
+            r = run_devbin(*command, "pkg.whl", cwd=tmp_path)
             assert (r.returncode, r.stderr) == (1, want + "\n"), (command, r.stderr)
 
 
@@ -310,10 +301,9 @@ def test_images_md_scan_python(libx: Path, tmp_path: Path, monkeypatch: pytest.M
     (block,) = [b for b in blocks("IMAGES.md", "python") if "scan(" in b]
     build_wheel(tmp_path / "torch-2.5.whl", {"pkg/__init__.py": b"", "torch/lib/libx.so": libx.read_bytes()})
     (tmp_path / "k.cu").write_text(LIB_CU)
-    subprocess.run([require_tool("nvcc"), "-gencode", "arch=compute_80,code=sm_80", "-gencode",
-                    "arch=compute_90,code=sm_90", "-rdc=true", "-Xcompiler", "-fPIC", "-c", "k.cu", "-o", "k.o"],
-                   cwd=tmp_path, check=True, capture_output=True)
-    subprocess.run([require_tool("ar"), "rcs", "libk.a", "k.o"], cwd=tmp_path, check=True)
+    run_tool([require_tool("nvcc"), "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
+              "-rdc=true", "-Xcompiler", "-fPIC", "-c", "k.cu", "-o", "k.o"], tmp_path)
+    run_tool([require_tool("ar"), "rcs", "libk.a", "k.o"], tmp_path)
     scope = run_script(block, tmp_path, "docs/IMAGES.md", monkeypatch)
     printed = capsys.readouterr().out.splitlines()
     with devbin.open("torch-2.5.whl") as src:  # still in tmp_path, where the block ran
@@ -329,11 +319,11 @@ def test_json_md_schema_table_is_what_devbin_schema_lists(tmp_path: Path) -> Non
     text = (ROOT / "docs" / "JSON.md").read_text()
     table = text.split("| schema | command |", 1)[1].split("\n\n", 1)[0]
     documented = set(re.findall(r"`(devbin\.[a-z-]+/\d+)`", table))
-    listed = {ln.split()[1] for ln in run_devbin(["schema"], tmp_path).stdout.splitlines()}
+    listed = {ln.split()[1] for ln in devbin_ok(["schema"], tmp_path).stdout.splitlines()}
     assert documented == listed, (documented ^ listed)
     (example,) = blocks("JSON.md", "json")
     want = list(json.loads(example.replace("[...]", "[]")))
-    doc = json.loads(run_devbin(["list", "--json", str(sample_path("sample_sm90.cubin"))], tmp_path).stdout)
+    doc = json.loads(devbin_ok(["list", "--json", str(sample_path("sample_sm90.cubin"))], tmp_path).stdout)
     assert list(doc) == want and doc["schema"] == "devbin.list/1"
 
 
@@ -343,7 +333,7 @@ def test_readme_command_table_matches_the_cli(tmp_path: Path) -> None:
     from devbin.cli.main import COMMANDS
     rows = re.findall(r"^\| `devbin ([^`]+)` \|", (ROOT / "README.md").read_text(), re.M)
     assert {r.split()[0] for r in rows} == set(COMMANDS)
-    ar_help = run_devbin(["ar", "--help"], tmp_path).stdout.split("positional arguments:", 1)[1]
+    ar_help = devbin_ok(["ar", "--help"], tmp_path).stdout.split("positional arguments:", 1)[1]
     ar_actions = set(re.findall(r"^    ([a-z]+)(?:  |$)", ar_help, re.M))
     assert len(ar_actions) >= 9, ar_help
     shown: set[str] = set()
@@ -351,7 +341,7 @@ def test_readme_command_table_matches_the_cli(tmp_path: Path) -> None:
         words = row.split()
         variants = [[words[0], a] for a in words[1].split("\\|")] if words[0] == "ar" else [[words[0]]]
         shown.update(v[1] for v in variants if len(v) > 1)
-        helps = [run_devbin([*v, "--help"], tmp_path).stdout for v in variants]
+        helps = [devbin_ok([*v, "--help"], tmp_path).stdout for v in variants]
         for flag in set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", row)):
             assert any(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", h) for h in helps), (row, flag)
     # add and remove are named in the create row's description ("`add`, `remove` a target later")
@@ -373,9 +363,7 @@ def test_packaging_md_ptx_policy(tmp_path: Path, policy: str | None, kept: list[
     shutil.copy(PTX_DIR / "kernels-whole.sm_90.ptx", tmp_path / "b.ptx")
     argv = ["pack", "-o", "p.offload", "--image", "file=k.sm_90.cubin", "--image", "file=a.ptx", "--image",
             "file=b.ptx", *(["--ptx", policy] if policy else [])]
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    r = subprocess.run([sys.executable, "-m", "devbin", *argv], cwd=tmp_path, env=env, capture_output=True,
-                       text=True)
+    r = run_devbin(*argv, cwd=tmp_path)
     if kept is None:
         assert r.returncode == 1 and not (tmp_path / "p.offload").exists(), r.stderr
         return

@@ -14,10 +14,10 @@ import pytest
 from devbin.formats.elf import ElfFile
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.edit import ElfEditor, NewSection
-from runners import run_tool
 
 from tests import oracles
 from tests.conftest import require_tool
+from tests.runners import run_tool
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import require_tool
-from devbin.cli.main import main
 from devbin.escape.csvcell import FORMULA_STARTS
 from devbin.escape.csvcell import cell as csv_cell
 from devbin.escape.jsontext import dumps
@@ -36,6 +35,8 @@ from devbin.escape.markdown import code_cell
 from devbin.escape.markup import text as markup
 from devbin.escape.text import VisibleWriter, visible, visible_tree
 from devbin.formats.bundle import BundleImage, write_bundle
+
+from tests.runners import cli, run_tool
 
 SAMPLES = Path(__file__).parents[1] / "src" / "devbin" / "samples"
 
@@ -194,12 +195,6 @@ def test_json_of_a_non_utf8_path_gives_the_byte_back() -> None:
 # --------------------------------------------------------------------------- inputs built at test time
 
 
-def _run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out)
-    return code, out.getvalue()
-
-
 @pytest.fixture(scope="module")
 def hostile_cubin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cubin built by nvcc whose kernel's name is then overwritten, in place and at the same length
@@ -208,8 +203,7 @@ def hostile_cubin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("hostile")
     placeholder = "k" + "A" * 200
     (tmp / "k.cu").write_text(f'extern "C" __global__ void {placeholder}(float *p) {{ p[0] = 1.0f; }}\n')
-    subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-o", str(tmp / "k.cubin"), str(tmp / "k.cu")], check=True,
-                   capture_output=True)
+    run_tool([nvcc, "-cubin", "-arch=sm_90", "-o", str(tmp / "k.cubin"), str(tmp / "k.cu")])
     data = (tmp / "k.cubin").read_bytes()
     new = HOSTILE.encode()
     assert data.count(placeholder.encode()) >= 2
@@ -230,21 +224,21 @@ def _no_raw(text: str, shown: int = len(visible(NAME))) -> None:
 
 
 def test_callgraph_text_escapes_the_name(hostile_cubin: Path) -> None:
-    code, text = _run("callgraph", str(hostile_cubin))
+    code, text = cli("callgraph", str(hostile_cubin))
     assert code == 0
     _no_raw(text)
     assert f"1: ^{visible(NAME)} [" in text
 
 
 def test_callgraph_dot_escapes_the_name(hostile_cubin: Path) -> None:
-    code, text = _run("callgraph", str(hostile_cubin), "--dot")
+    code, text = cli("callgraph", str(hostile_cubin), "--dot")
     assert code == 0 and _bad(text, keep="\n") == []
     assert len(text.splitlines()) == 4  # digraph, node defaults, the kernel, the closing brace
 
 
 def test_callgraph_svg_is_well_formed_xml(hostile_cubin: Path, tmp_path: Path) -> None:
     svg = tmp_path / "g.svg"
-    code, _ = _run("callgraph", str(hostile_cubin), "--svg", str(svg))
+    code, _ = cli("callgraph", str(hostile_cubin), "--svg", str(svg))
     assert code == 0
     root = ElementTree.parse(svg).getroot()  # U+0001 written as is made this fail
     names = [g.get("data-name") for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("data-name")]
@@ -255,29 +249,29 @@ def test_callgraph_svg_is_well_formed_xml(hostile_cubin: Path, tmp_path: Path) -
 
 def test_resources_text_escapes_the_name(hostile_cubin: Path) -> None:
     for fmt in ([], ["--format", "cuobjdump"]):
-        code, text = _run("resources", str(hostile_cubin), *fmt)
+        code, text = cli("resources", str(hostile_cubin), *fmt)
         assert code == 0
         _no_raw(text)
 
 
 def test_inspect_text_escapes_the_name(hostile_cubin: Path) -> None:
-    code, text = _run("inspect", str(hostile_cubin))
+    code, text = cli("inspect", str(hostile_cubin))
     assert code == 0
     _no_raw(text)
 
 
 def test_size_text_escapes_the_name(hostile_cubin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
-    code, text = _run("size", str(hostile_cubin))
+    code, text = cli("size", str(hostile_cubin))
     assert code == 0
     _no_raw(text, shown=80 - 29 - 3)  # not a terminal: the function column ends at column 80
-    code, text = _run("size", str(hostile_cubin), "--wide")
+    code, text = cli("size", str(hostile_cubin), "--wide")
     assert code == 0
     _no_raw(text)
 
 
 def test_size_csv_neutralises_formulas(hostile_cubin: Path) -> None:
-    code, text = _run("size", str(hostile_cubin), "--csv")
+    code, text = cli("size", str(hostile_cubin), "--csv")
     assert code == 0 and _bad(text, keep="\n") == []
     rows = list(csv.DictReader(io.StringIO(text)))
     assert len(rows) == 1
@@ -287,7 +281,7 @@ def test_size_csv_neutralises_formulas(hostile_cubin: Path) -> None:
 
 
 def test_size_json_keeps_the_true_name(hostile_cubin: Path) -> None:
-    code, text = _run("size", str(hostile_cubin), "--json")
+    code, text = cli("size", str(hostile_cubin), "--json")
     assert code == 0 and _bad(text, keep="\n") == []
     names = [fn["name"] for f in json.loads(text)["files"] for i in f["images"] for fn in i["functions"]]
     assert names == [NAME]
@@ -306,7 +300,7 @@ FORGED_ID = ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+\nforged.bin amd amdgpu gfx1
 
 def test_list_bundle_target_id_forges_no_row(tmp_path: Path) -> None:
     b = _bundle(tmp_path / "b.hipfb", FORGED_ID)
-    code, text = _run("list", str(b))
+    code, text = cli("list", str(b))
     assert code == 0 and _bad(text, keep="\n") == []
     lines = text.splitlines()
     assert len(lines) == 3 and lines[-1] == "1 image"
@@ -326,7 +320,7 @@ def test_size_diff_markdown_renders_no_link_image_or_heading(tmp_path: Path, hos
     # old has the cubin before its name was overwritten: sm_90 is in both builds, so its functions are rows
     # of the function table (an architecture added or removed whole is one row of the architecture table)
     (old / "h.cubin").write_bytes((hostile_cubin.parent / "k.cubin").read_bytes())
-    code, md = _run("size", "--diff", str(old), str(new))
+    code, md = cli("size", "--diff", str(old), str(new))
     assert code == 0 and _bad(md, keep="\n") == []
     html = _gfm(md)
     assert not re.search(r"<(a|img|script|svg)\b", html), html
@@ -343,9 +337,9 @@ def test_size_diff_markdown_renders_no_link_image_or_heading(tmp_path: Path, hos
 def test_inspect_pack_metadata_newline_forges_no_line(tmp_path: Path) -> None:
     pkg = tmp_path / "p.offload"
     value = "kernels\nProducer: forged\x1b[2J"
-    code, _ = _run("pack", "-o", str(pkg), "--image", f"file={SAMPLES / 'sample_gfx90a.o'},Team={value}")
+    code, _ = cli("pack", "-o", str(pkg), "--image", f"file={SAMPLES / 'sample_gfx90a.o'},Team={value}")
     assert code == 0
-    code, text = _run("inspect", str(pkg))
+    code, text = cli("inspect", str(pkg))
     assert code == 0 and _bad(text, keep="\n") == []
     assert f"  Team: {visible(value)}" in text.splitlines()
     assert not any(line.strip() == "Producer: forged" or line.startswith("Producer: forged")
@@ -369,7 +363,7 @@ def non_utf8_file(tmp_path: Path) -> Path:
 def test_size_html_of_a_non_utf8_file_name(where: str, non_utf8_file: Path, tmp_path: Path) -> None:
     page = tmp_path / "r.html"
     target = non_utf8_file if where == "file" else non_utf8_file.parent
-    code, _ = _run("size", str(target), "--html", str(page))
+    code, _ = cli("size", str(target), "--html", str(page))
     assert code == 0
     text = page.read_text(encoding="utf-8")
     assert "k\\xff.cubin" in text
@@ -377,11 +371,11 @@ def test_size_html_of_a_non_utf8_file_name(where: str, non_utf8_file: Path, tmp_
 
 def test_callgraph_svg_and_json_of_a_non_utf8_file_name(non_utf8_file: Path, tmp_path: Path) -> None:
     svg = tmp_path / "g.svg"
-    code, text = _run("callgraph", str(non_utf8_file), "--svg", str(svg))
+    code, text = cli("callgraph", str(non_utf8_file), "--svg", str(svg))
     assert code == 0 and text.startswith("callgraph for sm_90:")
     root = ElementTree.parse(svg).getroot()
     assert any("k\\xff.cubin" in (t.text or "") for t in root.iter("{http://www.w3.org/2000/svg}text"))
-    code, text = _run("callgraph", str(non_utf8_file), "--json")
+    code, text = cli("callgraph", str(non_utf8_file), "--json")
     assert code == 0
     text.encode("utf-8")
     assert os.fsencode(json.loads(text)["file"]).endswith(b"k\xff.cubin")
@@ -430,11 +424,11 @@ def test_size_html_in_headless_chromium_runs_no_injected_script(hostile_cubin: P
     with zipfile.ZipFile(folder / "pkg-1.0-py3-none-any.whl", "w") as z:
         z.writestr(member, (SAMPLES / "sample_sm90.cubin").read_bytes())
     page = tmp_path / "r.html"
-    code, _ = _run("size", str(folder), "--html", str(page))
+    code, _ = cli("size", str(folder), "--html", str(page))
     assert code == 0
     argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
             f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()]
-    dom = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False).stdout
+    dom = run_tool(argv, check=False).stdout
     assert '<nav id="crumbs"><a data-i="0">all device code</a></nav>' in dom, dom[:2000]
     elements = _Elements()
     elements.feed(dom)

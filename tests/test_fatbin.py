@@ -37,7 +37,8 @@ from devbin.formats.fatbin import (
 )
 from devbin.formats.fatbin import constants as C
 from devbin.formats.fatbin.compress import compress, decompress_lz4, decompress_zstd
-from runners import run_tool
+
+from tests.runners import run_tool
 
 CUBIN = (FIXTURES / "sample_sm90.cubin").read_bytes()
 PTX = (FIXTURES / "sample.ptx").read_bytes()
@@ -416,8 +417,8 @@ def test_fatbinary_layout_equals_devbin(extra: list[str], cubins: dict[str, Path
     for mode in ("none", "default"):
         path = tmp_path / f"f_{mode}.fatbin"
         run_tool([fatbinary, f"--create={path}", "-64", f"--compress-mode={mode}", *extra,
-              f"--image3=kind=elf,sm=80,file={cub80}", f"--image3=kind=ptx,sm=90,file={ptx}",
-              f"--image3=kind=elf,sm=90,file={cub90}"])
+                  f"--image3=kind=elf,sm=80,file={cub80}", f"--image3=kind=ptx,sm=90,file={ptx}",
+                  f"--image3=kind=elf,sm=90,file={cub90}"])
         images = [
             FatbinImage(C.KIND_ELF, 80, cub80.read_bytes(), identifier=ident, debug=debug),
             FatbinImage(C.KIND_PTX, 90, ptx90, identifier=ident, options=cmdline, debug=debug),

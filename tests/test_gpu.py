@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from devbin.packaging.pruning import prune_file
 from devbin.packaging.selection import REJECTED
 
 from tests.conftest import require_tool
+from tests.runners import run_tool
 
 _ATTR_CC_MAJOR, _ATTR_CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
 
@@ -97,7 +97,7 @@ def gpu() -> tuple[_Cuda, ctypes.c_int, str]:
 
 
 def _nvcc(cwd: Path, *args: str) -> None:
-    subprocess.run([require_tool("nvcc"), *args], cwd=cwd, check=True, capture_output=True, text=True)
+    run_tool([require_tool("nvcc"), *args], cwd)
 
 
 def _run_tag(cu: _Cuda, dev: ctypes.c_int, image: bytes) -> int:
@@ -158,14 +158,14 @@ def test_pruned_program_runs_its_kernel(gpu: tuple[_Cuda, ctypes.c_int, str], tm
     chosen = sel.chosen.arch
     keep = tmp_path / "keep.exe"
     prune_file(exe, keep, keep=chosen)
-    res = subprocess.run([str(keep)], capture_output=True, text=True, check=False)
+    res = run_tool([str(keep)], check=False)
     assert (res.returncode, res.stdout.strip()) == (0, "cudaSuccess"), res.stdout + res.stderr
     # Pruned to an image the selection rejects for this GPU, the launch finds no image.
     rejected = [c.arch for c in sel.candidates if c.verdict == REJECTED and c.arch != chosen]
     if rejected:
         other = tmp_path / "other.exe"
         prune_file(exe, other, keep=rejected[0])
-        res = subprocess.run([str(other)], capture_output=True, text=True, check=False)
+        res = run_tool([str(other)], check=False)
         assert res.returncode != 0 and "cudaSuccess" not in res.stdout, (rejected[0], res.stdout)
 
 
@@ -187,5 +187,5 @@ def test_pruned_shared_library_runs_its_kernel(gpu: tuple[_Cuda, ctypes.c_int, s
         "int main() { float *d; cudaMalloc(&d, 1 << 16); int rc = launch_a(d);\n"
         '  printf("%s\\n", cudaGetErrorName((cudaError_t)rc)); return rc; }\n')
     _nvcc(tmp_path, "use.cu", "-o", "use.exe", "-L.", "-lk", "-Xlinker", "-rpath,$ORIGIN")
-    res = subprocess.run([str(tmp_path / "use.exe")], capture_output=True, text=True, check=False)
+    res = run_tool([str(tmp_path / "use.exe")], check=False)
     assert (res.returncode, res.stdout.strip()) == (0, "cudaSuccess"), res.stdout + res.stderr

@@ -9,19 +9,17 @@ readelf's section table and dynamic relocations.
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
 from devbin.formats.elf.reader import ElfFile
 from devbin.images import Image, ScanReport, scan
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import cli_ok, run_tool
 
 ARCHS = ("gfx90a:xnack+", "gfx1030")
 IDS = {f"hipv4-amdgcn-amd-amdhsa--{a}" for a in ARCHS}
@@ -34,10 +32,9 @@ def hip(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = [clang, "-x", "hip", "-nogpuinc", "-nogpulib", *(f"--offload-arch={a}" for a in ARCHS), "-fPIC", "-O2",
             "-c", str(SOURCES / "hip_kernels.hip")]
     built = {"square_o": out / "square.o", "cube_o": out / "cube.o", "so": out / "libhip.so"}
-    subprocess.run([*base, "-DNAME=square", "-o", str(built["square_o"])], check=True)
-    subprocess.run([*base, "-DNAME=cube", "--offload-compress", "-o", str(built["cube_o"])], check=True)
-    subprocess.run([clang, "-shared", "-o", str(built["so"]), str(built["square_o"]), str(built["cube_o"])],
-                   check=True)
+    run_tool([*base, "-DNAME=square", "-o", str(built["square_o"])])
+    run_tool([*base, "-DNAME=cube", "--offload-compress", "-o", str(built["cube_o"])])
+    run_tool([clang, "-shared", "-o", str(built["so"]), str(built["square_o"]), str(built["cube_o"])])
     return built
 
 
@@ -46,8 +43,7 @@ def _index(f: Image) -> int | None:
 
 
 def _bundler(*args: str) -> str:
-    return subprocess.run([require_tool("clang-offload-bundler-19"), *args], check=True, capture_output=True,
-                          text=True).stdout
+    return run_tool([require_tool("clang-offload-bundler-19"), *args]).stdout
 
 
 def test_two_bundles_in_one_section(hip: dict[str, Path], tmp_path: Path) -> None:
@@ -83,8 +79,7 @@ def test_two_bundles_in_one_section(hip: dict[str, Path], tmp_path: Path) -> Non
 
 
 def _relative_relocs(so: Path) -> dict[int, int]:
-    text = subprocess.run([require_tool("readelf"), "-rW", str(so)], check=True, capture_output=True,
-                          text=True).stdout
+    text = run_tool([require_tool("readelf"), "-rW", str(so)]).stdout
     return {int(o, 16): int(a, 16) for o, a in re.findall(r"^([0-9a-f]+)\s+\S+\s+R_X86_64_RELATIVE\s+([0-9a-f]+)$",
                                                           text, re.M)}
 
@@ -130,7 +125,7 @@ def test_prune_real_hip_library_shrinks(hip: dict[str, Path], tmp_path: Path) ->
     assert [(str(i.address), kept) for i, kept in res.images] == [
         (f"{hip['so']}@.hip_fatbin#{c}.{e}", arch == "gfx1030") for c in (0, 1) for e, arch in
         ((1, "gfx1030"), (2, "gfx90a:xnack+"))]  # entry 0: the empty host entry, no image
-    subprocess.run([require_tool("readelf"), "-a", "-W", str(out)], check=True, capture_output=True)
+    run_tool([require_tool("readelf"), "-a", "-W", str(out)])
 
 
 def test_load_real_hip_library(hip: dict[str, Path]) -> None:
@@ -141,7 +136,6 @@ def test_load_real_hip_library(hip: dict[str, Path]) -> None:
     chosen = [i for i in scan([hip["so"]]) if i.arch == "gfx1030"]
     assert [o.name for o in loaded] == [str(i.address) for i in chosen] == [
         f"{hip['so']}@.hip_fatbin#0.1", f"{hip['so']}@.hip_fatbin#1.1"]
-    out = io.StringIO()
-    assert main(["load", "--target", "gfx1030", "--json", str(hip["so"])], out) == 0
-    names = {s["name"] for s in json.loads(out.getvalue())["symbols"]}
+    printed = cli_ok("load", "--target", "gfx1030", "--json", str(hip["so"]))
+    names = {s["name"] for s in json.loads(printed)["symbols"]}
     assert {"square", "cube"} <= names, names

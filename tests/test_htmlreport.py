@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import io
 import itertools
 import json
 import random
@@ -24,7 +23,6 @@ import pytest
 
 from conftest import require_tool
 from devbin.analysis.callgraph_view import CallGraphNode
-from devbin.cli.main import main
 from devbin.entry.elf import open_elf
 from devbin.formats.devsec.elf import read_code_object
 from devbin.htmlreport import (
@@ -42,6 +40,8 @@ from devbin.htmlreport.callgraph import graph_svg
 from devbin.htmlreport.names import family, file_labels, middle, short_name
 from devbin.importers import import_code_object
 from devbin.model import CodeObject
+
+from tests.runners import cli, run_tool
 
 SAMPLES = Path(__file__).parents[1] / "src" / "devbin" / "samples"
 EPS = 1e-6
@@ -271,31 +271,26 @@ def test_callgraph_svg_of_an_amdgpu_object(amdgpu_objects: dict[str, Path]) -> N
     assert any("SGPRs" in t or "regs" in t for t in shown.values())
 
 
-def _run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    return main(list(argv), out), out.getvalue()
-
-
 def test_cli_callgraph_svg(tmp_path: Path) -> None:
     cubin = SAMPLES / "sample_sm90_rdc.cubin"
-    plain = _run("callgraph", str(cubin))
+    plain = cli("callgraph", str(cubin))
     out = tmp_path / "g.svg"
-    assert _run("callgraph", str(cubin), "--svg", str(out)) == plain  # what is printed is unchanged
+    assert cli("callgraph", str(cubin), "--svg", str(out)) == plain  # what is printed is unchanged
     assert _svg_nodes(out.read_text()).keys() == {"saxpy", "axpy_one"}
-    as_json = _run("callgraph", str(cubin), "--json")
-    assert _run("callgraph", str(cubin), "--json", "--svg", str(tmp_path / "h.svg")) == as_json
+    as_json = cli("callgraph", str(cubin), "--json")
+    assert cli("callgraph", str(cubin), "--json", "--svg", str(tmp_path / "h.svg")) == as_json
     assert (tmp_path / "h.svg").read_bytes() == out.read_bytes()
     # a container: one graph per code object, each titled with its address
     from devbin.formats.ar.writer import ArMember, write_archive
     lib = tmp_path / "lib.a"
     lib.write_bytes(write_archive([ArMember("a.cubin", cubin.read_bytes()),
                                    ArMember("b.o", (SAMPLES / "sample_gfx90a.o").read_bytes())]))
-    code, _ = _run("callgraph", str(lib), "--svg", str(tmp_path / "lib.svg"))
+    code, _ = cli("callgraph", str(lib), "--svg", str(tmp_path / "lib.svg"))
     text = (tmp_path / "lib.svg").read_text()
     assert code == 0 and text.count('class="graph"') == 2 and "(sm_90)" in text and "(gfx90a" in text
     ElementTree.fromstring(text)
     # the output is never one of the inputs
-    code, _ = _run("callgraph", str(lib), "--svg", str(lib))
+    code, _ = cli("callgraph", str(lib), "--svg", str(lib))
     assert code == 1 and lib.read_bytes().startswith(b"!<arch>\n")
 
 
@@ -471,7 +466,7 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={profile}", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    return run_tool(argv, check=False)
 
 
 def _real_doc(cubins: dict[str, Path], amdgpu_objects: dict[str, Path]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -504,7 +499,7 @@ def _size_doc(cubins: dict[str, Path], amdgpu_objects: dict[str, Path], tmp_path
     folder.mkdir()
     for p in (cubins["sm_90_rdc"], cubins["sm_80_linked"], amdgpu_objects["gfx90a_so"], amdgpu_objects["hipfb"]):
         (folder / p.name).write_bytes(p.read_bytes())
-    code, text = _run("size", str(folder), "--json", "--html", str(tmp_path / "report.html"))
+    code, text = cli("size", str(folder), "--json", "--html", str(tmp_path / "report.html"))
     assert code == 0, text
     doc: dict[str, Any] = json.loads(text)
     (largest,) = largest_code_objects(doc, 1)
@@ -737,9 +732,9 @@ def templates_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
         for variant, folder in ((1, "a"), (2, "b"), (3, "c")):
             lib = out / f"libk{variant}.so"
-            subprocess.run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_80,code=sm_80",
-                            "-gencode", "arch=compute_90,code=[sm_90,compute_90]", f"-DVARIANT={variant}",
-                            str(out / "k.cu"), "-o", str(lib)], check=True, capture_output=True, timeout=300)
+            run_tool([nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_80,code=sm_80",
+                      "-gencode", "arch=compute_90,code=[sm_90,compute_90]", f"-DVARIANT={variant}",
+                      out / "k.cu", "-o", lib])
             data = lib.read_bytes()
             zf.writestr(f"pkg/{folder}/lib/libk.so", data)
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
@@ -751,10 +746,10 @@ def templates_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_keep_predicts_the_compressed_wheel(templates_wheel: Path, tmp_path: Path) -> None:
     """``size --keep`` on a wheel gives what each library's zip entry shrinks by, compressed, and the sum:
     exactly what ``devbin prune --keep -o`` then writes (fails on main: only uncompressed file bytes)."""
-    code, text = _run("size", str(templates_wheel), "--keep", "sm_90", "--json")
+    code, text = cli("size", str(templates_wheel), "--keep", "sm_90", "--json")
     assert code == 0, text
     doc = json.loads(text)
-    code, text = _run("prune", str(templates_wheel), "--keep", "sm_90", "-o", str(tmp_path / "pruned.whl"))
+    code, text = cli("prune", str(templates_wheel), "--keep", "sm_90", "-o", str(tmp_path / "pruned.whl"))
     assert code == 0, text
     with zipfile.ZipFile(templates_wheel) as old, zipfile.ZipFile(tmp_path / "pruned.whl") as new:
         shrunk = {n: old.getinfo(n).compress_size - new.getinfo(n).compress_size for n in old.namelist()}
@@ -776,7 +771,7 @@ def test_wheel_report_in_headless_chromium(window: tuple[int, int], templates_wh
     functions are copies row by row, the treemap and tables overflow an 800-pixel window)."""
     require_tool("chromium", versions=())
     page = tmp_path / "report.html"
-    code, text = _run("size", str(templates_wheel), "--keep", "sm_90", "--json", "--html", str(page))
+    code, text = cli("size", str(templates_wheel), "--keep", "sm_90", "--json", "--html", str(page))
     assert code == 0, text
     doc = json.loads(text)
     source = page.read_text()

@@ -17,7 +17,6 @@ import io
 import os
 import random
 import re
-import subprocess
 import zipfile
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -30,9 +29,9 @@ from devbin.formats.fatbin import extract_name
 from devbin.images import BareElf, Image
 from devbin.images.scan import scan, scan_bytes
 from devbin.images.scanreport import ScanReport
-from runners import run_tool
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import run_tool
 
 
 def _c_array(name: str, data: bytes, section: str = "") -> str:
@@ -97,8 +96,7 @@ def _noise(fatbin: bytes) -> bytes:
 def cuobjdump_list(path: Path) -> dict[str, list[tuple[str, str]]]:
     """``cuobjdump -lelf -lptx``: member ('' outside archives) -> [(kind, name)] in output order."""
     tool = require_tool("cuobjdump")
-    proc = subprocess.run([tool, "-lelf", "-lptx", path.name], cwd=path.parent, capture_output=True, text=True,
-                          check=False, timeout=120)
+    proc = run_tool([tool, "-lelf", "-lptx", path.name], path.parent, check=False)
     out: dict[str, list[tuple[str, str]]] = defaultdict(list)
     member = ""
     for line in proc.stdout.splitlines():
@@ -211,8 +209,7 @@ def test_wrappers_are_reported_and_resolved(built: dict[str, Path]) -> None:
 
 def test_fatbin_in_rodata_is_found(built: dict[str, Path]) -> None:
     # cuobjdump does not look into .rodata (it reports "does not contain device code").
-    proc = subprocess.run([require_tool("cuobjdump"), "-lelf", "-lptx", str(built["blob.o"])], capture_output=True,
-                          text=True, check=False)
+    proc = run_tool([require_tool("cuobjdump"), "-lelf", "-lptx", str(built["blob.o"])], check=False)
     assert "ELF file" not in proc.stdout
     found = list(scan([built["blob.o"]]))
     bare = list(scan([built["k.fatbin"]]))

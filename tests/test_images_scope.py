@@ -14,15 +14,14 @@ two-architecture ``-rdc`` executable.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from devbin.images import scan
-from runners import cli_ok, run_tool
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import cli_ok, run_tool
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +37,7 @@ def rdc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     run_tool([nvcc, "-arch=sm_80", "-dlink", "-Xcompiler", "-fPIC", "kernels.o", "extfn.o", "-o", "dlink.o"], out)
     run_tool([gxx, "-shared", "-o", "libgxx.so", "kernels.o", "extfn.o", "dlink.o"], out)
     run_tool([nvcc, "-rdc=true", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
-          "arch=compute_90,code=[sm_90,compute_90]", "-o", "app", "main.cu", k, ext], out)
+              "arch=compute_90,code=[sm_90,compute_90]", "-o", "app", "main.cu", k, ext], out)
     return {p: out / p for p in ("libnv.so", "libgxx.so", "app")}
 
 
@@ -58,8 +57,7 @@ def test_inputs_hold_both_sections_in_both_orders(rdc: dict[str, Path]) -> None:
 
 
 def _cuobjdump(path: Path, *opts: str, cwd: Path | None = None) -> str:
-    proc = subprocess.run([require_tool("cuobjdump"), *opts, str(path)], cwd=cwd or path.parent,
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = run_tool([require_tool("cuobjdump"), *opts, str(path)], cwd or path.parent, check=False)
     assert proc.returncode in (0, 255), proc.stderr  # 255: "no PTX file found" for -xptx in the default scope
     return proc.stdout
 

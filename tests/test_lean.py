@@ -22,9 +22,9 @@ import pytest
 import devbin
 from devbin.images.scan import scan
 from devbin.samples import __file__ as samples_init
-from runners import run_tool
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import TOOL_TIMEOUT, run_tool
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 SAMPLES = Path(samples_init).parent
@@ -34,7 +34,7 @@ def _modules_after(code: str) -> list[str]:
     """The modules a fresh interpreter has imported after running ``code`` (which may not print)."""
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     out = subprocess.run([sys.executable, "-c", f"{code}\nimport json, sys; print(json.dumps(sorted(sys.modules)))"],
-                         capture_output=True, text=True, env=env, check=True, timeout=120).stdout
+                         capture_output=True, text=True, env=env, check=True, timeout=TOOL_TIMEOUT).stdout
     return list(json.loads(out.splitlines()[-1]))
 
 

@@ -15,9 +15,9 @@ import pytest
 
 from devbin.errors import UsageError
 from devbin.link.core import link
-from runners import cli, run_tool
 
 from tests.conftest import SOURCES, cubins_from_ptx, require_tool
+from tests.runners import cli, run_tool
 
 CORE = SOURCES / "link_core"
 OBJECTS = ("main", "a", "b", "unused", "weak", "strong", "dup", "other", "counter")
@@ -30,7 +30,7 @@ def amd(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("link_core")
     for name in OBJECTS:
         run_tool([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-mcpu=gfx90a", "-c",
-              "-o", out / f"{name}.o", CORE / f"{name}.cl"], out)
+                  "-o", out / f"{name}.o", CORE / f"{name}.cl"], out)
     run_tool([ar, "rcs", out / "lib1.a", "a.o", "unused.o"], out)
     run_tool([ar, "rcs", out / "lib2.a", "b.o", "strong.o"], out)
     return out

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,8 @@ from conftest import SOURCES, require_tool
 from devbin.errors import UsageError
 from devbin.formats.elf.compare import loader_differences
 from devbin.formats.elf.reader import ElfFile
-from devbin.link.amdgpu import (
+from devbin.targets.amdgpu.descriptor import read_descriptor
+from devbin.targets.amdgpu.link_lld import (
     KernelTotals,
     function_facts,
     kernel_totals,
@@ -31,11 +30,11 @@ from devbin.link.amdgpu import (
     prune_object,
     run_lld,
 )
-from devbin.link.amdgpu_msgpack import encode_uint, parse
-from devbin.link.amdgpu_patch import patch_desc
-from devbin.targets.amdgpu.descriptor import read_descriptor
+from devbin.targets.amdgpu.link_msgpack import encode_uint, parse
+from devbin.targets.amdgpu.link_patch import patch_desc
 from devbin.targets.amdgpu.metadata import read_metadata
-from runners import run_tool
+
+from tests.runners import run_devbin, run_tool
 
 SRC = SOURCES / "link_amd"
 GFX = "gfx90a"
@@ -56,8 +55,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     run_tool([clang, *CFLAGS, "-c", str(SRC / "lib.cl"), "-o", str(p["lib_nofs.o"])], out)
     run_tool([clang, *CFLAGS, "-c", str(SRC / "one.cl"), "-o", str(p["one.o"])], out)
     for name in ("kern", "lib"):  # devbin cc: the same compile, plus the assembly's per-function facts
-        run_tool([sys.executable, "-m", "devbin", "cc", "--", clang, *fs, "-c", str(SRC / f"{name}.cl"), "-o",
-              str(p[f"{name}_cc.o"])], out)
+        r = run_devbin("cc", "--", clang, *fs, "-c", SRC / f"{name}.cl", "-o", p[f"{name}_cc.o"], cwd=out)
+        assert r.returncode == 0, r.stderr
     run_tool([lld, "-shared", "-o", str(p["sep.so"]), str(p["kern.o"]), str(p["lib.o"])], out)
     run_tool([lld, "-shared", "-o", str(p["one.so"]), str(p["one.o"])], out)
     return p
@@ -107,8 +106,7 @@ def test_the_failure_measured(built: dict[str, Path]) -> None:
     assert one["kd.uses_dynamic_stack"] is False and sep["kd.uses_dynamic_stack"] is True
     assert sep[".vgpr_count"] < one[".vgpr_count"] and sep[".agpr_count"] < one[".agpr_count"]
     assert sep["kd.vgpr_granules"] < one["kd.vgpr_granules"]
-    if subprocess.run([require_tool("clang-19"), "--version"], capture_output=True, text=True,
-                      check=False).stdout.find("19.1.7") >= 0:
+    if run_tool([require_tool("clang-19"), "--version"], check=False).stdout.find("19.1.7") >= 0:
         assert (one, sep) == (MEASURED["one-TU"], MEASURED["separate"])
 
 
@@ -183,9 +181,9 @@ def test_patch_gives_one_tu_numbers(built: dict[str, Path]) -> None:
     readelf, objdump = require_tool("llvm-readelf-19"), require_tool("llvm-objdump-19")
     path = built["sep.so"].with_name("patched.so")
     path.write_bytes(patched)
-    notes = subprocess.run([readelf, "--notes", str(path)], capture_output=True, text=True, check=True).stdout
+    notes = run_tool([readelf, "--notes", str(path)]).stdout
     assert ".private_segment_fixed_size: 68" in notes and "warning" not in notes.lower()
-    dis = [subprocess.run([objdump, "-d", str(f)], capture_output=True, text=True, check=True).stdout.splitlines()[2:]
+    dis = [run_tool([objdump, "-d", str(f)]).stdout.splitlines()[2:]
            for f in (built["sep.so"], path)]
     assert dis[0] == dis[1] and any("s_swappc_b64" in line for line in dis[1])
 
@@ -217,8 +215,7 @@ def test_note_growth_absorbs_a_redundant_note_or_is_refused(built: dict[str, Pat
     assert loader_differences(ElfFile(sep), ElfFile(_restore(sep, patched, ["kern_main"])[0])) == []
     path = built["sep.so"].with_name("grown.so")
     path.write_bytes(patched)
-    notes = subprocess.run([require_tool("llvm-readelf-19"), "--notes", str(path)], capture_output=True, text=True,
-                           check=True).stdout
+    notes = run_tool([require_tool("llvm-readelf-19"), "--notes", str(path)]).stdout
     assert ".private_segment_fixed_size: 40000" in notes and ".vgpr_count:     400" in notes
     # The one-unit file has a single note: no room to grow beyond its 4-byte padding.
     with pytest.raises(UsageError, match="cannot move"):

@@ -20,10 +20,11 @@ import pytest
 from conftest import SOURCES, require_tool
 from devbin.errors import FormatError
 from devbin.formats.elf.reader import ElfFile
-from devbin.link.amdgpu import function_facts, kernel_totals, prune_object
-from devbin.link.amdgpu_msgpack import parse, remove_elements
 from devbin.link.core import link
-from runners import run_tool
+from devbin.targets.amdgpu.link_lld import function_facts, kernel_totals, prune_object
+from devbin.targets.amdgpu.link_msgpack import parse, remove_elements
+
+from tests.runners import run_tool
 
 SRC = SOURCES / "link_amd"
 COMPILERS = ("clang-19", "clang-22")
@@ -129,7 +130,7 @@ def test_prune_removes_kernels_with_descriptor_relocations_and_note_entry(objs: 
     # ld.lld links it with the library, no symbol left undefined
     so = tmp_path / "out.so"
     run_tool([require_tool("ld.lld-19"), "-shared", "--no-undefined", "-o", str(so), str(pruned),
-          str(objs[cc]["lib"])])
+              str(objs[cc]["lib"])])
     assert _note_kernels(so) == ["k_local", "k_plain"]
     assert {"k_local", "k_plain", "fib"} <= _functions(_symbols(so))
     assert not {*gone} & _functions(_symbols(so))

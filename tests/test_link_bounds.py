@@ -7,7 +7,6 @@ table it indexes; before the fix each raised IndexError or KeyError out of the l
 from __future__ import annotations
 
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,11 @@ import pytest
 from conftest import SOURCES, require_tool
 from devbin.errors import FormatError
 from devbin.formats.elf.reader import ElfFile
-from devbin.link.amdgpu import prune_object
-from devbin.link.nvidia import prune_cubin
-from runners import run_devbin
+from devbin.targets.amdgpu.link_lld import prune_object
+from devbin.targets.nvidia.link_prune import prune_cubin
 
 from tests.elfbuild import patch_section
+from tests.runners import run_devbin, run_tool
 
 CRASHER = Path(__file__).parent / "crashers" / "link-prune-object-reloc-target-out-of-range.bin"
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,8 +29,8 @@ def amd_object(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """tests/sources/link_amd/one.cl with -ffunction-sections: kern_main -> heavy_fn; unused_fn -> helper_fn."""
     clang = require_tool("clang-19")
     out = tmp_path_factory.mktemp("bounds") / "one.o"
-    subprocess.run([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-O2", "-mcpu=gfx90a", "-ffunction-sections",
-                    "-c", str(SOURCES / "link_amd" / "one.cl"), "-o", str(out)], check=True, timeout=300)
+    run_tool([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-O2", "-mcpu=gfx90a", "-ffunction-sections",
+              "-c", str(SOURCES / "link_amd" / "one.cl"), "-o", str(out)])
     return out.read_bytes()
 
 
@@ -75,8 +74,7 @@ def test_prune_cubin_section_name_table_tied_to_a_removed_section(tmp_path: Path
     e_shstrndx was then looked up among the kept sections (KeyError)."""
     nvcc = require_tool("nvcc")
     cubin = tmp_path / "lib.cubin"
-    subprocess.run([nvcc, "-arch=sm_90", "-rdc=true", "-cubin", "-o", str(cubin), str(SOURCES / "link_nv" / "lib.cu")],
-                   check=True, timeout=300)
+    run_tool([nvcc, "-arch=sm_90", "-rdc=true", "-cubin", "-o", str(cubin), str(SOURCES / "link_nv" / "lib.cu")])
     data = cubin.read_bytes()
     elf = ElfFile(data)
     text = elf.section(".text.lib_unused")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,11 +20,19 @@ import pytest
 from conftest import cubins_from_ptx, require_tool
 from devbin.errors import DeviceBinaryError, FormatError, UsageError
 from devbin.formats.elf.reader import ElfFile
-from devbin.link.nvidia import prune_cubin, removable
-from devbin.link.nvlink import linked_functions, nvlink_facts, nvlink_kept, parse_dump_callgraph, run_nvlink
 from devbin.targets.nvidia import eiattr as E
 from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin
+from devbin.targets.nvidia.link_nvlink import (
+    linked_functions,
+    nvlink_facts,
+    nvlink_kept,
+    parse_dump_callgraph,
+    run_nvlink,
+)
+from devbin.targets.nvidia.link_prune import prune_cubin, removable
 from devbin.targets.nvidia.nvinfo import parse_nvinfo
+
+from tests.runners import run_tool
 
 SRC = Path(__file__).parent / "sources" / "link_nv"
 ARCHS = ("sm_90", "sm_80")
@@ -62,7 +69,7 @@ def _build(out: Path, arch: str) -> dict[str, Path]:
         else:
             argv = [require_tool("nvcc"), "-rdc=true", f"-arch={arch}", "-cubin", "-o", str(dest),
                     str(SRC / f"{name}.cu")]
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        p = run_tool(argv, check=False)
         assert p.returncode == 0, p.stderr + p.stdout
         built[name] = dest
     return built
@@ -161,8 +168,7 @@ def _disasm_by_function(data: bytes, tmp: Path) -> dict[str, str]:
     """nvdisasm's text of each .text.<f>, local labels renumbered in order of appearance."""
     path = tmp / "d.cubin"
     path.write_bytes(data)
-    p = subprocess.run([require_tool("nvdisasm"), str(path)], capture_output=True, text=True, timeout=120,
-                       check=False)
+    p = run_tool([require_tool("nvdisasm"), str(path)], check=False)
     assert p.returncode == 0, p.stderr
     blocks: dict[str, list[str]] = {}
     current: list[str] | None = None
@@ -183,8 +189,7 @@ def _renumber_labels(text: str) -> str:
 def _res_usage(data: bytes, tmp: Path) -> dict[str, str]:
     path = tmp / "r.cubin"
     path.write_bytes(data)
-    p = subprocess.run([require_tool("cuobjdump"), "-res-usage", str(path)], capture_output=True, text=True,
-                       timeout=120, check=False)
+    p = run_tool([require_tool("cuobjdump"), "-res-usage", str(path)], check=False)
     assert p.returncode == 0, p.stderr
     rows = re.findall(r"Function (\S+):\n\s*(.*)", p.stdout)
     return dict(rows)
@@ -458,8 +463,7 @@ def test_prune_device_code_of_nvcc_dc_object(tmp_path: Path) -> None:
     if cubins_from_ptx():
         pytest.skip("nvcc -dc needs nvcc's front end (cicc)")
     obj = tmp_path / "prog.o"
-    p = subprocess.run([require_tool("nvcc"), "-dc", "-arch=sm_90", "-o", str(obj), str(SRC / "prog.cu")],
-                       capture_output=True, text=True, timeout=300, check=False)
+    p = run_tool([require_tool("nvcc"), "-dc", "-arch=sm_90", "-o", str(obj), str(SRC / "prog.cu")], check=False)
     assert p.returncode == 0, p.stderr
     (cubin,) = [bytes(i.data()) for i in scan_bytes(obj.read_bytes(), "prog.o") if i.kind == "cubin"]
     assert ElfFile(cubin).header.e_type == 1  # ET_REL

@@ -13,8 +13,6 @@ writes into the kernel descriptor and the note what the one-translation-unit bui
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,10 +20,11 @@ import pytest
 from devbin.formats.devsec.elf import read_code_object
 from devbin.formats.elf.reader import ElfFile
 from devbin.link.core import link
-from devbin.link.nvlink import linked_functions, nvlink_facts, nvlink_kept
 from devbin.model import StdAttr
+from devbin.targets.nvidia.link_nvlink import linked_functions, nvlink_facts, nvlink_kept
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import run_devbin, run_tool
 from tests.test_link_nvidia import ADDRESS_TAKEN, BLACKWELL, NVLINK_KEEPS, Programs
 
 CHOICES = [k for k in NVLINK_KEEPS if k != ("k_int",)]  # devbin names kernels exactly; nvlink matches substrings
@@ -121,8 +120,7 @@ def test_output_is_linked_by_nvlink_with_exactly_the_kept_functions(program: lis
     for u in result.usage:
         assert reaches[f"reaches:{u.kernel}"].split() == sorted(u.reaches)  # type: ignore[union-attr]
     require_tool("cuobjdump")
-    listing = subprocess.run([require_tool("cuobjdump"), "-res-usage", str(out)], capture_output=True, text=True,
-                             check=False)
+    listing = run_tool([require_tool("cuobjdump"), "-res-usage", str(out)], check=False)
     assert listing.returncode == 0, listing.stderr
 
 
@@ -137,14 +135,12 @@ def amd(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     built = {}
     for name in ("kern", "lib"):
         dest = out / f"{name}.o"
-        p = subprocess.run([sys.executable, "-m", "devbin", "cc", "--", *flags, "-ffunction-sections", "-c",
-                            str(SOURCES / "link_amd" / f"{name}.cl"), "-o", str(dest)],
-                           capture_output=True, text=True, check=False)
+        p = run_devbin("cc", "--", *flags, "-ffunction-sections", "-c", SOURCES / "link_amd" / f"{name}.cl", "-o",
+                       dest)
         assert p.returncode == 0, p.stderr
         built[name] = dest
     one = out / "one.o"
-    p = subprocess.run([*flags, "-c", str(SOURCES / "link_amd" / "one.cl"), "-o", str(one)], capture_output=True,
-                       text=True, check=False)
+    p = run_tool([*flags, "-c", str(SOURCES / "link_amd" / "one.cl"), "-o", str(one)], check=False)
     assert p.returncode == 0, p.stderr
     built["one"] = one
     return built
@@ -166,8 +162,7 @@ def test_amdgpu_output_carries_the_one_unit_totals(amd: dict[str, Path], tmp_pat
     usage = {u.kernel: u for u in result.usage}["kern_main"]
     assert usage.stack == 68 and usage.registers["accum"] == ref.uint(StdAttr.REGS_ACCUM)
     assert "unused_fn" not in linked and "helper_fn" not in linked
-    notes = subprocess.run([require_tool("llvm-readelf-19"), "--notes", str(out)], capture_output=True, text=True,
-                           check=False)
+    notes = run_tool([require_tool("llvm-readelf-19"), "--notes", str(out)], check=False)
     assert notes.returncode == 0 and ".private_segment_fixed_size: 68" in notes.stdout
 
 
@@ -181,8 +176,7 @@ def test_amdgpu_output_without_the_kernels_not_asked_for(amd: dict[str, Path], t
     result = link([amd["kern"], amd["lib"]], kernels=[kernel], output=out)
     assert result.output is not None and not result.output.kept_in_output
     assert {r.split(": ")[1] for r in result.output.removed} == gone
-    syms = subprocess.run([require_tool("llvm-readelf-19"), "-s", "--notes", str(out)], capture_output=True,
-                          text=True, check=False)
+    syms = run_tool([require_tool("llvm-readelf-19"), "-s", "--notes", str(out)], check=False)
     assert syms.returncode == 0
     names = {ln.split()[-1] for ln in syms.stdout.splitlines() if " FUNC " in ln or " OBJECT " in ln}
     assert {kernel, f"{kernel}.kd"} <= names and not names & {*gone, *(f"{g}.kd" for g in gone)}

@@ -44,7 +44,8 @@ from devbin.load import (
     SymbolKind,
     UnresolvedSymbolsError,
 )
-from runners import cli, run_tool
+
+from tests.runners import cli, run_tool
 
 LOAD_SRC = SOURCES / "load"
 CFLAGS = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-c"]
@@ -488,8 +489,8 @@ def test_load_package_picks_the_image_for_the_target(built: dict[str, Path], tmp
     bundler = require_tool("clang-offload-bundler-19")
     pkg = tmp_path / "user.hipfb"
     run_tool([bundler, "-type=o", "-bundle-align=4096",
-         "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
-         "-input=/dev/null", f"-input={built['user.so']}", f"-input={built['user_942.so']}", f"-output={pkg}"])
+              "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
+              "-input=/dev/null", f"-input={built['user.so']}", f"-input={built['user_942.so']}", f"-output={pkg}"])
     e = Executable("gfx942")
     (obj,) = e.load_package(pkg)
     assert obj.arch.startswith("gfx942")
@@ -553,3 +554,22 @@ def test_cli_errors(built: dict[str, Path], capsys: pytest.CaptureFixture[str]) 
     assert rc == 1 and "device is gfx942" in capsys.readouterr().err
     rc, _ = cli("load", str(built["user.o"]))
     assert rc == 1 and "ET_REL" in capsys.readouterr().err
+
+
+def test_symbol_stack_is_the_vendors_rule() -> None:
+    """``LoadedSymbol.stack_bytes`` (and ``devbin load``'s STACK column) is the vendor's per-thread stack rule,
+    :meth:`Vendor.stack_bytes`: private bytes are the stack of an AMDGPU function, not of a cubin's (a linked
+    cubin's device functions record ``.nv.local`` bytes, 0, and no stack: "not recorded", not 0)."""
+    from devbin.load import LoadedSymbol
+    from devbin.model import Attribute, Function, FunctionKind, StdAttr
+    from devbin.targets.registry import VENDORS
+
+    private = Function("f", FunctionKind.DEVICE, (Attribute(StdAttr.PRIVATE_BYTES, 0),))
+    both = Function("g", FunctionKind.DEVICE, (Attribute(StdAttr.PRIVATE_BYTES, 48), Attribute(StdAttr.STACK_SIZE, 16)))
+    seen = set()
+    for vendor in VENDORS:
+        for fn in (private, both):
+            s = LoadedSymbol(fn.name, SymbolKind.DEVICE_FUNCTION, 0, 0, "o", "program", function=fn, vendor=vendor)
+            assert s.stack_bytes == vendor.stack_bytes(fn)
+            seen.add((vendor.private_segment_is_stack, fn.name, s.stack_bytes))
+    assert seen == {(True, "f", 0), (False, "f", None), (True, "g", 16), (False, "g", 16)}

@@ -1,4 +1,4 @@
-"""The CUDA driver backend (``devbin.load.cuda``).
+"""The CUDA driver backend (``devbin.targets.nvidia.load_cuda``).
 
 Without a GPU: the missing-dependency error, argument building for the load-time link, and
 the device-side function table's PTX (assembled by the real ``ptxas``).  With a GPU (skipped,
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import io
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,9 @@ import pytest
 from conftest import require_tool
 from devbin.errors import UsageError
 from devbin.formats.elf.reader import ElfFile
-from devbin.load import cuda as lc
+from devbin.targets.nvidia import load_cuda as lc
+
+from tests.runners import cli, run_tool
 
 
 def test_missing_bindings_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,11 +35,10 @@ def test_missing_bindings_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_cli_backend_cuda_without_bindings(cubins: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from devbin.cli.main import main
 
     for name in ("cuda", "cuda.bindings", "cuda.bindings.driver", "cuda.cuda"):
         monkeypatch.setitem(sys.modules, name, None)
-    rc = main(["load", "--backend", "cuda", str(cubins["sm_90_rdc"]), str(cubins["sm_90_extfn_rdc"])], io.StringIO())
+    rc = cli("load", "--backend", "cuda", str(cubins["sm_90_rdc"]), str(cubins["sm_90_extfn_rdc"]))[0]
     assert rc == 1 and "pip install devbin[cuda]" in capsys.readouterr().err
 
 
@@ -62,7 +62,7 @@ def test_function_table_ptx_assembles(tmp_path: Path) -> None:
                                           ("helper", "", "()")])
     src, out = tmp_path / "table.ptx", tmp_path / "table.cubin"
     src.write_text(ptx)
-    subprocess.run([ptxas, "-arch=sm_90", "-c", "-o", out, src], check=True, capture_output=True)
+    run_tool([ptxas, "-arch=sm_90", "-c", "-o", out, src])
     elf = ElfFile(out.read_bytes())
     names = {s.name for s in elf.symtab or ()}
     assert {"__devbin_fn_table", "ext_scale", "helper"} <= names
@@ -84,9 +84,8 @@ def test_function_table_links_with_the_images(cubins: dict[str, Path], tmp_path:
 
     src, table, linked = tmp_path / "table.ptx", tmp_path / "table.cubin", tmp_path / "linked.cubin"
     src.write_text(lc.function_table_ptx("sm_90", [("ext_scale", "(.param .b32 r)", "(.param .b32 x)")]))
-    subprocess.run([ptxas, "-arch=sm_90", "-c", "-o", table, src], check=True, capture_output=True)
-    subprocess.run([nvlink, "-arch=sm_90", "-o", linked, cubins["sm_90_rdc"], cubins["sm_90_extfn_rdc"], table],
-                   check=True, capture_output=True)
+    run_tool([ptxas, "-arch=sm_90", "-c", "-o", table, src])
+    run_tool([nvlink, "-arch=sm_90", "-o", linked, cubins["sm_90_rdc"], cubins["sm_90_extfn_rdc"], table])
     e = Executable("sm_90")
     obj = e.load_code_object(linked)
     e.freeze()
@@ -165,7 +164,7 @@ def test_gpu_link_launch_and_resources(cubins: dict[str, Path]) -> None:
 
 def test_gpu_module_loading_lazy_vs_eager(cubins: dict[str, Path]) -> None:
     _gpu_or_skip()
-    code = ("import time, sys; from devbin.load import cuda as lc; t=time.perf_counter(); "
+    code = ("import time, sys; from devbin.targets.nvidia import load_cuda as lc; t=time.perf_counter(); "
             f"e=lc.CudaExecutable(lc.read_images([{str(cubins['sm_90_exec'])!r}]), arch='sm_90'); "
             "e.function('scale_ext'); print(time.perf_counter()-t); e.close()")
     times = {}

@@ -9,7 +9,6 @@ and exactly the closure of the kernel looked up must be mapped.
 
 from __future__ import annotations
 
-import io
 import itertools
 import threading
 from pathlib import Path
@@ -21,7 +20,8 @@ from hypothesis import strategies as st
 from conftest import SOURCES, require_tool
 from devbin.errors import UsageError
 from devbin.load import Executable, SymbolKind
-from runners import run_tool
+
+from tests.runners import cli_ok, run_tool
 
 CFLAGS = ["-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-mcpu=gfx90a", "-c"]
 
@@ -230,22 +230,16 @@ def test_failed_lazy_load_rolls_back(built: dict[str, Path], monkeypatch: pytest
 def test_cli_lazy(built: dict[str, Path]) -> None:
     import json
 
-    from devbin.cli.main import main
 
-    out = io.StringIO()
-    assert main(["load", str(built["user.so"]), str(built["lib.so"]), "--lazy", "--kernel", "user_kern"], out) == 0
-    text = out.getvalue()
+    text = cli_ok("load", str(built["user.so"]), str(built["lib.so"]), "--lazy", "--kernel", "user_kern")
     assert text.startswith("kernel user_kern") and "lazy: 4 of 7 functions, 3 of 7 variables" in text
     assert "user_helper" in text.split("loaded", 1)[1]
-    out = io.StringIO()
-    assert main(["load", str(built["user.so"]), str(built["lib.so"]), "--lazy", "--kernel", "user_kern", "--json"],
-                out) == 0
-    d = json.loads(out.getvalue())
+    printed = cli_ok("load", str(built["user.so"]), str(built["lib.so"]), "--lazy", "--kernel", "user_kern", "--json")
+    d = json.loads(printed)
     assert d["stats"]["functions_loaded"] == 4 and d["stats"]["lazy"]
     assert set(d["closure"][str(built["lib.so"])]["functions"]) == {"lib_scale", "lib_offset"}
-    out = io.StringIO()
-    assert main(["load", str(built["user.so"]), str(built["lib.so"]), "--lazy"], out) == 0
-    assert "lazy: 0 of 7 functions" in out.getvalue()
+    printed = cli_ok("load", str(built["user.so"]), str(built["lib.so"]), "--lazy")
+    assert "lazy: 0 of 7 functions" in printed
 
 
 def test_shipped_samples_equal_a_fresh_build(built: dict[str, Path]) -> None:

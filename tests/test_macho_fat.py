@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, TruncatedError
 from devbin.formats.macho import FatFile, is_fat
 from devbin.formats.macho.fat import FAT_MAGIC, FAT_MAGIC_64, arch_name
-from runners import run_tool
 
 from tests.conftest import require_tool
 from tests.expect import assert_located, outcome
+from tests.runners import run_tool
 
 SOURCE = "int devbin_fat(int x) { return x * 2; }\nint devbin_fat_data = 7;\n"
 TARGETS = {"x86_64": "x86_64-apple-macos11", "arm64": "arm64-apple-macos11", "arm64e": "arm64e-apple-macos11",

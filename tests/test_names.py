@@ -21,9 +21,9 @@ from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.superarchive.build import MAX_TARGET_NAME, check_target_name
-from runners import run_devbin
 
 from tests.elfbuild import patch_header, small_elf
+from tests.runners import run_devbin
 
 ROOT = Path(__file__).resolve().parent.parent
 LONG_ID = "hipv4-amdgcn-amd-amdhsa--gfx90a\n" + "x" * 500

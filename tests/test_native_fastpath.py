@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from devbin.formats.elf.tables import section_table_py
 
 from tests.conftest import in_ci, require_tool
+from tests.runners import run_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -48,12 +49,11 @@ def _built_objects(tmp: Path) -> list[bytes]:
     out = []
     src = ROOT / "tests" / "fixtures" / "sample.cu"
     nvcc = require_tool("nvcc")
-    subprocess.run([nvcc, "-cubin", "-arch=sm_80", "-o", str(tmp / "k.cubin"), str(src)], check=True,
-                   capture_output=True)
+    run_tool([nvcc, "-cubin", "-arch=sm_80", "-o", str(tmp / "k.cubin"), str(src)])
     out.append((tmp / "k.cubin").read_bytes())
     clang = require_tool("clang-19")
-    subprocess.run([clang, "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx942", "-nogpulib", "-O2", "-c", "-o",
-                    str(tmp / "k.o"), str(ROOT / "tests" / "fixtures" / "sample.cl")], check=True, capture_output=True)
+    run_tool([clang, "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx942", "-nogpulib", "-O2", "-c", "-o",
+              str(tmp / "k.o"), str(ROOT / "tests" / "fixtures" / "sample.cl")])
     out.append((tmp / "k.o").read_bytes())
     return out
 

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runners import cli_ok, run_tool
-
 from tests.conftest import SOURCES, require_tool
+from tests.runners import cli_ok, run_tool
 
 
 @pytest.fixture(scope="session")
@@ -112,8 +111,7 @@ def test_extract_to_stdout(host_inputs: dict[str, Path], tmp_path: Path) -> None
     """-o - prints the one selected image, as cuobjdump -xptx writes it (main made a folder named -)."""
     multi, theirs = host_inputs["multi_fatbin"], tmp_path / "theirs"
     theirs.mkdir()
-    subprocess.run([require_tool("cuobjdump"), "-arch", "sm_90", "-xptx", "all", "-xelf", "all", str(multi)],
-                   cwd=theirs, capture_output=True, check=True)
+    run_tool([require_tool("cuobjdump"), "-arch", "sm_90", "-xptx", "all", "-xelf", "all", str(multi)], theirs)
     for kind, name in (("ptx", "multi.1.sm_90.ptx"), ("cubin", "multi.1.sm_90.cubin")):
         p = _proc("extract", "--arch", "sm_90", "--kind", kind, str(multi), "-o", "-", cwd=tmp_path)
         assert p.returncode == 0 and p.stderr == b"", p.stderr

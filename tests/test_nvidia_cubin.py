@@ -19,10 +19,10 @@ from devbin.targets.nvidia.importer import NV_INFO_RECORDS, import_cubin
 from devbin.targets.nvidia.nvcallgraph import decode_prototype
 from devbin.targets.nvidia.nvinfo import parse_nvinfo
 from devbin.targets.nvidia.resources import format_cuobjdump, usage
-from runners import run_tool
 
 from tests import oracles
 from tests.conftest import SOURCES, require_tool
+from tests.runners import run_tool
 
 
 @pytest.fixture(scope="session")
@@ -109,7 +109,7 @@ def test_callgraph_equals_nvlink_dump(cubins: dict[str, Path], tmp_path: Path, a
     nvlink = require_tool("nvlink")
     inputs = [cubins[f"{arch}_rdc"], cubins[f"{arch}_extfn_rdc"]]
     p = run_tool([nvlink, f"-arch={arch}", "--dump-callgraph", "-o", str(tmp_path / "l.cubin"),
-                     *map(str, inputs)], check=False)
+                  *map(str, inputs)], check=False)
     assert p.returncode == 0, p.stderr
     theirs = _nvlink_graph(p.stdout + p.stderr)
     assert theirs, p.stdout

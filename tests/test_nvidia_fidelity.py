@@ -29,9 +29,9 @@ from devbin.model import TypeKind
 from devbin.targets.nvidia.cubin import Cubin
 from devbin.targets.nvidia.importer import import_cubin
 from devbin.targets.nvidia.nvcallgraph import NvCallAbi, NvPrototype, parse_prototype_string
-from runners import cli_err, cli_ok, run_tool
 
 from tests.conftest import require_tool
+from tests.runners import cli_err, cli_ok, run_tool
 
 
 def _build(args: list[str]) -> None:

@@ -12,22 +12,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import SOURCES, require_tool
-from tests.runners import cli_ok, run_tool
-
-SRC = str(Path(__file__).parents[1] / "src")
-
-
-
-def _proc(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "devbin", *argv], capture_output=True, cwd=cwd, check=False,
-                          env={**os.environ, "PYTHONPATH": SRC})
+from tests.runners import cli_ok, run_devbin, run_tool
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +26,7 @@ def frames(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | str]:
     out = tmp_path_factory.mktemp("frames")
     rdc, linked, ptx = out / "frames.cubin", out / "frames_linked.cubin", out / "frames.ptx"
     p = run_tool([nvcc, "-arch=sm_90", "-cubin", "-rdc=true", "-maxrregcount=32", "-Xptxas", "-v", "-o", str(rdc),
-                     str(SOURCES / "frames.cu")], check=False)
+                  str(SOURCES / "frames.cu")], check=False)
     assert p.returncode == 0, p.stderr
     q = run_tool([nvlink, "-arch=sm_90", "-o", str(linked), str(rdc)], check=False)
     assert q.returncode == 0 and "cannot be statically determined" in q.stderr, q.stderr
@@ -144,9 +134,9 @@ def test_archive_members_without_device_code_equal_cuobjdump(tmp_path: Path) -> 
 
 
 def test_resources_on_ptx_names_it(frames: dict[str, Path | str]) -> None:
-    p = _proc("resources", str(frames["ptx"]))
-    assert p.returncode == 3 and p.stdout == b""
-    assert p.stderr.decode() == (f"devbin: {frames['ptx']}: PTX text, no resource usage until ptxas compiles it "
+    p = run_devbin("resources", frames["ptx"])
+    assert p.returncode == 3 and p.stdout == ""
+    assert p.stderr == (f"devbin: {frames['ptx']}: PTX text, no resource usage until ptxas compiles it "
                                  "(`ptxas -v`, or devbin resources on the cubin ptxas writes)\n")
 
 
@@ -161,5 +151,5 @@ def test_a_damaged_amdgpu_object_is_not_taken_for_ptx(tmp_path: Path) -> None:
     assert is_ptx_text(sample_path("sample.ptx").read_bytes()[:4096])
     data[:4] = b"\0ELF"  # no longer an ELF: no device code in it
     (tmp_path / "kern.o").write_bytes(data)
-    p = _proc("resources", "kern.o", cwd=tmp_path)
-    assert p.returncode == 3 and p.stderr.decode() == "devbin: kern.o: does not contain device code\n", p.stderr
+    p = run_devbin("resources", "kern.o", cwd=tmp_path)
+    assert p.returncode == 3 and p.stderr == "devbin: kern.o: does not contain device code\n", p.stderr

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,9 +31,9 @@ from devbin.formats.offload import (
     write_offload_binary,
 )
 from devbin.formats.offload import constants as C
-from runners import run_tool
 
 from tests.expect import assert_located, outcome
+from tests.runners import run_tool
 
 GFX = ("gfx90a", "gfx942")
 FAKE_CUBIN = bytes(range(37))
@@ -297,7 +296,7 @@ def test_objdump_lists_what_devbin_writes(amdgpu_objects: dict[str, Path], tmp_p
         path.write_bytes(write_offload_binary(_images(amd, hip=hip), version=version))
         if version == 2:
             # LLVM 19 and 22 know only version 1: both refuse the blob as a whole.
-            r = subprocess.run([objdump, "--offloading", str(path)], capture_output=True, text=True, check=False)
+            r = run_tool([objdump, "--offloading", str(path)], check=False)
             assert r.returncode != 0 and "Invalid data" in r.stderr
             continue
         listed = _objdump(objdump, path)

@@ -7,23 +7,21 @@ cuobjdump and clang-offload-bundler-19, with image bytes identical both ways.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devbin.cli.main import main
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
 from devbin.images import Address, Image, scan
 from devbin.packaging import PackInput, PackResult, check_consistency, choose_ptx, pack
 from devbin.packaging.consistency import ImageSettings, settings_from_options
 from devbin.packaging.facts import loose_image, relocatable
-from runners import run_tool
 
 from tests.conftest import PTX_DIR, require_tool
+from tests.runners import cli, cli_err, cli_ok, run_tool
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +35,7 @@ def test_offload_package_read_by_llvm(images: dict[str, Path], tmp_path: Path) -
     out = tmp_path / "app.offload"
     specs = [f"file={images[k]}" for k in ("sm_80", "sm_90", "ptx80", "ptx90", "gfx90a")]
     specs[4] += ",Team=kernels"
-    assert main(["pack", "-o", str(out), *[a for s in specs for a in ("--image", s)]]) == 0
+    assert cli("pack", "-o", str(out), *[a for s in specs for a in ("--image", s)])[0] == 0
     listing = run_tool([require_tool("llvm-objdump-19"), "--offloading", out]).stdout
     blocks = [b for b in listing.split("OFFLOADING IMAGE")[1:]]
     archs = [next(line.split()[1] for line in b.splitlines() if line.startswith("arch")) for b in blocks]
@@ -67,7 +65,7 @@ def test_fatbin_package_read_by_cuobjdump(images: dict[str, Path], tmp_path: Pat
     listing = run_tool([cuobjdump, "-lelf", "-lptx", out]).stdout
     assert listing.count("ELF file") == 2 and listing.count("PTX file") == 2
     assert any("not stored" in w for w in res.warnings)  # Producer etc. cannot go into a fatbin
-    subprocess.run([cuobjdump, "-xelf", "all", str(out)], check=True, capture_output=True, cwd=tmp_path)
+    run_tool([cuobjdump, "-xelf", "all", str(out)], tmp_path)
     got = sorted(p.read_bytes() for p in tmp_path.glob("*.cubin"))
     assert got == sorted([images["sm_80"].read_bytes(), images["sm_90"].read_bytes()])
     with pytest.raises(UsageError):
@@ -83,42 +81,36 @@ def test_bundle_package_read_by_bundler(images: dict[str, Path], tmp_path: Path)
         assert {"hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx942"} <= ids
         x = tmp_path / "x.o"
         run_tool([bundler, "--unbundle", "--type=o", f"--input={out}", "--targets=hipv4-amdgcn-amd-amdhsa--gfx942",
-             f"--output={x}"])
+                  f"--output={x}"])
         assert x.read_bytes() == images["gfx942"].read_bytes()
 
 
-def test_wrapped_image_everywhere(images: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_wrapped_image_everywhere(images: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "k.wrapped"
-    assert main(["pack", "--format", "wrapped", "-o", str(out), "--image", f"file={images['sm_90']},Team=x"]) == 0
-    capsys.readouterr()
+    cli_ok("pack", "--format", "wrapped", "-o", str(out), "--image", f"file={images['sm_90']},Team=x")
     w = parse_wrapped(out.read_bytes())
     assert bytes(w.image) == images["sm_90"].read_bytes() and w.get("Team") == "x"
     assert w.get("VendorName") == "NVIDIA" and w.get("TargetID") == "sm_90"
     # Every command takes it, and gives what it gives for the plain cubin.
     for cmd in (["resources"], ["callgraph"], ["list", "--json"]):
-        assert main([*cmd, str(images["sm_90"])]) == 0
-        plain = capsys.readouterr().out
-        assert main([*cmd, str(out)]) == 0
-        wrapped = capsys.readouterr().out
+        plain = cli_ok(*cmd, str(images["sm_90"]))
+        wrapped = cli_ok(*cmd, str(out))
         if cmd[0] == "list":
             w_img, p_img = json.loads(wrapped)["images"][0], json.loads(plain)["images"][0]
             assert w_img["kind"] == p_img["kind"] == "cubin" and w_img["metadata"]["Team"] == "x"
         else:
             assert wrapped.replace(str(out), str(images["sm_90"])) == plain
-    assert main(["inspect", str(out)]) == 0
-    text = capsys.readouterr().out
+    text = cli_ok("inspect", str(out))
     assert text.startswith("Metadata:\n  Producer: ") and "\n  Team: x\n" in text and "\n  VendorId: 0x10de\n" in text
-    assert main(["inspect", "--json", str(out)]) == 0
-    assert json.loads(capsys.readouterr().out)["images"][0]["metadata"]["Team"] == "x"
-    assert main(["extract", "-o", str(tmp_path / "x"), str(out)]) == 0
+    assert json.loads(cli_ok("inspect", "--json", str(out)))["images"][0]["metadata"]["Team"] == "x"
+    cli_ok("extract", "-o", str(tmp_path / "x"), str(out))
     extracted = [p for p in (tmp_path / "x").rglob("*") if p.is_file()]
     assert [p.read_bytes() for p in extracted] == [images["sm_90"].read_bytes()]
     with pytest.raises(UsageError):
         pack([images["sm_80"], images["sm_90"]], format="wrapped")
     # annotate wraps its output again, with the input's metadata; the bare cubin gets the same sections.
-    assert main(["annotate", str(out), "-o", str(tmp_path / "a.wrapped")]) == 0
-    assert main(["annotate", str(images["sm_90"]), "-o", str(tmp_path / "a.cubin")]) == 0
-    capsys.readouterr()
+    cli_ok("annotate", str(out), "-o", str(tmp_path / "a.wrapped"))
+    cli_ok("annotate", str(images["sm_90"]), "-o", str(tmp_path / "a.cubin"))
     aw = parse_wrapped((tmp_path / "a.wrapped").read_bytes())
     assert aw.metadata == w.metadata and bytes(aw.image) == (tmp_path / "a.cubin").read_bytes()
     assert bytes(aw.image) != bytes(w.image)
@@ -175,8 +167,8 @@ def test_option_settings_and_findings(tmp_path: Path) -> None:
     # Real cubins: ptxas -g vs -O3 from the same PTX, recorded in .note.nv.tkinfo.
     ptxas = require_tool("ptxas")
     for name, flag in (("g", "-g"), ("o", "-O3")):
-        subprocess.run([ptxas, "-arch", "sm_90", flag, str(PTX_DIR / "kernels-whole.sm_90.ptx"), "-o",
-                        str(tmp_path / f"{name}.cubin")], check=True, capture_output=True)
+        run_tool([ptxas, "-arch", "sm_90", flag, str(PTX_DIR / "kernels-whole.sm_90.ptx"), "-o",
+                  str(tmp_path / f"{name}.cubin")])
     res = pack([PackInput((tmp_path / "g.cubin").read_bytes(), "g.cubin", (("tu", "a"),)),
                 PackInput((tmp_path / "o.cubin").read_bytes(), "o.cubin", (("tu", "b"),))])
     assert [f.option for f in res.findings] == ["debug"]
@@ -201,16 +193,14 @@ def test_select_from_a_packed_offload_binary(images: dict[str, Path]) -> None:
 # --------------------------------------------------------------------------- translation units, LTO-IR, inputs
 
 
-def test_ptx_policy_per_translation_unit(images: dict[str, Path], capsys: pytest.CaptureFixture[str],
-                                         tmp_path: Path) -> None:
+def test_ptx_policy_per_translation_unit(images: dict[str, Path], tmp_path: Path) -> None:
     # Two units, each with its own SASS and its only PTX: both PTX stay (the review's command).
     out = tmp_path / "tu.offload"
     argv = ["pack", "-o", str(out)]
     for key, tu in (("sm_80", "a"), ("ptx80", "a"), ("sm_90", "b"), ("ptx90", "b")):
         argv += ["--image", f"file={images[key]},tu={tu}"]
-    assert main(argv) == 0
-    text = capsys.readouterr()
-    assert "left out" not in text.out and "no PTX" not in text.err
+    code, printed, err = cli_err(*argv)
+    assert code == 0 and "left out" not in printed and "no PTX" not in err
     assert [i.arch for i in scan([out])] == ["sm_80", "compute_80", "sm_90", "compute_90"]
     # The same images as loose images share one unit: only the highest PTX stays.
     res = pack([images[k] for k in ("sm_80", "ptx80", "sm_90", "ptx90")])
@@ -232,7 +222,7 @@ def test_ptx_policy_per_translation_unit(images: dict[str, Path], capsys: pytest
 
 
 def _nvcc(tmp_path: Path, *args: str | Path) -> None:
-    subprocess.run([require_tool("nvcc"), *[str(a) for a in args]], check=True, capture_output=True, cwd=tmp_path)
+    run_tool([require_tool("nvcc"), *[str(a) for a in args]], tmp_path)
 
 
 def test_two_nvcc_fatbins_keep_each_units_ptx(tmp_path: Path) -> None:
@@ -286,7 +276,7 @@ def test_pack_dlto_object(dlto: dict[str, Path], tmp_path: Path) -> None:
     assert copied.reserved == stored[0].entry.reserved != 0  # nvJitLink needs it (tests/test_nvidia_fidelity.py)
     # The review's command: the default container takes it (as a one-entry fatbin holding the entry as stored).
     out = tmp_path / "x.offload"
-    assert main(["pack", "-o", str(out), "--image", f"file={dlto['lto']}"]) == 0
+    assert cli("pack", "-o", str(out), "--image", f"file={dlto['lto']}")[0] == 0
     found = list(scan([out]))
     assert [(i.get("image-kind"), i.arch) for i in found] == [("ptx", "compute_90"), ("fatbinary", "compute_90")]
     inner = parse_fatbin(found[1].data()).entries
@@ -321,13 +311,13 @@ def check_pack(paths: list[Path]) -> PackResult:
     return check(paths)
 
 
-def test_check_only_cli(dlto: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["pack", "--check-only", "--image", f"file={dlto['lto']}", "--image", f"file={dlto['fast']}"]) == 0
-    cap = capsys.readouterr()
-    assert "would be packed" in cap.out and "fast-math" in cap.err and not list(tmp_path.iterdir())
-    assert main(["pack", "--check-only", "--strict", "--image", f"file={dlto['lto']}", "--image",
-                 f"file={dlto['fast']}"]) != 0
-    assert "contradictory options (--strict): fast-math" in capsys.readouterr().err
+def test_check_only_cli(dlto: dict[str, Path], tmp_path: Path) -> None:
+    code, printed, err = cli_err("pack", "--check-only", "--image", f"file={dlto['lto']}", "--image",
+                                 f"file={dlto['fast']}")
+    assert code == 0 and "would be packed" in printed and "fast-math" in err and not list(tmp_path.iterdir())
+    code, _, err = cli_err("pack", "--check-only", "--strict", "--image", f"file={dlto['lto']}", "--image",
+                           f"file={dlto['fast']}")
+    assert code != 0 and "contradictory options (--strict): fast-math" in err
 
 
 def test_pack_bitcode_and_annotated_object(cubins: dict[str, Path], tmp_path: Path) -> None:
@@ -335,9 +325,8 @@ def test_pack_bitcode_and_annotated_object(cubins: dict[str, Path], tmp_path: Pa
     clang = require_tool("clang-19")
     from tests.conftest import SOURCES
     bc = tmp_path / "k.bc"
-    subprocess.run([clang, "-c", "-emit-llvm", "--target=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib",
-                    "-x", "cl", "-cl-std=CL2.0", "-o", str(bc), str(SOURCES / "amdgpu_kernels.cl")],
-                   check=True, capture_output=True)
+    run_tool([clang, "-c", "-emit-llvm", "--target=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib",
+              "-x", "cl", "-cl-std=CL2.0", "-o", str(bc), str(SOURCES / "amdgpu_kernels.cl")])
     assert loose_image(bc.read_bytes(), "k.bc").kind == "bitcode"
     out = tmp_path / "bc.offload"
     res = pack([PackInput(bc.read_bytes(), "k.bc", (("triple", "amdgcn-amd-amdhsa"), ("TargetID", "gfx90a")))])

@@ -13,7 +13,6 @@ import io
 import os
 import shutil
 import signal
-import subprocess
 import time
 import warnings
 from collections.abc import Iterator
@@ -25,13 +24,13 @@ import pytest
 
 from devbin.binary import budget
 from devbin.cli import extract_cmd, list_cmd, resources_cmd
-from devbin.cli.main import main
 from devbin.errors import FormatError, FormatWarning, LimitExceeded
 from devbin.images import parallel
 from devbin.images.parallel import effective_jobs, ordered_map
 from devbin.samples import __file__ as samples_init
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import cli_err, run_tool
 
 SAMPLES = Path(samples_init).parent
 MIB = 1 << 20
@@ -196,12 +195,6 @@ def test_a_refusal_is_the_same_whatever_jobs(jobs: int) -> None:
 # --------------------------------------------------------------------------- the commands
 
 
-def _nvcc(args: list[str | os.PathLike[str]], cwd: Path) -> None:
-    p = subprocess.run([os.fspath(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=600,
-                       check=False)
-    assert p.returncode == 0, p.stderr
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Several inputs: nvcc objects and fatbins (zstd, lz4, plain), a shared library, an archive of
@@ -221,8 +214,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [nvcc, *gencode, "-rdc=true", "-c", "-o", out / "e.o", ext],
     ]
     with ThreadPoolExecutor(max_workers=3) as pool:
-        list(pool.map(lambda c: _nvcc(c, out), commands))
-    _nvcc([ar, "rcs", d / "sub" / "libke.a", out / "k.o", out / "e.o"], out)
+        list(pool.map(lambda c: run_tool(c, out), commands))
+    run_tool([ar, "rcs", d / "sub" / "libke.a", out / "k.o", out / "e.o"], out)
     for name in ("sample_sm90.cubin", "sample_gfx90a.o", "sample_layer_base.a", "sample_load_lib.so"):
         shutil.copy(SAMPLES / name, d / name)
     (d / "truncated.fatbin").write_bytes((d / "k.zstd.fatbin").read_bytes()[:300])
@@ -238,20 +231,13 @@ def pooled(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def _devbin(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    out = io.StringIO()
-    code = main(argv, out)
-    return code, out.getvalue(), capsys.readouterr().err
-
-
 @pytest.mark.parametrize("command", [
     ["list"], ["list", "--json"], ["list", "--all"],
     ["resources"], ["resources", "--json"], ["resources", "--format", "cuobjdump", "--all"],
 ])
-def test_the_output_is_the_same_with_two_jobs(command: list[str], folder: Path, pooled: None,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    one = _devbin([*command, "--jobs", "1", str(folder)], capsys)
-    two = _devbin([*command, "--jobs", "2", str(folder)], capsys)
+def test_the_output_is_the_same_with_two_jobs(command: list[str], folder: Path, pooled: None) -> None:
+    one = cli_err(*command, "--jobs", "1", str(folder))
+    two = cli_err(*command, "--jobs", "2", str(folder))
     assert one == two
     code, out, err = one
     assert code == 0 and out
@@ -260,12 +246,11 @@ def test_the_output_is_the_same_with_two_jobs(command: list[str], folder: Path, 
         assert out.count("zstd") >= 4 and out.count("lz4") >= 1 and "sample_gfx90a.o" in out
 
 
-def test_extract_writes_the_same_files_with_two_jobs(folder: Path, pooled: None, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_extract_writes_the_same_files_with_two_jobs(folder: Path, pooled: None, tmp_path: Path) -> None:
     results, written = [], []
     for jobs in ("1", "2"):
         dest = tmp_path / f"jobs{jobs}"
-        code, out, err = _devbin(["extract", "--jobs", jobs, str(folder), "-o", str(dest)], capsys)
+        code, out, err = cli_err("extract", "--jobs", jobs, str(folder), "-o", str(dest))
         results.append((code, out, err.replace(str(dest), "DEST")))
         written.append({p.name: p.read_bytes() for p in dest.iterdir()})
     assert results[0] == results[1] and results[0][0] == 0
@@ -273,8 +258,8 @@ def test_extract_writes_the_same_files_with_two_jobs(folder: Path, pooled: None,
     assert "k.zstd.1.sm_80.cubin" in written[0] and "k.lz4.1.sm_80.ptx" in written[0]
 
 
-def test_list_of_many_files_uses_the_pool_and_keeps_the_order(folder: Path, capsys: pytest.CaptureFixture[str],
-                                                              monkeypatch: pytest.MonkeyPatch, pooled: None) -> None:
+def test_list_of_many_files_uses_the_pool_and_keeps_the_order(folder: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              pooled: None) -> None:
     seen: list[int] = []
     real = parallel._pooled
 
@@ -283,33 +268,30 @@ def test_list_of_many_files_uses_the_pool_and_keeps_the_order(folder: Path, caps
         return real(fn, items, jobs)
     monkeypatch.setattr(parallel, "_pooled", spy)
     files = sorted(str(p) for p in folder.rglob("*") if p.is_file())
-    code, out, _ = _devbin(["list", "--jobs", "2", *files], capsys)
+    code, out, _ = cli_err("list", "--jobs", "2", *files)
     assert seen == [2] and code == 1  # truncated.fatbin is named: exit 1, as with --jobs 1
-    assert _devbin(["list", "--jobs", "1", *files], capsys)[:2] == (code, out)
+    assert cli_err("list", "--jobs", "1", *files)[:2] == (code, out)
     # Without the fixture's threshold of 0, these few megabytes are listed in this process.
     monkeypatch.setattr(list_cmd, "MIN_PARALLEL_BYTES", 8 << 20)
-    assert _devbin(["list", "--jobs", "2", *files], capsys)[:2] == (code, out) and seen == [2]
+    assert cli_err("list", "--jobs", "2", *files)[:2] == (code, out) and seen == [2]
 
 
-def test_an_error_in_a_worker_is_reported_as_in_process(folder: Path, pooled: None, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_error_in_a_worker_is_reported_as_in_process(folder: Path, pooled: None, tmp_path: Path) -> None:
     # Over the memory budget while decoding a zstd image in a worker: one line, exit 1, as with --jobs 1.
-    runs = [_devbin(["--max-memory", "4K", "resources", "--jobs", jobs, str(folder / "k.zstd.fatbin")], capsys)
+    runs = [cli_err("--max-memory", "4K", "resources", "--jobs", jobs, str(folder / "k.zstd.fatbin"))
             for jobs in ("1", "2")]
     assert runs[0] == runs[1]
     code, out, err = runs[0]
     assert code == 1 and out == "" and err.startswith("devbin: error: ") and "memory budget" in err
-    runs = [_devbin(["--max-memory", "4K", "extract", "--jobs", jobs, str(folder / "k.zstd.fatbin"), "-o",
-                     str(tmp_path / jobs)], capsys) for jobs in ("1", "2")]
+    runs = [cli_err("--max-memory", "4K", "extract", "--jobs", jobs, str(folder / "k.zstd.fatbin"), "-o",
+                    str(tmp_path / jobs)) for jobs in ("1", "2")]
     assert runs[0][0] == runs[1][0] == 1 and runs[0][2] == runs[1][2]
 
 
-def test_the_jobs_option_takes_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_jobs_option_takes_a_positive_number() -> None:
     for bad in ("0", "-1", "x"):
-        with pytest.raises(SystemExit) as e:
-            main(["list", "--jobs", bad, "."], io.StringIO())
-        assert e.value.code == 2
-    assert "--jobs" in capsys.readouterr().err
+        code, out, err = cli_err("list", "--jobs", bad, ".")
+        assert (code, out) == (2, "") and "--jobs" in err
 
 
 def test_limit_exceeded_survives_the_trip() -> None:
@@ -335,7 +317,7 @@ def libraries(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
               "libk_b.so": ["-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_100,code=sm_100"],
               "libk_c.so": ["-gencode", "arch=compute_80,code=sm_80"]}
     with ThreadPoolExecutor(max_workers=3) as pool:
-        list(pool.map(lambda kv: _nvcc([nvcc, *kv[1], "-Xcompiler", "-fPIC", "-shared", "-o", d / kv[0], k], d),
+        list(pool.map(lambda kv: run_tool([nvcc, *kv[1], "-Xcompiler", "-fPIC", "-shared", "-o", d / kv[0], k], d),
                       builds.items()))
     shutil.copy(folder / "sub" / "libke.a", d / "libke.a")
     shutil.copy(SAMPLES / "sample_gfx90a.o", d / "sample_gfx90a.o")
@@ -397,12 +379,12 @@ def pooled_packages(monkeypatch: pytest.MonkeyPatch, pooled: None) -> Iterator[l
 @pytest.mark.parametrize("options", [[], ["--json"], ["--csv"], ["--keep", "sm_90"], ["--keep", "sm_90", "--json"],
                                      ["--arch", "sm_90", "--csv"]])
 def test_size_is_the_same_with_two_jobs(options: list[str], folder: Path, libraries: Path, tmp_path: Path,
-                                        pooled_packages: list[int], capsys: pytest.CaptureFixture[str]) -> None:
+                                        pooled_packages: list[int]) -> None:
     wheel = _make_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", _package_members(libraries, with_bad=True))
     argv = ["size", *options, str(folder), str(libraries), str(wheel)]
-    one = _devbin([*argv, "--jobs", "1"], capsys)
+    one = cli_err(*argv, "--jobs", "1")
     assert pooled_packages == []
-    two = _devbin([*argv, "--jobs", "2"], capsys)
+    two = cli_err(*argv, "--jobs", "2")
     assert pooled_packages and set(pooled_packages) == {2}  # the files (and --keep's libraries) in 2 workers
     assert one == two
     code, out, err = one
@@ -418,12 +400,11 @@ def test_size_is_the_same_with_two_jobs(options: list[str], folder: Path, librar
 
 
 def test_size_over_the_memory_budget_in_a_worker_warns_as_in_process(folder: Path, libraries: Path,
-                                                                    pooled_packages: list[int],
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+                                                                    pooled_packages: list[int]) -> None:
     # No compressed entry can be decoded under 256 bytes (the smallest, a PTX of e.o, needs 370): in a
     # worker as in process, a warning per entry.  (Under a budget some of them fit, whether one does may
     # depend on when the collector frees the buffers decoded before it, in one process as in several.)
-    runs = [_devbin(["--max-memory", "256", "size", "--jobs", jobs, str(folder), str(libraries)], capsys)
+    runs = [cli_err("--max-memory", "256", "size", "--jobs", jobs, str(folder), str(libraries))
             for jobs in ("1", "2")]
     assert pooled_packages == [2]
     assert runs[0] == runs[1]
@@ -463,8 +444,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_prune_of_a_wheel_writes_the_same_wheel_with_two_jobs(libraries: Path, tmp_path: Path,
                                                               pooled_packages: list[int],
-                                                              monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import zipfile
     runs, written = [], []
     for jobs in ("1", "2"):
@@ -473,8 +453,8 @@ def test_prune_of_a_wheel_writes_the_same_wheel_with_two_jobs(libraries: Path, t
         _make_wheel(work / "pkg-1.0-py3-none-any.whl", _package_members(libraries, with_bad=False))
         before = _tree(work)
         monkeypatch.chdir(work)  # the same relative names in both outputs
-        runs.append([_devbin(["prune", "pkg-1.0-py3-none-any.whl", "--keep", "sm_90", *extra, "--jobs", jobs],
-                             capsys) for extra in (["-o", "out.whl"], ["--dry-run", "--json"])])
+        runs.append([cli_err("prune", "pkg-1.0-py3-none-any.whl", "--keep", "sm_90", *extra, "--jobs", jobs)
+                     for extra in (["-o", "out.whl"], ["--dry-run", "--json"])])
         assert _tree(work).keys() == {*before, "out.whl"} and all(_tree(work)[k] == v for k, v in before.items())
         written.append((work / "out.whl").read_bytes())
     assert pooled_packages == [2, 2]
@@ -491,14 +471,13 @@ def test_prune_of_a_wheel_writes_the_same_wheel_with_two_jobs(libraries: Path, t
 
 def test_prune_of_a_folder_writes_the_same_files_with_two_jobs(libraries: Path, tmp_path: Path,
                                                                pooled_packages: list[int],
-                                                               monkeypatch: pytest.MonkeyPatch,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     runs, trees = [], []
     for jobs in ("1", "2"):
         work = tmp_path / f"jobs{jobs}"
         _make_site(work / "site", _package_members(libraries, with_bad=False))
         monkeypatch.chdir(work)
-        runs.append([_devbin(["prune", "site", "--keep", "sm_90", *extra, "--jobs", jobs], capsys)
+        runs.append([cli_err("prune", "site", "--keep", "sm_90", *extra, "--jobs", jobs)
                      for extra in (["--dry-run", "--json"], ["--in-place"])])
         trees.append(_tree(work))
     assert pooled_packages == [2, 2]
@@ -514,8 +493,7 @@ def test_prune_of_a_folder_writes_the_same_files_with_two_jobs(libraries: Path, 
 @pytest.mark.parametrize("kind", ["wheel", "folder"])
 def test_a_library_prune_refuses_is_reported_as_in_process(kind: str, libraries: Path, tmp_path: Path,
                                                             pooled_packages: list[int],
-                                                            monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # libk_c.so (sm_80 only) cannot keep sm_90: with --missing fail the same error whatever --jobs, found
     # before any library is pruned (no pool started), nothing written, the input untouched.  (Without it
     # the library stays as it is: issue 27, test_cli_forgiving.)
@@ -532,7 +510,7 @@ def test_a_library_prune_refuses_is_reported_as_in_process(kind: str, libraries:
             argv = ["prune", "site", "--keep", "sm_90", "--missing", "fail", "--in-place"]
         before = _tree(work)
         monkeypatch.chdir(work)
-        runs.append(_devbin([*argv, "--jobs", jobs], capsys))
+        runs.append(cli_err(*argv, "--jobs", jobs))
         trees.append(_tree(work))
         assert trees[-1] == before
     assert pooled_packages == []

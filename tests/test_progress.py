@@ -7,7 +7,6 @@ wheel built here with a large member beside the library, as a package's data fil
 
 from __future__ import annotations
 
-import io
 import itertools
 import os
 import pty
@@ -20,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from devbin.cli.main import main
 from devbin.images.scan import Scanner
 from devbin.packaging.prune_packages import prune_wheel, record_hash
 from devbin.size import measure
+
+from tests.runners import TOOL_TIMEOUT, cli, run_devbin
 
 SRC = Path(__file__).parents[1] / "src"
 
@@ -33,7 +33,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """pkg-1.0-py3-none-any.whl: a data member of 300,000 random bytes (stored as they are: deflate cannot
     shrink them), the library app.offload, a module, and the dist-info a wheel verifies with."""
     tmp = tmp_path_factory.mktemp("progress")
-    assert main(["tour", "-o", str(tmp / "tour")], io.StringIO()) == 0
+    assert cli("tour", "-o", str(tmp / "tour"))[0] == 0
     members = {"pkg/data.bin": random.Random(27).randbytes(300_000),
                "pkg/lib/app.offload": (tmp / "tour" / "app.offload").read_bytes(),
                "pkg/__init__.py": b"",
@@ -96,7 +96,7 @@ def _stderr_on_a_terminal(argv: list[str]) -> tuple[bytes, bytes]:
     os.close(main_fd)
     assert p.stdout is not None
     out = p.stdout.read()
-    assert p.wait(timeout=120) == 0, drawn[-2000:]
+    assert p.wait(timeout=TOOL_TIMEOUT) == 0, drawn[-2000:]
     return out, drawn
 
 
@@ -105,10 +105,9 @@ def test_the_bar_is_drawn_on_stderr_and_stdout_is_unchanged(wheel: Path, argv: l
     """With stderr a terminal and stdout a pipe, the bar went to stdout (rich's default console): it was
     never drawn and left a stray newline at the start of the report; prune drew no bar at all."""
     args = [*argv[:1], str(wheel), *argv[1:]]
-    piped = subprocess.run([sys.executable, "-m", "devbin", *args], capture_output=True, check=True,
-                           env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "100"})
-    assert piped.stderr == b""  # not a terminal: no bar
+    piped = run_devbin(*args, env={"COLUMNS": "100"})
+    assert piped.returncode == 0 and piped.stderr == ""  # not a terminal: no bar
     out, drawn = _stderr_on_a_terminal(args)
-    assert out == piped.stdout
+    assert out.decode() == piped.stdout
     label = b"measuring" if argv[0] == "size" else b"pruning"
     assert re.search(label + rb" [^\n]*\xe2\x94\x81[^\n]*KiB", drawn), drawn  # the bar, in bytes (not files)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from collections import Counter
-from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,6 @@ import devbin
 import devbin.packaging
 from conftest import SOURCES, require_tool
 from devbin.binary import ByteView
-from devbin.cli.main import main
 from devbin.errors import DeviceBinaryError, FormatError, UsageError
 from devbin.formats import bundle as B
 from devbin.formats.ar import ArchiveFile
@@ -29,6 +26,7 @@ from devbin.images import scan_bytes
 from devbin.packaging.pruning import Selection, _prune_fatbin, prune, prune_file, prune_name_matches, rewrite_bundle
 
 from tests.expect import assert_located, outcome
+from tests.runners import cli, cli_ok, run_tool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -46,10 +44,6 @@ GENCODE = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_9
 
 def _archs(data: bytes) -> list[tuple[str, str]]:
     return [(i.kind, i.arch) for i in scan_bytes(data, "x", all=True)]
-
-
-def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, check=True)
 
 
 # --------------------------------------------------------------------------- matching
@@ -190,8 +184,8 @@ def test_ar_writer_matches_binutils_deterministic(tmp_path: Path) -> None:
     gcc = require_tool("gcc")
     names = ["h.o", "a_member_name_longer_than_fifteen.o"]
     for n in names:
-        _run(gcc, "-c", "-O2", "-o", tmp_path / n, SOURCES / "host.c")
-    _run(ar, "rcsD", tmp_path / "ref.a", *names, cwd=tmp_path)
+        run_tool([gcc, "-c", "-O2", "-o", tmp_path / n, SOURCES / "host.c"])
+    run_tool([ar, "rcsD", tmp_path / "ref.a", *names], tmp_path)
     ref = (tmp_path / "ref.a").read_bytes()
     members = [ArMember(m.name, bytes(m.data)) for m in ArchiveFile(ref).files]
     assert write_archive(members) == ref
@@ -212,17 +206,17 @@ def nv_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (out / "k.cu").write_text(KERNEL)
     (out / "lib.cu").write_text("__global__ void kl(float *p) { p[threadIdx.x] *= 2.0f; }\n"
                                 "void launch(float *p) { kl<<<1, 32>>>(p); }\n")
-    _run(nvcc, *GENCODE, "-c", "k.cu", "-o", "k.o", cwd=out)
-    _run(nvcc, *GENCODE, "-rdc=true", "-c", "lib.cu", "-o", "librdc.o", cwd=out)
-    _run(nvcc, *GENCODE, "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "lib.so", cwd=out)
-    _run(nvcc, *GENCODE, "k.o", "-o", "k.exe", cwd=out)
-    _run(require_tool("ar"), "rcs", "libk.a", "k.o", "librdc.o", cwd=out)
+    run_tool([nvcc, *GENCODE, "-c", "k.cu", "-o", "k.o"], out)
+    run_tool([nvcc, *GENCODE, "-rdc=true", "-c", "lib.cu", "-o", "librdc.o"], out)
+    run_tool([nvcc, *GENCODE, "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "lib.so"], out)
+    run_tool([nvcc, *GENCODE, "k.o", "-o", "k.exe"], out)
+    run_tool([require_tool("ar"), "rcs", "libk.a", "k.o", "librdc.o"], out)
     return out
 
 
 def _readelf_clean(path: Path) -> None:
-    res = subprocess.run([require_tool("readelf"), "-a", "-W", str(path)], capture_output=True, text=True)
-    assert res.returncode == 0 and not res.stderr, res.stderr
+    res = run_tool([require_tool("readelf"), "-a", "-W", path])
+    assert not res.stderr, res.stderr
 
 
 def test_host_object_prune_links_and_runs(nv_build: Path) -> None:
@@ -234,8 +228,8 @@ def test_host_object_prune_links_and_runs(nv_build: Path) -> None:
     data = out.read_bytes()
     assert _archs(data) == [("cubin", "sm_90"), ("ptx", "compute_90")]
     _readelf_clean(out)
-    _run(nvcc, "-gencode", "arch=compute_90,code=sm_90", "k90.o", "-o", "k90.exe", cwd=nv_build)
-    assert _run(nv_build / "k90.exe").stdout == "hello\n"
+    run_tool([nvcc, "-gencode", "arch=compute_90,code=sm_90", "k90.o", "-o", "k90.exe"], nv_build)
+    assert run_tool([nv_build / "k90.exe"]).stdout == "hello\n"
     linked = _archs((nv_build / "k90.exe").read_bytes())
     assert ("cubin", "sm_80") not in linked and ("cubin", "sm_90") in linked
     # nothing dropped: the object comes back byte for byte
@@ -247,16 +241,16 @@ def test_rdc_object_prune(nv_build: Path) -> None:
     assert _archs(r.data) == [("cubin", "sm_80")]
     (nv_build / "librdc80.o").write_bytes(r.data)
     _readelf_clean(nv_build / "librdc80.o")
-    rel = _run(require_tool("readelf"), "-rW", nv_build / "librdc80.o").stdout
+    rel = run_tool([require_tool("readelf"), "-rW", nv_build / "librdc80.o"]).stdout
     assert "__nv_relfatbin + 0" in rel
 
 
 def test_archive_prune(nv_build: Path) -> None:
     out = nv_build / "libk90.a"
     prune_file(nv_build / "libk.a", out, keep="sm_90")
-    assert _run(require_tool("ar"), "t", out).stdout.split() == ["k.o", "librdc.o"]
-    assert _run(require_tool("llvm-ar-19"), "t", out).stdout.split() == ["k.o", "librdc.o"]
-    index = _run(require_tool("nm"), "-s", out).stdout
+    assert run_tool([require_tool("ar"), "t", out]).stdout.split() == ["k.o", "librdc.o"]
+    assert run_tool([require_tool("llvm-ar-19"), "t", out]).stdout.split() == ["k.o", "librdc.o"]
+    index = run_tool([require_tool("nm"), "-s", out]).stdout
     assert "main in k.o" in index
     assert {a for _, a in _archs(out.read_bytes())} == {"sm_90", "compute_90"}
     assert prune_file(nv_build / "libk.a", None, keep="sm_90").data == out.read_bytes()  # deterministic
@@ -275,7 +269,7 @@ def test_linked_files_pruned_in_place(nv_build: Path, name: str) -> None:
     assert "sm_80" not in {a for _, a in _archs(data)}
     _readelf_clean(out)
     if name == "k.exe":
-        assert _run(out).stdout == "hello\n"
+        assert run_tool([out]).stdout == "hello\n"
 
 
 USE_LIB = r"""
@@ -297,9 +291,9 @@ def build_pruned_library_users(nv_build: Path) -> dict[str, Path]:
     prune_file(nv_build / "libk.a", nv_build / "libk90.a", keep="sm_90")
     sm90 = ["-gencode", "arch=compute_90,code=sm_90"]
     # The shared library: an ordinary host link; the loader finds libp90.so through the run path.
-    _run(nvcc, *sm90, "use.cu", "-o", "use_so.exe", "-L.", "-lp90", "-Xlinker", "-rpath,$ORIGIN", cwd=nv_build)
+    run_tool([nvcc, *sm90, "use.cu", "-o", "use_so.exe", "-L.", "-lp90", "-Xlinker", "-rpath,$ORIGIN"], nv_build)
     # The static library: -rdc, so nvlink device-links the archive's pruned relocatable cubin.
-    _run(nvcc, *sm90, "-rdc=true", "use.cu", "-o", "use_a.exe", "-L.", "-lk90", cwd=nv_build)
+    run_tool([nvcc, *sm90, "-rdc=true", "use.cu", "-o", "use_a.exe", "-L.", "-lk90"], nv_build)
     return {"so": nv_build / "use_so.exe", "a": nv_build / "use_a.exe"}
 
 
@@ -307,11 +301,11 @@ def test_pruned_libraries_link_and_run(nv_build: Path) -> None:
     exes = build_pruned_library_users(nv_build)
     assert {a for _, a in _archs((nv_build / "libp90.so").read_bytes())} == {"sm_90", "compute_90"}
     for exe in exes.values():
-        assert _run(exe).stdout == "hello\n"  # starts, runs its host code, exits 0 without a GPU
+        assert run_tool([exe]).stdout == "hello\n"  # starts, runs its host code, exits 0 without a GPU
     # The static link took its device code from the pruned archive: sm_90 only.
     linked = set(_archs(exes["a"].read_bytes()))
     assert ("cubin", "sm_90") in linked and not any(a == "sm_80" for _, a in linked)
-    needed = _run(require_tool("readelf"), "-dW", exes["so"]).stdout
+    needed = run_tool([require_tool("readelf"), "-dW", exes["so"]]).stdout
     assert "libp90.so" in needed
 
 
@@ -328,8 +322,8 @@ def test_wrapped_image_prune(tmp_path: Path) -> None:
     assert back.metadata == (("Team", "x"),)
     assert _archs(bytes(back.image)) == _archs(prune(_fatbin(), drop="sm_80").data)
     assert prune(w, keep="sm_80,sm_90").data == w
-    assert main(["prune", str(_write(tmp_path / "k.wrapped", write_wrapped(cubin))), "--keep", "sm_80", "-o",
-                 str(tmp_path / "o")], out=StringIO()) == 1
+    assert cli("prune", str(_write(tmp_path / "k.wrapped", write_wrapped(cubin))), "--keep", "sm_80", "-o",
+               str(tmp_path / "o"))[0] == 1
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -345,21 +339,21 @@ def test_llvm_containers_with_llvm_tools(amdgpu_objects: dict[str, Path], tmp_pa
     objdump = require_tool("llvm-objdump-19")
     hipfb = tmp_path / "k.hipfb"
     prune_file(amdgpu_objects["hipfb"], hipfb, keep="gfx942")
-    ids = _run(bundler, "--list", "-type=o", f"-input={hipfb}").stdout.split()
+    ids = run_tool([bundler, "--list", "-type=o", f"-input={hipfb}"]).stdout.split()
     assert sorted(ids) == ["hipv4-amdgcn-amd-amdhsa--gfx942", "host-x86_64-unknown-linux-gnu-"]
-    _run(bundler, "-unbundle", "-type=o", f"-input={hipfb}", "-targets=hipv4-amdgcn-amd-amdhsa--gfx942",
-         f"-output={tmp_path / 'g.o'}")
+    run_tool([bundler, "-unbundle", "-type=o", f"-input={hipfb}", "-targets=hipv4-amdgcn-amd-amdhsa--gfx942",
+              f"-output={tmp_path / 'g.o'}"])
     assert (tmp_path / "g.o").read_bytes() == amdgpu_objects["gfx942_obj"].read_bytes()
 
     obj = tmp_path / "bundled.o"
     prune_file(amdgpu_objects["bundled_obj"], obj, drop="gfx942")
-    ids = _run(bundler, "--list", "-type=o", f"-input={obj}").stdout.split()
+    ids = run_tool([bundler, "--list", "-type=o", f"-input={obj}"]).stdout.split()
     assert sorted(ids) == ["hipv4-amdgcn-amd-amdhsa--gfx90a", "host-x86_64-unknown-linux-gnu-"]
     _readelf_clean(obj)
 
     pkg = tmp_path / "k.offload.bin"
     prune_file(amdgpu_objects["offload_package"], pkg, keep="gfx90a")
-    listing = _run(objdump, "--offloading", pkg).stdout
+    listing = run_tool([objdump, "--offloading", pkg]).stdout
     assert "gfx90a" in listing and "gfx942" not in listing
 
 
@@ -369,18 +363,16 @@ def test_llvm_containers_with_llvm_tools(amdgpu_objects: dict[str, Path], tmp_pa
 def test_cli(tmp_path: Path) -> None:
     src = tmp_path / "a.fatbin"
     src.write_bytes(_fatbin())
-    buf = StringIO()
-    assert main(["prune", str(src), "--drop", "sm_80", "--dry-run", "--json"], out=buf) == 0
-    doc = json.loads(buf.getvalue())
+    printed = cli_ok("prune", str(src), "--drop", "sm_80", "--dry-run", "--json")
+    doc = json.loads(printed)
     assert doc["dry_run"] and doc["output"] is None and list(doc["saved_by_arch"]) == ["sm_80"]
     assert not (tmp_path / "b.fatbin").exists()
-    buf = StringIO()
-    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(tmp_path / "b.fatbin")], out=buf) == 0
-    assert "saved" in buf.getvalue() and (tmp_path / "b.fatbin").exists()
-    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(src)], out=StringIO()) == 1
+    printed = cli_ok("prune", str(src), "--keep", "sm_90", "-o", str(tmp_path / "b.fatbin"))
+    assert "saved" in printed and (tmp_path / "b.fatbin").exists()
+    assert cli("prune", str(src), "--keep", "sm_90", "-o", str(src))[0] == 1
     assert src.read_bytes() == _fatbin()
-    assert main(["prune", str(src), "--keep", "sm_90"], out=StringIO()) == 2  # no -o: a usage error
-    assert main(["prune", str(src), "--keep", "sm_90", "--in-place"], out=StringIO()) == 0
+    assert cli("prune", str(src), "--keep", "sm_90")[0] == 2  # no -o: a usage error
+    assert cli("prune", str(src), "--keep", "sm_90", "--in-place")[0] == 0
     assert _archs(src.read_bytes()) == [("cubin", "sm_90"), ("ptx", "compute_90")]
 
 
@@ -399,7 +391,7 @@ def test_fatbin_in_data_section_pruned(nv_build: Path, section: str) -> None:
     nvcc, gcc, cuobjdump = require_tool("nvcc"), require_tool("gcc"), require_tool("cuobjdump")
     out = nv_build / f"data{section}"
     out.mkdir(exist_ok=True)
-    _run(nvcc, *GENCODE, "-fatbin", nv_build / "lib.cu", "-o", out / "lib.fatbin")
+    run_tool([nvcc, *GENCODE, "-fatbin", nv_build / "lib.cu", "-o", out / "lib.fatbin"])
     fatbin = (out / "lib.fatbin").read_bytes()
     const = "const " if section == ".rodata" else ""
     (out / "blob.c").write_text(
@@ -407,9 +399,9 @@ def test_fatbin_in_data_section_pruned(nv_build: Path, section: str) -> None:
         + ",".join(str(b) for b in fatbin) + "};\n"
         f'{const}unsigned long long after_blob __attribute__((section("{section}"), used)) = 0x1122334455667788ULL;\n'
         "int blob_size(void) { return (int)sizeof blob; }\n")
-    _run(gcc, "-c", "-fPIC", "-O2", "-fno-toplevel-reorder", "blob.c", "-o", "blob.o", cwd=out)
-    _run(gcc, "-shared", "blob.o", "-o", "libblob.so", cwd=out)
-    _run(cuobjdump, "-xelf", "all", "lib.fatbin", cwd=out)
+    run_tool([gcc, "-c", "-fPIC", "-O2", "-fno-toplevel-reorder", "blob.c", "-o", "blob.o"], out)
+    run_tool([gcc, "-shared", "blob.o", "-o", "libblob.so"], out)
+    run_tool([cuobjdump, "-xelf", "all", "lib.fatbin"], out)
     want90 = next(p for p in out.glob("*.sm_90.cubin")).read_bytes()
     for name in ("blob.o", "libblob.so"):
         src = out / name
@@ -435,9 +427,9 @@ def test_fatbin_in_data_section_pruned(nv_build: Path, section: str) -> None:
         pruned = out / f"p_{name}.fatbin"
         pruned.write_bytes(new[at:at + fb.size])
         listing = [ln.split(":", 1)[0] + ln.rsplit(".", 2)[-2] for ln in
-                   _run(cuobjdump, "-lelf", "-lptx", pruned.name, cwd=out).stdout.splitlines()]
+                   run_tool([cuobjdump, "-lelf", "-lptx", pruned.name], out).stdout.splitlines()]
         assert listing == ["ELF file    1sm_90", "PTX file    1sm_90"]
         for p in out.glob(f"p_{name}*.cubin"):
             p.unlink()
-        _run(cuobjdump, "-xelf", "all", pruned.name, cwd=out)
+        run_tool([cuobjdump, "-xelf", "all", pruned.name], out)
         assert [p.read_bytes() for p in out.glob(f"p_{name}*.cubin")] == [want90]

@@ -14,11 +14,9 @@ import ctypes
 import hashlib
 import io
 import json
-import subprocess
 import sys
 import zipfile
 from collections import Counter
-from io import StringIO
 from pathlib import Path
 
 import jsonschema
@@ -26,7 +24,6 @@ import pytest
 
 from conftest import require_tool
 from devbin.cli import schema_cmd
-from devbin.cli.main import main
 from devbin.errors import OutputError, UsageError
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.pages import remove_pages
@@ -35,7 +32,7 @@ from devbin.images import Image, scan_bytes
 from devbin.packaging.prune_packages import BACKUP_SUFFIX, prune_tree, prune_wheel, record_hash
 from devbin.packaging.pruning import prune, prune_file
 
-from tests.runners import cli_err
+from tests.runners import cli, cli_err, cli_ok, run_tool
 from tests.wheelbuild import build_wheel
 
 ARCHS = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
@@ -70,21 +67,17 @@ int main(void) { printf("%d\n", host_add(20, 22)); return 0; }
 PAGE = 4096
 
 
-def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, check=True)
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     nvcc = require_tool("nvcc")
     out = tmp_path_factory.mktemp("prune_linked")
     (out / "lib.cu").write_text(LIB_CU)
     (out / "k.cu").write_text(EXE_CU)
-    _run(nvcc, *ARCHS, "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "libstatic.so", cwd=out)
-    _run(nvcc, *ARCHS, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "lib.cu", "-o", "libshared.so", cwd=out)
-    _run(nvcc, *ARCHS, "k.cu", "-o", "k.exe", cwd=out)
+    run_tool([nvcc, *ARCHS, "-shared", "-Xcompiler", "-fPIC", "lib.cu", "-o", "libstatic.so"], out)
+    run_tool([nvcc, *ARCHS, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "lib.cu", "-o", "libshared.so"], out)
+    run_tool([nvcc, *ARCHS, "k.cu", "-o", "k.exe"], out)
     # position-dependent: the wrapper holds the fatbin's address with no relocation
-    _run(nvcc, *ARCHS, "-Xcompiler", "-fno-pie", "-Xlinker", "-no-pie", "k.cu", "-o", "k_nopie.exe", cwd=out)
+    run_tool([nvcc, *ARCHS, "-Xcompiler", "-fno-pie", "-Xlinker", "-no-pie", "k.cu", "-o", "k_nopie.exe"], out)
     return out
 
 
@@ -92,21 +85,20 @@ def _cuobjdump_images(path: Path, work: Path) -> Counter[tuple[str, bytes]]:
     """(arch, bytes) of every image cuobjdump -all extracts from ``path``."""
     cuobjdump = require_tool("cuobjdump")
     work.mkdir()
-    _run(cuobjdump, "-all", "-xelf", "all", path.resolve(), cwd=work)
-    _run(cuobjdump, "-all", "-xptx", "all", path.resolve(), cwd=work)
+    run_tool([cuobjdump, "-all", "-xelf", "all", path.resolve()], work)
+    run_tool([cuobjdump, "-all", "-xptx", "all", path.resolve()], work)
     return Counter((p.name.split(".")[-2], p.read_bytes()) for p in work.iterdir())
 
 
 def _listing(path: Path) -> list[str]:
     """cuobjdump -all -lelf -lptx: the (kind, arch) of each line."""
-    text = _run(require_tool("cuobjdump"), "-all", "-lelf", "-lptx", path).stdout
+    text = run_tool([require_tool("cuobjdump"), "-all", "-lelf", "-lptx", path]).stdout
     return sorted(f"{ln.split()[0]} {ln.rsplit('.', 2)[-2]}" for ln in text.splitlines() if ln.strip())
 
 
 def _readelf_messages(path: Path) -> tuple[str, str]:
-    gnu = subprocess.run([require_tool("readelf"), "-a", "-W", str(path)], capture_output=True, text=True)
-    llvm = subprocess.run([require_tool("llvm-readelf-19"), "-a", str(path)], capture_output=True, text=True)
-    assert gnu.returncode == 0 and llvm.returncode == 0
+    gnu = run_tool([require_tool("readelf"), "-a", "-W", path])
+    llvm = run_tool([require_tool("llvm-readelf-19"), "-a", path])
     return gnu.stderr, llvm.stderr
 
 
@@ -144,9 +136,9 @@ def test_library_shrinks_by_whole_pages(built: Path, name: str) -> None:
     assert kept == Counter({k: n for k, n in orig.items() if k[0] == "sm_90"})
     # readelf and llvm-readelf say nothing they did not say on the original.
     assert _readelf_messages(out) == _readelf_messages(src) == ("", "")
-    assert _run("nm", "-D", "--defined-only", out).stdout == _run("nm", "-D", "--defined-only", src).stdout
-    dyn = [ln for ln in _run("readelf", "-d", out).stdout.splitlines() if not ln.startswith("Dynamic section")]
-    assert dyn == [ln for ln in _run("readelf", "-d", src).stdout.splitlines()
+    assert run_tool(["nm", "-D", "--defined-only", out]).stdout == run_tool(["nm", "-D", "--defined-only", src]).stdout
+    dyn = [ln for ln in run_tool(["readelf", "-d", out]).stdout.splitlines() if not ln.startswith("Dynamic section")]
+    assert dyn == [ln for ln in run_tool(["readelf", "-d", src]).stdout.splitlines()
                    if not ln.startswith("Dynamic section")]
     assert _host_sections(out) == _host_sections(src)
     assert _dynamic_relocations(out) == _dynamic_relocations(src)
@@ -161,8 +153,8 @@ def test_library_shrinks_by_whole_pages(built: Path, name: str) -> None:
     link.mkdir()
     (link / "libp.so").write_bytes(out.read_bytes())
     (link / "use.c").write_text(USE_C)
-    _run(require_tool("gcc"), "use.c", "-o", "use", "-L.", "-lp", "-Wl,-rpath,$ORIGIN", cwd=link)
-    assert _run(link / "use").stdout == "42\n"
+    run_tool([require_tool("gcc"), "use.c", "-o", "use", "-L.", "-lp", "-Wl,-rpath,$ORIGIN"], link)
+    assert run_tool([link / "use"]).stdout == "42\n"
     # The result is what prune() predicts (devbin size --keep relies on it), and pruning again keeps it.
     assert prune(src.read_bytes(), keep="sm_90").data == out.read_bytes()
     assert prune(out.read_bytes(), keep="sm_90").data == out.read_bytes()
@@ -175,7 +167,7 @@ def test_executable_shrinks_and_runs(built: Path, name: str, e_type: int) -> Non
     r = prune_file(src, out, drop="sm_75,sm_80")
     assert r.file_bytes_saved > 0 and r.file_bytes_saved % PAGE == 0
     out.chmod(0o755)
-    assert _run(out).stdout == "hello\n"
+    assert run_tool([out]).stdout == "hello\n"
     assert _listing(out) == [x for x in _listing(src) if x.endswith("sm_90")]
     assert _readelf_messages(out) == ("", "")
 
@@ -208,7 +200,7 @@ def test_page_remover_on_a_gcc_library(tmp_path: Path, head: int) -> None:
     page the program-header table moves there, without them one page is kept back for it."""
     gcc = require_tool("gcc")
     (tmp_path / "big.c").write_text(BIG_C)
-    _run(gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so", cwd=tmp_path)
+    run_tool([gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so"], tmp_path)
     src = tmp_path / "libbig.so"
     elf = ElfFile(src.read_bytes())
     sec = elf.section("bigsec")
@@ -222,11 +214,11 @@ def test_page_remover_on_a_gcc_library(tmp_path: Path, head: int) -> None:
     assert ctypes.CDLL(str(out)).seven() == 7
     new = ElfFile(cut.data)
     assert [(s.name, s.sh_addr) for s in new.sections] == [(s.name, s.sh_addr) for s in elf.sections]
-    assert _run("nm", "-D", "--defined-only", out).stdout == _run("nm", "-D", "--defined-only", src).stdout
+    assert run_tool(["nm", "-D", "--defined-only", out]).stdout == run_tool(["nm", "-D", "--defined-only", src]).stdout
     phdr = [s for s in new.segments if s.p_type == EC.PT_PHDR]
     assert all(s.p_offset == new.header.e_phoff for s in phdr)
     # A pointer into the removed pages (a relative relocation's target: big + 0x2000) is refused.
-    _run(gcc, "-shared", "-fPIC", "-O1", "-DPOINT_INSIDE", "big.c", "-o", "libptr.so", cwd=tmp_path)
+    run_tool([gcc, "-shared", "-fPIC", "-O1", "-DPOINT_INSIDE", "big.c", "-o", "libptr.so"], tmp_path)
     pointed = ElfFile((tmp_path / "libptr.so").read_bytes())
     psec = pointed.section("bigsec")
     assert psec is not None
@@ -239,7 +231,7 @@ def test_page_remover_splits_a_section_with_two_ranges(tmp_path: Path) -> None:
     of the same name (the second appended to the section header table) at their old addresses."""
     gcc = require_tool("gcc")
     (tmp_path / "big.c").write_text(BIG_C)
-    _run(gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so", cwd=tmp_path)
+    run_tool([gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so"], tmp_path)
     elf = ElfFile((tmp_path / "libbig.so").read_bytes())
     sec = elf.section("bigsec")
     assert sec is not None
@@ -274,21 +266,20 @@ def test_cli_safety(built: Path, tmp_path: Path) -> None:
     src = tmp_path / "lib.so"
     src.write_bytes((built / "libstatic.so").read_bytes())
     original = src.read_bytes()
-    buf = StringIO()
-    assert main(["prune", str(src), "--keep", "sm_90", "--dry-run"], out=buf) == 0
-    assert "dry run: nothing written" in buf.getvalue() and src.read_bytes() == original
+    printed = cli_ok("prune", str(src), "--keep", "sm_90", "--dry-run")
+    assert "dry run: nothing written" in printed and src.read_bytes() == original
     assert list(tmp_path.iterdir()) == [src]
-    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(src)], out=StringIO()) == 1
+    assert cli("prune", str(src), "--keep", "sm_90", "-o", str(src))[0] == 1
     (tmp_path / "link.so").symlink_to(src)
-    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(tmp_path / "link.so")], out=StringIO()) == 1
-    assert main(["prune", str(src), "--keep", "sm_61", "-o", str(tmp_path / "none.so")], out=StringIO()) == 1
+    assert cli("prune", str(src), "--keep", "sm_90", "-o", str(tmp_path / "link.so"))[0] == 1
+    assert cli("prune", str(src), "--keep", "sm_61", "-o", str(tmp_path / "none.so"))[0] == 1
     assert src.read_bytes() == original and not (tmp_path / "none.so").exists()
-    assert main(["prune", str(src), "--keep", "sm_90", "--in-place"], out=StringIO()) == 0
+    assert cli("prune", str(src), "--keep", "sm_90", "--in-place")[0] == 0
     assert (tmp_path / f"lib.so{BACKUP_SUFFIX}").read_bytes() == original
     assert len(src.read_bytes()) < len(original)
     again = tmp_path / "again.so"
     again.write_bytes(original)
-    assert main(["prune", str(again), "--keep", "sm_90", "--in-place", "--no-backup"], out=StringIO()) == 0
+    assert cli("prune", str(again), "--keep", "sm_90", "--in-place", "--no-backup")[0] == 0
     assert not (tmp_path / f"again.so{BACKUP_SUFFIX}").exists() and again.read_bytes() == src.read_bytes()
 
 
@@ -311,12 +302,12 @@ def hip_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (out / "k.c").write_text(HIP_KERNEL)
     targets, inputs = ["host-x86_64-unknown-linux-gnu-"], ["-input=/dev/null"]
     for gfx in ("gfx90a", "gfx942", "gfx1100"):
-        _run(clang, "--target=amdgcn-amd-amdhsa", f"-mcpu={gfx}", "-O1", "-nogpulib", "k.c", "-o", f"{gfx}.co",
-             cwd=out)
+        run_tool([clang, "--target=amdgcn-amd-amdhsa", f"-mcpu={gfx}", "-O1", "-nogpulib", "k.c", "-o", f"{gfx}.co"],
+                 out)
         targets.append(f"hipv4-amdgcn-amd-amdhsa--{gfx}")
         inputs.append(f"-input={gfx}.co")
-    _run(bundler, "-type=o", "-bundle-align=4096", f"-targets={','.join(targets)}", *inputs, "-output=k.hipfb",
-         cwd=out)
+    run_tool([bundler, "-type=o", "-bundle-align=4096", f"-targets={','.join(targets)}", *inputs, "-output=k.hipfb"],
+             out)
     # The bundle placed by the linker in .hip_fatbin, with the wrapper clang emits pointing at it.
     (out / "host.c").write_text(
         'asm(".section .hip_fatbin,\\"a\\",@progbits\\n.p2align 12\\nhip_fb:\\n.incbin \\"k.hipfb\\"\\n.previous");\n'
@@ -324,7 +315,7 @@ def hip_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "struct w { unsigned m, v; const void *p; void *u; };\n"
         'const struct w wrapper __attribute__((section(".hipFatBinSegment"), used)) = {0x48495046, 1, hip_fb, 0};\n'
         "int host_add(int a, int b) { return a + b; }\n")
-    _run(gcc, "-shared", "-fPIC", "host.c", "-o", "libhip.so", cwd=out)
+    run_tool([gcc, "-shared", "-fPIC", "host.c", "-o", "libhip.so"], out)
     return out
 
 
@@ -340,12 +331,12 @@ def test_hip_library_shrinks(hip_lib: Path) -> None:
     sec = ElfFile(out.read_bytes()).section(".hip_fatbin")
     assert sec is not None
     (hip_lib / "pruned.hipfb").write_bytes(bytes(sec.data))
-    ids = _run(bundler, "-list", "-type=o", "-input=pruned.hipfb", cwd=hip_lib).stdout.splitlines()
-    orig = _run(bundler, "-list", "-type=o", "-input=k.hipfb", cwd=hip_lib).stdout.splitlines()
+    ids = run_tool([bundler, "-list", "-type=o", "-input=pruned.hipfb"], hip_lib).stdout.splitlines()
+    orig = run_tool([bundler, "-list", "-type=o", "-input=k.hipfb"], hip_lib).stdout.splitlines()
     assert ids == [i for i in orig if not i.endswith(("gfx942", "gfx1100"))]
     assert "hipv4-amdgcn-amd-amdhsa--gfx90a" in ids
-    _run(bundler, "-unbundle", "-type=o", "-input=pruned.hipfb", "-targets=hipv4-amdgcn-amd-amdhsa--gfx90a",
-         "-output=back.co", cwd=hip_lib)
+    run_tool([bundler, "-unbundle", "-type=o", "-input=pruned.hipfb", "-targets=hipv4-amdgcn-amd-amdhsa--gfx90a",
+              "-output=back.co"], hip_lib)
     assert (hip_lib / "back.co").read_bytes() == (hip_lib / "gfx90a.co").read_bytes()
 
 
@@ -375,9 +366,8 @@ def test_wheel_prune_installs(built: Path, hip_lib: Path, tmp_path: Path) -> Non
                       {"pkg/__init__.py": b"", "pkg/libk.so": lib, "pkg/libhip.so": hip})
     out = tmp_path / "slim" / "pkg-1.0-py3-none-any.whl"
     out.parent.mkdir()
-    buf = StringIO()
-    assert main(["prune", str(src), "--keep", "sm_90", "-o", str(out), "--json"], out=buf) == 0
-    doc = json.loads(buf.getvalue())
+    printed = cli_ok("prune", str(src), "--keep", "sm_90", "-o", str(out), "--json")
+    doc = json.loads(printed)
     jsonschema.Draft202012Validator(json.loads(schema_cmd.text("prune"))).validate(doc)
     assert doc["kind"] == "wheel" and doc["package"]["package_size_after"] == out.stat().st_size
     assert doc["package"]["package_size_before"] == src.stat().st_size > out.stat().st_size
@@ -389,7 +379,7 @@ def test_wheel_prune_installs(built: Path, hip_lib: Path, tmp_path: Path) -> Non
     with zipfile.ZipFile(src) as z:
         assert all(members[n] == z.read(n) for n in z.namelist() if not n.endswith(("RECORD", ".so")))
     target = tmp_path / "site"
-    _run(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", target, out)
+    run_tool([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", target, out])
     assert (target / "pkg" / "libk.so").read_bytes() == members["pkg/libk.so"]
     assert ctypes.CDLL(str(target / "pkg" / "libk.so")).host_add(4, 5) == 9
     # The folder (an installed site-packages) pruned in place: nothing more to drop, RECORD still right.
@@ -403,16 +393,15 @@ def test_folder_prune_in_place(built: Path, tmp_path: Path) -> None:
     lib = (built / "libstatic.so").read_bytes()
     src = build_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/__init__.py": b"", "pkg/libk.so": lib})
     target = tmp_path / "site"
-    _run(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", target, src)
-    buf = StringIO()
-    assert main(["prune", str(target), "--keep", "sm_90", "--dry-run", "--json"], out=buf) == 0
-    doc = json.loads(buf.getvalue())
+    run_tool([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", target, src])
+    printed = cli_ok("prune", str(target), "--keep", "sm_90", "--dry-run", "--json")
+    doc = json.loads(printed)
     jsonschema.Draft202012Validator(json.loads(schema_cmd.text("prune"))).validate(doc)
     assert doc["kind"] == "folder" and doc["dry_run"] and doc["output"] is None
     assert doc["files"][0]["output_size"] == prune(lib, keep="sm_90").output_size
     assert doc["arch_bytes"]["sm_80"]["after"] == 0 < doc["arch_bytes"]["sm_80"]["before"]
     assert (target / "pkg" / "libk.so").read_bytes() == lib
-    assert main(["prune", str(target), "--keep", "sm_90", "--in-place"], out=StringIO()) == 0
+    assert cli("prune", str(target), "--keep", "sm_90", "--in-place")[0] == 0
     new = (target / "pkg" / "libk.so").read_bytes()
     assert new == prune(lib, keep="sm_90").data
     assert (target / "pkg" / f"libk.so{BACKUP_SUFFIX}").read_bytes() == lib
@@ -425,13 +414,13 @@ def test_folder_prune_in_place(built: Path, tmp_path: Path) -> None:
 
 def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None:
     nvprune, nvcc = require_tool("nvprune"), require_tool("nvcc")
-    _run(nvcc, *ARCHS, "-c", built / "lib.cu", "-o", tmp_path / "lib.o")
-    _run(require_tool("ar"), "rcs", tmp_path / "lib.a", tmp_path / "lib.o")
+    run_tool([nvcc, *ARCHS, "-c", built / "lib.cu", "-o", tmp_path / "lib.o"])
+    run_tool([require_tool("ar"), "rcs", tmp_path / "lib.a", tmp_path / "lib.o"])
     for name in ("lib.o", "lib.a"):
         # devbin's sm_90 keeps the compute_90 PTX too: nvprune's -gencode arch=compute_90,code=[sm_90,compute_90]
         # (-arch sm_90 alone drops it; the second comparison below)
-        _run(nvprune, "-gencode", "arch=compute_90,code=[sm_90,compute_90]", tmp_path / name,
-             "-o", tmp_path / f"nv_{name}")
+        run_tool([nvprune, "-gencode", "arch=compute_90,code=[sm_90,compute_90]", tmp_path / name, "-o",
+                  tmp_path / f"nv_{name}"])
         ours = prune((tmp_path / name).read_bytes(), keep="sm_90").data
         theirs = (tmp_path / f"nv_{name}").read_bytes()
         assert ours == theirs  # the same layout too (ElfEditor rule 6: empty sections align as nvprune's do)
@@ -445,7 +434,7 @@ def test_objects_and_archives_match_nvprune(built: Path, tmp_path: Path) -> None
                   and s.sh_type != EC.SHT_RELA}
             assert mine == nv
         # nvprune -arch sm_90 (the cubin alone) is devbin's --drop of every other architecture
-        _run(nvprune, "-arch", "sm_90", tmp_path / name, "-o", tmp_path / f"nv1_{name}")
+        run_tool([nvprune, "-arch", "sm_90", tmp_path / name, "-o", tmp_path / f"nv1_{name}"])
         ours = prune((tmp_path / name).read_bytes(), drop="sm_75,sm_80,compute_90").data
         theirs = (tmp_path / f"nv1_{name}").read_bytes()
         assert [(i.kind, i.arch, bytes(i.data())) for i in scan_bytes(ours, "x", all=True)] == \
@@ -460,14 +449,14 @@ def test_ptx_policies_match_nvprune_byte_for_byte(built: Path, tmp_path: Path) -
     nvprune, nvcc = require_tool("nvprune"), require_tool("nvcc")
     gencode = ["-gencode", "arch=compute_75,code=[sm_75,compute_75]", "-gencode", "arch=compute_80,code=sm_80",
                "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
-    _run(nvcc, *gencode, "-c", built / "lib.cu", "-o", tmp_path / "lib.o")
-    _run(require_tool("ar"), "rcs", tmp_path / "lib.a", tmp_path / "lib.o")
+    run_tool([nvcc, *gencode, "-c", built / "lib.cu", "-o", tmp_path / "lib.o"])
+    run_tool([require_tool("ar"), "rcs", tmp_path / "lib.a", tmp_path / "lib.o"])
     for name in ("lib.o", "lib.a"):
         src = (tmp_path / name).read_bytes()
-        _run(nvprune, "-arch", "sm_90", tmp_path / name, "-o", tmp_path / f"none_{name}")
+        run_tool([nvprune, "-arch", "sm_90", tmp_path / name, "-o", tmp_path / f"none_{name}"])
         assert prune(src, keep="sm_90", ptx="none").data == (tmp_path / f"none_{name}").read_bytes()
-        _run(nvprune, "-gencode", "arch=compute_75,code=[sm_75,compute_75]",
-             "-gencode", "arch=compute_90,code=compute_90", tmp_path / name, "-o", tmp_path / f"highest_{name}")
+        run_tool([nvprune, "-gencode", "arch=compute_75,code=[sm_75,compute_75]", "-gencode",
+                  "arch=compute_90,code=compute_90", tmp_path / name, "-o", tmp_path / f"highest_{name}"])
         assert prune(src, keep="sm_75", ptx="highest").data == (tmp_path / f"highest_{name}").read_bytes()
 
 
@@ -545,15 +534,15 @@ def data_libs(built: Path) -> Path:
     gcc = require_tool("gcc")
     out = built / "data"
     out.mkdir()
-    _run(require_tool("nvcc"), *ARCHS, "-fatbin", "lib.cu", "-o", out / "lib.fatbin", cwd=built)
+    run_tool([require_tool("nvcc"), *ARCHS, "-fatbin", "lib.cu", "-o", out / "lib.fatbin"], built)
     fatbin = (out / "lib.fatbin").read_bytes()
     assert len(fatbin) % 8 == 0
     (out / "blobs.h").write_text("#define FATBIN " + ",".join(str(b) for b in fatbin) + "\n")
     (out / "data.c").write_text(DATA_C)
     (out / "wrapped.c").write_text(WRAPPED_C)
     for name, extra in (("libdata.so", ()), ("libdata_inside.so", ("-DPOINT_INSIDE",))):
-        _run(gcc, "-shared", "-fPIC", "-O1", "-fno-toplevel-reorder", *extra, "data.c", "-o", name, cwd=out)
-    _run(gcc, "-shared", "-fPIC", "-O1", "-fno-toplevel-reorder", "wrapped.c", "-o", "libwrapped.so", cwd=out)
+        run_tool([gcc, "-shared", "-fPIC", "-O1", "-fno-toplevel-reorder", *extra, "data.c", "-o", name], out)
+    run_tool([gcc, "-shared", "-fPIC", "-O1", "-fno-toplevel-reorder", "wrapped.c", "-o", "libwrapped.so"], out)
     return out
 
 
@@ -572,7 +561,7 @@ def _memory_fatbins(lib: ctypes.CDLL, getter: str, n: int) -> list[bytes]:
 def _cuobjdump_lists(blob: bytes, work: Path) -> list[str]:
     """cuobjdump -lelf -lptx of a fatbin: the arch of each line."""
     work.write_bytes(blob)
-    text = _run(require_tool("cuobjdump"), "-lelf", "-lptx", work).stdout
+    text = run_tool([require_tool("cuobjdump"), "-lelf", "-lptx", work]).stdout
     return [f"{ln.split()[0]} {ln.rsplit('.', 2)[-2]}" for ln in text.splitlines() if ln.strip()]
 
 
@@ -654,7 +643,7 @@ def test_page_remover_many_ranges(tmp_path: Path) -> None:
     program-header table larger than any range goes to the end of a library without PT_PHDR, and it loads."""
     gcc = require_tool("gcc")
     (tmp_path / "big.c").write_text(BIG_C.replace("65536", str(4 << 20)))
-    _run(gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so", cwd=tmp_path)
+    run_tool([gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so"], tmp_path)
     elf = ElfFile((tmp_path / "libbig.so").read_bytes())
     sec = elf.section("bigsec")
     assert sec is not None and not any(s.p_type == EC.PT_PHDR for s in elf.segments)
@@ -676,3 +665,37 @@ def test_page_remover_many_ranges(tmp_path: Path) -> None:
     (tmp_path / "capped.so").write_bytes(capped.data)
     assert _readelf_messages(tmp_path / "capped.so") == ("", "")
     assert ctypes.CDLL(str(tmp_path / "capped.so")).seven() == 7
+
+
+def test_max_segments_option(data_libs: Path, tmp_path: Path) -> None:
+    """``--max-segments N`` caps the program headers (each range cut adds one: libdata.so's six freed ranges);
+    past it the smaller ranges stay as zeros, the library still loads, and ``size --keep`` predicts the same
+    bytes with the same N.  Bad values are one line (exit 2) naming the number meant."""
+    src = data_libs / "libdata.so"
+    nseg = len(ElfFile(src.read_bytes()).segments)
+    limit = nseg + 3  # one header kept back for the table: two ranges cut
+    code, out, _err = cli_err("prune", src, "--keep", "sm_90", "--max-segments", str(limit), "-o", tmp_path / "c.so",
+                              "--json")
+    doc = json.loads(out)
+    full = prune_file(src, None, keep="sm_90")
+    assert code == 0 and doc["max_segments"] == limit
+    assert ElfFile((tmp_path / "c.so").read_bytes()).header.e_phnum <= limit
+    assert 0 < doc["file_bytes_saved"] < full.file_bytes_saved
+    assert any("4 of the 6 ranges" in n for n in doc["notes"])
+    assert _readelf_messages(tmp_path / "c.so") == ("", "")
+    lib = ctypes.CDLL(str(tmp_path / "c.so"))
+    lib.after.restype = ctypes.c_ulonglong
+    assert [lib.after(i) for i in range(6)] == [0x1122334455667788] * 6
+    code, out, _err = cli_err("size", src, "--keep", "sm_90", "--max-segments", str(limit), "--json")
+    assert code == 0 and json.loads(out)["savings"]["bytes"] == doc["file_bytes_saved"]
+    for bad, says in (("4k", "--max-segments '4k': expected a whole number of program headers; did you mean 4096?"),
+                      ("0x800", "did you mean 2048?"),
+                      ("0", "--max-segments 0: expected 1 to 65,534 program headers (e_phnum is 16 bits; default "
+                            "2,048)"),
+                      ("70000", "expected 1 to 65,534"), ("many", "such as 4096")):
+        code, out, err = cli_err("prune", src, "--keep", "sm_90", "--max-segments", bad, "--dry-run")
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (bad, err)
+    code, out, err = cli_err("size", src, "--max-segments", "4096")
+    assert code == 2 and "--max-segments goes with --keep" in err
+    with pytest.raises(UsageError, match="expected 1 to 65,534"):
+        prune(src.read_bytes(), keep="sm_90", max_segments=0)

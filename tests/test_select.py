@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import json
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -46,7 +45,8 @@ from devbin.packaging.selection import (
     parse_device,
 )
 from devbin.targets.amdgpu.mach import MACH_BY_NAME
-from runners import cli
+
+from tests.runners import cli, run_tool
 
 _ENTRY = itertools.count()
 _SPEC: dict[str, str] = {}  # address -> the spec the table names the image by
@@ -246,11 +246,11 @@ def nv_package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     cubins = {}
     for arch in ("sm_80", "sm_86", "sm_90a", "sm_100f"):
         cubins[arch] = out / f"k.{arch}.cubin"
-        subprocess.run([ptxas, f"-arch={arch}", "-o", str(cubins[arch]), str(ptx80)], check=True)
+        run_tool([ptxas, f"-arch={arch}", "-o", str(cubins[arch]), str(ptx80)])
     fb = out / "pkg.fatbin"
     images = [f"--image3=kind=elf,sm={a[3:]},file={p}" for a, p in cubins.items()]
     images += [f"--image3=kind=ptx,sm=80,file={ptx80}", f"--image3=kind=ptx,sm=90,file={ptx90}"]
-    subprocess.run([fatbinary, "-64", f"--create={fb}", *images], check=True)
+    run_tool([fatbinary, "-64", f"--create={fb}", *images])
     return {"fatbin": fb, **cubins}
 
 
@@ -330,13 +330,12 @@ def amd_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for i, t in enumerate(targets):
         obj = out / f"k{i}.o"
         extra = ["-mcode-object-version=6"] if t.endswith("generic") else []
-        subprocess.run([clang, *cflags, f"-mcpu={t}", *extra, "-o", str(obj), str(SOURCES / "amdgpu_kernels.cl")],
-                       check=True, capture_output=True)
+        run_tool([clang, *cflags, f"-mcpu={t}", *extra, "-o", str(obj), str(SOURCES / "amdgpu_kernels.cl")])
         objs.append(obj)
     hipfb = out / "pkg.hipfb"
     ids = ",".join(["host-x86_64-unknown-linux-gnu", *(f"hipv4-amdgcn-amd-amdhsa--{t}" for t in targets)])
-    subprocess.run([bundler, "-type=o", "-bundle-align=4096", f"-targets={ids}", "-input=/dev/null",
-                    *(f"-input={o}" for o in objs), f"-output={hipfb}"], check=True)
+    run_tool([bundler, "-type=o", "-bundle-align=4096", f"-targets={ids}", "-input=/dev/null",
+              *(f"-input={o}" for o in objs), f"-output={hipfb}"])
     return hipfb
 
 

@@ -17,14 +17,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import shutil
 import struct
-import subprocess
-import sys
 import zipfile
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +31,12 @@ import pytest
 
 from conftest import require_tool
 from devbin.cli import schema_cmd
-from devbin.cli.main import main
 from devbin.size import measure
 from devbin.size.account import demangle
 from devbin.size.budget import parse_rule
 from devbin.size.report import report_dict
 
+from tests.runners import cli, cli_ok, run_devbin, run_tool
 from tests.wheelbuild import build_wheel
 
 SOURCES = Path(__file__).parent / "sources"
@@ -55,24 +53,12 @@ __global__ void only_b(int *x) { x[threadIdx.x] ^= 7; }
 """
 
 
-def _run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out)
-    return code, out.getvalue()
-
-
 def _json(*argv: str, schema: str = "size") -> dict[str, Any]:
-    code, text = _run(*argv, "--json")
+    code, text = cli(*argv, "--json")
     assert code == 0, text
     doc = json.loads(text)
     jsonschema.Draft202012Validator(json.loads(schema_cmd.text(schema))).validate(doc)
     return doc
-
-
-def _sh(*argv: str | Path, cwd: Path | None = None) -> str:
-    p = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return p.stdout
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +68,12 @@ def dup(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("size-dup")
     (out / "a.cu").write_text(A_CU)
     (out / "b.cu").write_text(B_CU)
-    procs = [subprocess.Popen([nvcc, "-c", "-Xcompiler", "-fPIC", *GENCODE, f"{n}.cu", "-o", f"{n}.o"], cwd=out,
-                              stderr=subprocess.PIPE, text=True) for n in ("a", "b")]
-    for p in procs:
-        assert p.wait(timeout=300) == 0, p.stderr.read() if p.stderr else ""
-    _sh(nvcc, "-shared", "a.o", "b.o", "-o", "libdup.so", cwd=out)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda n: run_tool([nvcc, "-c", "-Xcompiler", "-fPIC", *GENCODE, f"{n}.cu", "-o", f"{n}.o"],
+                                         out), ("a", "b")))
+    run_tool([nvcc, "-shared", "a.o", "b.o", "-o", "libdup.so"], out)
     shutil.copy(out / "a.o", out / "c.o")
-    _sh(require_tool("ar"), "rcs", "libdup.a", "a.o", "b.o", "c.o", cwd=out)
+    run_tool([require_tool("ar"), "rcs", "libdup.a", "a.o", "b.o", "c.o"], out)
     return out
 
 
@@ -99,12 +84,11 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     nvcc = require_tool("nvcc")
     out = tmp_path_factory.mktemp("size-builds")
     old, new = out / "old.o", out / "new.o"
-    procs = [subprocess.Popen([nvcc, "-c", "-gencode", "arch=compute_80,code=sm_80", SOURCES / "spill.cu", "-o", old],
-                              stderr=subprocess.PIPE, text=True),
-             subprocess.Popen([nvcc, "-c", "-Xptxas", "-O0", *GENCODE[:2], "-gencode", "arch=compute_90,code=sm_90",
-                               SOURCES / "spill.cu", "-o", new], stderr=subprocess.PIPE, text=True)]
-    for p in procs:
-        assert p.wait(timeout=300) == 0, p.stderr.read() if p.stderr else ""
+    commands = [[nvcc, "-c", "-gencode", "arch=compute_80,code=sm_80", SOURCES / "spill.cu", "-o", old],
+                [nvcc, "-c", "-Xptxas", "-O0", *GENCODE[:2], "-gencode", "arch=compute_90,code=sm_90",
+                 SOURCES / "spill.cu", "-o", new]]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(run_tool, commands))
     return old, new
 
 
@@ -115,8 +99,8 @@ def _extracted(path: Path, where: Path) -> dict[tuple[str, str], int]:
     """(kind, sm) -> bytes of the files cuobjdump -all -xelf/-xptx all writes for ``path``."""
     cuobjdump = require_tool("cuobjdump")
     where.mkdir()
-    _sh(cuobjdump, "-all", "-xelf", "all", path.resolve(), cwd=where)
-    _sh(cuobjdump, "-all", "-xptx", "all", path.resolve(), cwd=where)
+    run_tool([cuobjdump, "-all", "-xelf", "all", path.resolve()], where)
+    run_tool([cuobjdump, "-all", "-xptx", "all", path.resolve()], where)
     out: Counter[tuple[str, str]] = Counter()
     for f in where.iterdir():
         m = re.search(r"\.(sm_\w+)\.(cubin|ptx)$", f.name)
@@ -168,7 +152,7 @@ def _walk_fatbins(data: bytes) -> tuple[int, int, int, int]:
 def _readelf_sections(path: Path) -> dict[str, tuple[int, int]]:
     """name -> (offset, size) from readelf -S -W."""
     out = {}
-    for line in _sh(require_tool("readelf"), "-S", "-W", path).splitlines():
+    for line in run_tool([require_tool("readelf"), "-S", "-W", path]).stdout.splitlines():
         m = re.match(r"\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)", line)
         if m:
             out[m.group(1)] = (int(m.group(2), 16), int(m.group(3), 16))
@@ -200,7 +184,7 @@ def test_every_device_section_byte_is_accounted_for(dup: Path, name: str) -> Non
 def _readelf_functions(path: Path) -> list[tuple[str, int]]:
     """(name, st_size) of the defined STT_FUNC entries of .symtab, by readelf -s -W."""
     out, in_symtab = [], False
-    for line in _sh(require_tool("readelf"), "-s", "-W", path).splitlines():
+    for line in run_tool([require_tool("readelf"), "-s", "-W", path]).stdout.splitlines():
         if line.startswith("Symbol table"):
             in_symtab = "'.symtab'" in line
             continue
@@ -216,7 +200,7 @@ _SYM = re.compile(r"\s*\d+:\s+[0-9a-f]+\s+(\S+)\s+(\w+)\s+\w+\s+\w+(?:\s+\[[^\]]
 
 def test_function_sizes_equal_readelf_of_extracted_cubins(dup: Path, tmp_path: Path) -> None:
     cuobjdump = require_tool("cuobjdump")
-    _sh(cuobjdump, "-all", "-xelf", "all", (dup / "libdup.so").resolve(), cwd=tmp_path)
+    run_tool([cuobjdump, "-all", "-xelf", "all", (dup / "libdup.so").resolve()], tmp_path)
     theirs: Counter[tuple[str, str, int]] = Counter()
     for f in tmp_path.glob("*.cubin"):
         sm = f.name.split(".")[-2]
@@ -256,8 +240,7 @@ def test_demangled_names_equal_cxxfilt(dup: Path) -> None:
     names += ["_Z8gen_mtgpI17curandStateMtgp32jiXadL_Z15__curand_noargsIS0_EjPT_iEE10rng_configIS0_L14curandOrdering"
               "103EEEvS3_PT0_mmT1_", "_ZN9__gnu_cxx13new_allocatorIcE8allocateEmPKv", "_ZNKSt6vectorIiSaIiEE4sizeEv",
               "not_mangled", "_Z1fIJidEEvDpT_"]
-    p = subprocess.run([require_tool("c++filt")], input="\n".join(names) + "\n", capture_output=True, text=True,
-                       check=True)
+    p = run_tool([require_tool("c++filt")], input="\n".join(names) + "\n")
     assert [demangle(n) for n in names] == p.stdout.splitlines()
     assert any("dup::S" in demangle(n) for n in names)
 
@@ -297,7 +280,7 @@ def test_no_duplicates_in_one_translation_unit(dup: Path) -> None:
 @pytest.mark.parametrize("name", ["libdup.so", "a.o", "libdup.a"])
 def test_keep_predicts_what_prune_saves(dup: Path, tmp_path: Path, name: str) -> None:
     doc = _json("size", str(dup / name), "--keep", "sm_90")
-    code, text = _run("prune", str(dup / name), "--keep", "sm_90", "-o", str(tmp_path / name), "--json")
+    code, text = cli("prune", str(dup / name), "--keep", "sm_90", "-o", str(tmp_path / name), "--json")
     assert code == 0, text
     pruned = json.loads(text)
     (f,) = [f for f in doc["files"]] if name != "libdup.a" else [{"savings": doc["savings"]}]
@@ -318,12 +301,14 @@ def test_keep_in_a_wheel_prunes_each_member(dup: Path, tmp_path: Path) -> None:
     paths = [f["path"] for f in doc["files"]]
     assert paths == [f"{whl}!pkg/lib/libdup.so", f"{whl}!pkg/a.o"]
     for f, member in zip(doc["files"], ("libdup.so", "a.o"), strict=True):
-        code, text = _run("prune", str(dup / member), "--keep", "sm_80", "--dry-run", "--json")
+        code, text = cli("prune", str(dup / member), "--keep", "sm_80", "--dry-run", "--json")
         assert code == 0, text
         pruned = json.loads(text)
         # the zip entries are stored: the wheel saves what the file does
         assert f["savings"] == {"bytes": pruned["file_bytes_saved"], "freed": pruned["container_bytes_freed"],
-                                "by_arch": pruned["saved_by_arch"], "wheel_bytes": pruned["file_bytes_saved"]}
+                                "by_arch": pruned["saved_by_arch"], "wheel_bytes": pruned["file_bytes_saved"],
+                                "fallback_images": pruned["fallback_images"],
+                                "unloadable_containers": pruned["unloadable_containers"]}
     assert doc["savings"]["freed"] == sum(f["savings"]["freed"] for f in doc["files"]) > 0
 
 
@@ -346,32 +331,47 @@ def test_keep_predicts_each_file_the_wheel_and_the_installed_size(dup: Path, tmp
     out = tmp_path / "out" / whl.name
     out.parent.mkdir()
     pruned = _json("prune", str(whl), "--keep", "sm_80", "-o", str(out), schema="prune")
-    assert pkg == {"path": str(whl), "kind": "wheel", "size_before": whl.stat().st_size,
-                   "size_after": out.stat().st_size, "installed_before": _installed(whl),
-                   "installed_after": _installed(out)}
-    assert pkg["size_after"] < pkg["size_before"] and pkg["installed_after"] < pkg["installed_before"]
+    assert pkg == {"path": str(whl), "kind": "wheel", "package_size_before": whl.stat().st_size,
+                   "package_size_after": out.stat().st_size, "installed_size_before": _installed(whl),
+                   "installed_size_after": _installed(out)}
+    assert pkg["package_size_after"] < pkg["package_size_before"]
+    assert pkg["installed_size_after"] < pkg["installed_size_before"]
     p = pruned["package"]
-    assert (p["package_size_before"], p["package_size_after"], p["installed_size_before"],
-            p["installed_size_after"]) == (pkg["size_before"], pkg["size_after"], pkg["installed_before"],
-                                           pkg["installed_after"])
+    keys = ("package_size_before", "package_size_after", "installed_size_before", "installed_size_after")
+    assert [p[k] for k in keys] == [pkg[k] for k in keys]  # one JSON shape per fact: prune's keys
     with zipfile.ZipFile(out) as z:
         after = {f"{whl}!{i.filename}": i.file_size for i in z.infolist()}
     for f in doc["files"]:  # each file: before -> after, as prune writes it
         assert f["file_bytes"] - f["savings"]["bytes"] == after[f["path"]] < f["file_bytes"]
-    text = _run("size", str(whl), "--keep", "sm_80")[1]
-    assert (f"wheel {whl}: {pkg['size_before']:,} -> {pkg['size_after']:,} bytes compressed, installed "
-            f"{pkg['installed_before']:,} -> {pkg['installed_after']:,}") in text
+    text = cli("size", str(whl), "--keep", "sm_80")[1]
+    assert (f"wheel {whl}: {pkg['package_size_before']:,} -> {pkg['package_size_after']:,} bytes compressed, installed "
+            f"{pkg['installed_size_before']:,} -> {pkg['installed_size_after']:,}") in text
     assert re.search(rf"!pkg/a\.o +{doc['files'][1]['file_bytes']:,} +{after[f'{whl}!pkg/a.o']:,} ", text)
-    code, text = _run("prune", str(whl), "--keep", "sm_80", "--dry-run")
-    assert code == 0 and f"installed: {pkg['installed_before']:,} -> {pkg['installed_after']:,} bytes" in text
-    # the installed folder: its files (RECORD included) before and after, the backups left out
+    code, text = cli("prune", str(whl), "--keep", "sm_80", "--dry-run")
+    assert code == 0 and f"installed: {pkg['installed_size_before']:,} -> {pkg['installed_size_after']:,} bytes" in text
+    # the installed folder: its files (RECORD included) before and after; --no-backup: no backup row in the
+    # RECORD (prune_tree adds one per backup), so its rows are the pruned wheel's
     site = tmp_path / "site"
     with zipfile.ZipFile(whl) as z:
         z.extractall(site)
     before = _installed(site)
-    folder = _json("prune", str(site), "--keep", "sm_80", "--in-place", schema="prune")["package"]
+    folder = _json("prune", str(site), "--keep", "sm_80", "--in-place", "--no-backup", schema="prune")["package"]
     assert (folder["installed_size_before"], folder["installed_size_after"]) == (before, _installed(site))
-    assert folder["installed_size_after"] == pkg["installed_after"]  # the same files, the same RECORD rows
+    assert folder["installed_size_after"] == pkg["installed_size_after"]  # the same files, the same RECORD rows
+    # with backups (the default): size --keep of the folder predicts its installed size (one entry of
+    # savings.packages, the RECORD grown by a row per backup) and prune reports it, to the byte
+    env = tmp_path / "env"
+    with zipfile.ZipFile(whl) as z:
+        z.extractall(env)
+    (predicted,) = _json("size", str(env), "--keep", "sm_80")["savings"]["packages"]
+    text = cli("size", str(env), "--keep", "sm_80")[1]
+    code, dry = cli("prune", str(env), "--keep", "sm_80", "--dry-run")
+    folder = _json("prune", str(env), "--keep", "sm_80", "--in-place", schema="prune")["package"]
+    assert predicted == {"path": str(env), "kind": "folder", "installed_size_before": before,
+                         "installed_size_after": folder["installed_size_after"]}
+    assert folder["installed_size_after"] == _installed(env) > pkg["installed_size_after"]  # the backups' rows
+    assert f"folder {env}: installed {before:,} -> {_installed(env):,}\n" in text
+    assert code == 0 and f"installed: {before:,} -> {_installed(env):,} bytes" in dry
 
 
 def test_keep_that_leaves_nothing_is_reported_as_refused(dup: Path) -> None:
@@ -385,10 +385,10 @@ def test_keep_that_leaves_nothing_is_reported_as_refused(dup: Path) -> None:
 
 def test_budget_rules(builds: tuple[Path, Path]) -> None:
     old, new = builds
-    assert _run("size", str(old), "--budget", "arch:sm_90=1", "--budget", "total=10M")[0] == 0
-    code, text = _run("size", str(new), "--budget", "arch:sm_90=1", "--budget", "total=10M")
+    assert cli("size", str(old), "--budget", "arch:sm_90=1", "--budget", "total=10M")[0] == 0
+    code, text = cli("size", str(new), "--budget", "arch:sm_90=1", "--budget", "total=10M")
     assert code == 4 and "BUDGET EXCEEDED: 1 over" in text and "arch:sm_90=1: sm_90 is" in text
-    code, text = _run("size", str(new), "--budget", "kernel:pressure=16", "--budget", "function=1G", "--json")
+    code, text = cli("size", str(new), "--budget", "kernel:pressure=16", "--budget", "function=1G", "--json")
     assert code == 4
     doc = json.loads(text)
     v = doc["budget"]["violations"]
@@ -396,11 +396,11 @@ def test_budget_rules(builds: tuple[Path, Path]) -> None:
     sizes = {(i["arch"], fn["name"]): fn["size"] for f in doc["files"] for i in f["images"] for fn in i["functions"]}
     assert sorted(x["bytes"] for x in v) == sorted(s for (_, n), s in sizes.items() if n == "pressure")
     (f,) = doc["files"]
-    assert _run("size", str(new), f"--budget=file:*new.o={f['device_bytes'] - 1}")[0] == 4
-    assert _run("size", str(new), f"--budget=file:*new.o={f['device_bytes']}")[0] == 0
-    assert _run("size", str(new), "--budget=file:*other*=1")[0] == 0
+    assert cli("size", str(new), f"--budget=file:*new.o={f['device_bytes'] - 1}")[0] == 4
+    assert cli("size", str(new), f"--budget=file:*new.o={f['device_bytes']}")[0] == 0
+    assert cli("size", str(new), "--budget=file:*other*=1")[0] == 0
     for bad in ("arch=", "nothing=1M", "total:x=1", "kernel"):
-        assert _run("size", str(new), "--budget", bad)[0] == 2
+        assert cli("size", str(new), "--budget", bad)[0] == 2
     assert parse_rule("arch:sm_9*=1.5M").limit == 1572864
 
 
@@ -409,7 +409,7 @@ def _res_usage(path: Path) -> dict[tuple[str, str], tuple[int, int]]:
     out: dict[tuple[str, str], tuple[int, int]] = {}
     arch = ""
     name = ""
-    for line in _sh(require_tool("cuobjdump"), "-res-usage", path).splitlines():
+    for line in run_tool([require_tool("cuobjdump"), "-res-usage", path]).stdout.splitlines():
         if m := re.match(r"arch = (sm_\d+)", line.strip()):
             arch = m.group(1)
         elif m := re.match(r"\s*Function (\S+):", line):
@@ -441,7 +441,7 @@ def test_diff_of_two_builds(builds: tuple[Path, Path]) -> None:
             else:
                 assert field not in changed.get(key, {})
     assert any("registers" in c for c in changed.values()) and any("stack" in c for c in changed.values())
-    code, text = _run("size", "--diff", str(old), str(new))
+    code, text = cli("size", "--diff", str(old), str(new))
     assert code == 0 and text.startswith("### devbin size --diff")
     assert "| `sm_90` | 0 |" in text
     (arch, name), (o, n) = next((k, (reg_old[k][0], reg_new[k][0])) for k in sorted(reg_old.keys() & reg_new.keys())
@@ -453,10 +453,10 @@ def test_diff_of_two_builds(builds: tuple[Path, Path]) -> None:
 
 
 def test_text_csv_and_filters(dup: Path) -> None:
-    code, text = _run("size", str(dup / "libdup.so"), str(dup / "libdup.a"), "--top", "2")
+    code, text = cli("size", str(dup / "libdup.so"), str(dup / "libdup.a"), "--top", "2")
     assert code == 0
     assert "void scale<2>(float*)" in text and "DUPLICATES:" in text and "sm_90" in text
-    code, text = _run("size", str(dup / "libdup.so"), "--csv")
+    code, text = cli("size", str(dup / "libdup.so"), "--csv")
     rows = list(csv.DictReader(io.StringIO(text)))
     doc = _json("size", str(dup / "libdup.so"))
     fns = [(fn["name"], fn["size"]) for f in doc["files"] for i in f["images"] for fn in i["functions"]]
@@ -472,10 +472,10 @@ def test_text_csv_and_filters(dup: Path) -> None:
 def test_no_device_code_and_bad_arguments(tmp_path: Path) -> None:
     host = tmp_path / "h.txt"
     host.write_text("nothing\n")
-    assert _run("size", str(host))[0] == 3
-    assert _run("size", str(host), "--top", "-1")[0] == 2
+    assert cli("size", str(host))[0] == 3
+    assert cli("size", str(host), "--top", "-1")[0] == 2
     with pytest.raises(SystemExit):
-        _run("size", str(host), "--json", "--csv")
+        cli("size", str(host), "--json", "--csv")
 
 
 def test_report_dict_is_what_json_prints(dup: Path) -> None:
@@ -497,10 +497,10 @@ def test_a_folder_is_measured_as_an_environment(dup: Path) -> None:
 def test_compressed_bundle_entries_share_its_bytes(amdgpu_objects: dict[str, Path], tmp_path: Path) -> None:
     bundler = require_tool("clang-offload-bundler-19")
     out = tmp_path / "k.ccob"
-    _sh(bundler, "-type=o", "-compress", "-bundle-align=4096",
-        "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
-        "-input=/dev/null", f"-input={amdgpu_objects['gfx90a_obj']}", f"-input={amdgpu_objects['gfx942_obj']}",
-        f"-output={out}")
+    run_tool([bundler, "-type=o", "-compress", "-bundle-align=4096",
+              "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
+              "-input=/dev/null", f"-input={amdgpu_objects['gfx90a_obj']}", f"-input={amdgpu_objects['gfx942_obj']}",
+              f"-output={out}"])
     (f,) = _json("size", str(out))["files"]
     assert f["device_bytes"] == out.stat().st_size == f["stored_size"] + f["overhead"]
     sizes = {i["arch"]: (i["size"], i["stored_size"], i["stored_exact"]) for i in f["images"]}
@@ -557,19 +557,19 @@ def test_top_zero_is_every_row_and_names_fit_the_columns(dup: Path, monkeypatch:
     lib = str(dup / "libdup.so")
     monkeypatch.delenv("COLUMNS", raising=False)
     doc = _json("size", lib, "--top", "0")
-    code, text = _run("size", lib, "--top", "0")
+    code, text = cli("size", lib, "--top", "0")
     names = {fn["name"] for f in doc["files"] for i in f["images"] for fn in i["functions"]}
     assert code == 0 and len(doc["top_functions"]) == len(names) > 1 and len(_json("size", lib, "--top", "1")[
         "top_functions"]) == 1
     assert f"TOP {len(doc['top_functions'])} FUNCTIONS" in text
-    assert "TOP 1 FUNCTIONS" in _run("size", lib, "--top", "1")[1]
+    assert "TOP 1 FUNCTIONS" in cli("size", lib, "--top", "1")[1]
     name = "only_a(float*, float, dup::S)"
     assert any(line.endswith(name) and len(line) <= 80 for line in text.splitlines())
     monkeypatch.setenv("COLUMNS", "50")
-    narrow = _run("size", lib)[1].splitlines()
+    narrow = cli("size", lib)[1].splitlines()
     (row,) = [line for line in narrow if line.endswith("...") and "only_a(" in line]
     assert len(row) == 50 and name.startswith(row.split(" kernel   ")[1][:-3])
-    wide = _run("size", lib, "--wide")[1].splitlines()
+    wide = cli("size", lib, "--wide")[1].splitlines()
     assert any(line.endswith(name) for line in wide) and not any("only_a(" in ln and "..." in ln for ln in wide)
 
 
@@ -578,7 +578,7 @@ def test_keep_result_comes_first_and_the_architecture_table_says_what_it_saves(d
     architecture one long line); the architecture table has the SAVED column the HTML report has."""
     lib = str(dup / "libdup.so")
     doc = _json("size", lib, "--keep", "sm_90")
-    code, text = _run("size", lib, "--keep", "sm_90")
+    code, text = cli("size", lib, "--keep", "sm_90")
     lines = text.splitlines()
     s = doc["savings"]
     total = doc["totals"]["file_bytes"]
@@ -589,18 +589,18 @@ def test_keep_result_comes_first_and_the_architecture_table_says_what_it_saves(d
     saved = {row.split()[1]: int(row.split()[-1].replace(",", "")) for row in lines[head + 1:head + 5]}
     assert saved == {a["arch"]: s["by_arch"].get(a["arch"], 0) for a in doc["by_arch"]} and saved["sm_80"] > 0
     assert "dropped images per architecture" not in text and max(map(len, lines)) < 200
-    assert "SAVED" not in _run("size", lib)[1]
+    assert "SAVED" not in cli("size", lib)[1]
 
 
 def test_budget_violations_name_their_architecture(builds: tuple[Path, Path]) -> None:
     """A function over budget in two cubins of one fatbin was two identical-looking lines
     (``new.o@.nv_fatbin#0.0:pressure``): each now says its architecture, in the text and the JSON."""
     _, new = builds
-    code, text = _run("size", str(new), "--budget", "kernel:pressure=16")
+    code, text = cli("size", str(new), "--budget", "kernel:pressure=16")
     rows = [line for line in text.splitlines() if line.startswith("  kernel:pressure=16: ")]
     assert code == 4 and len(rows) == len(set(rows)) == 2
     assert {row.split(":pressure ")[1].split(")")[0] for row in rows} == {"(sm_80", "(sm_90"}
-    code, js = _run("size", str(new), "--budget", "kernel:pressure=16", "--json")
+    code, js = cli("size", str(new), "--budget", "kernel:pressure=16", "--json")
     assert code == 4 and sorted(v["arch"] for v in json.loads(js)["budget"]["violations"]) == ["sm_80", "sm_90"]
 
 
@@ -608,10 +608,10 @@ def test_diff_applies_the_budget_to_new_and_names_both_builds(builds: tuple[Path
     """``--budget`` with ``--diff`` was ignored (exit 0): it is checked against NEW; the header names OLD and
     NEW; an architecture only NEW has is one row, its functions left out of the function table."""
     old, new = builds
-    code, text = _run("size", "--diff", str(old), str(new), "--budget", "arch:sm_90=1")
+    code, text = cli("size", "--diff", str(old), str(new), "--budget", "arch:sm_90=1")
     assert code == 4 and "\nBUDGET EXCEEDED: 1 over their limit\n  arch:sm_90=1: sm_90 is " in text
-    assert _run("size", "--diff", str(new), str(old), "--budget", "arch:sm_90=1")[0] == 0  # NEW is old.o
-    code, js = _run("size", "--diff", str(old), str(new), "--budget", "total=1", "--json")
+    assert cli("size", "--diff", str(new), str(old), "--budget", "arch:sm_90=1")[0] == 0  # NEW is old.o
+    code, js = cli("size", "--diff", str(old), str(new), "--budget", "total=1", "--json")
     d = json.loads(js)
     jsonschema.Draft202012Validator(json.loads(schema_cmd.text("size-diff"))).validate(d)
     assert code == 4 and d["budget"]["violations"][0]["subject"] == "total"
@@ -631,9 +631,7 @@ def test_prune_text_is_an_aligned_table_with_separators(dup: Path, tmp_path: Pat
     site.mkdir(parents=True)
     shutil.copy(dup / "libdup.so", site / "libdup.so")
     for target in (site / "libdup.so", tmp_path / "site-packages"):
-        out = io.StringIO()
-        assert main(["prune", str(target), "--keep", "sm_90", "--dry-run"], out) == 0
-        lines = out.getvalue().splitlines()
+        lines = cli_ok("prune", target, "--keep", "sm_90", "--dry-run").splitlines()
         assert lines[0] == "action arch       kind           bytes  image"
         rows = [line for line in lines[1:] if line[:5] in ("keep ", "drop ")]
         at = len(lines[0]) - len("image")  # every address starts under "image", every size ends under "bytes"
@@ -645,8 +643,6 @@ def test_prune_text_is_an_aligned_table_with_separators(dup: Path, tmp_path: Pat
         assert any(line.startswith(("file: 1,011,112 -> ", "files: 1,011,112 -> ")) for line in lines)
         assert not any(line.startswith("saved ") for line in lines)
     src = tmp_path / "p.so"
-    code = subprocess.run([sys.executable, "-m", "devbin", "prune", str(site / "libdup.so"), "--keep", "sm_90", "-o",
-                           str(src)], capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    code = run_devbin("prune", site / "libdup.so", "--keep", "sm_90", "-o", src)
     assert code.returncode == 0 and "cut out of the file" in code.stderr
     assert "program-header table" not in code.stderr and "compacted;" not in code.stderr

@@ -24,9 +24,9 @@ from devbin.errors import DeviceBinaryError, FormatError, NotThisFormat, Unsuppo
 from devbin.formats.ar import ArchiveFile
 from devbin.superarchive.build import assign_names
 from devbin.superarchive.manifest import HEADER_SIZE, MANIFEST_NAME, manifest_map
-from runners import cli, run_tool
 
 from tests.conftest import AMDGPU_ARCHS, SOURCES, require_tool
+from tests.runners import cli, run_tool
 
 MEMBER_NAMES = ("kernels.o", "lib.o", "neutral.bc")
 
@@ -43,7 +43,7 @@ def gpu(tmp_path_factory: pytest.TempPathFactory, amdgpu_objects: dict[str, Path
     out = tmp_path_factory.mktemp("superarchive")
     neutral = out / "neutral.bc"
     run_tool([clang, "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-cl-std=CL2.0", "-O2", "-emit-llvm", "-c",
-          "-o", neutral, SOURCES / "amdgpu_lib.cl"], out)
+              "-o", neutral, SOURCES / "amdgpu_lib.cl"], out)
     libs: dict[str, Path] = {}
     for gfx in AMDGPU_ARCHS:
         d = out / gfx
@@ -139,7 +139,7 @@ def test_create_from_loose_objects(gpu: dict[str, Path], tmp_path: Path) -> None
     d = gpu["dir"]
     out = tmp_path / "loose.sa"
     code, _ = cli("ar", "create", "-o", str(out), "--target", f"gfx90a={d / 'gfx90a' / 'kernels.o'}",
-                   str(d / "gfx90a" / "lib.o"), "--target", f"generic={d / 'neutral.bc'}", "--no-index")
+                  str(d / "gfx90a" / "lib.o"), "--target", f"generic={d / 'neutral.bc'}", "--no-index")
     assert code == 0
     lib = sa.open(out.read_bytes())
     assert lib.targets() == ("gfx90a", "generic")
@@ -157,7 +157,7 @@ def test_add_and_remove(gpu: dict[str, Path], tmp_path: Path, capsys: pytest.Cap
     assert [r.name for r in lib.records()] == list(MEMBER_NAMES)  # unique again: original names
     back = tmp_path / "back.sa"
     assert cli("ar", "add", str(small), "--target", f"gfx1030={gpu['libgfx1030']}",
-                "--target", f"gfx942={gpu['libgfx942']}", "-o", str(back))[0] == 0
+               "--target", f"gfx942={gpu['libgfx942']}", "-o", str(back))[0] == 0
     fresh = tmp_path / "fresh.sa"
     args = ["ar", "create", "-o", str(fresh)]
     for gfx in AMDGPU_ARCHS:

@@ -18,9 +18,9 @@ import devbin.superarchive as sa
 from devbin.errors import UsageError
 from devbin.superarchive.chains import default_chain, effective_chain
 from devbin.superarchive.resolve import RootObject
-from runners import cli, run_tool
 
 from tests.conftest import SOURCES, require_tool
+from tests.runners import cli, run_tool
 
 LAYERS = SOURCES / "layers"
 LEVELS: dict[str, tuple[str, list[str]]] = {  # target -> (-mcpu, source files)
@@ -131,7 +131,7 @@ def test_declared_chain_is_checked() -> None:
 
 def test_create_refuses_a_chain_naming_a_missing_target(layers: dict[str, Path], tmp_path: Path) -> None:
     code, _ = cli("ar", "create", "-o", str(tmp_path / "x.sa"), "--target", f"base={layers['base']}",
-                   "--chain", "base=base:gfx90a")
+                  "--chain", "base=base:gfx90a")
     assert code == 1
     assert not (tmp_path / "x.sa").exists()
 

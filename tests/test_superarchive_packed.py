@@ -31,11 +31,11 @@ from devbin.formats.elf.reader import ElfFile
 from devbin.formats.elf.writer import write
 from devbin.superarchive.manifest import MANIFEST_NAME, manifest_map
 from devbin.superarchive.packed import MAX_CLOSURE, MAX_DEPTH, PackedReader, chunk_content
-from runners import cli, run_tool
 
 from tests.conftest import SOURCES, cubins_from_ptx, require_tool
 from tests.elfbuild import small_model
 from tests.expect import assert_located, outcome
+from tests.runners import cli, run_tool
 
 ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
 
@@ -166,7 +166,7 @@ def test_cli_create_packed_list_and_extract(cubin_libs: dict[str, Path], tmp_pat
     assert all(r.storage.params["deps"] == [] for r in b.records())
     sections = tmp_path / "sections.sa"
     assert cli(*[x if x != str(out) else str(sections) for x in args], "--layout", "sections",
-                "--max-depth", "2")[0] == 0
+               "--max-depth", "2")[0] == 0
     c = sa.open(sections.read_bytes())
     assert all(bytes(c.stored_data(r.ordinal))[0] == 1 for r in c.records())
     assert all(bytes(a.member_data(r.ordinal)) == bytes(c.member_data(r.ordinal)) for r in a.records())
@@ -179,7 +179,7 @@ def test_cli_create_packed_list_and_extract(cubin_libs: dict[str, Path], tmp_pat
     added = tmp_path / "added.sa"
     assert cli("ar", "remove", str(out), "sm_90", "-o", str(tmp_path / "removed.sa"))[0] == 0
     assert cli("ar", "add", str(tmp_path / "removed.sa"), "--target", f"sm_90={cubin_libs['sm_90']}",
-                "-o", str(added))[0] == 0
+               "-o", str(added))[0] == 0
     for f in (tmp_path / "removed.sa", added):
         lib = sa.open(f.read_bytes())
         assert {r.storage.kind for r in lib.records()} == {"packed"} and lib.index_target is None

@@ -121,3 +121,18 @@ def test_arch_names_are_the_vendors() -> None:
         with pytest.raises(UsageError):
             vendor.check_arch(bad)
     assert nv.arch_repairs("9.0") == ["sm_90"] and amd.arch_repairs("gfx90") == []
+
+
+def test_generations_and_names() -> None:
+    """format_arch is the inverse of generation (the PTX policy orders and names by them)."""
+    nv, amd = vendor_named("nvidia"), vendor_named("amd")
+    assert nv is not None and amd is not None
+    for name in ("sm_90", "sm_100a", "compute_120f", "sm_75"):
+        gen = nv.generation(name)
+        assert gen is not None
+        assert nv.format_arch(*gen, virtual=name.startswith("compute_")) == name
+    assert nv.virtual_arch("sm_90a") == "compute_90a"
+    assert nv.is_virtual_arch("lto_90") and not nv.is_virtual_arch("sm_90")
+    assert amd.generation("gfx90a") is None and amd.virtual_arch("gfx90a") == "" and not amd.is_virtual_arch("gfx90a")
+    with pytest.raises(UsageError):
+        amd.format_arch(90)

@@ -24,6 +24,8 @@ from devbin.formats import wheel as W
 from devbin.formats import zipmember
 from devbin.packaging.prune_packages import prune_wheel, record_hash
 
+from tests.runners import TOOL_TIMEOUT, run_devbin
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 META = "pkg-1.0.dist-info"
 LIB = "pkg/lib/libk.so"
@@ -59,12 +61,6 @@ def _good(path: Path, host: bytes, **extra: bytes) -> Path:
     return _wheel(path, [*members.items(), (f"{META}/RECORD", _record(members))])
 
 
-def _devbin(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    return subprocess.run([sys.executable, "-m", "devbin", *map(str, argv)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
-
-
 # --------------------------------------------------------------------------- names
 
 
@@ -87,7 +83,7 @@ def test_unsafe_member_is_refused_even_with_force(host: bytes, tmp_path: Path, e
     assert str(e.value) == (f"{src}!{evil}: unsafe member name: {W.unsafe_name(evil)}; refusing to rewrite the "
                             "wheel")
     for extra in (["-o", "out.whl"], ["-o", "out.whl", "--force"], ["--dry-run"]):
-        r = _devbin("prune", src.name, "--drop", "gfx90a", *extra, cwd=tmp_path)
+        r = run_devbin("prune", src.name, "--drop", "gfx90a", *extra, cwd=tmp_path)
         assert (r.returncode, r.stdout) == (1, "")
         assert r.stderr == f"devbin: error: {src.name}!{evil}: unsafe member name: {W.unsafe_name(evil)}; " \
                            "refusing to rewrite the wheel\n"
@@ -102,7 +98,7 @@ def test_duplicate_member_is_refused(host: bytes, tmp_path: Path) -> None:
         src = _wheel(tmp_path / "pkg.whl", [*members.items(), ("pkg/__init__.py", b"y = 2\n"),
                                             (f"{META}/RECORD", _record(members))])
     before = src.read_bytes()
-    r = _devbin("prune", "pkg.whl", "--drop", "gfx90a", "-o", "out.whl", "--force", cwd=tmp_path)
+    r = run_devbin("prune", "pkg.whl", "--drop", "gfx90a", "-o", "out.whl", "--force", cwd=tmp_path)
     assert (r.returncode, r.stdout) == (1, "")
     assert r.stderr == ("devbin: error: pkg.whl!pkg/__init__.py: duplicate member name: 2 members of this path; "
                         "refusing to rewrite the wheel\n")
@@ -154,12 +150,12 @@ def test_record_that_does_not_match_is_refused_unless_forced(host: bytes, tmp_pa
     """Defect 5: a RECORD whose library hash is wrong, or whose row is missing, was silently regenerated:
     a file that failed its integrity check left devbin with a valid signature."""
     _, check = _tampered(host, tmp_path, edit)
-    r = _devbin("prune", "pkg.whl", "--drop", "gfx90a", "-o", "out.whl", cwd=tmp_path)
+    r = run_devbin("prune", "pkg.whl", "--drop", "gfx90a", "-o", "out.whl", cwd=tmp_path)
     assert (r.returncode, r.stdout) == (1, "") and not (tmp_path / "out.whl").exists()
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"devbin: error: pkg.whl!{check}")
     assert lines[0].endswith("; refusing to rewrite the wheel (--force to go on)")
-    r = _devbin("prune", "pkg.whl", "--drop", "gfx90a", "-o", "out.whl", "--force", "--json", cwd=tmp_path)
+    r = run_devbin("prune", "pkg.whl", "--drop", "gfx90a", "-o", "out.whl", "--force", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     notes = json.loads(r.stdout)["notes"]
     assert (f"pkg.whl!{check}; --force: the new RECORD describes the members as they are" in notes)
@@ -223,7 +219,7 @@ def test_in_place_and_force_arguments(host: bytes, tmp_path: Path) -> None:
     as the backup); --force goes with a wheel only."""
     src = _good(tmp_path / "pkg.whl", host)
     before = src.read_bytes()
-    r = _devbin("prune", "pkg.whl", "--drop", "gfx90a", "--in-place", cwd=tmp_path)
+    r = run_devbin("prune", "pkg.whl", "--drop", "gfx90a", "--in-place", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "pkg.whl.devbin-backup").read_bytes() == before != src.read_bytes()
     assert prune_wheel(_good(tmp_path / "again.whl", host), None, drop="gfx90a").output_size == src.stat().st_size
@@ -231,7 +227,7 @@ def test_in_place_and_force_arguments(host: bytes, tmp_path: Path) -> None:
         assert W.verify(z).problems == []
     (tmp_path / "k.o").write_bytes(host)
     for path in ("k.o", "."):
-        r = _devbin("prune", path, "--drop", "gfx90a", "--dry-run", "--force", cwd=tmp_path)
+        r = run_devbin("prune", path, "--drop", "gfx90a", "--dry-run", "--force", cwd=tmp_path)
         assert (r.returncode, r.stderr) == (2, "devbin: error: --force goes with a wheel\n")
 
 
@@ -313,7 +309,7 @@ def test_prune_streams_a_large_member(host: bytes, tmp_path: Path) -> None:
     for argv in (["prune", "big.whl", "--drop", "gfx90a", "--dry-run"],
                  ["--max-memory", "64M", "prune", "big.whl", "--drop", "gfx90a", "-o", "out.whl"]):
         r = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=600)
+                           timeout=TOOL_TIMEOUT)
         assert r.returncode == 0, r.stderr
     with zipfile.ZipFile(tmp_path / "out.whl") as z:
         assert z.getinfo("pkg/zeros.bin").file_size == BIG
@@ -334,7 +330,7 @@ def test_damaged_wheel_is_an_error_in_every_command(host: bytes, tmp_path: Path,
     (tmp_path / "text.whl").write_bytes(b"<html>404 Not Found</html>\n")
     for name in ("cut.whl", "text.whl"):
         cmd = [*argv[:1], name, *argv[1:]] if argv[0] != "size" or "--diff" not in argv else [*argv, name]
-        r = _devbin(*cmd, cwd=tmp_path)
+        r = run_devbin(*cmd, cwd=tmp_path)
         assert (r.returncode, r.stdout) == (1, ""), (cmd, r.stderr)
         assert r.stderr.startswith(f"devbin: error: zip: {name}: not a zip file (") and r.stderr.count("\n") == 1
 
@@ -344,7 +340,7 @@ def test_damaged_wheel_in_a_folder_is_a_warning(host: bytes, tmp_path: Path) -> 
     (tmp_path / "site").mkdir()
     good = _good(tmp_path / "site" / "good.whl", host)
     (tmp_path / "site" / "cut.whl").write_bytes(good.read_bytes()[:100])
-    r = _devbin("list", "site", cwd=tmp_path)
+    r = run_devbin("list", "site", cwd=tmp_path)
     assert r.returncode == 0 and "good.whl!pkg/lib/libk.so" in r.stdout
     assert r.stderr == "warning: site/cut.whl: not a zip file (BadZipFile: File is not a zip file)\n"
 

@@ -26,6 +26,8 @@ import devbin.samples
 from devbin.binary import output as output_mod
 from devbin.binary.output import HOLD_ENV, HOLD_POINT_ENV, write_file
 
+from tests.runners import TOOL_TIMEOUT
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 SAMPLES = Path(devbin.samples.__file__).resolve().parent
 OLD, NEW = b"old output\n" * 100, b"new output, whole\n" * 5000
@@ -155,7 +157,7 @@ def test_cli_killed_at_the_rename_hold_point(tmp_path: Path) -> None:
         (tmp_path / d / "k.cubin").write_bytes((SAMPLES / "sample_sm90.cubin").read_bytes())
     argv = ["annotate", "k.cubin", "-o", "a.cubin"]
     clean = _devbin(argv, tmp_path / "clean")
-    assert clean.wait(timeout=300) == 0, clean.communicate()[1]
+    assert clean.wait(timeout=TOOL_TIMEOUT) == 0, clean.communicate()[1]
     want = (tmp_path / "clean" / "a.cubin").read_bytes()
     work = tmp_path / "work"
     (work / "a.cubin").write_bytes(OLD)
@@ -172,6 +174,6 @@ def test_cli_killed_at_the_rename_hold_point(tmp_path: Path) -> None:
     left = [p for p in work.iterdir() if re.fullmatch(r"\.a\.cubin\.[0-9a-f]{16}\.tmp", p.name)]
     assert len(left) == 1 and left[0].read_bytes() == want
     again = _devbin(argv, work)
-    assert again.wait(timeout=300) == 0, again.communicate()[1]
+    assert again.wait(timeout=TOOL_TIMEOUT) == 0, again.communicate()[1]
     assert (work / "a.cubin").read_bytes() == want
     assert sorted(p.name for p in work.iterdir()) == ["a.cubin", "k.cubin"]

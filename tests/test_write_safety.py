@@ -46,6 +46,8 @@ from devbin.binary import output as output_mod
 from devbin.binary.output import HOLD_ENV, Inputs, atomic_output, check_destination, write_file
 from devbin.errors import OutputError
 
+from tests.runners import TOOL_TIMEOUT, run_devbin
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 SAMPLES = Path(devbin.samples.__file__).resolve().parent
 OLD = b"the old output, which must survive a failed write\n"
@@ -60,12 +62,6 @@ def _env(**extra: str) -> dict[str, str]:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra)
     return env
-
-
-def devbin(argv: list[str], cwd: Path, *, env: dict[str, str] | None = None,
-           preexec_fn: Callable[[], None] | None = None, user: int | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "devbin", *argv], cwd=cwd, env=env or _env(), capture_output=True,
-                          text=True, timeout=300, preexec_fn=preexec_fn, user=user, check=False)
 
 
 def devbin_held(argv: list[str], cwd: Path, hold: Path) -> subprocess.Popen[str]:
@@ -312,7 +308,7 @@ def reference(case: Case, tmp_root: Path, variant: bool = False) -> dict[str, by
         if case.folder:
             (d / _dir(case.product)).mkdir(exist_ok=True)
         before = snapshot(d)
-        res = devbin(case.argv(variant=variant), d)
+        res = run_devbin(*case.argv(variant=variant), cwd=d)
         assert res.returncode == 0, (case.id, res.stderr[-2000:])
         _REFERENCE[key] = {n: v for n, (k, v) in snapshot(d).items()
                            if n not in before and k == "file" and isinstance(v, bytes)}
@@ -325,7 +321,8 @@ def compiled(case: Case, tmp_root: Path) -> bytes:
     d = Path(tempfile.mkdtemp(dir=tmp_root))
     case.prepare(d)
     argv = case.argv()
-    subprocess.run(argv[2:], cwd=d, check=True, capture_output=True)
+    # not run_tool: that marks every case of the tests calling this `tool`, and only `cc` cases compile
+    subprocess.run(argv[2:], cwd=d, check=True, capture_output=True, timeout=TOOL_TIMEOUT)
     return (d / case.product).read_bytes()
 
 
@@ -374,7 +371,7 @@ def test_output_is_an_input(case: Case, how: str, tmp_path: Path, tmp_root: Path
         else:
             os.link(tmp_path / victim, tmp_path / dest)
     before = snapshot(tmp_path, tuple(i for i in case.inputs if os.path.isabs(i)))
-    res = devbin(case.argv(dest, victim), tmp_path)
+    res = run_devbin(*case.argv(dest, victim), cwd=tmp_path)
     line = one_line_error(res)
     assert "refusing to write over the input" in line and os.path.basename(victim) in line, line
     ref = reference(case, tmp_root) if case.id == "tour" else {}
@@ -406,7 +403,7 @@ def test_read_only_folder(case: Case, tmp_path: Path) -> None:
     ro.chmod(0o555)
     try:
         before = snapshot(tmp_path, tuple(i for i in case.inputs if os.path.isabs(i)))
-        res = devbin(case.argv(product), tmp_path, preexec_fn=_no_dac_override if os.geteuid() == 0 else None)
+        res = run_devbin(*case.argv(product), cwd=tmp_path, preexec_fn=_no_dac_override if os.geteuid() == 0 else None)
         if case.compiler_writes_first:  # the compiler is the first to fail, with its own messages
             assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
         else:
@@ -433,7 +430,7 @@ def test_file_size_limit(case: Case, tmp_path: Path, tmp_root: Path) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     before = snapshot(tmp_path, tuple(i for i in case.inputs if os.path.isabs(i)))
-    res = devbin(case.argv(), tmp_path, preexec_fn=limited)
+    res = run_devbin(*case.argv(), cwd=tmp_path, preexec_fn=limited)
     line = one_line_error(res)
     assert line == f"devbin: error: {case.product}: cannot write: File too large", line
     also = (compiled(case, tmp_root),) if case.compiler_writes_first else ()
@@ -476,7 +473,7 @@ def test_planted_temporary_symlinks(case: Case, tmp_path: Path, tmp_root: Path) 
     for name in (f"{out.name}.tmp", f".{out.name}.devbin-prune.tmp", f"{out.name}.devbin.tmp"):
         os.symlink(precious, out.parent / name)
     before = snapshot(tmp_path, tuple(i for i in case.inputs if os.path.isabs(i)))
-    res = devbin(case.argv(), tmp_path)
+    res = run_devbin(*case.argv(), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     assert precious.read_bytes() == b"precious: not devbin's to write\n"
     assert out.read_bytes() == ref[case.product]
@@ -499,12 +496,12 @@ def test_two_writers(case: Case, tmp_path: Path, tmp_root: Path) -> None:
     before = snapshot(tmp_path, tuple(i for i in case.inputs if os.path.isabs(i)))
     a = devbin_held(case.argv(), tmp_path, hold)
     try:
-        b = devbin(case.argv(variant=True), tmp_path)
+        b = run_devbin(*case.argv(variant=True), cwd=tmp_path)
         assert b.returncode == 0, b.stderr[-2000:]
         assert (tmp_path / case.product).read_bytes() == ref_b[case.product]
     finally:
         (hold / "release").touch()
-        _, err = a.communicate(timeout=300)
+        _, err = a.communicate(timeout=TOOL_TIMEOUT)
     assert a.returncode == 0, err[-2000:]
     for name, data in ref_a.items():
         assert (tmp_path / name).read_bytes() == data, name
@@ -519,13 +516,13 @@ def test_defect1_extract_archive_member_named_like_its_archive(tmp_path: Path) -
     archive's folder that was the archive itself, truncated to 0 bytes ("Bad address")."""
     prep_extract(tmp_path)
     data = (tmp_path / "k.gfx90a.o").read_bytes()
-    line = one_line_error(devbin(["extract", "k.gfx90a.o"], tmp_path))
+    line = one_line_error(run_devbin("extract", "k.gfx90a.o", cwd=tmp_path))
     assert line == ("devbin: error: k.gfx90a.o: refusing to write over the input k.gfx90a.o: the image "
                     "k.gfx90a.o!k.o (gfx90a) extracts to k.gfx90a.o, which is that file; extract into another "
                     "folder with -o DIR"), line
     assert (tmp_path / "k.gfx90a.o").read_bytes() == data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.gfx90a.o", "v.a"]
-    res = devbin(["extract", "k.gfx90a.o", "-o", "out"], tmp_path)  # elsewhere it extracts
+    res = run_devbin("extract", "k.gfx90a.o", "-o", "out", cwd=tmp_path)  # elsewhere it extracts
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "out" / "k.gfx90a.o").read_bytes() == (SAMPLES / "sample_gfx90a.o").read_bytes()
 
@@ -540,11 +537,11 @@ def test_defect1_extract_fatbin_identifier_named_like_the_file(tmp_path: Path) -
     fatbin = write_fatbin([FatbinImage(FC.KIND_ELF, 90, cubin, identifier="src/kern.cu")])
     (tmp_path / "kern.sm_90.cubin").write_bytes(fatbin)
     for argv in (["extract", "kern.sm_90.cubin"], ["extract", ".", "-o", "."]):
-        line = one_line_error(devbin(argv, tmp_path))
+        line = one_line_error(run_devbin(*argv, cwd=tmp_path))
         assert "refusing to write over the input" in line and "kern.sm_90.cubin" in line, line
         assert (tmp_path / "kern.sm_90.cubin").read_bytes() == fatbin
         assert [p.name for p in tmp_path.iterdir()] == ["kern.sm_90.cubin"]
-    res = devbin(["extract", "kern.sm_90.cubin", "-o", "x"], tmp_path)
+    res = run_devbin("extract", "kern.sm_90.cubin", "-o", "x", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "x" / "kern.sm_90.cubin").read_bytes() == cubin
 
@@ -561,15 +558,15 @@ def test_defect2_link_output_or_map_is_an_input(option: str, how: str, tmp_path:
     if how == "symlink":
         os.symlink("sample_link_lib.o", tmp_path / "alias.o")
         dest = "alias.o"
-    line = one_line_error(devbin(["link", "sample_link_kern.o", "sample_link_lib.o", option, dest], tmp_path))
+    line = one_line_error(run_devbin("link", "sample_link_kern.o", "sample_link_lib.o", option, dest, cwd=tmp_path))
     assert f"{dest}: refusing to write over the input sample_link_lib.o" in line, line
     assert lib.read_bytes() == data
 
 
 def test_link_map_and_output_the_same_file(tmp_path: Path) -> None:
     prep_samples(tmp_path)
-    line = one_line_error(devbin(["link", "sample_link_kern.o", "sample_link_lib.o", "-o", "x.so", "--map", "x.so"],
-                                 tmp_path))
+    line = one_line_error(run_devbin("link", "sample_link_kern.o", "sample_link_lib.o", "-o", "x.so", "--map", "x.so",
+                                     cwd=tmp_path))
     assert line == "devbin: error: x.so: --map and -o name the same file; give the map another name", line
     assert not (tmp_path / "x.so").exists()
 
@@ -584,7 +581,7 @@ def test_defect5_fixed_temporary_name_of_another_writer(case_id: str, temp: str,
     setup_case(case, tmp_path, old=False)
     theirs = b"another writer's output, half written"
     (tmp_path / temp).write_bytes(theirs)
-    res = devbin(case.argv(), tmp_path)
+    res = run_devbin(*case.argv(), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / temp).read_bytes() == theirs
     assert (tmp_path / case.product).read_bytes() == reference(case, tmp_root)[case.product]
@@ -602,7 +599,7 @@ def test_defect5_nvidia_link_never_reads_its_output_back(tmp_path: Path, tmp_roo
     wrapper.write_text(f'#!/bin/sh\n"{nvlink}" "$@" || exit $?\nprintf "another writer" > "$OTHER_WRITER"\n')
     wrapper.chmod(0o755)
     out = tmp_path / case.product
-    res = devbin(case.argv(), tmp_path, env=_env(DEVBIN_NVLINK=str(wrapper), OTHER_WRITER=str(out)))
+    res = run_devbin(*case.argv(), cwd=tmp_path, env=_env(DEVBIN_NVLINK=str(wrapper), OTHER_WRITER=str(out)))
     assert res.returncode == 0, res.stderr
     assert out.read_bytes() == reference(case, tmp_root)[case.product]
 
@@ -614,10 +611,10 @@ def test_defect4_error_names_the_file(tmp_path: Path) -> None:
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
 
-    res = devbin(["annotate", "sample_sm90.cubin", "-o", "a.cubin"], tmp_path, preexec_fn=limited)
+    res = run_devbin("annotate", "sample_sm90.cubin", "-o", "a.cubin", cwd=tmp_path, preexec_fn=limited)
     assert one_line_error(res) == "devbin: error: a.cubin: cannot write: File too large"
     assert not (tmp_path / "a.cubin").exists()  # not 100 bytes of it
-    res = devbin(["annotate", "sample_sm90.cubin", "-o", "sub/a.cubin"], tmp_path)
+    res = run_devbin("annotate", "sample_sm90.cubin", "-o", "sub/a.cubin", cwd=tmp_path)
     assert one_line_error(res) == "devbin: error: sub/a.cubin: cannot write: the folder sub does not exist"
 
 
@@ -637,7 +634,7 @@ def test_tampered_wheel_leaves_the_old_output(how: str, tmp_path: Path) -> None:
     before = _snapshot(tmp_path)
     fatal = how in ("traversal", "duplicate", "truncated")  # --force goes on past the others (test_wheel_verify)
     for extra in (["-o", "out.whl"], ["--in-place"], *([["-o", "out.whl", "--force"]] if fatal else [])):
-        line = one_line_error(devbin(["prune", "pkg.whl", "--drop", "gfx90a", *extra], tmp_path))
+        line = one_line_error(run_devbin("prune", "pkg.whl", "--drop", "gfx90a", *extra, cwd=tmp_path))
         if how == "truncated":
             assert "pkg.whl: not a zip file" in line
         else:

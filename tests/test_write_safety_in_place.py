@@ -43,7 +43,8 @@ from devbin.packaging.prune_packages import prune_tree, record_hash
 from devbin.packaging.pruning import prune
 from devbin.packaging.transaction import JOURNAL_NAME, undo_name
 
-from tests.test_write_safety import _env, _no_dac_override, devbin, one_line_error
+from tests.runners import TOOL_TIMEOUT, run_devbin
+from tests.test_write_safety import _env, _no_dac_override, one_line_error
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LIBS = ("pkg/a.fatbin", "pkg/sub/b.fatbin", "pkg/c.fatbin")
@@ -84,16 +85,21 @@ def tree(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-def pruned_site(before: dict[str, bytes], keep: str) -> dict[str, bytes]:
+def pruned_site(before: dict[str, bytes], keep: str, *, backup: bool = True) -> dict[str, bytes]:
     """What a successful in-place prune of :func:`site` leaves: libraries pruned, their backups (the
-    originals), the package's RECORD rows of the libraries updated, the other RECORD as it was."""
+    originals), the package's RECORD rows of the libraries updated, each followed by its backup's row (so
+    that pip uninstall removes the backup with the package: docs/PRUNE.md), the other RECORD as it was."""
     out = dict(before)
     record = before[RECORD]
     for name in LIBS:
         new = prune(before[name], keep=keep).data
-        out[name], out[name + BACKUP_SUFFIX] = new, before[name]
-        record = record.replace(f"{name},{record_hash(before[name])},{len(before[name])}".encode(),
-                                f"{name},{record_hash(new)},{len(new)}".encode())
+        out[name] = new
+        old_row = f"{name},{record_hash(before[name])},{len(before[name])}"
+        new_row = f"{name},{record_hash(new)},{len(new)}"
+        if backup:
+            out[name + BACKUP_SUFFIX] = before[name]
+            new_row += f"\n{name}{BACKUP_SUFFIX},{old_row.split(',', 1)[1]}"
+        record = record.replace(old_row.encode(), new_row.encode())
     out[RECORD] = record
     return out
 
@@ -143,9 +149,9 @@ def test_defect1_second_in_place_prune_keeps_the_first_original(kind: str, tmp_p
             original = fatbin(b"k")
             target.write_bytes(original)
         backups, originals = {"x": Path(str(target) + BACKUP_SUFFIX)}, {"x": original}
-    first = devbin(["prune", str(target), "--keep", "sm_80,sm_90", "--in-place"], tmp_path)
+    first = run_devbin("prune", str(target), "--keep", "sm_80,sm_90", "--in-place", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    second = devbin(["prune", str(target), "--keep", "sm_90", "--in-place"], tmp_path)
+    second = run_devbin("prune", str(target), "--keep", "sm_90", "--in-place", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     for name, backup in backups.items():
         assert backup.read_bytes() == originals[name], name
@@ -165,23 +171,23 @@ def test_defect2_folder_prune_again_skips_its_backups(tmp_path: Path) -> None:
     libk.so.devbin-backup.devbin-backup and the original was gone); devbin size and list skip them."""
     d = tmp_path / "site"
     before = site(d)
-    assert devbin(["prune", "site", "--keep", "sm_80,sm_90", "--in-place"], tmp_path).returncode == 0
-    res = devbin(["prune", "site", "--keep", "sm_90", "--in-place", "--json"], tmp_path)
+    assert run_devbin("prune", "site", "--keep", "sm_80,sm_90", "--in-place", cwd=tmp_path).returncode == 0
+    res = run_devbin("prune", "site", "--keep", "sm_90", "--in-place", "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert [f["name"] for f in doc["files"]] == sorted(f"site/{n}" for n in LIBS)
     after = tree(d)
     assert not [n for n in after if n.endswith(BACKUP_SUFFIX + BACKUP_SUFFIX)]
     assert {n: after[n + BACKUP_SUFFIX] for n in LIBS} == {n: before[n] for n in LIBS}
-    size = json.loads(devbin(["size", "site", "--json"], tmp_path).stdout)
-    listed = devbin(["list", "site"], tmp_path).stdout
+    size = json.loads(run_devbin("size", "site", "--json", cwd=tmp_path).stdout)
+    listed = run_devbin("list", "site", cwd=tmp_path).stdout
     assert BACKUP_SUFFIX not in json.dumps(size) and BACKUP_SUFFIX not in listed
     # the same folder without its backups gives the same sizes
     for n in LIBS:
         os.unlink(d / (n + BACKUP_SUFFIX))
-    assert json.loads(devbin(["size", "site", "--json"], tmp_path).stdout) == size
+    assert json.loads(run_devbin("size", "site", "--json", cwd=tmp_path).stdout) == size
     # a backup named on the command line is a file like any other
-    assert devbin(["list", str(tmp_path / "site" / LIBS[0])], tmp_path).returncode == 0
+    assert run_devbin("list", str(tmp_path / "site" / LIBS[0]), cwd=tmp_path).returncode == 0
 
 
 # --------------------------------------------------------------------------- defect 3: one devbin at a time
@@ -207,14 +213,14 @@ def test_defect3_a_second_in_place_prune_stops_at_once(kind: str, tmp_path: Path
     a = held(["prune", str(target), "--keep", "sm_90", "--in-place"], tmp_path, hold)
     try:
         snap = tree(target) if kind == "folder" else {"": target.read_bytes()}
-        b = devbin(["prune", str(target), "--keep", "sm_80,sm_90", "--in-place"], tmp_path)
+        b = run_devbin("prune", str(target), "--keep", "sm_80,sm_90", "--in-place", cwd=tmp_path)
         line = one_line_error(b)
         assert line == (f"devbin: error: another devbin is pruning {target} in place (pid {a.pid}); "
                         "try again when it ends"), line
         assert (tree(target) if kind == "folder" else {"": target.read_bytes()}) == snap
     finally:
         (hold / "release").touch()
-        _, err = a.communicate(timeout=300)
+        _, err = a.communicate(timeout=TOOL_TIMEOUT)
     assert a.returncode == 0, err
     if kind == "folder":
         assert tree(target) == pruned_site(before, "sm_90")
@@ -240,7 +246,7 @@ def test_in_place_killed_mid_write_keeps_the_input(kind: str, tmp_path: Path) ->
     proc.communicate()
     assert target.read_bytes() == original
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["hold", target.name, Path(lock_path(target)).name])
-    res = devbin(["prune", target.name, "--keep", "sm_90", "--in-place"], tmp_path)
+    res = run_devbin("prune", target.name, "--keep", "sm_90", "--in-place", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert Path(str(target) + BACKUP_SUFFIX).read_bytes() == original
     assert not Path(lock_path(target)).exists()
@@ -259,7 +265,7 @@ def test_defect3_racing_in_place_prunes(tmp_path: Path) -> None:
                                   env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for _ in range(2)]
         for p in procs:
-            _, err = p.communicate(timeout=300)
+            _, err = p.communicate(timeout=TOOL_TIMEOUT)
             assert p.returncode == 0 or (p.returncode == 1 and "another devbin is pruning" in err), err
         assert Path(str(f) + BACKUP_SUFFIX).read_bytes() == original
         assert f.read_bytes() == want
@@ -271,7 +277,7 @@ def test_lock_left_by_a_killed_devbin_is_taken_and_removed(tmp_path: Path) -> No
     f = tmp_path / "libk.fatbin"
     f.write_bytes(fatbin(b"k"))
     Path(lock_path(f)).write_text("999999\n")
-    res = devbin(["prune", str(f), "--keep", "sm_90", "--in-place"], tmp_path)
+    res = run_devbin("prune", str(f), "--keep", "sm_90", "--in-place", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert not Path(lock_path(f)).exists()
     (tmp_path / "link.fatbin").symlink_to(f.name)
@@ -298,8 +304,8 @@ def test_defect4_read_only_folder_of_library_b_changes_nothing(tmp_path: Path) -
     before = site(d)
     (d / "pkg" / "sub").chmod(0o555)
     try:
-        res = devbin(["prune", "site", "--keep", "sm_90", "--in-place"], tmp_path,
-                     preexec_fn=_no_dac_override if os.geteuid() == 0 else None)
+        res = run_devbin("prune", "site", "--keep", "sm_90", "--in-place", cwd=tmp_path,
+                         preexec_fn=_no_dac_override if os.geteuid() == 0 else None)
     finally:
         (d / "pkg" / "sub").chmod(0o755)
     line = one_line_error(res)
@@ -317,7 +323,8 @@ def test_defect4_file_size_limit_on_library_b_changes_nothing(tmp_path: Path) ->
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    line = one_line_error(devbin(["prune", "site", "--keep", "sm_90", "--in-place"], tmp_path, preexec_fn=limited))
+    line = one_line_error(run_devbin("prune", "site", "--keep", "sm_90", "--in-place", cwd=tmp_path,
+                                     preexec_fn=limited))
     assert line == "devbin: error: site/pkg/sub/b.fatbin: cannot write: File too large; nothing was changed", line
     _assert_unchanged(d, before)
 
@@ -364,13 +371,13 @@ def test_defect4_killed_between_two_libraries_is_undone_by_the_next_run(tmp_path
     assert (d / JOURNAL_NAME).exists()
     assert (d / "pkg/a.fatbin").read_bytes() == prune(before["pkg/a.fatbin"], keep="sm_80,sm_90").data
     assert Path(undo_name(str(d / "pkg/a.fatbin"))).read_bytes() == before["pkg/a.fatbin"]
-    size = devbin(["size", "site", "--json"], tmp_path)
+    size = run_devbin("size", "site", "--json", cwd=tmp_path)
     assert size.returncode == 0 and BACKUP_SUFFIX not in size.stdout
     snap = tree(d)
-    dry = devbin(["prune", "site", "--keep", "sm_90", "--dry-run"], tmp_path)
+    dry = run_devbin("prune", "site", "--keep", "sm_90", "--dry-run", cwd=tmp_path)
     assert dry.returncode == 0 and f"{JOURNAL_NAME}: an in-place prune was interrupted here" in dry.stderr, dry.stderr
     assert tree(d) == snap
-    res = devbin(["prune", "site", "--keep", "sm_90", "--in-place"], tmp_path)
+    res = run_devbin("prune", "site", "--keep", "sm_90", "--in-place", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert (f"note: site: an interrupted in-place prune (pid {proc.pid}) was undone: "
             f"{len(LIBS) + 1} file(s) put back as they were before it") in res.stderr, res.stderr
@@ -399,7 +406,7 @@ def test_defect4_odd_records_are_read_as_bytes(tmp_path: Path) -> None:
     odd = b"pkg/\xe9t\xe9.py,sha256=x,1\n"
     (d / RECORD).write_bytes(odd + before[RECORD])
     before[RECORD] = odd + before[RECORD]
-    res = devbin(["prune", "site", "--keep", "sm_90", "--in-place"], tmp_path)
+    res = run_devbin("prune", "site", "--keep", "sm_90", "--in-place", cwd=tmp_path)
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     want = pruned_site(before, "sm_90")
     assert tree(d) == want
@@ -427,7 +434,7 @@ def test_no_backup_folder_rollback_keeps_no_file(tmp_path: Path, monkeypatch: py
     _assert_unchanged(d, before)
     monkeypatch.setattr(output_mod.Output, "commit", real)
     prune_tree(d, keep="sm_90", backup=False)
-    want = {n: v for n, v in pruned_site(before, "sm_90").items() if not n.endswith(BACKUP_SUFFIX)}
+    want = pruned_site(before, "sm_90", backup=False)
     assert tree(d) == want
 
 
@@ -441,7 +448,7 @@ def test_a_journal_naming_files_outside_the_folder_is_refused(tmp_path: Path) ->
     entry = {"path": "../precious", "undo": undo_name("../precious")}
     (d / JOURNAL_NAME).write_text(json.dumps({"pid": 1, "files": [entry]}))
     before[JOURNAL_NAME] = (d / JOURNAL_NAME).read_bytes()
-    line = one_line_error(devbin(["prune", "site", "--keep", "sm_90", "--in-place"], tmp_path))
+    line = one_line_error(run_devbin("prune", "site", "--keep", "sm_90", "--in-place", cwd=tmp_path))
     assert "an interrupted prune's journal cannot be read (a path outside the folder: '../precious')" in line, line
     _assert_unchanged(d, before)
     assert outside.read_bytes() == b"not the folder's\n"
@@ -498,13 +505,13 @@ def test_a_folder_prune_and_a_file_prune_inside_it_exclude_each_other(first: str
     a = held(["prune", str(one), "--keep", "sm_90", "--in-place"], tmp_path, hold)
     try:
         snap = tree(folder)
-        b = devbin(["prune", str(other), "--keep", "sm_80,sm_90", "--in-place"], tmp_path)
+        b = run_devbin("prune", str(other), "--keep", "sm_80,sm_90", "--in-place", cwd=tmp_path)
         line = one_line_error(b)
         assert line.startswith("devbin: error: another devbin is pruning ") and f"(pid {a.pid})" in line, line
         assert tree(folder) == snap
     finally:
         (hold / "release").touch()
-        _, err = a.communicate(timeout=300)
+        _, err = a.communicate(timeout=TOOL_TIMEOUT)
     assert a.returncode == 0, err
     if first == "folder":
         assert tree(folder) == pruned_site(before, "sm_90")

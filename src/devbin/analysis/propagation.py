@@ -12,7 +12,7 @@ first (Tarjan, iterative), and gives every component:
 * whether it **recurses**: it is a cycle, or reaches one.
 
 The device linker's resources pass (:mod:`devbin.link.resources`, over the program graph) and
-the AMDGPU kernel totals written into a linked code object (:mod:`devbin.link.amdgpu_facts`)
+the AMDGPU kernel totals written into a linked code object (:mod:`devbin.targets.amdgpu.link_facts`)
 both use it; each adds its own vendor's facts and reasons.
 """
 

@@ -140,6 +140,45 @@ def add_jobs_option(p: argparse.ArgumentParser) -> None:
                         "the output is the same whatever N")
 
 
+def add_max_segments_option(p: argparse.ArgumentParser) -> None:
+    """``--max-segments N`` (prune, size --keep): the most program headers a pruned linked file may have;
+    read by :func:`max_segments` (a bad value is one line, exit 2, with the number meant)."""
+    p.add_argument("--max-segments", metavar="N", default=None,
+                   help="the most program headers a pruned library may have (default 2,048): each range of "
+                        "freed pages cut out adds one, and glibc holds them on the stack of the thread that "
+                        "loads the library (docs/PRUNE.md)")
+
+
+def max_segments(text: str | None) -> int | None:
+    """``--max-segments``'s value (None: not given, the default), checked by
+    :func:`devbin.formats.elf.pages.check_max_segments`; BadArguments naming the number meant for ``4k``,
+    ``4KiB``, ``0x1000`` or ``4,096.0``."""
+    if text is None:
+        return None
+    from devbin.formats.elf.pages import check_max_segments
+    t = text.strip().replace(",", "").replace("_", "")
+    meant: int | None = None
+    try:
+        value = int(t, 10)
+    except ValueError:
+        low = t.lower().removesuffix("ib").removesuffix("b")
+        try:
+            if low[-1:] in ("k", "m") and low[:-1]:
+                meant = int(float(low[:-1]) * (1024 if low[-1] == "k" else 1024 * 1024))
+            elif low.startswith("0x"):
+                meant = int(low, 16)
+            elif float(low).is_integer():
+                meant = int(float(low))
+        except ValueError:
+            meant = None
+        hint = f"; did you mean {meant}?" if meant is not None and meant >= 1 else ", such as 4096"
+        raise BadArguments(f"--max-segments {text!r}: expected a whole number of program headers{hint}") from None
+    try:
+        return check_max_segments(value)
+    except UsageError as e:
+        raise BadArguments("--max-segments " + e.message.removeprefix("max_segments=")) from None
+
+
 def add_picture_option(p: argparse.ArgumentParser, flag: str, help: str) -> None:
     """``FLAG`` (``--html``, ``--svg``): also write a picture, to ``-o OUT`` (the one output convention,
     see the module docstring); ``FLAG OUT``, the old spelling, still accepted (:func:`picture_output`)."""

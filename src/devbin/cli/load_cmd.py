@@ -45,8 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                  "first code object's)")
     p.add_argument("--kernel", metavar="NAME", help="print only this kernel, with every attribute")
     p.add_argument("--lazy", action="store_true", help="freeze without mapping; --kernel maps only its closure")
-    p.add_argument("--backend", choices=("simulated", "cuda"), default="simulated",
-                   help="the device: devbin's simulated address space (default) or the CUDA driver")
+    from devbin.targets.registry import VENDORS
+
+    drivers = [v.offload_kind for v in VENDORS if v.driver_backend]
+    p.add_argument("--backend", choices=("simulated", *drivers), default="simulated",
+                   help="the device: devbin's simulated address space (default) or "
+                        + " or ".join(f"the {v.offload_kind.upper()} driver" for v in VENDORS if v.driver_backend))
     p.add_argument("--json", action="store_true", help="print the executable as JSON")
 
 
@@ -58,15 +62,8 @@ def _regs(r: dict[str, Any] | None) -> str:
     return " ".join(f"{letter}{v}" for letter, v in counts if v is not None) or "-"
 
 
-def _stack(r: dict[str, Any] | None) -> int | None:
-    """Per-thread stack from ``resources``: ``stack``, else ``local``: ``LoadedSymbol.stack_bytes``."""
-    if r is None:
-        return None
-    v = r["stack"] if r["stack"] is not None else r["local"]
-    return v if isinstance(v, int) else None
-
-
-def _text(d: dict[str, Any], symbols: list[dict[str, Any]], out: TextIO) -> None:
+def _text(d: dict[str, Any], symbols: list[dict[str, Any]], stacks: list[int | None], out: TextIO) -> None:
+    """The executable as text; ``stacks``: each symbol's per-thread stack (``LoadedSymbol.stack_bytes``)."""
     d, symbols = visible_tree(d), visible_tree(symbols)  # the text rule on every name read from a file
     t = d["target"]
     out.write(f"executable for {t['name']} ({t['vendor']}), {d['backend']} device, frozen\n\ncode objects:\n")
@@ -76,8 +73,7 @@ def _text(d: dict[str, Any], symbols: list[dict[str, Any]], out: TextIO) -> None
                   f"{' for the driver' if o['driver_relocations'] else ''})\n")
     out.write("\n")
     rows = [("KIND", "ADDRESS", "SIZE", "NAME", "CODE OBJECT", "REGS", "STACK", "CALLCONV", "LINKAGE")]
-    for s in symbols:
-        own = _stack(s["resources"])
+    for s, own in zip(symbols, stacks, strict=True):
         stack = "-" if own is None else str(own)
         rows.append((s["kind"], f"{s['address']:#x}", str(s["size"]), s["name"], s["code_object"],
                      _regs(s["resources"]), stack, s["callconv"] or "-", s["linkage"]))
@@ -97,28 +93,32 @@ def stats_text(st: dict[str, Any], timings: bool = True) -> str:
             f"{'s' if st['lazy_loads'] != 1 else ''}" + (f", {st['lazy_load_s'] * 1e3:.2f} ms" if timings else ""))
 
 
-def _kernel_text(s: dict[str, Any], out: TextIO) -> None:
+def _kernel_text(s: dict[str, Any], stack: int | None, out: TextIO) -> None:
     s = visible_tree(s)
     out.write(f"kernel {s['name']} ({s['code_object']})\n")
     out.write(f"  address      {s['address']:#x}" + (f"  (descriptor {s['descriptor']})" if s["descriptor"] else "")
               + "\n")
     out.write(f"  entry        {s['code_address']:#x}\n  size         {s['size']}\n")
-    out.write(f"  registers    {_regs(s['resources'])}\n  stack        {_stack(s['resources'])}\n")
+    out.write(f"  registers    {_regs(s['resources'])}\n  stack        {stack}\n")
     out.write(f"  callconv     {s['callconv']}\n")
     for k, v in s["attributes"].items():
         out.write(f"  {k:<12} {v}\n")
 
 
-def _run_cuda(args: argparse.Namespace, target: str, out: TextIO) -> int:
-    """``--backend cuda``: link and load the files with the driver, print kernels and resources."""
-    from devbin.cli.common import dump
-    from devbin.load.cuda import driver_report
+def _run_driver(args: argparse.Namespace, target: str, out: TextIO) -> int:
+    """``--backend cuda`` (a vendor's driver: its descriptor's ``driver_backend``): link and load the files
+    with the driver, print kernels and resources."""
+    import importlib
 
-    d = driver_report(args.files, target, args.kernel, args.lazy)
+    from devbin.cli.common import dump
+    from devbin.targets.registry import VENDORS
+
+    vendor = next(v for v in VENDORS if v.driver_backend and v.offload_kind == args.backend)
+    d = importlib.import_module(vendor.driver_backend).driver_report(args.files, target, args.kernel, args.lazy)
     if args.json:
-        dump("load-cuda", d, out)
+        dump(f"load-{vendor.offload_kind}", d, out)
     else:
-        out.write(f"CUDA driver ({d['lazy_env']} module loading), {target}\n")
+        out.write(f"{vendor.offload_kind.upper()} driver ({d['lazy_env']} module loading), {target}\n")
         for r in d["kernels"]:
             out.write(f"  kernel {r['name']}: registers {r['registers']}, local {r['local']}, shared {r['shared']}\n")
         diffs: list[str] = d["differences"]
@@ -137,10 +137,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if not images and not holds_device_code(args.files):
         return no_device_code(args.files)
     target = args.target or (code_object_target(args.files[0]) if args.files else images[0][0].arch)
-    if args.backend == "cuda":
+    if args.backend != "simulated":
         if images:
-            raise BadArguments("--backend cuda loads FILEs only; extract the image first (devbin extract --image)")
-        return _run_cuda(args, target, out)
+            raise BadArguments(f"--backend {args.backend} loads FILEs only; extract the image first "
+                               "(devbin extract --image)")
+        return _run_driver(args, target, out)
     exe = Executable(target, lazy=args.lazy)
     for f in args.files:
         exe.load(f)
@@ -160,12 +161,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         dump("load", d, out)
     elif k is not None:
-        _kernel_text(symbols[0], out)
+        _kernel_text(symbols[0], k.stack_bytes, out)
         if args.lazy:
             out.write("  loaded       " + "; ".join(f"{n}: {', '.join(c['functions'] + c['data'])}"
                                                    for n, c in d["closure"].items()) + "\n")
         out.write(stats_text(d["stats"]) + "\n")
     else:
-        _text(d, symbols, out)
+        _text(d, symbols, [s.stack_bytes for s in exe.symbols()], out)
         out.write("\n" + stats_text(d["stats"]) + "\n")
     return 0

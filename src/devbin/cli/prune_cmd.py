@@ -25,6 +25,15 @@ is refused.
   highest      the kept ones plus, in each fatbin, the highest PTX a newer GPU
                can JIT: the slim library still runs (JIT) on GPUs newer than kept
 
+A kept GPU loads from the result what it loaded from the input: in each
+container the image the driver picks for it stays, named or not (a fatbin
+holding only compute_50 PTX keeps it under --keep sm_90: sm_90 JIT-compiles
+it; sm_86 runs sm_80 SASS); a note and the JSON's fallback_images count them.
+--ptx none drops such PTX, and a --drop name equal to an image's arch drops
+that image: a note and unloadable_containers count the containers a kept GPU
+then loads nothing from.  Containers emptied of LTO-IR (no driver loads it;
+a library may link it with nvJitLink) are counted in a note.
+
 Objects and archives shrink: the fatbin/offload sections are rewritten and the
 symbols and relocations pointing at them fixed up; archives are written again
 deterministically (GNU format, symbol table rebuilt).  Shared libraries and
@@ -50,10 +59,19 @@ even with --force: no rewrite of such a wheel is faithful.  Members are
 streamed, never read whole (but the libraries being pruned), also for
 --dry-run.  A truncated .whl, or one that is not a zip, is an error ("not a
 zip file", exit 1), in this and every other command.  A folder (an installed site-packages) is pruned in place
-(--in-place), with the RECORD rows of the pruned files updated.  --jobs N
+(--in-place), with the RECORD rows of the pruned files updated and each
+backup's row added to its package's RECORD (pip uninstall removes it).  --jobs N
 prunes the libraries of a wheel or folder (from 8 MB of them) in N
 processes (default: one per processor; --jobs 1: this process only); the
 output, the new wheel and the files written are the same whatever N.
+
+--max-segments N: the most program headers a pruned library or executable
+may have (default 2,048).  Each range of freed pages cut out of a data
+section adds one, and glibc's loader holds them on the stack of the thread
+that calls dlopen (about 112 bytes each); past N the smaller ranges stay as
+zeros (a note says how many bytes).  cuFFT --keep sm_90 --ptx none: 2,048
+saves 57.3 MB and loads from a thread with a 256 KiB stack; 4,096 saves
+89.4 MB and needs a 1 MiB stack; 8,192 saves 130.9 MB (docs/PRUNE.md).
 
 --image ADDRESS (repeatable; as `devbin list --all` prints it) applies --keep or
 --drop to those images only; every other image stays.  (--keep/--drop use
@@ -94,10 +112,12 @@ from devbin.cli.common import (
     BadArguments,
     ImageFilter,
     add_jobs_option,
+    add_max_segments_option,
     arch_list,
     dump,
     holds_device_code,
     keep,
+    max_segments,
     no_device_code,
     note,
 )
@@ -134,6 +154,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="a wheel whose RECORD does not match its members: go on, with a new RECORD (notes say what "
                         "was wrong)")
+    add_max_segments_option(p)
     add_jobs_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -143,6 +164,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     args.keep = arch_list(args.keep, "--keep") or None
     args.drop = arch_list(args.drop, "--drop") or None
+    args.max_segments = max_segments(args.max_segments)
     output = args.output
     if output is None and args.in_place:
         output = args.path
@@ -179,15 +201,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             progress(0, size)
         result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                             in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses],
-                            backup=backup, ptx=args.ptx)
+                            backup=backup, ptx=args.ptx, max_segments=args.max_segments)
     arch_bytes = result.to_dict()["arch_bytes"]
     files = [{"name": args.path, "input_size": result.input_size, "output_size": result.output_size,
               "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(),
-              "arch_bytes": arch_bytes, "untouched": ""}]
+              "arch_bytes": arch_bytes, "untouched": "", "fallback_images": result.fallback_images,
+              "unloadable_containers": result.unloadable_containers}]
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
                "kind": "file", **result.to_dict(), "files": files, "package": None, "backup": backup,
-               "ptx_policy": args.ptx}
+               "ptx_policy": args.ptx, "max_segments": _segments(args)}
         dump("prune", doc, out)
         return 0
     _images(result.rows(), out)
@@ -198,6 +221,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for n in result.notes:
         note(n)
     return 0
+
+
+def _segments(args: argparse.Namespace) -> int:
+    """The program-header limit the prune ran with (``--max-segments``, or the default)."""
+    from devbin.formats.elf.pages import MAX_SEGMENTS
+    return int(args.max_segments) if args.max_segments is not None else MAX_SEGMENTS
 
 
 def _destination(output: str, path: str) -> str:
@@ -269,20 +298,24 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
         with progress_bar("pruning") as progress:
             result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
                                 backup=not args.no_backup, jobs=args.jobs, missing=args.missing or "keep",
-                                progress=progress, ptx=args.ptx)
+                                progress=progress, ptx=args.ptx, max_segments=args.max_segments)
         output = None if args.dry_run else args.path
     else:
         backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
         with progress_bar("pruning") as progress:
             result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                                  in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force,
-                                 missing=args.missing or "keep", progress=progress, ptx=args.ptx)
+                                 missing=args.missing or "keep", progress=progress, ptx=args.ptx,
+                                 max_segments=args.max_segments)
     totals = result.to_dict()
     freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
                "kind": result.kind, "input_size": result.input_size, "output_size": result.output_size,
                "file_bytes_saved": result.bytes_saved, "container_bytes_freed": freed,
+               "fallback_images": sum(f.result.fallback_images for f in result.files if f.result is not None),
+               "unloadable_containers": sum(f.result.unloadable_containers for f in result.files
+                                            if f.result is not None),
                "saved_by_arch": result.saved_by_arch(),
                "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in result.bytes_by_arch().items()},
                "images": [{**i.to_dict(), "container": i.container, "kept": k} for i, k in result.images],
@@ -290,7 +323,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
                "package": {k: totals[k] for k in ("kind", "package_size_before", "package_size_after",
                                                   "files_size_before", "files_size_after", "installed_size_before",
                                                   "installed_size_after")},
-               "backup": backup, "ptx_policy": args.ptx}
+               "backup": backup, "ptx_policy": args.ptx, "max_segments": _segments(args)}
         dump("prune", doc, out)
         return 0
     _images(result.rows(), out)

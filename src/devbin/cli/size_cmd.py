@@ -27,7 +27,16 @@ and architectures as code spans.
 
 --keep ARCHS (sm_90,gfx90a ...): what `devbin prune --keep ARCHS` would save, per file and in total,
 computed by prune itself (the numbers prune then reports): the total under the first line, a SAVED
-column in the architecture table (the bytes of the images dropped), a table per file at the end.
+column in the architecture table (the bytes of the images dropped), a table per file at the end,
+then per wheel its size (compressed) and installed size before and after, and for a folder (an
+environment's site-packages) its installed size before and after `prune --in-place` (every file but
+the backups, its packages' RECORDs included);
+and a line when prune keeps images no name keeps (what a kept GPU loads: docs/PRUNE.md, "What a kept
+GPU loads") or leaves containers a kept GPU loads nothing from.
+
+--max-segments N (with --keep): prune's limit on a pruned library's program headers (default 2,048;
+docs/PRUNE.md): a higher one cuts more freed pages out of a library that keeps its fatbins in data
+sections, at the cost of the loading thread's stack.
 
 --jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
 of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
@@ -76,9 +85,11 @@ from devbin.cli.common import (
     ImageFilter,
     add_image_options,
     add_jobs_option,
+    add_max_segments_option,
     add_picture_option,
     arch_list,
     dump,
+    max_segments,
     no_device_code,
     picture_output,
     warn,
@@ -117,6 +128,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graph", action="append", default=[], metavar="ADDRESS",
                    help="a code object whose call graph --html shows (repeatable; default: the largest)")
     add_image_options(p, all=False)
+    add_max_segments_option(p)
     add_jobs_option(p)
 
 
@@ -151,13 +163,16 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
     keep = arch_list(args.keep, "--keep") or None
+    segments = max_segments(args.max_segments)
+    if segments is not None and keep is None:
+        raise BadArguments("--max-segments goes with --keep (it is prune's)")
     report = ScanReport()
     files = _filtered(measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES),
                       choose)
     if measured is not None:
         measured(files)
     return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail, jobs=args.jobs,
-                       min_bytes=MIN_PARALLEL_BYTES), report.failed
+                       min_bytes=MIN_PARALLEL_BYTES, paths=paths, max_segments=segments), report.failed
 
 
 # --------------------------------------------------------------------------- text
@@ -235,6 +250,10 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
     if saved is not None:
         w(f"--keep {','.join(saved['keep'])}: `devbin prune` saves {_n(saved['bytes'])} of {_n(t['file_bytes'])} file "
           f"bytes ({_pct(saved['bytes'], t['file_bytes']).strip()}); the containers shrink by {_n(saved['freed'])}\n")
+        if saved.get("fallback_images") or saved.get("unloadable_containers"):
+            w(f"  it keeps {_n(saved.get('fallback_images', 0))} images no name keeps (what a kept GPU loads from "
+              f"their containers), and {_n(saved.get('unloadable_containers', 0))} containers no longer load on a "
+              "kept GPU (devbin prune's notes say which)\n")
     files = sorted(doc["files"], key=lambda f: (-f["device_bytes"], f["path"]))
     if len(files) > 1:
         w(f"\n{'FILE':60} {'DEVICE':>14} {'%':>6} {'FILE BYTES':>14} {'IMAGES':>6}\n")
@@ -293,10 +312,12 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
         w(_more(files, top, "files"))
         for p in saved.get("packages", []):
             if "refused" in p:
-                w(f"wheel {p['path']}: refused: {p['refused'].removeprefix(p['path'] + ': ')}\n")
+                w(f"{p['kind']} {p['path']}: refused: {p['refused'].removeprefix(p['path'] + ': ')}\n")
                 continue
-            w(f"wheel {p['path']}: {_n(p['size_before'])} -> {_n(p['size_after'])} bytes compressed, "
-              f"installed {_n(p['installed_before'])} -> {_n(p['installed_after'])}\n")
+            compressed = (f"{_n(p['package_size_before'])} -> {_n(p['package_size_after'])} bytes compressed, "
+                          if "package_size_before" in p else "")  # a wheel's; a folder is its installed size
+            w(f"{p['kind']} {p['path']}: {compressed}installed {_n(p['installed_size_before'])} -> "
+              f"{_n(p['installed_size_after'])}\n")
 
 
 def render_csv(doc: dict[str, Any], out: TextIO) -> None:

@@ -96,7 +96,7 @@ if TYPE_CHECKING:
 # of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
 
 __all__ = ["MAX_DEPTH", "MAX_MEMBER_SIZE", "ByteProgress", "Progress", "Scanner", "ToScan", "file_sizes",
-           "folder_files", "jobs_for", "scan", "scan_bytes"]
+           "folder_bytes", "jobs_for", "scan", "scan_bytes"]
 
 #: Nesting limit (zip in zip in archive ...): deeper members are reported, not opened.
 MAX_DEPTH = 12
@@ -192,12 +192,21 @@ def _walk(display: str, root: Path, rep: ScanReport) -> Iterator[tuple[str, Path
             rep.warn(sub_display, f"cannot read: {err}")
 
 
-def folder_files(root: str | os.PathLike[str]) -> Iterator[Path]:
-    """The regular files under the folder ``root`` as every folder scan reads them (:func:`_walk`: sorted,
-    symbolic links not followed, ``.devbin-backup`` files left out); folders that cannot be listed are
-    left out."""
+def folder_bytes(root: str | os.PathLike[str]) -> int:
+    """The installed size of the folder ``root`` (an environment's site-packages): the bytes of the regular
+    files under it as every folder scan walks them (:func:`_walk`: symbolic links and ``*.devbin-backup``
+    skipped), less devbin's own lock files and prune's journal (``.devbin-*``, ``*.devbin-lock``: there
+    while a command runs).  ``prune --in-place`` reports it before and after, ``size --keep`` predicts it
+    (:mod:`devbin.packaging.prune_packages`, :mod:`devbin.size.report`): one count, so the two agree to
+    the byte."""
+    from devbin.binary.lock import LOCK_NAME  # fcntl: imported by what locks, not by every scan
+
+    total = 0
     for _, path in _walk(os.fspath(root), Path(root), ScanReport()):
-        yield path
+        if not path.name.startswith(".devbin-") and not path.name.endswith(LOCK_NAME):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+    return total
 
 
 def _member(parent: Frame, name: str, seen: dict[str, int], origin: str) -> Frame:

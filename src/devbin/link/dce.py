@@ -12,7 +12,7 @@ Roots: every kernel, or the kernels named (``--kernels k1,k2``, like ``nvlink
 
 ``keep_address_taken`` keeps every address-taken function instead (nvlink's rule: its
 ``-kernels-used`` never drops one, whatever the prototypes; verified with nvlink 13.0,
-:mod:`devbin.link.nvlink`), for a result equal to nvlink's.
+:mod:`devbin.targets.nvidia.link_nvlink`), for a result equal to nvlink's.
 
 An indirect call site whose prototype matches no address-taken function at all is a
 warning naming the call site and its prototype (``Prototype.__str__``): a call that can

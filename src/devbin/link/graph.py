@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from devbin.link.backend import link_backend
 from devbin.link.resolution import Resolution
 from devbin.link.units import Unit
 from devbin.model import Function, Prototype
@@ -94,9 +95,10 @@ def build_graph(res: Resolution) -> ProgramGraph:
             is_fn = name in funcs or name not in u.data_objects
             g.nodes[k] = ProgramNode(k, name, u, is_fn, u.sizes[name], funcs.get(name))
     for k, node in g.nodes.items():
-        # AMDGPU: a kernel's descriptor <kernel>.kd is what the loader looks up; it lives and dies with the kernel
-        if not node.is_function and node.name.endswith(".kd") and node.unit.machine == "amdgpu":
-            owner = key(node.unit, node.name[:-3])
+        # a kernel's descriptor (AMDGPU <kernel>.kd) is what the loader looks up; it lives and dies with the kernel
+        fn = None if node.is_function else link_backend(node.unit.vendor).descriptor_owner(node.name)
+        if fn is not None:
+            owner = key(node.unit, fn)
             if owner is not None and owner in g.nodes:
                 g.nodes[owner].data.append(k)
     for u in res.units:

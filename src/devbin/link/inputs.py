@@ -30,12 +30,14 @@ from devbin.formats.ar import ArchiveFile, is_archive
 from devbin.formats.ar.writer import elf_global_symbols
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
-from devbin.images.record import AMDGPU, CUBIN, BareElf
+from devbin.images.record import BareElf
 from devbin.images.scan import scan_bytes
+from devbin.link.backend import link_arch
 from devbin.link.resolution import ArchiveInput
 from devbin.link.units import Unit
 from devbin.superarchive import is_superarchive
 from devbin.superarchive import open as open_superarchive
+from devbin.targets.registry import object_kinds
 
 __all__ = ["LinkInputs", "arch_key", "load_inputs"]
 
@@ -50,19 +52,18 @@ class LinkInputs:
 
 
 def arch_key(text: str) -> str:
-    """The part of a target that decides linkability: ``gfx90a`` of ``gfx90a:xnack+``; ``sm_90`` of ``sm_90a``."""
-    base = text.split(":", 1)[0]
-    if base.startswith("sm_") and base[-1:] in ("a", "f"):
-        base = base[:-1]
-    return base
+    """The part of a target that decides linkability: ``gfx90a`` of ``gfx90a:xnack+``; ``sm_90`` of ``sm_90a``
+    (the vendor's rule: :func:`devbin.link.backend.link_arch`)."""
+    return link_arch(text)
 
 
 def _device_images(name: str, data: bytes) -> list[tuple[str, str, bytes]]:
     """``(display name, arch, bytes)`` of every relocatable device ELF in ``data`` (itself, or inside a host
     file), from the images :func:`devbin.images.scan_bytes` finds (every image: ``all``)."""
     out: list[tuple[str, str, bytes]] = []
+    kinds = object_kinds()  # the vendors' device ELF code objects
     for image in scan_bytes(data, name, all=True):
-        if image.kind not in (CUBIN, AMDGPU):
+        if image.kind not in kinds:
             continue
         elf = bytes(image.data())
         e_type = image.native.e_type if isinstance(image.native, BareElf) else ElfFile(elf, where=name).header.e_type

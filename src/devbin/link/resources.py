@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from devbin.analysis.propagation import propagate as propagate_totals
+from devbin.link.backend import link_backend
 from devbin.link.graph import ProgramGraph, ProgramNode
 from devbin.model import StdAttr
 from devbin.model.reach import reachable_preorder
@@ -70,11 +71,12 @@ class KernelUsage:
 
 def _totals(node: ProgramNode, own: Resources, maxima: dict[str, int | None], stack: int, dynamic: bool) -> Resources:
     """``own`` with the propagated totals in its fields (the stack where the vendor keeps it:
-    ``stack``, or for AMDGPU without a stack size the private segment, ``local``)."""
+    ``stack``, or without a stack size, where the private segment is the stack (AMDGPU), ``local``)."""
     general, scalar = maxima.get("general"), maxima.get("scalar")
     out = replace(own, registers=general, sgprs=scalar, vgprs=general if scalar is not None else None,
                   agprs=maxima.get("accum"), dynamic_stack=dynamic)
-    if node.unit.machine == "amdgpu" and own.stack is None:
+    vendor = node.unit.vendor
+    if vendor is not None and vendor.private_segment_is_stack and own.stack is None:
         return replace(out, local=stack)
     return replace(out, stack=stack)
 
@@ -86,22 +88,25 @@ def _uint(node: ProgramNode, attr: int) -> int | None:
 def _dynamic(graph: ProgramGraph, node: ProgramNode) -> bool:
     """The function's own dynamic-stack flag (a FLAG attribute).
 
-    AMDGPU: LLVM sets the flag for any call that leaves the object, because it cannot see
-    the callee; when such a function's callees are now in the link, its own flag says
-    nothing more and the callees' flags (and recursion) decide instead.
+    Where the compiler sets the flag for any call that leaves the object, because it cannot see
+    the callee (AMDGPU: LLVM; :attr:`devbin.link.backend.LinkBackend.calls_out_flag_dynamic_stack`),
+    and such a function's callees are now in the link, its own flag says nothing more and the
+    callees' flags (and recursion) decide instead.
     """
     if node.function is None or not node.function.attr(StdAttr.DYNAMIC_STACK):
         return False
-    return not (node.unit.machine == "amdgpu" and any(graph.nodes[c].unit is not node.unit for c in node.calls))
+    return not (link_backend(node.unit.vendor).calls_out_flag_dynamic_stack
+                and any(graph.nodes[c].unit is not node.unit for c in node.calls))
 
 
 def _stack(node: ProgramNode) -> int | None:
-    """The compiler-reported stack: ``STACK_SIZE``; for AMDGPU the private segment (``PRIVATE_BYTES``:
-    LLVM's ScratchSize / private_segment_fixed_size, which is the stack there)."""
-    if node.unit.machine == "amdgpu":
-        v = _uint(node, StdAttr.STACK_SIZE)
-        return v if v is not None else _uint(node, StdAttr.PRIVATE_BYTES)
-    return _uint(node, StdAttr.STACK_SIZE)
+    """The compiler-reported stack: the vendor's per-thread stack rule
+    (:meth:`devbin.targets.vendor.Vendor.stack_bytes`: ``STACK_SIZE``, else the private segment where
+    that is the stack: AMDGPU's ``PRIVATE_BYTES``, LLVM's ScratchSize / private_segment_fixed_size)."""
+    vendor = node.unit.vendor
+    if node.function is None or vendor is None:
+        return None
+    return vendor.stack_bytes(node.function)
 
 
 def _callees(graph: ProgramGraph, node: ProgramNode) -> list[str]:

@@ -33,19 +33,21 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Symbol
 from devbin.importers import import_code_object
 from devbin.model import CodeObject
+from devbin.targets.registry import vendor_for_machine
+from devbin.targets.vendor import Vendor
 
-__all__ = ["SymbolEntry", "Unit", "device_machine"]
+__all__ = ["SymbolEntry", "Unit", "device_vendor"]
 
 SymKind = Literal["defined", "weak", "common", "undefined", "weak-undefined"]
 
-_STT_CUDA_OBJECT = 13  # NVIDIA's type for some data objects (constant/shared/local variables)
-_DATA_TYPES = frozenset({C.STT_OBJECT, _STT_CUDA_OBJECT})
+_DATA_TYPES = frozenset({C.STT_OBJECT, C.STT_CUDA_OBJECT})  # (NVIDIA's constant/shared/local variables)
 _SIZED_TYPES = _DATA_TYPES | {C.STT_FUNC}
 
 
-def device_machine(elf: ElfFile) -> str | None:
-    """``"nvidia"`` or ``"amdgpu"`` for a device ELF, else None."""
-    return {C.EM_CUDA: "nvidia", C.EM_AMDGPU: "amdgpu"}.get(elf.header.e_machine)
+def device_vendor(elf: ElfFile) -> Vendor | None:
+    """The vendor of a device ELF (by its ``e_machine``: :func:`devbin.targets.registry.vendor_for_machine`),
+    else None."""
+    return vendor_for_machine(elf.header.e_machine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +88,11 @@ class Unit:
             raise UsageError(f"{self.name}: not a relocatable object (e_type {self.elf.header.e_type}); devbin link "
                              "takes relocatable device objects (nvcc -rdc, ptxas -c, clang -c)", fmt="link")
 
-    @property
-    def machine(self) -> str | None:
-        return device_machine(self.elf)
+    @cached_property
+    def vendor(self) -> Vendor | None:
+        """The vendor of the object (its descriptor: the link and output passes ask it and its link back
+        end, :mod:`devbin.link.backend`), None for an ELF of no vendor devbin knows."""
+        return device_vendor(self.elf)
 
     @cached_property
     def _symtab(self) -> list[Symbol]:

@@ -54,7 +54,7 @@ transactional: when it raises, the executable is unchanged.
 
 The default backend, :class:`SimulatedDevice`, is a deterministic address space in host
 memory (first code object at ``0x7f00_0000_0000``): AMDGPU code objects are mapped and
-relocated as ROCr does (:mod:`devbin.load.indexed`, :mod:`devbin.load.amdgpu_relocs`); cubins
+relocated as ROCr does (:mod:`devbin.load.indexed`, :mod:`devbin.targets.amdgpu.load_relocs`); cubins
 are mapped section by section and their symbols resolved, but their ``R_CUDA_*`` relocations
 in SASS are left to the driver (recorded in ``LoadedCodeObject.nv_relocations``).
 See docs/LOADER.md.

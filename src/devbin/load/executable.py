@@ -10,7 +10,7 @@ one later and per code object:
    :meth:`Executable._place` reserves the code object's span in the backend's address
    space (page- and segment-aligned, one code object after another);
    :meth:`Executable._materialize` maps its pieces there and applies its relocations
-   (AMDGPU: :mod:`devbin.load.amdgpu_relocs`; NVIDIA: symbols resolved and recorded for
+   (AMDGPU: :mod:`devbin.targets.amdgpu.load_relocs`; NVIDIA: symbols resolved and recorded for
    the driver, SASS is not patched).  Placement of *every* code object happens before any
    relocation, so a reference always resolves to the address its target will have.
 
@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from devbin.errors import UsageError
+from devbin.load.backend import device_vendor_of, load_backend
 from devbin.load.indexed import IndexedCodeObject
 from devbin.load.indexing import index_code_object
 from devbin.load.lazy_loader import LazyLoading
@@ -48,9 +49,6 @@ from devbin.load.symbols import LoadedSymbol
 from devbin.packaging.selection import select
 from devbin.superarchive import SuperArchive
 from devbin.superarchive import open as open_superarchive
-from devbin.targets.amdgpu.matching import match
-from devbin.targets.amdgpu.targetid import parse_target_id
-from devbin.targets.nvidia.archs import parse_arch, runs_on
 
 __all__ = ["DuplicateSymbolError", "Executable", "LoadedCodeObject", "ResolvedNvReloc", "Unresolved",
            "UnresolvedSymbolsError", "code_object_target", "is_device_elf"]
@@ -165,31 +163,14 @@ class Executable(SymbolQueries, LazyLoading):
         return obj
 
     def _check_target(self, idx: IndexedCodeObject) -> str:
+        """Whether the device loads ``idx``: the same vendor, then the vendor's rule
+        (:meth:`devbin.load.backend.LoadBackend.check_target`); the reason, or UsageError."""
         dev = self.device
-        vendor_word = {"amdgpu": "AMDGPU", "nvidia": "NVIDIA"}
         if dev.vendor != idx.vendor:
-            raise UsageError(f"incompatible target: an {vendor_word[idx.vendor]} code object ({idx.arch}) cannot "
-                             f"be loaded into an executable for {dev.name} ({vendor_word[dev.vendor]})", fmt="load",
-                             where=idx.name)
-        if idx.vendor == "nvidia":
-            assert dev.cc is not None
-            ok, why = runs_on(parse_arch(idx.arch), dev.cc)
-            if not ok:
-                raise UsageError(f"incompatible target: {why}", fmt="load", where=idx.name)
-            return why
-        assert dev.target is not None
-        m = match(parse_target_id(idx.arch), dev.target, generic_version=idx.generic_version)
-        if not m.ok:
-            raise UsageError(f"incompatible target: {m.reason}", fmt="load", where=idx.name)
-        for c in m.conditional:
-            feature, state = c[:-1], c[-1]
-            prior = self._pins.get(feature)
-            if prior is not None and prior[0] != state:
-                raise UsageError(f"incompatible target: needs {c}, but {prior[1]} needs {feature}{prior[0]}; "
-                                 "one device runs with one setting", fmt="load", where=idx.name)
-        for c in m.conditional:
-            self._pins.setdefault(c[:-1], (c[-1], idx.name))
-        return m.reason
+            raise UsageError(f"incompatible target: an {idx.descriptor.device_title} code object ({idx.arch}) cannot "
+                             f"be loaded into an executable for {dev.name} ({device_vendor_of(dev).device_title})",
+                             fmt="load", where=idx.name)
+        return load_backend(idx.descriptor).check_target(idx, dev, self._pins)
 
     # -- freezing -------------------------------------------------------------------------
     def unresolved(self) -> tuple[Unresolved, ...]:

@@ -48,19 +48,11 @@ from devbin.formats.devsec.elf import devbin_sections, read_code_object
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.importers import import_code_object
-from devbin.model import CallGraph, CodeObject, Function
-from devbin.targets.amdgpu.importer import import_amdgpu
-from devbin.targets.nvidia.importer import import_cubin
+from devbin.model import CodeObject, Function
+from devbin.targets.registry import vendor_for_machine
+from devbin.targets.vendor import Vendor
 
-__all__ = ["DynReloc", "ExportTable", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece",
-           "RELOC_WIDTH"]
-
-R_NONE, R_ABS32_LO, R_ABS32_HI, R_ABS64, R_ABS32, R_RELATIVE64 = 0, 1, 2, 3, 6, 13
-#: The dynamic relocations ROCr applies, and the bytes each writes (reference §4.6).
-RELOC_WIDTH = {R_NONE: 0, R_ABS32_LO: 4, R_ABS32_HI: 4, R_ABS64: 8, R_ABS32: 4, R_RELATIVE64: 8}
-
-STT_CUDA_OBJECT = 13
-STT_AMDGPU_HSA_KERNEL = 10
+__all__ = ["DynReloc", "ExportTable", "IndexedCodeObject", "ObjDefinition", "ObjReference", "Piece"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +83,7 @@ class ObjDefinition:
 
     @property
     def is_function(self) -> bool:
-        return self.st_type in (C.STT_FUNC, STT_AMDGPU_HSA_KERNEL)
+        return self.st_type in (C.STT_FUNC, C.STT_AMDGPU_HSA_KERNEL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,17 +113,16 @@ class DynReloc:
     weak: bool = False
     site: str = ""
     name: str = ""  # the symbol's name, also for a local one (reports)
-
-    @property
-    def width(self) -> int:
-        return RELOC_WIDTH[self.rtype]
+    machine: int = 0  # the code object's e_machine (names the type)
+    width: int = 0  # the bytes it writes (the back end's table: AMDGPU load_relocs.RELOC_WIDTH)
 
     @property
     def type_name(self) -> str:
-        return C.reloc_name(C.EM_AMDGPU, self.rtype)
+        return C.reloc_name(self.machine, self.rtype)
 
     def at_site(self, site: str) -> DynReloc:
-        return DynReloc(self.offset, self.rtype, self.symbol, self.local, self.addend, self.weak, site, self.name)
+        return DynReloc(self.offset, self.rtype, self.symbol, self.local, self.addend, self.weak, site, self.name,
+                        self.machine, self.width)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +134,11 @@ class NvReloc:
     rtype: int
     symbol: str
     addend: int
+    machine: int = 0  # the code object's e_machine (names the type)
 
     @property
     def type_name(self) -> str:
-        return C.reloc_name(C.EM_CUDA, self.rtype)
+        return C.reloc_name(self.machine, self.rtype)
 
 
 class ExportTable(Mapping[str, ObjDefinition]):
@@ -188,7 +180,7 @@ class IndexedCodeObject:
     """A code object parsed and indexed (see the module docstring); immutable once built."""
 
     name: str
-    vendor: str  # "amdgpu" or "nvidia"
+    vendor: str  # the vendor as devices name it (Vendor.device_vendor: "amdgpu", "nvidia"), in load's JSON
     elf: ElfFile = field(repr=False)
     arch: str  # AMDGPU target id from e_flags (gfx90a:xnack+), NVIDIA sm_XX[a|f]
     generic_version: int
@@ -207,6 +199,16 @@ class IndexedCodeObject:
     _records: dict[str, Function] = field(default_factory=dict, repr=False)  # functions_of(): imported so far
     _dyn_relocs: tuple[DynReloc, ...] = field(default=(), repr=False)  # AMDGPU: checked at load, sites not named
     _asked: set[str] = field(default_factory=set, repr=False)
+    #: ``(start, end, name)`` of its sections as object offsets, from the back end (:meth:`holder` names
+    #: a place no symbol holds by them)
+    section_spans: tuple[tuple[int, int, str], ...] = field(default=(), repr=False)
+
+    @cached_property
+    def descriptor(self) -> Vendor:
+        """The vendor descriptor of the code object (by its ``e_machine``; indexing checked there is one)."""
+        v = vendor_for_machine(self.elf.header.e_machine)
+        assert v is not None  # index_code_object indexes only the machines of a vendor
+        return v
 
     def _warn(self, e: DeviceBinaryError) -> None:
         """Record a problem once (a partial import and a later whole one may both meet it)."""
@@ -234,21 +236,10 @@ class IndexedCodeObject:
             return {f.name: f for f in self.model.functions if f.name in names}
         missing = frozenset(names - self._asked)
         if missing:
-            importer = import_amdgpu if self.vendor == "amdgpu" else import_cubin
-            part = importer(self.elf, diag=self._warn, only=missing)
+            part = self.descriptor.import_code_object(self.elf, diag=self._warn, only=missing)
             self._records.update((f.name, f) for f in part.functions if f.name in missing)
             self._asked |= missing
         return {n: self._records[n] for n in names if n in self._records}
-
-    @cached_property
-    def callgraph(self) -> CallGraph:
-        """The call graph lazy loading walks: the model's; a cubin without devbin sections reads it alone
-        (``.nv.callgraph`` and ``.nv.prototype``, no function's records: its direct edges, indirect
-        call sites and address-taken functions are the model's, its ``external`` lacks the callees
-        only ``EIATTR_EXTERNS`` names)."""
-        if "model" in self.__dict__ or self._has_devbin_sections or self.vendor != "nvidia":
-            return self.model.callgraph
-        return import_cubin(self.elf, diag=self._warn, only=frozenset()).callgraph
 
     @cached_property
     def _has_devbin_sections(self) -> bool:
@@ -309,7 +300,7 @@ class Holders:
 
     def __init__(self, obj: IndexedCodeObject) -> None:
         self.index = SpanIndex(sorted((d.offset, d.offset + max(d.size, 1), d.name) for d in obj.definitions))
-        self.sections = _section_spans(obj)
+        self.sections = obj.section_spans
 
     def at(self, offset: int) -> str:
         hit = self.index.at(offset)
@@ -320,8 +311,3 @@ class Holders:
                 return f"{name}+{offset - lo:#x}"
         return f"{offset:#x}"
 
-
-def _section_spans(obj: IndexedCodeObject) -> list[tuple[int, int, str]]:
-    if obj.vendor == "amdgpu":
-        return [(s.sh_addr, s.sh_addr + s.sh_size, s.name) for s in obj.elf.sections if s.is_alloc]
-    return [(p.offset, p.offset + p.mem_size, p.label) for p in obj.pieces]

@@ -183,7 +183,7 @@ class LazyLoading(ExecutableState):
                 raise FormatError(f"{lo:#x}..{hi:#x} is not inside the mapped pieces", fmt=obj.vendor,
                                   where=obj.name)
         have[:] = merge_ranges([*have, *new])
-        if obj.vendor == "amdgpu":
+        if obj.index.relocations:  # the loader's (AMDGPU's dynamic) relocations; else those left to the driver
             planned = self._planned_relocs(obj)
             for i in sorted({i for u in units for i in u.relocs}):
                 r = planned[i]

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from devbin.errors import UsageError
-from devbin.formats.elf import constants as C
-from devbin.load.amdgpu_relocs import AppliedReloc
+from devbin.load.backend import load_backend, loadable_vendor
 from devbin.load.indexed import IndexedCodeObject, ObjDefinition
 from devbin.load.indexing import index_code_object
+from devbin.load.relocation import AppliedReloc
 from devbin.load.symbols import LoadedSymbol, SymbolKind
 from devbin.model import Function
 
@@ -140,14 +140,16 @@ class LoadedCodeObject:
 def make_symbol(obj: LoadedCodeObject, d: ObjDefinition, kind: SymbolKind, address: int, *,
             code_address: int | None = None, descriptor: str = "", function: Function | None = None) -> LoadedSymbol:
     return LoadedSymbol(d.name, kind, address, d.size, obj.name, "program" if d.exported else "module",
-                        d.section, d.st_value, d.binding, d.visibility, code_address, descriptor, function)
+                        d.section, d.st_value, d.binding, d.visibility, code_address, descriptor, function,
+                        obj.index.descriptor)
 
 
 def is_device_elf(data: bytes | bytearray | memoryview) -> bool:
-    """True for the bytes of a bare AMDGPU code object or cubin (ELF magic and e_machine only)."""
+    """True for the bytes of a bare code object devbin loads (an AMDGPU code object, a cubin: ELF magic and
+    an ``e_machine`` whose vendor has a load back end, :func:`devbin.load.backend.loadable_vendor`)."""
     head = bytes(data[:20])
     return len(head) == 20 and head[:4] == b"\x7fELF" and head[5] == 1 and \
-        int.from_bytes(head[18:20], "little") in (C.EM_AMDGPU, C.EM_CUDA)
+        loadable_vendor(int.from_bytes(head[18:20], "little")) is not None
 
 
 def code_object_target(source: Source) -> str:
@@ -156,9 +158,7 @@ def code_object_target(source: Source) -> str:
     if not is_device_elf(data):
         raise UsageError("not a bare code object: name the target (a package may hold several)", where=name)
     idx = index_code_object(data, name)
-    if idx.vendor == "nvidia":
-        return idx.arch.rstrip("af")
-    return idx.arch
+    return load_backend(idx.descriptor).target_of(idx)
 
 
 def read_source(source: Source, name: str, count: int) -> tuple[bytes | bytearray | memoryview, str]:

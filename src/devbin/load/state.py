@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from devbin.errors import UsageError
-from devbin.load.amdgpu_relocs import AppliedReloc, apply_relocations, plan_relocations
+from devbin.load.backend import load_backend
 from devbin.load.lazy import MapUnit, ObjectPlan, plan_object
 from devbin.load.loaded import LoadedCodeObject, ResolvedNvReloc
+from devbin.load.relocation import AppliedReloc
 from devbin.load.simulated import SimulatedDevice
 from devbin.load.symbols import LoadedSymbol
 from devbin.model.reach import Closure
@@ -91,13 +92,16 @@ class ExecutableState:
         base = obj.address(0)
         for p in obj.index.pieces:
             self.backend.map(base + p.offset, p.data, p.mem_size, label=f"{obj.name} {p.label}")
-        if obj.vendor == "amdgpu":
-            obj.relocations = apply_relocations(obj.index, base, self.backend, self._resolve)
-        else:
-            obj.nv_relocations = self._resolve_nv(obj)
+        # the loader's relocations (AMDGPU's dynamic ones) applied; those left to the driver (cubins) resolved
+        obj.relocations = load_backend(obj.index.descriptor).apply_relocations(obj.index, base, self.backend,
+                                                                                self._resolve)
+        obj.nv_relocations = self._resolve_nv(obj)
         obj.state = "mapped"
 
     def _resolve_nv(self, obj: LoadedCodeObject) -> list[ResolvedNvReloc]:
+        """The relocations ``obj`` leaves to the driver (a cubin's), each with its symbol's address."""
+        if not obj.index.nv_relocations:
+            return []
         base = obj.address(0)
         out = []
         own = {d.name: d for d in obj.index.definitions}
@@ -130,7 +134,8 @@ class ExecutableState:
     def _planned_relocs(self, obj: LoadedCodeObject) -> list[AppliedReloc]:
         have = self._planned.get(id(obj))
         if have is None:
-            have = self._planned[id(obj)] = plan_relocations(obj.index, obj.address(0), self._resolve)
+            have = self._planned[id(obj)] = load_backend(obj.index.descriptor).plan_relocations(
+                obj.index, obj.address(0), self._resolve)
         return have
 
     def _plan(self, obj: LoadedCodeObject) -> ObjectPlan:

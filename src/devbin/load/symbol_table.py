@@ -5,6 +5,7 @@ data holds is an indirect function) and lookups by name."""
 from __future__ import annotations
 
 from devbin.errors import FormatError, UsageError
+from devbin.load.backend import load_backend
 from devbin.load.loaded import LoadedCodeObject, make_symbol
 from devbin.load.state import ExecutableState
 from devbin.load.symbols import LoadedSymbol, SymbolKind
@@ -25,12 +26,12 @@ class SymbolQueries(ExecutableState):
         if self._taken is not None:
             return self._taken
         out: set[int] = set()
-        for obj in self._objects:
-            relocs = self._planned_relocs(obj) if self.lazy and obj.vendor == "amdgpu" else obj.relocations
+        for obj in self._objects:  # (a code object has relocations of one of the two kinds)
+            relocs = self._planned_relocs(obj) if self.lazy else obj.relocations
             for r in relocs:
                 if r.width == 8 and not r.site.startswith(".got"):
                     out.add(r.value)
-            nv = self._resolve_nv(obj) if self.lazy and obj.vendor == "nvidia" else obj.nv_relocations
+            nv = self._resolve_nv(obj) if self.lazy else obj.nv_relocations
             for n in nv:
                 if n.address is not None and not n.section.startswith(".text"):
                     out.add(n.address + n.addend)
@@ -52,16 +53,18 @@ class SymbolQueries(ExecutableState):
             funcs = {f.name: f for f in idx.model.functions}
         else:
             funcs = idx.functions_of(frozenset(d.name for d in wanted if d.is_function))
-        defs = {d.name: d for d in idx.definitions}
-        if obj.vendor == "amdgpu":
-            kernels = {d.name for d in wanted if d.is_function and f"{d.name}.kd" in defs}
+        backend = load_backend(idx.descriptor)
+        descriptors = backend.descriptors(idx)  # kernel -> its descriptor's definition (None: kernels have none)
+        if descriptors is not None:
+            kernels = {d.name for d in wanted if d.is_function and d.name in descriptors}
+            folded = {kd.name for kd in descriptors.values()}
         else:
             kernels = {f.name for f in funcs.values() if f.kind == FunctionKind.KERNEL}
+            folded = set()
         model_taken = {f.name for f in funcs.values() if f.kind == FunctionKind.INDIRECT_TARGET}
         out = []
         for d in wanted:
-            if obj.vendor == "amdgpu" and d.name.endswith(".kd") and d.name[:-3] in defs \
-                    and defs[d.name[:-3]].is_function:
+            if d.name in folded:
                 continue  # folded into its kernel
             addr = obj.address(d.offset)
             if not d.is_function:
@@ -70,14 +73,14 @@ class SymbolQueries(ExecutableState):
             fn = funcs.get(d.name)
             if d.name in kernels:
                 kd_name, kd_addr, entry = "", addr, addr
-                if obj.vendor == "amdgpu":
-                    kd = defs[f"{d.name}.kd"]
+                if descriptors is not None:
+                    kd = descriptors[d.name]
                     kd_name, kd_addr = kd.name, obj.address(kd.offset)
-                    entry = kd_addr + int.from_bytes(idx.file_bytes(kd.offset + 16, 8), "little", signed=True)
+                    entry = backend.kernel_entry(idx, kd, kd_addr)
                     if entry != addr:
                         idx.warnings.append(FormatError(
                             f"kernel {d.name!r}: descriptor entry {entry:#x} is not the kernel symbol {addr:#x}",
-                            fmt="amdgpu", where=obj.name))
+                            fmt=obj.vendor, where=obj.name))
                 out.append(make_symbol(obj, d, SymbolKind.KERNEL, kd_addr, code_address=entry, descriptor=kd_name,
                                    function=fn))
                 continue

@@ -28,6 +28,7 @@ from typing import Any
 
 from devbin.model import Function, StdAttr, attr_info
 from devbin.model.prototype import CallConv, enum_name
+from devbin.targets.vendor import Vendor
 
 __all__ = ["LoadedSymbol", "SymbolKind"]
 
@@ -73,6 +74,8 @@ class LoadedSymbol:
     code_address: int | None = None
     descriptor: str = ""  # AMDGPU kernels: the descriptor symbol (``<name>.kd``)
     function: Function | None = field(default=None, compare=False, repr=False)
+    #: the vendor of its code object (its descriptor: the per-thread stack rule is the vendor's)
+    vendor: Vendor | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_function(self) -> bool:
@@ -92,11 +95,12 @@ class LoadedSymbol:
 
     @property
     def stack_bytes(self) -> int | None:
-        """Per-thread stack: ``stack_size`` (with callees) if known, else private bytes (AMDGPU scratch)."""
-        if self.function is None:
+        """Per-thread stack: the vendor's rule (:meth:`devbin.targets.vendor.Vendor.stack_bytes`): ``stack_size``
+        (with callees) if known, else private bytes where they are the stack (AMDGPU scratch); None when
+        not recorded."""
+        if self.function is None or self.vendor is None:
             return None
-        v = self.function.uint(StdAttr.STACK_SIZE)
-        return v if v is not None else self.function.uint(StdAttr.PRIVATE_BYTES)
+        return self.vendor.stack_bytes(self.function)
 
     @property
     def callconv(self) -> str | None:

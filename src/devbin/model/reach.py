@@ -3,7 +3,7 @@
 Every reachability question devbin asks goes through :class:`Closure`: the link's
 dead-code elimination (:mod:`devbin.link.dce`), the lazy loader's closures
 (:mod:`devbin.load.lazy_loader`), the propagated resources' reach lists
-(:mod:`devbin.link.resources`, :mod:`devbin.link.amdgpu_facts`) and
+(:mod:`devbin.link.resources`, :mod:`devbin.targets.amdgpu.link_facts`) and
 :meth:`devbin.model.CallGraph.reachable`.  What differs between them is a parameter:
 
 * the **roots** (:meth:`Closure.reach` before :meth:`Closure.run`; a persistent walk, as the

@@ -40,13 +40,12 @@ from devbin.formats.elf.reader import ElfFile
 from devbin.images.address import Address
 from devbin.images.record import BITCODE, DATA, LTO_IR, PTX, BareElf, Image
 from devbin.images.scan import scan_bytes
-from devbin.targets.nvidia.archs import try_parse_arch
 from devbin.targets.registry import vendor_for_kind, vendor_for_machine, vendor_named
 from devbin.targets.vendor import Vendor
 
 __all__ = [
-    "FACT_KEYS", "LTOIR_MAGIC", "code_object_version", "compile_options", "describe", "link_options",
-    "loose_image", "parse_sm", "producer", "relocatable", "vendor_id", "vendor_name", "with_fact",
+    "FACT_KEYS", "LTOIR_MAGIC", "arch_name_of_sm", "code_object_version", "compile_options", "describe",
+    "link_options", "loose_image", "parse_sm", "producer", "relocatable", "vendor_id", "vendor_name", "with_fact",
 ]
 
 _BITCODE = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
@@ -56,10 +55,15 @@ FACT_KEYS = ("producer", "compile-options", "link-options", "relocatable", "code
 
 
 def parse_sm(name: str) -> tuple[int, str] | None:
-    """``sm_90a`` / ``compute_100f`` -> ``(90, "a")`` / ``(100, "f")``; None if not an NVIDIA arch name
-    (:func:`devbin.targets.nvidia.archs.try_parse_arch`)."""
-    a = try_parse_arch(name)
-    return None if a is None else (a.sm, a.variant)
+    """``sm_90a`` / ``compute_100f`` -> ``(90, "a")`` / ``(100, "f")``: the generation and variant of an
+    architecture of PTX's vendor (:meth:`devbin.targets.vendor.Vendor.generation`), which the PTX policy
+    orders by; None for any other name."""
+    return _of_kind(PTX).generation(name)
+
+
+def arch_name_of_sm(sm: int, *, virtual: bool = False) -> str:
+    """The inverse of :func:`parse_sm` for plain names: ``90`` -> ``sm_90``, virtual ``compute_90``."""
+    return _of_kind(PTX).format_arch(sm, virtual=virtual)
 
 
 # --------------------------------------------------------------------------- reading the facts

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import os
 import zipfile
@@ -63,7 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
 
-from devbin.binary.lock import LOCK_NAME, exclusive, refuse_if_held
+from devbin.binary.lock import exclusive, refuse_if_held
 from devbin.binary.output import BACKUP_SUFFIX, Output, Sink, atomic_output, check_destination
 from devbin.errors import UsageError
 from devbin.formats import wheel, zipmember
@@ -72,7 +73,7 @@ from devbin.formats.zipwrite import ZipWriter
 from devbin.images.address import Address, Member
 from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.record import Image
-from devbin.images.scan import ByteProgress, Progress, folder_files, scan
+from devbin.images.scan import ByteProgress, Progress, folder_bytes, scan
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.pruning import PruneResult, Selection, kept_already, prune, prune_file, prune_name_matches
 from devbin.packaging.transaction import JOURNAL_NAME, Change, recover, replace_all
@@ -80,7 +81,7 @@ from devbin.targets.archnames import parse_arch_list
 from devbin.targets.registry import guess_vendor
 
 __all__ = ["BACKUP_SUFFIX", "MIN_PARALLEL_BYTES", "MISSING", "FileOutcome", "PackagePruneResult", "prune_tree",
-           "prune_wheel", "record_hash"]
+           "prune_wheel", "record_growth", "record_hash"]
 
 T = TypeVar("T")
 
@@ -105,12 +106,14 @@ class FileOutcome:
     def to_dict(self) -> dict[str, object]:
         if self.result is None:
             return {"name": self.name, "input_size": self.size, "output_size": self.size, "file_bytes_saved": 0,
-                    "saved_by_arch": {}, "arch_bytes": {}, "untouched": self.untouched}
+                    "saved_by_arch": {}, "arch_bytes": {}, "untouched": self.untouched, "fallback_images": 0,
+                    "unloadable_containers": 0}
         r = self.result
         return {"name": self.name, "input_size": r.input_size, "output_size": r.output_size,
                 "file_bytes_saved": r.file_bytes_saved, "saved_by_arch": r.saved_by_arch(),
                 "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in r.bytes_by_arch().items()},
-                "untouched": ""}
+                "untouched": "", "fallback_images": r.fallback_images,
+                "unloadable_containers": r.unloadable_containers}
 
 
 @dataclass
@@ -125,8 +128,9 @@ class PackagePruneResult:
     notes: list[str] = field(default_factory=list)
     data: bytes = b""
     #: The installed size before and after: a wheel's members' uncompressed sizes summed (the bytes pip
-    #: writes, before the ``.pyc`` files and ``INSTALLER`` it adds), a folder's files (its backups and
-    #: devbin's lock and journal left out), RECORDs included.
+    #: writes, before the ``.pyc`` files and ``INSTALLER`` it adds), a folder's files
+    #: (:func:`devbin.images.scan.folder_bytes`: its backups and devbin's lock and journal left out),
+    #: RECORDs included (a folder's with the backups' rows, :func:`record_growth`).
     installed_before: int = 0
     installed_after: int = 0
 
@@ -169,9 +173,10 @@ class PackagePruneResult:
                 "notes": list(self.notes)}
 
 
-def _selection(keep: str | Iterable[str] | None, drop: str | Iterable[str] | None, ptx: str = "kept") -> Selection:
+def _selection(keep: str | Iterable[str] | None, drop: str | Iterable[str] | None, ptx: str = "kept",
+               max_segments: int | None = None) -> Selection:
     return Selection(keep=None if keep is None else parse_arch_list(keep),
-                     drop=None if drop is None else parse_arch_list(drop), ptx=ptx)
+                     drop=None if drop is None else parse_arch_list(drop), ptx=ptx, max_segments=max_segments)
 
 
 def _untouched(sel: Selection, lib: _Library) -> str:
@@ -252,15 +257,17 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
                 keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                 in_place: bool = False, backup: str | os.PathLike[str] | None = None,
                 jobs: int | None = 1, force: bool = False, keep_data: bool = False,
-                missing: str = "keep", progress: Progress | None = None, ptx: str = "kept") -> PackagePruneResult:
+                missing: str = "keep", progress: Progress | None = None, ptx: str = "kept",
+                max_segments: int | None = None) -> PackagePruneResult:
     """Prune every library of the wheel ``src`` into the wheel ``dst`` (None: compute only; see the module
     docstring).  ``dst`` may not be ``src`` unless ``in_place``; ``backup``: where ``dst``'s old content is kept;
     ``jobs``: processes to prune the libraries in (1: this one; None: every processor); ``force``: go on past
     a RECORD that does not describe the members; ``keep_data``: the new wheel's bytes in ``result.data``;
     ``missing``: what to do with a library the selection would leave without device code (:data:`MISSING`);
     ``progress(done, total)``: the bytes of the libraries pruned so far, of all to prune; ``ptx``: the PTX
-    policy (devbin.packaging.pruning.PRUNE_PTX_POLICIES)."""
-    sel = _selection(keep, drop, ptx)
+    policy (devbin.packaging.pruning.PRUNE_PTX_POLICIES); ``max_segments``: the most program headers of each
+    pruned library (devbin.packaging.pruning.prune's)."""
+    sel = _selection(keep, drop, ptx, max_segments)
     src_p = Path(src)
     where = str(src)
     inputs = () if in_place else (src_p,)
@@ -364,7 +371,8 @@ def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection) -> t
     whether its bytes changed."""
     with zipfile.ZipFile(wheel_path) as zf:
         data = zipmember.read(zf, zf.getinfo(name))
-    r = prune(data, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx)
+    r = prune(data, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx,
+              max_segments=sel.max_segments)
     return len(data), r.detached(), r.data != data
 
 
@@ -417,14 +425,15 @@ def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, libraries: Iterab
 def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None = None,
                drop: str | Iterable[str] | None = None, dry_run: bool = False,
                backup: bool = True, jobs: int | None = 1, missing: str = "keep",
-               progress: Progress | None = None, ptx: str = "kept") -> PackagePruneResult:
+               progress: Progress | None = None, ptx: str = "kept",
+               max_segments: int | None = None) -> PackagePruneResult:
     """Prune every file under the folder ``root`` in place (see the module docstring); ``dry_run``: write
     nothing; ``jobs``: processes to prune the files in (1: this one; None: every processor); ``missing``:
     as :func:`prune_wheel`'s; ``progress(done, total)``: the bytes of the files pruned so far, of all to prune;
-    ``ptx``: as :func:`prune_wheel`'s."""
-    sel = _selection(keep, drop, ptx)
+    ``ptx``, ``max_segments``: as :func:`prune_wheel`'s."""
+    sel = _selection(keep, drop, ptx, max_segments)
     if dry_run:
-        result = _prune_tree(Path(root), os.fspath(root), sel, None, jobs, missing, progress)
+        result = _prune_tree(Path(root), os.fspath(root), sel, None, jobs, missing, progress, dry_backup=backup)
         if os.path.lexists(os.path.join(root, JOURNAL_NAME)):
             result.notes.insert(0, f"{os.path.join(root, JOURNAL_NAME)}: an in-place prune was interrupted here; "
                                    "the next --in-place prune of the folder puts its files back first")
@@ -438,8 +447,9 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
 
 
 def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jobs: int | None,
-                missing: str, progress: Progress | None = None) -> PackagePruneResult:
-    """:func:`prune_tree` under the folder's lock (``backup`` None: a dry run, nothing written)."""
+                missing: str, progress: Progress | None = None, *, dry_backup: bool = True) -> PackagePruneResult:
+    """:func:`prune_tree` under the folder's lock (``backup`` None: a dry run, nothing written, the folder's
+    size after counted as with ``dry_backup``)."""
     libs = _libraries(root_p, root)
     if not libs:
         raise UsageError(f"{root}: no device image under the folder; nothing to prune")
@@ -456,7 +466,7 @@ def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jo
     # All computed before anything is written, in up to ``jobs`` processes.
     pruned: Iterator[PruneResult] = ordered_map(
         lambda path: prune_file(path, None, keep=sel.keep, drop=sel.drop, require_match=False,
-                                ptx=sel.ptx).detached(), todo,
+                                ptx=sel.ptx, max_segments=sel.max_segments).detached(), todo,
         jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
     with _finishing(pruned):
         for path, _ in order:
@@ -475,27 +485,22 @@ def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jo
                 planned.append((path, r))
     result.input_size = sum(f.size for f in result.files)
     result.output_size = sum(f.result.output_size if f.result else f.size for f in result.files)
-    # Every new file, RECORDs included, computed (and every RECORD read) before the first write.
-    records = _update_records(root_p, {os.path.realpath(p): r.data for p, r in planned})
-    result.installed_before = _installed(root_p)
-    result.installed_after = (result.installed_before - sum(r.file_bytes_saved for _, r in planned)
-                              + sum(len(c.data) - _size(c.path) for c in records))
+    result.installed_before = folder_bytes(root_p)
+    result.installed_after = result.installed_before - result.bytes_saved + record_growth(
+        root_p, {path: len(r.data) for path, r in planned}, backup=dry_backup if backup is None else backup)
     if backup is None:
         return result
+    # Every new file, RECORDs included, computed (and every RECORD read) before the first write.
     changes = [Change(path, r.data, os.stat(path).st_mode & 0o777, backup) for path, r in planned]
+    backups = {os.path.realpath(c.path): _backup_row(c.path, hashed=True) for c in changes if c.backup}
+    records = _update_records(root_p, {os.path.realpath(p): (record_hash(r.data), str(len(r.data)))
+                                       for p, r in planned}, backups)
     made = set(replace_all(root, changes + records, result.notes))
     for c in changes:
         if c.path + BACKUP_SUFFIX in made:
             result.notes.append(f"{c.path}: the original kept as {c.path}{BACKUP_SUFFIX}")
     result.notes.extend(f"{c.path}: rows of the pruned files updated" for c in records)
     return result
-
-
-def _installed(root: Path) -> int:
-    """The installed size of the folder ``root``: its files' sizes summed, as every folder scan sees them
-    (:func:`devbin.images.scan.folder_files`: no backups), devbin's lock and journal left out."""
-    return sum(_size(str(p)) for p in folder_files(root)
-               if p.name not in (JOURNAL_NAME, LOCK_NAME) and not p.name.endswith(LOCK_NAME))
 
 
 def _size(path: str) -> int:
@@ -505,14 +510,54 @@ def _size(path: str) -> int:
         return 0
 
 
-def _update_records(root: Path, changed: dict[str, bytes]) -> list[Change]:
+#: A RECORD hash of the length sha256's has (:func:`record_growth` counts bytes, not hashes).
+_ANY_HASH = "sha256=" + "A" * 43
+
+
+def _backup_row(path: str, *, hashed: bool) -> tuple[str, str]:
+    """The RECORD hash and size of what ``path``'s backup holds once the prune is written: the backup that
+    exists (it stays: the first original), else ``path`` as it is now; ``hashed=False``: a hash of the same
+    length, the file not read."""
+    kept = path + BACKUP_SUFFIX
+    source = kept if os.path.lexists(kept) else path
+    h = hashlib.sha256()
+    try:
+        if not hashed:
+            return _ANY_HASH, str(os.path.getsize(source))
+        with open(source, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+            size = f.tell()
+    except OSError as e:
+        raise UsageError(f"{source}: cannot read it: {e.strerror or e}; nothing was changed") from None
+    return "sha256=" + wheel.encode_digest(h.digest()), str(size)
+
+
+def record_growth(root: str | os.PathLike[str], sizes: dict[str, int], *, backup: bool = True) -> int:
+    """How many bytes the ``*.dist-info/RECORD`` files under the folder ``root`` grow by when the files
+    ``sizes`` names (path -> new size) are pruned in place (:func:`prune_tree`: their rows' sizes, and with
+    ``backup`` a row per backup): with the files' own change, what the folder's size changes by."""
+    changed = {os.path.realpath(p): (_ANY_HASH, str(n)) for p, n in sizes.items()}
+    backups = {os.path.realpath(p): _backup_row(p, hashed=False) for p in sizes} if backup else {}
+    return sum(len(c.data) - os.path.getsize(c.path) for c in _update_records(Path(root), changed, backups))
+
+
+def _update_records(root: Path, changed: dict[str, tuple[str, str]],
+                    backups: dict[str, tuple[str, str]]) -> list[Change]:
     """The new content of every ``*.dist-info/RECORD`` under ``root`` with a row naming a changed file
-    (its new hash and size).  RECORDs are read as bytes and line by line: a line that is not UTF-8,
-    holds a NUL or is not one CSV row of at least three fields stays byte-identical, as does every
-    row naming no changed file (with its own line ending); a RECORD none of whose rows changes is not
-    written.  A RECORD that cannot be read stops the prune before anything is written."""
+    (``changed``: its real path -> its new RECORD hash and size).  RECORDs are read as bytes and line by
+    line: a line that is not UTF-8, holds a NUL or is not one CSV row of at least three fields stays
+    byte-identical, as does every
+    row naming no changed file (with its own line ending); a RECORD none of whose rows changes (another
+    package's) is not written.  A RECORD that cannot be read stops the prune before anything is written.
+
+    ``backups`` (a changed file's real path -> the RECORD hash and size of its backup): the backup
+    belongs to the package that lists the file, so that ``pip uninstall`` removes it with the package
+    (pip removes what RECORD names): a row ``<the file's row path>.devbin-backup,<hash>,<size>`` follows
+    the file's row, or the backup's row already there (an earlier prune's) is given those values."""
     if not changed:
         return []
+    backup_rows = {lib + BACKUP_SUFFIX: row for lib, row in backups.items()}
     out: list[Change] = []
     for record in sorted(root.glob("**/*.dist-info/RECORD")):
         base = record.parent.parent
@@ -522,18 +567,34 @@ def _update_records(root: Path, changed: dict[str, bytes]) -> list[Change]:
         except OSError as e:
             raise UsageError(f"{record}: cannot read the RECORD: {e.strerror or e}; nothing was changed") from None
         lines = data.splitlines(keepends=True)
+        rows = [_parse_row(line, base) for line in lines]
+        listed = {row[2] for row in rows if row is not None}
+        new: list[bytes] = []
         hit = False
-        for i, line in enumerate(lines):
-            new = _record_row(line, base, changed)
-            if new is not None:
-                lines[i], hit = new, True
+        for line, parsed in zip(lines, rows, strict=True):
+            if parsed is None:
+                new.append(line)
+                continue
+            row, ending, where = parsed
+            values = changed.get(where) or backup_rows.get(where)
+            if values is not None and tuple(row[1:3]) != values:
+                row[1], row[2] = values
+                line, hit = _csv_line(row) + ending, True
+            kept = where + BACKUP_SUFFIX
+            if where in backups and kept not in listed and os.path.realpath(base / (row[0] + BACKUP_SUFFIX)) == kept:
+                # the file's own row ends its line; a last line without one gets one
+                new.append(line if ending else line + b"\n")
+                line, hit = _csv_line([row[0] + BACKUP_SUFFIX, *backups[where]]) + ending, True
+                listed.add(kept)
+            new.append(line)
         if hit:
-            out.append(Change(str(record), b"".join(lines), mode))
+            out.append(Change(str(record), b"".join(new), mode))
     return out
 
 
-def _record_row(line: bytes, base: Path, changed: dict[str, bytes]) -> bytes | None:
-    """``line`` of a RECORD with the new hash and size when it names a changed file, else None."""
+def _parse_row(line: bytes, base: Path) -> tuple[list[str], bytes, str] | None:
+    """A RECORD ``line`` as its CSV fields, its line ending and the real path of the file it names; None
+    for a line that is not UTF-8, holds a NUL or is not one CSV row of at least three fields."""
     body = line.rstrip(b"\r\n")
     try:
         text = body.decode("utf-8")
@@ -542,13 +603,12 @@ def _record_row(line: bytes, base: Path, changed: dict[str, bytes]) -> bytes | N
         rows = list(csv.reader([text]))
         if len(rows) != 1 or len(rows[0]) < 3:
             return None
-        row = rows[0]
-        data = changed.get(os.path.realpath(base / row[0]))
+        return rows[0], line[len(body):], os.path.realpath(base / rows[0][0])
     except (UnicodeDecodeError, csv.Error, ValueError, OSError):
         return None
-    if data is None:
-        return None
-    row[1], row[2] = record_hash(data), str(len(data))
+
+
+def _csv_line(row: list[str]) -> bytes:
     text_out = io.StringIO()
     csv.writer(text_out, lineterminator="").writerow(row)
-    return text_out.getvalue().encode("utf-8") + line[len(body):]
+    return text_out.getvalue().encode("utf-8")

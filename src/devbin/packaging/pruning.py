@@ -38,6 +38,10 @@ refused); ``highest`` keeps, in each container, also the PTX of the highest virt
 could JIT (:func:`devbin.packaging.ptx.jit_ptx`), whatever the names say of it.  When the input holds
 such PTX and the result keeps none, a note says so: under ``kept`` naming the PTX to keep, under
 ``none`` (an explicit choice) only what the choice means: the pruned file no longer runs on newer GPUs.
+Under every policy each kept GPU keeps, in each container, the image the driver loads for it from the
+input (:mod:`devbin.packaging.load_fallback`: compute_50 PTX that sm_90 JIT-compiles, sm_80 SASS that
+sm_86 runs), except PTX under ``none`` and an image whose arch a ``drop`` name is; counted in
+:attr:`PruneResult.fallback_images` and :attr:`PruneResult.unloadable_containers`.
 
 **Images** are those :func:`devbin.images.scan_bytes` finds with ``all=True`` (every image:
 ``devbin list --all`` gives the same ones), each decided on its
@@ -131,7 +135,7 @@ from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.bundle.writer import BundleImage, plan_bundle, write_bundle, write_compressed_bundle
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.edit import ElfEditor
-from devbin.formats.elf.pages import remove_pages
+from devbin.formats.elf.pages import check_max_segments, remove_pages
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import FatbinEntry, parse_fatbin
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
@@ -142,6 +146,7 @@ from devbin.images.record import CUBIN, Image
 from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.facts import parse_sm
+from devbin.packaging.load_fallback import kept_gpus, protect
 from devbin.packaging.ptx import jit_ptx
 from devbin.packaging.wrapper_refs import WRAPPER_SECTIONS, retarget
 from devbin.targets.archnames import parse_arch_list
@@ -180,10 +185,15 @@ class Selection:
     images: tuple[str, ...] = ()
     #: The PTX policy (:data:`PRUNE_PTX_POLICIES`).
     ptx: str = "kept"
+    #: The most program headers a linked file's result may have (None: :data:`devbin.formats.elf.pages.MAX_SEGMENTS`):
+    #: how the file is laid out, not what stays, carried here so that a package's workers get it with the rest.
+    max_segments: int | None = None
 
     def __post_init__(self) -> None:
         if (self.keep is None) == (self.drop is None):
             raise UsageError("give exactly one of keep= and drop=")
+        if self.max_segments is not None:
+            check_max_segments(self.max_segments)
         if self.ptx not in PRUNE_PTX_POLICIES:
             raise UsageError(f"ptx={self.ptx!r}: expected one of {', '.join(PRUNE_PTX_POLICIES)}")
         if self.ptx == "none" and self.keep is not None:
@@ -238,6 +248,10 @@ class PruneResult:
     notes: list[str] = field(default_factory=list)
     footprints: list[int] = field(default_factory=list, repr=False)
     written_size: int | None = None
+    #: Images kept beyond the selection, each the only code a kept GPU loads in its container
+    #: (devbin.packaging.load_fallback), and containers a kept GPU loads nothing from any more.
+    fallback_images: int = 0
+    unloadable_containers: int = 0
 
     def released(self) -> PruneResult:
         """This result without its bytes (written out already: a wheel's library), every figure kept: what
@@ -248,7 +262,8 @@ class PruneResult:
         """This result with every image's ``native`` None and its footprint kept in ``footprints``:
         plain data, what a worker process of ``--jobs`` sends back (devbin.images.parallel)."""
         return PruneResult(self.data, self.input_size, [(replace(i, native=None), k) for i, k in self.images],
-                           self.container_bytes_freed, list(self.notes), self._footprints(), self.written_size)
+                           self.container_bytes_freed, list(self.notes), self._footprints(), self.written_size,
+                           self.fallback_images, self.unloadable_containers)
 
     def _footprints(self) -> list[int]:
         return self.footprints or [footprint(i) for i, _ in self.images]
@@ -291,6 +306,8 @@ class PruneResult:
             "output_size": self.output_size,
             "file_bytes_saved": self.file_bytes_saved,
             "container_bytes_freed": self.container_bytes_freed,
+            "fallback_images": self.fallback_images,
+            "unloadable_containers": self.unloadable_containers,
             "saved_by_arch": self.saved_by_arch(),
             "arch_bytes": {a: {"before": b, "after": c} for a, (b, c) in self.bytes_by_arch().items()},
             "images": [{**image.to_dict(), "container": image.container, "kept": kept}
@@ -313,6 +330,9 @@ class _Ctx:
         self.images = [(i, self._keeps(i)) for i in images if _in_container(i)]
         if sel.ptx == "highest":
             self.images = _with_highest_ptx(self.images, sel)
+        gpus = kept_gpus(sel.keep, [i for i, k in self.images if k])
+        self.images, self.fallback = protect(self.images, gpus, ptx=sel.ptx,
+                                             named_drop=lambda i: i.arch in (sel.drop or ()))
         self.kept = {i.address: k for i, k in self.images}
         self.freed = 0
         self.notes: list[str] = []
@@ -364,7 +384,8 @@ def _with_highest_ptx(images: list[tuple[Image, bool]], sel: Selection) -> list[
 
 def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
           drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = (),
-          at: Address | None = None, require_match: bool = True, ptx: str = "kept") -> PruneResult:
+          at: Address | None = None, require_match: bool = True, ptx: str = "kept",
+          max_segments: int | None = None) -> PruneResult:
     """Prune ``data`` (any format in the module docstring) to the selected architectures.
 
     ``keep``/``drop``: names or comma-separated lists; exactly one.  Raises
@@ -376,12 +397,15 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     ``pkg.whl!lib/libx.so``), which then starts the images' addresses instead of ``where``.
     ``require_match``: a name of ``keep`` that matches no image is an error (False: a note; a package's
     libraries, whose names are checked against the package).  ``ptx``: the PTX policy
-    (:data:`PRUNE_PTX_POLICIES`; the module docstring).
+    (:data:`PRUNE_PTX_POLICIES`; the module docstring).  ``max_segments``: the most program headers a linked
+    file may have once its freed pages are cut (None: :data:`devbin.formats.elf.pages.MAX_SEGMENTS`; each
+    range cut adds one; past it the smaller ranges stay as zeros, docs/PRUNE.md).
     """
     start = at if at is not None else Address(where)
     where = str(start)
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
-                    drop=None if drop is None else parse_arch_list(drop), images=tuple(images), ptx=ptx)
+                    drop=None if drop is None else parse_arch_list(drop), images=tuple(images), ptx=ptx,
+                    max_segments=max_segments)
     raw = bytes(data)
     view = ByteView(raw, where=where)
     _check_prunable(view, where)
@@ -407,7 +431,9 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     lost = _ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k], sel.ptx)
     if lost:
         ctx.notes.append(f"{where}: {lost}")
-    return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes)
+    ctx.notes.extend(f"{where}: {n}" for n in ctx.fallback.notes(sel.ptx))
+    return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes, fallback_images=len(ctx.fallback.kept),
+                       unloadable_containers=len(ctx.fallback.lost))
 
 
 def _ptx_lost(before: Sequence[Image], after: Sequence[Image], policy: str = "kept") -> str:
@@ -436,9 +462,10 @@ def _sm_key(arch: str) -> tuple[int, str]:
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                in_place: bool = False, backup: str | os.PathLike[str] | None = None,
-               images: Iterable[str] = (), require_match: bool = True, ptx: str = "kept") -> PruneResult:
-    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match`` and ``ptx``:
-    :func:`prune`'s).
+               images: Iterable[str] = (), require_match: bool = True, ptx: str = "kept",
+               max_segments: int | None = None) -> PruneResult:
+    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match``, ``ptx`` and
+    ``max_segments``: :func:`prune`'s).
 
     ``dst`` may not be ``src`` (nor another name of it: a symbolic or hard link) unless
     ``in_place``.  The output is written whole or not at all, with ``src``'s permission bits
@@ -458,7 +485,7 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
         data = src_p.read_bytes()
         result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match,
-                       ptx=ptx)
+                       ptx=ptx, max_segments=max_segments)
         if dst is None:
             return result
         if backup is not None and os.path.lexists(backup):
@@ -891,7 +918,7 @@ def _cut_pages(patched: bytearray, free: list[tuple[int, int]], ctx: _Ctx, at: A
     where = str(at)
     if not sections:
         return bytes(patched)
-    cut = remove_pages(ElfFile(ByteView(patched, where=where)), free)
+    cut = remove_pages(ElfFile(ByteView(patched, where=where)), free, max_segments=ctx.sel.max_segments)
     _check_kept(ctx, cut.data, at)
     freed = sum(hi - lo for lo, hi in free)
     ctx.notes.append(f"{where}: {cut.bytes_removed:,} of the {freed:,} bytes freed in {', '.join(sections)} cut out "

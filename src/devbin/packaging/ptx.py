@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from devbin.errors import UsageError
 from devbin.images.record import CUBIN, PTX, Image
-from devbin.packaging.facts import parse_sm, relocatable
+from devbin.packaging.facts import arch_name_of_sm, parse_sm, relocatable
 
 __all__ = ["PTX_POLICIES", "PtxChoice", "choose_ptx", "jit_ptx", "parse_ptx_policy"]
 
@@ -114,20 +114,21 @@ def choose_ptx(facts: Sequence[Image], policy: str | frozenset[int],
             listed_found |= have
             lacking = sorted(policy - have)
             if lacking and len(order) > 1:
-                warnings.append(f"{_unit(tu)}has no PTX for " + ", ".join(f"compute_{m}" for m in lacking))
+                names = ", ".join(arch_name_of_sm(m, virtual=True) for m in lacking)
+                warnings.append(f"{_unit(tu)}has no PTX for {names}")
         keep_ptx |= chosen
         sass = [sm for i in members if facts[i].kind == CUBIN and (sm := parse_sm(facts[i].arch)) is not None]
         kept_portable = jit_ptx([facts[i] for i in members if i in chosen])
         if sass and not kept_portable:
             top = max(s[0] for s in sass)
             warnings.append(f"{_unit(tu) if len(order) > 1 else ''}no PTX that a GPU newer than the highest SASS "
-                            f"(sm_{top}) could JIT: "
+                            f"({arch_name_of_sm(top)}) could JIT: "
                             + ("this translation unit's code" if len(order) > 1 else "the package")
                             + " runs only on the GPUs its SASS covers")
     if isinstance(policy, frozenset):
         missing = sorted(policy - listed_found)
         if missing:
-            raise UsageError("--ptx names " + ", ".join(f"compute_{m}" for m in missing)
+            raise UsageError("--ptx names " + ", ".join(arch_name_of_sm(m, virtual=True) for m in missing)
                              + " but no PTX image for it was given")
     keep = tuple(i for i, f in enumerate(facts) if f.kind != PTX or i in keep_ptx)
     dropped = tuple(i for i, f in enumerate(facts) if f.kind == PTX and i not in keep_ptx)

@@ -16,6 +16,7 @@ size.  ``duplicate_bytes`` is the sum of both.
 
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,13 +28,13 @@ from devbin.errors import DeviceBinaryError
 from devbin.images.address import Address, Entry, Member
 from devbin.images.frame import Frame, Hit
 from devbin.images.parallel import ordered_map, pool_jobs
-from devbin.images.scan import Progress, Scanner
+from devbin.images.scan import Progress, Scanner, folder_bytes
 from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import ZIP_MAGICS
 from devbin.size.account import FileSize, ImageSize, demangle, measure
 
-__all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "report_dict", "size_report",
-           "top_functions", "totals"]
+__all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "folder_savings", "report_dict",
+           "size_report", "top_functions", "totals"]
 
 
 def by_arch(files: Sequence[FileSize]) -> list[dict[str, Any]]:
@@ -165,7 +166,7 @@ def duplicates(files: Sequence[FileSize]) -> dict[str, Any]:
 
 
 def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
-                 member: zipfile.ZipInfo | None = None) -> dict[str, Any]:
+                 member: zipfile.ZipInfo | None = None, max_segments: int | None = None) -> dict[str, Any]:
     """What ``devbin prune --keep`` saves on the file ``path`` (its bytes ``data`` when it is a member):
     :func:`devbin.packaging.pruning.prune`'s own result.  ``bytes``: the file bytes saved
     (``PruneResult.file_bytes_saved``), ``freed``: what the containers shrank by inside the file
@@ -174,7 +175,7 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
     and says why under ``refused``.  ``member``: the zip entry the file is (a wheel's library): then
     ``wheel_bytes`` is what the zip saves, the entry's compressed size less the pruned bytes compressed
     as ``devbin prune`` writes them (:mod:`zipfile`, the entry's method at zlib's default level; only for
-    stored and deflated entries, the methods of wheels, PEP 427)."""
+    stored and deflated entries, the methods of wheels, PEP 427).  ``max_segments``: prune's."""
     from devbin.packaging.pruning import prune  # the capability, only when --keep asks for it
 
     # a member's path is its address (``lib.a!k.o``, ``pkg.whl!lib/libk.so``): prune names it the same way
@@ -182,11 +183,13 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
     if data is None:
         data = Path(path).read_bytes()
     try:
-        result = prune(data, keep=keep, at=at, require_match=False)  # a prediction over many files
+        result = prune(data, keep=keep, at=at, require_match=False,  # a prediction over many files
+                       max_segments=max_segments)
     except DeviceBinaryError as e:
         return {"bytes": 0, "freed": 0, "by_arch": {}, "refused": e.message}
     out = {"bytes": result.file_bytes_saved, "freed": result.container_bytes_freed,
-           "by_arch": result.saved_by_arch()}
+           "by_arch": result.saved_by_arch(), "fallback_images": result.fallback_images,
+           "unloadable_containers": result.unloadable_containers}
     if member is not None and member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         size = len(result.data)
         if member.compress_type == zipfile.ZIP_DEFLATED:  # what zipfile's writer makes of it
@@ -229,7 +232,7 @@ def _is_zip(path: str) -> bool:
         return False
 
 
-def _group_savings(group: _Group, keep: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _group_savings(group: _Group, keep: Sequence[str], max_segments: int | None = None) -> dict[str, dict[str, Any]]:
     """:func:`file_savings` of each file of ``group`` (where ``jobs`` puts it), by path."""
     top, first, wanted = group
     per: dict[str, dict[str, Any]] = {}
@@ -240,7 +243,7 @@ def _group_savings(group: _Group, keep: Sequence[str]) -> dict[str, dict[str, An
         at = Address.parse(path) if member else None
         whole = member[0] if member and at is not None and at.path == top and at.steps == (first,) else None
         try:
-            per[path] = file_savings(path, keep, data, whole)
+            per[path] = file_savings(path, keep, data, whole, max_segments)
         except OSError as e:
             per[path] = {"bytes": 0, "freed": 0, "by_arch": {}, "refused": str(e)}
 
@@ -284,28 +287,31 @@ class _Members(Scanner):
 
 
 def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None = 1,
-            min_bytes: int = 0) -> dict[str, Any]:
-    """Per-file savings (keyed by path) and the total, see :func:`file_savings`.  ``jobs``: processes to
-    prune in (1: this one; None: every processor; files of fewer than ``min_bytes`` in all: this one); a
-    wheel's libraries spread over them; the result is the same whatever ``jobs``."""
+            min_bytes: int = 0, max_segments: int | None = None) -> dict[str, Any]:
+    """Per-file savings (keyed by path) and the total, see :func:`file_savings` (``max_segments``: prune's).
+    ``jobs``: processes to prune in (1: this one; None: every processor; files of fewer than ``min_bytes``
+    in all: this one); a wheel's libraries spread over them; the result is the same whatever ``jobs``."""
     groups = _groups([f.path for f in files])
     size = {f.path: f.file_bytes for f in files}
     weights = [sum(size[p] for p in wanted) for _, _, wanted in groups]
     jobs = pool_jobs(jobs, weights, min_bytes)
     per: dict[str, dict[str, Any]] = {}
-    for done in ordered_map(lambda g: _group_savings(g, keep), groups, jobs=jobs, weights=weights):
+    for done in ordered_map(lambda g: _group_savings(g, keep, max_segments), groups, jobs=jobs, weights=weights):
         per.update(done)
-    total: dict[str, Any] = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}}
+    total: dict[str, Any] = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}, "fallback_images": 0,
+                             "unloadable_containers": 0}
     for f in files:
         s = per.setdefault(f.path, {"bytes": 0, "freed": 0, "by_arch": {}, "refused": "not read again"})
         if "wheel_bytes" in s:
             total["wheel_bytes"] = total.get("wheel_bytes", 0) + s["wheel_bytes"]
         total["bytes"] += s["bytes"]
         total["freed"] += s["freed"]
+        total["fallback_images"] += s.get("fallback_images", 0)
+        total["unloadable_containers"] += s.get("unloadable_containers", 0)
         for a, n in s["by_arch"].items():
             total["by_arch"][a] = total["by_arch"].get(a, 0) + n
     total["by_arch"] = dict(sorted(total["by_arch"].items()))
-    total["packages"] = [package_savings(top, keep, jobs=jobs) for top in _wheels(files)]
+    total["packages"] = [package_savings(top, keep, jobs=jobs, max_segments=max_segments) for top in _wheels(files)]
     return {"files": per, "total": total}
 
 
@@ -319,34 +325,59 @@ def _wheels(files: Sequence[FileSize]) -> list[str]:
     return list(out)
 
 
-def package_savings(path: str, keep: Sequence[str], *, jobs: int | None = 1) -> dict[str, Any]:
+def package_savings(path: str, keep: Sequence[str], *, jobs: int | None = 1,
+                    max_segments: int | None = None) -> dict[str, Any]:
     """What ``devbin prune --keep`` makes of the wheel ``path``, computed by prune itself
     (:func:`devbin.packaging.prune_packages.prune_wheel` writing to nothing, as ``prune --dry-run`` does, so
-    the sizes are those of the wheel prune writes, to the byte): ``size_before``/``size_after`` the wheel's
-    (compressed), ``installed_before``/``installed_after`` its members' uncompressed sizes summed; or
-    ``refused``: why prune would refuse the wheel."""
+    the sizes are those of the wheel prune writes, to the byte), with the keys of prune's ``package``:
+    ``package_size_before``/``package_size_after`` the wheel's (compressed),
+    ``installed_size_before``/``installed_size_after`` its members' uncompressed sizes summed; or ``refused``:
+    why prune would refuse the wheel."""
     from devbin.packaging.prune_packages import prune_wheel  # the capability, only when --keep asks for it
 
     try:
-        r = prune_wheel(path, None, keep=keep, jobs=jobs)
+        r = prune_wheel(path, None, keep=keep, jobs=jobs, max_segments=max_segments)
     except DeviceBinaryError as e:
         return {"path": path, "kind": "wheel", "refused": e.message}
-    return {"path": path, "kind": "wheel", "size_before": r.input_size, "size_after": r.output_size,
-            "installed_before": r.installed_before, "installed_after": r.installed_after}
+    return {"path": path, "kind": "wheel", "package_size_before": r.input_size, "package_size_after": r.output_size,
+            "installed_size_before": r.installed_before, "installed_size_after": r.installed_after}
 
 
 # --------------------------------------------------------------------------- the report
 
 
+def folder_savings(folder: str, per_file: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What ``devbin prune FOLDER --keep --in-place`` makes of the folder ``folder`` (an installed
+    environment), given :func:`savings`' ``files``: ``installed_size_before``/``installed_size_after``, every file
+    under it (:func:`devbin.images.scan.folder_bytes`, backups left out) before and after, as prune reports
+    it to the byte (the pruned files' bytes, and what their packages' RECORDs grow by:
+    :func:`devbin.packaging.prune_packages.record_growth`)."""
+    from devbin.packaging.prune_packages import record_growth  # the capability, only when --keep asks for it
+
+    before = folder_bytes(folder)
+    inside = os.path.join(folder, "")
+    saved: dict[str, int] = {}  # by file: an archive's members' savings are the archive's (prune's unit)
+    for f, s in per_file.items():
+        if f.startswith(inside) and (s["freed"] or s["bytes"]):
+            on_disk = f if os.path.isfile(f) else f.split("!", 1)[0]
+            saved[on_disk] = saved.get(on_disk, 0) + s["bytes"]
+    pruned = {f: os.path.getsize(f) - n for f, n in saved.items()}
+    return {"path": folder, "kind": "folder", "installed_size_before": before,
+            "installed_size_after": before - sum(saved.values()) + record_growth(folder, pruned)}
+
+
 def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None, warnings: Iterable[str] = (),
                 top: int | None = None, detail: bool = True, jobs: int | None = 1,
-                min_bytes: int = 0) -> dict[str, Any]:
+                min_bytes: int = 0, paths: Iterable[str | Path] = (),
+                max_segments: int | None = None) -> dict[str, Any]:
     """The report of measured ``files`` (the JSON of ``devbin size``, without the ``schema`` key);
     ``top``: how many of :func:`top_functions` to give (None: all).  ``detail=False`` leaves out each
     file's images (for a text summary: no name of a function outside the tables is demangled).
-    ``jobs``, ``min_bytes``: the processes ``keep``'s pruning runs in (:func:`savings`)."""
+    ``jobs``, ``min_bytes``: the processes ``keep``'s pruning runs in (:func:`savings`); ``paths``: what
+    was measured, whose folders join ``savings.packages`` (:func:`folder_savings`); ``max_segments``:
+    prune's program-header limit for ``keep``."""
     dup = duplicates(files)
-    saved = savings(files, keep, jobs=jobs, min_bytes=min_bytes) if keep else None
+    saved = savings(files, keep, jobs=jobs, min_bytes=min_bytes, max_segments=max_segments) if keep else None
     out_files = []
     for f in files:
         d = f.to_dict(images=detail)
@@ -365,6 +396,8 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
     }
     if saved is not None:
         doc["savings"] = saved["total"]
+        doc["savings"]["packages"] += [folder_savings(os.fspath(p), saved["files"]) for p in paths
+                                       if os.path.isdir(p)]
     doc["warnings"] = list(warnings)
     return doc
 
@@ -379,7 +412,8 @@ def size_report(paths: Iterable[str | Path], *, keep: Sequence[str] | None = Non
     ``measured`` is called with the measured files (the budget check uses them); ``jobs``: processes to
     measure and prune in (1: this one; None: every processor), the report the same whatever it is."""
     rep = report if report is not None else ScanReport()
+    paths = list(paths)
     files = measure(paths, functions=functions, progress=progress, report=rep, jobs=jobs)
     if measured is not None:
         measured(files)
-    return report_dict(files, keep=keep, warnings=rep.warnings, top=top, jobs=jobs)
+    return report_dict(files, keep=keep, warnings=rep.warnings, top=top, jobs=jobs, paths=paths)

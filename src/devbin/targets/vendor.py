@@ -8,9 +8,10 @@ one subclass of :class:`Vendor` and one instance of it, plus one line in the reg
 
 What a descriptor holds (each item is the one place devbin writes that rule):
 
-* ``name``: the canonical vendor name, one spelling everywhere (the image record, the model's
-  :class:`~devbin.model.Target`, select's device, JSON): ``nvidia``, ``amd`` (LLVM's triple vendor,
-  ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind);
+* ``name``: the canonical vendor name, one spelling (the image record, the model's
+  :class:`~devbin.model.Target`, JSON): ``nvidia``, ``amd`` (LLVM's triple vendor,
+  ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind), but for the
+  :class:`Device` of select and load (:attr:`Vendor.device_vendor`, until devbin.load spells it so);
 * ``e_machines``: the ELF machines of its device code objects (``EM_CUDA`` 190, ``EM_AMDGPU`` 224);
 * the image kinds and triple prefixes that are its code (what the scanner's vendor column says), its
   PCI vendor ID, LLVM offload kind and default triple (what ``devbin pack`` writes), what its device
@@ -22,6 +23,10 @@ What a descriptor holds (each item is the one place devbin writes that rule):
 * the unified model: the importer (:meth:`Vendor.import_code_object`), the vendor attribute
   namespace (:attr:`Vendor.attribute_namespace`, :class:`devbin.model.attributes.Namespace`) and
   the per-thread stack convention (:meth:`Vendor.stack_bytes`);
+* what a driver loads (``devbin select``: :meth:`Vendor.parse_device`, :meth:`Vendor.judge`), the
+  super-archive's default chains (:meth:`Vendor.fallback_chain`), function sizes
+  (:meth:`Vendor.function_parts`), its tools (:attr:`Vendor.toolkit`), the facts its compilers print
+  (:meth:`Vendor.facts_from_assembly`, ``devbin cc``);
 * the link and load back ends, as module paths (:attr:`Vendor.link_backend`,
   :attr:`Vendor.load_backend`): ``devbin.link``/``devbin.load`` (layer 5) import them on use;
   this package (layer 3) never imports them (tests/test_layers.py).
@@ -169,6 +174,9 @@ class Vendor(ABC):
     link_backend: ClassVar[str] = ""
     #: The module of its load back end, imported by ``devbin.load`` on use ("" when none).
     load_backend: ClassVar[str] = ""
+    #: The module of its real-driver back end (``driver_report(files, target, kernel, lazy)``: ``devbin load
+    #: --backend <offload_kind>``, JSON schema ``load-<offload_kind>``), imported on use ("" when none).
+    driver_backend: ClassVar[str] = ""
 
     def __repr__(self) -> str:
         return f"<vendor {self.name}>"
@@ -225,6 +233,18 @@ class Vendor(ABC):
     def is_virtual_arch(self, arch: str) -> bool:
         """Whether ``arch`` names virtual code only (NVIDIA: ``compute_NN``/``lto_NN``: PTX and LTO-IR)."""
         return False
+
+    def generation(self, arch: str) -> tuple[int, str] | None:
+        """The generation number and variant of one of its architecture names, which orders its virtual
+        code (NVIDIA: ``sm_90a``/``compute_90a`` -> ``(90, "a")``); None where the vendor has none."""
+        return None
+
+    def format_arch(self, generation: int, variant: str = "", *, virtual: bool = False) -> str:
+        """The name of an architecture by :meth:`generation` (NVIDIA: ``90`` -> ``sm_90``, virtual
+        ``compute_90``); UsageError where the vendor has no generation numbers."""
+        from devbin.errors import UsageError
+
+        raise UsageError(f"{self.title} architectures have no generation numbers")
 
     def owns_triple(self, triple: str) -> bool:
         """Whether an LLVM triple (``nvptx64-nvidia-cuda``, ``amdgcn-amd-amdhsa``) is this vendor's."""

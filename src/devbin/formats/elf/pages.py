@@ -48,8 +48,8 @@ from devbin.formats.elf import layout as L
 from devbin.formats.elf.edit import _patch_header  # the one ELF-header patcher
 from devbin.formats.elf.reader import ElfFile, Section, Segment
 
-__all__ = ["MAX_SEGMENTS", "RELATIVE_RELOCATION", "PageCut", "abi_page_size", "file_offset", "relr_places",
-           "remove_pages"]
+__all__ = ["MAX_SEGMENTS", "PHNUM_LIMIT", "RELATIVE_RELOCATION", "PageCut", "abi_page_size", "check_max_segments",
+           "file_offset", "relr_places", "remove_pages"]
 
 #: The largest page a loader of the machine may use (x86-64 psABI; AArch64 and PowerPC64 kernels run 64 KiB pages).
 _ABI_PAGE = {C.EM_X86_64: 0x1000, 3: 0x1000, C.EM_AARCH64: 0x10000, 21: 0x10000}
@@ -57,6 +57,21 @@ _SHN_LORESERVE = 0xFF00
 #: The most program headers :func:`remove_pages` gives a file (its docstring says why): glibc's loader then
 #: needs about 230 KiB of the loading thread's stack for them, and the process 4,096 more memory maps.
 MAX_SEGMENTS = 2048
+#: The most program headers ``e_phnum`` (16 bits) counts: 0xffff is ``PN_XNUM`` (the count is then in
+#: section 0's ``sh_info``; ELF gABI, "ELF Header"), which this writer does not use.
+PHNUM_LIMIT = 0xFFFE
+
+
+def check_max_segments(value: int) -> int:
+    """``value`` as a limit for :func:`remove_pages`' ``max_segments``: a whole number of program headers
+    from 1 to :data:`PHNUM_LIMIT`; UsageError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"max_segments={value!r}: expected a whole number of program headers (default "
+                         f"{MAX_SEGMENTS:,})")
+    if not 1 <= value <= PHNUM_LIMIT:
+        raise UsageError(f"max_segments={value:,}: expected 1 to {PHNUM_LIMIT:,} program headers (e_phnum is 16 "
+                         f"bits; default {MAX_SEGMENTS:,})")
+    return value
 _AT_END = -1  # _place_phdrs: the program-header table goes after everything else
 _PHDR_FIELDS = ("p_type", "p_flags", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_align")
 # dynamic tags whose value is an address in the image (ELF gABI "Dynamic Section"; GNU extensions)
@@ -125,7 +140,7 @@ def remove_pages(elf: ElfFile, free: Iterable[tuple[int, int]], *,
     ranges = _page_ranges(elf, free, page)
     if not ranges:
         return PageCut(bytes(elf.view.bytes_at(0, elf.size)), page)
-    ranges, notes = _largest(elf, ranges, MAX_SEGMENTS if max_segments is None else max_segments)
+    ranges, notes = _largest(elf, ranges, MAX_SEGMENTS if max_segments is None else check_max_segments(max_segments))
     _check_unread(elf, ranges)
     phdr_at, ranges, more = _place_phdrs(elf, ranges, page)
     return _rebuild(elf, ranges, page, phdr_at, notes + more)

@@ -59,6 +59,8 @@ class AmdVendor(Vendor):
     attribute_prefix = "amdgpu."
     private_segment_is_stack = True
     reads_assembly = True
+    link_backend = "devbin.targets.amdgpu.link"
+    load_backend = "devbin.targets.amdgpu.load"
 
     def owns_arch(self, arch: str) -> bool:
         """``gfx`` processors and generic targets, with or without target-ID features."""

@@ -79,6 +79,9 @@ class NvidiaVendor(Vendor):
     device_title = "NVIDIA"
     attribute_namespace = 1  # devbin.model.attributes.Namespace.NVIDIA (the model is not imported here)
     attribute_prefix = "nvidia."
+    link_backend = "devbin.targets.nvidia.link"
+    load_backend = "devbin.targets.nvidia.load"
+    driver_backend = "devbin.targets.nvidia.load_cuda"
 
     def owns_arch(self, arch: str) -> bool:
         """``sm_XY``, ``compute_XY``, ``lto_XY`` with an ``a``/``f`` suffix or none."""
@@ -125,6 +128,14 @@ class NvidiaVendor(Vendor):
     def is_virtual_arch(self, arch: str) -> bool:
         a = try_parse_arch(arch)
         return a is not None and a.kind != "sass"
+
+    def generation(self, arch: str) -> tuple[int, str] | None:
+        a = try_parse_arch(arch)
+        return None if a is None else (a.sm, a.variant)
+
+    def format_arch(self, generation: int, variant: str = "", *, virtual: bool = False) -> str:
+        major, minor = divmod(generation, 10)
+        return NvArch(major, minor, variant, "ptx" if virtual else "sass").name
 
     def option_matches(self, found: str, wanted: str) -> bool:
         if found == wanted:

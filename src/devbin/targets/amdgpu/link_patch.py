@@ -17,7 +17,7 @@ Granules follow LLVM: ``blocks = ceil(max(1, n) / granule) - 1``, VGPR granule 8
 GFX94x (arch VGPRs rounded to 4 plus AGPRs) and GFX10+ wave32, else 4; SGPR granule 8.
 Numbers never go below what the kernel already had.  The dynamic-stack bit is written as
 the totals say, and may be cleared: LLVM sets it for every call that leaves the object, and
-once the linker knows the callee that reason is gone (:mod:`devbin.link.amdgpu_facts` decides
+once the linker knows the callee that reason is gone (:mod:`devbin.targets.amdgpu.link_facts` decides
 when the kernel's own code could still need it).  A kernel compiled without scratch
 (``COMPUTE_PGM_RSRC2`` bit 0 clear) cannot be given a private segment after the fact: its code
 sets up no scratch registers, so that is an error, not a patch.
@@ -46,9 +46,9 @@ from devbin.binary import ByteView, align_up
 from devbin.errors import FormatError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Section, Symbol
-from devbin.link.amdgpu_facts import KernelTotals, unified_vgprs
-from devbin.link.amdgpu_msgpack import MsgpackValue, encode_key, encode_uint, parse, remove_elements, splice
 from devbin.targets.amdgpu.descriptor import KD_SIZE, decode_descriptor, vgpr_granule
+from devbin.targets.amdgpu.link_facts import KernelTotals, unified_vgprs
+from devbin.targets.amdgpu.link_msgpack import MsgpackValue, encode_key, encode_uint, parse, remove_elements, splice
 from devbin.targets.amdgpu.mach import decode_flags, gfx_major
 from devbin.targets.amdgpu.metadata import NOTE_OWNER, NT_AMDGPU_METADATA
 

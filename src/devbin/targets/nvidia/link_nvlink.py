@@ -1,7 +1,7 @@
 """Run NVIDIA's ``nvlink`` on cubins devbin kept, and read back what nvlink decided.
 
 :func:`run_nvlink` is the machine-level step of ``devbin link`` for NVIDIA: it feeds
-nvlink exactly the (already pruned, :mod:`devbin.link.nvidia`) relocatable cubins it is
+nvlink exactly the (already pruned, :mod:`devbin.targets.nvidia.link_prune`) relocatable cubins it is
 given.  :func:`nvlink_kept` and :func:`nvlink_facts` are oracles for tests: which
 functions nvlink keeps (its ``-kernels-used``), and the per-kernel registers, stack
 (``EIATTR_MIN_STACK_SIZE``, 0xFFFFFFFF when recursion makes it unknown) and CRS

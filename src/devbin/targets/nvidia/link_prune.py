@@ -4,7 +4,7 @@
 ``nvlink`` exactly the code it kept: the functions it dropped are cut out of the
 relocatable cubins (``nvcc -rdc=true -cubin``, ``nvcc -dc`` device code, ``ptxas -c``)
 here, through the ELF reader, instead of asking nvlink to guess with
-``-kernels-used`` (whose rules differ: see :mod:`devbin.link.nvlink`).
+``-kernels-used`` (whose rules differ: see :mod:`devbin.targets.nvidia.link_nvlink`).
 
 What :func:`prune_cubin` rewrites (layout: the cubin sections as the public decoders
 redplait/denvdis and VivekPanyam/cudaparsers read them, checked against nvlink 13.0):
@@ -92,9 +92,8 @@ from devbin.targets.nvidia.cubin import (
 )
 from devbin.targets.nvidia.nvinfo import parse_nvinfo
 
-__all__ = ["prune_cubin", "removable", "STT_CUDA_OBJECT"]
+__all__ = ["prune_cubin", "removable"]
 
-STT_CUDA_OBJECT = 13
 _FMT = "cubin"
 _SYMTABS = (C.SHT_SYMTAB, SHT_CUDA_MERC_SYMTAB)
 _RELOCS = (C.SHT_REL, C.SHT_RELA, SHT_CUDA_MERC_RELA)
@@ -272,7 +271,7 @@ def _resolve_names(plan: _Plan, remove: set[str]) -> None:
     for t in [plan.main, *(t for t in plan.tables.values() if t is not plan.main)]:
         by_name: dict[str, list[Symbol]] = {}
         for s in t.symbols:
-            if s.index and s.name and s.defined and s.type in (C.STT_FUNC, C.STT_OBJECT, STT_CUDA_OBJECT):
+            if s.index and s.name and s.defined and s.type in (C.STT_FUNC, C.STT_OBJECT, C.STT_CUDA_OBJECT):
                 by_name.setdefault(s.name, []).append(s)
         for name in sorted(remove):
             found = by_name.get(name)

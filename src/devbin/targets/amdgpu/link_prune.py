@@ -43,9 +43,9 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.model import ElfModel, RelocSpec, SectionSpec, SymbolSpec
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.elf.writer import write
-from devbin.link.amdgpu_patch import drop_kernels_from_notes
 from devbin.model import CallGraph
 from devbin.targets.amdgpu.descriptor import KD_SIZE
+from devbin.targets.amdgpu.link_patch import drop_kernels_from_notes
 
 __all__ = ["prune_object"]
 

@@ -6,12 +6,12 @@
    each relocatable object, from the unified model (the importer, or the devbin sections that
    ``devbin cc`` writes: LLVM 19 objects alone say nothing about device functions);
    :func:`kernel_totals` -- each kernel's totals over every function it reaches, across
-   objects (:mod:`devbin.link.amdgpu_facts`);
+   objects (:mod:`devbin.targets.amdgpu.link_facts`);
 2. :func:`prune_object` -- dead functions taken out of a ``-ffunction-sections`` object before
-   the link (:mod:`devbin.link.amdgpu_prune`);
+   the link (:mod:`devbin.targets.amdgpu.link_prune`);
 3. :func:`run_lld` -- ``ld.lld -shared``, with a one-line error when it is missing;
 4. :func:`patch_linked` -- the totals written into the linked file's kernel descriptors and
-   metadata note without moving anything (:mod:`devbin.link.amdgpu_patch`).
+   metadata note without moving anything (:mod:`devbin.targets.amdgpu.link_patch`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from devbin.errors import UsageError
-from devbin.link.amdgpu_facts import FunctionFacts, KernelTotals, function_facts, kernel_totals
-from devbin.link.amdgpu_patch import patch_linked
-from devbin.link.amdgpu_prune import prune_object
+from devbin.targets.amdgpu.link_facts import FunctionFacts, KernelTotals, function_facts, kernel_totals
+from devbin.targets.amdgpu.link_patch import patch_linked
+from devbin.targets.amdgpu.link_prune import prune_object
 from devbin.tools import find_tool, install_hint, run_tool
 
 __all__ = ["LLD_VERSIONS", "FunctionFacts", "KernelTotals", "find_lld", "function_facts", "kernel_totals",

@@ -1,4 +1,5 @@
-"""Step 2b for AMDGPU: apply a code object's dynamic relocations in device memory, as ROCr does.
+"""Step 2b for AMDGPU (the AMDGPU load back end's relocations, :mod:`devbin.targets.amdgpu.load`): apply a
+code object's dynamic relocations in device memory, as ROCr does.
 
 ROCr's loader (``loader/executable.cpp``; reference §4.6 and §5.2) applies exactly these
 five, each at ``base + r_offset``:
@@ -22,34 +23,21 @@ resolves kernels and variables across code objects).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from devbin.errors import UsageError
-from devbin.load.indexed import R_ABS32, R_ABS32_HI, R_ABS32_LO, R_ABS64, R_RELATIVE64, DynReloc, IndexedCodeObject
+from devbin.formats.elf import constants as C
+from devbin.load.indexed import DynReloc, IndexedCodeObject
+from devbin.load.relocation import AppliedReloc
 from devbin.load.simulated import SimulatedDevice
 
-__all__ = ["AppliedReloc", "apply_relocations", "plan_relocations", "relocation_value"]
+__all__ = ["RELOC_WIDTH", "apply_relocations", "plan_relocations", "relocation_value"]
+
+R_NONE, R_ABS32_LO, R_ABS32_HI = C.R_AMDGPU_NONE, C.R_AMDGPU_ABS32_LO, C.R_AMDGPU_ABS32_HI
+R_ABS64, R_ABS32, R_RELATIVE64 = C.R_AMDGPU_ABS64, C.R_AMDGPU_ABS32, C.R_AMDGPU_RELATIVE64
+#: The dynamic relocations ROCr applies, and the bytes each writes (reference §4.6).
+RELOC_WIDTH = {R_NONE: 0, R_ABS32_LO: 4, R_ABS32_HI: 4, R_ABS64: 8, R_ABS32: 4, R_RELATIVE64: 8}
 
 _MASK64 = (1 << 64) - 1
-
-
-@dataclass(frozen=True, slots=True)
-class AppliedReloc:
-    """A relocation as applied: the ``value`` (``width`` bytes) written at device ``address``.
-
-    ``symbol`` is the relocation's symbol (None for ``RELATIVE64``); ``target_object`` the code
-    object that defines it (None for a weak reference left at 0).
-    """
-
-    address: int
-    offset: int  # in the code object
-    type_name: str
-    width: int
-    value: int
-    symbol: str | None
-    addend: int
-    target_object: str | None
-    site: str
 
 
 def relocation_value(rtype: int, s: int, a: int, b: int) -> int:
