@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     # 3: vendor targets (read formats into the model)
     "devbin.targets": 3,
     # 4: containers and analysis
-    "devbin.images": 4, "devbin.analysis": 4, "devbin.detect": 4,
+    "devbin.images": 4, "devbin.analysis": 4,
     "devbin.importers": 4, "devbin.report": 4, "devbin.entry": 4, "devbin.samples": 4,
     "devbin.tools": 4, "devbin.htmlreport": 4,
     # 5: capabilities

@@ -17,13 +17,15 @@ from devbin.errors import DeviceBinaryError, FormatError, UsageError
 from devbin.formats import bundle as B
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.ar.writer import ArMember, write_archive
+from devbin.formats.bundle.prune import rewrite_bundle
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.fatbin import FatbinImage, parse_fatbin, write_fatbin
 from devbin.formats.fatbin import constants as FC
+from devbin.formats.fatbin.prune import prune_fatbin
 from devbin.formats.offload import constants as OC
 from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.images import scan_bytes
-from devbin.packaging.pruning import Selection, _prune_fatbin, prune, prune_file, prune_name_matches, rewrite_bundle
+from devbin.packaging.pruning import Selection, prune, prune_file, prune_name_matches
 
 from tests.expect import assert_located, outcome
 from tests.runners import cli, cli_ok, run_tool
@@ -82,7 +84,7 @@ def _fatbin() -> bytes:
 
 def test_fatbin_rewrite_keeping_all_is_identical() -> None:
     for data in (_fatbin(), (FIXTURES / "sample.fatbin").read_bytes()):
-        assert _prune_fatbin(ByteView(data), lambda entry: True, "x") == (len(data), data)
+        assert prune_fatbin(ByteView(data), lambda entry: True, "x") == (len(data), data)
         assert prune(data, drop="sm_70").data == data
 
 

@@ -106,11 +106,6 @@ KINDS = ("cubin", "ptx", "lto-ir", "amdgpu", "bitcode", "spirv", "fatbin", "host
 #: more than it saves (52 small cubins of a 1 MB zstd library: +15 % CPU and no faster).
 MIN_PARALLEL_BYTES = 8 << 20
 
-_OFFLOAD_EXT = {"object": "o", "bitcode": "bc", "cubin": "cubin", "fatbinary": "fatbin", "ptx": "s"}
-_EXT = {"amdgpu": "o", "host": "o", "cubin": "cubin", "ptx": "ptx", "bitcode": "bc", "fatbin": "fatbin",
-        "spirv": "spv"}
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", help="a file or folder (default: the file of --image)")
     p.add_argument("--kind", choices=KINDS, help="only images of this kind")
@@ -122,11 +117,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
 
 
-def _clean(text: str, keep: str = "._+-") -> str:
-    """``text`` with every character but ASCII letters, digits and ``keep`` replaced by ``_``."""
-    return "".join(c if (c.isascii() and c.isalnum()) or c in keep else "_" for c in text)
-
-
 def safe_name(name: str) -> str:
     """``name`` if it is one plain file name; UsageError otherwise."""
     from devbin.errors import UsageError
@@ -136,75 +126,19 @@ def safe_name(name: str) -> str:
     return name
 
 
-def _unit(frame: Frame) -> tuple[str, str]:
-    """The file whose images are numbered together (an archive, not its member): its address and its own name."""
-    from devbin.images import Address, Member
-    a = frame.address
-    steps = a.steps[:-1] if frame.origin == "ar" else a.steps
-    name = next((s.name for s in reversed(steps) if isinstance(s, Member)), a.path)
-    return str(Address(a.path, steps)), name
-
-
-def _stem(name: str) -> str:
-    """A file name without its folders and last extension."""
-    return os.path.splitext(os.path.basename(name))[0]
-
-
-def _file_name(frame: Frame) -> str:
-    """The innermost file's own name: the member's for a member."""
-    member = frame.address.member
-    return member.name if member is not None else frame.address.path
-
-
 def wanted(image: Image) -> bool:
     """Whether extract writes ``image`` (with no --kind/--arch): fatbin cubins and PTX (as cuobjdump),
-    bare cubins and AMDGPU code objects, and every image of an LLVM container or wrapped image."""
-    if image.container == "fatbin":
-        return image.kind in ("cubin", "ptx")
-    if image.container == "file":
-        return image.kind in ("cubin", "amdgpu")
-    return True
+    bare cubins and AMDGPU code objects, and every image of an LLVM container or wrapped image
+    (:func:`devbin.images.containers.extracted_by_default`)."""
+    from devbin.images.containers import extracted_by_default
+    return extracted_by_default(image)
 
 
 def names(hits: list[tuple[Image, Frame]]) -> list[str]:
-    """cuobjdump's file name for each image: numbered per kind through each file (an archive counts as one)."""
-    from devbin.formats.fatbin import extract_name
-    counters: dict[tuple[str, str], int] = {}
-    out: list[str] = []
-    for f, frame in hits:
-        unit, unit_name = _unit(frame)
-        stem = _stem(unit_name)
-        if f.container == "offload":
-            base = f"{stem}-{_clean(f.triple)}-{_clean(f.arch, '._+-:')}"
-            key = (unit, "offload")
-            n = counters.get(key, 0)
-            counters[key] = n + 1
-            out.append(f"{base}.{n}.{_OFFLOAD_EXT.get(f.get('image-kind'), 'bin')}")
-            continue
-        if f.container == "bundle":
-            key = (unit, "bundle")
-            counters[key] = counters.get(key, 0) + 1
-            target = _clean((f.arch or f.triple or "none").replace(":", "_"))
-            out.append(f"{stem}.{counters[key]}.{target}.{_EXT.get(f.kind, 'bin')}")
-            continue
-        if f.container == "sycl":  # <stem>.<n>.<arch or target>.<ext>, numbered through the file
-            key = (unit, "sycl")
-            counters[key] = counters.get(key, 0) + 1
-            target = _clean(f.arch or f.get("target") or "none")
-            ext = "zebin" if f.kind == "zebin" else _EXT.get(f.kind, "bin")
-            out.append(f"{stem}.{counters[key]}.{target}.{ext}")
-            continue
-        if f.container == "wrapped" or f.kind == "amdgpu":  # one image: named after its file
-            target = _clean((f.arch or f.triple or "none").replace(":", "_"))
-            out.append(f"{_stem(_file_name(frame))}.{target}.{_EXT.get(f.kind, 'bin')}")
-            continue
-        key = (unit, f.kind if f.kind in ("ptx", "lto-ir") else "elf")
-        counters[key] = counters.get(key, 0) + 1
-        if f.entry is not None:
-            out.append(extract_name(f.entry, stem, counters[key]))
-        else:
-            out.append(f"{_stem(_file_name(frame))}.{f.arch}.cubin")
-    return out
+    """cuobjdump's file name for each image: numbered per kind through each file (an archive counts as one)
+    (:func:`devbin.images.containers.extract_names`)."""
+    from devbin.images.containers import extract_names
+    return extract_names(hits)
 
 
 _LABELS = {"cubin": "ELF file", "ptx": "PTX file", "lto-ir": "LTO-IR file", "amdgpu": "AMDGPU code object",

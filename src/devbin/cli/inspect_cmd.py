@@ -146,18 +146,18 @@ def container_images(path: str) -> Images:
     file of no known format) gives an empty :class:`Images` (the command exits 3).  Fatbin entries
     of OffloadBinaries are opened in turn.
     """
-    from devbin.detect import ELF, UNKNOWN, WRAPPED, detect
     from devbin.entry.elf import open_elf
     from devbin.errors import DeviceBinaryError, FormatError
+    from devbin.formats.magic import ELF, UNKNOWN, WRAPPED, detect
+    from devbin.formats.magic import is_zip as zip_magic
     from devbin.images.frame import Frame
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
-    from devbin.images.sniff import ZIP_MAGICS
 
     with open(path, "rb") as fh:
         head = fh.read(64)
     kind = detect(head)
-    is_zip = head.startswith(ZIP_MAGICS)
+    is_zip = zip_magic(head)
     if kind in (ELF, WRAPPED):
         try:
             with open_elf(path) as elf:
@@ -217,7 +217,7 @@ def no_device_code_in(images: Images) -> bool:
 
 def _wrapped_metadata(path: str) -> tuple[tuple[str, str], ...] | None:
     """The metadata of a devbin wrapped image (its header only is read); None for any other file."""
-    from devbin.detect import WRAPPED, detect
+    from devbin.formats.magic import WRAPPED, detect
     from devbin.formats.wrapped import parse_wrapped
     with open(path, "rb") as f:
         head = f.read(8)
@@ -230,15 +230,10 @@ def _wrapped_metadata(path: str) -> tuple[tuple[str, str], ...] | None:
 
 def producer_metadata(f: Image) -> tuple[tuple[str, str], ...]:
     """The key/value pairs the producer stored with the image: an OffloadBinary entry's string map or a
-    wrapped image's metadata (a plugin's debug log prints these); () for other images."""
-    from devbin.formats.offload import OffloadEntry
-    from devbin.formats.wrapped import WrappedImage
-    n = f.native
-    if isinstance(n, OffloadEntry):
-        return n.strings
-    if isinstance(n, WrappedImage):
-        return n.metadata
-    return ()
+    wrapped image's metadata (a plugin's debug log prints these); () for other images
+    (:func:`devbin.images.containers.producer_metadata`)."""
+    from devbin.images.containers import producer_metadata as stored
+    return stored(f)
 
 
 def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:

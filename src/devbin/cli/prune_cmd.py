@@ -241,9 +241,10 @@ def _destination(output: str, path: str) -> str:
 
 
 def _is_zip(path: str) -> bool:
+    from devbin.formats.magic import SNIFF, is_zip
     try:
         with open(path, "rb") as f:
-            return f.read(4) == b"PK\x03\x04"
+            return is_zip(f.read(SNIFF))
     except OSError:
         return False
 

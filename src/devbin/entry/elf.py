@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from devbin.binary import Buffer
-from devbin.detect import ELF, UNKNOWN, WRAPPED, detect
 from devbin.errors import FormatError, NotThisFormat
 from devbin.formats.elf.reader import Diag, ElfFile
+from devbin.formats.magic import ELF, UNKNOWN, WRAPPED, detect
 from devbin.formats.wrapped import parse_wrapped
 
 

@@ -44,16 +44,11 @@ from devbin.formats.fatbin import Fatbin, FatbinEntry, elf_image_size, parse_fat
 from devbin.formats.fatbin import constants as FC
 from devbin.images.address import Entry, SectionStep
 from devbin.images.frame import Frame, Hit
-from devbin.images.record import DATA, FATBIN, OPAQUE, Image, fatbin_kind
-from devbin.images.scanreport import WRAPPER_SECTION, ScanReport, WrapperInfo
+from devbin.images.record import DATA, FATBIN, FATBIN_CONTAINER, OPAQUE, Image, fatbin_kind
+from devbin.images.scanreport import ScanReport, WrapperInfo
 from devbin.images.sniff import vendor_of
 
-__all__ = ["EXEC_SECTION", "FATBIN_SECTIONS", "REL_SECTION", "HostElf", "fatbin_images", "walk_fatbins"]
-
-EXEC_SECTION = ".nv_fatbin"
-REL_SECTION = "__nv_relfatbin"
-#: The fatbin sections in the order cuobjdump -all reads them.
-FATBIN_SECTIONS: tuple[str, ...] = (EXEC_SECTION, REL_SECTION)
+__all__ = ["HostElf", "fatbin_images", "walk_fatbins"]
 
 #: (file offset, version, target section index, offset in it) of one wrapper.
 Wrapper = tuple[int, int, int | None, int | None]
@@ -90,7 +85,7 @@ def fatbin_images(fb: Fatbin, frame: Frame, section: str, index: int, offset: in
             meta.append(("wrapper-version", str(wrapper_version)))
         image = Image(address=base.child(Entry(index, e.index)), vendor=vendor_of(FATBIN), kind=kind, arch=e.arch_name,
                       size=entry_size(e), stored_size=e.payload_size,
-                      compression=OPAQUE if e.is_opaque else e.compression, container="fatbin",
+                      compression=OPAQUE if e.is_opaque else e.compression, container=FATBIN_CONTAINER,
                       section=section, offset=offset, metadata=tuple(meta), native=e)
         yield image, frame
 
@@ -157,17 +152,17 @@ class HostElf:
         pointed = {(sec, off): ver for (_, ver, sec, off) in wrappers if sec is not None and off is not None}
         results: list[Hit] = []
         executable = False
-        for name in FATBIN_SECTIONS:
+        for name in FC.SECTIONS:  # in the order cuobjdump -all reads them
             for sec in elf.sections:
                 if sec.name != name or not sec.file_size:
                     continue
-                skip = name == REL_SECTION and executable and not all
+                skip = name == FC.REL_SECTION and executable and not all
                 rep = ScanReport() if skip else self.rep  # a part cuobjdump does not read: no warnings from it
                 for index, offset, fb in walk_fatbins(sec.view, rep, self.frame.where, sec.name):
                     found = self._found(sec, index, offset, fb, pointed)
                     if not skip:
                         results.extend(found)
-                    executable = executable or name == EXEC_SECTION
+                    executable = executable or name == FC.EXEC_SECTION
         if not wrappers:  # registered fatbins are the ones the wrappers point at: no search then
             first: dict[str, int] = {}
             for sec in elf.sections:
@@ -196,7 +191,7 @@ class HostElf:
     @staticmethod
     def _scannable(sec: Section) -> bool:
         return (sec.sh_type == EC.SHT_PROGBITS and sec.file_size >= FC.FATBIN_HEADER_SIZE + FC.ENTRY_HEADER_SIZE
-                and sec.name not in (*FATBIN_SECTIONS, WRAPPER_SECTION))
+                and sec.name not in (*FC.SECTIONS, FC.WRAPPER_SECTION))
 
     def _scan_section(self, sec: Section, pointed: dict[tuple[int, int], int]) -> Iterator[Hit]:
         """Fatbins at 8-aligned addresses of a data section, accepted only when they validate."""
@@ -229,7 +224,7 @@ class HostElf:
         return self._found(sec, self.counts.get(sec.name, 0), off, fb, {key: ver})
 
     # -- wrappers -----------------------------------------------------------------
-    def wrappers(self, section: str = WRAPPER_SECTION, magic: int = FC.WRAPPER_MAGIC) -> list[Wrapper]:
+    def wrappers(self, section: str = FC.WRAPPER_SECTION, magic: int = FC.WRAPPER_MAGIC) -> list[Wrapper]:
         """``(file offset, version, target section index, offset in it)`` per wrapper of ``section``."""
         out: list[Wrapper] = []
         if not self.elf.header.is64:  # the 24-byte layout is the 64-bit host's; 32-bit hosts are long gone

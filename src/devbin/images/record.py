@@ -10,10 +10,9 @@ it is, told in the vocabularies below.  The bytes are read only when :meth:`Imag
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from devbin.errors import FormatError, UsageError
 from devbin.formats.fatbin import constants as FC
@@ -21,15 +20,12 @@ from devbin.images.address import Address
 from devbin.targets.registry import object_kinds, vendor_names
 
 if TYPE_CHECKING:
-    from devbin.formats.bundle.reader import BundleEntry
     from devbin.formats.fatbin.reader import FatbinEntry
-    from devbin.formats.offload.reader import OffloadEntry
-    from devbin.formats.wrapped.reader import WrappedImage
     from devbin.model import CodeObject
 
 __all__ = [
-    "AMDGPU", "BITCODE", "CONTAINERS", "CUBIN", "DATA", "FATBIN", "HOST", "KINDS", "LTO_IR", "OPAQUE", "PTX", "SPIRV",
-    "VENDORS", "ZEBIN", "BareElf", "Image", "Native", "SelfDecoding", "fatbin_kind", "find_image",
+    "AMDGPU", "BITCODE", "CUBIN", "DATA", "FATBIN", "HOST", "KINDS", "LTO_IR", "OPAQUE", "PTX", "SPIRV",
+    "FATBIN_CONTAINER", "VENDORS", "ZEBIN", "BareElf", "Image", "Native", "NativeImage", "fatbin_kind", "find_image",
 ]
 
 # --------------------------------------------------------------------------- kinds
@@ -66,15 +62,9 @@ VENDORS: Final = (*vendor_names(), "")
 #: ``Image.compression`` of LTO-IR in NVIDIA's own encoding (:attr:`FatbinEntry.is_opaque`).
 OPAQUE: Final = "nvidia-opaque"
 
-#: ``container``: the format holding the image.
-CONTAINERS: Final[dict[str, str]] = {
-    "file": "a bare image: the whole file (or archive/zip member)",
-    "sycl": "an image of a SYCL host binary's wrapper (old offload model), or a member of one",
-    "fatbin": "an entry of a CUDA fatbin",
-    "offload": "an entry of an LLVM OffloadBinary",
-    "bundle": "an entry of a clang offload bundle (plain or compressed)",
-    "wrapped": "the image of a devbin wrapped image",
-}
+#: ``container`` of a fatbin's entries, which :attr:`Image.entry` gives (the vocabulary is the registry's,
+#: devbin.images.containers.CONTAINERS, whose fatbin entry takes its name from here).
+FATBIN_CONTAINER: Final = "fatbin"
 
 _FATBIN_KINDS: Final[dict[int, str]] = {FC.KIND_PTX: PTX, FC.KIND_ELF: CUBIN, FC.KIND_LTOIR: LTO_IR}
 
@@ -85,6 +75,25 @@ def fatbin_kind(kind: int) -> str:
 
 
 # --------------------------------------------------------------------------- natives
+
+
+class NativeImage(Protocol):
+    """The format-level object an image came from (``Image.native``): a fatbin's ``FatbinEntry``, an
+    OffloadBinary's ``OffloadEntry``, a bundle's ``BundleEntry``, a ``WrappedImage``, a :class:`BareElf`.
+    Each gives its image's bytes itself, so :meth:`Image.data` is one call whatever the container
+    (the container's entry in :mod:`devbin.images.containers` names the class)."""
+
+    def image_data(self, max_size: int, size: int) -> memoryview | bytes:
+        """The image as ``devbin extract`` writes it; ``size`` is :attr:`Image.size` (what the scan measured)."""
+        ...
+
+    def image_head(self, n: int, size: int) -> memoryview | bytes:
+        """The image's first ``n`` bytes (decoding no more than the format needs for them)."""
+        ...
+
+
+#: The type of ``Image.native``.
+Native = NativeImage
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,33 +108,11 @@ class BareElf:
     size: int
     view: memoryview = field(repr=False, compare=False)
 
+    def image_data(self, max_size: int, size: int) -> memoryview:
+        return self.view
 
-@runtime_checkable
-class SelfDecoding(Protocol):
-    """A format object that gives its image's bytes itself (a SYCL image or a part of one)."""
-
-    def image_data(self, max_size: int, size: int = 0) -> bytes | memoryview: ...
-
-    def image_head(self, n: int, size: int = 0) -> bytes | memoryview: ...
-
-
-if TYPE_CHECKING:
-    #: The format-level object an image came from.
-    Native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf | SelfDecoding
-
-
-def __getattr__(name: str) -> Any:
-    """``Native`` is built on first use: importing this module imports no container reader
-    (a scan imports each one when it meets its magic)."""
-    if name != "Native":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from devbin.formats.bundle.reader import BundleEntry
-    from devbin.formats.fatbin.reader import FatbinEntry
-    from devbin.formats.offload.reader import OffloadEntry
-    from devbin.formats.wrapped.reader import WrappedImage
-    native = FatbinEntry | OffloadEntry | BundleEntry | WrappedImage | BareElf | SelfDecoding
-    globals()["Native"] = native
-    return native
+    def image_head(self, n: int, size: int) -> memoryview:
+        return self.view[:n]
 
 
 # --------------------------------------------------------------------------- the record
@@ -148,14 +135,14 @@ class Image:
       the decompressed bundle), ``nvidia-opaque`` (LTO-IR in NVIDIA's own encoding, which only NVIDIA's
       tools decode: :meth:`data` gives the entry as stored, in a one-entry fatbin), or the raw flag
       bits in hex when unknown.
-    * ``container``: the format holding it (:data:`CONTAINERS`).
+    * ``container``: the format holding it (:data:`devbin.images.containers.CONTAINERS`).
     * ``section``: the host ELF section it was found in, or ``""``.
     * ``offset``: file offset, in the innermost file, of the container (fatbin, OffloadBinary, bundle),
       or 0 for a bare or wrapped image.
     * ``metadata``: producer key/value pairs in stored order; keys are listed in docs/IMAGES.md
       (``identifier``, ``ptxas-options``, ``fatbin-kind``, ``wrapper-version``, ``triple``, ``bundle-id``,
       ``offload-kind``, ``image-kind``, an OffloadBinary's string map and a wrapped image's pairs as stored).
-    * ``native``: the format-level object (:data:`Native`): a ``FatbinEntry``, ``OffloadEntry``,
+    * ``native``: the format-level object (:class:`NativeImage`): a ``FatbinEntry``, ``OffloadEntry``,
       ``BundleEntry``, ``WrappedImage`` or :class:`BareElf`.
     """
 
@@ -196,7 +183,7 @@ class Image:
     @property
     def entry(self) -> FatbinEntry | None:
         """The fatbin entry this image is, or None."""
-        return self.native if _native_is(self.native, "fatbin.reader", "FatbinEntry") else None  # type: ignore[return-value]
+        return self.native if self.container == FATBIN_CONTAINER else None  # type: ignore[return-value]
 
     def to_dict(self) -> dict[str, Any]:
         """The facts every command that reports images gives each one, under the same keys
@@ -209,22 +196,9 @@ class Image:
         """The image as ``devbin extract`` writes it: a window on the file (zero-copy) when stored
         plain, decompressed otherwise.  Raises FormatError above ``max_size`` bytes or for bad data."""
         n = self.native
-        if _native_is(n, "fatbin.reader", "FatbinEntry"):
-            entry: FatbinEntry = n  # type: ignore[assignment]
-            if entry.is_opaque:  # NVIDIA's own LTO-IR encoding: the entry as stored, in a one-entry fatbin
-                from devbin.formats.fatbin.writer import stored_entry, write_fatbin  # the writer only here
-                return write_fatbin([stored_entry(entry)])
-            return entry.extract_view(max_size, plain_size=self.size)  # a plain cubin's extent: measured by the scan
-        if _native_is(n, "offload.reader", "OffloadEntry") or _native_is(n, "wrapped.reader", "WrappedImage"):
-            view = n.image  # type: ignore[union-attr]
-        elif _native_is(n, "bundle.reader", "BundleEntry"):
-            view = n.data  # type: ignore[union-attr]
-        elif isinstance(n, BareElf):
-            view = n.view
-        elif isinstance(n, SelfDecoding):  # a native that decodes itself (devbin.images.sycl)
-            return n.image_data(max_size)
-        else:
+        if n is None:
             raise FormatError(f"{self.address}: no image bytes recorded", fmt=self.container, where=str(self.address))
+        view = n.image_data(max_size, self.size)
         if len(view) > max_size:
             raise FormatError(f"{self.address}: image of {len(view)} bytes is larger than the limit of {max_size} "
                               "bytes", fmt=self.container, where=str(self.address))
@@ -233,9 +207,9 @@ class Image:
     def head(self, n: int = 64) -> memoryview | bytes:
         """The image's first ``n`` bytes (fewer when it is shorter); an entry of a compressed bundle
         decodes only those (a fatbin entry stored compressed is decoded whole)."""
-        if _native_is(self.native, "bundle.reader", "BundleEntry"):
-            return self.native.head(n)  # type: ignore[union-attr]
-        return self.data()[:n]
+        if self.native is None:
+            return self.data()[:n]
+        return self.native.image_head(n, self.size)
 
     def code_object(self, max_size: int = FC.DEFAULT_MAX) -> CodeObject | None:
         """The image in the unified model (:func:`devbin.importers.import_code_object`), or None
@@ -247,13 +221,6 @@ class Image:
         from devbin.importers import import_code_object  # the model and importers only when asked: CLI start-up
         return import_code_object(ElfFile(ByteView(self.data(max_size), where=str(self.address)),
                                           where=str(self.address)))
-
-
-def _native_is(native: object, module: str, cls: str) -> bool:
-    """``isinstance(native, devbin.formats.<module>.<cls>)`` without importing that reader: an object
-    of a reader that was never imported cannot be one of its instances."""
-    m = sys.modules.get(f"devbin.formats.{module}")
-    return m is not None and isinstance(native, getattr(m, cls))
 
 
 def find_image(images: Iterable[Image], address: Address | str) -> Image:

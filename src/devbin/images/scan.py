@@ -6,7 +6,7 @@ in archive order, sections in section-table order (but ``.nv_fatbin`` before
 ``__nv_relfatbin``, as cuobjdump reads them), containers and entries in file order.
 
 Where images are looked for, by the first bytes of each file or member
-(:func:`devbin.images.sniff.container_format`):
+(the registry of container formats, :mod:`devbin.images.containers`, each format's walk):
 
 * **host ELF** (objects, shared libraries, executables): NVIDIA fatbins in sections, with
   cuobjdump's scope (:mod:`devbin.images.hostelf`: ``all`` adds ``__nv_relfatbin`` when
@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import mmap
 import os
 import stat
@@ -65,32 +64,17 @@ from typing import IO, TYPE_CHECKING
 
 from devbin.binary import Buffer, ByteView, budget
 from devbin.binary.output import BACKUP_SUFFIX
-from devbin.detect import (
-    AR,
-    AR_THIN,
-    CUDA_FATBIN,
-    ELF,
-    OFFLOAD_BINARY,
-    OFFLOAD_BUNDLE,
-    OFFLOAD_BUNDLE_COMPRESSED,
-    WRAPPED,
-)
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats import zipmember
-from devbin.formats.bundle import constants as BC
-from devbin.formats.offload import constants as OC
-from devbin.formats.sycl.constants import SECTION_PREFIX as SYCL_PREFIX
-from devbin.images.address import Address, Member
+from devbin.formats.magic import SNIFF, is_zip
+from devbin.images.address import Address
+from devbin.images.containers import ZIP, format_of, member_frame
 from devbin.images.frame import Frame, Hit
-from devbin.images.record import HOST, BareElf, Image
+from devbin.images.record import Image
 from devbin.images.scanreport import ScanReport
-from devbin.images.sniff import SNIFF, ZIP, ZIP_MAGICS, container_format, device_elf, image_kind, vendor_of
-from devbin.targets.registry import vendor_named
 
 if TYPE_CHECKING:
     import zipfile
-
-    from devbin.formats.elf.reader import ElfFile
 
 # Each container's reader is imported where its magic is met (below), not with this module: a scan
 # of cubins never imports the bundle, OffloadBinary or ar readers, and no scan imports a writer.
@@ -209,12 +193,6 @@ def folder_bytes(root: str | os.PathLike[str]) -> int:
     return total
 
 
-def _member(parent: Frame, name: str, seen: dict[str, int], origin: str) -> Frame:
-    """The frame of archive/zip member ``name`` (``;N`` for the N-th of that name)."""
-    seen[name] = n = seen.get(name, 0) + 1
-    return Frame(parent.address.child(Member(name, n)), origin)
-
-
 class Scanner:
     """One scan: its report, scope and thin-archive policy.  :meth:`paths` and :meth:`buffer`
     yield ``(image, frame)`` pairs: the image and the file it was found in."""
@@ -305,24 +283,25 @@ class Scanner:
         named on the command line, where a damaged zip or a ``.whl`` that is no zip raises (module docstring)."""
         with open(path, "rb") as f:
             head = f.read(SNIFF)
+            zipped = is_zip(head)
             if depth == 0:
-                self.zip_opened = head.startswith(ZIP_MAGICS)
-            if explicit and path.name.lower().endswith(WHEEL_SUFFIX) and not head.startswith(ZIP_MAGICS):
+                self.zip_opened = zipped
+            if explicit and path.name.lower().endswith(WHEEL_SUFFIX) and not zipped:
                 raise FormatError(f"not a zip file (a wheel is a zip; this one starts with "
                                   f"{head[:4].hex() or 'nothing'})", fmt="zip", where=frame.where)
-            if head.startswith(ZIP_MAGICS):
+            if zipped:
                 try:
                     whole: mmap.mmap | None = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                 except (OSError, ValueError):  # not mappable: zipfile reads it alone
                     whole = None
                 try:
-                    yield from self._zip(f, whole, frame, depth, strict=explicit)
+                    yield from self.walk_zip(f, whole, frame, depth, strict=explicit)
                 finally:
                     if whole is not None:
                         with contextlib.suppress(BufferError):
                             whole.close()
                 return
-            if container_format(head) is None:
+            if format_of(head) is None:
                 return
             if os.fstat(f.fileno()).st_size == 0:
                 return
@@ -339,83 +318,22 @@ class Scanner:
         """The images of ``data``, the bytes of the file ``frame`` names."""
         where = frame.where
         view = ByteView(data, where=where)
-        fmt = container_format(bytes(view.bytes_at(0, min(SNIFF, len(view)))))
-        if fmt is None:
+        fmt = format_of(view.bytes_at(0, min(SNIFF, len(view))))
+        if fmt is None or fmt.walk is None:
             return
         if depth > MAX_DEPTH:
             self.rep.warn(where, f"nested more than {MAX_DEPTH} containers deep; not opened")
             return
-        if fmt == ZIP:
-            whole = view.bytes_at(0, len(view))
-            yield from self._zip(io.BytesIO(whole), whole, frame, depth)
+        if fmt.reports_own_errors:  # a zip's member errors are its members' warnings (walk_zip)
+            yield from fmt.walk(self, view, frame, depth, disk)
             return
         try:
-            if fmt == ELF:
-                yield from self._elf(view, frame)
-            elif fmt == CUDA_FATBIN:
-                from devbin.images.hostelf import fatbin_images, walk_fatbins
-                fresh = ByteView(view, fmt="fatbin", where=where)
-                for index, offset, fb in walk_fatbins(fresh, self.rep, where, where):
-                    yield from fatbin_images(fb, frame, "", index, offset, None)
-            elif fmt in (AR, AR_THIN):
-                yield from self._archive(view, frame, depth, disk)
-            elif fmt == OFFLOAD_BINARY:
-                from devbin.images.llvm import offload_images
-                yield from offload_images(view, self.rep, frame, "", 0)
-            elif fmt in (OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
-                from devbin.images.llvm import bundle_images
-                yield from bundle_images(view, self.rep, frame, "", 0)
-            elif fmt == WRAPPED:
-                yield from self._wrapped(view, frame, depth)
+            yield from fmt.walk(self, view, frame, depth, disk)
         except DeviceBinaryError as e:
             self.rep.warn(where, str(e))
 
-    # -- devbin wrapped single image ------------------------------------------------
-    def _wrapped(self, view: ByteView, frame: Frame, depth: int) -> Iterator[Hit]:
-        """A device image is reported with the wrapper's metadata; a container inside is opened."""
-        from devbin.formats.wrapped.reader import parse_wrapped
-        w = parse_wrapped(view, where=frame.where)
-        inner = container_format(bytes(w.image[:SNIFF]))
-        kind, elf_arch = image_kind(w.image, ptx=(w.get("ImageKind") or "").lower() == "ptx")
-        address = frame.address  # one image: the wrapper is no step of its own
-        if inner not in (None, ELF) or kind == HOST:
-            inside = Frame(address, "wrapped")
-            yield from self.buffer(w.image, inside, depth=depth + 1)
-            return
-        triple = w.get("Triple") or ""
-        image = Image(address=address, vendor=vendor_of(kind, triple), kind=kind, arch=w.get("TargetID") or elf_arch,
-                      size=len(w.image), stored_size=len(w.image), compression="none", container="wrapped",
-                      section="", offset=0, metadata=w.metadata, native=w)
-        yield image, frame
-
-    # -- ar ------------------------------------------------------------------------
-    def _archive(self, view: ByteView, frame: Frame, depth: int, disk: Path | None) -> Iterator[Hit]:
-        from devbin.formats.ar.reader import ArchiveFile
-        ar = ArchiveFile(view, where=frame.where, diag=lambda e: self.rep.warn(frame.where, str(e)))
-        seen: dict[str, int] = {}
-        for m in ar.files:
-            sub = _member(frame, m.name, seen, "ar")
-            self.rep.members += 1
-            if self.on_member is not None:
-                self.on_member(sub)
-            if not m.thin:
-                yield from self.buffer(m.data, sub, depth=depth + 1)
-                continue
-            if disk is None:
-                self.rep.warn(sub.where, "thin archive member: its data is outside the archive and cannot be read here")
-                continue
-            try:
-                target = ar.thin_member_path(m, disk, allow_outside=self.follow_thin_outside)
-            except DeviceBinaryError as e:
-                self.rep.warn(sub.where, f"{e}; not followed")
-                continue
-            try:
-                yield from self.file(target, sub, depth=depth + 1)
-            except OSError as e:
-                self.rep.warn(sub.where, f"cannot read thin member {str(target)!r}: {e}")
-
     # -- zip ------------------------------------------------------------------------
-    def _zip(self, fileobj: IO[bytes], whole: Buffer | None, frame: Frame, depth: int, *,
+    def walk_zip(self, fileobj: IO[bytes], whole: Buffer | None, frame: Frame, depth: int, *,
              strict: bool = False) -> Iterator[Hit]:
         """The images in the members of the zip file ``fileobj``, whose bytes are ``whole`` (None: not
         mapped; zipfile then inflates every member); ``strict``: a zip that cannot be opened raises."""
@@ -439,7 +357,7 @@ class Scanner:
         """The images in one member of a zip (none in a folder entry or a member of no format devbin reads)."""
         if zipmember.is_folder(info):
             return
-        sub = _member(frame, info.filename, seen, ZIP)
+        sub = member_frame(frame, info.filename, seen, ZIP.name)
         self.rep.members += 1
         if not self._zip_wanted(zf, info, sub.where):
             return
@@ -462,7 +380,7 @@ class Scanner:
         except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption
             self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
             return False
-        if container_format(head) is None:
+        if format_of(head) is None:
             return False
         if info.file_size > MAX_MEMBER_SIZE:
             self.rep.warn(where, f"member of {info.file_size} bytes is larger than the limit; skipped")
@@ -481,35 +399,6 @@ class Scanner:
             self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
         return None
 
-    # -- ELF -------------------------------------------------------------------------
-    def _elf(self, view: ByteView, frame: Frame) -> Iterator[Hit]:
-        from devbin.formats.elf.reader import ElfFile
-        where = frame.where
-        elf = ElfFile(ByteView(view, where=where), where=where, diag=lambda e: self.rep.warn(where, str(e)))
-        h = elf.header
-        vendor, kind, arch = device_elf(h.e_machine, h.e_flags, h.ei_osabi, h.ei_abiversion)
-        if vendor:
-            owner = vendor_named(vendor)
-            if not arch and owner is not None:  # the header does not name it (a zebin's notes do)
-                arch = owner.arch_from_elf(elf)
-            native = BareElf(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
-                             abi_version=h.ei_abiversion, size=elf.size, view=elf.view.bytes_at(0, elf.size))
-            yield Image(address=frame.address, vendor=vendor, kind=kind,
-                        arch=arch, size=elf.size, stored_size=elf.size, compression="none", container="file",
-                        section="", offset=0, native=native), frame
-            return
-        from devbin.images.hostelf import HostElf
-        try:
-            yield from HostElf(self.rep, elf, frame).scan(all=self.all)
-        except DeviceBinaryError as e:
-            self.rep.warn(where, str(e))
-        if _has_llvm_sections(elf):
-            from devbin.images.llvm import llvm_in_elf
-            yield from llvm_in_elf(self.rep, elf, frame)
-        if any(sec.name.startswith(SYCL_PREFIX) for sec in elf.sections):
-            from devbin.images.sycl import sycl_in_elf
-            yield from sycl_in_elf(self.rep, elf, frame)
-
 
 def jobs_for(files: list[ToScan], jobs: int | None, min_bytes: int) -> int | None:
     """``jobs`` for a pool over ``files``, or 1 (this process) when they hold fewer than ``min_bytes``
@@ -518,13 +407,3 @@ def jobs_for(files: list[ToScan], jobs: int | None, min_bytes: int) -> int | Non
     from devbin.images.parallel import pool_jobs
 
     return pool_jobs(jobs, file_sizes(files), min_bytes)
-
-
-def _has_llvm_sections(elf: ElfFile) -> bool:
-    """Whether :func:`devbin.images.llvm.llvm_in_elf` has a section to read (then its readers are imported)."""
-    for sec in elf.sections:
-        name = sec.name
-        if (sec.sh_type == OC.SHT_LLVM_OFFLOADING or name.startswith(OC.SECTION_NAME)
-                or name == BC.HIP_FATBIN_SECTION or name.startswith(BC.SECTION_PREFIX)):
-            return True
-    return False

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+
+from devbin.formats.bundle.constants import HIP_WRAPPER_SECTION
+from devbin.formats.fatbin.constants import WRAPPER_SECTION
 
 __all__ = ["HIP_WRAPPER_SECTION", "WRAPPER_SECTION", "ScanReport", "WrapperInfo"]
 
-#: The section of NVIDIA's 24-byte ``__fatBinC_Wrapper_t`` records.
-WRAPPER_SECTION: Final = ".nvFatBinSegment"
-#: The section of HIP's wrappers (the same layout, magic "HIPF").
-HIP_WRAPPER_SECTION: Final = ".hipFatBinSegment"
+# WRAPPER_SECTION (NVIDIA's 24-byte ``__fatBinC_Wrapper_t`` records) and HIP_WRAPPER_SECTION (HIP's, the same
+# layout, magic "HIPF") are defined with their formats and named here for the WrapperInfo records.
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,55 +1,24 @@
-"""What the first bytes of a file, member or container image are.
+"""What kind of image the first bytes of an image are.
 
-Two questions: which container or image format a file starts with (:func:`container_format`,
-what the scan opens), and which image kind an image from an LLVM container or a devbin
-wrapped image is (:func:`image_kind`, the record's ``kind``/``vendor``/``arch``).  Which vendor and
-architecture a device ELF or a triple is for, the vendor descriptors say (:mod:`devbin.targets.registry`).
+:func:`image_kind` says which image kind an image from an LLVM container or a devbin wrapped image is
+(the record's ``kind``/``arch``), by the magics of the one table (:mod:`devbin.formats.magic`); which
+vendor and architecture a device ELF or a triple is for, the vendor descriptors say
+(:mod:`devbin.targets.registry`).  Which container a file is, and how the scan opens it, is the
+registry of container formats' (:mod:`devbin.images.containers`).
 """
 
 from __future__ import annotations
 
-from typing import Final
-
 from devbin.binary import Buffer, ByteView
-from devbin.detect import (
-    AR,
-    AR_THIN,
-    CUDA_FATBIN,
-    ELF,
-    OFFLOAD_BINARY,
-    OFFLOAD_BUNDLE,
-    OFFLOAD_BUNDLE_COMPRESSED,
-    WRAPPED,
-    detect,
-)
 from devbin.errors import DeviceBinaryError
-from devbin.formats.fatbin import constants as FC
+from devbin.formats import magic as M
 from devbin.images.record import BITCODE, DATA, FATBIN, HOST, PTX, SPIRV
 from devbin.targets.registry import vendor_for_kind, vendor_for_machine, vendor_for_triple
 
-__all__ = [
-    "SNIFF", "ZIP", "ZIP_MAGICS", "container_format", "device_elf", "image_kind", "vendor_of",
-]
+__all__ = ["device_elf", "image_kind", "vendor_of"]
 
-ZIP_MAGICS: Final = (b"PK\x03\x04", b"PK\x05\x06")
-#: The format name :func:`container_format` gives zip files (wheels, eggs).
-ZIP: Final = "zip"
-#: Bytes enough for every magic (the longest: ``__CLANG_OFFLOAD_BUNDLE__``).
-SNIFF: Final = 24
-
-_ELF_MAGIC: Final = b"\x7fELF"
-_BITCODE_MAGICS: Final = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")  # raw bitcode, bitcode wrapper
-_SPIRV_MAGIC: Final = b"\x03\x02\x23\x07"
-_SCANNED: Final = (ELF, CUDA_FATBIN, AR, AR_THIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED, WRAPPED)
-
-
-def container_format(head: bytes) -> str | None:
-    """The format the first bytes announce (:mod:`devbin.detect` names, or ``zip``), or None
-    when the scan does not look into it."""
-    if head.startswith(ZIP_MAGICS):
-        return ZIP
-    k = detect(head)
-    return k if k in _SCANNED else None
+#: The image kind an image magic names.
+_IMAGE_KINDS = {M.BITCODE: BITCODE, M.BITCODE_WRAPPER: BITCODE, M.SPIRV: SPIRV, M.CUDA_FATBIN: FATBIN}
 
 
 def device_elf(machine: int, flags: int, osabi: int, abi_version: int) -> tuple[str, str, str]:
@@ -81,7 +50,8 @@ def image_kind(data: Buffer, *, host: bool = False, ptx: bool = False) -> tuple[
     if host:
         return HOST, ""
     v = ByteView(data, fmt="elf")
-    if v.startswith(_ELF_MAGIC):
+    fmt = M.detect(v)
+    if fmt == M.ELF:
         try:
             ev = ByteView(data, fmt="elf", little=v.u8(5) != 2)  # EI_DATA 2: big-endian
             machine = ev.u16(18)
@@ -91,12 +61,9 @@ def image_kind(data: Buffer, *, host: bool = False, ptx: bool = False) -> tuple[
             return DATA, ""
         _, kind, arch = device_elf(machine, flags, osabi, abi_version)
         return kind, arch
-    if v.startswith(_BITCODE_MAGICS[0]) or v.startswith(_BITCODE_MAGICS[1]):
-        return BITCODE, ""
-    if v.startswith(FC.FATBIN_MAGIC_BYTES):
-        return FATBIN, ""
-    if v.startswith(_SPIRV_MAGIC):
-        return SPIRV, ""
+    named = _IMAGE_KINDS.get(fmt) or _IMAGE_KINDS.get(M.image_magic(v))
+    if named is not None:
+        return named, ""
     if ptx:
         return PTX, ""
     return DATA, ""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError
+from devbin.formats import magic as M
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.sycl.reader import SyclImage, read_sycl_images
@@ -35,8 +36,6 @@ from devbin.targets.registry import vendor_named
 __all__ = ["CONTAINER", "SyclPart", "inside_frame", "sycl_in_elf"]
 
 CONTAINER = "sycl"
-_AR_MAGIC = b"!<arch>\n"
-_SPIRV_MAGIC = b"\x03\x02\x23\x07"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +79,7 @@ def _member_image(img: SyclImage, data: memoryview, start: int, size: int, addre
     """The device image a member is (a device ELF, or SPIR-V in a host ELF's section), or None."""
     view = data[start:start + size]
     kind, arch = image_kind(view[:64])
-    if kind == DATA and view[:4].tobytes() == _SPIRV_MAGIC:
+    if kind == DATA and M.image_magic(view[:4]) == M.SPIRV:
         kind = SPIRV
     if kind == SPIRV:
         return _part(img, address, vendor_of(kind, img.target), kind, "", size, size,
@@ -98,7 +97,7 @@ def _member_image(img: SyclImage, data: memoryview, start: int, size: int, addre
                          abi_version=h.ei_abiversion, size=elf.size, view=view[:elf.size])
         return _part(img, address, vendor, kind, arch, elf.size, size, native, meta)
     for sec in elf.sections:  # a host ELF: the IR it carries (an OpenCL ELF's "SPIRV Object")
-        if sec.file_size >= 20 and sec.view.startswith(_SPIRV_MAGIC):
+        if sec.file_size >= 20 and M.image_magic(sec.view.bytes_at(0, 4)) == M.SPIRV:
             s0 = start + sec.sh_offset
             part = SyclPart(img, s0, sec.file_size, data[s0:s0 + sec.file_size])
             return _part(img, address.child(SectionStep(sec.name)), vendor_of(SPIRV, img.target), SPIRV, "",
@@ -145,9 +144,10 @@ def sycl_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool = False) 
         meta = _metadata(img)
         try:
             head = bytes(img.image_head(64))
-            if not head.startswith(_AR_MAGIC):
+            is_ar = M.detect(head) == M.AR
+            if not is_ar:
                 img.forget()  # a listing holds no decoded module; data() decodes it again
-            if head.startswith(_AR_MAGIC):
+            if is_ar:
                 data = memoryview(img.image_data(FC.DEFAULT_MAX))
                 for image in _archive(img, data, address, rep, meta):
                     yield image, frame

@@ -69,7 +69,7 @@ def _device_images(name: str, data: bytes) -> list[tuple[str, str, bytes]]:
         e_type = image.native.e_type if isinstance(image.native, BareElf) else ElfFile(elf, where=name).header.e_type
         if e_type != C.ET_REL:
             continue  # a linked cubin or code object: not link input
-        bare = image.container == "file" and not image.address.steps
+        bare = isinstance(image.native, BareElf) and not image.address.steps  # the file itself
         out.append((name if bare else f"{name}[{image.arch}]", image.arch, elf))
     return out
 

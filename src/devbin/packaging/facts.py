@@ -33,11 +33,12 @@ import re
 from dataclasses import replace
 
 from devbin.binary import Buffer, ByteView
-from devbin.detect import ELF, detect
 from devbin.errors import DeviceBinaryError
+from devbin.formats import magic as M
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.images.address import Address
+from devbin.images.containers import BARE
 from devbin.images.record import BITCODE, DATA, LTO_IR, PTX, BareElf, Image
 from devbin.images.scan import scan_bytes
 from devbin.targets.registry import vendor_for_kind, vendor_for_machine, vendor_named
@@ -48,7 +49,6 @@ __all__ = [
     "link_options", "loose_image", "parse_sm", "producer", "relocatable", "vendor_id", "vendor_name", "with_fact",
 ]
 
-_BITCODE = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
 LTOIR_MAGIC = b"\xedCN\x7f"  # NVIDIA LTO-IR as nvcc -dlto stores it in a fatbin entry
 #: The metadata keys :func:`describe` appends.
 FACT_KEYS = ("producer", "compile-options", "link-options", "relocatable", "code-object-version")
@@ -211,13 +211,13 @@ def describe(image: Image, data: Buffer | None = None) -> Image:
         vendor = _of_kind(LTO_IR)
         return _described(image, kind=LTO_IR, vendor=vendor.name, arch=image.arch if image.kind == LTO_IR else "",
                           triple=vendor.default_triple, facts={})
-    if detect(view) == ELF:
+    if M.detect(view) == M.ELF:
         elf = ElfFile(raw, where=where)
         owner = vendor_for_machine(elf.header.e_machine)
         if owner is not None:
             return _device_elf(image, elf, owner)
         return _described(image, kind=DATA, vendor="", arch="", triple="", facts={}, extra=_devbin_meta(elf))
-    if view.startswith(_BITCODE[0]) or view.startswith(_BITCODE[1]):
+    if M.image_magic(view) in (M.BITCODE, M.BITCODE_WRAPPER):
         return _described(image, kind=BITCODE, vendor="", arch="", triple="", facts={})
     if is_ptx_text(bytes(view.bytes_at(0, min(len(view), 4096)))):
         try:
@@ -230,11 +230,11 @@ def describe(image: Image, data: Buffer | None = None) -> Image:
 def loose_image(data: Buffer, where: str) -> Image:
     """The record of a file that is one image, described (:func:`describe`): a device ELF as the scan
     gives it, anything else (PTX, bitcode, LTO-IR, unknown data) a bare image of no native record."""
-    if detect(ByteView(data, where=where)) == ELF:
+    if M.detect(ByteView(data, where=where)) == M.ELF:
         found = [i for i in scan_bytes(data, where) if isinstance(i.native, BareElf)]
         if found:
             return describe(found[0], data)
     size = len(memoryview(data))
     bare = Image(address=Address(where), vendor="", kind=DATA, arch="", size=size, stored_size=size,
-                 compression="none", container="file", section="", offset=0)
+                 compression="none", container=BARE.name, section="", offset=0)
     return describe(bare, data)

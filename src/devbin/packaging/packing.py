@@ -31,15 +31,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from devbin.detect import ELF, UNKNOWN, detect
 from devbin.errors import FormatError, UsageError
 from devbin.formats.bundle.constants import bundle_offload_kind
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.fatbin.reader import FatbinEntry
 from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
-from devbin.formats.offload import OffloadEntry
-from devbin.formats.wrapped import WrappedImage
+from devbin.formats.magic import ELF, UNKNOWN, detect
+from devbin.images.containers import format_named, producer_metadata
 from devbin.images.record import DATA, HOST, LTO_IR, PTX, Image
 from devbin.images.scan import scan_bytes
 from devbin.images.scanreport import ScanReport
@@ -63,6 +62,8 @@ from devbin.targets.registry import vendor_for_machine, vendor_named
 __all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "check", "pack",
            "parse_image_spec"]
 
+#: The container formats pack writes (``--format``; each one's compressions are its registry entry's
+#: ``pack_compressions``), the default first.
 FORMATS = ("offload", "fatbin", "bundle", "wrapped")
 STANDARD_KEYS = ("Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName")
 _CONTROL_KEYS = ("file", "tu", "kind")
@@ -172,8 +173,7 @@ def _device_elf(data: bytes) -> bool:
 def _carried(image: Image) -> tuple[tuple[str, str], ...]:
     """What the container stored about ``image``: an OffloadBinary entry's strings, a wrapped image's
     pairs, a fatbin entry's options string as ``CompileOptions``."""
-    n = image.native
-    pairs = list(n.strings) if isinstance(n, OffloadEntry) else list(n.metadata) if isinstance(n, WrappedImage) else []
+    pairs = list(producer_metadata(image))
     e = image.entry
     if e is not None and e.options and not any(k == "CompileOptions" for k, _ in pairs):
         pairs.append(("CompileOptions", e.options.strip()))
@@ -374,8 +374,8 @@ def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = 
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
     if offload_version not in (1, 2):
         raise UsageError("OffloadBinary version must be 1 or 2")
-    allowed = {"offload": ("none",), "wrapped": ("none",), "fatbin": ("none", "zstd", "lz4"),
-               "bundle": ("none", "zstd", "zlib")}[format]
+    fmt = format_named(format)
+    allowed = fmt.pack_compressions if fmt is not None and fmt.pack_compressions is not None else ("none",)
     if compression not in allowed:
         raise UsageError(f"--compress {compression} is not available for {format} (choose {', '.join(allowed)})")
     checked = check(inputs, ptx=ptx, strict=strict, llvm_keys=format == "offload")

@@ -52,7 +52,9 @@ one in ``.nv_fatbin`` is.  A bare image (a cubin or code object that is the whol
 archive member, or a wrapped image's one image) sits in no container: nothing is chosen
 among such images, and they are not reported.
 
-**Containers**
+**Containers** (each rewritten by its format's entry of :mod:`devbin.images.containers`: ``rewrite``, the
+alignments it is packed at, what a linked file allows; the files that hold files, ELF, ``ar`` and wrapped
+images, here)
 
 * fatbin: the kept entries are copied byte for byte behind the original header,
   whose ``fat_size`` is updated; nothing is re-encoded, so pruning nothing gives
@@ -116,30 +118,16 @@ from pathlib import Path
 from devbin.binary import ByteView, Emitter, align_up
 from devbin.binary.lock import exclusive
 from devbin.binary.output import check_destination, write_file
-from devbin.detect import (
-    AR,
-    AR_THIN,
-    CUDA_FATBIN,
-    ELF,
-    OFFLOAD_BINARY,
-    OFFLOAD_BUNDLE,
-    OFFLOAD_BUNDLE_COMPRESSED,
-    WRAPPED,
-    detect,
-)
 from devbin.errors import DeviceBinaryError, FormatError, InputClash, UsageError, short
-from devbin.formats import bundle as _bundle
-from devbin.formats import offload as _offload
+from devbin.formats import magic as M
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.ar.writer import ArMember, write_archive
-from devbin.formats.bundle.writer import BundleImage, plan_bundle, write_bundle, write_compressed_bundle
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.edit import ElfEditor
 from devbin.formats.elf.pages import check_max_segments, remove_pages
 from devbin.formats.elf.reader import ElfFile, Section
-from devbin.formats.fatbin import FatbinEntry, parse_fatbin
-from devbin.formats.offload.writer import OffloadImage, write_offload_binary
 from devbin.formats.wrapped import parse_wrapped, write_wrapped
+from devbin.images import containers as C
 from devbin.images.address import Address, Entry, Member, SectionStep
 from devbin.images.frame import Frame
 from devbin.images.record import CUBIN, Image
@@ -160,8 +148,6 @@ __all__ = ["PRUNE_PTX_POLICIES", "PruneResult", "Selection", "footprint", "parse
 #: rule), ``highest`` the kept ones plus each container's highest PTX a newer GPU could JIT.
 PRUNE_PTX_POLICIES = ("kept", "none", "highest")
 
-FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
-_MAX_BUNDLE = 1 << 30
 _MAX_DEPTH = 8
 
 
@@ -221,11 +207,10 @@ class Selection:
 
 def footprint(image: Image) -> int:
     """The bytes ``image`` takes in its container, what dropping it frees: a fatbin entry's header
-    and payload, an OffloadBinary image, a bundle entry (uncompressed for a compressed bundle)."""
-    n = image.native
-    if isinstance(n, FatbinEntry):
-        return n.header_size + n.payload_size
-    return image.stored_size
+    and payload, an OffloadBinary image, a bundle entry (uncompressed for a compressed bundle):
+    :meth:`devbin.images.containers.ContainerFormat.footprint`."""
+    fmt = C.format_named(image.container)
+    return fmt.footprint(image) if fmt is not None else image.stored_size
 
 
 @dataclass
@@ -317,9 +302,10 @@ class PruneResult:
 
 
 def _in_container(image: Image) -> bool:
-    """Whether ``image`` is an entry of a container prune can rewrite (not a bare or wrapped single image,
-    nor an image of a SYCL host binary, whose frames prune does not rewrite: it keeps them whole)."""
-    return image.container not in ("file", "wrapped", "sycl")
+    """Whether ``image`` is an entry of a container prune can rewrite (not a bare or wrapped single image):
+    its format has a ``rewrite``."""
+    fmt = C.format_named(image.container)
+    return fmt is not None and fmt.rewrite is not None
 
 
 class _Ctx:
@@ -338,10 +324,12 @@ class _Ctx:
         self.notes: list[str] = []
 
     def _keeps(self, image: Image) -> bool:
-        # A bundle's host entry always stays; an image without an arch too (Selection.keeps).
-        host = image.container == "bundle" and image.get("offload-kind") == "host"
+        # An entry its format always keeps (a bundle's host entry) stays; an image without an arch too
+        # (Selection.keeps).
+        fmt = C.format_named(image.container)
+        always = fmt is not None and fmt.always_kept(image)
         untouched = bool(self.sel.images) and str(image.address) not in self.sel.images
-        return host or untouched or self.sel.keeps(image.arch)
+        return always or untouched or self.sel.keeps(image.arch)
 
     def keeps(self, address: Address) -> bool:
         """The decision on the image at ``address``; True for entries no image was reported for
@@ -506,36 +494,35 @@ def kept_already(path: str | os.PathLike[str], backup: str | os.PathLike[str]) -
 
 def _check_prunable(view: ByteView, where: str) -> None:
     """UsageError for a file prune cannot rewrite, before anything is scanned."""
-    kind = detect(view)
-    if kind == AR_THIN:
+    if M.detect(view) == M.AR_THIN:
         raise UsageError(f"{where}: a thin archive holds no member data; prune the member files instead")
-    if kind not in (ELF, CUDA_FATBIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED, AR, WRAPPED):
+    fmt = C.format_of(view)
+    if fmt is None or (fmt.rewrite is None and fmt not in _HOLDERS):
         raise UsageError(f"{where}: not a fatbin, OffloadBinary, offload bundle, ELF file or ar archive")
-    if kind == ELF:
+    if fmt is C.ELF:
         h = ElfFile(view, where=where).header
         if vendor_for_machine(h.e_machine) is not None:
             raise UsageError(f"{where}: a bare device ELF holds one architecture; there is nothing to prune in it")
 
 
 def _prune_any(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
-    """``view``, the file at address ``at``, with the dropped images left out."""
+    """``view``, the file at address ``at``, with the dropped images left out: a container rewritten by its
+    format (:mod:`devbin.images.containers`), or a file that holds files (ELF, ``ar``, wrapped) by its
+    prune here."""
     where = str(at)
     if depth > _MAX_DEPTH:
         raise UsageError(f"{where}: nested more than {_MAX_DEPTH} containers deep")
-    kind = detect(view)
-    if kind == ELF:
-        return _prune_elf(view, ctx, at)
-    if kind in (CUDA_FATBIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
+    fmt = C.format_of(view)
+    holder = _HOLDERS.get(fmt) if fmt is not None else None
+    if holder is not None:
+        return holder(view, ctx, at, depth)
+    if fmt is not None and fmt.rewrite is not None:
         pieces = _pieces(view, 0, ctx, at)
         if all(len(new) == size for _, size, new in pieces):
             return bytes(view.bytes_at(0, len(view)))
         ctx.freed += sum(size - len(new) for _, size, new in pieces)
-        out, _ = _pack(pieces, len(view), 8 if kind in (CUDA_FATBIN, OFFLOAD_BINARY) else 1, where)
+        out, _ = _pack(pieces, len(view), fmt.bare_align, where)
         return out
-    if kind == AR:
-        return _prune_archive(view, ctx, at, depth)
-    if kind == WRAPPED:
-        return _prune_wrapped(view, ctx, at, depth)
     raise UsageError(f"{where}: not a fatbin, OffloadBinary, offload bundle, ELF file or ar archive")
 
 
@@ -545,7 +532,8 @@ def _prune_wrapped(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
     where = str(at)
     w = parse_wrapped(view, where=where)
     inner = ByteView(w.image, where=where)
-    if detect(inner) not in (CUDA_FATBIN, OFFLOAD_BINARY, OFFLOAD_BUNDLE, OFFLOAD_BUNDLE_COMPRESSED):
+    fmt = C.format_of(inner)
+    if fmt is None or fmt.rewrite is None:
         target = w.get("TargetID") or w.get("arch") or "one architecture"
         raise UsageError(f"{where}: a wrapped image holds one device image ({target}); there is nothing to prune "
                          "in it (to keep or drop it, keep or drop the file)")
@@ -581,15 +569,9 @@ def _pieces(view: ByteView, base: int, ctx: _Ctx, at: Address, *, shared_name: b
         if not 0 <= off < len(view):
             raise FormatError(f"{at}#{number}: container offset {off:#x} outside the data", fmt="prune",
                               where=str(at))
-        keeps = _entry_keeps(ctx, at, number)
-        sub = view.sub(off, len(view) - off)
-        where = f"{at}#{number}"
-        if image.container == "fatbin":
-            size, new = _prune_fatbin(sub, keeps, where)
-        elif image.container == "offload":
-            size, new = _prune_offload(sub, keeps, where)
-        else:
-            size, new = _prune_bundle(sub, keeps, where)
+        fmt = C.format_named(image.container)
+        assert fmt is not None and fmt.rewrite is not None  # ctx.images are entries of such containers only
+        size, new = fmt.rewrite(view.sub(off, len(view) - off), _entry_keeps(ctx, at, number), f"{at}#{number}")
         pieces.append((off, size, new))
     return _with_gaps(view, pieces)
 
@@ -609,74 +591,6 @@ def _with_gaps(view: ByteView, pieces: list[_Piece]) -> list[_Piece]:
         out.append((off, size, new))
         pos = off + size
     return out
-
-
-def _prune_fatbin(view: ByteView, keeps: Callable[[int], bool], where: str) -> tuple[int, bytes]:
-    """(size, bytes) of the fatbin at offset 0 of ``view`` with the entries ``keeps`` refuses left out;
-    the kept entries and the header copied verbatim."""
-    fb = parse_fatbin(view, where=where)
-    view = view.sub(0, fb.size)
-    kept = []
-    for e in fb.entries:
-        if keeps(e.index):
-            kept.append(view.bytes_at(e.offset - view.base, e.header_size + e.payload_size, "fatbin entry"))
-    if len(kept) == len(fb.entries):
-        return fb.size, bytes(view.bytes_at(0, fb.size))
-    em = Emitter()
-    em.write(view.bytes_at(0, 8, "fatbin header"))
-    em.pack("Q", sum(len(k) for k in kept))
-    em.write(view.bytes_at(16, fb.header_size - 16, "fatbin header"))
-    for k in kept:
-        em.write(k)
-    em.at(fb.header_size + sum(len(k) for k in kept), "end of fatbin")
-    return fb.size, em.getvalue()
-
-
-def _prune_offload(view: ByteView, keeps: Callable[[int], bool], where: str) -> tuple[int, bytes]:
-    """(size, bytes) of the OffloadBinary at offset 0 of ``view``, kept whole, dropped whole (b""), or
-    written again with the kept images."""
-    ob = _offload.parse_offload_binary(view, where=where)
-    keep = [e for e in ob.entries if keeps(e.index)]
-    if len(keep) == len(ob.entries):
-        return ob.size, bytes(view.bytes_at(0, ob.size))
-    if not keep:
-        return ob.size, b""
-    imgs = [OffloadImage(bytes(e.image), e.image_kind, e.offload_kind, e.flags, e.strings) for e in keep]
-    return ob.size, write_offload_binary(imgs, version=ob.version)
-
-
-def _prune_bundle(view: ByteView, keeps: Callable[[int], bool], where: str) -> tuple[int, bytes]:
-    """(size, bytes) of the bundle (plain or compressed) at offset 0 of ``view``; the host entry stays."""
-    b = _bundle.parse_any_bundle(ByteView(view, fmt="bundle", where=where), max_size=_MAX_BUNDLE)
-    keep = [e for e in b.entries if e.bundle_id.is_host or keeps(e.index)]
-    if len(keep) == len(b.entries):
-        return b.size, bytes(view.bytes_at(0, b.size))
-    return b.size, rewrite_bundle(b, keep)
-
-
-def _bundle_align(b: _bundle.Bundle) -> int:
-    """The ``-bundle-align`` that reproduces ``b``'s entry offsets (largest power of two up to 4096)."""
-    images = [BundleImage(e.id, bytes(e.data)) for e in b.entries]
-    offsets = tuple(e.offset for e in b.entries)
-    align = 4096
-    while align >= 1:
-        plan = plan_bundle(images, align=align, host=None)
-        if plan.offsets == offsets:
-            return align
-        align //= 2
-    raise UsageError("bundle: its entry offsets follow no alignment the bundler uses; cannot rewrite it faithfully")
-
-
-def rewrite_bundle(b: _bundle.Bundle, keep: Sequence[_bundle.BundleEntry]) -> bytes:
-    """``b`` written again with the entries ``keep`` (same alignment, compression method and CCOB version)."""
-    align = _bundle_align(b)
-    raw = write_bundle([BundleImage(e.id, bytes(e.data)) for e in keep], align=align, host=None)
-    if b.compressed is None:
-        return raw
-    h = b.compressed
-    if h.version not in (2, 3):
-        raise UsageError(f"bundle: compressed bundle version {h.version} cannot be written (2 or 3 only)")
-    return write_compressed_bundle(raw, method=h.method_name, version=h.version)
 
 
 def _pack(pieces: list[_Piece], old_len: int, align: int, where: str) -> tuple[bytes, dict[int, int]]:
@@ -703,19 +617,14 @@ def _pack(pieces: list[_Piece], old_len: int, align: int, where: str) -> tuple[b
 # --------------------------------------------------------------------------- ELF
 
 
-def _packed_section(sec: Section, images: Sequence[Image]) -> int | None:
+def _packed_section(sec: Section) -> int | None:
     """The alignment containers are packed at when ``sec`` of a relocatable object is rewritten
-    whole (a section that holds nothing but containers), or None: pruned in place."""
-    if sec.name in FATBIN_SECTIONS:
-        return 8
-    if any(i.container == "offload" for i in images):
-        return 8
-    if sec.name == _bundle.constants.HIP_FATBIN_SECTION:
-        return _bundle.constants.HIP_FATBIN_ALIGN
-    return None
+    whole (a section that holds nothing but containers: one a format owns), or None: pruned in place."""
+    owner = C.owner_of_section(sec)
+    return owner.section_align if owner is not None else None
 
 
-def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
+def _prune_elf(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
     where = str(at)
     elf = ElfFile(view)
     h = elf.header  # a bare device ELF has no image in a container: _check_prunable refused it, no member gets here
@@ -749,16 +658,18 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
         if all(len(new) == size for _, size, new in pieces):
             continue
         ctx.freed += sum(size - len(new) for _, size, new in pieces)
-        align = _packed_section(sec, ctx.at(sec_at))
+        align = _packed_section(sec)
         if relocatable and align is not None:
             repacked[sec.index] = _pack(pieces, sec.file_size, align, where)
         else:
-            offload = any(i.container == "offload" for i in ctx.at(sec_at))
-            if not relocatable and align is None and not offload:
+            formats = [f for i in ctx.at(sec_at) if (f := C.format_named(i.container)) is not None]
+            movable = all(f.host_wrappers for f in formats)  # wrappers point at them: they can move
+            stops = next((f for f in formats if f.gap_ends_walk), None)  # a reader stops at a zero gap
+            if not relocatable and align is None and movable:
                 free += _compact_data(patched, elf, sec, pieces, ctx, where)
                 compacted.append(sec.name)
                 continue
-            if not relocatable and align is not None and not offload:
+            if not relocatable and align is not None and movable:
                 tail, reason = _compact_linked(patched, elf, sec, pieces, align, ctx, where, (0, sec.file_size))
                 if tail is not None:
                     free += _tail_only(sec, tail, ctx, where)
@@ -766,7 +677,7 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address) -> bytes:
                     continue
                 ctx.notes.append(f"{where}: the containers of {sec.name} stay where they are ({reason}); each is "
                                  "compacted at its own start")
-            _in_place(patched, sec, pieces, "offload" if offload else "", where)
+            _in_place(patched, sec, pieces, stops, where)
             if not relocatable and align is not None:
                 free += _tail_only(sec, _freed(patched, sec, pieces), ctx, where)
                 compacted.append(sec.name)
@@ -857,7 +768,7 @@ def _compact_data(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Piec
                 free += got
                 continue
             reasons.append(reason)
-        _in_place(buf, sec, run, "", where)
+        _in_place(buf, sec, run, None, where)
         free += [(sec.sh_offset + off + len(new), sec.sh_offset + off + size) for off, size, new in run
                  if len(new) < size]
     if reasons:
@@ -942,13 +853,15 @@ def _check_kept(ctx: _Ctx, data: bytes, at: Address) -> None:
         raise FormatError(f"the pruned file fails its check ({problem}); nothing written", fmt="prune", where=where)
 
 
-def _in_place(buf: bytearray, sec: Section, pieces: list[_Piece], kind: str, where: str) -> None:
-    """Write each pruned container at its old offset and zero the rest of its old extent."""
+def _in_place(buf: bytearray, sec: Section, pieces: list[_Piece], stops: C.ContainerFormat | None,
+              where: str) -> None:
+    """Write each pruned container at its old offset and zero the rest of its old extent; ``stops``: the
+    format whose readers stop at zero bytes between containers, when the section holds one."""
     for i, (off, size, new) in enumerate(pieces):
         if len(new) > size:
             raise UsageError(f"{where}: {sec.name}+{off:#x}: the pruned container is larger than the original")
-        if not new and kind == "offload" and i + 1 < len(pieces):
-            raise UsageError(f"{where}: {sec.name}+{off:#x}: dropping a whole OffloadBinary in place would "
+        if not new and stops is not None and i + 1 < len(pieces):
+            raise UsageError(f"{where}: {sec.name}+{off:#x}: dropping a whole {stops.label} in place would "
                              "leave a gap that readers stop at")
         at = sec.sh_offset + off
         buf[at:at + size] = new + bytes(size - len(new))
@@ -979,3 +892,9 @@ def _prune_archive(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
     if not changed:
         return bytes(view.bytes_at(0, len(view)))
     return write_archive(members)
+
+
+#: The prune of each format that holds files rather than images: an ELF's sections, an archive's members,
+#: a wrapped image's one container.
+_HOLDERS: dict[C.ContainerFormat, Callable[[ByteView, _Ctx, Address, int], bytes]] = {
+    C.ELF: _prune_elf, C.AR: _prune_archive, C.WRAPPED: _prune_wrapped}

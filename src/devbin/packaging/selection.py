@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from devbin.errors import UsageError, short
-from devbin.formats import bundle as _bundle
 from devbin.images.address import Address, SectionStep
+from devbin.images.containers import format_named
 from devbin.images.record import PTX, BareElf, Image
 from devbin.images.scan import scan, scan_bytes
 from devbin.targets.archnames import canonical_arch, suggestions
@@ -303,14 +303,14 @@ def module_of(image: Image) -> str:
     image is its own module (its address)."""
     address = image.address
     entry = address.entry
+    fmt = format_named(image.container)
     if entry is None:
-        section = address.section
-        prefix = _bundle.constants.SECTION_PREFIX
-        if image.container == "bundle" and section.startswith(prefix):
+        prefix = fmt.object_section_prefix if fmt is not None else ""
+        if prefix and address.section.startswith(prefix):
             return f"{address.file}{SectionStep(prefix)}*"
         return str(address)
     parent = str(Address(address.path, address.steps[:-1]))
-    if image.container == "offload":
+    if fmt is not None and fmt.blobs_one_module:
         return parent
     return f"{parent}#{entry.container}"
 

@@ -49,24 +49,20 @@ from functools import lru_cache
 from itertools import compress, count, repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from devbin.binary import Buffer, ByteView, budget
 from devbin.errors import DeviceBinaryError
-from devbin.formats.bundle import constants as BC
+from devbin.formats import magic as M
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.elf.tables import SH_ADDR, SH_OFFSET
-from devbin.formats.fatbin import FatbinEntry, parse_fatbin
-from devbin.formats.fatbin import constants as FC
-from devbin.formats.offload import constants as OC
+from devbin.images import containers as C
 from devbin.images.frame import Frame, Hit
 from devbin.images.parallel import default_jobs, effective_jobs, ordered_map
 from devbin.images.record import Image
 from devbin.images.scan import ByteProgress, Progress, Scanner, ToScan, file_sizes, jobs_for
 from devbin.images.scanreport import ScanReport
-from devbin.images.sniff import SNIFF
-from devbin.images.sycl import inside_frame
 from devbin.targets.registry import object_kinds, vendor_for_machine
 
 if TYPE_CHECKING:
@@ -74,11 +70,9 @@ if TYPE_CHECKING:
 
     from devbin.model.resources import Resources  # the model only when --diff asks for resources
 
-__all__ = ["DEVICE_SECTIONS", "FileSize", "FunctionSize", "ImageSize", "demangle", "functions_of", "measure",
+__all__ = ["FileSize", "FunctionSize", "ImageSize", "demangle", "functions_of", "measure",
            "measure_bytes"]
 
-#: Sections that hold only device code and its containers (a ``__CLANG_OFFLOAD_BUNDLE__<id>`` section too).
-DEVICE_SECTIONS: Final = (".nv_fatbin", "__nv_relfatbin", BC.HIP_FATBIN_SECTION, OC.SECTION_NAME)
 
 @lru_cache(maxsize=1 << 16)
 def demangle(name: str) -> str:
@@ -247,8 +241,8 @@ class _Facts:
 def _file_facts(data: Buffer, frame: Frame) -> _Facts:
     view = ByteView(data, where=frame.where)
     n = len(view)
-    head = bytes(view.bytes_at(0, min(SNIFF, n)))
-    if not head.startswith(b"\x7fELF"):
+    head = bytes(view.bytes_at(0, min(M.SNIFF, n)))
+    if M.detect(head) != M.ELF:
         return _Facts(n, n, {}, True)
     try:
         elf = ElfFile(view, where=frame.where)
@@ -259,8 +253,7 @@ def _file_facts(data: Buffer, frame: Frame) -> _Facts:
     sections: dict[str, int] = {}
     for sec in elf.sections:
         name = sec.name
-        if sec.file_size and (name in DEVICE_SECTIONS or sec.sh_type == OC.SHT_LLVM_OFFLOADING
-                              or (name.startswith(BC.SECTION_PREFIX) and len(name) > len(BC.SECTION_PREFIX))):
+        if sec.file_size and C.device_section(sec):  # a section some container format owns
             sections[name] = sections.get(name, 0) + sec.file_size
     return _Facts(n, sum(sections.values()), sections, False)
 
@@ -283,23 +276,25 @@ class _SizeScanner(Scanner):
             return
         self._open.add(where)
         facts = None
-        loose: set[tuple[str, int]] = set()
+        loose: dict[tuple[str, int], C.ContainerFormat] = {}
         try:
             for hit in super().buffer(data, frame, depth=depth, disk=disk):
                 if facts is None:
                     facts = self.facts[where] = _file_facts(data, frame)
                 image = hit[0]
-                if not facts.bare and image.section and image.section not in facts.sections:
-                    loose.add((image.section, image.offset))
+                fmt = C.format_named(image.container)
+                if (not facts.bare and image.section and image.section not in facts.sections and fmt is not None
+                        and fmt.measure is not None):
+                    loose[(image.section, image.offset)] = fmt
                 yield hit
         finally:
             self._open.discard(where)
         if facts is not None and loose:
-            # fatbins the scan found outside the device sections (in .rodata, where a wrapper points)
+            # containers the scan found outside the device sections (fatbins in .rodata, where a wrapper points)
             view = ByteView(data, where=where)
-            for section, offset in sorted(loose):
+            for (section, offset), fmt in sorted(loose.items(), key=lambda kv: kv[0]):
                 try:
-                    size = parse_fatbin(view.sub(offset, len(view) - offset), where=where).size
+                    size = fmt.measure(view.sub(offset, len(view) - offset), where)  # type: ignore[misc]
                 except DeviceBinaryError:
                     continue
                 key = f"{section}+{offset:#x}"
@@ -419,7 +414,7 @@ class _Twins:
 def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], None], twins: _Twins, *,
              functions: bool, resources: bool = False) -> FileSize:
     fs = FileSize(path, facts.file_bytes, facts.device_bytes, dict(facts.sections))
-    fatbins: set[tuple[str, int]] = set()
+    containers: set[tuple[int, str, int]] = set()  # (its fixed header's bytes, section, offset) of each container
     ccob: list[ImageSize] = []
     # Digests of members read into memory are taken in a second thread while this one reads the symbol
     # tables (hashlib lets go of the GIL); those of mapped files only where a twin turns up (_Twins).
@@ -429,28 +424,28 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
             with budget.current().unit():  # its decoded bytes given back before the next image
                 size = ImageSize(image, image.stored_size, image.size)
                 n = image.native
+                fmt = C.format_named(image.container)
                 data: Buffer | None = None  # the image's bytes, decoded once
                 stored: Buffer | None = None
-                if isinstance(n, FatbinEntry):
-                    fs.headers += n.header_size
-                    fatbins.add((image.section, image.offset))
-                    if n.is_compressed and not n.is_opaque:
+                if fmt is not None and n is not None:
+                    fs.headers += fmt.entry_header(n)
+                    if fmt.container_header:
+                        containers.add((fmt.container_header, image.section, image.offset))
+                    if fmt.decoded_size(n):
                         try:  # the entry header records the decoded size; what extract writes is trimmed (PTX: its NUL)
                             data = image.data()
                             size.size = len(data)
                         except DeviceBinaryError as e:
                             warn(f"{image.address}: {e}")
-                elif ((image.container == "bundle" and image.compression not in ("none", ""))
-                      or inside_frame(image)):  # inside a compressed bundle or SYCL frame
+                    stored = fmt.stored_bytes(n)
+                if fmt is not None and fmt.shares_stored(image):
                     size.stored_exact = False
                     ccob.append(size)
                 try:
-                    if isinstance(n, FatbinEntry):
-                        stored = n.payload_area
-                    else:
+                    if stored is None:
                         stored = data = image.data()
                     twins.image(size, stored, hasher, digests)
-                    if functions and image.kind in object_kinds():
+                    if functions and image.kind in object_kinds():  # every vendor's code object
                         if data is None:
                             data = image.data()
                         size.functions = twins.function_list(size, data, _functions(
@@ -464,7 +459,7 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
                 data = stored = None  # this frame lets go of them before the block ends
         for size, digest in digests:
             size.digest = digest.result()
-    fs.headers += FC.FATBIN_HEADER_SIZE * len(fatbins)
+    fs.headers += sum(header for header, _, _ in containers)
     if ccob:
         _share_out(fs, ccob)
     return fs

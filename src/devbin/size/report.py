@@ -25,12 +25,12 @@ from typing import Any
 
 from devbin.binary import Buffer
 from devbin.errors import DeviceBinaryError
+from devbin.formats.magic import SNIFF, is_zip
 from devbin.images.address import Address, Entry, Member
 from devbin.images.frame import Frame, Hit
 from devbin.images.parallel import ordered_map, pool_jobs
 from devbin.images.scan import Progress, Scanner, folder_bytes
 from devbin.images.scanreport import ScanReport
-from devbin.images.sniff import ZIP_MAGICS
 from devbin.size.account import FileSize, ImageSize, demangle, measure
 
 __all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "folder_savings", "report_dict",
@@ -227,7 +227,7 @@ def _groups(paths: Sequence[str]) -> list[_Group]:
 def _is_zip(path: str) -> bool:
     try:
         with open(path, "rb") as f:
-            return f.read(len(ZIP_MAGICS[0])).startswith(ZIP_MAGICS)
+            return is_zip(f.read(SNIFF))
     except OSError:
         return False
 

@@ -40,6 +40,9 @@ ZLIB_DEFAULT_LEVEL: Final = 6
 #: ``-bundle-align=4096`` and the section has ``sh_addralign`` 4096).
 HIP_FATBIN_ALIGN: Final = 4096
 HIP_FATBIN_SECTION: Final = ".hip_fatbin"
+#: The section of HIP's host-side wrappers (``__hip_fatbin_wrapper``: NVIDIA's 24-byte layout, magic
+#: "HIPF", :data:`devbin.formats.fatbin.wrapper.HIP_WRAPPER_MAGIC`) pointing into ``.hip_fatbin``.
+HIP_WRAPPER_SECTION: Final = ".hipFatBinSegment"
 
 #: The offload kind a bundle ID spells for an OffloadBinary producer name where they differ (clang's
 #: ``hipv4`` for HIP code objects v4 and later; ``openmp`` for a host entry), every other name as is.

@@ -163,6 +163,14 @@ class BundleEntry:
         v = self.view
         return v.bytes_at(0, len(v))
 
+    def image_data(self, max_size: int, size: int) -> memoryview:
+        """The image's bytes (:meth:`devbin.images.Image.data`): :attr:`data`."""
+        return self.data
+
+    def image_head(self, n: int, size: int) -> memoryview:
+        """:meth:`head`: an entry of a compressed bundle decodes only those bytes."""
+        return self.head(n)
+
     def head(self, n: int) -> memoryview:
         """The first ``min(n, size)`` bytes of the image (for a lazy entry, only those are kept)."""
         s = self.source

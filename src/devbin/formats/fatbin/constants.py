@@ -13,14 +13,18 @@ __all__ = [
     "DEFAULT_MAX",
     "ENTRY_HEADER_SIZE",
     "ENTRY_VERSION",
+    "EXEC_SECTION",
     "FATBIN_HEADER_SIZE",
     "FATBIN_MAGIC",
     "FATBIN_MAGIC_BYTES",
     "FATBIN_VERSION",
     "FLAG_NAMES",
     "KIND_NAMES",
+    "REL_SECTION",
+    "SECTIONS",
     "WRAPPER_MAGIC",
     "WRAPPER_MAGIC_BYTES",
+    "WRAPPER_SECTION",
     "WRAPPER_SIZE",
     "compression_name",
     "flag_names",
@@ -48,6 +52,15 @@ WRAPPER_MAGIC_BYTES: Final = WRAPPER_MAGIC.to_bytes(4, "little")
 WRAPPER_SIZE: Final = 24
 WRAPPER_VERSION: Final = 1
 WRAPPER_LINK_VERSION: Final = 2
+
+#: Where a host ELF keeps fatbins (``fatbinary_section.h``, CUDA toolkit): ``.nv_fatbin`` the executable
+#: images (whole-program and ``nvcc -dlink`` output), ``__nv_relfatbin`` the relocatable ones (``-rdc``
+#: objects); :data:`SECTIONS` in the order ``cuobjdump -all`` reads them.  The one definition.
+EXEC_SECTION: Final = ".nv_fatbin"
+REL_SECTION: Final = "__nv_relfatbin"
+SECTIONS: Final = (EXEC_SECTION, REL_SECTION)
+#: The section of the 24-byte ``__fatBinC_Wrapper_t`` records (``fatbinary_section.h``).
+WRAPPER_SECTION: Final = ".nvFatBinSegment"
 
 #: Largest decompressed image devbin produces unless the caller raises the cap.
 DEFAULT_MAX: Final = 1 << 30

@@ -168,6 +168,19 @@ class FatbinEntry:
         """Absolute offset of the payload."""
         return self.offset + self.header_size
 
+    def image_data(self, max_size: int, size: int) -> memoryview | bytes:
+        """The image's bytes as ``devbin extract`` writes them (:meth:`devbin.images.Image.data`; ``size``:
+        the scan's :attr:`Image.size`): :meth:`extract_view`, or for LTO-IR in NVIDIA's own encoding the
+        entry as stored, in a one-entry fatbin (:func:`devbin.formats.fatbin.writer.stored_entry`)."""
+        if self.is_opaque:
+            from devbin.formats.fatbin.writer import stored_entry, write_fatbin  # the writer only here
+            return write_fatbin([stored_entry(self)])
+        return self.extract_view(max_size, plain_size=size)
+
+    def image_head(self, n: int, size: int) -> memoryview | bytes:
+        """The first ``n`` bytes of :meth:`image_data` (a compressed entry is decoded whole for them)."""
+        return self.image_data(C.DEFAULT_MAX, size)[:n]
+
     def image_view(self, max_size: int = C.DEFAULT_MAX) -> memoryview | bytes:
         """The image without a copy when it is stored plain (a window of the fatbin), else decompressed.
 

@@ -38,12 +38,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from devbin.binary import ByteView, Emitter, align_up
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.fatbin import constants as C
 from devbin.formats.fatbin.compress import compress as _compress_payload
-from devbin.formats.fatbin.reader import FatbinEntry
 
 __all__ = ["FatbinImage", "PlannedEntry", "plan_fatbin", "ptx_version", "squeeze_ptx", "stored_entry", "write_fatbin"]
 
@@ -308,7 +308,41 @@ def write_fatbin(images: Sequence[FatbinImage]) -> bytes:
     return out.getvalue()
 
 
-def stored_entry(entry: FatbinEntry) -> FatbinImage:
+class StoredEntry(Protocol):
+    """What :func:`stored_entry` reads of a read entry (:class:`devbin.formats.fatbin.reader.FatbinEntry`;
+    named by its fields so that the reader can write a one-entry fatbin without an import cycle)."""
+
+    @property
+    def kind(self) -> int: ...
+    @property
+    def kind_name(self) -> str: ...
+    @property
+    def arch(self) -> int: ...
+    @property
+    def raw_payload(self) -> memoryview: ...
+    @property
+    def identifier(self) -> str: ...
+    @property
+    def options(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def compression(self) -> str: ...
+    @property
+    def is_compressed(self) -> bool: ...
+    @property
+    def flags(self) -> int: ...
+    @property
+    def major(self) -> int: ...
+    @property
+    def minor(self) -> int: ...
+    @property
+    def uncompressed_size(self) -> int: ...
+    @property
+    def reserved(self) -> int: ...
+
+
+def stored_entry(entry: StoredEntry) -> FatbinImage:
     """An LTO-IR ``entry`` to be written back as it is stored: payload (compressed or not), header
     values and options string unchanged.  ``write_fatbin([stored_entry(e)])`` is the one-entry
     fatbin devbin writes for LTO-IR in NVIDIA's own encoding (``nvcc -dlto``'s default), which

@@ -69,6 +69,13 @@ class OffloadEntry:
     image: memoryview = field(repr=False, compare=False)
     where: str = field(default="", repr=False, compare=False)
 
+    def image_data(self, max_size: int, size: int) -> memoryview:
+        """The image's bytes (:meth:`devbin.images.Image.data`): a window on the blob, never a copy."""
+        return self.image
+
+    def image_head(self, n: int, size: int) -> memoryview:
+        return self.image[:n]
+
     @property
     def string_map(self) -> dict[str, str]:
         """The strings as a dict (a later duplicate key wins, as a map lookup in LLVM finds one)."""

@@ -26,6 +26,13 @@ class WrappedImage:
         """Bytes the wrapped image occupies: header and image."""
         return self.header_size + len(self.image)
 
+    def image_data(self, max_size: int, size: int) -> memoryview:
+        """The image's bytes (:meth:`devbin.images.Image.data`): a window on the file, never a copy."""
+        return self.image
+
+    def image_head(self, n: int, size: int) -> memoryview:
+        return self.image[:n]
+
     def get(self, key: str, default: str | None = None) -> str | None:
         return next((v for k, v in self.metadata if k == key), default)
 
