@@ -16,7 +16,7 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.describe import describe
 from devbin.formats.elf.edit import ElfEditor, NewSection
 from devbin.formats.elf.reader import ElfFile
-from devbin.report import inspect_elf
+from devbin.reports.inspect import inspect_elf
 
 
 def TestOneInput(data: bytes) -> None:  # atheris' required name

@@ -30,6 +30,22 @@ AMD (LLVM 19 tools):
                     -compress (no pinned wheel ships a compressed bundle): devbin list and extract vs
                     the bundler's -list and -unbundle (a local container around third-party objects)
 
+Intel (SYCL host libraries of DPC++'s old offload model: __CLANG_OFFLOAD_BUNDLE__sycl-<target>
+sections of zstd frames; llvm-readelf-19, ar, spirv-dis, and libzstd through the zstandard module):
+
+    images          the images devbin lists per SYCL section  vs  the section's bytes (llvm-readelf -S)
+                    walked here: 16-byte-aligned zstd frames decoded by libzstd, raw SPIR-V between them
+    image bytes     devbin extract of each SPIR-V image  vs  that walk's payload (bytes)
+    ar t            the members devbin lists in each decoded archive  vs  ar t (pad_* fillers left out)
+    zebin bytes     devbin extract of each zebin  vs  ar p of the decoded archive
+    kernels         each zebin's functions in devbin size --json (names, code sizes)  vs  llvm-readelf -s
+    entry points    the kernel names of each SPIR-V image's offload entries (devbin)  vs  spirv-dis's
+                    OpEntryPoint names, up to --sample images per library (a module spirv-dis cannot
+                    read is counted on a "skipped" row)
+    stored bytes    devbin size's stored size of each SPIR-V image  vs  that walk's frame (raw) length
+    size            devbin size: device bytes = the SYCL sections' sizes (llvm-readelf -S); its overhead is
+                    at most the walk's alignment padding (a frame's padding goes to its members' shares)
+
 It prints one table (check, agree, disagree, first disagreement) and exits 1 when any check
 but the "skipped" row disagrees.  Only the standard library and devbin (from this checkout's src/) are used.
 """
@@ -97,6 +113,10 @@ WHEELS: tuple[Wheel, ...] = (
     Wheel("cupy-rocm-7-0==14.2.0", "amd", "ROCm 7.0",
           ("cupy/cuda/thrust.cpython-311-x86_64-linux-gnu.so",
            "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so")),
+    Wheel("bitsandbytes==0.50.2", "intel", "DPC++ 2025.1 and 2026.0 (the project's own kernels; AOT + SPIR-V)",
+          ("bitsandbytes/libbitsandbytes_xpu2025.so", "bitsandbytes/libbitsandbytes_xpu2026.so")),
+    Wheel("onemkl-sycl-blas==2026.2.0", "intel", "oneMKL 2026.2, DPC++ 2026.2 (SPIR-V only)",
+          ("onemkl_sycl_blas-2026.2.0.data/data/lib/libmkl_sycl_blas.so.6",)),
 )
 
 
@@ -395,6 +415,131 @@ def check_compressed(written: list[dict[str, str]], label: str, bundler: str, wo
             filecmp.cmp(unbundled, w["file"], shallow=False), f"{label} {target}", "bytes differ")
 
 
+# -- Intel --------------------------------------------------------------------------------------
+
+_SYCL_PREFIX = "__CLANG_OFFLOAD_BUNDLE__sycl-"
+_ZSTD, _SPIRV, _AR = b"\x28\xb5\x2f\xfd", b"\x03\x02\x23\x07", b"!<arch>\n"
+_ADDR = re.compile(r"@(__CLANG_OFFLOAD_BUNDLE__sycl-[^#]+)#0\.(\d+)(?:!([^@]+))?")
+
+
+def sycl_sections(readelf: str, lib: Path) -> dict[str, tuple[int, int]]:
+    """``{name: (file offset, size)}`` of the SYCL sections, as llvm-readelf -S gives them."""
+    out = run([readelf, "-S", "-W", str(lib)]).stdout.decode()
+    found = {}
+    for m in re.finditer(r"\]\s+(" + re.escape(_SYCL_PREFIX) + r"\S+)\s+\S+\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)",
+                         out):
+        found[m[1]] = (int(m[2], 16), int(m[3], 16))
+    return found
+
+
+def walk_section(data: bytes) -> list[tuple[bytes, int]]:
+    """The payloads of a SYCL section and the bytes each is stored in: zstd frames decoded by libzstd
+    (``unused_data`` says where each ends), raw SPIR-V up to the next 16-byte-aligned frame or module
+    (its zero padding cut, to a whole word)."""
+    import zstandard
+    out: list[tuple[bytes, int]] = []
+    pos = 0
+    while pos < len(data):
+        if not any(data[pos:pos + 16]):
+            pos += 16
+            continue
+        if data.startswith(_ZSTD, pos):
+            d = zstandard.ZstdDecompressor().decompressobj()
+            payload = d.decompress(data[pos:])
+            used = len(data) - pos - len(d.unused_data)
+            out.append((payload, used))
+        else:
+            stop = pos + 16
+            while stop < len(data) and not data.startswith((_ZSTD, _SPIRV), stop):
+                stop += 16
+            raw = data[pos:stop].rstrip(b"\0")
+            raw += bytes(-len(raw) % 4)
+            used = len(raw)
+            out.append((raw, used))
+        pos += -(-used // 16) * 16
+    return out
+
+
+def readelf_functions(readelf: str, obj: Path) -> list[tuple[str, int]]:
+    rows = [line.split() for line in run([readelf, "-s", "-W", str(obj)]).stdout.decode().splitlines()]
+    return sorted((r[7], int(r[2])) for r in rows
+                  if len(r) >= 8 and r[0].endswith(":") and r[3] == "FUNC" and r[6] != "UND")
+
+
+def check_intel(lib: Path, label: str, readelf: str, spirv_dis: str | None, work: Path, sample: int) -> None:
+    images = json.loads(devbin("list", "--json", str(lib)).stdout)["images"]
+    written = json.loads(devbin("extract", "--json", "-o", str(work / "x"), str(lib)).stdout)["written"]
+    files = {w["address"]: Path(w["file"]) for w in written}
+    sizes = {i["address"]: i for f in json.loads(devbin("size", "--json", str(lib)).stdout)["files"]
+             for i in f["images"]}
+    sections = sycl_sections(readelf, lib)
+    data = lib.read_bytes()
+    mine: dict[tuple[str, int], list[dict[str, object]]] = collections.OrderedDict()
+    for im in images:
+        m = _ADDR.search(im["address"])
+        if m:
+            mine.setdefault((m[1], int(m[2])), []).append({**im, "member": m[3] or ""})
+    sample_left = sample
+    padding = 0
+    for name, (off, size) in sections.items():
+        walked = walk_section(data[off:off + size])
+        payloads = [p for p, _ in walked]
+        padding += size - sum(n for _, n in walked)
+        keys = sorted(i for s, i in mine if s == name)
+        tally("intel images per SYCL section (libzstd walk)").add(
+            keys == list(range(len(payloads))), f"{label} {name}", f"devbin {len(keys)}, walk {len(payloads)}")
+        for i, payload in enumerate(payloads):
+            parts = mine.get((name, i), [])
+            where = f"{label} {name}#0.{i}"
+            if not payload.startswith(_AR):
+                (im,) = parts or [{}]
+                got = files.get(str(im.get("address")))
+                tally("intel image bytes (libzstd / raw), SPIR-V images").add(
+                    got is not None and got.read_bytes() == payload, where, "bytes differ")
+                tally("intel stored bytes (frame length by libzstd / raw length), SPIR-V images").add(
+                    sizes.get(str(im.get("address")), {}).get("stored_size") == walked[i][1], where,
+                    f"devbin {sizes.get(str(im.get('address')), {}).get('stored_size')}, walk {walked[i][1]}")
+                if spirv_dis is not None and payload.startswith(_SPIRV) and sample_left > 0:
+                    sample_left -= 1
+                    spv = work / "m.spv"
+                    spv.write_bytes(payload)
+                    p = subprocess.run([spirv_dis, str(spv)], capture_output=True, check=False)
+                    if p.returncode:
+                        tally("skipped: spirv-dis cannot read the module (a count)").disagree += 1
+                        continue
+                    theirs = sorted(re.findall(r'OpEntryPoint Kernel %\S+ "([^"]+)"', p.stdout.decode()))
+                    ours = sorted(str(dict(im.get("metadata", {})).get("entries", "")).split())
+                    tally("intel SPIR-V entry points (spirv-dis) = offload entries (devbin)").add(
+                        ours == theirs, where,
+                        f"devbin {ours[:2]} ({len(ours)}), spirv-dis {theirs[:2]} ({len(theirs)})")
+                continue
+            arch = work / "a.ar"
+            arch.write_bytes(payload)
+            members = [n for n in run(["ar", "t", str(arch)]).stdout.decode().split() if not n.startswith("pad_")]
+            listed = [str(p["member"]) for p in parts]
+            tally("intel ar t of each decoded archive, archives").add(listed == members, where,
+                                                                     f"devbin {listed}, ar t {members}")
+            for p in parts:
+                if p["kind"] != "zebin":
+                    continue
+                code = run(["ar", "p", str(arch), str(p["member"])]).stdout
+                got = files.get(str(p["address"]))
+                tally("intel zebin bytes (ar p), zebins").add(got is not None and got.read_bytes() == code,
+                                                               str(p["address"]), "bytes differ")
+                obj = work / "z.elf"
+                obj.write_bytes(code)
+                theirs_f = readelf_functions(readelf, obj)
+                ours_f = sorted((f["name"], f["size"]) for f in sizes[str(p["address"])]["functions"])
+                tally("intel kernels: names, code sizes (llvm-readelf -s), zebins").add(
+                    ours_f == theirs_f, str(p["address"]), f"devbin {ours_f[:2]}, readelf {theirs_f[:2]}")
+                tally("intel kernels compared (a count, not a check)").agree += len(theirs_f)
+    (f,) = json.loads(devbin("size", "--json", str(lib)).stdout)["files"]
+    total = sum(s for _, s in sections.values())
+    tally("intel size: device bytes = SYCL sections (llvm-readelf -S), overhead <= alignment padding").add(
+        f["device_bytes"] == total and 0 <= f["overhead"] <= padding, label,
+        f"device_bytes {f['device_bytes']} vs sections {total}, overhead {f['overhead']}, padding {padding}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "devbin-corpus-cache")
@@ -403,13 +548,17 @@ def main() -> None:
     ap.add_argument("--only", default="", help="check only the wheels whose spec contains this")
     args = ap.parse_args()
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
+    vendors = {w.vendor for w in WHEELS if args.only in w.spec}
     cuobjdump = find_tool("cuobjdump")
     bundler = find_tool("clang-offload-bundler", versions=("19",))
     readelf = find_tool("llvm-readelf", versions=("19",))
-    if cuobjdump is None or bundler is None or readelf is None:
-        raise SystemExit("corpus_check: needs cuobjdump, clang-offload-bundler-19 and llvm-readelf-19")
-    version = next((ln for ln in run([cuobjdump, "--version"]).stdout.decode().splitlines() if "release" in ln), "?")
-    print(f"cuobjdump: {version}; {bundler}; {readelf}")
+    spirv_dis = shutil.which("spirv-dis")
+    if readelf is None or ("nvidia" in vendors and cuobjdump is None) or ("amd" in vendors and bundler is None):
+        raise SystemExit("corpus_check: needs llvm-readelf-19, and cuobjdump (NVIDIA wheels) and "
+                         "clang-offload-bundler-19 (AMD wheels)")
+    version = next((ln for ln in run([cuobjdump, "--version"]).stdout.decode().splitlines() if "release" in ln),
+                   "?") if cuobjdump else "-"
+    print(f"cuobjdump: {version}; {bundler}; {readelf}; {spirv_dis}")
     start = time.perf_counter()
     nlibs = 0
     for wheel in WHEELS:
@@ -421,9 +570,11 @@ def main() -> None:
             nlibs += 1
             with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
                 try:
-                    if wheel.vendor == "nvidia":
+                    if wheel.vendor == "nvidia" and cuobjdump is not None:
                         check_nvidia(lib, label, cuobjdump, Path(tmp))
-                    else:
+                    elif wheel.vendor == "intel":
+                        check_intel(lib, label, readelf, spirv_dis, Path(tmp), args.sample)
+                    elif bundler is not None:
                         check_amd(lib, label, bundler, readelf, Path(tmp), args.sample)
                 except VendorRefuses as exc:
                     skipped = tally("skipped: the vendor tool refuses the library")

@@ -268,7 +268,7 @@ def test_images_md_addresses_parse_as_described() -> None:
     written; its escaping example holds."""
     (block,) = [b for b in blocks("IMAGES.md") if b.startswith("k.cubin")]
     rows = [ln.split(None, 1) for ln in block.splitlines()]
-    assert len(rows) == 12 and all(len(r) == 2 for r in rows)
+    assert len(rows) == 14 and all(len(r) == 2 for r in rows)
     for text, what in rows:
         a = Address.parse(text)
         assert str(a) == text, (text, str(a))

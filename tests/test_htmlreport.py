@@ -24,6 +24,7 @@ import pytest
 from conftest import require_tool
 from devbin.analysis.callgraph_view import CallGraphNode
 from devbin.entry.elf import open_elf
+from devbin.errors import FormatError
 from devbin.formats.devsec.elf import read_code_object
 from devbin.htmlreport import (
     Box,
@@ -297,9 +298,47 @@ def test_cli_callgraph_svg(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the page
 
 
+def _full(doc: dict[str, Any]) -> dict[str, Any]:
+    """A document written by hand, completed with the keys of the size contract its test does not look at
+    (written out here, empty or zero: the page itself takes no key as 0, it refuses a document without one)."""
+    for f in doc["files"]:
+        if "savings" in f:
+            f["savings"].setdefault("freed", 0)
+        for im in f["images"]:
+            im.setdefault("kind", "cubin")
+            im.setdefault("compression", "none")
+            im.setdefault("container", "file")
+            im.setdefault("section", "")
+            im.setdefault("functions", [])
+            for fn in im["functions"]:
+                fn.setdefault("demangled", fn["name"])
+                fn.setdefault("kind", "function")
+                fn.setdefault("related", {})
+        for k, v in (("file_bytes", f["device_bytes"]), ("headers", 0), ("hidden", 0), ("sections", {}),
+                     ("stored_size", sum(im["stored_size"] for im in f["images"])),
+                     ("size", sum(im["size"] for im in f["images"]))):
+            f.setdefault(k, v)
+    for row in doc.get("by_arch", []):
+        row.setdefault("function_bytes", 0)
+    for k, v in (("by_arch", []), ("by_kind", []), ("by_container", []), ("top_functions", []), ("warnings", []),
+                 ("duplicate_bytes", 0),
+                 ("duplicates", {"images": [], "functions": [], "image_bytes": 0, "function_bytes": 0})):
+        doc.setdefault(k, v)
+    doc["duplicates"].setdefault("image_bytes", sum(d["wasted"] for d in doc["duplicates"]["images"]))
+    doc["duplicates"].setdefault("function_bytes", sum(d["wasted"] for d in doc["duplicates"]["functions"]))
+    for d in doc["duplicates"]["images"]:
+        d.setdefault("size", d["stored_size"])
+    if "savings" in doc:
+        doc["savings"].setdefault("freed", 0)
+    t = doc.setdefault("totals", {})
+    for k in ("files", "file_bytes", "device_bytes", "overhead", "stored_size", "size", "images", "functions"):
+        t.setdefault(k, 0)
+    return doc
+
+
 def _doc() -> dict[str, Any]:
     """A size document written by hand after the contract (two vendors, compression, PTX, duplicates, --keep)."""
-    return {
+    return _full({
         "schema": "devbin.size/1",
         "files": [
             {"path": "lib/libfoo.so", "file_bytes": 9000, "device_bytes": 7000, "overhead": 100,
@@ -329,7 +368,14 @@ def _doc() -> dict[str, Any]:
                     {"vendor": "nvidia", "arch": "sm_90", "images": 1, "stored_size": 2500, "size": 5000},
                     {"vendor": "nvidia", "arch": "compute_90", "images": 1, "stored_size": 400, "size": 1200}],
         "totals": {"files": 2, "file_bytes": 13000, "device_bytes": 10000, "overhead": 100, "stored_size": 9900,
-                   "size": 13200},
+                   "size": 13200, "images": 4, "functions": 4},
+        "top_functions": [
+            {"name": "_Z12huge_kernelPfi", "demangled": "huge_kernel(float*, int)", "kind": "kernel", "size": 5800,
+             "copies": 2, "by_arch": {"sm_90": 3000, "sm_80": 2800}},
+            {"name": "amd_kern", "demangled": "amd_kern", "kind": "kernel", "size": 2000, "copies": 1,
+             "by_arch": {"gfx90a": 2000}},
+            {"name": "_Z6helperv", "demangled": "helper()", "kind": "function", "size": 1000, "copies": 1,
+             "by_arch": {"sm_90": 1000}}],
         "duplicate_bytes": 2000,
         "duplicates": {"images": [{"sha256": "ab" * 32, "kind": "cubin", "arch": "sm_90", "stored_size": 2000,
                                    "copies": ["a#0", "b#0"], "wasted": 2000}],
@@ -337,7 +383,7 @@ def _doc() -> dict[str, Any]:
                                       "copies": ["a#0:_Z6helperv", "c#0:_Z6helperv"], "wasted": 1000}]},
         "savings": {"keep": ["sm_90", "gfx90a"], "bytes": 4000, "by_arch": {"sm_80": 4000}},
         "unknown_key": {"ignored": True},
-    }
+    })
 
 
 def _boxes(root: Box) -> list[Box]:
@@ -372,6 +418,7 @@ def test_size_tree_caps_functions_and_files() -> None:
     doc = {"files": [{"path": f"f{i}", "device_bytes": 100, "overhead": 0, "images": [
         {"address": f"f{i}#0", "vendor": "nvidia", "arch": "sm_90", "size": 100, "stored_size": 100,
          "functions": [{"name": f"k{j}", "size": 1} for j in range(100)]}]} for i in range(30)]}
+    doc = _full(doc)
     root = size_tree(doc, max_files=10, max_functions=20, max_boxes=10_000)
     files = root.children[0].children
     assert len(files) == 11 and files[-1].label == "20 more files" and files[-1].weight == 2000
@@ -404,15 +451,25 @@ def test_report_page_is_self_contained_and_deterministic() -> None:
 def test_largest_code_objects() -> None:
     assert largest_code_objects(_doc()) == ["lib/libfoo.so#0.1"]
     assert largest_code_objects(_doc(), 3) == ["lib/libfoo.so#0.1", "lib/libamd.so#0", "lib/libfoo.so#0.0"]
-    assert largest_code_objects({}) == []
+    assert largest_code_objects(_full({"files": []})) == []
 
 
-def test_report_tolerates_absent_keys() -> None:
-    for doc in ({}, {"files": []}, {"files": [{"path": "x"}]},
-                {"files": [{"path": "x", "images": [{"address": "x#0", "stored_size": 10}]}], "totals": {}},
-                {"files": "not a list", "by_arch": None, "duplicates": [], "savings": 3}):
-        page = render_size_report(doc)
-        assert page.endswith("</html>\n")
+def test_report_refuses_a_document_without_a_key() -> None:
+    """A key the size report's records require and the document lacks is an error naming it, at any level
+    (it was read as 0 and drawn: issue 25); the optional keys (savings, budget, stored_exact) may be absent."""
+    for doc, missing in (({}, "size report has no 'by_arch'"),
+                         ({**_full({"files": []}), "totals": {}}, "size report.totals has no 'device_bytes'"),
+                         (_full({"files": [{"path": "x", "device_bytes": 10, "overhead": 0, "images": [
+                             {"address": "x#0", "vendor": "", "kind": "data", "arch": "", "size": 10,
+                              "stored_size": 10}]}]}), None)):
+        if missing is None:
+            assert render_size_report(doc).endswith("</html>\n")
+            del doc["files"][0]["images"][0]["stored_size"]
+            missing = "size report.files[0].images[0] has no 'stored_size'"
+        with pytest.raises(FormatError, match=re.escape(missing)):
+            render_size_report(doc)
+        with pytest.raises(FormatError):
+            size_tree(doc)
 
 
 # --------------------------------------------------------------------------- in a real browser
@@ -489,7 +546,7 @@ def _real_doc(cubins: dict[str, Path], amdgpu_objects: dict[str, Path]) -> tuple
     doc = {"schema": "devbin.size/1", "files": files, "by_arch": by_arch,
            "totals": {"files": len(files), "file_bytes": total, "device_bytes": total, "overhead": 0,
                       "stored_size": total, "size": total}, "duplicate_bytes": 0}
-    return doc, graphs
+    return _full(doc), graphs
 
 
 def _size_doc(cubins: dict[str, Path], amdgpu_objects: dict[str, Path], tmp_path: Path) -> dict[str, Any]:
@@ -594,12 +651,12 @@ def _family_doc() -> dict[str, Any]:
                            "size": 40000, "stored_size": 40000, "functions": fns})
         files.append({"path": path, "file_bytes": 90000, "device_bytes": 80000, "overhead": 0, "images": images,
                       "savings": {"bytes": 40960, "freed": 40000, "by_arch": {"sm_80": 40000}}})
-    return {"files": files, "totals": {"files": 3, "file_bytes": 270000, "functions": 186},
+    return _full({"files": files, "totals": {"files": 3, "file_bytes": 270000, "functions": 186},
             "savings": {"keep": ["sm_90"], "bytes": 122880, "freed": 120000, "by_arch": {"sm_80": 120000}},
             "duplicate_bytes": 6000,
             "duplicates": {"images": [], "functions": [
                 {"name": "_Z6helperv", "demangled": "helper()", "arch": "sm_90", "size": 3000,
-                 "copies": [f"{f['path']}#sm_90:_Z6helperv" for f in files], "wasted": 6000}]}}
+                 "copies": [f"{f['path']}#sm_90:_Z6helperv" for f in files], "wasted": 6000}]}})
 
 
 def test_size_tree_families_keep_and_duplicates() -> None:

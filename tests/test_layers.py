@@ -32,10 +32,12 @@ LAYERS: dict[str, int] = {
     "devbin.targets": 3,
     # 4: containers and analysis
     "devbin.images": 4, "devbin.analysis": 4,
-    "devbin.importers": 4, "devbin.report": 4, "devbin.entry": 4, "devbin.samples": 4,
-    "devbin.tools": 4, "devbin.htmlreport": 4,
+    "devbin.importers": 4, "devbin.entry": 4, "devbin.samples": 4,
+    "devbin.tools": 4,
     # 5: capabilities
     "devbin.packaging": 5, "devbin.superarchive": 5, "devbin.link": 5, "devbin.load": 5, "devbin.size": 5,
+    "devbin.htmlreport": 5,  # the size report page renders devbin.size.shapes.SizeReport
+    "devbin.reports": 5,  # the reports the CLI prints, as library functions (resources, inspect, callgraph)
     "devbin": 5,  # the package root re-exports the capabilities (lazily)
     # 6: the command line
     "devbin.cli": 6, "devbin.__main__": 6,
@@ -264,7 +266,10 @@ def _vendor_checked(mod: str) -> bool:
 #: Modules outside devbin.targets that still name a vendor: not migrated to the descriptors yet (issue
 #: 25).  This list may only shrink: a module that no longer names a vendor must leave it.
 VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
-    "devbin.cli.inspect_cmd", "devbin.cli.render", "devbin.cli.resources_cmd", "devbin.cli.tour", "devbin.report",
+    "devbin.cli.render", "devbin.cli.resources_cmd", "devbin.cli.tour",
+    # the reports moved out of the CLI (cli.inspect_cmd, report.py, cli.resources_cmd's per-image work), still
+    # reading NVIDIA's cubin records and AMD's facts for their vendor-shaped tables
+    "devbin.reports.inspect", "devbin.reports.resources",
 })
 
 

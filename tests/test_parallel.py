@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 
 from devbin.binary import budget
-from devbin.cli import extract_cmd, list_cmd, resources_cmd
+from devbin.cli import extract_cmd, list_cmd
 from devbin.errors import FormatError, FormatWarning, LimitExceeded
 from devbin.images import parallel
 from devbin.images.parallel import effective_jobs, ordered_map
+from devbin.reports import resources as reports_resources
 from devbin.samples import __file__ as samples_init
 
 from tests.conftest import SOURCES, require_tool
@@ -226,7 +227,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pooled(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The commands' pools run on any files and images (not only from 8 MB of them on)."""
     monkeypatch.setattr(list_cmd, "MIN_PARALLEL_BYTES", 0)
-    monkeypatch.setattr(resources_cmd, "MIN_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(reports_resources, "MIN_PARALLEL_BYTES", 0)
     monkeypatch.setattr(extract_cmd, "MIN_PARALLEL_BYTES", 0)
     yield
 

@@ -41,7 +41,6 @@ import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject
 
 HELP = ("print the call graph with registers, entry points and address-taken functions, of a code object "
@@ -61,39 +60,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                    "objects one below the other)")
 
 
-def _code_object(elf: ElfFile, where: str) -> CodeObject:
-    from devbin.errors import FormatError
-    from devbin.formats.devsec.elf import read_code_object
-    from devbin.importers import can_import, import_code_object
-    found = read_code_object(elf)
-    if found is not None:
-        return found
-    if can_import(elf):
-        return import_code_object(elf)
-    raise FormatError("no call graph: not a cubin or AMDGPU code object, and no devbin sections", fmt="elf",
-                      where=where)
-
-
 def _arch(obj: CodeObject) -> str:
     from devbin.analysis.callgraph_view import arch_of
     return arch_of(obj)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.analysis.callgraph_view import format_dot, format_dot_clusters, format_text, to_dict
-    from devbin.binary import budget
+    from devbin.analysis.callgraph_view import format_dot, format_dot_clusters, format_text
     from devbin.cli.common import dump, no_device_code, picture_output, warn
-    from devbin.cli.inspect_cmd import (
-        image_dict,
-        image_header,
-        image_label,
-        open_image,
-        selected_images,
-        single_keys,
-        write_container_tail,
-    )
-    from devbin.entry.elf import open_elf
-    from devbin.errors import DeviceBinaryError
+    from devbin.cli.inspect_cmd import image_header, image_label, selected_images, write_container_tail
+    from devbin.reports.callgraph import graphs as read_graphs
     svg = picture_output(args, "--svg")
     path, images = selected_images(args)
     if images is None:
@@ -102,39 +78,27 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     pictures: list[tuple[str, CodeObject]] = []  # for --svg: titled with the arch
     docs: list[dict[str, Any]] = []
     errors: list[str] = []
-
-    def graph_doc(head: dict[str, Any], obj: CodeObject) -> dict[str, Any]:
-        g = to_dict(obj, _arch(obj))
-        return {**head, "target_id": g["arch"], "nodes": g["nodes"]}
-
-    if images.single:
-        with open_elf(path) as elf:
-            obj = _code_object(elf, path)
-        pictures.append((f"{path} ({_arch(obj)})", obj))
-        docs.append(graph_doc(single_keys(images), obj))
-        if not args.json:
-            out.write(format_dot(obj, _arch(obj)) if args.dot else format_text(obj, _arch(obj)))
-    for f in images.code_objects:
-        try:
-            with budget.current().unit():  # its decoded image goes before the next one is decoded
-                obj = _code_object(open_image(f), image_label(f))
-        except DeviceBinaryError as e:
-            errors.append(str(e))
+    for g in read_graphs(images, errors):  # each written as soon as it is read
+        obj = g.model
+        docs.append(g.doc)
+        if g.image is None:
+            pictures.append((f"{path} ({_arch(obj)})", obj))
+            if not args.json:
+                out.write(format_dot(obj, _arch(obj)) if args.dot else format_text(obj, _arch(obj)))
             continue
-        graphs.append((image_label(f), obj))
-        pictures.append((f"{image_label(f)} ({_arch(obj)})", obj))
-        docs.append(graph_doc(image_dict(f), obj))
+        graphs.append((image_label(g.image), obj))
+        pictures.append((f"{image_label(g.image)} ({_arch(obj)})", obj))
         if not args.json and not args.dot:
             if len(graphs) > 1:
                 out.write("\n")
-            out.write(image_header(f) + "\n")
+            out.write(image_header(g.image) + "\n")
             out.write(format_text(obj, _arch(obj)))
     if svg is not None:
         from devbin.binary.output import write_file
         from devbin.htmlreport.callgraph import callgraphs_svg
         write_file(svg, callgraphs_svg(pictures).encode(), inputs=[path])
     if args.json:
-        dump("callgraph", {"file": path, "images": docs, "skipped": [image_dict(f) for f in images.skipped],
+        dump("callgraph", {"file": path, "images": docs, "skipped": [f.to_dict() for f in images.skipped],
                            "warnings": [*images.warnings, *errors]}, out)
         for w in [*images.warnings, *errors]:
             warn(w)

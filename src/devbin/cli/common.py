@@ -317,15 +317,3 @@ def image_keys(image: Image) -> dict[str, Any]:
     """The keys every command gives an image (``Image.to_dict()``)."""
     return image.to_dict()
 
-
-def file_image_keys(path: str, size: int) -> dict[str, Any]:
-    """The image keys of a file read as one ELF that no scan names as a device image (an ELF holding
-    only devbin sections): its path as address, no vendor, kind ``data``."""
-    return {"address": _address_text(path), "vendor": "", "kind": "data", "arch": "", "size": size,
-            "stored_size": size, "compression": "none"}
-
-
-def _address_text(path: str) -> str:
-    from devbin.images import Address
-    a: Address = Address(path)
-    return str(a)

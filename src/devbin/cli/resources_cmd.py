@@ -97,14 +97,13 @@ from devbin.escape.text import visible, visible_tree
 if TYPE_CHECKING:
     from devbin.images import Image
     from devbin.images.frame import Frame
-    from devbin.targets.nvidia.cubin import CubinFunction
+    from devbin.reports.resources import AmdTable, NvidiaTable
 
 
 HELP = "print per-function resource usage of every cubin and AMDGPU code object found"
 
-#: Images of fewer bytes than this in all are read by this process whatever --jobs says: a pool costs
-#: more than it saves (52 small cubins of a 1 MB zstd library: +15 % CPU and no faster).
-MIN_PARALLEL_BYTES = 8 << 20
+#: The --sort keys (devbin.reports.resources.SORT_KEYS; spelled here so that --help imports no report).
+SORT_KEYS = ("regs", "stack", "frame", "spill", "name")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -146,67 +145,6 @@ def _member_line(frame: Frame) -> str | None:
     return f"\nmember {visible(f'{archive}:{member.name}')}:\n"  # an archive on disk: its absolute path (cuobjdump)
 
 
-_AMD_COLUMNS = ("sgpr", "vgpr", "agpr", "private_segment", "group_segment", "kernarg_segment", "dynamic_stack",
-                "sgpr_spill", "vgpr_spill")
-
-
-def _is_amdgpu(f: Image) -> bool:
-    from devbin.errors import DeviceBinaryError
-    from devbin.formats.elf import constants as C
-    from devbin.formats.elf.reader import ElfFile
-    try:
-        return ElfFile(f.data(), where=str(f.address)).header.e_machine == C.EM_AMDGPU
-    except DeviceBinaryError:
-        return False
-
-
-def _amdgpu_usage(f: Image) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per-function AMDGPU resources: from the devbin sections when present, else from the vendor's facts.
-
-    Returns the text rows (every value the file does not give is ``None``, text ``?``, never a
-    guess) and the JSON image, whose functions carry ``Function.resources`` (docs/JSON.md).
-    """
-    from devbin.formats.devsec.elf import read_code_object
-    from devbin.formats.elf.reader import ElfFile
-    from devbin.model import StdAttr
-    from devbin.targets.amdgpu.importer import (
-        AMD_SGPR_SPILL,
-        AMD_VGPR_SPILL,
-        code_object_facts,
-        import_amdgpu,
-    )
-    elf = ElfFile(f.data(), where=str(f.address))
-    facts = code_object_facts(elf)
-    obj = read_code_object(elf)
-    rows: list[dict[str, Any]] = []
-    if obj is not None:
-        source = "devbin-sections"
-        for fn in obj.functions:
-            known = fn.has(StdAttr.REGS_GENERAL) or fn.has(StdAttr.REGS_SCALAR)
-            rows.append({
-                "name": fn.name, "kind": "kernel" if fn.is_kernel else "device",
-                "sgpr": fn.uint(StdAttr.REGS_SCALAR), "vgpr": fn.uint(StdAttr.REGS_GENERAL),
-                "agpr": fn.uint(StdAttr.REGS_ACCUM), "private_segment": fn.uint(StdAttr.PRIVATE_BYTES),
-                "group_segment": fn.uint(StdAttr.SHARED_BYTES), "kernarg_segment": fn.uint(StdAttr.PARAM_BYTES),
-                # a flag is recorded only when true: its absence means "no" only where the kernel's note said so
-                "dynamic_stack": True if fn.has(StdAttr.DYNAMIC_STACK) else (False if fn.is_kernel and known
-                                                                            else None),
-                "sgpr_spill": fn.uint(AMD_SGPR_SPILL), "vgpr_spill": fn.uint(AMD_VGPR_SPILL),
-                "source": "devbin-sections" if known else "unknown",
-            })
-    else:
-        source = "vendor"
-        obj = import_amdgpu(elf, diag=lambda e: None)  # the model built from these same facts
-        for r in facts.resources:
-            d = r.to_dict()
-            rows.append({"name": r.name, "kind": r.kind, **{k: d[k] for k in _AMD_COLUMNS}, "source": r.source})
-    model = {fn.name: fn.resources for fn in obj.functions}
-    functions = [{"name": r["name"], "kind": r["kind"], "source": r["source"],
-                  "resources": model[r["name"]].to_dict() if r["name"] in model else None} for r in rows]
-    head = {**f.to_dict(), "target_id": facts.target_id, "source": source}
-    return {**head, "functions": rows}, {**head, "functions": functions}
-
-
 #: Printed once after the tables when a function's resources are unknown (JSON: ``"source": "unknown"``).
 UNKNOWN_NOTE = ("? = not recorded in the file (LLVM 19 writes no resource counts for AMDGPU device functions); "
                 "`devbin cc -- clang-19 ...` compiles and records them\n")
@@ -220,13 +158,14 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _write_amdgpu(a: dict[str, Any], sort: str | None, out: TextIO) -> None:
+def _write_amdgpu(a: AmdTable, sort: str | None, out: TextIO) -> None:
+    from devbin.reports.resources import AMD_COLUMNS, sorted_rows
     from devbin.size.account import demangle
     out.write(f"{a['address']} ({a['target_id']}, from {a['source']}):\n")
     out.write(f"  {'kind':7} {'SGPR':>5} {'VGPR':>5} {'AGPR':>5} {'PRIVATE':>8} {'GROUP':>6} "
               f"{'KERNARG':>7} {'DYNSTACK':>8} {'SSPILL':>6} {'VSPILL':>6}  function\n")
-    for fn in _sorted(a["functions"], sort, "amd"):
-        c = {k: _cell(fn[k]) for k in _AMD_COLUMNS}
+    for fn in sorted_rows(a["functions"], sort, a):
+        c = {k: _cell(fn[k]) for k in AMD_COLUMNS}  # type: ignore[literal-required]
         out.write(f"  {fn['kind']:7} {c['sgpr']:>5} {c['vgpr']:>5} {c['agpr']:>5} "
                   f"{c['private_segment']:>8} {c['group_segment']:>6} {c['kernarg_segment']:>7} "
                   f"{c['dynamic_stack']:>8} {c['sgpr_spill']:>6} {c['vgpr_spill']:>6}  {demangle(fn['name'])}\n")
@@ -254,74 +193,18 @@ def _no_device_code(paths: list[str]) -> int:
     return EXIT_NO_DEVICE_CODE
 
 
-def _nv_row(fn: CubinFunction) -> dict[str, Any]:
-    """One row of the NVIDIA text table, from the cubin's records as ``Function.resources`` reads them, but
-    STACK only where the cubin gives the kernel's whole stack (``EIATTR_MIN_STACK_SIZE``: linked or
-    whole-program cubins); a relocatable cubin's ``EIATTR_MAX_STACK_SIZE`` is 0 whatever the frame (the
-    call chains are summed by nvlink), so there STACK is ``None`` and FRAME says what the function needs."""
-    from devbin.targets.nvidia.cubin import STACK_UNKNOWN
-    stack: int | str | None = "unknown" if fn.min_stack_size == STACK_UNKNOWN else fn.min_stack_size
-    return {"name": fn.name, "kind": "kernel" if fn.is_entry else "device", "registers": fn.register_count,
-            "stack": stack, "frame": fn.frame_size, "spill": fn.spill_instructions, "shared": fn.shared,
-            "local": fn.local, "constant": [{"bank": b, "size": n} for b, n in fn.constant_banks.items()]}
-
-
-def _analyse(f: Image, as_json: bool, text: bool) -> tuple[Any, ...]:
-    """The per-image work, done where ``--jobs`` puts it (plain data back, see devbin.images.parallel):
-    ``("amd", rows, image)``, ``("nv", head, usage, json image or None, text rows or None)``,
-    ``("warn", message)`` / ``("amd-warn", message)`` (the image cannot be read: a warning, the
-    command goes on) or ``("skip",)``."""
-    from devbin.errors import DeviceBinaryError, LimitExceeded
-    from devbin.formats.elf import constants as C
-    from devbin.formats.elf.reader import ElfFile
-    from devbin.targets.nvidia.cubin import Cubin
-    from devbin.targets.nvidia.importer import cubin_function_resources
-    from devbin.targets.nvidia.resources import usage
-    where = str(f.address)
-    if f.kind == "amdgpu" or (f.kind == "cubin" and f.entry is None and _is_amdgpu(f)):
-        try:
-            amd_rows, amd_image = _amdgpu_usage(f)
-        except LimitExceeded:
-            raise  # over the memory budget: the command fails, the file is not to blame
-        except DeviceBinaryError as e:
-            return ("amd-warn", str(e))
-        return ("amd", amd_rows, amd_image)
-    if f.kind != "cubin":
-        return ("skip",)
-    try:
-        elf = ElfFile(f.data(), where=where)
-        if elf.header.e_machine != C.EM_CUDA:
-            return ("skip",)
-        # The JSON and the text table report spills (and the JSON launch bounds), which need every
-        # per-function record; --format cuobjdump needs the resource records alone (cuobjdump's numbers).
-        cubin = Cubin(elf, records=as_json or text)
-        u = usage(cubin)
-    except LimitExceeded:
-        raise  # over the memory budget: the command fails, the file is not to blame
-    except DeviceBinaryError as e:
-        return ("warn", str(e))
-    head = f.to_dict()
-    common = {"global": u["common"]["global"], "constant_banks": u["common"]["constant"]}
-    image: dict[str, Any] | None = None
-    if as_json:
-        image = {**head, "common": common, "functions": [
-            {"name": fn.name, "kind": "kernel" if fn.is_entry else "device",
-             "resources": cubin_function_resources(fn).to_dict()} for fn in cubin.functions]}
-    rows = [_nv_row(fn) for fn in cubin.functions] if text else None
-    return ("nv", head, u, image, rows)
-
-
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.images.parallel import ordered_map, pool_jobs
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
+    from devbin.reports.resources import MIN_PARALLEL_BYTES, FunctionFilter, ImageResources, Unreadable, analyse_image
     from devbin.targets.nvidia.resources import format_cuobjdump
     report = ScanReport()
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
-    images: list[dict[str, Any]] = []  # both vendors, in scan order (JSON)
-    results: list[dict[str, Any]] = []
-    amd: list[dict[str, Any]] = []
+    images: list[Any] = []  # both vendors, in scan order (JSON)
+    results: list[NvidiaTable] = []
+    amd: list[AmdTable] = []
     text: list[str] = []
     # The scan in order: each ar member's frame (cuobjdump heads every member with a line, also one
     # without device code) and each image found.
@@ -340,8 +223,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     # archive member lines, the fatbin entry headers) is written here.
     todo = [f for f, _ in hits if f.kind != "ptx"]
     text_table = not args.json and args.format == "text"
-    wanted = _FunctionFilter(args.function)
-    done = iter(ordered_map(lambda f: _analyse(f, args.json, text_table), todo,
+    wanted = FunctionFilter(args.function)
+    done = iter(ordered_map(lambda f: analyse_image(f, json=args.json, text=text_table), todo,
                             jobs=pool_jobs(args.jobs, (f.size for f in todo), MIN_PARALLEL_BYTES),
                             weights=[f.size if f.compression != "none" else 0 for f in todo]))
     kept = {id(h) for h in hits}
@@ -355,27 +238,28 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             continue
         f = event[0]
         where = str(f.address)
-        result = next(done) if f.kind != "ptx" else ("skip",)
-        if result[0] == "amd":
-            amd.append(wanted.image(result[1]))
-            images.append(wanted.image(result[2]))
+        result = next(done) if f.kind != "ptx" else None
+        if isinstance(result, ImageResources) and result.usage is None:  # an AMD code object: its own tables
+            if result.table is not None:
+                amd.append(wanted.image(result.table))  # type: ignore[arg-type]
+            if result.image is not None:
+                images.append(wanted.image(result.image))
             continue
-        if result[0] == "amd-warn":
-            report.warn(where, result[1])
+        if isinstance(result, Unreadable) and not result.in_table:
+            report.warn(where, result.message)
             continue
         if f.entry is not None:
             text.append(_entry_header(f))
-        if result[0] == "warn":
-            report.warn(where, result[1])
+        if isinstance(result, Unreadable):
+            report.warn(where, result.message)
             continue
-        if result[0] != "nv":
+        if result is None or result.usage is None:
             continue
-        _, head, u, image, rows = result
-        u = wanted.image(u)
-        if rows is not None:
-            results.append({**head, **{k: v for k, v in u.items() if k not in head}, "functions": wanted.rows(rows)})
-        if image is not None:
-            images.append(wanted.image(image))
+        u = wanted.image(result.usage)
+        if result.table is not None:
+            results.append(wanted.image(result.table))  # type: ignore[arg-type]
+        if result.image is not None:
+            images.append(wanted.image(result.image))
         text.append(format_cuobjdump(u))
     for w in report.warnings[warned:]:
         warn(w)
@@ -396,66 +280,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     return scan_status(report.failed)
 
 
-class _FunctionFilter:
-    """``--function NAME`` (repeatable): a function is kept when its mangled or demangled name is NAME or
-    matches it as a glob (fnmatch, case-sensitive); no NAME keeps every function.  Applies to every
-    output (text, --format cuobjdump, --json); the images stay, with the functions kept."""
-
-    def __init__(self, patterns: list[str] | None) -> None:
-        self.patterns = list(patterns or [])
-        self.matched: set[str] = set()
-
-    def __call__(self, name: str) -> bool:
-        if not self.patterns:
-            return True
-        from fnmatch import fnmatchcase
-
-        from devbin.size.account import demangle
-        hits = {p for p in self.patterns
-                if p in (name, demangle(name)) or fnmatchcase(name, p) or fnmatchcase(demangle(name), p)}
-        self.matched |= hits
-        return bool(hits)
-
-    def rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [r for r in rows if self(r["name"])] if self.patterns else rows
-
-    def image(self, image: dict[str, Any]) -> dict[str, Any]:
-        return {**image, "functions": self.rows(image["functions"])} if self.patterns else image
-
-    def unmatched(self) -> list[str]:
-        return [p for p in self.patterns if p not in self.matched]
-
-
-#: --sort's keys: the row's field each sorts by (numbers largest first, names A to Z; unknown last).
-SORT_KEYS = ("regs", "stack", "frame", "spill", "name")
-_SORT_FIELDS = {"nv": {"regs": "registers", "stack": "stack", "frame": "frame", "spill": "spill"},
-                "amd": {"regs": "vgpr", "stack": "private_segment", "frame": "private_segment",
-                        "spill": "vgpr_spill"}}
-
-
-def _sorted(rows: list[dict[str, Any]], key: str | None, vendor: str) -> list[dict[str, Any]]:
-    """The table's rows in --sort's order (stable: ties keep the file's order)."""
-    if key is None:
-        return rows
-    if key == "name":
-        from devbin.size.account import demangle
-        return sorted(rows, key=lambda r: demangle(r["name"]))
-    field = _SORT_FIELDS[vendor][key]
-
-    def value(r: dict[str, Any]) -> tuple[int, int]:
-        v = r[field]
-        if v == "unknown" or v is True:
-            return (0, 0)  # not statically known: could be anything, so first
-        return (1, -v) if isinstance(v, int) else (2, 0)
-    return sorted(rows, key=value)
-
-
 def _cell_nv(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
-def _write_nvidia(u: dict[str, Any], sort: str | None, out: TextIO) -> None:
+def _write_nvidia(u: NvidiaTable, sort: str | None, out: TextIO) -> None:
     """One cubin's table: the numbers first, each in its column, the (demangled) name last, whole."""
+    from devbin.reports.resources import sorted_rows
     from devbin.size.account import demangle
     out.write(f"{u['address']} ({u['arch']}): GLOBAL {u['common']['global']} bytes"
               + "".join(f", CONSTANT[{c['bank']}] {c['size']}" for c in u["common"]["constant"]) + "\n")
@@ -463,7 +294,7 @@ def _write_nvidia(u: dict[str, Any], sort: str | None, out: TextIO) -> None:
     width = max([len("CONSTANT"), *map(len, banks.values())])
     out.write(f"  {'kind':7} {'REG':>4} {'STACK':>7} {'FRAME':>6} {'SPILL':>6} {'SHARED':>7} {'LOCAL':>6}  "
               f"{'CONSTANT':{width}}  function\n")
-    for fn in _sorted(u["functions"], sort, "nv"):
+    for fn in sorted_rows(u["functions"], sort, u):
         c = {k: _cell_nv(fn[k]) for k in ("registers", "stack", "frame", "spill", "shared", "local")}
         out.write(f"  {fn['kind']:7} {c['registers']:>4} {c['stack']:>7} {c['frame']:>6} {c['spill']:>6} "
                   f"{c['shared']:>7} {c['local']:>6}  {banks[id(fn)]:{width}}  {demangle(fn['name'])}\n")

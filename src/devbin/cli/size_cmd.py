@@ -100,6 +100,7 @@ from devbin.cli.render import count, scan_status
 if TYPE_CHECKING:
     from devbin.size.account import FileSize
     from devbin.size.budget import Rule, Violation
+    from devbin.size.shapes import SizeReport
 
 HELP = "where the bytes of device code go: per file, architecture, kind and function; duplicates, --keep " \
        "savings, --budget, --diff"
@@ -135,30 +136,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- the report
 
 
-def _filtered(files: list[FileSize], choose: ImageFilter) -> list[FileSize]:
-    """``files`` with only the images ``choose`` takes; what is left out is counted in ``hidden``."""
-    if not choose.active:
-        return files
-    out = []
-    for f in files:
-        kept = [i for i in f.images if choose(i.image)]
-        f.hidden = sum(i.stored for i in f.images if i not in kept)
-        f.images = kept
-        if kept:
-            out.append(f)
-    choose.check()
-    return out
-
-
 def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | None = None,
              measured: Callable[[list[FileSize]], None] | None = None,
-             detail: bool = True) -> tuple[dict[str, Any], list[str]]:
+             detail: bool = True) -> tuple[SizeReport, list[str]]:
     """The report dict of one command line (what --json prints, less its schema key) and the scan's
     files that failed.  The HTML report (--html) renders this same dict.  ``detail=False``: each file's
     images left out (the text tables do not print them)."""
     from devbin.images.scanreport import ScanReport
     from devbin.size.account import measure
-    from devbin.size.report import report_dict
+    from devbin.size.report import only_images, report_dict
 
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
@@ -167,8 +153,10 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     if segments is not None and keep is None:
         raise BadArguments("--max-segments goes with --keep (it is prune's)")
     report = ScanReport()
-    files = _filtered(measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES),
-                      choose)
+    files = measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES)
+    if choose.active:
+        files = only_images(files, choose)
+        choose.check()
     if measured is not None:
         measured(files)
     return report_dict(files, keep=keep, warnings=report.warnings, top=args.top, detail=detail, jobs=args.jobs,
@@ -234,7 +222,7 @@ def _copies(addresses: list[str], shown: int = 3) -> str:
     return f"{prefix} {text}" if prefix else text
 
 
-def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | None = DEFAULT_COLUMNS) -> None:
+def render_text(doc: SizeReport, out: TextIO, top: int | None, width: int | None = DEFAULT_COLUMNS) -> None:
     """The text report: ``top`` rows per table (None: all), function names cut to fit ``width`` columns
     (None: whole).  With ``--keep`` its result comes second, under the totals, and the architecture
     table has a SAVED column."""
@@ -286,9 +274,9 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
         w(f"\nTOP {len(fns[:top])} FUNCTIONS (bytes of every copy in every architecture; {t['functions']} "
           "functions in all)\n")
         w(f"{'SIZE':>12} {'COPIES':>6} {'KIND':8} NAME\n")
-        for f in fns[:top]:  # the name fills the rest of the line: 29 columns before it
-            w(f"{_n(f['size']):>12} {f['copies']:>6} {f['kind']:8} "
-              f"{_cut(f['demangled'], None if width is None else max(width - 29, 20))}\n")
+        for fn in fns[:top]:  # the name fills the rest of the line: 29 columns before it
+            w(f"{_n(fn['size']):>12} {fn['copies']:>6} {fn['kind']:8} "
+              f"{_cut(fn['demangled'], None if width is None else max(width - 29, 20))}\n")
     d = doc["duplicates"]
     w(f"\nDUPLICATES: {_n(doc['duplicate_bytes'])} bytes in extra copies: {len(d['images'])} identical images "
       f"({_n(d['image_bytes'])} bytes), {len(d['functions'])} identical functions ({_n(d['function_bytes'])} "
@@ -296,9 +284,9 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
     for g in d["images"][:top]:
         w(f"  image {g['kind']} {g['arch'] or '-'}: {len(g['copies'])} copies of {_n(g['stored_size'])} bytes, "
           f"{_n(g['wasted'])} wasted: {_copies(g['copies'])}\n")
-    for g in d["functions"][:top]:
-        line = f"  {g['arch']:8} {len(g['copies'])} copies x {_n(g['size']):>9} = {_n(g['wasted']):>10} wasted  "
-        w(line + f"{_cut(g['demangled'], None if width is None else max(width - len(line), 20))}\n")
+    for h in d["functions"][:top]:
+        line = f"  {h['arch']:8} {len(h['copies'])} copies x {_n(h['size']):>9} = {_n(h['wasted']):>10} wasted  "
+        w(line + f"{_cut(h['demangled'], None if width is None else max(width - len(line), 20))}\n")
     if saved is not None:
         w(f"\n--keep {','.join(saved['keep'])}: per file\n"
           f"{'FILE':60} {'BEFORE':>14} {'AFTER':>14} {'SAVED':>14} {'FREED':>14}\n")
@@ -320,13 +308,14 @@ def render_text(doc: dict[str, Any], out: TextIO, top: int | None, width: int | 
               f"{_n(p['installed_size_after'])}\n")
 
 
-def render_csv(doc: dict[str, Any], out: TextIO) -> None:
+def render_csv(doc: SizeReport, out: TextIO) -> None:
     cols = ["file", "address", "vendor", "kind", "arch", "compression", "image_size", "image_stored_size",
             "function", "demangled", "function_kind", "function_size"]
     from devbin.escape.csvcell import cell  # the CSV rule: no formula, control or raw byte in a cell
     wr = csv.writer(out, lineterminator="\n")
     wr.writerow(cols)
     for f in doc["files"]:
+        assert not isinstance(f["images"], int), "a summary (detail=False) has no rows"
         for i in f["images"]:
             base = [cell(v) for v in (f["path"], i["address"], i["vendor"], i["kind"], i["arch"], i["compression"],
                                       i["size"], i["stored_size"])]
@@ -355,25 +344,16 @@ def render_budget(violations: Sequence[Violation], rules: Sequence[Rule], out: T
 def _run_diff(args: argparse.Namespace, rules: Sequence[Rule], out: TextIO) -> int:
     """--diff OLD NEW; the --budget rules are checked against NEW (the build CI is about to ship)."""
     from devbin.images.scanreport import ScanReport
-    from devbin.size.account import measure
-    from devbin.size.budget import check
-    from devbin.size.diff import diff, markdown
+    from devbin.size.diff import diff_report, markdown
 
-    sides = []
-    for path in args.diff:
-        report = ScanReport()
-        sides.append(measure([path], report=report, resources=True))
-        for m in report.warnings:
-            warn(m)
-    if not sides[0] and not sides[1]:
+    report = ScanReport()
+    d, violations = diff_report(args.diff[0], args.diff[1], rules=rules, report=report)
+    for m in report.warnings:
+        warn(m)
+    if not d["totals"]["files"]["old"] and not d["totals"]["files"]["new"]:
         return no_device_code(args.diff)
-    d = diff(sides[0], sides[1])
-    d = {"old": args.diff[0], "new": args.diff[1], **d}
-    violations = check(rules, sides[1])
-    if rules:
-        d["budget"] = {"rules": [r.text for r in rules], "violations": [v.to_dict() for v in violations]}
     if args.json:
-        dump("size-diff", d, out)
+        dump("size-diff", dict(d), out)
     else:
         out.write(markdown(d, top=args.top))
         if rules:
@@ -381,29 +361,14 @@ def _run_diff(args: argparse.Namespace, rules: Sequence[Rule], out: TextIO) -> i
     return EXIT_OVER_BUDGET if violations else 0
 
 
-#: The largest code objects --html looks at, by default, for one with calls to draw.
-GRAPH_CANDIDATES = 8
-
-
-def _write_html(args: argparse.Namespace, doc: dict[str, Any]) -> None:
-    import devbin
-    from devbin.analysis.callgraph_view import nodes
+def _write_html(args: argparse.Namespace, doc: SizeReport) -> None:
     from devbin.binary.output import write_file
-    from devbin.htmlreport import callgraph_svg, largest_code_objects, render_size_report
-    from devbin.images.address import Address
-    graphs: dict[str, str] = {}
-    # by default the largest code object whose functions call one another: a graph of kernels alone is
-    # a row of unconnected boxes that says nothing
-    for address in args.graph or largest_code_objects(doc, GRAPH_CANDIDATES):
-        with devbin.open(Address.parse(address).path) as src:
-            obj = src.image(address).code_object()
-        if obj is None:
-            raise BadArguments(f"--graph {address}: not a cubin or AMDGPU code object")
-        if not args.graph and not any(n.calls for n in nodes(obj)):
-            continue
-        graphs[address] = callgraph_svg(obj, title=address)
-        if not args.graph:
-            break
+    from devbin.errors import UsageError
+    from devbin.htmlreport import render_size_report, report_graphs
+    try:
+        graphs = report_graphs(doc, args.graph)
+    except UsageError as e:
+        raise BadArguments(e.message) from None
     write_file(args.html_out, render_size_report(doc, graphs).encode(), inputs=args.paths)
 
 
@@ -437,7 +402,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.html_out:
         _write_html(args, doc)
     if args.json:
-        dump("size", doc, out, indent=None)
+        dump("size", dict(doc), out, indent=None)
     elif args.csv:
         render_csv(doc, out)
     else:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from devbin.htmlreport.callgraph import MAX_NODES, callgraph_svg, callgraphs_svg
 from devbin.htmlreport.graphlayout import GraphLayout, layered_layout
-from devbin.htmlreport.page import largest_code_objects, render_size_report, size_tree
+from devbin.htmlreport.page import largest_code_objects, render_size_report, report_graphs, size_tree
 from devbin.htmlreport.treemap import Box, Rect, layout, squarify
 
 __all__ = ["MAX_NODES", "Box", "GraphLayout", "Rect", "callgraph_svg", "callgraphs_svg", "largest_code_objects",
-           "layered_layout", "layout", "render_size_report", "size_tree", "squarify"]
+           "layered_layout", "layout", "render_size_report", "report_graphs", "size_tree", "squarify"]

@@ -1,7 +1,10 @@
 """The ``devbin size --html`` report: one self-contained HTML page from ``devbin size --json``'s document.
 
-It reads only the keys of the size document listed in docs/REPORT.md and tolerates absent optional
-ones (``savings``, ``duplicates``, ``functions``, ``related`` ...).  The page holds:
+Its input is a :class:`devbin.size.shapes.SizeReport` (what :func:`devbin.size.report.size_report`
+returns, or that document read back from JSON): every entry point checks it first
+(:func:`~devbin.size.shapes.check_size_report`), so a key the records require and the document lacks is
+an error naming it, never a 0 drawn as if it were a size; only the optional keys (``savings``,
+``budget``, ``stored_exact``) may be absent.  The page holds:
 
 * a **treemap** of stored bytes, vendor -> file -> architecture -> template family -> function (files
   by the path a user knows, families by :mod:`devbin.htmlreport.names`; what ``--keep`` removes red,
@@ -29,6 +32,7 @@ from __future__ import annotations
 import heapq
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from devbin.escape.markup import lines as markup_lines
 from devbin.escape.markup import text as markup
@@ -36,7 +40,11 @@ from devbin.htmlreport.names import family, file_labels, middle, short_name
 from devbin.htmlreport.treemap import Box, Rect, layout
 from devbin.targets.registry import object_kinds, vendor_named
 
-__all__ = ["MAX_BOXES", "MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "largest_code_objects", "render_size_report",
+if TYPE_CHECKING:
+    from devbin.size.shapes import SizeReport
+
+__all__ = ["GRAPH_CANDIDATES", "MAX_BOXES", "MAX_FILES", "MAX_FUNCTIONS", "TOP_FUNCTIONS", "largest_code_objects",
+           "render_size_report", "report_graphs",
            "size_tree"]
 
 #: Treemap canvas, in CSS pixels, and the padding a parent keeps for its label and border.
@@ -57,6 +65,13 @@ MIN_SHARE = 1e-5
 
 
 # --------------------------------------------------------------------------- reading the document
+
+
+def _checked(doc: SizeReport | Mapping[str, object]) -> SizeReport:
+    """``doc`` once it holds every key the size report's records require (FormatError naming the first it
+    lacks); the size package is imported here, not when ``devbin callgraph --svg`` imports this package."""
+    from devbin.size.shapes import check_size_report
+    return check_size_report(doc)
 
 
 def _map(v: object) -> Mapping[str, object]:
@@ -264,8 +279,8 @@ def _duplicate_keys(doc: Mapping[str, object]) -> tuple[frozenset[tuple[str, str
     return fns, frozenset(images)
 
 
-def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES, max_functions: int = MAX_FUNCTIONS,
-              max_boxes: int = MAX_BOXES) -> Box:
+def size_tree(doc: SizeReport | Mapping[str, object], *, max_files: int = MAX_FILES,
+              max_functions: int = MAX_FUNCTIONS, max_boxes: int = MAX_BOXES) -> Box:
     """The treemap's tree of ``doc`` (a ``devbin size --json`` document): vendor -> file -> arch ->
     family -> function.
 
@@ -275,9 +290,11 @@ def size_tree(doc: Mapping[str, object], *, max_files: int = MAX_FILES, max_func
     per family), and below a share of :data:`MIN_SHARE` of all the bytes, boxes are merged into one
     "N more" box; when the functions number more than ``max_boxes``, the smallest are merged too.
     Under ``--keep`` (each file's ``savings.by_arch``), the architectures it removes are marked "drop";
-    functions and images with identical copies (``duplicates``) are marked "dup".
+    functions and images with identical copies (``duplicates``) are marked "dup".  FormatError for a
+    document that lacks a key (:func:`~devbin.size.shapes.check_size_report`).
     """
-    files = _list(doc.get("files"))
+    doc = _checked(doc)
+    files = _list(doc["files"])
     grand = sum(_int(f.get("device_bytes")) for f in files) or 1
     min_weight = grand * MIN_SHARE
     # the budget of boxes: at most max_boxes families (or lone functions) and max_boxes functions inside
@@ -515,33 +532,9 @@ def _name_cell(demangled: str, mangled: str) -> str:
     return f'<td class="fn" title="{markup_lines(title)}">{markup(short_name(demangled or mangled))}</td>'
 
 
-def _summed_functions(doc: Mapping[str, object]) -> list[Mapping[str, object]]:
-    """``top_functions`` of the document (each function summed over its copies, as the text report shows
-    it), or, for a document without it, the same sums made from its files."""
-    given = _list(doc.get("top_functions"))
-    if given or "top_functions" in doc:
-        return given
-    acc: dict[str, dict[str, object]] = {}
-    by_arch: dict[str, dict[str, int]] = {}
-    for f in _list(doc.get("files")):
-        for im in _list(f.get("images")):
-            arch = _str(im.get("arch"), "") or "unknown"
-            for fn in _list(im.get("functions")):
-                name = _str(fn.get("name"))
-                row = acc.setdefault(name, {"name": name, "demangled": _str(fn.get("demangled")) or name,
-                                            "kind": _str(fn.get("kind")), "size": 0, "copies": 0})
-                row["size"] = _int(row["size"]) + _int(fn.get("size"))
-                row["copies"] = _int(row["copies"]) + 1
-                archs = by_arch.setdefault(name, {})
-                archs[arch] = archs.get(arch, 0) + _int(fn.get("size"))
-    for name, row in acc.items():
-        row["by_arch"] = by_arch[name]
-    return sorted(acc.values(), key=lambda r: (-_int(r.get("size")), _str(r.get("name"))))
-
-
-def _top_functions(doc: Mapping[str, object], top: int) -> str:
-    found = _summed_functions(doc)
-    count = _int(_map(doc.get("totals")).get("functions")) or sum(_int(r.get("copies")) for r in found)
+def _top_functions(doc: SizeReport, top: int) -> str:
+    found = doc["top_functions"]  # each function summed over its copies, as the text report shows it
+    count = doc["totals"]["functions"]
     rows = []
     for r in found[:top]:
         archs = _map(r.get("by_arch"))
@@ -612,13 +605,42 @@ def _graphs(graphs: Mapping[str, str]) -> str:
     return "\n".join(out)
 
 
-def largest_code_objects(doc: Mapping[str, object], count: int = 1) -> list[str]:
+def largest_code_objects(doc: SizeReport | Mapping[str, object], count: int = 1) -> list[str]:
     """Addresses of the ``count`` largest code objects (``cubin``/``amdgpu`` images, by stored bytes) of
     ``doc``: a default choice of call graphs to show (ties: the first listed)."""
+    doc = _checked(doc)
     found = [(_int(im.get("stored_size")), i, _str(im.get("address")))
              for i, im in enumerate(im for f in _list(doc.get("files")) for im in _list(f.get("images")))
              if _str(im.get("kind")) in object_kinds() and _str(im.get("address"))]
     return [a for _, _, a in heapq.nsmallest(count, found, key=lambda t: (-t[0], t[1]))]
+
+
+#: The largest code objects :func:`report_graphs` looks at, by default, for one with calls to draw.
+GRAPH_CANDIDATES = 8
+
+
+def report_graphs(doc: SizeReport | Mapping[str, object], addresses: Sequence[str] = ()) -> dict[str, str]:
+    """The call graphs the page of ``doc`` shows, address -> SVG (:func:`render_size_report`'s ``graphs``):
+    those of ``addresses`` (``--graph``), or by default the largest code object whose functions call one
+    another (of the :data:`GRAPH_CANDIDATES` largest: a graph of kernels alone is a row of unconnected
+    boxes that says nothing), or none.  UsageError for an address that is no cubin or AMDGPU code object."""
+    import devbin
+    from devbin.analysis.callgraph_view import nodes
+    from devbin.errors import UsageError
+    from devbin.htmlreport.callgraph import callgraph_svg
+    from devbin.images.address import Address
+    graphs: dict[str, str] = {}
+    for address in addresses or largest_code_objects(doc, GRAPH_CANDIDATES):
+        with devbin.open(Address.parse(address).path) as src:
+            obj = src.image(address).code_object()
+        if obj is None:
+            raise UsageError(f"--graph {address}: not a cubin or AMDGPU code object")
+        if not addresses and not any(n.calls for n in nodes(obj)):
+            continue
+        graphs[address] = callgraph_svg(obj, title=address)
+        if not addresses:
+            break
+    return graphs
 
 
 # --------------------------------------------------------------------------- the page
@@ -716,14 +738,16 @@ def _legend(doc: Mapping[str, object]) -> str:
     return f'<p class="legend note">{"".join(parts)}</p>' if parts else ""
 
 
-def render_size_report(doc: Mapping[str, object], graphs: Mapping[str, str] | None = None, *,
+def render_size_report(doc: SizeReport | Mapping[str, object], graphs: Mapping[str, str] | None = None, *,
                        title: str = "devbin size", top: int = TOP_FUNCTIONS) -> str:
     """The HTML report of ``doc`` (a ``devbin size --json`` document), one self-contained page.
 
     ``graphs``: call graphs to show, image address -> SVG (as :func:`callgraph_svg` writes it; put
     in the page as given, so it must come from devbin).  ``top``: rows of the largest-functions
-    table.  The same arguments give the same text.
+    table.  The same arguments give the same text.  FormatError for a document that lacks a key
+    (:func:`~devbin.size.shapes.check_size_report`).
     """
+    doc = _checked(doc)
     graphs = graphs or {}
     tree = size_tree(doc)
     paths = [_str(f.get("path"), "?") for f in _list(doc.get("files"))]

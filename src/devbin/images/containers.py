@@ -48,6 +48,7 @@ from devbin.formats import magic as M
 from devbin.formats.bundle import constants as BC
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
+from devbin.formats.sycl import constants as SYCL_C
 from devbin.images.address import Address, Member
 from devbin.images.frame import Frame, Hit
 from devbin.images.record import CUBIN, FATBIN, FATBIN_CONTAINER, HOST, LTO_IR, PTX, BareElf, Image
@@ -329,6 +330,17 @@ def _walk_bundles(s: Walker, view: ByteView, frame: Frame, depth: int, disk: Pat
     return bundle_images(view, s.rep, frame, "", 0)
 
 
+def _sycl_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool) -> Iterator[Hit]:
+    from devbin.images.sycl import sycl_in_elf
+    return sycl_in_elf(rep, elf, frame, all)
+
+
+def _inside_sycl_frame(image: Image) -> bool:
+    """A member of the archive a SYCL image's zstd frame decodes to: it shares the frame's stored bytes."""
+    from devbin.images.sycl import inside_frame
+    return inside_frame(image)
+
+
 def _llvm_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool) -> Iterator[Hit]:
     from devbin.images.llvm import llvm_in_elf  # OffloadBinaries and bundles, in one pass in section order
     return llvm_in_elf(rep, elf, frame)
@@ -463,6 +475,13 @@ def _offload_name(image: Image, names: _Names) -> str:
     return f"{base}.{n}.{_OFFLOAD_EXT.get(image.get('image-kind'), 'bin')}"
 
 
+def _sycl_name(image: Image, names: _Names) -> str:
+    """``<stem>.<n>.<arch or target>.<ext>`` (``zebin``, ``spv``), numbered through the file."""
+    n = names.count("sycl")
+    ext = "zebin" if image.kind == "zebin" else _EXT.get(image.kind, "bin")
+    return f"{names.stem}.{n}.{_clean(image.arch or image.get('target') or 'none')}.{ext}"
+
+
 def _bundle_name(image: Image, names: _Names) -> str:
     """``<stem>.<n>.<target id>.<ext>`` (clang-offload-bundler -unbundle takes the names as given)."""
     n = names.count("bundle")
@@ -528,6 +547,14 @@ OFFLOAD: Final = ContainerFormat(
     extract_name=_offload_name,
     pack_compressions=("none",))
 
+#: SYCL host binaries of the old offload model (devbin.formats.sycl, devbin.images.sycl): before BUNDLE, whose
+#: object-section prefix also matches these sections' names (the first format owning a section brings its walk).
+SYCL: Final = ContainerFormat(
+    "sycl", "an image of a SYCL host binary's offload wrapper (old offload model), or a member of the archive one "
+    "decodes to", "SYCL image",
+    in_elf=_sycl_in_elf, section_prefix=SYCL_C.SECTION_PREFIX, shares_stored=_inside_sycl_frame,
+    extract_name=_sycl_name)
+
 BUNDLE: Final = ContainerFormat(
     "bundle", "an entry of a clang offload bundle (plain or compressed)", "offload bundle",
     magics=(M.OFFLOAD_BUNDLE, M.OFFLOAD_BUNDLE_COMPRESSED), walk=_walk_bundles, in_elf=_llvm_in_elf,
@@ -553,7 +580,7 @@ ZIP: Final = ContainerFormat("zip", "a zip file (wheel, egg): its members", "zip
 
 #: Every container format, in the order a host ELF's sections are walked (NVIDIA's fatbins first, as
 #: cuobjdump reads them, then LLVM's containers).
-FORMATS: Final[tuple[ContainerFormat, ...]] = (BARE, FATBIN_FORMAT, OFFLOAD, BUNDLE, WRAPPED, ELF, AR, ZIP)
+FORMATS: Final[tuple[ContainerFormat, ...]] = (BARE, FATBIN_FORMAT, OFFLOAD, SYCL, BUNDLE, WRAPPED, ELF, AR, ZIP)
 
 #: ``Image.container``: the format holding the image, with what it means.
 CONTAINERS: Final[dict[str, str]] = {f.name: f.description for f in FORMATS if f.holds_images}

@@ -29,6 +29,7 @@ from devbin.formats import bundle as _bundle
 from devbin.formats import offload as _offload
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin.wrapper import HIP_WRAPPER_MAGIC
+from devbin.formats.sycl import constants as _sycl
 from devbin.images.address import Entry, SectionStep
 from devbin.images.frame import Frame, Hit
 from devbin.images.hostelf import HostElf
@@ -157,7 +158,8 @@ def llvm_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame) -> Iterator[Hit]:
                 view = sec.view.sub(0, sec.file_size, fmt="bundle", where=sec.name)
                 pointed = _hip_wrappers(rep, elf, frame, sec)
                 yield from bundle_images(view, rep, frame, sec.name, sec.sh_offset, pointed)
-            elif sec.name.startswith(prefix) and len(sec.name) > len(prefix):
+            elif (sec.name.startswith(prefix) and len(sec.name) > len(prefix)
+                  and not sec.name.startswith(_sycl.SECTION_PREFIX)):  # SYCL's: images/sycl.py
                 object_bundle = True
         except DeviceBinaryError as e:
             rep.warn(frame.where, f"{sec.name}: {e}")

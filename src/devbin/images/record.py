@@ -21,6 +21,7 @@ from devbin.targets.registry import object_kinds, vendor_names
 
 if TYPE_CHECKING:
     from devbin.formats.fatbin.reader import FatbinEntry
+    from devbin.importers import Diag
     from devbin.model import CodeObject
 
 __all__ = [
@@ -211,16 +212,17 @@ class Image:
             return self.data()[:n]
         return self.native.image_head(n, self.size)
 
-    def code_object(self, max_size: int = FC.DEFAULT_MAX) -> CodeObject | None:
-        """The image in the unified model (:func:`devbin.importers.import_code_object`), or None
-        for an image that is no code object (PTX, LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""
+    def code_object(self, max_size: int = FC.DEFAULT_MAX, *, diag: Diag | None = None) -> CodeObject | None:
+        """The image in the unified model (:func:`devbin.importers.model_of`: its devbin sections, else its
+        vendor's importer; ``diag`` as there), or None for an image that is no code object (PTX,
+        LTO-IR, bitcode, SPIR-V, fatbin, host, data)."""
         if self.kind not in object_kinds():  # every vendor's device ELF (the registry's descriptors)
             return None
         from devbin.binary import ByteView
         from devbin.formats.elf.reader import ElfFile
-        from devbin.importers import import_code_object  # the model and importers only when asked: CLI start-up
-        return import_code_object(ElfFile(ByteView(self.data(max_size), where=str(self.address)),
-                                          where=str(self.address)))
+        from devbin.importers import model_of  # the model and importers only when asked: CLI start-up
+        return model_of(ElfFile(ByteView(self.data(max_size), where=str(self.address)), where=str(self.address)),
+                        diag=diag)
 
 
 def find_image(images: Iterable[Image], address: Address | str) -> Image:

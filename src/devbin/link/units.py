@@ -28,10 +28,9 @@ from typing import Literal
 
 from devbin.binary.spans import SpanIndex
 from devbin.errors import UsageError
-from devbin.formats.devsec.elf import read_code_object
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile, Symbol
-from devbin.importers import import_code_object
+from devbin.importers import model_of
 from devbin.model import CodeObject
 from devbin.targets.registry import vendor_for_machine
 from devbin.targets.vendor import Vendor
@@ -175,5 +174,4 @@ class Unit:
     @cached_property
     def model(self) -> CodeObject:
         """The unified model of this object (devbin sections if present, else the vendor's metadata)."""
-        have = read_code_object(self.elf)
-        return have if have is not None else import_code_object(self.elf)
+        return model_of(self.elf)

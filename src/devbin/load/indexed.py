@@ -44,10 +44,10 @@ from functools import cached_property
 
 from devbin.binary.spans import SpanIndex
 from devbin.errors import DeviceBinaryError, FormatError
-from devbin.formats.devsec.elf import devbin_sections, read_code_object
+from devbin.formats.devsec.elf import devbin_sections
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
-from devbin.importers import import_code_object
+from devbin.importers import model_of
 from devbin.model import CodeObject, Function
 from devbin.targets.registry import vendor_for_machine
 from devbin.targets.vendor import Vendor
@@ -218,12 +218,7 @@ class IndexedCodeObject:
     @cached_property
     def model(self) -> CodeObject:
         """The unified model (devbin sections if present, else the vendor importer); problems become warnings."""
-        try:
-            have = read_code_object(self.elf)
-        except DeviceBinaryError as e:
-            self._warn(e)
-            have = None
-        return have if have is not None else import_code_object(self.elf, diag=self._warn)
+        return model_of(self.elf, diag=self._warn)
 
     def functions_of(self, names: frozenset[str]) -> dict[str, Function]:
         """The model records of the functions ``names`` (those the model has), each equal to

@@ -60,10 +60,10 @@ from devbin.formats.elf.tables import SH_ADDR, SH_OFFSET
 from devbin.images import containers as C
 from devbin.images.frame import Frame, Hit
 from devbin.images.parallel import default_jobs, effective_jobs, ordered_map
-from devbin.images.record import AMDGPU, CUBIN, Image
+from devbin.images.record import Image
 from devbin.images.scan import ByteProgress, Progress, Scanner, ToScan, file_sizes, jobs_for
 from devbin.images.scanreport import ScanReport
-from devbin.targets.registry import vendor_for_machine
+from devbin.targets.registry import object_kinds, vendor_for_machine
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -445,7 +445,7 @@ def _account(facts: _Facts, path: str, hits: list[Image], warn: Callable[[str], 
                     if stored is None:
                         stored = data = image.data()
                     twins.image(size, stored, hasher, digests)
-                    if functions and image.kind in (CUBIN, AMDGPU):
+                    if functions and image.kind in object_kinds():  # every vendor's code object
                         if data is None:
                             data = image.data()
                         size.functions = twins.function_list(size, data, _functions(

@@ -9,12 +9,18 @@ registers, stack and spills; the fields compared are :data:`RESOURCE_FIELDS`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from devbin.escape.markdown import code_cell
-from devbin.size.account import FileSize, demangle
+from devbin.size.account import FileSize, demangle, measure
+from devbin.size.shapes import ArchChange, DiffTotals, FunctionChange, ResourcesChange, SizeDiff
 
-__all__ = ["RESOURCE_FIELDS", "diff", "markdown"]
+if TYPE_CHECKING:
+    from devbin.images.scanreport import ScanReport
+    from devbin.size.budget import Rule, Violation
+
+__all__ = ["RESOURCE_FIELDS", "diff", "diff_report", "markdown"]
 
 #: The resource fields compared per kernel (:class:`devbin.model.resources.Resources`).
 RESOURCE_FIELDS: Final = ("registers", "sgprs", "vgprs", "agprs", "stack", "frame", "local", "shared",
@@ -44,16 +50,16 @@ def _per_function(files: Sequence[FileSize]) -> dict[tuple[str, str, str], tuple
     return out
 
 
-def diff(old: Sequence[FileSize], new: Sequence[FileSize]) -> dict[str, Any]:
+def diff(old: Sequence[FileSize], new: Sequence[FileSize]) -> SizeDiff:
     """The comparison as the JSON of ``devbin size --diff`` (without the ``schema`` key)."""
     def tot(files: Sequence[FileSize]) -> dict[str, int]:
         return {"files": len(files), "device_bytes": sum(f.device_bytes for f in files),
                 "stored_size": sum(f.stored for f in files), "size": sum(f.size for f in files)}
 
     to, tn = tot(old), tot(new)
-    totals = {k: {"old": to[k], "new": tn[k], "delta": tn[k] - to[k]} for k in to}
+    totals = cast(DiffTotals, {k: {"old": to[k], "new": tn[k], "delta": tn[k] - to[k]} for k in to})
     ao, an = _per_arch(old), _per_arch(new)
-    archs: list[dict[str, Any]] = []
+    archs: list[ArchChange] = []
     for key in sorted(set(ao) | set(an)):
         o, n = ao.get(key, [0, 0]), an.get(key, [0, 0])
         status = "added" if key not in ao else "removed" if key not in an else "same" if o == n else "changed"
@@ -61,8 +67,8 @@ def diff(old: Sequence[FileSize], new: Sequence[FileSize]) -> dict[str, Any]:
                       "old_size": o[1], "new_size": n[1], "status": status})
     archs.sort(key=lambda r: (-abs(r["delta"]), r["vendor"], r["arch"]))
     fo, fnw = _per_function(old), _per_function(new)
-    functions: list[dict[str, Any]] = []
-    resources: list[dict[str, Any]] = []
+    functions: list[FunctionChange] = []
+    resources: list[ResourcesChange] = []
     for fkey in sorted(set(fo) | set(fnw)):
         vendor, arch, name = fkey
         o_size, kind, o_res = fo.get(fkey, (0, "", None))
@@ -83,6 +89,23 @@ def diff(old: Sequence[FileSize], new: Sequence[FileSize]) -> dict[str, Any]:
     return {"totals": totals, "by_arch": archs, "functions": functions, "resources": resources}
 
 
+def diff_report(old: str | Path, new: str | Path, *, rules: Sequence[Rule] = (),
+                report: ScanReport | None = None) -> tuple[SizeDiff, list[Violation]]:
+    """``devbin size --diff OLD NEW``'s document (less ``schema``): both builds measured with their
+    functions' resources (:func:`devbin.importers.model_of`'s, through ``Image.code_object()``), compared,
+    and ``rules`` (``--budget``) checked against NEW, the build about to ship (``budget`` in the document
+    where there are rules), with the violations.  ``report`` collects both scans' warnings."""
+    from devbin.images.scanreport import ScanReport
+    from devbin.size.budget import check
+    rep = report if report is not None else ScanReport()
+    sides = [measure([path], report=rep, resources=True) for path in (old, new)]
+    d: SizeDiff = {"old": str(old), "new": str(new), **diff(sides[0], sides[1])}
+    violations = check(rules, sides[1])
+    if rules:
+        d["budget"] = {"rules": [r.text for r in rules], "violations": [v.to_dict() for v in violations]}
+    return d, violations
+
+
 def _n(v: int) -> str:
     return f"{v:,}"
 
@@ -91,7 +114,7 @@ def _d(v: int) -> str:
     return f"{v:+,}" if v else "0"
 
 
-def markdown(d: dict[str, Any], *, top: int | None = 20) -> str:
+def markdown(d: SizeDiff, *, top: int | None = 20) -> str:
     """The comparison as markdown tables (a CI comment): which builds (``old``, ``new``), totals,
     architectures, the ``top`` functions by change (None: all), and every kernel whose resources
     changed.  An architecture only one build has is one row of the architecture table, with its
@@ -104,7 +127,7 @@ def markdown(d: dict[str, Any], *, top: int | None = 20) -> str:
     lines += ["| | old | new | change |", "|---|---:|---:|---:|"]
     for k, label in (("device_bytes", "device bytes"), ("stored_size", "images, stored"),
                      ("size", "images, uncompressed"), ("files", "files")):
-        t = d["totals"][k]
+        t = cast(dict[str, int], d["totals"][k])  # type: ignore[literal-required]
         lines.append(f"| {label} | {_n(t['old'])} | {_n(t['new'])} | {_d(t['delta'])} |")
     changed = [a for a in d["by_arch"] if a["status"] != "same"]
     whole = {(a["vendor"], a["arch"]): a["status"] for a in changed if a["status"] in ("added", "removed")}

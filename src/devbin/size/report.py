@@ -21,7 +21,7 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from devbin.binary import Buffer
 from devbin.errors import DeviceBinaryError
@@ -29,15 +29,31 @@ from devbin.formats.magic import SNIFF, is_zip
 from devbin.images.address import Address, Entry, Member
 from devbin.images.frame import Frame, Hit
 from devbin.images.parallel import ordered_map, pool_jobs
+from devbin.images.record import Image
 from devbin.images.scan import Progress, Scanner, folder_bytes
 from devbin.images.scanreport import ScanReport
 from devbin.size.account import FileSize, ImageSize, demangle, measure
+from devbin.size.shapes import (
+    ArchRow,
+    ContainerRow,
+    DuplicateFunction,
+    DuplicateImage,
+    Duplicates,
+    FileEntry,
+    FileSavings,
+    KindRow,
+    PackageSavings,
+    Savings,
+    SizeReport,
+    TopFunction,
+    Totals,
+)
 
-__all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "folder_savings", "report_dict",
-           "size_report", "top_functions", "totals"]
+__all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "folder_savings", "only_images",
+           "report_dict", "size_report", "top_functions", "totals"]
 
 
-def by_arch(files: Sequence[FileSize]) -> list[dict[str, Any]]:
+def by_arch(files: Sequence[FileSize]) -> list[ArchRow]:
     """Bytes per (vendor, architecture), largest stored first."""
     acc: dict[tuple[str, str], list[int]] = {}
     for f in files:
@@ -47,13 +63,13 @@ def by_arch(files: Sequence[FileSize]) -> list[dict[str, Any]]:
             row[1] += i.stored
             row[2] += i.size
             row[3] += sum(fn.size for fn in i.functions)
-    rows: list[dict[str, Any]] = [{"vendor": v, "arch": a, "images": n, "stored_size": s, "size": u,
-                                   "function_bytes": fb} for (v, a), (n, s, u, fb) in acc.items()]
+    rows: list[ArchRow] = [{"vendor": v, "arch": a, "images": n, "stored_size": s, "size": u,
+                            "function_bytes": fb} for (v, a), (n, s, u, fb) in acc.items()]
     rows.sort(key=lambda r: (-r["stored_size"], r["vendor"], r["arch"]))
     return rows
 
 
-def by_kind(files: Sequence[FileSize]) -> list[dict[str, Any]]:
+def by_kind(files: Sequence[FileSize]) -> list[KindRow]:
     """Bytes per image kind (cubin, ptx, lto-ir, amdgpu ...), largest stored first."""
     acc: dict[str, list[int]] = {}
     for f in files:
@@ -62,16 +78,15 @@ def by_kind(files: Sequence[FileSize]) -> list[dict[str, Any]]:
             row[0] += 1
             row[1] += i.stored
             row[2] += i.size
-    rows: list[dict[str, Any]] = [{"kind": k, "images": n, "stored_size": s, "size": u}
-                                  for k, (n, s, u) in acc.items()]
+    rows: list[KindRow] = [{"kind": k, "images": n, "stored_size": s, "size": u} for k, (n, s, u) in acc.items()]
     rows.sort(key=lambda r: (-r["stored_size"], r["kind"]))
     return rows
 
 
-def by_container(files: Sequence[FileSize]) -> list[dict[str, Any]]:
+def by_container(files: Sequence[FileSize]) -> list[ContainerRow]:
     """Bytes per container (a fatbin, OffloadBinary or bundle: a translation unit's device code; a bare
     image is its own), largest stored first.  ``container`` is the images' address less the entry number."""
-    acc: dict[str, dict[str, Any]] = {}
+    acc: dict[str, ContainerRow] = {}
     for f in files:
         for i in f.images:
             last = i.image.address.steps[-1] if i.image.address.steps else None
@@ -89,7 +104,7 @@ def by_container(files: Sequence[FileSize]) -> list[dict[str, Any]]:
     return sorted(acc.values(), key=lambda r: (-r["stored_size"], r["container"]))
 
 
-def totals(files: Sequence[FileSize]) -> dict[str, int]:
+def totals(files: Sequence[FileSize]) -> Totals:
     return {"files": len(files), "file_bytes": sum(f.file_bytes for f in files),
             "device_bytes": sum(f.device_bytes for f in files), "overhead": sum(f.overhead for f in files),
             "stored_size": sum(f.stored for f in files), "size": sum(f.size for f in files),
@@ -97,10 +112,10 @@ def totals(files: Sequence[FileSize]) -> dict[str, int]:
             "functions": sum(len(i.functions) for f in files for i in f.images)}
 
 
-def top_functions(files: Sequence[FileSize], top: int | None = None) -> list[dict[str, Any]]:
+def top_functions(files: Sequence[FileSize], top: int | None = None) -> list[TopFunction]:
     """Functions summed over every copy and architecture, by mangled name, largest first; the ``top``
     first (None: all)."""
-    acc: dict[str, dict[str, Any]] = {}
+    acc: dict[str, TopFunction] = {}
     for f in files:
         for i in f.images:
             for fn in i.functions:
@@ -119,14 +134,14 @@ def top_functions(files: Sequence[FileSize], top: int | None = None) -> list[dic
     return rows
 
 
-def duplicates(files: Sequence[FileSize]) -> dict[str, Any]:
+def duplicates(files: Sequence[FileSize]) -> Duplicates:
     """Identical images and functions and what their extra copies cost (see the module docstring)."""
     groups: dict[tuple[str, str, str, bytes], list[ImageSize]] = {}
     for f in files:
         for i in f.images:
             if i.digest:
                 groups.setdefault((i.image.vendor, i.image.kind, i.image.arch, i.digest), []).append(i)
-    images: list[dict[str, Any]] = []
+    images: list[DuplicateImage] = []
     extra: set[int] = set()  # ids of the images that are extra copies
     for (_vendor, kind, arch, digest), members in groups.items():
         if len(members) < 2:
@@ -150,7 +165,7 @@ def duplicates(files: Sequence[FileSize]) -> dict[str, Any]:
                         fgroups[key] = [i]
                     else:
                         have.append(i)
-    functions: list[dict[str, Any]] = []
+    functions: list[DuplicateFunction] = []
     for (_vendor, arch, name, size, _digest), holders in fgroups.items():
         if len(holders) < 2:
             continue
@@ -166,7 +181,7 @@ def duplicates(files: Sequence[FileSize]) -> dict[str, Any]:
 
 
 def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
-                 member: zipfile.ZipInfo | None = None, max_segments: int | None = None) -> dict[str, Any]:
+                 member: zipfile.ZipInfo | None = None, max_segments: int | None = None) -> FileSavings:
     """What ``devbin prune --keep`` saves on the file ``path`` (its bytes ``data`` when it is a member):
     :func:`devbin.packaging.pruning.prune`'s own result.  ``bytes``: the file bytes saved
     (``PruneResult.file_bytes_saved``), ``freed``: what the containers shrank by inside the file
@@ -187,9 +202,9 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
                        max_segments=max_segments)
     except DeviceBinaryError as e:
         return {"bytes": 0, "freed": 0, "by_arch": {}, "refused": e.message}
-    out = {"bytes": result.file_bytes_saved, "freed": result.container_bytes_freed,
-           "by_arch": result.saved_by_arch(), "fallback_images": result.fallback_images,
-           "unloadable_containers": result.unloadable_containers}
+    out: FileSavings = {"bytes": result.file_bytes_saved, "freed": result.container_bytes_freed,
+                        "by_arch": result.saved_by_arch(), "fallback_images": result.fallback_images,
+                        "unloadable_containers": result.unloadable_containers}
     if member is not None and member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         size = len(result.data)
         if member.compress_type == zipfile.ZIP_DEFLATED:  # what zipfile's writer makes of it
@@ -232,10 +247,10 @@ def _is_zip(path: str) -> bool:
         return False
 
 
-def _group_savings(group: _Group, keep: Sequence[str], max_segments: int | None = None) -> dict[str, dict[str, Any]]:
+def _group_savings(group: _Group, keep: Sequence[str], max_segments: int | None = None) -> dict[str, FileSavings]:
     """:func:`file_savings` of each file of ``group`` (where ``jobs`` puts it), by path."""
     top, first, wanted = group
-    per: dict[str, dict[str, Any]] = {}
+    per: dict[str, FileSavings] = {}
 
     member: list[zipfile.ZipInfo] = []  # the zip entry of ``first``, once read
 
@@ -286,8 +301,13 @@ class _Members(Scanner):
         return super().buffer(data, frame, depth=depth, disk=disk)
 
 
+class _AllSavings(TypedDict):
+    files: dict[str, FileSavings]
+    total: Savings
+
+
 def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None = 1,
-            min_bytes: int = 0, max_segments: int | None = None) -> dict[str, Any]:
+            min_bytes: int = 0, max_segments: int | None = None) -> _AllSavings:
     """Per-file savings (keyed by path) and the total, see :func:`file_savings` (``max_segments``: prune's).
     ``jobs``: processes to prune in (1: this one; None: every processor; files of fewer than ``min_bytes``
     in all: this one); a wheel's libraries spread over them; the result is the same whatever ``jobs``."""
@@ -295,11 +315,11 @@ def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None 
     size = {f.path: f.file_bytes for f in files}
     weights = [sum(size[p] for p in wanted) for _, _, wanted in groups]
     jobs = pool_jobs(jobs, weights, min_bytes)
-    per: dict[str, dict[str, Any]] = {}
+    per: dict[str, FileSavings] = {}
     for done in ordered_map(lambda g: _group_savings(g, keep, max_segments), groups, jobs=jobs, weights=weights):
         per.update(done)
-    total: dict[str, Any] = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}, "fallback_images": 0,
-                             "unloadable_containers": 0}
+    total: Savings = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}, "fallback_images": 0,
+                      "unloadable_containers": 0, "packages": []}
     for f in files:
         s = per.setdefault(f.path, {"bytes": 0, "freed": 0, "by_arch": {}, "refused": "not read again"})
         if "wheel_bytes" in s:
@@ -326,7 +346,7 @@ def _wheels(files: Sequence[FileSize]) -> list[str]:
 
 
 def package_savings(path: str, keep: Sequence[str], *, jobs: int | None = 1,
-                    max_segments: int | None = None) -> dict[str, Any]:
+                    max_segments: int | None = None) -> PackageSavings:
     """What ``devbin prune --keep`` makes of the wheel ``path``, computed by prune itself
     (:func:`devbin.packaging.prune_packages.prune_wheel` writing to nothing, as ``prune --dry-run`` does, so
     the sizes are those of the wheel prune writes, to the byte), with the keys of prune's ``package``:
@@ -346,7 +366,7 @@ def package_savings(path: str, keep: Sequence[str], *, jobs: int | None = 1,
 # --------------------------------------------------------------------------- the report
 
 
-def folder_savings(folder: str, per_file: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def folder_savings(folder: str, per_file: dict[str, FileSavings]) -> PackageSavings:
     """What ``devbin prune FOLDER --keep --in-place`` makes of the folder ``folder`` (an installed
     environment), given :func:`savings`' ``files``: ``installed_size_before``/``installed_size_after``, every file
     under it (:func:`devbin.images.scan.folder_bytes`, backups left out) before and after, as prune reports
@@ -366,10 +386,23 @@ def folder_savings(folder: str, per_file: dict[str, dict[str, Any]]) -> dict[str
             "installed_size_after": before - sum(saved.values()) + record_growth(folder, pruned)}
 
 
+def only_images(files: list[FileSize], take: Callable[[Image], bool]) -> list[FileSize]:
+    """``files`` with only the images ``take`` takes (``--image``, ``--arch``), in place: the stored bytes
+    of the others are counted in each file's ``hidden``; a file left with no image is left out."""
+    out = []
+    for f in files:
+        kept = [i for i in f.images if take(i.image)]
+        f.hidden = sum(i.stored for i in f.images if i not in kept)
+        f.images = kept
+        if kept:
+            out.append(f)
+    return out
+
+
 def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None, warnings: Iterable[str] = (),
                 top: int | None = None, detail: bool = True, jobs: int | None = 1,
                 min_bytes: int = 0, paths: Iterable[str | Path] = (),
-                max_segments: int | None = None) -> dict[str, Any]:
+                max_segments: int | None = None) -> SizeReport:
     """The report of measured ``files`` (the JSON of ``devbin size``, without the ``schema`` key);
     ``top``: how many of :func:`top_functions` to give (None: all).  ``detail=False`` leaves out each
     file's images (for a text summary: no name of a function outside the tables is demangled).
@@ -380,11 +413,11 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
     saved = savings(files, keep, jobs=jobs, min_bytes=min_bytes, max_segments=max_segments) if keep else None
     out_files = []
     for f in files:
-        d = f.to_dict(images=detail)
+        d = cast(FileEntry, f.to_dict(images=detail))
         if saved is not None:
             d["savings"] = saved["files"][f.path]
         out_files.append(d)
-    doc: dict[str, Any] = {
+    doc = cast(SizeReport, {
         "files": out_files,
         "by_arch": by_arch(files),
         "by_kind": by_kind(files),
@@ -393,12 +426,12 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
         "top_functions": top_functions(files, top),
         "duplicate_bytes": dup["image_bytes"] + dup["function_bytes"],
         "duplicates": dup,
-    }
+        **({"savings": saved["total"]} if saved is not None else {}),
+        "warnings": list(warnings),
+    })
     if saved is not None:
-        doc["savings"] = saved["total"]
         doc["savings"]["packages"] += [folder_savings(os.fspath(p), saved["files"]) for p in paths
                                        if os.path.isdir(p)]
-    doc["warnings"] = list(warnings)
     return doc
 
 
@@ -406,7 +439,7 @@ def size_report(paths: Iterable[str | Path], *, keep: Sequence[str] | None = Non
                 top: int | None = None,
                 progress: Progress | None = None, report: ScanReport | None = None,
                 measured: Callable[[list[FileSize]], None] | None = None,
-                jobs: int | None = 1) -> dict[str, Any]:
+                jobs: int | None = 1) -> SizeReport:
     """Measure ``paths`` and build the report (``devbin size --json``'s dict, the HTML report's input).
 
     ``measured`` is called with the measured files (the budget check uses them); ``jobs``: processes to

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.formats.elf.reader import ElfFile
     from devbin.importers import import_code_object
     from devbin.model import StdAttr
-    from devbin.report import code_object_dict, inspect_elf
+    from devbin.reports.inspect import code_object_dict, inspect_elf
     from devbin.samples import sample_amdgpu_bytes, sample_code_object, sample_cubin_bytes, sample_elf_bytes
     from devbin.targets.nvidia.cubin import Cubin
     from devbin.targets.nvidia.resources import usage

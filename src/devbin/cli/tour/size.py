@@ -23,7 +23,8 @@ def size_tour(folder: Path, pruned_saving: int, step: int = 14) -> tuple[dict[st
     keep = sample_archs().cubin
     paths = [folder / "app.offload", folder / "sample_sm90.wrapped", folder / f"app.{keep}.offload"]
     doc = size_report(paths, keep=(keep,), top=5)
-    facts = {k: doc[k] for k in ("by_arch", "totals", "top_functions", "duplicate_bytes", "savings")}
+    facts: dict[str, Any] = {k: doc[k] for k in ("by_arch", "totals", "top_functions", "duplicate_bytes",
+                                                 "savings")}
     facts["files"] = [{k: f[k] for k in ("path", "file_bytes", "device_bytes", "stored_size", "overhead",
                                          "savings")} for f in doc["files"]]
     package = doc["files"][0]

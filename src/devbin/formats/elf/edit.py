@@ -282,11 +282,22 @@ class ElfEditor:
         self._compact = True
 
     def set_or_add(self, new: NewSection) -> None:
-        """Replace the section named ``new.name`` if it exists, else add it."""
-        if self.has_section(new.name):
-            self.replace_section(new.name, new.data)
-        else:
+        """Replace the section named ``new.name`` if it exists, else add it.  A replaced section takes
+        ``new.link`` too where it names one: a linker copies a non-allocated section it does not know
+        with ``sh_link`` 0 (ld.lld does, for devbin's sections), and new contents citing symbols by
+        index are read through the symbol table their ``sh_link`` names."""
+        if not self.has_section(new.name):
             self.add_section(new)
+            return
+        self.replace_section(new.name, new.data)
+        if new.link:
+            i = self._find(new.name)
+            if isinstance(new.link, str):
+                self._pending_links[i] = new.link
+                self._changed = True
+            elif self._entries[i].sh_link != new.link:
+                self._entries[i].sh_link = new.link
+                self._changed = True
 
     def remove_section(self, key: str | int) -> None:
         """Remove a non-allocated section that no other section or symbol refers to."""

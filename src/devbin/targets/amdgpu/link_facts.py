@@ -31,13 +31,12 @@ from dataclasses import dataclass
 
 from devbin.analysis.propagation import Propagation, propagate
 from devbin.errors import UsageError
-from devbin.formats.devsec.elf import read_code_object
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
+from devbin.importers import model_of
 from devbin.model import CodeObject, Function, StdAttr
 from devbin.model.reach import reachable
 from devbin.targets.amdgpu.descriptor import vgpr_granule
-from devbin.targets.amdgpu.importer import import_amdgpu
 from devbin.targets.amdgpu.mach import decode_flags, gfx_major
 
 __all__ = ["FunctionFacts", "KernelTotals", "function_facts", "kernel_totals", "total_vgprs", "unified_vgprs"]
@@ -118,8 +117,7 @@ class KernelTotals:
 
 
 def _model(elf: ElfFile) -> CodeObject:
-    have = read_code_object(elf)
-    return have if have is not None else import_amdgpu(elf)
+    return model_of(elf)
 
 
 def _flag(fn: Function, attr_id: int, known: bool) -> bool | None:

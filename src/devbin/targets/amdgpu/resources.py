@@ -21,9 +21,12 @@ from typing import Any
 
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import SymbolTable
+from devbin.model import Function, StdAttr
+from devbin.model.resources import AMD_SGPR_SPILL, AMD_VGPR_SPILL
 from devbin.targets.amdgpu.metadata import KernelMeta
 
-__all__ = ["RESOURCE_SYMBOL_SUFFIXES", "FunctionResources", "resource_symbols"]  # usage(): importer.py
+__all__ = ["RESOURCE_SYMBOL_SUFFIXES", "FunctionResources", "model_function_resources",
+           "resource_symbols"]  # usage(): importer.py
 
 RESOURCE_SYMBOL_SUFFIXES = ("num_vgpr", "num_agpr", "numbered_sgpr", "num_named_barrier", "private_seg_size",
                             "uses_vcc", "uses_flat_scratch", "has_dyn_sized_stack", "has_recursion",
@@ -94,3 +97,18 @@ def function_resources(name: str, kernel: KernelMeta | None, syms: dict[str, int
         uses_vcc=_flag(s.get("uses_vcc")), uses_flat_scratch=_flag(s.get("uses_flat_scratch")),
         has_recursion=_flag(s.get("has_recursion")), has_indirect_call=_flag(s.get("has_indirect_call")),
     )
+
+
+def model_function_resources(fn: Function) -> FunctionResources:
+    """The same columns from a model :class:`~devbin.model.Function` (devbin sections: what ``devbin cc``
+    recorded), ``source`` ``devbin-sections`` where its registers are known, else ``unknown``.  A flag
+    is recorded only when true: its absence means "no" only for a kernel whose registers are known (its
+    note said so); for a device function it is unknown."""
+    known = fn.has(StdAttr.REGS_GENERAL) or fn.has(StdAttr.REGS_SCALAR)
+    return FunctionResources(
+        fn.name, "kernel" if fn.is_kernel else "device", "devbin-sections" if known else "unknown",
+        vgpr=fn.uint(StdAttr.REGS_GENERAL), sgpr=fn.uint(StdAttr.REGS_SCALAR), agpr=fn.uint(StdAttr.REGS_ACCUM),
+        private_segment=fn.uint(StdAttr.PRIVATE_BYTES), group_segment=fn.uint(StdAttr.SHARED_BYTES),
+        kernarg_segment=fn.uint(StdAttr.PARAM_BYTES),
+        dynamic_stack=True if fn.has(StdAttr.DYNAMIC_STACK) else (False if fn.is_kernel and known else None),
+        sgpr_spill=fn.uint(AMD_SGPR_SPILL), vgpr_spill=fn.uint(AMD_VGPR_SPILL))

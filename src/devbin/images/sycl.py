@@ -1,0 +1,163 @@
+"""Images in SYCL host binaries of the old offload model (:mod:`devbin.formats.sycl`).
+
+Each image of a ``__CLANG_OFFLOAD_BUNDLE__sycl-<target>`` section is entry ``i`` of container 0 of that
+section (``lib.so@__CLANG_OFFLOAD_BUNDLE__sycl-spir64#0.2``: the section's images are the entries of the
+wrapper's one binary descriptor per target).  An image whose payload (its zstd frame decoded) is an ``ar``
+archive is opened: each member that holds a device image is reported at ``#0.i!<member>`` (a device ELF:
+its vendor, kind and arch as for a bare file), and a member that is a host ELF carrying a SPIR-V module in
+a section (an OpenCL ELF, the archive's IR fallback) at ``#0.i!<member>@<section>``; members of no known
+kind (alignment fillers) are not images.  Any other payload is one image (SPIR-V, kind by its magic).
+
+Fields: ``container`` ``sycl``; ``compression`` ``zstd`` when the image is a frame; ``stored_size`` the
+frame's bytes for an image itself, a member's (or section's) bytes in the decoded archive for what is
+inside one (as for an entry of a compressed bundle); ``offset`` the image's file offset; metadata
+``target``, ``format``, ``descriptor-version``, ``entries`` (the kernel names, space-separated),
+``compile-options``, ``link-options`` where the wrapper's descriptor gives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from devbin.binary import ByteView
+from devbin.errors import DeviceBinaryError
+from devbin.formats import magic as M
+from devbin.formats.elf.reader import ElfFile
+from devbin.formats.fatbin import constants as FC
+from devbin.formats.sycl.reader import SyclImage, read_sycl_images
+from devbin.images.address import Address, Entry, Member, SectionStep
+from devbin.images.frame import Frame, Hit
+from devbin.images.record import DATA, HOST, SPIRV, BareElf, Image
+from devbin.images.scanreport import ScanReport
+from devbin.images.sniff import device_elf, image_kind, vendor_of
+from devbin.targets.registry import vendor_named
+
+__all__ = ["CONTAINER", "SyclPart", "inside_frame", "sycl_in_elf"]
+
+CONTAINER = "sycl"
+
+
+@dataclass(frozen=True, slots=True)
+class SyclPart:
+    """A part of a decoded image (an archive member, or a section of one): its bytes are
+    ``image.image_data()[start:start + size]``."""
+
+    image: SyclImage
+    start: int
+    size: int
+    view: memoryview = field(repr=False, compare=False)
+
+    def image_data(self, max_size: int, size: int = 0) -> memoryview:
+        return self.view
+
+    def image_head(self, n: int, size: int = 0) -> memoryview:
+        return self.view[:n]
+
+
+def _metadata(img: SyclImage) -> tuple[tuple[str, str], ...]:
+    meta = [("target", img.target)]
+    if img.version:
+        meta += [("format", img.format_name), ("descriptor-version", str(img.version)),
+                 ("entries", " ".join(img.entries))]
+        if img.compile_options:
+            meta.append(("compile-options", img.compile_options))
+        if img.link_options:
+            meta.append(("link-options", img.link_options))
+    return tuple(meta)
+
+
+def _part(img: SyclImage, address: Address, vendor: str, kind: str, arch: str, size: int, stored: int,
+          native: BareElf | SyclPart, meta: tuple[tuple[str, str], ...]) -> Image:
+    return Image(address=address, vendor=vendor, kind=kind, arch=arch, size=size, stored_size=stored,
+                 compression=img.compression, container=CONTAINER, section=img.section, offset=img.offset,
+                 metadata=meta, native=native)
+
+
+def _member_image(img: SyclImage, data: memoryview, start: int, size: int, address: Address,
+                  meta: tuple[tuple[str, str], ...]) -> Image | None:
+    """The device image a member is (a device ELF, or SPIR-V in a host ELF's section), or None."""
+    view = data[start:start + size]
+    kind, arch = image_kind(view[:64])
+    if kind == DATA and M.image_magic(view[:4]) == M.SPIRV:
+        kind = SPIRV
+    if kind == SPIRV:
+        return _part(img, address, vendor_of(kind, img.target), kind, "", size, size,
+                     SyclPart(img, start, size, view), meta)
+    if kind == DATA:
+        return None
+    elf = ElfFile(ByteView(view, where=str(address)), where=str(address))
+    h = elf.header
+    vendor, kind, arch = device_elf(h.e_machine, h.e_flags, h.ei_osabi, h.ei_abiversion)
+    if kind != HOST:
+        owner = vendor_named(vendor)
+        if not arch and owner is not None:
+            arch = owner.arch_from_elf(elf)
+        native = BareElf(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
+                         abi_version=h.ei_abiversion, size=elf.size, view=view[:elf.size])
+        return _part(img, address, vendor, kind, arch, elf.size, size, native, meta)
+    for sec in elf.sections:  # a host ELF: the IR it carries (an OpenCL ELF's "SPIRV Object")
+        if sec.file_size >= 20 and M.image_magic(sec.view.bytes_at(0, 4)) == M.SPIRV:
+            s0 = start + sec.sh_offset
+            part = SyclPart(img, s0, sec.file_size, data[s0:s0 + sec.file_size])
+            return _part(img, address.child(SectionStep(sec.name)), vendor_of(SPIRV, img.target), SPIRV, "",
+                         sec.file_size, sec.file_size, part, meta)
+    return None
+
+
+def _archive(img: SyclImage, data: memoryview, address: Address, rep: ScanReport,
+             meta: tuple[tuple[str, str], ...]) -> Iterator[Image]:
+    from devbin.formats.ar.reader import ArchiveFile
+    ar = ArchiveFile(data, where=str(address), diag=lambda e: rep.warn(str(address), str(e)))
+    seen: dict[str, int] = {}
+    for m in ar.files:
+        if m.is_special or m.thin:
+            continue
+        seen[m.name] = n = seen.get(m.name, 0) + 1
+        where = address.child(Member(m.name, n))
+        try:
+            got = _member_image(img, data, m.offset, m.size, where, meta)
+        except DeviceBinaryError as e:
+            rep.warn(str(where), str(e))
+            continue
+        if got is not None:
+            yield got
+
+
+def inside_frame(image: Image) -> bool:
+    """Whether ``image`` is a part of a decoded zstd frame (a member of its archive): it has no bytes of its
+    own in the file, it shares the frame's (``devbin size``), as an entry of a compressed bundle does."""
+    return image.container == CONTAINER and isinstance(image.native, BareElf | SyclPart) \
+        and image.compression != "none"
+
+
+def sycl_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool = False) -> Iterator[Hit]:
+    """The images of the SYCL sections of a host ELF (module docstring); a bad image is a warning.
+    ``all`` (the scan's scope flag) changes nothing here."""
+    try:
+        images = read_sycl_images(elf)
+    except DeviceBinaryError as e:
+        rep.warn(frame.where, str(e))
+        return
+    for img in images:
+        address = frame.address.child(SectionStep(img.section), Entry(0, img.index))
+        meta = _metadata(img)
+        try:
+            head = bytes(img.image_head(64))
+            is_ar = M.detect(head) == M.AR
+            if not is_ar:
+                img.forget()  # a listing holds no decoded module; data() decodes it again
+            if is_ar:
+                data = memoryview(img.image_data(FC.DEFAULT_MAX))
+                for image in _archive(img, data, address, rep, meta):
+                    yield image, frame
+                continue
+            kind, arch = image_kind(head)
+            if kind == HOST:
+                kind = DATA
+            yield Image(address=address, vendor=vendor_of(kind, img.target), kind=kind, arch=arch,
+                        size=img.decoded_size, stored_size=len(img.stored), compression=img.compression,
+                        container=CONTAINER, section=img.section, offset=img.offset, metadata=meta,
+                        native=img), frame
+        except DeviceBinaryError as e:
+            rep.warn(str(address), str(e))
