@@ -10,8 +10,8 @@ What a descriptor holds (each item is the one place devbin writes that rule):
 
 * ``name``: the canonical vendor name, one spelling (the image record, the model's
   :class:`~devbin.model.Target`, JSON): ``nvidia``, ``amd`` (LLVM's triple vendor,
-  ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind), but for the
-  :class:`Device` of select and load (:attr:`Vendor.device_vendor`, until devbin.load spells it so);
+  ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind), the
+  :class:`Device` of select and load and the loader's index (``Device.vendor``; select/2, load/2);
 * ``e_machines``: the ELF machines of its device code objects (``EM_CUDA`` 190, ``EM_AMDGPU`` 224);
 * the image kinds and triple prefixes that are its code (what the scanner's vendor column says), its
   PCI vendor ID, LLVM offload kind and default triple (what ``devbin pack`` writes), what its device
@@ -92,7 +92,8 @@ class AssemblyFacts:
 class Device:
     """A GPU to select or load for, as a vendor's :meth:`Vendor.parse_device` reads its name: ``cc`` the
     compute capability of an NVIDIA device, ``target`` the target ID of an AMD one (features it does not
-    state are unknown); ``description`` one line for people; ``note`` what the name left open."""
+    state are unknown); ``vendor`` its vendor's canonical :attr:`Vendor.name` (``nvidia``, ``amd``,
+    ``intel``); ``description`` one line for people; ``note`` what the name left open."""
 
     name: str
     vendor: str
@@ -155,10 +156,6 @@ class Vendor(ABC):
     hue: ClassVar[int]
     #: The image kinds its driver may load (code, not containers): what :meth:`judge` is asked about.
     loadable_kinds: ClassVar[frozenset[str]]
-    #: ``Device.vendor`` of its devices: :attr:`name`, except AMD's ``amdgpu`` until the loader's index
-    #: (devbin.load, whose JSON carries it) spells the vendor ``amd`` too: then both move at once, with
-    #: select/2 and load/2 (docs/JSON.md).
-    device_vendor: ClassVar[str]
     #: Its devices and images as select's messages name them (``NVIDIA``, ``AMDGPU``).
     device_title: ClassVar[str]
     #: Its own tools that devbin finds outside ``PATH`` too (:meth:`toolkit_dirs`), each with how to install

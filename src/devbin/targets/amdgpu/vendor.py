@@ -53,7 +53,6 @@ class AmdVendor(Vendor):
     default_triple = "amdgcn-amd-amdhsa"
     hue = 5
     loadable_kinds = frozenset({"amdgpu"})
-    device_vendor = "amdgpu"  # Vendor.device_vendor: "amd" once devbin.load spells it so (select/2, load/2)
     device_title = "AMDGPU"
     attribute_namespace = 2  # devbin.model.attributes.Namespace.AMDGPU (the model is not imported here)
     attribute_prefix = "amdgpu."
@@ -122,7 +121,7 @@ class AmdVendor(Vendor):
         unknown = [f for f in supported_features(target.processor) if target.feature(f) is None]
         note = (f"{'/'.join(unknown)} not given: unknown, so images that set it load only conditionally"
                 if unknown else "")
-        return Device(text, self.device_vendor, target=target, note=note,
+        return Device(text, self.name, target=target, note=note,
                       description=f"{text} ({self.device_title} {target})")
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,

@@ -62,7 +62,6 @@ class IntelVendor(Vendor):
     default_triple = "spir64_gen-unknown-unknown"
     hue = 210
     loadable_kinds = frozenset({"zebin"})
-    device_vendor = "intel"
     device_title = "Intel"
     toolkit = MappingProxyType({
         "ocloc": "apt-get install intel-opencl-icd (or bash scripts/setup-test-env.sh)",
@@ -139,7 +138,7 @@ class IntelVendor(Vendor):
         if d is None:
             several = ", ".join(f"{x.name} ({x.ip_version})" for x in devices_named(text))
             raise UsageError(f"{text} names several Intel devices ({several}); name one")
-        return Device(text, self.device_vendor, description=f"{text} ({self.device_title} {d.name}, IP {d.ip_version})")
+        return Device(text, self.name, description=f"{text} ({self.device_title} {d.name}, IP {d.ip_version})")
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
                     ) -> tuple[str, int]:

@@ -75,7 +75,6 @@ class NvidiaVendor(Vendor):
         "nvcc": "install the CUDA toolkit",
     })
     loadable_kinds = frozenset({"cubin", "ptx", "lto-ir"})
-    device_vendor = "nvidia"
     device_title = "NVIDIA"
     attribute_namespace = 1  # devbin.model.attributes.Namespace.NVIDIA (the model is not imported here)
     attribute_prefix = "nvidia."
@@ -207,7 +206,7 @@ class NvidiaVendor(Vendor):
         note = ""
         if text[-1:] in ("a", "f"):
             note = f"{text} names the {cc[0]}.{cc[1]} GPU: the a/f suffix describes code, not devices"
-        return Device(text, self.device_vendor, cc=cc, note=note,
+        return Device(text, self.name, cc=cc, note=note,
                       description=f"{text} ({self.device_title}, compute capability {cc[0]}.{cc[1]})")
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
