@@ -267,8 +267,6 @@ def _vendor_checked(mod: str) -> bool:
 #: 25).  This list may only shrink: a module that no longer names a vendor must leave it.
 VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
     "devbin.cli.render",
-    "devbin.cli.tour", "devbin.cli.tour.load", "devbin.cli.tour.packaging", "devbin.cli.tour.size",
-    "devbin.cli.tour.superarchive",
     # the report moved out of the CLI (cli.inspect_cmd, report.py), still reading NVIDIA's cubin records and
     # AMD's facts for its vendor-shaped tables
     "devbin.reports.inspect",

@@ -15,8 +15,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.model import ElfModel, SectionSpec, SymbolSpec
@@ -37,8 +40,11 @@ from devbin.model import (
     encode_param_layout,
 )
 
-__all__ = ["sample_amdgpu_bytes", "sample_code_object", "sample_cubin_bytes", "sample_elf_bytes", "sample_elf_model",
-           "sample_path"]
+if TYPE_CHECKING:
+    from devbin.targets.vendor import Vendor
+
+__all__ = ["JIT_GENERATION", "SampleArchs", "sample_amdgpu_bytes", "sample_archs", "sample_code_object",
+           "sample_cubin_bytes", "sample_elf_bytes", "sample_elf_model", "sample_path"]
 
 _I32 = ParamType(TypeKind.INT, 4, 4)
 _F32 = ParamType(TypeKind.FLOAT, 4, 4)
@@ -145,3 +151,53 @@ def sample_path(name: str) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"devbin ships no sample named {name!r}")
     return path
+
+
+#: The generation (:meth:`devbin.targets.vendor.Vendor.generation`) of the GPU the tour asks to load the
+#: shipped cubin's package: one its SASS does not run on, so the driver JIT-compiles the PTX.
+JIT_GENERATION = 120
+
+
+@dataclass(frozen=True)
+class SampleArchs:
+    """The architectures of the shipped samples, as the files and their vendors' descriptors give them:
+    what ``devbin tour`` packs, selects, prunes, archives and loads, named without naming a vendor."""
+
+    #: ``sample_sm90.cubin``'s architecture (its ELF header, through its vendor's descriptor).
+    cubin: str
+    #: The virtual architecture of ``sample.ptx`` (the cubin's, :meth:`Vendor.virtual_arch`).
+    ptx: str
+    #: A newer GPU of the cubin's vendor that loads the package's PTX (:data:`JIT_GENERATION`).
+    jit_device: str
+    #: ``sample_gfx90a.o``'s architecture (also that of the loader and layer samples).
+    code_object: str
+    #: The target ID the top level of the layer samples was built for (``sample_layer_top.a``).
+    layer_top: str
+
+
+def _header_arch(name: str) -> tuple[Vendor, str]:
+    """``(vendor, architecture)`` of the shipped device ELF ``name``, from its vendor's descriptor."""
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.targets.registry import vendor_for_machine
+
+    elf = ElfFile(resources.files(__package__).joinpath(name).read_bytes(), where=name)
+    vendor = vendor_for_machine(elf.header.e_machine)
+    if vendor is None:
+        raise ValueError(f"sample {name} is not a device ELF of a vendor devbin knows")
+    return vendor, vendor.arch_from_elf(elf)
+
+
+@cache
+def sample_archs() -> SampleArchs:
+    """The architectures of the shipped samples (:class:`SampleArchs`), read from the files."""
+    from devbin.entry.source import open as open_source
+
+    vendor, cubin = _header_arch("sample_sm90.cubin")
+    _, code_object = _header_arch("sample_gfx90a.o")
+    with open_source(sample_path("sample_layer_top.a")) as top:
+        model = top.images[0].code_object()
+    if model is None or model.target is None:
+        raise ValueError("the shipped samples do not say their architectures")
+    return SampleArchs(cubin=cubin, ptx=vendor.virtual_arch(cubin),
+                       jit_device=vendor.format_arch(JIT_GENERATION), code_object=code_object,
+                       layer_top=model.target.target_id)

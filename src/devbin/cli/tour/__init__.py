@@ -103,14 +103,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.analysis.callgraph_view import to_dict as graph_dict
     from devbin.cli.common import dump
     from devbin.cli.render import render_elf
+    from devbin.entry.source import open as open_source
+    from devbin.errors import DeviceBinaryError
     from devbin.formats.devsec.elf import devbin_sections, read_code_object
     from devbin.formats.elf.reader import ElfFile
     from devbin.importers import import_code_object
     from devbin.model import StdAttr
     from devbin.reports.inspect import code_object_dict, inspect_elf
+    from devbin.reports.resources import ImageResources, analyse_image
     from devbin.samples import sample_amdgpu_bytes, sample_code_object, sample_cubin_bytes, sample_elf_bytes
-    from devbin.targets.nvidia.cubin import Cubin
-    from devbin.targets.nvidia.resources import usage
     folder = Path(args.output)
     folder.mkdir(parents=True, exist_ok=True)
     model = sample_code_object()
@@ -127,6 +128,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     cubin_out, cubin_path, diffs, cubin_round_trip = _annotate_and_check(cubin_in, imported, folder,
                                                                          "sample_sm90_rdc", ".cubin")
     annotated_size = cubin_out.size
+    with open_source(cubin, name="sample_sm90_rdc.cubin") as cubin_source:
+        analysed = analyse_image(cubin_source.images[0], json=False)
+    if not isinstance(analysed, ImageResources) or analysed.usage is None:
+        raise DeviceBinaryError("the shipped sample cubin gives no resource usage")
+    cubin_usage = analysed.usage
 
     result: dict[str, Any] = {
         "sample": {
@@ -143,7 +149,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             "sections": {n: s.sh_size for n, s in devbin_sections(cubin_out).items()},
             "loader_differences": diffs,
             "round_trip_equal": cubin_round_trip,
-            "resources": usage(Cubin(cubin_in)),
+            "resources": cubin_usage,
             "callgraph": graph_dict(imported, imported.target.target_id if imported.target else "?"),
         },
     }

@@ -26,9 +26,10 @@ def load_tour(folder: Path, step: int = 13) -> tuple[dict[str, Any], list[str], 
     from devbin.cli.load_cmd import stats_text
     from devbin.cli.tour import write
     from devbin.load import Executable
+    from devbin.samples import sample_archs
 
     samples = resources.files("devbin.samples")
-    exe = Executable("gfx90a", lazy=True)
+    exe = Executable(sample_archs().code_object, lazy=True)
     for n in ("sample_load_user.so", "sample_load_lib.so"):
         data = samples.joinpath(n).read_bytes()
         write(folder / n, data)

@@ -14,9 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["packaging_tour"]
+__all__ = ["expected_picks", "packaging_tour"]
 
-EXPECTED = {"sm_90": ("sm_90", False), "sm_120": ("compute_90", True), "gfx90a:xnack+": ("gfx90a", False)}
+
+def expected_picks() -> dict[str, tuple[str, bool]]:
+    """What a driver loads from the package for each GPU the tour asks about: ``{device: (arch, JIT)}``
+    (the samples' architectures, :func:`devbin.samples.sample_archs`)."""
+    from devbin.samples import sample_archs
+    a = sample_archs()
+    return {a.cubin: (a.cubin, False), a.jit_device: (a.ptx, True), a.layer_top: (a.code_object, False)}
 
 
 def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
@@ -28,7 +34,10 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     from devbin.packaging import PackInput, pack
     from devbin.packaging.pruning import prune
     from devbin.packaging.selection import select
+    from devbin.samples import sample_archs
 
+    archs = sample_archs()
+    expected = expected_picks()
     samples = resources.files("devbin.samples")
     inputs = [PackInput(samples.joinpath(n).read_bytes(), n)
               for n in ("sample_sm90.cubin", "sample.ptx", "sample_gfx90a.o")]
@@ -39,15 +48,15 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     wrapped_path = folder / "sample_sm90.wrapped"
     write(wrapped_path, wrapped.data)
 
-    picks = {dev: select(package.data, dev, name=str(pkg_path)) for dev in EXPECTED}
+    picks = {dev: select(package.data, dev, name=str(pkg_path)) for dev in expected}
     got = {dev: (s.chosen.arch if s.chosen else "", s.jit) for dev, s in picks.items()}
 
-    pruned = prune(package.data, keep="sm_90", where=str(pkg_path))
-    pruned_path = folder / "app.sm_90.offload"
+    pruned = prune(package.data, keep=archs.cubin, where=str(pkg_path))
+    pruned_path = folder / f"app.{archs.cubin}.offload"
     write(pruned_path, pruned.data)
     kept = sorted({image.arch for image, stays in pruned.images if stays})
 
-    ok = got == EXPECTED and kept == ["compute_90", "sm_90"] and not package.findings
+    ok = got == expected and kept == sorted([archs.ptx, archs.cubin]) and not package.findings
     facts: dict[str, Any] = {
         "pack": {"file": str(pkg_path), **package.to_dict()},
         "wrapped": {"file": str(wrapped_path), "metadata": dict(parse_wrapped(wrapped.data).metadata)},
@@ -67,10 +76,10 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
         c = s.chosen
         how = "PTX, JIT-compiled" if s.jit else "SASS" if c is not None and c.kind == "cubin" else "code object"
         lines.append(f"   {dev:14} -> {c.arch if c else 'none'} ({how})")
-    lines.append("   --explain for sm_120:")
-    lines += ["     " + line.rstrip() for line in picks["sm_120"].explain()]
-    lines.append(f"10. pruned to sm_90 (devbin prune --keep sm_90): {pruned.input_size} -> {pruned.output_size} "
-                 f"bytes, kept {', '.join(kept)}; saved "
+    lines.append(f"   --explain for {archs.jit_device}:")
+    lines += ["     " + line.rstrip() for line in picks[archs.jit_device].explain()]
+    lines.append(f"10. pruned to {archs.cubin} (devbin prune --keep {archs.cubin}): {pruned.input_size} -> "
+                 f"{pruned.output_size} bytes, kept {', '.join(kept)}; saved "
                  + ", ".join(f"{a} {n} B" for a, n in sorted(pruned.saved_by_arch().items())))
     lines.append(f"    -> {pruned_path}")
     return facts, lines, ok

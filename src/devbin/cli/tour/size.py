@@ -17,10 +17,12 @@ __all__ = ["size_tour"]
 
 def size_tour(folder: Path, pruned_saving: int, step: int = 14) -> tuple[dict[str, Any], list[str], bool]:
     """``(JSON facts, text lines, everything as expected)``; ``pruned_saving``: the bytes step 10's prune saved."""
+    from devbin.samples import sample_archs
     from devbin.size.report import size_report
 
-    paths = [folder / "app.offload", folder / "sample_sm90.wrapped", folder / "app.sm_90.offload"]
-    doc = size_report(paths, keep=("sm_90",), top=5)
+    keep = sample_archs().cubin
+    paths = [folder / "app.offload", folder / "sample_sm90.wrapped", folder / f"app.{keep}.offload"]
+    doc = size_report(paths, keep=(keep,), top=5)
     facts: dict[str, Any] = {k: doc[k] for k in ("by_arch", "totals", "top_functions", "duplicate_bytes",
                                                  "savings")}
     facts["files"] = [{k: f[k] for k in ("path", "file_bytes", "device_bytes", "stored_size", "overhead",
@@ -28,8 +30,8 @@ def size_tour(folder: Path, pruned_saving: int, step: int = 14) -> tuple[dict[st
     package = doc["files"][0]
     ok = (all(f["stored_size"] + f["overhead"] == f["device_bytes"] for f in doc["files"])
           and package["savings"]["bytes"] == pruned_saving)
-    lines = [f"{step}. devbin size --keep sm_90 of the package, the wrapped cubin and the pruned package:"]
-    lines.append(f"   {'file':34} {'device B':>9} {'stored':>7} {'overhead':>8} {'--keep sm_90 saves':>18}")
+    lines = [f"{step}. devbin size --keep {keep} of the package, the wrapped cubin and the pruned package:"]
+    lines.append(f"   {'file':34} {'device B':>9} {'stored':>7} {'overhead':>8} {f'--keep {keep} saves':>18}")
     for f in doc["files"]:
         lines.append(f"   {f['path']:34} {f['device_bytes']:>9} {f['stored_size']:>7} {f['overhead']:>8} "
                      f"{f['savings']['bytes']:>18}")
@@ -42,6 +44,6 @@ def size_tour(folder: Path, pruned_saving: int, step: int = 14) -> tuple[dict[st
     dup = doc["duplicates"]
     lines.append(f"   duplicates: {doc['duplicate_bytes']} bytes in extra copies of "
                  + (", ".join(f"{g['kind']} {g['arch']} x{len(g['copies'])}" for g in dup["images"]) or "nothing"))
-    lines.append(f"   --keep sm_90 saves {package['savings']['bytes']} bytes of {package['path']}: "
+    lines.append(f"   --keep {keep} saves {package['savings']['bytes']} bytes of {package['path']}: "
                  f"{'what' if package['savings']['bytes'] == pruned_saving else 'NOT what'} step 10's prune saved")
     return facts, lines, ok

@@ -14,11 +14,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXPECTED_PULLS", "superarchive_tour"]
+__all__ = ["expected_pulls", "superarchive_tour"]
 
-#: (level, member, symbol) the resolution must pull (tests/sources/layers/README.md).
-EXPECTED_PULLS = {("base", "cos16.o", "cos16"), ("gfx90a", "cos8.o", "cos8"), ("gfx90a:xnack+", "cos1.o", "cos1"),
-                  ("base", "pack.o", "vadd"), ("base", "poly.o", "poly")}
+
+
+def expected_pulls() -> set[tuple[str, str, str]]:
+    """(level, member, symbol) the resolution must pull (tests/sources/layers/README.md); the levels are
+    the layer samples' targets (:func:`devbin.samples.sample_archs`) and ``base``."""
+    from devbin.samples import sample_archs
+    a = sample_archs()
+    return {("base", "cos16.o", "cos16"), (a.code_object, "cos8.o", "cos8"), (a.layer_top, "cos1.o", "cos1"),
+            ("base", "pack.o", "vadd"), ("base", "poly.o", "poly")}
 
 
 def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], list[str], bool]:
@@ -27,10 +33,12 @@ def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], lis
 
     import devbin.superarchive as sa
     from devbin.cli.tour import write
+    from devbin.samples import sample_archs
     from devbin.superarchive.resolve import RootObject
     from devbin.superarchive.views import level_archives
 
     samples = resources.files("devbin.samples")
+    a = sample_archs()
 
     def lib(name: str) -> tuple[sa.InputMember, ...]:
         return sa.members_from_archive(samples.joinpath(name).read_bytes(), where=name)
@@ -39,13 +47,13 @@ def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], lis
         return sa.member_from_object(name, samples.joinpath(name).read_bytes())
 
     targets = [
-        sa.TargetInput("sm_90", (obj("sample_sm90_rdc.cubin"), obj("sample.ptx"))),
-        sa.TargetInput("compute_90", (obj("sample.ptx"),)),
-        sa.TargetInput("gfx90a:xnack+", lib("sample_layer_top.a"), ("gfx90a", "base")),
-        sa.TargetInput("gfx90a", lib("sample_layer_mid.a"), ("base",)),
+        sa.TargetInput(a.cubin, (obj("sample_sm90_rdc.cubin"), obj("sample.ptx"))),
+        sa.TargetInput(a.ptx, (obj("sample.ptx"),)),
+        sa.TargetInput(a.layer_top, lib("sample_layer_top.a"), (a.code_object, "base")),
+        sa.TargetInput(a.code_object, lib("sample_layer_mid.a"), ("base",)),
         sa.TargetInput("base", lib("sample_layer_base.a")),
     ]
-    data = sa.create(targets, index="gfx90a:xnack+")
+    data = sa.create(targets, index=a.layer_top)
     path = folder / "device-libs.a"
     write(path, data)
     archive = sa.open(path.read_bytes(), where=str(path))
@@ -56,17 +64,17 @@ def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], lis
     packed_same = all(bytes(packed_archive.member_data(r.ordinal)) == bytes(archive.member_data(r.ordinal))
                       for r in archive.records())
     user = RootObject.from_elf("sample_layer_user.o", samples.joinpath("sample_layer_user.o").read_bytes())
-    res = archive.resolve("gfx90a:xnack+", objects=[user])
-    view_dir = folder / "device-libs.gfx90a_xnack+"
+    res = archive.resolve(a.layer_top, objects=[user])
+    view_dir = folder / f"device-libs.{a.layer_top.replace(':', '_')}"
     view_dir.mkdir(exist_ok=True)
     views = []
-    for la in level_archives(archive, "gfx90a:xnack+"):
+    for la in level_archives(archive, a.layer_top):
         write(view_dir / la.file_name, la.data)
         views.append(str(view_dir / la.file_name))
 
     pulled = {(p.definition.level, p.definition.member, p.symbol) for p in res.pulled}
-    ok = pulled == EXPECTED_PULLS and not res.undefined and not res.duplicates \
-        and archive.chain("sm_90") == ("sm_90", "compute_90") and packed_same
+    ok = pulled == expected_pulls() and not res.undefined and not res.duplicates \
+        and archive.chain(a.cubin) == (a.cubin, a.ptx) and packed_same
     saved = archive.input_bytes - archive.stored_bytes
     facts: dict[str, Any] = {
         "file": str(path),
@@ -96,11 +104,11 @@ def superarchive_tour(folder: Path, step: int = 11) -> tuple[dict[str, Any], lis
         lines.append(f"   {t:14} {n} member{'s' if n != 1 else ''}, chain {' -> '.join(archive.chain(t))}"
                      + ("" if archive.declared_chain(t) else "  (default)"))
     lines.append(f"   {archive.input_bytes} bytes in the libraries' members, {archive.stored_bytes} stored: "
-                 f"{saved} bytes saved (sample.ptx is stored once for sm_90 and compute_90)")
+                 f"{saved} bytes saved (sample.ptx is stored once for {a.cubin} and {a.ptx})")
     lines.append("   packed storage (--storage packed: zstd, each member a delta against other builds of the same "
                  f"object): {len(packed)} bytes, "
                  f"every member {'reads back identical' if packed_same else 'DIFFERS'} -> {packed_path}")
-    lines.append("   resolving the sample user object through gfx90a:xnack+ (devbin ar resolve --explain cos16):")
+    lines.append(f"   resolving the sample user object through {a.layer_top} (devbin ar resolve --explain cos16):")
     for d, lk in res.explain("cos16"):
         pad = "     " + "  " * d
         walk = "; ".join(f"{level}: {d2.member if d2 else '-'}" for level, d2 in lk.walk)
