@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError, FormatError
+from devbin.formats import zstdframe
 from devbin.formats.elf import constants as EC
 from devbin.formats.sycl import constants as C
 
@@ -360,14 +361,14 @@ def _walk(sec: Section, target: str) -> list[SyclImage]:
         if not any(data[pos:pos + C.IMAGE_ALIGN]):
             pos += C.IMAGE_ALIGN
             continue
-        if data[pos:pos + 4].tobytes() == C.ZSTD_MAGIC:
+        if data[pos:pos + 4].tobytes() == zstdframe.MAGIC:
             stored, content = _frame_size(data[pos:], sec.name, sec.sh_offset + pos)
             out.append(SyclImage(sec.name, len(out), sec.sh_offset + pos, data[pos:pos + stored], True, content,
                                  target))
         else:
-            stop = whole.find(C.ZSTD_MAGIC, pos + 1)
+            stop = whole.find(zstdframe.MAGIC, pos + 1)
             while stop != -1 and stop % C.IMAGE_ALIGN:
-                stop = whole.find(C.ZSTD_MAGIC, stop + 1)
+                stop = whole.find(zstdframe.MAGIC, stop + 1)
             stored = (stop if stop != -1 else len(data)) - pos
             out.append(SyclImage(sec.name, len(out), sec.sh_offset + pos, data[pos:pos + stored], False, stored,
                                  target))
@@ -405,7 +406,7 @@ def read_sycl_images(elf: ElfFile) -> list[SyclImage]:
             end = min(d.end, nxt) if d is not None else nxt
             rel = start - lo
             stored = data[rel:end - lo]
-            compressed = stored[:4].tobytes() == C.ZSTD_MAGIC
+            compressed = stored[:4].tobytes() == zstdframe.MAGIC
             decoded = len(stored)
             if compressed:  # the runtime takes the size from the frame header; .tgtimg's is a fallback
                 n, content = _frame_size(stored, sec.name, sec.sh_offset + rel)
