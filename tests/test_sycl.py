@@ -281,3 +281,21 @@ def test_too_many_property_references_is_a_format_error(monkeypatch: pytest.Monk
     monkeypatch.setattr(reader, "MAX_RECORDS", 1201)
     (img,) = read_sycl_images(ElfFile(ByteView(data)))
     assert sum(len(ps.properties) for ps in img.property_sets) == 1200 and img.entries == ("vadd",)
+
+
+def test_too_many_property_value_bytes_is_a_format_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Properties that each point at a large block: past the per-file cap on value bytes, a FormatError."""
+    from devbin.errors import FormatError
+    from devbin.formats.sycl import reader
+    blob = SectionSpec(".rodata.blob", flags=C.SHF_ALLOC, data=bytes(4096), addr=0x70000)
+    data = bytearray(sycl_host([bytes(40)], [], kernels=["vadd"], props=8, extra=(blob,)))
+    sec = ElfFile(ByteView(bytes(data))).section(".data.rel.ro")
+    assert sec is not None
+    for k in range(8):  # each property a byte array (type 2) of 4,000 bytes at the blob
+        struct.pack_into("<QIIQ", data, sec.sh_offset + 32 + 32 * k + 8, 0x70000 + k, 2, 0, 4000)
+    monkeypatch.setattr(reader, "MAX_VALUE_BYTES", 31_999)
+    with pytest.raises(FormatError, match=r"properties hold more than 31999 bytes of values \(the limit per file\)"):
+        read_sycl_images(ElfFile(ByteView(bytes(data))))
+    monkeypatch.setattr(reader, "MAX_VALUE_BYTES", 32_000)
+    (img,) = read_sycl_images(ElfFile(ByteView(bytes(data))))
+    assert [len(p.value) for p in img.property_sets[0].properties] == [3992] * 8  # the bit length dropped

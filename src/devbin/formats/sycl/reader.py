@@ -48,6 +48,9 @@ _FMT = "sycl"
 _MAX_DECODED = 1 << 30
 #: Cap on the offload entries and properties the image descriptors of one file reference (:class:`_Arrays`).
 MAX_RECORDS = 1 << 20
+#: Cap on the property value bytes one file's descriptors are read for (each property may point at a
+#: large block, and many properties at overlapping ones).
+MAX_VALUE_BYTES = 1 << 26
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +210,9 @@ class _Arrays:
 
     Every descriptor (and every property set) may point at the same array, so reading per pointer costs
     descriptors x records; here each range is read once and shared.  What the descriptors reference in all
-    (entries plus, for every property set, its properties) is capped at :data:`MAX_RECORDS` per file: past
-    that a FormatError names the limit (a real library holds a few thousand)."""
+    (entries plus, for every property set, its properties) is capped at :data:`MAX_RECORDS` per file, and
+    the property value bytes read at :data:`MAX_VALUE_BYTES`: past either a FormatError names the limit (a
+    real library holds a few thousand properties of a few bytes each)."""
 
     def __init__(self, mem: _Memory) -> None:
         self.mem = mem
@@ -216,6 +220,7 @@ class _Arrays:
         self.props_read: dict[tuple[int, int], tuple[Property, ...]] = {}
         self.sets_read: dict[tuple[int, int], tuple[PropertySet, ...]] = {}
         self.records = 0
+        self.value_bytes = 0
 
     def _count(self, n: int) -> None:
         self.records += n
@@ -257,6 +262,10 @@ class _Arrays:
                 vaddr = mem.pointer(p + 8)
                 value: int | bytes = vsize
                 if vaddr and ptype != C.PROP_UINT32:
+                    self.value_bytes += vsize
+                    if self.value_bytes > MAX_VALUE_BYTES:
+                        raise FormatError(f"the image descriptors' properties hold more than {MAX_VALUE_BYTES} "
+                                          "bytes of values (the limit per file)", fmt=_FMT)
                     raw = mem.block(vaddr, vsize)
                     value = raw[8:] if ptype == C.PROP_BYTE_ARRAY and len(raw) >= 8 else raw
                 props.append(Property(mem.string(mem.pointer(p)), ptype, value))
