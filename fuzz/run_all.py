@@ -42,7 +42,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 TARGETS = ["fuzz_elf", "fuzz_devsec", "fuzz_fatbin", "fuzz_ar", "fuzz_offload", "fuzz_amdgpu", "fuzz_bundle",
            "fuzz_wrapped", "fuzz_superarchive", "fuzz_macho_fat", "fuzz_link", "fuzz_load", "fuzz_native", "fuzz_zip",
-           "fuzz_intel"]
+           "fuzz_intel", "fuzz_sycl"]
 
 
 def available_targets() -> list[str]:
@@ -74,6 +74,15 @@ def named_seeds() -> Iterator[tuple[str, bytes]]:
     packed = create([TargetInput(f"t{i}", (InputMember("k.o", small_elf(elfclass=2, little=i == 0)),
                                            InputMember("n.bc", b"neutral" * 20))) for i in range(2)], storage="packed")
     yield "packed super-archive", packed
+    from tests.test_sycl import sycl_host
+
+    # SYCL host libraries (fuzz_sycl): both descriptor versions, a frame and a raw image per section,
+    # and the layouts without descriptors or without .tgtimg.
+    big, small = bytes(range(256)) * 4, b"\x03\x02\x23\x07" + bytes(16)
+    for version in (2, 3):
+        yield f"sycl_host(version={version})", sycl_host([big], [big, small], kernels=["k0", "k1"], version=version)
+    yield "sycl_host(descriptors=False)", sycl_host([big, small], [big], kernels=["k"], descriptors=False)
+    yield "sycl_host(tgtimg=False)", sycl_host([big], [small], kernels=["k"], tgtimg=False, descriptors=False)
 
 
 def named_real_seeds(folder: Path) -> Iterator[tuple[str, bytes]]:

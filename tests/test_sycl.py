@@ -45,12 +45,14 @@ def _pad(data: bytes, align: int = 16) -> bytes:
 
 
 def sycl_host(gen_images: list[bytes], jit_images: list[bytes], *, kernels: list[str], tgtimg: bool = True,
-              descriptors: bool = True, level: int = 3, version: int = 3) -> bytes:
+              descriptors: bool = True, level: int = 3, version: int = 3, sets: int = 1, props: int = 1,
+              extra: tuple[SectionSpec, ...] = ()) -> bytes:
     """A host ELF as the offload wrapper lays it out: each image compressed to one zstd frame when it is
     larger than 64 bytes (else stored raw), 16-byte aligned; ``.tgtimg`` {address, decoded size}; one
     descriptor per image (``version`` 3, or 2 with its null manifest pair; pointer fields stored as values:
     no relocation table) with offload
-    entries named ``kernels`` and a property set ``SYCL/misc properties`` {optLevel: 2}."""
+    entries named ``kernels`` and a property set ``SYCL/misc properties`` {optLevel: 2} (``sets`` such records
+    all pointing at one array of ``props`` such properties); ``extra`` sections are added as given."""
     rodata = bytearray()
 
     def string(s: str) -> int:
@@ -73,9 +75,9 @@ def sycl_host(gen_images: list[bytes], jit_images: list[bytes], *, kernels: list
         data += struct.pack("<QQQii", 0, n, 0, 0, 0)
     entries_end = base + len(data)
     prop_at = base + len(data)
-    data += struct.pack("<QQIIQ", string("optLevel"), 0, 1, 0, 2)
+    data += struct.pack("<QQIIQ", string("optLevel"), 0, 1, 0, 2) * props
     set_at = base + len(data)
-    data += struct.pack("<QQQ", string("SYCL/misc properties"), prop_at, prop_at + 32)
+    data += struct.pack("<QQQ", string("SYCL/misc properties"), prop_at, prop_at + 32 * props) * sets
     for sec, start, end, _ in placed:
         if not descriptors:
             break
@@ -84,7 +86,7 @@ def sycl_host(gen_images: list[bytes], jit_images: list[bytes], *, kernels: list
         manifest = (0, 0) if version == 2 else ()
         data += struct.pack("<HBBI", version, 4, 4, 0) + struct.pack(
             f"<{9 + len(manifest)}Q", target, opts, opts, *manifest, start, end, entries_at, entries_end, set_at,
-            set_at + 24)
+            set_at + 24 * sets)
     model = ElfModel(e_type=C.ET_DYN, machine=C.EM_X86_64)
     model.sections = [SectionSpec(GEN, flags=C.SHF_ALLOC, data=bytes(secs[GEN]), addr=ADDR[GEN], align=16),
                       SectionSpec(JIT, flags=C.SHF_ALLOC, data=bytes(secs[JIT]), addr=ADDR[JIT], align=16),
@@ -95,6 +97,7 @@ def sycl_host(gen_images: list[bytes], jit_images: list[bytes], *, kernels: list
         records = b"".join(struct.pack("<QQ", start, size) for _, start, _, size in placed)
         model.sections.append(SectionSpec(".tgtimg", flags=C.SHF_ALLOC | C.SHF_WRITE, data=records,
                                           addr=ADDR[".tgtimg"], align=16))
+    model.sections.extend(extra)
     return write(model)
 
 
@@ -240,3 +243,59 @@ def test_a_bad_array_pointer_gives_nothing_not_a_long_walk(built: dict[str, Path
     struct.pack_into("<Q", data, desc + 72, 0x7FFF_FFFF_FFFF_FFE0)  # PropertySetsEnd
     (image,) = read_sycl_images(ElfFile(ByteView(bytes(data))))
     assert image.version == 3 and image.entries == () and image.property_sets == ()
+
+
+def test_a_descriptor_cut_by_its_section_end_is_none() -> None:
+    """A version word in a section's last two bytes whose ImageStart field (32 bytes on) lies in the next
+    section: no descriptor (its Kind and Format bytes are past the end), the image read as one without
+    (it runs to its section's end)."""
+    image = bytes(range(40))  # stored raw: under the builder's compression threshold
+    x = 0x60010  # the next section; the ImageStart slot at x + 24, so the version word at x - 8
+    head = SectionSpec(".data.a", flags=C.SHF_ALLOC | C.SHF_WRITE, data=bytes(8) + struct.pack("<H", 3),
+                       addr=x - 16, align=16)
+    slot = SectionSpec(".data.b", flags=C.SHF_ALLOC | C.SHF_WRITE, addr=x, align=16,
+                       data=bytes(24) + struct.pack("<QQ", ADDR[GEN], ADDR[GEN] + len(image)))
+    data = sycl_host([image], [], kernels=["vadd"], descriptors=False, extra=(head, slot))
+    (img,) = read_sycl_images(ElfFile(ByteView(data)))
+    assert (img.version, img.kind, img.format, bytes(img.stored)) == (0, -1, -1, _pad(image))  # to the end
+
+
+def test_a_shared_property_array_is_read_once() -> None:
+    """Every property-set record pointing at one property array: the array is read once and shared (work
+    sets + properties, not sets x properties)."""
+    data = sycl_host([bytes(40)], [], kernels=["vadd"], sets=300, props=300)
+    (img,) = read_sycl_images(ElfFile(ByteView(data)))
+    assert len(img.property_sets) == 300 and len(img.property_sets[0].properties) == 300
+    assert all(ps.properties is img.property_sets[0].properties for ps in img.property_sets)
+
+
+def test_too_many_property_references_is_a_format_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the per-file cap on what the descriptors reference, a FormatError names the limit."""
+    from devbin.errors import FormatError
+    from devbin.formats.sycl import reader
+    monkeypatch.setattr(reader, "MAX_RECORDS", 1000)
+    data = sycl_host([bytes(40)], [], kernels=["vadd"], sets=40, props=30)  # 1 entry + 1200 properties
+    with pytest.raises(FormatError, match="reference more than 1000 offload entries and properties "
+                                          r"\(the limit per file\)"):
+        read_sycl_images(ElfFile(ByteView(data)))
+    monkeypatch.setattr(reader, "MAX_RECORDS", 1201)
+    (img,) = read_sycl_images(ElfFile(ByteView(data)))
+    assert sum(len(ps.properties) for ps in img.property_sets) == 1200 and img.entries == ("vadd",)
+
+
+def test_too_many_property_value_bytes_is_a_format_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Properties that each point at a large block: past the per-file cap on value bytes, a FormatError."""
+    from devbin.errors import FormatError
+    from devbin.formats.sycl import reader
+    blob = SectionSpec(".rodata.blob", flags=C.SHF_ALLOC, data=bytes(4096), addr=0x70000)
+    data = bytearray(sycl_host([bytes(40)], [], kernels=["vadd"], props=8, extra=(blob,)))
+    sec = ElfFile(ByteView(bytes(data))).section(".data.rel.ro")
+    assert sec is not None
+    for k in range(8):  # each property a byte array (type 2) of 4,000 bytes at the blob
+        struct.pack_into("<QIIQ", data, sec.sh_offset + 32 + 32 * k + 8, 0x70000 + k, 2, 0, 4000)
+    monkeypatch.setattr(reader, "MAX_VALUE_BYTES", 31_999)
+    with pytest.raises(FormatError, match=r"properties hold more than 31999 bytes of values \(the limit per file\)"):
+        read_sycl_images(ElfFile(ByteView(bytes(data))))
+    monkeypatch.setattr(reader, "MAX_VALUE_BYTES", 32_000)
+    (img,) = read_sycl_images(ElfFile(ByteView(bytes(data))))
+    assert [len(p.value) for p in img.property_sets[0].properties] == [3992] * 8  # the bit length dropped

@@ -12,7 +12,10 @@ constants module (defined there once, beside its reader):
 * **zip** files (wheels, eggs; PKWARE APPNOTE 4.3.7 local header, 4.3.16 end of central
   directory for an empty zip), which the scan opens through :mod:`devbin.formats.zipmember`;
 * **image magics** (:func:`image_magic`): LLVM bitcode raw and in its wrapper
-  (``llvm/docs/BitCodeFormat.rst``) and SPIR-V (SPIR-V spec §3.1, "Magic Number").
+  (``llvm/docs/BitCodeFormat.rst``) and SPIR-V (SPIR-V spec §3.1, "Magic Number": the word
+  0x07230203 in the module's byte order, §2.3, so either order: its row is ``either_order``);
+* the **zstd frame** magic (:data:`ZSTD_FRAME`; RFC 8878 §3.1.1), which no file starts with: the fatbin
+  and SYCL readers test their payloads with it.
 
 :func:`detect` looks at the first bytes only and never raises on short or odd input (unknown bytes
 are :data:`UNKNOWN`); container readers reuse it at member offsets.  Which of these formats the scan
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from devbin.binary import Buffer, ByteView
+from devbin.formats import zstdframe as _zstd
 from devbin.formats.ar import constants as _ar
 from devbin.formats.bundle import constants as _bundle
 from devbin.formats.elf import constants as _elf
@@ -36,7 +40,7 @@ from devbin.formats.wrapped import layout as _wrapped
 __all__ = [
     "AR", "AR_THIN", "BITCODE", "BITCODE_WRAPPER", "CUDA_FATBIN", "CUDA_FATBIN_WRAPPER", "ELF", "MAGICS",
     "OFFLOAD_BINARY", "OFFLOAD_BUNDLE", "OFFLOAD_BUNDLE_COMPRESSED", "SNIFF", "SPIRV", "UNKNOWN", "WRAPPED",
-    "ZIP", "ZIP_EMPTY", "ZIP_MAGICS", "Magic", "detect", "image_magic", "is_zip",
+    "SPIRV_WORD", "ZIP", "ZIP_EMPTY", "ZIP_MAGICS", "ZSTD_FRAME", "Magic", "detect", "image_magic", "is_zip",
 ]
 
 ELF: Final = "elf"
@@ -61,13 +65,21 @@ FILE, ARCHIVE_ZIP, IMAGE = "file", "zip", "image"
 
 @dataclass(frozen=True, slots=True)
 class Magic:
-    """One magic: ``data[offset:offset+len(magic)] == magic`` names the format ``name``."""
+    """One magic: ``data[offset:offset+len(magic)] == magic`` names the format ``name``; with
+    ``either_order`` the magic is a word that may be stored in either byte order (``magic`` reversed
+    matches too)."""
 
     name: str
     magic: bytes
     role: str = FILE
     offset: int = 0
+    either_order: bool = False
 
+
+#: SPIR-V's magic number (SPIR-V spec §3.1), a 32-bit word in the module's byte order (§2.3).
+SPIRV_WORD: Final = 0x07230203
+#: A Zstandard frame's magic (RFC 8878 §3.1.1): the fatbin's compressed payloads, SYCL's compressed images.
+ZSTD_FRAME: Final = _zstd.MAGIC
 
 #: Every magic, longest first where prefixes overlap (none do today).
 MAGICS: Final[tuple[Magic, ...]] = (
@@ -84,7 +96,7 @@ MAGICS: Final[tuple[Magic, ...]] = (
     Magic(ZIP_EMPTY, b"PK\x05\x06", ARCHIVE_ZIP),
     Magic(BITCODE, b"BC\xc0\xde", IMAGE),
     Magic(BITCODE_WRAPPER, b"\xde\xc0\x17\x0b", IMAGE),
-    Magic(SPIRV, b"\x03\x02\x23\x07", IMAGE),
+    Magic(SPIRV, SPIRV_WORD.to_bytes(4, "little"), IMAGE, either_order=True),
 )
 
 #: Bytes enough for every magic (the longest: ``__CLANG_OFFLOAD_BUNDLE__``).
@@ -96,7 +108,8 @@ ZIP_MAGICS: Final = tuple(m.magic for m in MAGICS if m.role == ARCHIVE_ZIP)
 
 def _match(view: ByteView, offset: int, role: str) -> str:
     for m in MAGICS:
-        if m.role == role and view.startswith(m.magic, offset + m.offset):
+        if m.role == role and (view.startswith(m.magic, offset + m.offset)
+                               or (m.either_order and view.startswith(m.magic[::-1], offset + m.offset))):
             return m.name
     return UNKNOWN
 
@@ -117,5 +130,6 @@ def is_zip(data: Buffer | ByteView) -> bool:
 
 
 def image_magic(data: Buffer | ByteView) -> str:
-    """:data:`BITCODE`, :data:`BITCODE_WRAPPER`, :data:`SPIRV` by the first bytes, or ``"unknown"``."""
+    """:data:`BITCODE`, :data:`BITCODE_WRAPPER`, :data:`SPIRV` (either byte order) by the first bytes, or
+    ``"unknown"``."""
     return _match(_view(data), 0, IMAGE)

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 
 from devbin.binary import ByteView, align_up, format_view, join_where
 from devbin.errors import FormatError, NotThisFormat, TruncatedError, UnsupportedVersion
+from devbin.formats import zstdframe
 from devbin.formats.elf.constants import no_file_types
 from devbin.formats.fatbin import constants as C
 
@@ -70,7 +71,6 @@ __all__ = ["Fatbin", "FatbinEntry", "elf_image_size", "extract_name", "iter_fatb
 
 _FMT = "fatbin"
 _ENTRY_FMT = "HHIQIIHHIIIQQQ"
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ class FatbinEntry:
         entry counts).  Only NVIDIA's tools decode it; devbin copies it as stored."""
         if self.kind != C.KIND_LTOIR or not self.is_compressed:
             return False
-        return not (self.flags & C.FLAG_ZSTD and bytes(self.raw_payload[:4]) == _ZSTD_MAGIC)
+        return not (self.flags & C.FLAG_ZSTD and bytes(self.raw_payload[:4]) == zstdframe.MAGIC)
 
     @property
     def is_64bit(self) -> bool:

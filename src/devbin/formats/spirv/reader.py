@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from devbin.binary import Buffer, ByteView
+from devbin.formats import magic as M
 
 __all__ = ["CAPABILITY_NAMES", "EXECUTION_MODEL_NAMES", "GENERATORS", "SPIRV_MAGIC", "EntryPoint", "SpirvModule",
            "is_spirv", "read_spirv"]
 
-SPIRV_MAGIC: Final = 0x07230203
-_LE_MAGIC: Final = b"\x03\x02\x23\x07"
-_BE_MAGIC: Final = b"\x07\x23\x02\x03"
+SPIRV_MAGIC: Final = M.SPIRV_WORD
+_LE_MAGIC: Final = SPIRV_MAGIC.to_bytes(4, "little")
 
 OP_SOURCE, OP_EXTENSION, OP_EXT_INST_IMPORT, OP_MEMORY_MODEL = 3, 10, 11, 14
 OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_CAPABILITY, OP_FUNCTION, OP_EXECUTION_MODE_ID = 15, 16, 17, 54, 331
@@ -111,8 +111,8 @@ class SpirvModule:
 
 
 def is_spirv(data: Buffer | ByteView) -> bool:
-    v = ByteView(data, fmt="spirv")
-    return v.startswith(_LE_MAGIC) or v.startswith(_BE_MAGIC)
+    """Whether the bytes start with the SPIR-V magic, in either byte order (:func:`.magic.image_magic`)."""
+    return M.image_magic(data) == M.SPIRV
 
 
 def _string(words: ByteView, start: int, end: int) -> tuple[str, int]:
@@ -127,12 +127,9 @@ def _string(words: ByteView, start: int, end: int) -> tuple[str, int]:
 def read_spirv(data: Buffer | ByteView, *, where: str = "") -> SpirvModule:
     """The header and module-level facts of a SPIR-V module (module docstring)."""
     head = ByteView(data, fmt="spirv", where=where)
-    if head.startswith(_LE_MAGIC):
-        little = True
-    elif head.startswith(_BE_MAGIC):
-        little = False
-    else:
+    if M.image_magic(head) != M.SPIRV:
         raise head.error("not a SPIR-V module (magic 0x07230203)", 0)
+    little = head.startswith(_LE_MAGIC)
     v = head.with_order(little)
     if len(v) < 20:
         raise v.error("truncated SPIR-V header", 0)

@@ -56,5 +56,3 @@ PROP_BYTE_ARRAY: Final = 2
 
 #: x86-64 ``R_X86_64_RELATIVE``: the descriptors' pointer fields in a linked library.
 R_X86_64_RELATIVE: Final = 8
-#: Zstandard frame magic (RFC 8878 §3.1.1): a compressed image is one bare frame.
-ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from devbin.binary import ByteView
 from devbin.errors import DeviceBinaryError, FormatError
+from devbin.formats import zstdframe
 from devbin.formats.elf import constants as EC
 from devbin.formats.sycl import constants as C
 
@@ -45,6 +46,11 @@ __all__ = ["Property", "PropertySet", "SyclImage", "read_sycl_images", "sycl_sec
 _FMT = "sycl"
 #: Cap on one decoded image (the fatbin and bundle readers' default).
 _MAX_DECODED = 1 << 30
+#: Cap on the offload entries and properties the image descriptors of one file reference (:class:`_Arrays`).
+MAX_RECORDS = 1 << 20
+#: Cap on the property value bytes one file's descriptors are read for (each property may point at a
+#: large block, and many properties at overlapping ones).
+MAX_VALUE_BYTES = 1 << 26
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,44 +205,95 @@ class _Descriptor:
     property_sets: tuple[PropertySet, ...]
 
 
-def _entries(mem: _Memory, begin: int | None, end: int | None) -> tuple[str, ...]:
-    """The names of the offload entries in [begin, end): the layout whose name fields all point at strings."""
-    if not begin or not end or end <= begin or mem.offset(begin, end - begin) is None:
-        return ()  # an array must lie in the file: a bad pointer gives nothing, not a long walk
-    span = end - begin
-    for size, name_at in C.ENTRY_LAYOUTS:
-        if span % size:
-            continue
-        names = [mem.string(mem.pointer(a + name_at)) for a in range(begin, end, size)]
-        if all(names):
-            return tuple(names)
-    return ()
+class _Arrays:
+    """The entry and property arrays the descriptors point at, each (begin, end) range read once.
 
+    Every descriptor (and every property set) may point at the same array, so reading per pointer costs
+    descriptors x records; here each range is read once and shared.  What the descriptors reference in all
+    (entries plus, for every property set, its properties) is capped at :data:`MAX_RECORDS` per file, and
+    the property value bytes read at :data:`MAX_VALUE_BYTES`: past either a FormatError names the limit (a
+    real library holds a few thousand properties of a few bytes each)."""
 
-def _properties(mem: _Memory, begin: int | None, end: int | None) -> tuple[PropertySet, ...]:
-    if (not begin or not end or end <= begin or (end - begin) % C.PROPERTY_SET_SIZE
-            or mem.offset(begin, end - begin) is None):
-        return ()
-    sets: list[PropertySet] = []
-    for a in range(begin, end, C.PROPERTY_SET_SIZE):
-        pb, pe = mem.pointer(a + 8), mem.pointer(a + 16)
-        props: list[Property] = []
-        if pb and pe and pe > pb and not (pe - pb) % C.PROPERTY_SIZE and mem.offset(pb, pe - pb) is not None:
+    def __init__(self, mem: _Memory) -> None:
+        self.mem = mem
+        self.entries_read: dict[tuple[int, int], tuple[str, ...]] = {}
+        self.props_read: dict[tuple[int, int], tuple[Property, ...]] = {}
+        self.sets_read: dict[tuple[int, int], tuple[PropertySet, ...]] = {}
+        self.records = 0
+        self.value_bytes = 0
+
+    def _count(self, n: int) -> None:
+        self.records += n
+        if self.records > MAX_RECORDS:
+            raise FormatError(f"the image descriptors reference more than {MAX_RECORDS} offload entries and "
+                              "properties (the limit per file)", fmt=_FMT)
+
+    def entries(self, begin: int | None, end: int | None) -> tuple[str, ...]:
+        """The names of the offload entries in [begin, end): the layout whose name fields all point at
+        strings."""
+        mem = self.mem
+        if not begin or not end or end <= begin or mem.offset(begin, end - begin) is None:
+            return ()  # an array must lie in the file: a bad pointer gives nothing, not a long walk
+        got = self.entries_read.get((begin, end))
+        if got is None:
+            got = ()
+            span = end - begin
+            for size, name_at in C.ENTRY_LAYOUTS:
+                if span % size:
+                    continue
+                names = [mem.string(mem.pointer(a + name_at)) for a in range(begin, end, size)]
+                if all(names):
+                    got = tuple(names)
+                    break
+            self.entries_read[begin, end] = got
+        self._count(len(got))
+        return got
+
+    def _properties(self, pb: int | None, pe: int | None) -> tuple[Property, ...]:
+        mem = self.mem
+        if not pb or not pe or pe <= pb or (pe - pb) % C.PROPERTY_SIZE or mem.offset(pb, pe - pb) is None:
+            return ()
+        got = self.props_read.get((pb, pe))
+        if got is None:
+            props: list[Property] = []
             for p in range(pb, pe, C.PROPERTY_SIZE):
                 ptype = mem.u32(p + 16) or 0
                 vsize = mem.u64(p + 24) or 0
                 vaddr = mem.pointer(p + 8)
                 value: int | bytes = vsize
                 if vaddr and ptype != C.PROP_UINT32:
+                    self.value_bytes += vsize
+                    if self.value_bytes > MAX_VALUE_BYTES:
+                        raise FormatError(f"the image descriptors' properties hold more than {MAX_VALUE_BYTES} "
+                                          "bytes of values (the limit per file)", fmt=_FMT)
                     raw = mem.block(vaddr, vsize)
                     value = raw[8:] if ptype == C.PROP_BYTE_ARRAY and len(raw) >= 8 else raw
                 props.append(Property(mem.string(mem.pointer(p)), ptype, value))
-        sets.append(PropertySet(mem.string(mem.pointer(a)), tuple(props)))
-    return tuple(sets)
+            got = self.props_read[pb, pe] = tuple(props)
+        return got
+
+    def property_sets(self, begin: int | None, end: int | None) -> tuple[PropertySet, ...]:
+        mem = self.mem
+        if (not begin or not end or end <= begin or (end - begin) % C.PROPERTY_SET_SIZE
+                or mem.offset(begin, end - begin) is None):
+            return ()
+        got = self.sets_read.get((begin, end))
+        if got is None:
+            sets: list[PropertySet] = []
+            for a in range(begin, end, C.PROPERTY_SET_SIZE):
+                props = self._properties(mem.pointer(a + 8), mem.pointer(a + 16))
+                self._count(len(props))
+                sets.append(PropertySet(mem.string(mem.pointer(a)), props))
+            got = self.sets_read[begin, end] = tuple(sets)
+        else:
+            self._count(sum(len(s.properties) for s in got))
+        return got
 
 
 def _descriptors(mem: _Memory, starts: set[int]) -> dict[int, _Descriptor]:
-    """The image descriptors by the image start they point at (see the module docstring)."""
+    """The image descriptors by the image start they point at (see the module docstring).  A descriptor
+    must lie whole in one section: one that runs past its section's end is none (its image is then
+    measured as one no descriptor describes)."""
     slots: dict[int, list[int]] = {}
     for slot, target in mem.relative.items():
         if target in starts:
@@ -250,12 +307,13 @@ def _descriptors(mem: _Memory, starts: set[int]) -> dict[int, _Descriptor]:
                 value = v.u64(off)
                 if value in starts:
                     slots.setdefault(value, []).append(s.sh_addr + off)
+    arrays = _Arrays(mem)
     out: dict[int, _Descriptor] = {}
     for start, candidates in slots.items():
         for slot in candidates:
             for version, at in C.FIELD_IMAGE_START.items():
                 d = slot - at
-                if mem.u16(d) != version:
+                if mem.u16(d) != version or mem.offset(d, C.DESCRIPTOR_SIZE[version]) is None:
                     continue
                 end = mem.pointer(slot + 8)
                 if end is None or end < start:
@@ -265,8 +323,8 @@ def _descriptors(mem: _Memory, starts: set[int]) -> dict[int, _Descriptor]:
                     version, head[2], head[3], mem.string(mem.pointer(d + C.FIELD_TARGET)),
                     mem.string(mem.pointer(d + C.FIELD_COMPILE_OPTIONS)),
                     mem.string(mem.pointer(d + C.FIELD_LINK_OPTIONS)), end,
-                    _entries(mem, mem.pointer(slot + 16), mem.pointer(slot + 24)),
-                    _properties(mem, mem.pointer(slot + 32), mem.pointer(slot + 40)))
+                    arrays.entries(mem.pointer(slot + 16), mem.pointer(slot + 24)),
+                    arrays.property_sets(mem.pointer(slot + 32), mem.pointer(slot + 40)))
                 break
             if start in out:
                 break
@@ -312,14 +370,14 @@ def _walk(sec: Section, target: str) -> list[SyclImage]:
         if not any(data[pos:pos + C.IMAGE_ALIGN]):
             pos += C.IMAGE_ALIGN
             continue
-        if data[pos:pos + 4].tobytes() == C.ZSTD_MAGIC:
+        if data[pos:pos + 4].tobytes() == zstdframe.MAGIC:
             stored, content = _frame_size(data[pos:], sec.name, sec.sh_offset + pos)
             out.append(SyclImage(sec.name, len(out), sec.sh_offset + pos, data[pos:pos + stored], True, content,
                                  target))
         else:
-            stop = whole.find(C.ZSTD_MAGIC, pos + 1)
+            stop = whole.find(zstdframe.MAGIC, pos + 1)
             while stop != -1 and stop % C.IMAGE_ALIGN:
-                stop = whole.find(C.ZSTD_MAGIC, stop + 1)
+                stop = whole.find(zstdframe.MAGIC, stop + 1)
             stored = (stop if stop != -1 else len(data)) - pos
             out.append(SyclImage(sec.name, len(out), sec.sh_offset + pos, data[pos:pos + stored], False, stored,
                                  target))
@@ -357,7 +415,7 @@ def read_sycl_images(elf: ElfFile) -> list[SyclImage]:
             end = min(d.end, nxt) if d is not None else nxt
             rel = start - lo
             stored = data[rel:end - lo]
-            compressed = stored[:4].tobytes() == C.ZSTD_MAGIC
+            compressed = stored[:4].tobytes() == zstdframe.MAGIC
             decoded = len(stored)
             if compressed:  # the runtime takes the size from the frame header; .tgtimg's is a fallback
                 n, content = _frame_size(stored, sec.name, sec.sh_offset + rel)
