@@ -37,7 +37,7 @@ from devbin.formats.offload import constants as OC
 from devbin.images import find_image, scan
 from devbin.targets.registry import arch_option_matches
 
-from tests.runners import cli, cli_err, run_tool
+from tests.runners import ROOT, cli, cli_err, run_tool
 
 SAMPLES = Path(__file__).parents[1] / "src" / "devbin" / "samples"
 GOLDEN = Path(__file__).parent / "golden" / "surface"
@@ -71,10 +71,11 @@ def _golden(name: str, text: str) -> None:
 
 
 def _validate(command: str, text: str) -> dict[str, Any]:
-    """``text`` is one JSON object that its own schema (named by its "schema" key) accepts."""
+    """``text`` is one JSON object that its own schema (named by its "schema" key, at the major version the
+    shipped schema states) accepts."""
     doc = json.loads(text)
-    assert isinstance(doc, dict) and doc["schema"] == f"devbin.{command}/1"
     schema = json.loads(schema_cmd.text(command))
+    assert isinstance(doc, dict) and doc["schema"] == schema["properties"]["schema"]["const"]
     jsonschema.Draft202012Validator(schema).validate(doc)
     return doc
 
@@ -192,6 +193,20 @@ def test_schema_command_lists_and_prints(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0 and json.loads(text)["properties"]["schema"]["const"] == "devbin.list/1"
     code, text = cli("schema", "no-such")
     assert code == 2 and text == "" and "no schema named" in capsys.readouterr().err
+
+
+def test_schema_files_state_the_major_version_commands_write() -> None:
+    """Each shipped schema's ``schema`` const and ``$id`` carry the major version its command writes
+    (devbin.cli.common.SCHEMA_MAJOR; docs/JSON.md's table and changelog): select and load are at 2."""
+    from devbin.cli.common import schema_name
+    for name in schema_cmd.names():
+        schema = json.loads(schema_cmd.text(name))
+        major = schema_name(name).rsplit("/", 1)[1]
+        assert schema["properties"]["schema"]["const"] == schema_name(name), name
+        assert schema["$id"] == f"urn:devbin:schema:{name}:{major}", name
+        assert f"`{schema_name(name)}`" in (ROOT / "docs" / "JSON.md").read_text(), name
+    assert (schema_name("select"), schema_name("load"), schema_name("list")) == (
+        "devbin.select/2", "devbin.load/2", "devbin.list/1")
 
 
 def test_cc_json_follows_its_schema(tmp_path: Path) -> None:

@@ -266,10 +266,10 @@ def _vendor_checked(mod: str) -> bool:
 #: Modules outside devbin.targets that still name a vendor: not migrated to the descriptors yet (issue
 #: 25).  This list may only shrink: a module that no longer names a vendor must leave it.
 VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
-    "devbin.cli.render", "devbin.cli.resources_cmd",
-    # the reports moved out of the CLI (cli.inspect_cmd, report.py, cli.resources_cmd's per-image work), still
-    # reading NVIDIA's cubin records and AMD's facts for their vendor-shaped tables
-    "devbin.reports.inspect", "devbin.reports.resources",
+    "devbin.cli.render",
+    # the report moved out of the CLI (cli.inspect_cmd, report.py), still reading NVIDIA's cubin records and
+    # AMD's facts for its vendor-shaped tables
+    "devbin.reports.inspect",
 })
 
 

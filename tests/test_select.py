@@ -356,7 +356,10 @@ def test_bundle_generic_version_from_eflags(amd_bundle: Path) -> None:
     sel = devbin.select(amd_bundle, "gfx1101")
     assert sel.chosen is not None and sel.chosen.generic_version == 1
     _, js = cli("select", str(amd_bundle), "--device", "gfx1101", "--json")
-    assert json.loads(js)["chosen"]["generic_version"] == 1
+    data = json.loads(js)
+    assert data["chosen"]["generic_version"] == 1
+    # select/2: the device's vendor is the one canonical name, as its images' (select/1 said "amdgpu")
+    assert (data["schema"], data["device"]["vendor"], data["chosen"]["vendor"]) == ("devbin.select/2", "amd", "amd")
 
 
 def test_bundle_explain_and_errors(amd_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:

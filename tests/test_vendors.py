@@ -21,7 +21,9 @@ from devbin.targets.registry import (
     vendor_for_triple,
     vendor_named,
     vendor_names,
+    vendor_of_device,
 )
+from devbin.targets.vendor import Device
 
 
 def test_registry_is_one_to_one() -> None:
@@ -101,13 +103,17 @@ def test_per_thread_stack_convention() -> None:
 
 
 def test_device_names_have_one_vendor() -> None:
-    """select's device names: each vendor's own, read by its descriptor (Device.vendor its device_vendor)."""
+    """select's device names: each vendor's own, read by its descriptor; Device.vendor is the vendor's one
+    canonical name (select/2, load/2: AMD's was "amdgpu" before) and vendor_of_device maps it back."""
     for text, vendor in (("sm_90a", "nvidia"), ("8.6", "nvidia"), ("gfx90a:xnack+", "amd"), ("gfx1101", "amd")):
         owners = [v for v in VENDORS if v.owns_device(text)]
         assert [v.name for v in owners] == [vendor]
         dev = owners[0].parse_device(text, suggestions)
-        assert dev.vendor == owners[0].device_vendor and dev.description.startswith(text)
+        assert dev.vendor == vendor and dev.description.startswith(text)
+        assert vendor_of_device(dev) is owners[0]
     assert not any(v.owns_device("x86_64") for v in VENDORS)
+    with pytest.raises(UsageError, match="unknown vendor 'amdgpu'"):
+        vendor_of_device(Device("gfx90a", "amdgpu"))
 
 
 def test_arch_names_are_the_vendors() -> None:

@@ -15,6 +15,8 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.model import CodeObject
 from devbin.targets.registry import VENDORS, vendor_for_machine
+from devbin.targets.vendor import DEVBIN_SECTIONS as _DEVBIN_SECTIONS
+from devbin.targets.vendor import VENDOR as _VENDOR
 from devbin.targets.vendor import Diag
 
 __all__ = ["Diag", "can_import", "has_model", "import_code_object", "load_vendor_attribute_names", "model_and_source",
@@ -40,9 +42,10 @@ def import_code_object(elf: ElfFile, *, diag: Diag | None = None) -> CodeObject:
     return vendor.import_code_object(elf, diag=diag)
 
 
-#: Where :func:`model_and_source` found the model: devbin's own sections, or the vendor's metadata.
-DEVBIN_SECTIONS = "devbin-sections"
-VENDOR = "vendor"
+#: Where :func:`model_and_source` found the model: devbin's own sections, or the vendor's metadata
+#: (defined beside :data:`devbin.targets.vendor.ModelSource`, which the vendors' resources tables are given).
+DEVBIN_SECTIONS = _DEVBIN_SECTIONS
+VENDOR = _VENDOR
 
 
 def has_model(elf: ElfFile) -> bool:

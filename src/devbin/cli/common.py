@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
 
 from devbin.errors import DeviceBinaryError, UsageError
@@ -51,8 +52,9 @@ EXIT_NO_DEVICE_CODE: Final = 3
 #: ``devbin size --budget``: a rule is exceeded (the report is printed; CI fails the job on it).
 EXIT_OVER_BUDGET: Final = 4
 
-#: The major version of every command's JSON schema (docs/JSON.md: what bumps it).
-SCHEMA_VERSION: Final = 1
+#: The major version of each command's JSON schema, 1 where not listed (docs/JSON.md: what bumps it, and
+#: its changelog): select/2 and load/2 spell an AMD device's vendor ``amd``, as every other record does.
+SCHEMA_MAJOR: Final[Mapping[str, int]] = MappingProxyType({"select": 2, "load": 2})
 
 
 class BadArguments(UsageError):
@@ -65,8 +67,8 @@ def exit_status(error: DeviceBinaryError) -> int:
 
 
 def schema_name(command: str) -> str:
-    """The name and major version of a command's JSON schema: ``devbin.list/1``."""
-    return f"devbin.{command}/{SCHEMA_VERSION}"
+    """The name and major version of a command's JSON schema: ``devbin.list/1``, ``devbin.select/2``."""
+    return f"devbin.{command}/{SCHEMA_MAJOR.get(command, 1)}"
 
 
 def dump(command: str, doc: dict[str, Any], out: TextIO, *, indent: int | None = 2) -> None:

@@ -19,7 +19,7 @@ NAME then maps exactly the kernel's call-graph closure, and the statistics say h
 functions, variables and bytes that took.  --backend cuda loads the images with the CUDA
 driver instead (cuda-bindings: pip install devbin[cuda]; a GPU).
 
---json: schema devbin.load/1 (devbin.load-cuda/1 with --backend cuda); each
+--json: schema devbin.load/2 (devbin.load-cuda/1 with --backend cuda); each
 symbol's "resources" in the shape every command prints them (docs/JSON.md).  Exit
 status: 0 loaded, 1 error (an unresolved symbol ...; with --backend cuda,
 resources that differ from devbin's model), 2 bad arguments, 3 no input holds

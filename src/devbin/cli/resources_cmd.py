@@ -1,4 +1,5 @@
-"""Registers, stack, shared, local and constant memory per function, for every cubin found.
+"""Registers, stack, shared, local and constant memory per function, for every cubin, AMDGPU code object
+and zebin found.
 
 The text table has one row per function: the numbers in their columns, then
 the function's name, demangled (c++filt's form) and whole, so that long C++
@@ -36,6 +37,14 @@ note and LLVM 20+ resource symbols.  What the file does not say prints `?`
 (JSON null, with "source": "unknown"), and a note after the tables points to
 `devbin cc`, which records device functions' resources when compiling.
 --format cuobjdump prints cubins only.
+
+Intel zebins (alone, in an ocloc fat archive, in a SYCL host binary) get,
+per function, what their .ze_info says: GRF (registers per hardware
+thread), GRFB (bytes per GRF), SIMD width, PRIVATE and SPILL (bytes per
+hardware thread), SCRATCH (every scratch buffer), SLM (static shared local
+memory), BARRIERS, REQD_WG and REQD_SG (required work-group and sub-group
+sizes); `?` where .ze_info does not list the function.  --sort regs sorts
+by GRF, stack and frame by PRIVATE, spill by SPILL.
 
 PATH may be a cubin, a fatbin, a host object, library or executable, an ar
 archive, a wheel/zip or a folder.  --format cuobjdump prints exactly the
@@ -97,10 +106,10 @@ from devbin.escape.text import visible, visible_tree
 if TYPE_CHECKING:
     from devbin.images import Image
     from devbin.images.frame import Frame
-    from devbin.reports.resources import AmdTable, NvidiaTable
+    from devbin.reports.resources import AmdTable, IntelTable, NvidiaTable
 
 
-HELP = "print per-function resource usage of every cubin and AMDGPU code object found"
+HELP = "print per-function resource usage of every cubin, AMDGPU code object and zebin found"
 
 #: The --sort keys (devbin.reports.resources.SORT_KEYS; spelled here so that --help imports no report).
 SORT_KEYS = ("regs", "stack", "frame", "spill", "name")
@@ -171,6 +180,20 @@ def _write_amdgpu(a: AmdTable, sort: str | None, out: TextIO) -> None:
                   f"{c['dynamic_stack']:>8} {c['sgpr_spill']:>6} {c['vgpr_spill']:>6}  {demangle(fn['name'])}\n")
 
 
+def _write_intel(t: IntelTable, sort: str | None, out: TextIO) -> None:
+    """A zebin's table (the columns of devbin.targets.intel.resources), the (demangled) name last, whole."""
+    from devbin.reports.resources import sorted_rows
+    from devbin.size.account import demangle
+    out.write(f"{t['address']} ({t['arch'] or '?'}, from {t['source']}):\n")
+    out.write(f"  {'kind':7} {'GRF':>4} {'GRFB':>4} {'SIMD':>4} {'PRIVATE':>8} {'SPILL':>6} {'SCRATCH':>8} "
+              f"{'SLM':>6} {'BARRIERS':>8} {'REQD_WG':>10} {'REQD_SG':>7}  function\n")
+    for fn in sorted_rows(t["functions"], sort, t):
+        c = {k: _cell(v) for k, v in fn.items()}
+        out.write(f"  {fn['kind']:7} {c['grf']:>4} {c['grf_bytes']:>4} {c['simd']:>4} {c['private']:>8} "
+                  f"{c['spill']:>6} {c['scratch']:>8} {c['slm']:>6} {c['barriers']:>8} {c['reqd_wg']:>10} "
+                  f"{c['reqd_sg']:>7}  {demangle(fn['name'])}\n")
+
+
 def _no_device_code(paths: list[str]) -> int:
     """No input holds compiled device code: a PTX file is named as such (its registers, stack and spills are
     decided by ptxas), any other as :func:`no_device_code` says."""
@@ -197,14 +220,21 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.images.parallel import ordered_map, pool_jobs
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
-    from devbin.reports.resources import MIN_PARALLEL_BYTES, FunctionFilter, ImageResources, Unreadable, analyse_image
-    from devbin.targets.nvidia.resources import format_cuobjdump
+    from devbin.reports.resources import (
+        MIN_PARALLEL_BYTES,
+        FunctionFilter,
+        ImageResources,
+        Unreadable,
+        analyse_image,
+        object_kinds,
+    )
+    from devbin.targets.registry import vendor_for_kind, vendor_named
     report = ScanReport()
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
     images: list[Any] = []  # both vendors, in scan order (JSON)
     results: list[NvidiaTable] = []
-    amd: list[AmdTable] = []
+    other: list[AmdTable | IntelTable] = []  # the other vendors' tables, in scan order
     text: list[str] = []
     # The scan in order: each ar member's frame (cuobjdump heads every member with a line, also one
     # without device code) and each image found.
@@ -218,7 +248,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return _no_device_code(paths)
     warned = len(report.warnings)
     taken = keep(found, choose, lambda h: h[0], like_cuobjdump=args.format == "cuobjdump")
-    hits = [h for h in taken if h[0].kind in ("amdgpu", "cubin", "ptx")]
+    read = object_kinds() | {"ptx"}
+    hits = [h for h in taken if h[0].kind in read]
     # Each image read in a worker of the pool (--jobs), in order; what only the scan knows (the
     # archive member lines, the fatbin entry headers) is written here.
     todo = [f for f, _ in hits if f.kind != "ptx"]
@@ -239,9 +270,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         f = event[0]
         where = str(f.address)
         result = next(done) if f.kind != "ptx" else None
-        if isinstance(result, ImageResources) and result.usage is None:  # an AMD code object: its own tables
+        if isinstance(result, ImageResources) and result.usage is None:  # no cuobjdump lines: its own tables
             if result.table is not None:
-                amd.append(wanted.image(result.table))  # type: ignore[arg-type]
+                other.append(wanted.image(result.table))  # type: ignore[arg-type]
             if result.image is not None:
                 images.append(wanted.image(result.image))
             continue
@@ -260,7 +291,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             results.append(wanted.image(result.table))  # type: ignore[arg-type]
         if result.image is not None:
             images.append(wanted.image(result.image))
-        text.append(format_cuobjdump(u))
+        vendor = vendor_named(f.vendor) or vendor_for_kind(f.kind)
+        if vendor is not None:
+            text.append(vendor.format_resource_usage(u))
     for w in report.warnings[warned:]:
         warn(w)
     for pattern in wanted.unmatched():
@@ -273,9 +306,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return scan_status(report.failed)
     for u in visible_tree(results):  # the text rule on every string read from a file
         _write_nvidia(u, args.sort, out)
-    for a in visible_tree(amd):
-        _write_amdgpu(a, args.sort, out)
-    if any(fn["source"] == "unknown" for a in amd for fn in a["functions"]):
+    for t in visible_tree(other):
+        if "target_id" in t:
+            _write_amdgpu(t, args.sort, out)
+        else:
+            _write_intel(t, args.sort, out)
+    if any(fn.get("source") == "unknown" for t in other for fn in t["functions"]):
         note(UNKNOWN_NOTE.rstrip("\n"))
     return scan_status(report.failed)
 

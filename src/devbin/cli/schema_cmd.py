@@ -1,6 +1,6 @@
 """Print the JSON Schema (draft 2020-12) of a command's --json output, or list them.
 
-  devbin schema              the schema names, one per line: COMMAND  devbin.COMMAND/1
+  devbin schema              the schema names, one per line: COMMAND  devbin.COMMAND/MAJOR
   devbin schema list         the schema of `devbin list --json`
   devbin schema ar-list      the schema of `devbin ar list --json`
 

@@ -22,7 +22,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Protocol
 
 from devbin.errors import UsageError
-from devbin.targets.registry import VENDORS, vendor_for_machine
+from devbin.targets.registry import vendor_for_machine
 from devbin.targets.vendor import Device, Vendor
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 #: Resolves a symbol name across the executable: (its device address, the code object defining it), or None.
 Resolver = Callable[[str], "tuple[int, str] | None"]
 
-__all__ = ["LoadBackend", "Pins", "Resolver", "device_vendor_of", "load_backend", "loadable_vendor"]
+__all__ = ["LoadBackend", "Pins", "Resolver", "load_backend", "loadable_vendor"]
 
 #: Target features a conditional load pinned: feature -> (state, the code object that needs it).
 Pins = dict[str, tuple[str, str]]
@@ -101,8 +101,3 @@ def loadable_vendor(e_machine: int) -> Vendor | None:
     """The vendor of an ELF machine when devbin can load its code objects, else None."""
     v = vendor_for_machine(e_machine)
     return v if v is not None and v.load_backend else None
-
-
-def device_vendor_of(device: Device) -> Vendor:
-    """The vendor whose device ``device`` is (by :attr:`~devbin.targets.vendor.Vendor.device_vendor`)."""
-    return next(v for v in VENDORS if v.device_vendor == device.vendor)

@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from devbin.errors import UsageError
-from devbin.load.backend import device_vendor_of, load_backend
+from devbin.load.backend import load_backend
 from devbin.load.indexed import IndexedCodeObject
 from devbin.load.indexing import index_code_object
 from devbin.load.lazy_loader import LazyLoading
@@ -49,6 +49,7 @@ from devbin.load.symbols import LoadedSymbol
 from devbin.packaging.selection import select
 from devbin.superarchive import SuperArchive
 from devbin.superarchive import open as open_superarchive
+from devbin.targets.registry import vendor_of_device
 
 __all__ = ["DuplicateSymbolError", "Executable", "LoadedCodeObject", "ResolvedNvReloc", "Unresolved",
            "UnresolvedSymbolsError", "code_object_target", "is_device_elf"]
@@ -168,7 +169,7 @@ class Executable(SymbolQueries, LazyLoading):
         dev = self.device
         if dev.vendor != idx.vendor:
             raise UsageError(f"incompatible target: an {idx.descriptor.device_title} code object ({idx.arch}) cannot "
-                             f"be loaded into an executable for {dev.name} ({device_vendor_of(dev).device_title})",
+                             f"be loaded into an executable for {dev.name} ({vendor_of_device(dev).device_title})",
                              fmt="load", where=idx.name)
         return load_backend(idx.descriptor).check_target(idx, dev, self._pins)
 

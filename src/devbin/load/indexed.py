@@ -180,7 +180,7 @@ class IndexedCodeObject:
     """A code object parsed and indexed (see the module docstring); immutable once built."""
 
     name: str
-    vendor: str  # the vendor as devices name it (Vendor.device_vendor: "amdgpu", "nvidia"), in load's JSON
+    vendor: str  # the canonical vendor name (Vendor.name: "nvidia", "amd"), as its Device says it, in load's JSON
     elf: ElfFile = field(repr=False)
     arch: str  # AMDGPU target id from e_flags (gfx90a:xnack+), NVIDIA sm_XX[a|f]
     generic_version: int

@@ -50,7 +50,7 @@ from devbin.images.containers import format_named
 from devbin.images.record import PTX, BareElf, Image
 from devbin.images.scan import scan, scan_bytes
 from devbin.targets.archnames import canonical_arch, suggestions
-from devbin.targets.registry import VENDORS, object_kinds, vendor_named
+from devbin.targets.registry import VENDORS, object_kinds, vendor_named, vendor_of_device
 from devbin.targets.vendor import Device, Vendor, Verdict
 
 __all__ = ["Candidate", "Device", "Module", "NoImageError", "Selection", "decide", "module_of",
@@ -181,7 +181,7 @@ class Selection:
         """The error to report when not :attr:`ok` (one line, naming what the package holds)."""
         if self.ok:
             return None
-        vendor = _device_vendor(self.device).device_title
+        vendor = vendor_of_device(self.device).device_title
         rel = [m for m in self.modules if m.relevant]
         if not rel:
             held = _holdings(self.candidates)
@@ -224,11 +224,6 @@ def _holdings(cands: Iterable[Candidate]) -> str:
 # --------------------------------------------------------------------------- the decision
 
 
-def _device_vendor(device: Device) -> Vendor:
-    """The vendor whose device ``device`` is (by :attr:`~devbin.targets.vendor.Vendor.device_vendor`)."""
-    return next(v for v in VENDORS if v.device_vendor == device.vendor)
-
-
 def _passed_over(c: Candidate, chosen: Candidate, vendor: Vendor) -> str:
     if chosen.arch == c.arch:
         return "an earlier copy is taken"
@@ -245,7 +240,7 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
     image carries that ``arch``).  Images group into modules by :func:`module_of`.
     """
     dev = parse_device(device) if isinstance(device, str) else device
-    dev_vendor = _device_vendor(dev)
+    dev_vendor = vendor_of_device(dev)
     order: list[str] = []
     by_module: dict[str, list[int]] = {}
     judged: list[Candidate] = []

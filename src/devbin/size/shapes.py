@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any, NotRequired, TypedDict, get_args, get_origin, get_type_hints, is_typeddict
 
 from devbin.errors import FormatError
+from devbin.targets.resource_records import ImageKeys
 
 __all__ = ["ArchChange", "ArchRow", "Budget", "Change", "ContainerRow", "DiffTotals", "DuplicateFunction",
            "DuplicateImage", "Duplicates", "FileEntry", "FileSavings", "FunctionChange", "FunctionEntry",
@@ -32,16 +33,10 @@ class FunctionEntry(TypedDict):
     related: dict[str, int]
 
 
-class ImageEntry(TypedDict):
-    """An image of a file (the keys every command gives an image, then where it sits and its functions)."""
+class ImageEntry(ImageKeys):
+    """An image of a file: the keys every command gives an image (:class:`ImageKeys`, one record for
+    ``size``, ``resources``, ``inspect`` and ``callgraph``), then where it sits and its functions."""
 
-    address: str
-    vendor: str
-    kind: str
-    arch: str
-    size: int
-    stored_size: int
-    compression: str
     container: str
     section: str
     stored_exact: NotRequired[bool]

@@ -8,6 +8,7 @@ line in :data:`VENDORS`.  Generic code asks here and never names a vendor (tests
 * :func:`vendor_for_machine` (an ELF ``e_machine``), :func:`vendor_for_kind` (an image kind),
   :func:`vendor_for_triple` (an LLVM triple), :func:`guess_vendor` (an architecture name);
   :func:`object_kinds` (the image kinds of the vendors' code objects);
+* :func:`vendor_of_device`: the vendor of a select/load :class:`~devbin.targets.vendor.Device`;
 * :func:`parse_target`: a target-ID string as a :class:`~devbin.model.Target`, its vendor guessed;
 * :func:`arch_option_matches` (the ``--arch`` filter: cuobjdump's ``-arch`` rule) and
   :func:`prune_name_matches` (``prune --keep/--drop``: nvprune's rule), each the vendor's rule.
@@ -17,16 +18,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from devbin.errors import UsageError
 from devbin.targets.amdgpu.vendor import AMD
 from devbin.targets.intel.vendor import INTEL
 from devbin.targets.nvidia.vendor import NVIDIA
-from devbin.targets.vendor import Vendor
+from devbin.targets.vendor import Device, Vendor
 
 if TYPE_CHECKING:
     from devbin.model import Target
 
 __all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "object_kinds", "parse_target", "prune_name_matches",
-           "vendor_for_kind", "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names"]
+           "vendor_for_kind", "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names",
+           "vendor_of_device"]
 
 #: Every vendor devbin knows, in the order reports list them.
 VENDORS: tuple[Vendor, ...] = (NVIDIA, AMD, INTEL)
@@ -44,6 +47,16 @@ def vendor_names() -> tuple[str, ...]:
 def vendor_named(name: str) -> Vendor | None:
     """The vendor of canonical name ``name``, or None."""
     return _BY_NAME.get(name)
+
+
+def vendor_of_device(device: Device) -> Vendor:
+    """The vendor whose device ``device`` is: the one its :meth:`~devbin.targets.vendor.Vendor.parse_device`
+    named (``Device.vendor`` is that vendor's canonical name); UsageError for a name no vendor has."""
+    v = _BY_NAME.get(device.vendor)
+    if v is None:
+        raise UsageError(f"device {device.name!r}: unknown vendor {device.vendor!r}; known: "
+                         f"{', '.join(_BY_NAME)}")
+    return v
 
 
 def vendor_for_machine(e_machine: int) -> Vendor | None:

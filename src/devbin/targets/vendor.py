@@ -10,8 +10,8 @@ What a descriptor holds (each item is the one place devbin writes that rule):
 
 * ``name``: the canonical vendor name, one spelling (the image record, the model's
   :class:`~devbin.model.Target`, JSON): ``nvidia``, ``amd`` (LLVM's triple vendor,
-  ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind), but for the
-  :class:`Device` of select and load (:attr:`Vendor.device_vendor`, until devbin.load spells it so);
+  ``amdgcn-amd-amdhsa``; ``amdgpu`` is the LLVM *target*, devbin's AMD image kind), the
+  :class:`Device` of select and load and the loader's index (``Device.vendor``; select/2, load/2);
 * ``e_machines``: the ELF machines of its device code objects (``EM_CUDA`` 190, ``EM_AMDGPU`` 224);
 * the image kinds and triple prefixes that are its code (what the scanner's vendor column says), its
   PCI vendor ID, LLVM offload kind and default triple (what ``devbin pack`` writes), what its device
@@ -23,6 +23,8 @@ What a descriptor holds (each item is the one place devbin writes that rule):
 * the unified model: the importer (:meth:`Vendor.import_code_object`), the vendor attribute
   namespace (:attr:`Vendor.attribute_namespace`, :class:`devbin.model.attributes.Namespace`) and
   the per-thread stack convention (:meth:`Vendor.stack_bytes`);
+* the resources report's records of one code object (:meth:`Vendor.resources_tables`) and the row field
+  each ``--sort`` key orders by (:attr:`Vendor.resource_sort_fields`);
 * what a driver loads (``devbin select``: :meth:`Vendor.parse_device`, :meth:`Vendor.judge`), the
   super-archive's default chains (:meth:`Vendor.fallback_chain`), function sizes
   (:meth:`Vendor.function_parts`), its tools (:attr:`Vendor.toolkit`), the facts its compilers print
@@ -52,11 +54,22 @@ if TYPE_CHECKING:
     from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject, Function
     from devbin.targets.amdgpu.targetid import TargetId
+    from devbin.targets.resource_records import ImageKeys, ImageResources
 
-__all__ = ["AssemblyFacts", "Device", "Diag", "ObjectFacts", "Vendor", "Verdict"]
+__all__ = ["DEVBIN_SECTIONS", "VENDOR", "AssemblyFacts", "Device", "Diag", "ModelSource", "ObjectFacts", "Vendor",
+           "Verdict"]
 
 #: Where an importer reports what it tolerated (a :class:`~devbin.errors.DeviceBinaryError` per finding).
 Diag = Callable[["DeviceBinaryError"], None]
+
+#: The one model of a device ELF and where it came from (``devbin-sections`` or ``vendor``), computed when
+#: called: :func:`devbin.importers.model_and_source` as the resources report asks it
+#: (:meth:`Vendor.resources_tables`; the importers are a layer above the descriptors).
+ModelSource = Callable[[], "tuple[CodeObject, str]"]
+#: Where the model came from (:data:`ModelSource`'s string; :func:`devbin.importers.model_and_source`):
+#: devbin's own sections, or the vendor's metadata.
+DEVBIN_SECTIONS = "devbin-sections"
+VENDOR = "vendor"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +105,8 @@ class AssemblyFacts:
 class Device:
     """A GPU to select or load for, as a vendor's :meth:`Vendor.parse_device` reads its name: ``cc`` the
     compute capability of an NVIDIA device, ``target`` the target ID of an AMD one (features it does not
-    state are unknown); ``description`` one line for people; ``note`` what the name left open."""
+    state are unknown); ``vendor`` its vendor's canonical :attr:`Vendor.name` (``nvidia``, ``amd``,
+    ``intel``); ``description`` one line for people; ``note`` what the name left open."""
 
     name: str
     vendor: str
@@ -155,10 +169,6 @@ class Vendor(ABC):
     hue: ClassVar[int]
     #: The image kinds its driver may load (code, not containers): what :meth:`judge` is asked about.
     loadable_kinds: ClassVar[frozenset[str]]
-    #: ``Device.vendor`` of its devices: :attr:`name`, except AMD's ``amdgpu`` until the loader's index
-    #: (devbin.load, whose JSON carries it) spells the vendor ``amd`` too: then both move at once, with
-    #: select/2 and load/2 (docs/JSON.md).
-    device_vendor: ClassVar[str]
     #: Its devices and images as select's messages name them (``NVIDIA``, ``AMDGPU``).
     device_title: ClassVar[str]
     #: Its own tools that devbin finds outside ``PATH`` too (:meth:`toolkit_dirs`), each with how to install
@@ -177,6 +187,10 @@ class Vendor(ABC):
     #: The module of its real-driver back end (``driver_report(files, target, kernel, lazy)``: ``devbin load
     #: --backend <offload_kind>``, JSON schema ``load-<offload_kind>``), imported on use ("" when none).
     driver_backend: ClassVar[str] = ""
+
+    #: ``devbin resources --sort``'s keys (``regs``, ``stack``, ``frame``, ``spill``) -> the field of its text
+    #: table's rows each orders by (:meth:`resources_tables`; ``name`` sorts by name whatever the vendor).
+    resource_sort_fields: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def __repr__(self) -> str:
         return f"<vendor {self.name}>"
@@ -315,6 +329,20 @@ class Vendor(ABC):
         from devbin.errors import UsageError
 
         raise UsageError(f"{self.title}: devbin reads no facts from its compilers' assembly")
+
+    def resources_tables(self, elf: ElfFile, head: ImageKeys, model: ModelSource, *, json: bool, text: bool,
+                         ) -> ImageResources | None:
+        """``devbin resources`` of ``elf``, one of this vendor's code objects (:attr:`object_kind`) whose image
+        has the keys ``head``: the JSON record (``json``), the text table's rows (``text``) and, where the
+        vendor has a tool's numbers to print as its lines, those (NVIDIA: cuobjdump ``-res-usage``); None
+        where the vendor has no resources report.  ``model`` gives the one model (:data:`ModelSource`).
+        Raises :class:`~devbin.errors.DeviceBinaryError` for a file that cannot be read."""
+        return None
+
+    def format_resource_usage(self, usage: dict[str, Any]) -> str:
+        """The lines its own tool prints for :meth:`resources_tables`' ``usage`` (``devbin resources --format
+        <tool>``; NVIDIA: ``cuobjdump -res-usage``); ``""`` where the vendor gives no ``usage``."""
+        return ""
 
     @abstractmethod
     def load_attribute_names(self) -> None:

@@ -101,7 +101,7 @@ def _index_amdgpu(elf: ElfFile, name: str) -> IndexedCodeObject:
     # asks for the code object's definitions.
     exported = read_exports(elf, dyn, _st_value)
     undefined = tuple((r.name, r.weak) for r in read_references(dyn, {}))
-    obj = IndexedCodeObject(name, AMD.device_vendor, elf, arch, generic, span, align, tuple(pieces), exported,
+    obj = IndexedCodeObject(name, AMD.name, elf, arch, generic, span, align, tuple(pieces), exported,
                             undefined, _index_rest=_amdgpu_rest,
                             section_spans=tuple((s.sh_addr, s.sh_addr + s.sh_size, s.name)
                                                 for s in elf.sections if s.is_alloc))

@@ -12,6 +12,7 @@ itself only.  The loader's rule (target-ID compatibility, generic targets) is
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from devbin.errors import DeviceBinaryError, UsageError
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from devbin.binary import Buffer
     from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject
+    from devbin.targets.resource_records import ImageKeys, ImageResources
+    from devbin.targets.vendor import ModelSource
 
 __all__ = ["AMD", "AmdVendor"]
 
@@ -53,7 +56,9 @@ class AmdVendor(Vendor):
     default_triple = "amdgcn-amd-amdhsa"
     hue = 5
     loadable_kinds = frozenset({"amdgpu"})
-    device_vendor = "amdgpu"  # Vendor.device_vendor: "amd" once devbin.load spells it so (select/2, load/2)
+    #: ``--sort``: VGPR, PRIVATE (stack and frame), VSPILL (:mod:`devbin.targets.amdgpu.resources_table`).
+    resource_sort_fields = MappingProxyType({"regs": "vgpr", "stack": "private_segment", "frame": "private_segment",
+                                             "spill": "vgpr_spill"})
     device_title = "AMDGPU"
     attribute_namespace = 2  # devbin.model.attributes.Namespace.AMDGPU (the model is not imported here)
     attribute_prefix = "amdgpu."
@@ -122,7 +127,7 @@ class AmdVendor(Vendor):
         unknown = [f for f in supported_features(target.processor) if target.feature(f) is None]
         note = (f"{'/'.join(unknown)} not given: unknown, so images that set it load only conditionally"
                 if unknown else "")
-        return Device(text, self.device_vendor, target=target, note=note,
+        return Device(text, self.name, target=target, note=note,
                       description=f"{text} ({self.device_title} {target})")
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
@@ -230,6 +235,14 @@ class AmdVendor(Vendor):
         return AssemblyFacts(merged, {n: {k: v for k, v in i.to_dict().items() if k != "other"}
                                       for n, i in infos.items()},
                              report.filled, report.checked, report.disagreements, report.missing)
+
+    def resources_tables(self, elf: ElfFile, head: ImageKeys, model: ModelSource, *, json: bool, text: bool,
+                         ) -> ImageResources | None:
+        """Per function: the devbin sections' facts, else the metadata note's and resource symbols'
+        (:func:`devbin.targets.amdgpu.resources_table.resources_tables`; both records whatever is asked)."""
+        from devbin.targets.amdgpu.resources_table import resources_tables
+
+        return resources_tables(elf, head, model)
 
     def load_attribute_names(self) -> None:
         import devbin.targets.amdgpu.importer  # noqa: F401  (registers the amdgpu.* ids at import)

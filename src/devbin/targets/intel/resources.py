@@ -19,24 +19,42 @@ columns Intel's own tools answer with (Level Zero's ``zeKernelGetProperties``: `
 ============== ================================================================
 
 ``None``: the file does not say (functions ``.ze_info`` does not list).
+
+:func:`resources_tables` is ``devbin resources`` of a zebin (:meth:`devbin.targets.vendor.Vendor.resources_tables`):
+these rows as its text table, and each function's ``Function.resources`` as its JSON record.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
 
 from devbin.model import CodeObject, StdAttr
 from devbin.targets.intel.importer import INTEL_GRF_BYTES, INTEL_REQD_SUB_GROUP, INTEL_SCRATCH_BYTES
+from devbin.targets.resource_records import (
+    INTEL_COLUMNS,
+    FunctionResources,
+    ImageKeys,
+    ImageResources,
+    IntelImage,
+    IntelRow,
+    IntelTable,
+)
 
-__all__ = ["COLUMNS", "format_rows", "resource_rows"]
+if TYPE_CHECKING:
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.targets.vendor import ModelSource
 
-COLUMNS: Final = ("grf", "grf_bytes", "simd", "private", "spill", "scratch", "slm", "barriers", "reqd_wg", "reqd_sg")
+__all__ = ["COLUMNS", "format_rows", "resource_rows", "resources_tables"]
+
+#: The columns (:data:`devbin.targets.resource_records.INTEL_COLUMNS`, the report's records).
+COLUMNS: Final = INTEL_COLUMNS
 
 
-def resource_rows(co: CodeObject) -> list[dict[str, Any]]:
-    """One dict per function (``name``, ``kind`` and :data:`COLUMNS`), kernels first, by name."""
-    rows = []
-    for f in sorted(co.functions, key=lambda f: (not f.is_kernel, f.name)):
+def resource_rows(co: CodeObject) -> list[IntelRow]:
+    """One row per function (``name``, ``kind`` and :data:`COLUMNS`), in the model's (the file's) order."""
+    rows: list[IntelRow] = []
+    for f in co.functions:
         wg = f.attr(StdAttr.REQD_BLOCK_SIZE)
         rows.append({
             "name": f.name, "kind": "kernel" if f.is_kernel else "device",
@@ -50,9 +68,22 @@ def resource_rows(co: CodeObject) -> list[dict[str, Any]]:
     return rows
 
 
-def format_rows(rows: list[dict[str, Any]]) -> list[str]:
+def format_rows(rows: Sequence[IntelRow]) -> list[str]:
     """The rows as a text table (``?`` where the file does not say)."""
     head = ("FUNCTION", "KIND", *(c.upper() for c in COLUMNS))
-    cells = [head, *[(r["name"], r["kind"], *("?" if r[c] is None else str(r[c]) for c in COLUMNS)) for r in rows]]
+    cells = [head, *[(r["name"], r["kind"], *("?" if r[c] is None else str(r[c])  # type: ignore[literal-required]
+                                              for c in COLUMNS)) for r in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
     return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+
+
+def resources_tables(elf: ElfFile, head: ImageKeys, model: ModelSource) -> ImageResources:
+    """``devbin resources`` of a zebin: the one model's functions (devbin sections, else ``.ze_info`` through
+    :func:`devbin.targets.intel.importer.import_zebin`), each function's ``Function.resources`` (JSON) and
+    :func:`resource_rows` (the text table), in the file's order."""
+    co, source = model()
+    functions: list[FunctionResources] = [
+        {"name": f.name, "kind": "kernel" if f.is_kernel else "device", "resources": f.resources.to_dict()}
+        for f in co.functions]
+    return ImageResources(image=IntelImage(**head, source=source, functions=functions),
+                          table=IntelTable(**head, source=source, functions=resource_rows(co)))

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from devbin.binary import Buffer
     from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject
+    from devbin.targets.resource_records import ImageKeys, ImageResources
+    from devbin.targets.vendor import ModelSource
 
 __all__ = ["INTEL", "IntelVendor"]
 
@@ -62,7 +64,9 @@ class IntelVendor(Vendor):
     default_triple = "spir64_gen-unknown-unknown"
     hue = 210
     loadable_kinds = frozenset({"zebin"})
-    device_vendor = "intel"
+    #: ``--sort``: GRF, PRIVATE (stack and frame: private bytes per hardware thread), SPILL
+    #: (:mod:`devbin.targets.intel.resources`).
+    resource_sort_fields = MappingProxyType({"regs": "grf", "stack": "private", "frame": "private", "spill": "spill"})
     device_title = "Intel"
     toolkit = MappingProxyType({
         "ocloc": "apt-get install intel-opencl-icd (or bash scripts/setup-test-env.sh)",
@@ -139,7 +143,7 @@ class IntelVendor(Vendor):
         if d is None:
             several = ", ".join(f"{x.name} ({x.ip_version})" for x in devices_named(text))
             raise UsageError(f"{text} names several Intel devices ({several}); name one")
-        return Device(text, self.device_vendor, description=f"{text} ({self.device_title} {d.name}, IP {d.ip_version})")
+        return Device(text, self.name, description=f"{text} ({self.device_title} {d.name}, IP {d.ip_version})")
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
                     ) -> tuple[str, int]:
@@ -196,6 +200,14 @@ class IntelVendor(Vendor):
         options = bytes(sec.data).split(b"\0", 1)[0].decode("utf-8", "backslashreplace").strip() if sec else ""
         triple = self.default_triple if elf.header.is64 else "spir_gen-unknown-unknown"
         return ObjectFacts(self.arch_from_elf(elf), triple, None, options)
+
+    def resources_tables(self, elf: ElfFile, head: ImageKeys, model: ModelSource, *, json: bool, text: bool,
+                         ) -> ImageResources | None:
+        """Per function: GRFs, SIMD width, private/spill/scratch bytes per thread, SLM, barriers, required
+        sizes (:func:`devbin.targets.intel.resources.resources_tables`; both records whatever is asked)."""
+        from devbin.targets.intel.resources import resources_tables
+
+        return resources_tables(elf, head, model)
 
     def load_attribute_names(self) -> None:
         import devbin.targets.intel.importer  # noqa: F401  (registers the intel.* ids at import)

@@ -91,7 +91,7 @@ def _index_cubin(elf: ElfFile, name: str) -> IndexedCodeObject:
     table = elf.symtab
     exported = read_exports(elf, table, offset_of)
     definitions = read_definitions(elf, table, exported.names, offset_of)
-    obj = IndexedCodeObject(name, NVIDIA.device_vendor, elf, arch, 1, cursor, 256, tuple(pieces), exported, (),
+    obj = IndexedCodeObject(name, NVIDIA.name, elf, arch, 1, cursor, 256, tuple(pieces), exported, (),
                             _indexed=(definitions, (), ()),
                             section_spans=tuple((p.offset, p.offset + p.mem_size, p.label) for p in pieces))
     holders = Holders(obj)

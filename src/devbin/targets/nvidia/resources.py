@@ -22,10 +22,22 @@ kernel that reaches recursion or an indirect call it cannot bound, and warns
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from devbin.escape.text import visible
 from devbin.targets.nvidia.cubin import STACK_UNKNOWN, Cubin, CubinFunction
+from devbin.targets.resource_records import (
+    ImageKeys,
+    ImageResources,
+    NvidiaCommon,
+    NvidiaImage,
+    NvidiaRow,
+    NvidiaTable,
+)
+
+if TYPE_CHECKING:
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.targets.vendor import ModelSource
 
 
 def function_usage(f: CubinFunction) -> dict[str, Any]:
@@ -69,3 +81,42 @@ def format_cuobjdump(u: dict[str, Any]) -> str:
         lines.append(f"  REG:{f['registers']} STACK:{stack} SHARED:{f['shared']} LOCAL:{f['local']}{banks} "
                      f"TEXTURE:{f['texture']} SURFACE:{f['surface']} SAMPLER:{f['sampler']}")
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- devbin resources (the report's records)
+
+
+def table_row(fn: CubinFunction) -> NvidiaRow:
+    """One row of the NVIDIA text table, from the cubin's records as ``Function.resources`` reads them, but
+    STACK only where the cubin gives the kernel's whole stack (``EIATTR_MIN_STACK_SIZE``: linked or
+    whole-program cubins); a relocatable cubin's ``EIATTR_MAX_STACK_SIZE`` is 0 whatever the frame (the
+    call chains are summed by nvlink), so there STACK is ``None`` and FRAME says what the function needs."""
+    stack: int | Literal["unknown"] | None = "unknown" if fn.min_stack_size == STACK_UNKNOWN else fn.min_stack_size
+    return {"name": fn.name, "kind": "kernel" if fn.is_entry else "device", "registers": fn.register_count,
+            "stack": stack, "frame": fn.frame_size, "spill": fn.spill_instructions, "shared": fn.shared,
+            "local": fn.local, "constant": [{"bank": b, "size": n} for b, n in fn.constant_banks.items()]}
+
+
+def resources_tables(elf: ElfFile, head: ImageKeys, model: ModelSource, as_json: bool, text: bool) -> ImageResources:
+    """``devbin resources`` of a cubin (:meth:`devbin.targets.vendor.Vendor.resources_tables`): the JSON record,
+    the text table (cuobjdump's numbers, :func:`table_row`) and cuobjdump ``-res-usage``'s numbers (:func:`usage`)."""
+    from devbin.formats.devsec.elf import devbin_sections
+    from devbin.targets.nvidia.importer import cubin_function_resources
+    # The JSON and the text table report spills (and the JSON launch bounds), which need every
+    # per-function record; --format cuobjdump needs the resource records alone (cuobjdump's numbers).
+    cubin = Cubin(elf, records=as_json or text)
+    u = usage(cubin)
+    image: NvidiaImage | None = None
+    if as_json:
+        common: NvidiaCommon = {"global": u["common"]["global"], "constant_banks": u["common"]["constant"]}
+        if devbin_sections(elf):  # the one model: devbin sections first (devbin.importers.model_of)
+            found = {fn.name: fn.resources for fn in model()[0].functions}
+            res = {fn.name: found[fn.name].to_dict() if fn.name in found else None for fn in cubin.functions}
+        else:  # the same records model_of's importer reads (Function.resources after import_cubin), read once
+            res = {fn.name: cubin_function_resources(fn).to_dict() for fn in cubin.functions}
+        image = NvidiaImage(**head, common=common, functions=[
+            {"name": fn.name, "kind": "kernel" if fn.is_entry else "device", "resources": res[fn.name]}
+            for fn in cubin.functions])
+    table = NvidiaTable(**head, common=u["common"], functions=[table_row(fn) for fn in cubin.functions]) if text \
+        else None
+    return ImageResources(image=image, table=table, usage=u)

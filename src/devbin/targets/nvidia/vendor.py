@@ -18,7 +18,7 @@ import re
 from dataclasses import replace
 from functools import cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_CUDA
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from devbin.binary import Buffer
     from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject
+    from devbin.targets.resource_records import ImageKeys, ImageResources
+    from devbin.targets.vendor import ModelSource
 
 __all__ = ["NVIDIA", "NvidiaVendor"]
 
@@ -75,7 +77,8 @@ class NvidiaVendor(Vendor):
         "nvcc": "install the CUDA toolkit",
     })
     loadable_kinds = frozenset({"cubin", "ptx", "lto-ir"})
-    device_vendor = "nvidia"
+    #: ``--sort``: REG, STACK, FRAME, SPILL (cuobjdump's numbers, :func:`devbin.targets.nvidia.resources.table_row`).
+    resource_sort_fields = MappingProxyType({"regs": "registers", "stack": "stack", "frame": "frame", "spill": "spill"})
     device_title = "NVIDIA"
     attribute_namespace = 1  # devbin.model.attributes.Namespace.NVIDIA (the model is not imported here)
     attribute_prefix = "nvidia."
@@ -207,7 +210,7 @@ class NvidiaVendor(Vendor):
         note = ""
         if text[-1:] in ("a", "f"):
             note = f"{text} names the {cc[0]}.{cc[1]} GPU: the a/f suffix describes code, not devices"
-        return Device(text, self.device_vendor, cc=cc, note=note,
+        return Device(text, self.name, cc=cc, note=note,
                       description=f"{text} ({self.device_title}, compute capability {cc[0]}.{cc[1]})")
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
@@ -289,6 +292,20 @@ class NvidiaVendor(Vendor):
             producer = " ".join(p for p in (tk.tool_name, tk.tool_version) if p)
             options = tk.tool_options.strip()
         return ObjectFacts(arch, self.default_triple, producer, options)
+
+    def resources_tables(self, elf: ElfFile, head: ImageKeys, model: ModelSource, *, json: bool, text: bool,
+                         ) -> ImageResources | None:
+        """A cubin's JSON record, table rows and cuobjdump ``-res-usage`` numbers
+        (:func:`devbin.targets.nvidia.resources.resources_tables`)."""
+        from devbin.targets.nvidia.resources import resources_tables
+
+        return resources_tables(elf, head, model, json, text)
+
+    def format_resource_usage(self, usage: dict[str, Any]) -> str:
+        """``cuobjdump -res-usage``'s lines (:func:`devbin.targets.nvidia.resources.format_cuobjdump`)."""
+        from devbin.targets.nvidia.resources import format_cuobjdump
+
+        return format_cuobjdump(usage)
 
     def load_attribute_names(self) -> None:
         import devbin.targets.nvidia.importer  # noqa: F401  (registers the nvidia.* ids at import)
