@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,18 @@ def test_every_module_in_the_layers_diagram_exists() -> None:
 
 def test_every_dotted_name_in_the_document_exists() -> None:
     assert [n for n in doc_names() if not _name_exists(n)] == []
+
+
+def test_every_dotted_name_in_the_other_documents_exists() -> None:
+    """docs/*.md, README.md and the packages' docstrings name modules and functions that exist (a section
+    ``.devbin.meta``, a schema ``devbin.ar-list/1`` and a key ``devbin.functions[]`` are names of another kind)."""
+    paths = [*(ROOT / "docs").glob("*.md"), ROOT / "README.md", *(SRC / "devbin").rglob("__init__.py")]
+    texts = {p.relative_to(ROOT).as_posix(): p.read_text() for p in paths}
+    stale = {(p, m.group(1).rstrip(".")) for p, t in texts.items() for m in _DOTTED.finditer(t)
+             if t[m.start() - 1:m.start()] != "." and t[m.end():m.end() + 1] not in ("/", "-", "[")}
+    with warnings.catch_warnings():  # a deprecated name (devbin.open_file) still exists: its warning is not news
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert sorted(x for x in stale if x[1] != "devbin.__main__" and not _name_exists(x[1])) == []
 
 
 def test_checker_finds_a_stale_name() -> None:

@@ -4,6 +4,7 @@ spirv-dis and ar on inputs compiled at test time (tests/intelbuild.py), and thei
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from devbin.targets.intel.zebin import Zebin
 from devbin.targets.registry import guess_vendor, vendor_for_machine
 
 from tests.intelbuild import build_intel, ocloc_dump
-from tests.runners import run_tool
+from tests.runners import cli_ok, run_tool
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +164,21 @@ def test_fat_archive_members_match_ar(intel: dict[str, Path]) -> None:
     # a member zebin read in place names its device by product family (IGC 2022 writes no IP version note)
     archs = {Zebin(open_elf(m.member.data)).arch for m in zebins.values()}
     assert archs == {"dg2", "pvc"}
+
+
+@pytest.mark.parametrize("command", ["inspect", "callgraph"])
+def test_zebins_in_an_archive_are_read_like_bare_ones(intel: dict[str, Path], tmp_path: Path, command: str) -> None:
+    """inspect and callgraph read every vendor's code objects inside containers (the registry's object kinds):
+    the zebins of an ``ar`` and of an ocloc fat archive are read as a bare zebin is, none skipped."""
+    run_tool(["ar", "rc", tmp_path / "z.a", intel["zebin"], intel["zebin_pvc"]])
+    bare = json.loads(cli_ok(command, intel["zebin"], "--json"))["images"][0]
+    for path, archs in ((tmp_path / "z.a", ["dg2", "pvc"]), (intel["fat"], ["dg2", "pvc"])):
+        doc = json.loads(cli_ok(command, path, "--json"))
+        assert doc["skipped"] == [] and sorted(i["arch"] for i in doc["images"]) == archs
+        (dg2,) = [i for i in doc["images"] if i["arch"] == "dg2"]
+        if path.suffix == ".a":  # the same bytes as the bare file: the same report but where it is
+            where = ("address", "file")
+            assert {k: v for k, v in dg2.items() if k not in where} == {k: v for k, v in bare.items() if k not in where}
 
 
 def test_spirv_entry_points_match_spirv_dis(intel: dict[str, Path], tool) -> None:  # type: ignore[no-untyped-def]

@@ -226,6 +226,21 @@ def test_page_remover_on_a_gcc_library(tmp_path: Path, head: int) -> None:
         remove_pages(pointed, [(psec.sh_offset + head, psec.sh_offset + psec.sh_size)])
 
 
+def test_page_remover_that_would_cut_no_page_leaves_the_file_as_is(tmp_path: Path) -> None:
+    """One free page, and a program-header table that only fits there (no free bytes before it, none after the
+    table): nothing is cut, so nothing moves either (no table moved, no PT_LOAD split around an empty range)."""
+    gcc = require_tool("gcc")
+    (tmp_path / "big.c").write_text(BIG_C)
+    run_tool([gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so"], tmp_path)
+    data = (tmp_path / "libbig.so").read_bytes()
+    elf = ElfFile(data)
+    sec = elf.section("bigsec")
+    assert sec is not None and sec.sh_offset % PAGE == 0
+    cut = remove_pages(elf, [(sec.sh_offset, sec.sh_offset + PAGE)])
+    assert (cut.data, cut.removed, cut.phdr_moved_to) == (data, [], None)
+    assert any("no page removed" in n for n in cut.notes)
+
+
 def test_page_remover_splits_a_section_with_two_ranges(tmp_path: Path) -> None:
     """Two free ranges in one section: two cuts, the PT_LOAD split twice, the section split into two pieces
     of the same name (the second appended to the section header table) at their old addresses."""

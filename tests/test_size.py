@@ -31,6 +31,7 @@ import pytest
 
 from conftest import require_tool
 from devbin.cli import schema_cmd
+from devbin.images.address import escape
 from devbin.size import measure
 from devbin.size.account import demangle
 from devbin.size.budget import parse_rule
@@ -646,3 +647,24 @@ def test_prune_text_is_an_aligned_table_with_separators(dup: Path, tmp_path: Pat
     code = run_devbin("prune", site / "libdup.so", "--keep", "sm_90", "-o", src)
     assert code.returncode == 0 and "cut out of the file" in code.stderr
     assert "program-header table" not in code.stderr and "compacted;" not in code.stderr
+
+
+def test_keep_reads_files_whose_names_hold_reserved_characters(dup: Path, tmp_path: Path) -> None:
+    """A file's path in the report is its address, reserved characters escaped (``lib@k.so`` ->
+    ``lib%40k.so``, docs/IMAGES.md): --keep reads the file the address names, so it predicts what prune
+    saves, a file's, an archive member's and the folder's."""
+    env = tmp_path / "e!nv"
+    env.mkdir()
+    shutil.copy(dup / "libdup.so", env / "lib@k;1.so")
+    shutil.copy(dup / "libdup.a", env / "lib#k%.a")
+    doc = _json("size", str(env), "--keep", "sm_90")
+    files = {f["path"]: f["savings"] for f in doc["files"]}
+    assert f"{tmp_path}/e%21nv/lib%40k%3B1.so" in files
+    assert not [s for s in files.values() if "refused" in s]
+    for name in ("lib@k;1.so", "lib#k%.a"):
+        pruned = _json("prune", str(env / name), "--keep", "sm_90", "--dry-run", schema="prune")
+        mine = [s for p, s in files.items() if p.startswith(f"{tmp_path}/e%21nv/{escape(name)}")]
+        assert sum(s["bytes"] for s in mine) == pruned["file_bytes_saved"] > 0
+    (predicted,) = doc["savings"]["packages"]
+    folder = _json("prune", str(env), "--keep", "sm_90", "--in-place", schema="prune")["package"]
+    assert predicted["installed_size_after"] == folder["installed_size_after"] < predicted["installed_size_before"]

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from devbin.binary import Buffer
 from devbin.errors import FormatError, NotThisFormat
 from devbin.formats.elf.reader import Diag, ElfFile
-from devbin.formats.magic import ELF, UNKNOWN, WRAPPED, detect
+from devbin.formats.magic import ELF, SNIFF, UNKNOWN, WRAPPED, detect
 from devbin.formats.wrapped import parse_wrapped
 
 
@@ -43,11 +43,20 @@ def parse_elf(data: Buffer, *, where: str = "", diag: Diag | None = None) -> Elf
                       where=where)
 
 
-def wrapped_metadata(data: Buffer) -> tuple[tuple[str, str], ...] | None:
-    """The key/value pairs of a devbin wrapped image, in file order; None for any other file."""
+def wrapped_metadata(data: Buffer | str | os.PathLike[str]) -> tuple[tuple[str, str], ...] | None:
+    """The key/value pairs of a devbin wrapped image (its bytes, or the file at a path: read whole only when
+    its header says wrapped), in file order; None for any other file."""
+    where = ""
+    if isinstance(data, (str, os.PathLike)):
+        where = os.fspath(data)
+        with open(data, "rb") as f:
+            if detect(f.read(SNIFF)) != WRAPPED:
+                return None
+            f.seek(0)
+            data = f.read()
     if detect(data) != WRAPPED:
         return None
-    return parse_wrapped(data).metadata
+    return parse_wrapped(data, where=where).metadata
 
 
 @contextmanager

@@ -1,1 +1,1 @@
-"""The device linker (``devbin link``, :func:`devbin.link.link`): docs/ARCHITECTURE.md "Linker"."""
+"""The device linker (``devbin link``, :func:`devbin.link.core.link`): docs/ARCHITECTURE.md "Linker"."""

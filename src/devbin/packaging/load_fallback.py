@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 from devbin.errors import UsageError
 from devbin.images.address import Address
-from devbin.images.record import AMDGPU, CUBIN, LTO_IR, PTX, Image
+from devbin.images.record import CUBIN, LTO_IR, PTX, Image
 from devbin.packaging.selection import CHOSEN, USABLE, Device, decide, module_of, parse_device
+from devbin.targets.registry import object_kinds
 
 __all__ = ["Fallback", "kept_gpus", "protect"]
 
@@ -104,17 +105,13 @@ def kept_gpus(keep: Sequence[str] | None, kept_images: Sequence[Image]) -> list[
     of each code object kept (what the device ELFs of the result are built for), one per GPU."""
     cache: dict[str, Device | None] = {}
     names = list(keep) if keep is not None else list(dict.fromkeys(i.arch for i in kept_images
-                                                                    if i.kind in _OBJECT_KINDS))
+                                                                    if i.kind in object_kinds()))
     out: dict[tuple[object, ...], Device] = {}
     for name in names:
         dev = _device(name, cache)
         if dev is not None:
             out.setdefault((dev.vendor, dev.cc, str(dev.target) if dev.target is not None else None), dev)
     return list(out.values())
-
-
-#: Image kinds that are a GPU's own code object (the GPU they name is one the result is for).
-_OBJECT_KINDS = (CUBIN, AMDGPU)
 
 
 def protect(images: Sequence[tuple[Image, bool]], gpus: Sequence[Device], *, ptx: str,

@@ -23,17 +23,14 @@ from devbin.importers import DEVBIN_SECTIONS, has_model, model_and_source
 from devbin.model import CodeObject
 from devbin.targets.nvidia.cubin import Cubin
 from devbin.targets.nvidia.describe import describe_cubin
+from devbin.targets.registry import object_kinds
 
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import Diag
     from devbin.images import Image
 
-__all__ = ["CODE_OBJECT_KINDS", "Images", "InspectReport", "Inspected", "code_object_dict", "container_images",
-           "inspect_elf", "inspect_report", "inspected", "no_device_code_in", "open_image", "producer_metadata",
-           "single_keys"]
-
-#: Image kinds that are ELF code objects; every other kind is skipped with a note.
-CODE_OBJECT_KINDS = ("cubin", "amdgpu")
+__all__ = ["Images", "InspectReport", "Inspected", "code_object_dict", "container_images",
+           "inspect_elf", "inspect_report", "inspected", "no_device_code_in", "open_image", "single_keys"]
 
 
 def code_object_dict(obj: CodeObject) -> dict[str, Any]:
@@ -154,10 +151,11 @@ def container_images(path: str) -> Images:
                 report.warn(str(f.address), str(e))
                 inner = []
             if inner:
-                images.code_objects += [g for g in inner if g.kind in CODE_OBJECT_KINDS]
-                images.skipped += [g for g in inner if g.kind not in CODE_OBJECT_KINDS]
+                images.code_objects += [g for g in inner if g.kind in object_kinds()]
+                images.skipped += [g for g in inner if g.kind not in object_kinds()]
                 continue
-        (images.code_objects if f.kind in CODE_OBJECT_KINDS else images.skipped).append(f)
+        # every vendor's device ELF code object (the registry's descriptors); other kinds are skipped with a note
+        (images.code_objects if f.kind in object_kinds() else images.skipped).append(f)
     if not images.code_objects and not images.skipped and report.warnings:
         what = "zip" if is_zip else kind
         raise FormatError(f"no device images found in this {what} file ({report.warnings[0]})", fmt=what, where=path)
@@ -183,27 +181,6 @@ def single_keys(images: Images) -> dict[str, Any]:
     size = os.path.getsize(images.file)
     return {"address": str(Address(images.file)), "vendor": "", "kind": "data", "arch": "", "size": size,
             "stored_size": size, "compression": "none"}
-
-
-def wrapped_metadata(path: str) -> tuple[tuple[str, str], ...] | None:
-    """The metadata of a devbin wrapped image (its header only is read); None for any other file."""
-    from devbin.formats.magic import WRAPPED, detect
-    from devbin.formats.wrapped import parse_wrapped
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if detect(head) != WRAPPED:
-            return None
-        f.seek(0)
-        data = f.read()
-    return parse_wrapped(data, where=path).metadata
-
-
-def producer_metadata(f: Image) -> tuple[tuple[str, str], ...]:
-    """The key/value pairs the producer stored with the image: an OffloadBinary entry's string map or a
-    wrapped image's metadata (a plugin's debug log prints these); () for other images
-    (:func:`devbin.images.containers.producer_metadata`)."""
-    from devbin.images.containers import producer_metadata as stored
-    return stored(f)
 
 
 # --------------------------------------------------------------------------- the report
@@ -236,8 +213,9 @@ def inspected(images: Images, errors: list[str]) -> Iterator[Inspected]:
     """Each code object of ``images`` inspected, in order (one decoded at a time); one that cannot be read
     is a message in ``errors`` (:class:`~devbin.errors.LimitExceeded` raises: not the file's fault)."""
     from devbin.binary import budget
-    from devbin.entry.elf import open_elf
+    from devbin.entry.elf import open_elf, wrapped_metadata
     from devbin.errors import LimitExceeded
+    from devbin.images.containers import producer_metadata
     if images.single:
         warnings: list[DeviceBinaryError] = []
         meta = wrapped_metadata(images.file)

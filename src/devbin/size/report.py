@@ -193,10 +193,10 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
     stored and deflated entries, the methods of wheels, PEP 427).  ``max_segments``: prune's."""
     from devbin.packaging.pruning import prune  # the capability, only when --keep asks for it
 
-    # a member's path is its address (``lib.a!k.o``, ``pkg.whl!lib/libk.so``): prune names it the same way
-    at = Address(path) if data is None else Address.parse(path)
+    # the path is an address (``lib.a!k.o``, ``pkg.whl!lib/libk.so``, ``lib%40k.so``): prune names it the same way
+    at = Address.parse(path)
     if data is None:
-        data = Path(path).read_bytes()
+        data = Path(at.path).read_bytes()
     try:
         result = prune(data, keep=keep, at=at, require_match=False,  # a prediction over many files
                        max_segments=max_segments)
@@ -214,9 +214,9 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
     return out
 
 
-#: The files of one worker of ``--keep``: a top-level file (member None, its path alone), one first
-#: member of a zip (a wheel's library; the files inside it), or the members of one archive or other
-#: top-level file (member None), by address.
+#: The files of one worker of ``--keep``: the file on disk (a raw path), then a top-level file (member
+#: None, its address alone), one first member of a zip (a wheel's library; the files inside it), or the
+#: members of one archive or other top-level file (member None), by address (escaped: ``lib%40k.so``).
 _Group = tuple[str, Member | None, list[str]]
 
 
@@ -230,7 +230,7 @@ def _groups(paths: Sequence[str]) -> list[_Group]:
         a = Address.parse(p)
         first = a.steps[0] if a.steps else None
         if first is None:
-            groups.setdefault((p, None, True), []).append(p)
+            groups.setdefault((a.path, None, True), []).append(p)
             continue
         if a.path not in zips:
             zips[a.path] = _is_zip(a.path)
@@ -262,8 +262,8 @@ def _group_savings(group: _Group, keep: Sequence[str], max_segments: int | None 
         except OSError as e:
             per[path] = {"bytes": 0, "freed": 0, "by_arch": {}, "refused": str(e)}
 
-    if first is None and wanted == [top]:
-        do(top, None)
+    if first is None and wanted == [str(Address(top))]:
+        do(wanted[0], None)
         return per
     from devbin.formats import zipmember
     try:
@@ -378,10 +378,10 @@ def folder_savings(folder: str, per_file: dict[str, FileSavings]) -> PackageSavi
     inside = os.path.join(folder, "")
     saved: dict[str, int] = {}  # by file: an archive's members' savings are the archive's (prune's unit)
     for f, s in per_file.items():
-        if f.startswith(inside) and (s["freed"] or s["bytes"]):
-            on_disk = f if os.path.isfile(f) else f.split("!", 1)[0]
+        on_disk = Address.parse(f).path  # an archive's member is the archive's file on disk
+        if on_disk.startswith(inside) and (s["freed"] or s["bytes"]):
             saved[on_disk] = saved.get(on_disk, 0) + s["bytes"]
-    pruned = {f: os.path.getsize(f) - n for f, n in saved.items()}
+    pruned = {f: os.path.getsize(f) - n for f, n in saved.items()}  # each read by --keep just now
     return {"path": folder, "kind": "folder", "installed_size_before": before,
             "installed_size_after": before - sum(saved.values()) + record_growth(folder, pruned)}
 

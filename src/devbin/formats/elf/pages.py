@@ -143,6 +143,9 @@ def remove_pages(elf: ElfFile, free: Iterable[tuple[int, int]], *,
     ranges, notes = _largest(elf, ranges, MAX_SEGMENTS if max_segments is None else check_max_segments(max_segments))
     _check_unread(elf, ranges)
     phdr_at, ranges, more = _place_phdrs(elf, ranges, page)
+    if all(r.hi <= r.lo for r in ranges):  # the table took every page there was to cut: nothing moves
+        return PageCut(bytes(elf.view.bytes_at(0, elf.size)), page, notes=[
+            *notes, "no page removed: the program headers of the split segments would fill the only free pages"])
     return _rebuild(elf, ranges, page, phdr_at, notes + more)
 
 
