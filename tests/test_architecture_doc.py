@@ -183,13 +183,11 @@ def test_vendors_are_constructed_in_one_registry_line() -> None:
 
 
 def test_no_module_outside_targets_imports_a_vendor_package() -> None:
-    """But the modules tests/test_layers.py still allows to name a vendor (that list only shrinks)."""
-    from tests.test_layers import VENDOR_NAMING_ALLOWED
     packages = tuple(f"devbin.targets.{v}" for v in _vendor_folders())
     bad = []
     for path in sorted((SRC / "devbin").rglob("*.py")):
         mod = ".".join(path.relative_to(SRC).with_suffix("").parts)
-        if mod.startswith("devbin.targets") or mod.removesuffix(".__init__") in VENDOR_NAMING_ALLOWED:
+        if mod.startswith("devbin.targets"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             found = ([a.name for a in node.names] if isinstance(node, ast.Import)

@@ -193,8 +193,8 @@ def test_known_upward_imports_still_exist() -> None:
 # * an import of a vendor package (``devbin.targets.nvidia``, ``devbin.targets.amdgpu``, ...).
 #
 # The format readers (devbin.formats, layer 2, below the vendors) define the magics and the e_machine
-# constants and are not checked.  Modules not migrated yet are listed in VENDOR_NAMING_ALLOWED; the list
-# may only shrink (test_vendor_allow_list_only_shrinks).
+# constants and are not checked.  No other module is excused (issue 25: the last ones, the inspect report
+# and its text rendering, now ask the descriptor too).
 
 #: Words that name a vendor's runtime or toolchain besides what the descriptors declare.
 VENDOR_RUNTIME_WORDS = frozenset({"cuda", "hip", "hipv4", "hcc", "rocm", "nvcc", "nvptx64", "openmp-cuda"})
@@ -263,25 +263,10 @@ def _vendor_checked(mod: str) -> bool:
     return not (mod == "devbin.targets" or mod.startswith(("devbin.targets.", "devbin.formats")))
 
 
-#: Modules outside devbin.targets that still name a vendor: not migrated to the descriptors yet (issue
-#: 25).  This list may only shrink: a module that no longer names a vendor must leave it.
-VENDOR_NAMING_ALLOWED: frozenset[str] = frozenset({
-    "devbin.cli.render",
-    # the report moved out of the CLI (cli.inspect_cmd, report.py), still reading NVIDIA's cubin records and
-    # AMD's facts for its vendor-shaped tables
-    "devbin.reports.inspect",
-})
-
-
 def test_generic_code_names_no_vendor() -> None:
     bad = {mod: vendor_mentions(path) for mod, (path, _) in MODULES.items()
-           if _vendor_checked(mod) and mod not in VENDOR_NAMING_ALLOWED}
+           if _vendor_checked(mod)}
     assert {m: f for m, f in bad.items() if f} == {}
-
-
-def test_vendor_allow_list_only_shrinks() -> None:
-    clean = [mod for mod in VENDOR_NAMING_ALLOWED if mod not in MODULES or not vendor_mentions(MODULES[mod][0])]
-    assert clean == []
 
 
 def test_vendor_detector_finds_each_rule(tmp_path: Path) -> None:

@@ -78,8 +78,10 @@ def render_elf(r: dict[str, Any], out: TextIO) -> None:
                 w(f"  {n['section']}: cannot decode: {n['error']}\n")
             else:
                 w(f"  {n['section']:24} {n['owner']:16} {n['type_name']:24} {n['size']} bytes\n")
-    if r.get("nvidia"):
-        render_nvidia(r["nvidia"], out)
+    from devbin.targets.registry import VENDORS
+    for v in VENDORS:
+        if v.inspect_key and r.get(v.inspect_key):
+            w(v.format_inspect_record(r[v.inspect_key]))  # the vendor's own record (devbin inspect)
     if r.get("devbin_error"):
         w(f"\nDevice model: cannot decode: {r['devbin_error']}\n")
     elif r.get("devbin") is not None:
@@ -120,31 +122,6 @@ def _type(t: dict[str, Any]) -> str:
 def _proto(p: dict[str, Any]) -> str:
     from devbin.model.prototype import Prototype
     return str(Prototype.from_dict(p))
-
-
-def render_nvidia(n: dict[str, Any], out: TextIO) -> None:
-    w = out.write
-    w(f"\nNVIDIA cubin: {n['arch']} (ELF ABI version {n['abi_version']}), virtual arch {n['virtual_arch'] or '?'}, "
-      f"{'relocatable' if n['relocatable'] else 'executable'}\n")
-    if n["toolkit"]:
-        tk = n["toolkit"]
-        w(f"  built by {tk['tool']} {tk['version']} ({tk['branch']}), options: {tk['options'].strip()}\n")
-    for sec in n["nv_info"]:
-        w(f"  {sec['section']}:\n")
-        for r in sec["records"]:
-            if r.get("decoded"):
-                val = r["decoded"]
-            elif r["fmt"] in (2, 3):
-                val = str(r["value"])
-            elif r["fmt"] == 1:
-                val = ""
-            else:
-                val = r["payload"]
-            w(f"    {r['name']:36} {r['fmt_name']:10} {val}\n")
-    for ref in n.get("address_refs") or []:
-        w(f"  address reference: {ref['function']} -> &{ref['references']}\n")
-    if n.get("callgraph_error"):
-        w(f"  .nv.callgraph: cannot decode: {n['callgraph_error']}\n")
 
 
 def render_code_object(d: dict[str, Any], out: TextIO, source: str = "devbin sections") -> None:

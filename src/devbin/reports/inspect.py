@@ -16,14 +16,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from devbin.errors import DeviceBinaryError
-from devbin.formats.elf import constants as C
 from devbin.formats.elf.describe import describe
 from devbin.formats.elf.reader import ElfFile
 from devbin.importers import DEVBIN_SECTIONS, has_model, model_and_source
 from devbin.model import CodeObject
-from devbin.targets.nvidia.cubin import Cubin
-from devbin.targets.nvidia.describe import describe_cubin
-from devbin.targets.registry import object_kinds
+from devbin.targets.registry import VENDORS, object_kinds, vendor_for_machine
+from devbin.targets.vendor import Vendor
 
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import Diag
@@ -59,10 +57,11 @@ def inspect_elf(elf: ElfFile, *, file: str = "", warnings: list[DeviceBinaryErro
     out["devbin"] = None
     out["devbin_source"] = None
     out["devbin_error"] = None
-    out["nvidia"] = None
-    if elf.header.e_machine == C.EM_CUDA:
+    out.update(dict.fromkeys(v.inspect_key for v in VENDORS if v.inspect_key))  # each vendor's own record
+    vendor = vendor_for_machine(elf.header.e_machine)
+    if vendor is not None and vendor.inspect_key:
         try:
-            out["nvidia"] = describe_cubin(Cubin(elf))
+            out[vendor.inspect_key] = vendor.inspect_record(elf)
         except DeviceBinaryError as e:
             out["devbin_error"] = str(e)  # the model may still come from devbin sections
     if has_model(elf):
@@ -73,18 +72,13 @@ def inspect_elf(elf: ElfFile, *, file: str = "", warnings: list[DeviceBinaryErro
             out["devbin_error"] = out["devbin_error"] or str(e)
             return _done(out, warnings)
         out["devbin"] = code_object_dict(obj)
-        out["devbin_source"] = "devbin sections" if source == DEVBIN_SECTIONS else _IMPORTED.get(
-            elf.header.e_machine, "imported from the vendor's metadata")
+        out["devbin_source"] = ("devbin sections" if source == DEVBIN_SECTIONS else
+                                (vendor or Vendor).imported_from)
         if problems and out["devbin_error"] is None:
             # devbin sections that could not be decoded (the vendor's metadata was read instead), or what the
             # importer went past
             out["devbin_error"] = str(problems[0])
     return _done(out, warnings)
-
-
-#: ``devbin_source`` of a model the vendor importer built, by ``e_machine``.
-_IMPORTED = {C.EM_CUDA: "imported from the cubin's NVIDIA sections",
-             C.EM_AMDGPU: "imported from the code object's AMDGPU metadata note and symbols"}
 
 
 def _done(out: dict[str, Any], warnings: list[DeviceBinaryError] | None) -> dict[str, Any]:

@@ -192,6 +192,13 @@ class Vendor(ABC):
     #: table's rows each orders by (:meth:`resources_tables`; ``name`` sorts by name whatever the vendor).
     resource_sort_fields: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
+    #: ``devbin inspect``'s ``devbin_source`` for a model its importer built from the vendor's own metadata
+    #: (:meth:`import_code_object`; the model of devbin sections says ``devbin sections``).
+    imported_from: ClassVar[str] = "imported from the vendor's metadata"
+    #: The key of the vendor's own record in each ``devbin inspect`` image report (docs/JSON.md; ``nvidia``:
+    #: :meth:`inspect_record`), ``null`` in the reports of other files; "" when the vendor has none.
+    inspect_key: ClassVar[str] = ""
+
     def __repr__(self) -> str:
         return f"<vendor {self.name}>"
 
@@ -342,6 +349,18 @@ class Vendor(ABC):
     def format_resource_usage(self, usage: dict[str, Any]) -> str:
         """The lines its own tool prints for :meth:`resources_tables`' ``usage`` (``devbin resources --format
         <tool>``; NVIDIA: ``cuobjdump -res-usage``); ``""`` where the vendor gives no ``usage``."""
+        return ""
+
+    def inspect_record(self, elf: ElfFile) -> dict[str, Any] | None:
+        """``devbin inspect``'s record under :attr:`inspect_key` of ``elf`` (one of :attr:`e_machines`): the
+        vendor's sections as plain data (NVIDIA: the ``.nv.info`` records, toolkit note, address references);
+        None where the vendor has none.  Raises :class:`~devbin.errors.DeviceBinaryError` for a file that
+        cannot be read so (the report then says why, under ``devbin_error``)."""
+        return None
+
+    def format_inspect_record(self, record: dict[str, Any]) -> str:
+        """The text ``devbin inspect`` prints for :meth:`inspect_record`'s ``record`` (its strings already made
+        visible), after the ELF's notes: whole lines, each ending in a newline; ``""`` where the vendor has none."""
         return ""
 
     @abstractmethod

@@ -60,6 +60,7 @@ class AmdVendor(Vendor):
     resource_sort_fields = MappingProxyType({"regs": "vgpr", "stack": "private_segment", "frame": "private_segment",
                                              "spill": "vgpr_spill"})
     device_title = "AMDGPU"
+    imported_from = "imported from the code object's AMDGPU metadata note and symbols"
     attribute_namespace = 2  # devbin.model.attributes.Namespace.AMDGPU (the model is not imported here)
     attribute_prefix = "amdgpu."
     private_segment_is_stack = True

@@ -73,3 +73,30 @@ def describe_cubin(cubin: Cubin) -> dict[str, Any]:
     except DeviceBinaryError as e:
         out["callgraph_error"] = str(e)
     return out
+
+
+def describe_text(n: dict[str, Any]) -> str:
+    """The lines ``devbin inspect`` prints for :func:`describe_cubin`'s record ``n``: the arch and toolkit, each
+    ``.nv.info`` record (its decoded value, else the value or the raw payload), the address references."""
+    lines = [f"\nNVIDIA cubin: {n['arch']} (ELF ABI version {n['abi_version']}), virtual arch "
+             f"{n['virtual_arch'] or '?'}, {'relocatable' if n['relocatable'] else 'executable'}\n"]
+    if n["toolkit"]:
+        tk = n["toolkit"]
+        lines.append(f"  built by {tk['tool']} {tk['version']} ({tk['branch']}), options: {tk['options'].strip()}\n")
+    for sec in n["nv_info"]:
+        lines.append(f"  {sec['section']}:\n")
+        for r in sec["records"]:
+            if r.get("decoded"):
+                val = r["decoded"]
+            elif r["fmt"] in (2, 3):
+                val = str(r["value"])
+            elif r["fmt"] == 1:
+                val = ""
+            else:
+                val = r["payload"]
+            lines.append(f"    {r['name']:36} {r['fmt_name']:10} {val}\n")
+    for ref in n.get("address_refs") or []:
+        lines.append(f"  address reference: {ref['function']} -> &{ref['references']}\n")
+    if n.get("callgraph_error"):
+        lines.append(f"  .nv.callgraph: cannot decode: {n['callgraph_error']}\n")
+    return "".join(lines)

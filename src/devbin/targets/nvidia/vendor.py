@@ -85,6 +85,8 @@ class NvidiaVendor(Vendor):
     link_backend = "devbin.targets.nvidia.link"
     load_backend = "devbin.targets.nvidia.load"
     driver_backend = "devbin.targets.nvidia.load_cuda"
+    imported_from = "imported from the cubin's NVIDIA sections"
+    inspect_key = "nvidia"
 
     def owns_arch(self, arch: str) -> bool:
         """``sm_XY``, ``compute_XY``, ``lto_XY`` with an ``a``/``f`` suffix or none."""
@@ -306,6 +308,19 @@ class NvidiaVendor(Vendor):
         from devbin.targets.nvidia.resources import format_cuobjdump
 
         return format_cuobjdump(usage)
+
+    def inspect_record(self, elf: ElfFile) -> dict[str, Any] | None:
+        """The cubin's NVIDIA sections (:func:`devbin.targets.nvidia.describe.describe_cubin`)."""
+        from devbin.targets.nvidia.cubin import Cubin
+        from devbin.targets.nvidia.describe import describe_cubin
+
+        return describe_cubin(Cubin(elf))
+
+    def format_inspect_record(self, record: dict[str, Any]) -> str:
+        """:func:`devbin.targets.nvidia.describe.describe_text`."""
+        from devbin.targets.nvidia.describe import describe_text
+
+        return describe_text(record)
 
     def load_attribute_names(self) -> None:
         import devbin.targets.nvidia.importer  # noqa: F401  (registers the nvidia.* ids at import)
