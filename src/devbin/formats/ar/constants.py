@@ -36,6 +36,11 @@ SIZE: Final = (48, 10)
 FMAG_FIELD: Final = (58, 2)
 
 PAD_BYTE: Final = b"\n"
+#: Intel's ``ocloc`` pads its fat archives' odd-sized members with a NUL instead: its encoder grows the
+#: buffer to the even size, zero-filled (intel/compute-runtime,
+#: shared/source/device_binary_format/ar/ar_encoder.cpp, ``ArEncoder::appendFileEntry``); GNU ar and the
+#: runtime's decoder read such archives, so the reader takes it without a warning.
+PAD_BYTES_READ: Final = (PAD_BYTE, b"\0")
 
 # GNU / System V special names (as they appear in ar_name, trailing spaces removed).
 GNU_SYMTAB: Final = "/"  # u32 BE count, u32 BE header offsets, NUL-terminated names

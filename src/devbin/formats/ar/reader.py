@@ -287,8 +287,8 @@ class ArchiveFile:
         if end % 2:
             if end == n:
                 self._diag(v.error("odd-sized last member has no padding byte", end, where=self._loc(name)))
-            elif not v.startswith(C.PAD_BYTE, end):
-                self._diag(v.error("padding byte after an odd-sized member is not '\\n'", end, v.u8(end),
+            elif not any(v.startswith(b, end) for b in C.PAD_BYTES_READ):
+                self._diag(v.error("padding byte after an odd-sized member is neither '\\n' nor NUL", end, v.u8(end),
                                    where=self._loc(name)))
             end += 1
         return member, end
