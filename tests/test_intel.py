@@ -324,6 +324,17 @@ def test_list_and_open_an_ocloc_fat_archive(intel: dict[str, Path]) -> None:
             assert co is not None and {f.name: f.size for f in co.functions} == _readelf_funcs(member)
 
 
+def test_extract_an_ocloc_fat_archive_is_byte_exact(intel: dict[str, Path], tmp_path: Path) -> None:
+    """``devbin extract`` writes each zebin member of an ocloc fat archive byte for byte as ``ar x`` does,
+    named ``<member stem>.<device>.zebin`` (docs/IMAGES.md), the same extension as a SYCL library's zebins."""
+    out = tmp_path / "out"
+    cli_ok("extract", intel["fat"], "-o", f"{out}/")
+    run_tool(["ar", "x", intel["fat"]], tmp_path)
+    written = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert written == {"64.12.55.dg2.zebin": (tmp_path / "64.12.55.8").read_bytes(),
+                       "64.12.60.pvc.zebin": (tmp_path / "64.12.60.7").read_bytes()}
+
+
 def test_resource_rows(intel: dict[str, Path]) -> None:
     from devbin.targets.intel.resources import format_rows, resource_rows
     rows = {r["name"]: r for r in resource_rows(import_zebin(_elf(intel["calls"])))}

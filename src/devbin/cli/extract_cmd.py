@@ -14,7 +14,9 @@ holding the entry as stored, when the LTO-IR is in NVIDIA's own encoding
 A bare cubin is written as <stem>.<arch>.cubin, a bare AMDGPU code object
 (a file, or an archive member such as the archives
 `clang-offload-bundler --unbundle -type=a` writes) as <stem>.<target id>.o,
-stem from the member's name for a member.
+a bare Intel zebin (a file, or a member of an ocloc fat archive) as
+<stem>.<device>.zebin, stem from the member's name for a member (its last
+dot-part dropped: ocloc's member 64.12.60.7 gives 64.12.60.pvc.zebin).
 
 Scope as cuobjdump's: where a host ELF holds executable images in
 .nv_fatbin, its relocatable __nv_relfatbin images are not extracted unless

@@ -419,7 +419,7 @@ def _stem(name: str) -> str:
 
 #: The extension of an extracted image by its kind (``bin`` for any other).
 _EXT: Final = {"amdgpu": "o", "host": "o", "cubin": "cubin", "ptx": "ptx", "bitcode": "bc", "fatbin": "fatbin",
-               "spirv": "spv"}
+               "spirv": "spv", "zebin": "zebin"}
 #: An OffloadBinary image's extension by its image kind, as ``llvm-objdump --offloading`` names them.
 _OFFLOAD_EXT: Final = {"object": "o", "bitcode": "bc", "cubin": "cubin", "fatbinary": "fatbin", "ptx": "s"}
 
@@ -478,7 +478,7 @@ def _offload_name(image: Image, names: _Names) -> str:
 def _sycl_name(image: Image, names: _Names) -> str:
     """``<stem>.<n>.<arch or target>.<ext>`` (``zebin``, ``spv``), numbered through the file."""
     n = names.count("sycl")
-    ext = "zebin" if image.kind == "zebin" else _EXT.get(image.kind, "bin")
+    ext = _EXT.get(image.kind, "bin")
     return f"{names.stem}.{n}.{_clean(image.arch or image.get('target') or 'none')}.{ext}"
 
 
