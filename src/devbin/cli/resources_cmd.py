@@ -106,7 +106,7 @@ from devbin.escape.text import visible, visible_tree
 if TYPE_CHECKING:
     from devbin.images import Image
     from devbin.images.frame import Frame
-    from devbin.reports.resources import AmdTable, IntelTable, NvidiaTable
+    from devbin.reports.records import AmdTable, IntelTable, NvidiaTable
 
 
 HELP = "print per-function resource usage of every cubin, AMDGPU code object and zebin found"
@@ -168,7 +168,8 @@ def _cell(v: Any) -> str:
 
 
 def _write_amdgpu(a: AmdTable, sort: str | None, out: TextIO) -> None:
-    from devbin.reports.resources import AMD_COLUMNS, sorted_rows
+    from devbin.reports.records import AMD_COLUMNS
+    from devbin.reports.resources import sorted_rows
     from devbin.size.account import demangle
     out.write(f"{a['address']} ({a['target_id']}, from {a['source']}):\n")
     out.write(f"  {'kind':7} {'SGPR':>5} {'VGPR':>5} {'AGPR':>5} {'PRIVATE':>8} {'GROUP':>6} "
@@ -226,9 +227,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         ImageResources,
         Unreadable,
         analyse_image,
-        object_kinds,
     )
-    from devbin.targets.registry import vendor_for_kind, vendor_named
+    from devbin.targets.registry import object_kinds, vendor_for_kind, vendor_named
     report = ScanReport()
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)

@@ -35,18 +35,12 @@ from devbin.model import CodeObject
 from devbin.targets.registry import vendor_for_machine
 from devbin.targets.vendor import Vendor
 
-__all__ = ["SymbolEntry", "Unit", "device_vendor"]
+__all__ = ["SymbolEntry", "Unit"]
 
 SymKind = Literal["defined", "weak", "common", "undefined", "weak-undefined"]
 
 _DATA_TYPES = frozenset({C.STT_OBJECT, C.STT_CUDA_OBJECT})  # (NVIDIA's constant/shared/local variables)
 _SIZED_TYPES = _DATA_TYPES | {C.STT_FUNC}
-
-
-def device_vendor(elf: ElfFile) -> Vendor | None:
-    """The vendor of a device ELF (by its ``e_machine``: :func:`devbin.targets.registry.vendor_for_machine`),
-    else None."""
-    return vendor_for_machine(elf.header.e_machine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +85,7 @@ class Unit:
     def vendor(self) -> Vendor | None:
         """The vendor of the object (its descriptor: the link and output passes ask it and its link back
         end, :mod:`devbin.link.backend`), None for an ELF of no vendor devbin knows."""
-        return device_vendor(self.elf)
+        return vendor_for_machine(self.elf.header.e_machine)
 
     @cached_property
     def _symtab(self) -> list[Symbol]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats.elf.reader import ElfFile
 from devbin.importers import has_model, model_of
-from devbin.reports.inspect import Images, container_images, open_image, single_keys
+from devbin.reports.inspect import FileImagesReport, Images, container_images, open_image, single_keys
 
 if TYPE_CHECKING:
     from devbin.images import Image
@@ -24,14 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["CallGraphReport", "Graph", "callgraph_report", "code_object_of", "graphs"]
 
 
-class CallGraphReport(TypedDict):
+class CallGraphReport(FileImagesReport):
     """``devbin callgraph --json``'s document (less ``schema``): one entry per code object read (the
     image's keys, ``target_id`` and ``nodes``), the images skipped, the warnings."""
-
-    file: str
-    images: list[dict[str, Any]]
-    skipped: list[dict[str, Any]]
-    warnings: list[str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from devbin.formats.elf.reader import Diag
     from devbin.images import Image
 
-__all__ = ["Images", "InspectReport", "Inspected", "code_object_dict", "container_images",
+__all__ = ["FileImagesReport", "Images", "InspectReport", "Inspected", "code_object_dict", "container_images",
            "inspect_elf", "inspect_report", "inspected", "no_device_code_in", "open_image", "single_keys"]
 
 
@@ -180,15 +180,20 @@ def single_keys(images: Images) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the report
 
 
-class InspectReport(TypedDict):
-    """``devbin inspect --json``'s document (less ``schema``): one entry per code object read, each the
-    image's keys (:meth:`~devbin.images.Image.to_dict`), its producer ``metadata`` where it has some,
-    then :func:`inspect_elf`'s report; the images skipped (not ELF code objects); the warnings."""
+class FileImagesReport(TypedDict):
+    """The document of a command that reads each code object of a file (:func:`container_images`): one
+    entry per code object read, the images skipped, the warnings (``inspect``, ``callgraph``)."""
 
     file: str
     images: list[dict[str, Any]]
     skipped: list[dict[str, Any]]
     warnings: list[str]
+
+
+class InspectReport(FileImagesReport):
+    """``devbin inspect --json``'s document (less ``schema``): one entry per code object read, each the
+    image's keys (:meth:`~devbin.images.Image.to_dict`), its producer ``metadata`` where it has some,
+    then :func:`inspect_elf`'s report; the images skipped (not ELF code objects); the warnings."""
 
 
 @dataclass(frozen=True, slots=True)

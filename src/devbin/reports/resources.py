@@ -27,35 +27,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from devbin.reports.records import (
-    AMD_COLUMNS,
-    INTEL_COLUMNS,
     AmdImage,
     AmdRow,
     AmdTable,
-    ConstantBank,
     FunctionResources,
     ImageKeys,
     ImageResources,
     IntelImage,
     IntelRow,
     IntelTable,
-    NvidiaCommon,
     NvidiaImage,
     NvidiaRow,
     NvidiaTable,
     ResourcesReport,
 )
 
-# the records are re-exported here: their home is devbin.reports.records
-
 if TYPE_CHECKING:
     from devbin.errors import DeviceBinaryError
     from devbin.images import Image
 
-__all__ = ["AMD_COLUMNS", "INTEL_COLUMNS", "SORT_KEYS", "AmdImage", "AmdRow", "AmdTable", "ConstantBank",
-           "FunctionFilter", "FunctionResources", "ImageResources", "IntelImage", "IntelRow", "IntelTable",
-           "NvidiaCommon", "NvidiaImage", "NvidiaRow", "NvidiaTable", "ResourcesReport", "Unreadable",
-           "analyse_image", "object_kinds", "resources_report", "sorted_rows"]
+# The records it returns (their home: devbin.reports.records) stay reachable here under their names.
+__all__ = ["SORT_KEYS", "AmdImage", "AmdRow", "AmdTable", "FunctionFilter", "FunctionResources", "ImageResources",
+           "IntelImage", "IntelRow", "IntelTable", "NvidiaImage", "NvidiaRow", "NvidiaTable", "ResourcesReport",
+           "Unreadable", "analyse_image", "resources_report", "sorted_rows"]
 
 #: Images of fewer bytes than this in all are read by this process whatever ``jobs`` says: a pool costs
 #: more than it saves (52 small cubins of a 1 MB zstd library: +15 % CPU and no faster).
@@ -83,7 +77,7 @@ def analyse_image(f: Image, *, json: bool = True, text: bool = False) -> ImageRe
     from devbin.errors import DeviceBinaryError, LimitExceeded
     from devbin.formats.elf.reader import ElfFile
     from devbin.importers import model_and_source
-    from devbin.targets.registry import vendor_for_machine
+    from devbin.targets.registry import object_kinds, vendor_for_machine
     if f.kind not in object_kinds():
         return None
     try:
@@ -98,12 +92,6 @@ def analyse_image(f: Image, *, json: bool = True, text: bool = False) -> ImageRe
         raise  # over the memory budget: the command fails, the file is not to blame
     except DeviceBinaryError as e:
         return Unreadable(str(e), in_table=f.entry is not None)
-
-
-def object_kinds() -> frozenset[str]:
-    """The image kinds of the vendors' device ELF code objects: what the report reads."""
-    from devbin.targets.registry import object_kinds as kinds
-    return kinds()
 
 
 def _image_keys(f: Image) -> ImageKeys:
@@ -192,6 +180,7 @@ def resources_report(paths: Sequence[str | Path], *, all: bool = False, function
     from devbin.images.parallel import ordered_map, pool_jobs
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
+    from devbin.targets.registry import object_kinds
     report = ScanReport()
     kinds = object_kinds()
     todo = [f for f, _ in Scanner(report, all=all).paths([str(p) for p in paths]) if f.kind in kinds]
