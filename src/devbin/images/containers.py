@@ -19,7 +19,8 @@ Each :class:`ContainerFormat` says, for its format, everything the scan, ``prune
   container's fixed header), ``stored_bytes`` (what an entry stores, for digests), ``decoded_size`` (the
   entry records a size that decoding trims), ``shares_stored`` (entries that share the container's
   compressed bytes), ``measure`` (a container's size where it lies outside the sections the format owns);
-* **selection**: ``blobs_one_module`` (containers back to back in one section are one module);
+* **selection**: ``blobs_one_module`` (containers back to back in one section are one module),
+  ``module_name`` (the module an image belongs to, where the format groups its images otherwise);
 * **extract**: ``extract_kinds`` (the kinds written by default) and ``extract_name`` (the file names the
   vendor tools give).
 
@@ -176,6 +177,8 @@ class ContainerFormat:
     producer_pairs: Callable[[Any], tuple[tuple[str, str], ...]] = _no_pairs
     #: select: its containers back to back in one file or section are one module.
     blobs_one_module: bool = False
+    #: select: the module an image of this format belongs to, where the format says (None: by its address).
+    module_name: Callable[[Image], str] | None = None
     #: extract: the kinds written when nothing narrows the choice (None: every kind), and the file names.
     extract_kinds: frozenset[str] | None = None
     extract_name: ExtractName | None = None
@@ -399,6 +402,11 @@ def _compressed_whole(image: Image) -> bool:
     return image.compression not in ("none", "")
 
 
+def _sycl_module(image: Image) -> str:
+    from devbin.images.sycl import module_name
+    return module_name(image)
+
+
 def _bundle_host_entry(image: Image) -> bool:
     """A bundle's host entry stays whatever is selected (clang-offload-bundler needs one)."""
     return image.get("offload-kind") == HOST
@@ -553,7 +561,7 @@ SYCL: Final = ContainerFormat(
     "sycl", "an image of a SYCL host binary's offload wrapper (old offload model), or a member of the archive one "
     "decodes to", "SYCL image",
     in_elf=_sycl_in_elf, section_prefix=SYCL_C.SECTION_PREFIX, shares_stored=_inside_sycl_frame,
-    extract_name=_sycl_name)
+    extract_name=_sycl_name, module_name=_sycl_module)
 
 BUNDLE: Final = ContainerFormat(
     "bundle", "an entry of a clang offload bundle (plain or compressed)", "offload bundle",

@@ -13,6 +13,12 @@ frame's bytes for an image itself, a member's (or section's) bytes in the decode
 inside one (as for an entry of a compressed bundle); ``offset`` the image's file offset; metadata
 ``target``, ``format``, ``descriptor-version``, ``entries`` (the kernel names, space-separated),
 ``compile-options``, ``link-options`` where the wrapper's descriptor gives them.
+
+For ``devbin select`` (:func:`module_name`), the images of one host file that hold the same kernels (their
+offload entries) are one module whatever their target: the SYCL runtime looks for an image with a
+kernel among all the images registered for it, and the Level Zero adapter prefers the native
+``spir64_gen`` one over ``spir64`` SPIR-V (intel/llvm ``sycl/source/detail/program_manager``,
+``unified-runtime/source/adapters/level_zero/device.cpp``: ``urDeviceSelectBinary``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from devbin.errors import DeviceBinaryError
 from devbin.formats import magic as M
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.fatbin import constants as FC
+from devbin.formats.sycl.constants import SECTION_PREFIX
 from devbin.formats.sycl.reader import SyclImage, read_sycl_images
 from devbin.images.address import Address, Entry, Member, SectionStep
 from devbin.images.frame import Frame, Hit
@@ -33,7 +40,7 @@ from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import device_elf, image_kind, vendor_of
 from devbin.targets.registry import vendor_named
 
-__all__ = ["CONTAINER", "SyclPart", "inside_frame", "sycl_in_elf"]
+__all__ = ["CONTAINER", "SyclPart", "inside_frame", "module_name", "sycl_in_elf"]
 
 CONTAINER = "sycl"
 
@@ -161,3 +168,21 @@ def sycl_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool = False) 
                         native=img), frame
         except DeviceBinaryError as e:
             rep.warn(str(address), str(e))
+
+
+def module_name(image: Image) -> str:
+    """The module ``image`` belongs to (module docstring): ``lib.so@__CLANG_OFFLOAD_BUNDLE__sycl-*`` and, where
+    the wrapper names its kernels, ``[k1 k2]`` (the first three, then how many more and a checksum of all)."""
+    import zlib
+
+    entries = next((v for k, v in image.metadata if k == "entries"), "")
+    a = image.address
+    at = next((i for i, st in enumerate(a.steps) if isinstance(st, SectionStep) and st.name.startswith(SECTION_PREFIX)),
+              len(a.steps))
+    base = f"{Address(a.path, a.steps[:at])}{SectionStep(SECTION_PREFIX)}*"
+    names = entries.split()
+    if not names:
+        return base
+    if len(names) <= 3:
+        return f"{base}[{' '.join(names)}]"
+    return f"{base}[{' '.join(names[:3])} +{len(names) - 3} {zlib.crc32(entries.encode()):08x}]"

@@ -307,6 +307,17 @@ class Vendor(ABC):
         """Whether the driver loads an image of ``kind`` (one of :attr:`loadable_kinds`) and ``arch`` (as
         :meth:`loader_arch` gives it) on ``device`` (this vendor's), and its rank among those that load."""
 
+    def picks_member(self, name: str) -> bool:
+        """Whether an archive member named ``name`` is one of the variants its runtime picks one from (Intel:
+        an ``ocloc`` fat archive's ``64.12.60.7``, ``generic_ir``): the members so named make one module, judged
+        by :meth:`judge_member`.  False by default: each member of an archive is a module of its own."""
+        return False
+
+    def judge_member(self, member: str, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        """:meth:`judge` for an image that is the archive member ``member`` (:meth:`picks_member` holds), whose
+        name the runtime may match first; by default the name plays no part."""
+        return self.judge(kind, arch, device, generic_version)
+
     @abstractmethod
     def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
         """Why an image that loads (``other``) is not the one chosen (``chosen``, ranked first): one phrase."""
