@@ -402,6 +402,11 @@ def _compressed_whole(image: Image) -> bool:
     return image.compression not in ("none", "")
 
 
+def _sycl_pairs(native: Any) -> tuple[tuple[str, str], ...]:
+    from devbin.images.sycl import producer_pairs
+    return producer_pairs(native)
+
+
 def _sycl_module(image: Image) -> str:
     from devbin.images.sycl import module_name
     return module_name(image)
@@ -561,7 +566,7 @@ SYCL: Final = ContainerFormat(
     "sycl", "an image of a SYCL host binary's offload wrapper (old offload model), or a member of the archive one "
     "decodes to", "SYCL image",
     in_elf=_sycl_in_elf, section_prefix=SYCL_C.SECTION_PREFIX, shares_stored=_inside_sycl_frame,
-    extract_name=_sycl_name, module_name=_sycl_module)
+    extract_name=_sycl_name, module_name=_sycl_module, producer_pairs=_sycl_pairs)
 
 BUNDLE: Final = ContainerFormat(
     "bundle", "an entry of a clang offload bundle (plain or compressed)", "offload bundle",
