@@ -78,7 +78,8 @@ def test_fat_archive_is_one_module_and_the_member_of_the_device_is_chosen(
     assert doc["ok"] and [m["name"] for m in doc["modules"]] == [str(fat)]
     assert doc["chosen"]["address"] == f"{fat}!{member}" and not doc["jit"]
     verdicts = {c["address"].rsplit("!", 1)[1]: c["verdict"] for c in doc["candidates"]}
-    assert verdicts == {m: "chosen" if m == member else "rejected" for m in ("64.12.55.8", "64.12.60.7")}
+    assert verdicts == {**{m: "chosen" if m == member else "rejected" for m in ("64.12.55.8", "64.12.60.7")},
+                        "generic_ir@SPIRV Object": "usable"}
     assert cli_ok("select", "--device", device, fat) == f"{fat}!{member}: {doc['chosen']['arch']} (code object)\n"
 
 
@@ -86,19 +87,26 @@ def test_explain_names_the_member_rule(intel: dict[str, Path]) -> None:
     fat = intel["fat"]
     lines = cli_ok("select", "--device", "pvc", "--explain", fat).splitlines()
     assert lines[0] == "device: pvc (Intel pvc, IP 12.60.7)"
-    rows = {line.split()[0]: line for line in lines[1:3]}
+    rows = {line.split()[0]: line for line in lines[1:4]}
     assert "chosen" in rows[f"{fat}!64.12.60.7"] and "named 64.12.60.7 (the device's IP version" in \
         rows[f"{fat}!64.12.60.7"]
     assert "rejected" in rows[f"{fat}!64.12.55.8"] and \
         "looks only for members named 64.12.60.7, 64.12.60, 64.pvc, generic_ir" in rows[f"{fat}!64.12.55.8"]
-    assert lines[3] == f"{fat}!64.12.60.7: pvc (code object)"
+    assert "usable" in rows[f"{fat}!generic_ir@SPIRV"] and rows[f"{fat}!generic_ir@SPIRV"].endswith(
+        "not chosen: native code is preferred over SPIR-V")
+    assert lines[4] == f"{fat}!64.12.60.7: pvc (code object)"
 
 
-def test_a_device_no_member_is_named_for_is_an_error(intel: dict[str, Path]) -> None:
+def test_a_device_no_member_is_named_for_gets_generic_ir(intel: dict[str, Path], tmp_path: Path) -> None:
     """acm-g11 runs code built for 12.55.8 (dg2's generic target), but the runtime looks for a member named
-    64.12.56.5, 64.12.56 or 64.dg2: 64.12.55.8 is never opened."""
-    code, _, err = cli_err("select", "--device", "acm-g11", intel["fat"])
-    assert code == 1 and f"no image compatible with acm-g11 in {intel['fat']}" in err
+    64.12.56.5, 64.12.56 or 64.dg2: 64.12.55.8 is never opened, generic_ir is compiled; without generic_ir
+    nothing loads."""
+    fat = intel["fat"]
+    assert cli_ok("select", "--device", "acm-g11", fat) == f"{fat}!generic_ir@SPIRV Object: - (SPIR-V, JIT-compiled)\n"
+    names = ("64.12.55.8", "64.12.60.7")
+    no_ir = _archive(tmp_path, "no-ir.ar", [(n, _member(fat, n, tmp_path)) for n in names])
+    code, _, err = cli_err("select", "--device", "acm-g11", no_ir)
+    assert code == 1 and f"no image compatible with acm-g11 in {no_ir}; it holds dg2, pvc" in err
 
 
 def test_member_names_decide_before_the_notes(intel: dict[str, Path], tmp_path: Path) -> None:

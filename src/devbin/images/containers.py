@@ -46,6 +46,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError
 from devbin.formats import magic as M
+from devbin.formats import oclelf as OCL
 from devbin.formats.bundle import constants as BC
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
@@ -344,6 +345,11 @@ def _inside_sycl_frame(image: Image) -> bool:
     return inside_frame(image)
 
 
+def _oclelf_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool) -> Iterator[Hit]:
+    from devbin.images.oclelf import oclelf_in_elf
+    return oclelf_in_elf(rep, elf, frame, all)
+
+
 def _llvm_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool) -> Iterator[Hit]:
     from devbin.images.llvm import llvm_in_elf  # OffloadBinaries and bundles, in one pass in section order
     return llvm_in_elf(rep, elf, frame)
@@ -568,6 +574,11 @@ SYCL: Final = ContainerFormat(
     in_elf=_sycl_in_elf, section_prefix=SYCL_C.SECTION_PREFIX, shares_stored=_inside_sycl_frame,
     extract_name=_sycl_name, module_name=_sycl_module, producer_pairs=_sycl_pairs)
 
+#: The SPIR-V of an OpenCL ELF (devbin.formats.oclelf, devbin.images.oclelf): an ocloc fat archive's generic_ir.
+OCLELF: Final = ContainerFormat(
+    "oclelf", "the SPIR-V module of an OpenCL ELF (an ocloc fat archive's generic_ir)", "OpenCL ELF",
+    in_elf=_oclelf_in_elf, section_type=OCL.SHT_OPENCL_SPIRV, extract_name=_single_name)
+
 BUNDLE: Final = ContainerFormat(
     "bundle", "an entry of a clang offload bundle (plain or compressed)", "offload bundle",
     magics=(M.OFFLOAD_BUNDLE, M.OFFLOAD_BUNDLE_COMPRESSED), walk=_walk_bundles, in_elf=_llvm_in_elf,
@@ -593,7 +604,8 @@ ZIP: Final = ContainerFormat("zip", "a zip file (wheel, egg): its members", "zip
 
 #: Every container format, in the order a host ELF's sections are walked (NVIDIA's fatbins first, as
 #: cuobjdump reads them, then LLVM's containers).
-FORMATS: Final[tuple[ContainerFormat, ...]] = (BARE, FATBIN_FORMAT, OFFLOAD, SYCL, BUNDLE, WRAPPED, ELF, AR, ZIP)
+FORMATS: Final[tuple[ContainerFormat, ...]] = (BARE, FATBIN_FORMAT, OFFLOAD, SYCL, OCLELF, BUNDLE, WRAPPED, ELF, AR,
+                                               ZIP)
 
 #: ``Image.container``: the format holding the image, with what it means.
 CONTAINERS: Final[dict[str, str]] = {f.name: f.description for f in FORMATS if f.holds_images}
