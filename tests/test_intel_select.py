@@ -166,3 +166,20 @@ def test_a_long_kernel_list_names_the_module_short(intel: dict[str, Path], tmp_p
     host.write_bytes(sycl_host([fat], [spv], kernels=["a", "b", "c", "d", "e"]))
     (module,) = {c.module for c in select(host, "pvc").candidates}
     assert module.startswith(f"{host}@__CLANG_OFFLOAD_BUNDLE__sycl-*[a b c +2 ") and module.endswith("]")
+
+
+def test_the_shipped_sample_is_a_fresh_build(tmp_path: Path) -> None:
+    """``sample_intel.ar`` (the tour's) is what tests/fixtures/make-fixtures.sh's ocloc steps build today."""
+    from devbin.samples import sample_path
+
+    from tests.conftest import require_tool
+    ocloc = require_tool("ocloc")
+    for d in ("spv", "fat"):
+        (tmp_path / d).mkdir()
+    source = Path(__file__).parent / "fixtures" / "sample_intel.cl"
+    run_tool([ocloc, "compile", "-q", "-file", source, "-device", "acm-g10", "-spv_only", "-output", "s",
+              "-out_dir", "spv"], cwd=tmp_path)
+    (spv,) = (tmp_path / "spv").iterdir()
+    run_tool([ocloc, "compile", "-q", "-file", spv, "-spirv_input", "-device", "acm-g10,pvc", "-internal_options",
+              "-ze-allow-zebin", "-output", "sample_intel", "-out_dir", "fat"], cwd=tmp_path)
+    assert (tmp_path / "fat" / "sample_intel").read_bytes() == sample_path("sample_intel.ar").read_bytes()
