@@ -18,6 +18,7 @@ from devbin.packaging.selection import parse_device, select
 from devbin.targets.intel.devices import device_named
 from devbin.targets.intel.fatarchive import member_filters, member_match
 
+from tests.conftest import require_tool
 from tests.intelbuild import build_intel
 from tests.runners import cli_err, cli_ok, run_tool
 from tests.test_sycl import sycl_host
@@ -122,6 +123,29 @@ def test_member_names_decide_before_the_notes(intel: dict[str, Path], tmp_path: 
     assert got["64.12.55.8"][0] == "rejected"
 
 
+def test_a_refused_zebin_that_carries_its_spirv_is_compiled_from_it(intel: dict[str, Path], tmp_path: Path) -> None:
+    """compute-runtime device_binary_format_zebin.cpp: a zebin not valid for the device but with a .spv section
+    (ocloc compile keeps one) is rebuilt from it; a fat archive's members (built from SPIR-V) carry none."""
+    zebin = intel["zebin"]
+    assert ".spv" in run_tool([require_tool("llvm-readelf"), "-SW", zebin]).stdout
+    sel = select(zebin, "pvc")
+    assert sel.chosen is not None and sel.jit and sel.chosen.reason.startswith("built for dg2, not pvc (12.60.7): "
+                                                                              "the driver compiles the SPIR-V")
+    assert cli_ok("select", "--device", "pvc", zebin) == f"{zebin}: dg2 (the IR it carries, JIT-compiled)\n"
+    member = tmp_path / "member.zebin"
+    member.write_bytes(_member(intel["fat"], "64.12.55.8", tmp_path))
+    assert ".spv" not in run_tool([require_tool("llvm-readelf"), "-SW", member]).stdout
+    code, _, err = cli_err("select", "--device", "pvc", member)
+    assert code == 1 and "no image compatible with pvc" in err
+    # named for the device but built for another: its .spv comes before generic_ir's
+    ar = _archive(tmp_path, "named.ar", [("64.12.60.7", zebin.read_bytes()),
+                                          ("generic_ir", _member(intel["fat"], "generic_ir", tmp_path))])
+    got = select(ar, "pvc")
+    assert got.chosen is not None and got.chosen.name == f"{ar}!64.12.60.7" and got.jit
+    (ir,) = [c for c in got.candidates if c.kind == "spirv"]
+    assert ir.verdict == "usable" and ir.reason.endswith("(a zebin's .spv, then generic_ir) is compiled first")
+
+
 def test_bare_zebins_stay_modules_of_their_own(intel: dict[str, Path], tmp_path: Path) -> None:
     """An ar of zebins under file names (a static library) is no fat archive: each member is a module, judged
     by its notes alone."""
@@ -129,7 +153,7 @@ def test_bare_zebins_stay_modules_of_their_own(intel: dict[str, Path], tmp_path:
                                       ("b.zebin", intel["zebin_pvc"].read_bytes())])
     sel = select(ar, "pvc", strict=False)
     assert [m.name for m in sel.modules] == [f"{ar}!a.zebin", f"{ar}!b.zebin"]
-    assert [c.verdict for c in sel.candidates] == ["rejected", "chosen"]
+    assert [(c.verdict, c.jit) for c in sel.candidates] == [("chosen", True), ("chosen", False)]  # a.zebin: its .spv
 
 
 # ---------------------------------------------------------------- SYCL host binaries: SPIR-V the JIT fallback
@@ -159,6 +183,17 @@ def test_sycl_native_first_then_generic_ir_then_spir64(intel: dict[str, Path], t
     assert sel.chosen.name == f"{host2}@__CLANG_OFFLOAD_BUNDLE__sycl-spir64#0.0" and sel.chosen.kind == "spirv"
 
 
+def test_an_image_naming_no_kernel_is_a_module_of_its_own(intel: dict[str, Path], tmp_path: Path) -> None:
+    """A device library's image (its descriptor names no kernel) is not an alternative to another image."""
+    spv = intel["spv"].read_bytes()
+    host = tmp_path / "libd.so"
+    host.write_bytes(sycl_host([], [spv, spv], kernels=[]))
+    sel = select(host, "pvc")
+    jit = "__CLANG_OFFLOAD_BUNDLE__sycl-spir64"
+    assert [m.name for m in sel.modules] == [f"{host}@{jit}#0.0", f"{host}@{jit}#0.1"]
+    assert [c.verdict for c in sel.candidates] == ["chosen", "chosen"]
+
+
 def test_a_long_kernel_list_names_the_module_short(intel: dict[str, Path], tmp_path: Path) -> None:
     """A module is named by its kernels: more than three by the first three, how many more and a checksum."""
     fat, spv = intel["fat"].read_bytes(), intel["spv"].read_bytes()
@@ -172,7 +207,6 @@ def test_the_shipped_sample_is_a_fresh_build(tmp_path: Path) -> None:
     """``sample_intel.ar`` (the tour's) is what tests/fixtures/make-fixtures.sh's ocloc steps build today."""
     from devbin.samples import sample_path
 
-    from tests.conftest import require_tool
     ocloc = require_tool("ocloc")
     for d in ("spv", "fat"):
         (tmp_path / d).mkdir()

@@ -13,8 +13,9 @@ the highest compute capability, then a over f over plain.
 Intel (an IP version 12.60.7 or an ocloc acronym: pvc, acm-g10; a generic target such as dg2
 is judged as its base device): an ocloc fat archive is one module, its member picked by name as
 the Level Zero runtime does (64.<IP version>, 64.<major>.<minor>, 64.<product>, generic_ir), then
-by the zebin's notes; a bare zebin by its notes (IP version, generic target, product family);
-SPIR-V (generic_ir, SYCL spir64 images) is JIT-compiled when no native image fits.  A SYCL
+by the zebin's notes; a bare zebin by its notes (IP version, generic target, product family),
+and one refused that carries its SPIR-V (.spv) is compiled from it; SPIR-V (generic_ir, SYCL
+spir64 images) is JIT-compiled when no native image fits.  A SYCL
 library's images of the same kernels are one module.
 
 AMD: the exact processor with compatible xnack/sramecc (an image's unspecified feature
@@ -87,8 +88,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             if m.chosen is None:
                 continue
             c = m.chosen
-            how = f"{_JIT_LABEL.get(c.kind, c.kind)}, JIT-compiled" if c.jit else "SASS" if c.kind == "cubin" \
-                else "code object"
+            how = f"{_JIT_LABEL.get(c.kind, 'the IR it carries')}, JIT-compiled" if c.jit \
+                else "SASS" if c.kind == "cubin" else "code object"
             out.write(f"{visible(c.name)}: {visible(c.arch or '-')} ({how})\n")
     if err is not None:
         out.flush()

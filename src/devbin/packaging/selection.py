@@ -263,6 +263,8 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
         picked = _picked_member(img)
         v = (vendor.judge(img.kind, img.arch, dev, generic) if picked is None
              else vendor.judge_member(picked[1], img.kind, img.arch, dev, generic))
+        if not v.ok:
+            v = vendor.refused_fallback(img.kind, v, scanned.data if isinstance(scanned.native, BareElf) else None)
         judged.append(Candidate(img, USABLE if v.ok else REJECTED, v.reason, v.jit, (*v.rank, i), module, generic))
     modules: list[Module] = []
     for name in order:

@@ -58,7 +58,8 @@ if TYPE_CHECKING:
 __all__ = ["INTEL", "IntelVendor"]
 
 _SPIRV = "spirv"  # devbin.images.record.SPIRV (images are above this layer)
-_SPIRV_RANK = 9  # after every native image and generic_ir
+_IR_RANK = 8  # a zebin's own SPIR-V, or generic_ir (then ordered by the member's filter): after native code
+_SPIRV_RANK = 9  # a SPIR-V image: after every native image and generic_ir
 _BUILD_OPTIONS = ".misc.buildOptions"  # SHT_ZEBIN_MISC: the options IGC was given (elf.md)
 
 
@@ -193,11 +194,28 @@ class IntelVendor(Vendor):
         if kind == _SPIRV:
             return Verdict(True, "SPIR-V: the driver compiles it for the device", (_SPIRV_RANK,), jit=True)
         if not arch:
-            return Verdict(False, "the zebin names no device")
+            return Verdict(False, "the zebin names no device", (_IR_RANK,))
         m = match_rank(arch, d)
         if m is None:
-            return Verdict(False, f"built for {arch}, not {d.name} ({d.ip_version})")
+            return Verdict(False, f"built for {arch}, not {d.name} ({d.ip_version})", (_IR_RANK,))
         return Verdict(True, m[1], (m[0],))
+
+    def refused_fallback(self, kind: str, refused: Verdict, data: Callable[[], Buffer] | None) -> Verdict:
+        """A refused zebin that carries its SPIR-V (a ``SHT_ZEBIN_SPIRV`` section, ``.spv``: what ``ocloc compile``
+        keeps) is compiled from it (compute-runtime ``device_binary_format_zebin.cpp``: a zebin not valid for
+        the target with an intermediate representation is rebuilt from it), ranked by the refusal's rank."""
+        if kind != self.object_kind or data is None or not refused.rank:
+            return refused
+        from devbin.formats.elf.reader import ElfFile
+        from devbin.targets.intel.zebin import SHT_ZEBIN_SPIRV
+        try:
+            carries = bool(ElfFile(data()).sections_of_type(SHT_ZEBIN_SPIRV))
+        except DeviceBinaryError:
+            return refused
+        if not carries:
+            return refused
+        return Verdict(True, f"{refused.reason}: the driver compiles the SPIR-V it carries (.spv)", refused.rank,
+                       jit=True)
 
     def picks_member(self, name: str) -> bool:
         """Members named as ocloc names a fat archive's (``64.12.60.7``, ``64.dg2``, ``generic_ir``): the
@@ -222,17 +240,17 @@ class IntelVendor(Vendor):
         number, prefix, what = hit
         named = f"named {prefix} ({what}, the runtime's choice {number} of 5)"
         if kind == _SPIRV:
-            return Verdict(True, f"{named}: SPIR-V the driver compiles for the device", (number,), jit=True)
+            return Verdict(True, f"{named}: SPIR-V the driver compiles for the device", (_IR_RANK, number), jit=True)
         v = self.judge(kind, arch, device, generic_version)
-        if not v.ok:
-            return Verdict(False, f"{named}, but {v.reason}")
+        if not v.ok:  # its .spv, if any, is compiled before generic_ir's (the runtime keeps the first IR it meets)
+            return Verdict(False, f"{named}, but {v.reason}", (_IR_RANK, number))
         return Verdict(True, f"{named}; {v.reason}", (number,))
 
     def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
         if other.jit and not chosen.jit:
             return "native code is preferred over SPIR-V"
         if other.jit and chosen.rank < other.rank:
-            return "the native image's own SPIR-V (generic_ir) is compiled before a spir64 image"
+            return "the native image's own SPIR-V (a zebin's .spv, then generic_ir) is compiled first"
         if chosen.rank < other.rank:
             return f"{chosen_arch or 'the chosen image'} is a closer match (exact IP version, then generic target, " \
                    "then family; in a fat archive the runtime's order of member names)"
