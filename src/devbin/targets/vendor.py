@@ -26,7 +26,8 @@ What a descriptor holds (each item is the one place devbin writes that rule):
 * the resources report's records of one code object (:meth:`Vendor.resources_tables`) and the row field
   each ``--sort`` key orders by (:attr:`Vendor.resource_sort_fields`);
 * what a driver loads (``devbin select``: :meth:`Vendor.parse_device`, :meth:`Vendor.judge`), the
-  super-archive's default chains (:meth:`Vendor.fallback_chain`), function sizes
+  super-archive's default chains (:meth:`Vendor.fallback_chain`) and symbol tables
+  (:meth:`Vendor.offered_symbols`), function sizes
   (:meth:`Vendor.function_parts`), its tools (:attr:`Vendor.toolkit`), the facts its compilers print
   (:meth:`Vendor.facts_from_assembly`, ``devbin cc``);
 * the link and load back ends, as module paths (:attr:`Vendor.link_backend`,
@@ -316,6 +317,13 @@ class Vendor(ABC):
         """The targets among ``others`` (a super-archive's, docs/FORMAT.md §16.5) whose code runs where
         ``target``'s does, best first: the default fallback chain below ``target``; None when ``target`` is
         no architecture of this vendor's."""
+
+    def offered_symbols(self, elf: ElfFile) -> tuple[str, ...] | None:
+        """The names a member ``elf`` (one of :attr:`e_machines`) offers to a lookup by name, in symbol-table
+        order, where they are not its defined global symbols (what ``ar s`` indexes and a linker pulls a member
+        for): a super-archive's per-target symbol table (docs/FORMAT.md §16).  None (the default): its
+        defined globals."""
+        return None
 
     # ------------------------------------------------------------------ the unified model
 

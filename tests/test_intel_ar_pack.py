@@ -1,0 +1,130 @@
+"""Intel targets in super-archives (``devbin ar``) and Intel images in ``devbin pack``'s containers,
+on zebins and SPIR-V compiled at test time from tests/sources/intel (tests/intelbuild.py), each claim
+compared with ``ar``, ``nm``, ``llvm-readelf``, ``spirv-dis``, ``llvm-objdump --offloading`` and
+``clang-offload-bundler`` on the same file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import devbin.superarchive as sa
+from devbin.formats.elf.reader import open_elf
+from devbin.targets.intel.vendor import INTEL
+
+from tests.conftest import require_tool
+from tests.intelbuild import SOURCES, build_intel
+from tests.intelbuild import _compile as compile_intel
+from tests.runners import cli_ok, run_tool
+
+
+@pytest.fixture(scope="module")
+def intel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """build_intel's files and ``calls_spv``: calls.cl as SPIR-V (a kernel no pvc zebin here has)."""
+    out = tmp_path_factory.mktemp("intel")
+    paths = build_intel(out)
+    paths["calls_spv"] = compile_intel(require_tool("ocloc"), out, SOURCES / "calls.cl", "pvc", "calls.spv",
+                                       "-spv_only")
+    return paths
+
+
+def _kernels_per_readelf(path: Path) -> list[str]:
+    """The kernels of a zebin as ``llvm-readelf`` shows them: FUNC symbols of a ``.text.<name>`` section of
+    their own, in symbol-table order, with their binding."""
+    sections = {}
+    for line in run_tool(["llvm-readelf-19", "-SW", path]).stdout.splitlines():
+        m = re.match(r"\s*\[\s*(\d+)\]\s+(\S+)", line)
+        if m:
+            sections[m[1]] = m[2]
+    out = []
+    for line in run_tool(["llvm-readelf-19", "-sW", path]).stdout.splitlines():
+        f = line.split()
+        if len(f) == 8 and f[3] == "FUNC" and sections.get(f[6]) == ".text." + f[7]:
+            assert f[4] == "LOCAL"  # IGC writes kernels STB_LOCAL: ar s indexes none of them
+            out.append(f[7])
+    return out
+
+
+def _spirv_entry_points(path: Path) -> list[str]:
+    return re.findall(r'OpEntryPoint Kernel %\w+ "(\w+)"', run_tool(["spirv-dis", path]).stdout)
+
+
+@pytest.fixture(scope="module")
+def superarchive(intel: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """acm-g10 (kernels + calls), pvc (kernels), acm-g11 (spill only: it falls back to acm-g10) and spir64
+    (the SPIR-V of kernels.cl and calls.cl), built by the CLI."""
+    out = tmp_path_factory.mktemp("sa") / "intel.sa"
+    cli_ok("ar", "create", "-o", out, "--target", f"acm-g10={intel['zebin']}", str(intel["calls"]),
+           "--target", f"pvc={intel['zebin_pvc']}", "--target", f"acm-g11={intel['spill']}",
+           "--target", f"spir64={intel['spv']}", str(intel["calls_spv"]))
+    return out
+
+
+def test_a_plain_ar_indexes_no_zebin_kernel(intel: dict[str, Path], tmp_path: Path) -> None:
+    """Why the vendor names a zebin's symbols: GNU ar writes no index entry for a zebin (every symbol local)."""
+    run_tool(["ar", "rcs", tmp_path / "plain.a", intel["zebin"], intel["calls"]])
+    armap = run_tool(["nm", "--print-armap", tmp_path / "plain.a"]).stdout
+    assert "Archive index" not in armap and _kernels_per_readelf(intel["zebin"]) == ["vadd", "reduce_slm", "priv2"]
+
+
+def test_superarchive_is_a_valid_ar_with_each_member_once(intel: dict[str, Path], superarchive: Path,
+                                                           tmp_path: Path) -> None:
+    names = run_tool(["ar", "t", superarchive]).stdout.split()
+    inputs = [intel[k] for k in ("zebin", "calls", "zebin_pvc", "spill", "spv", "calls_spv")]
+    assert names == [sa.MANIFEST_NAME, *(p.name for p in inputs)]
+    run_tool(["ar", "x", superarchive], tmp_path)
+    for p in inputs:
+        assert (tmp_path / p.name).read_bytes() == p.read_bytes()
+
+
+def test_per_gpu_symbol_tables_are_the_kernels_readelf_and_spirv_dis_show(intel: dict[str, Path],
+                                                                          superarchive: Path) -> None:
+    lib = sa.open(superarchive.read_bytes())
+    assert lib.targets() == ("acm-g10", "pvc", "acm-g11", "spir64")
+    by_target = {t: [s.name for s in lib.symbols(t)] for t in lib.targets()}
+    assert by_target["acm-g10"] == _kernels_per_readelf(intel["zebin"]) + _kernels_per_readelf(intel["calls"])
+    assert by_target["pvc"] == _kernels_per_readelf(intel["zebin_pvc"])
+    assert by_target["acm-g11"] == _kernels_per_readelf(intel["spill"]) == ["spill"]
+    assert by_target["spir64"] == _spirv_entry_points(intel["spv"]) + _spirv_entry_points(intel["calls_spv"])
+    # the '/' index lists the first target's, as GNU nm reads it
+    armap = run_tool(["nm", "--print-armap", superarchive], check=False).stdout
+    assert re.findall(r"^(\w+) in (\S+)$", armap, re.M) == (
+        [(k, intel["zebin"].name) for k in _kernels_per_readelf(intel["zebin"])] + [("calls", intel["calls"].name)])
+
+
+def test_default_chains_and_lookups_through_them(intel: dict[str, Path], superarchive: Path) -> None:
+    doc = json.loads(cli_ok("ar", "list", superarchive, "--json"))
+    chains = {t["name"]: t["chain"] for t in doc["targets"]}
+    assert chains == {"acm-g10": ["acm-g10", "spir64"], "pvc": ["pvc", "spir64"],
+                      "acm-g11": ["acm-g11", "acm-g10", "spir64"], "spir64": ["spir64"]}
+    found = json.loads(cli_ok("ar", "symbols", superarchive, "--target", "acm-g11", "--chain", "--json"))
+    where = {s["name"]: (s["level"], s["member"]) for s in found["symbols"]}
+    assert where == {"spill": ("acm-g11", intel["spill"].name), "vadd": ("acm-g10", intel["zebin"].name),
+                     "reduce_slm": ("acm-g10", intel["zebin"].name), "priv2": ("acm-g10", intel["zebin"].name),
+                     "calls": ("acm-g10", intel["calls"].name)}
+    res = json.loads(cli_ok("ar", "resolve", superarchive, "--target", "pvc", "-u", "vadd", "-u", "calls",
+                            "--json"))
+    assert [(p["level"], p["member"]) for p in res["pulled"]] == [("pvc", intel["zebin_pvc"].name),
+                                                                  ("spir64", intel["calls_spv"].name)]
+
+
+def test_extracted_target_is_the_input_archive(intel: dict[str, Path], superarchive: Path, tmp_path: Path) -> None:
+    cli_ok("ar", "extract", superarchive, "--target", "acm-g10", "-o", tmp_path / "g10.a")
+    assert run_tool(["ar", "t", tmp_path / "g10.a"]).stdout.split() == [intel["zebin"].name, intel["calls"].name]
+
+
+def test_intel_fallback_chain_rule() -> None:
+    others = ["pvc", "acm-g10", "spir64", "dg2", "12.56.5", "gfx90a", "sm_90"]
+    assert INTEL.fallback_chain("acm-g11", others) == ["12.56.5", "acm-g10", "dg2", "spir64"]
+    assert INTEL.fallback_chain("12.56.5", ["acm-g11", "12.55.8", "acm-g12"]) == ["acm-g11", "12.55.8"]
+    assert INTEL.fallback_chain("pvc", others) == ["spir64"]
+    assert INTEL.fallback_chain("dg2", ["acm-g10", "spir64-unknown-unknown"]) == ["spir64-unknown-unknown"]
+    assert INTEL.fallback_chain("spir64", others) is None
+
+
+def test_offered_symbols_of_a_zebin(intel: dict[str, Path]) -> None:
+    elf = open_elf(intel["calls"].read_bytes())
+    assert INTEL.offered_symbols(elf) == ("calls",)  # helper and helper2 are no kernels and not global
