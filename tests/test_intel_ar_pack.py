@@ -128,3 +128,81 @@ def test_intel_fallback_chain_rule() -> None:
 def test_offered_symbols_of_a_zebin(intel: dict[str, Path]) -> None:
     elf = open_elf(intel["calls"].read_bytes())
     assert INTEL.offered_symbols(elf) == ("calls",)  # helper and helper2 are no kernels and not global
+
+
+# --------------------------------------------------------------------------- pack
+
+
+def _listed(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return json.loads(cli_ok("list", "--json", path))["images"]  # type: ignore[no-any-return]
+
+
+def _objdump_offloading(version: int, path: Path) -> list[dict[str, str]]:
+    """``llvm-objdump-<version> --offloading``: one dict per image (kind, arch, triple, producer)."""
+    out = run_tool([f"llvm-objdump-{version}", "--offloading", path]).stdout
+    return [dict(re.findall(r"^(kind|arch|triple|producer) +(.*?) *$", block, re.M))
+            for block in out.split("OFFLOADING IMAGE")[1:]]
+
+
+def _images_are(package: Path, inputs: list[Path], tmp_path: Path) -> None:
+    """``devbin extract`` writes each image of ``package`` byte-exact as its input."""
+    for i, (image, p) in enumerate(zip(_listed(package), inputs, strict=True)):
+        folder = tmp_path / f"x{i}"
+        cli_ok("extract", package, "--image", image["address"], "-o", folder)
+        (written,) = folder.iterdir()
+        assert written.read_bytes() == p.read_bytes()
+
+
+def test_pack_zebins_and_spirv_into_an_offload_binary(intel: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "intel.offload"
+    inputs = [intel["zebin"], intel["zebin_pvc"], intel["spv"]]
+    cli_ok("pack", "-o", out, *(f"--image=file={p}" for p in inputs))
+    listed = _listed(out)
+    assert [(i["vendor"], i["kind"], i["arch"]) for i in listed] == [
+        ("intel", "zebin", "dg2"), ("intel", "zebin", "pvc"), ("", "spirv", "")]
+    assert [i["metadata"]["offload-kind"] for i in listed] == ["sycl"] * 3
+    assert [i["metadata"]["image-kind"] for i in listed] == ["object", "object", "spirv"]
+    generator = re.search(r"^; Generator: (.*)$", run_tool(["spirv-dis", intel["spv"]]).stdout, re.M)
+    assert generator and listed[2]["metadata"]["Producer"] == generator[1]
+    # LLVM 22 reads the SYCL offload kind (bit mask 8), LLVM 19 knows none
+    want = [{"kind": "elf", "arch": "dg2", "triple": "spir64_gen-unknown-unknown"},
+            {"kind": "elf", "arch": "pvc", "triple": "spir64_gen-unknown-unknown"},
+            {"kind": "<none>", "triple": "spir64-unknown-unknown"}]
+    for version, producer in ((22, "sycl"), (19, "none")):
+        seen = _objdump_offloading(version, out)
+        assert [{k: v for k, v in d.items() if k != "producer" and (k != "arch" or v)} for d in seen] == want
+        assert {d["producer"] for d in seen} == {producer}
+    _images_are(out, inputs, tmp_path)
+
+
+def test_offload_binary_of_a_sycl_image_reads_as_clang_offload_packagers(intel: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """clang-offload-packager-22 given the same zebin, triple, arch and kind=sycl: the same entry as devbin's
+    but for the image kind (the packager takes it from the file name's extension: a .zebin is none)."""
+    run_tool(["clang-offload-packager-22", "-o", tmp_path / "llvm.offload",
+              f"--image=file={intel['zebin_pvc']},triple=spir64_gen-unknown-unknown,arch=pvc,kind=sycl"])
+    cli_ok("pack", "-o", tmp_path / "devbin.offload", f"--image=file={intel['zebin_pvc']}")
+    ours, theirs = _listed(tmp_path / "devbin.offload"), _listed(tmp_path / "llvm.offload")
+    keys = ("vendor", "kind", "arch", "size")
+    assert [{k: i[k] for k in keys} for i in ours] == [{k: i[k] for k in keys} for i in theirs]
+    for key in ("triple", "arch", "offload-kind"):
+        assert ours[0]["metadata"][key] == theirs[0]["metadata"][key]
+
+
+def test_pack_zebins_and_spirv_into_a_bundle(intel: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "intel.bundle"
+    inputs = [intel["zebin"], intel["zebin_pvc"], intel["spv"]]
+    cli_ok("pack", "-o", out, "--format", "bundle", *(f"--image=file={p}" for p in inputs))
+    listed = _listed(out)
+    ids = ["sycl-spir64_gen-unknown-unknown--dg2", "sycl-spir64_gen-unknown-unknown--pvc",
+           "sycl-spir64-unknown-unknown--"]
+    assert [i["metadata"]["bundle-id"] for i in listed] == ids
+    for version in (19, 22):
+        bundler = f"clang-offload-bundler-{version}"
+        assert sorted(run_tool([bundler, "-list", "-type=o", f"-input={out}"]).stdout.split()) == sorted(
+            [*ids, "host-x86_64-unknown-linux-gnu-"])
+        # upstream bundlers list a SYCL entry but refuse to unbundle it (the kind is intel/llvm's)
+        refused = run_tool([bundler, "-unbundle", "-type=o", f"-input={out}", f"-targets={ids[1]}",
+                            f"-output={tmp_path / 'u.zebin'}"], check=False)
+        assert refused.returncode != 0 and "unknown offloading kind 'sycl'" in refused.stderr
+    _images_are(out, inputs, tmp_path)

@@ -6,11 +6,14 @@
 Each --image is file=PATH followed by KEY=VALUE pairs (no commas in values), as in
 clang-offload-packager; PATH may also be an image address as `devbin list --all`
 prints it (app.fatbin#0.1, libk.a!k.o), which packs that one image.  A file may be a
-cubin, PTX, an AMDGPU code object, LLVM bitcode, a devbin-annotated object, or a container (fatbin, OffloadBinary,
-bundle, wrapped image, host object): a container contributes every image in it.
+cubin, PTX, an AMDGPU code object, an Intel zebin, SPIR-V, LLVM bitcode, a devbin-annotated object, or a
+container (fatbin, OffloadBinary, bundle, wrapped image, ocloc fat archive, host object): a container
+contributes every image in it.  Zebins (triple spir64_gen-unknown-unknown) and SPIR-V (spir64-unknown-unknown)
+are offload kind sycl, which only LLVM 21+ numbers (llvm-objdump-22 reads it; docs/PACKAGING.md).
 Keys read by pack itself: tu= (which translation unit the image came from; by
 default a container input is one unit of its own and loose images share one),
-kind= (offload kind: cuda, hip, openmp, sycl).
+kind= (offload kind: cuda, hip, openmp, sycl; a SPIR-V module without one takes
+the kind the other images agree on).
 
 Every image gets Producer, CompileOptions, LinkOptions, TargetID, VendorId and
 VendorName, filled from the image itself (empty when it does not record them),
