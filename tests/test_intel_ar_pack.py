@@ -18,7 +18,7 @@ from devbin.targets.intel.vendor import INTEL
 from tests.conftest import require_tool
 from tests.intelbuild import SOURCES, build_intel
 from tests.intelbuild import _compile as compile_intel
-from tests.runners import cli_ok, run_tool
+from tests.runners import cli_err, cli_ok, run_tool
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +206,27 @@ def test_pack_zebins_and_spirv_into_a_bundle(intel: dict[str, Path], tmp_path: P
                             f"-output={tmp_path / 'u.zebin'}"], check=False)
         assert refused.returncode != 0 and "unknown offloading kind 'sycl'" in refused.stderr
     _images_are(out, inputs, tmp_path)
+
+
+def test_pack_ocloc_fat_archive_is_byte_exact_with_ocloc(intel: dict[str, Path], tmp_path: Path) -> None:
+    """ocloc's own fat archive (acm-g10, pvc, generic_ir from kernels.spv) taken apart with ar x and packed
+    again from its zebins and the SPIR-V: the same bytes."""
+    run_tool(["ar", "x", intel["fat"]], tmp_path)
+    out = tmp_path / "devbin.ar"
+    cli_ok("pack", "-o", out, "--format", "ocloc", f"--image=file={tmp_path / '64.12.55.8'},TargetID=acm-g10",
+           f"--image=file={tmp_path / '64.12.60.7'}", f"--image=file={intel['spv']}")
+    assert out.read_bytes() == intel["fat"].read_bytes()
+    assert run_tool(["ar", "t", out]).stdout.split() == ["pad_0", "64.12.55.8", "pad_1", "64.12.60.7", "pad_2",
+                                                           "generic_ir"]
+    # without TargetID= the 2022 zebin names only its family: ocloc's name for that is 64.dg2
+    cli_ok("pack", "-o", tmp_path / "family.ar", "--format", "ocloc", f"--image=file={intel['zebin']}")
+    assert run_tool(["ar", "t", tmp_path / "family.ar"]).stdout.split() == ["pad_0", "64.dg2"]
+
+
+def test_pack_ocloc_refuses_what_it_cannot_hold(intel: dict[str, Path], tmp_path: Path) -> None:
+    code, _, err = cli_err("pack", "-o", tmp_path / "x.ar", "--format", "ocloc", f"--image=file={intel['zebin']}",
+                           f"--image=file={intel['spill']}")
+    assert code == 1 and "64.dg2" in err and not (tmp_path / "x.ar").exists()
+    code, _, err = cli_err("pack", "-o", tmp_path / "x.ar", "--format", "ocloc", f"--image=file={intel['zebin']}",
+                           f"--image=file={intel['spv']}", f"--image=file={intel['calls_spv']}")
+    assert code == 1 and "a second SPIR-V module" in err

@@ -57,14 +57,25 @@ from devbin.packaging.facts import (
     with_fact,
 )
 from devbin.packaging.ptx import DEFAULT_PTX_POLICY, choose_ptx, parse_ptx_policy
-from devbin.targets.registry import vendor_for_kind, vendor_for_machine, vendor_named
+from devbin.targets.registry import VENDORS, vendor_for_kind, vendor_for_machine, vendor_named
+from devbin.targets.vendor import Vendor
 
-__all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "check", "pack",
+__all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "check", "pack", "pack_format_names",
            "parse_image_spec"]
 
 #: The container formats pack writes (``--format``; each one's compressions are its registry entry's
-#: ``pack_compressions``), the default first.
+#: ``pack_compressions``), the default first; then the vendors' own (:func:`pack_format_names`).
 FORMATS = ("offload", "fatbin", "bundle", "wrapped")
+
+
+def _vendor_formats() -> dict[str, Vendor]:
+    """The vendors' own containers pack writes (:attr:`devbin.targets.vendor.Vendor.pack_formats`) -> the vendor."""
+    return {name: v for v in VENDORS for name in v.pack_formats}
+
+
+def pack_format_names() -> tuple[str, ...]:
+    """Every ``--format``: :data:`FORMATS`, then the vendors' own containers (Intel: ``ocloc``)."""
+    return (*FORMATS, *_vendor_formats())
 STANDARD_KEYS = ("Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName")
 _CONTROL_KEYS = ("file", "tu", "kind")
 DEFAULT_TU = "(loose images)"  # read by pack itself, not stored as metadata
@@ -406,8 +417,9 @@ def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = 
 
     ``strict`` turns option contradictions into a :class:`~devbin.errors.UsageError`.
     """
-    if format not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    owner = _vendor_formats().get(format)
+    if format not in FORMATS and owner is None:
+        raise UsageError(f"--format must be one of {', '.join(pack_format_names())}, not {format!r}")
     if offload_version not in (1, 2):
         raise UsageError("OffloadBinary version must be 1 or 2")
     fmt = format_named(format)
@@ -430,6 +442,12 @@ def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = 
     elif format == "bundle":
         data, more = _write_bundle(kept, compression)
         warnings += more
+    elif owner is not None:
+        data = owner.write_container(format, [(p.image.kind, p.get("TargetID") or p.image.arch, p.data) for p in kept])
+        lost = sorted({k for p in kept for k, v in p.metadata if v and k != "TargetID"})
+        if lost:
+            warnings.append(f"the {format} container stores no metadata but each image's TargetID; not stored: "
+                            f"{', '.join(lost)}")
     else:
         if len(kept) != 1:
             raise UsageError(f"a wrapped image holds exactly one image; {len(kept)} to pack "

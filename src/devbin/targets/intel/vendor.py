@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["INTEL", "JIT_TARGETS", "IntelVendor"]
 
 _BUILD_OPTIONS = ".misc.buildOptions"  # SHT_ZEBIN_MISC: the options IGC was given (elf.md)
+_SPIRV = "spirv"  # the image kind of a SPIR-V module (devbin.images.record.SPIRV, a layer above)
 #: The super-archive target names of SPIR-V, the JIT fallback below every Intel device
 #: (:meth:`IntelVendor.fallback_chain`): SYCL's target for SPIR-V images (intel/llvm
 #: ``sycl/source/detail/compiler.hpp``, ``__SYCL_DEVICE_BINARY_TARGET_SPIRV64``), short and as a triple.
@@ -83,6 +84,9 @@ class IntelVendor(Vendor):
         "ocloc": "apt-get install intel-opencl-icd (or bash scripts/setup-test-env.sh)",
         "iga64": "apt-get install libigc-tools",
     })
+
+    pack_formats = MappingProxyType({"ocloc": "ocloc's fat archive: an ar of zebins named by IP version, and "
+                                              "generic_ir (SPIR-V)"})
 
     # ------------------------------------------------------------------ architectures
 
@@ -215,6 +219,28 @@ class IntelVendor(Vendor):
             named += [e.name for e in z.zeinfo.functions]
         named += [sym.name for sym in elf.global_symbols(defined=True)]
         return tuple(dict.fromkeys(n for n in named if n))
+
+    def write_container(self, format: str, images: Sequence[tuple[str, str, bytes]]) -> bytes:
+        """``ocloc``: the fat archive ocloc writes (:func:`devbin.targets.intel.fatarchive.write_fat_archive`):
+        each zebin as ``<pointer bits>.<IP version>`` in order, a SPIR-V module last as ``generic_ir``."""
+        from devbin.errors import quote
+        from devbin.formats.elf.reader import ElfFile
+        from devbin.targets.intel.fatarchive import GENERIC_IR, fat_member_name, generic_ir, write_fat_archive
+
+        if format not in self.pack_formats:
+            return super().write_container(format, images)
+        members: list[tuple[str, bytes]] = []
+        ir: list[bytes] = []
+        for kind, arch, data in images:
+            if kind == self.object_kind and arch:
+                members.append((fat_member_name(arch, 64 if ElfFile(data).header.is64 else 32), data))
+            elif kind == _SPIRV and not ir:
+                ir.append(generic_ir(data))
+            else:
+                what = "a second SPIR-V module" if kind == _SPIRV else f"{kind} for {quote(arch or 'no device')}"
+                raise UsageError(f"an ocloc fat archive holds zebins of named devices and one SPIR-V module, not "
+                                 f"{what}")
+        return write_fat_archive([*members, *((GENERIC_IR, d) for d in ir)])
 
     # ------------------------------------------------------------------ the unified model
 
