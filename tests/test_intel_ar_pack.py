@@ -230,3 +230,12 @@ def test_pack_ocloc_refuses_what_it_cannot_hold(intel: dict[str, Path], tmp_path
     code, _, err = cli_err("pack", "-o", tmp_path / "x.ar", "--format", "ocloc", f"--image=file={intel['zebin']}",
                            f"--image=file={intel['spv']}", f"--image=file={intel['calls_spv']}")
     assert code == 1 and "a second SPIR-V module" in err
+
+
+def test_pack_a_zebin_into_a_wrapped_image(intel: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "pvc.wrapped"
+    cli_ok("pack", "-o", out, "--format", "wrapped", f"--image=file={intel['zebin_pvc']}")
+    (image,) = _listed(out)
+    assert (image["vendor"], image["kind"], image["arch"]) == ("intel", "zebin", "pvc")
+    assert image["metadata"]["VendorId"] == "0x8086"
+    _images_are(out, [intel["zebin_pvc"]], tmp_path)

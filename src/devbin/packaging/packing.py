@@ -22,6 +22,10 @@ OffloadBinary LLVM's own keys ``triple`` and ``arch`` come first, so LLVM tools
 A CUDA fatbin has room only for an options string per entry (``CompileOptions``
 goes there); a clang offload bundle has none: keys that cannot be stored are
 named in a warning, never dropped silently.
+
+Besides the registry's containers (:data:`FORMATS`), a vendor's own container is written by its
+descriptor (:attr:`devbin.targets.vendor.Vendor.pack_formats`, :func:`pack_format_names`; Intel's
+``ocloc`` fat archive), given each image's kind, ``TargetID`` and bytes.
 """
 
 from __future__ import annotations
