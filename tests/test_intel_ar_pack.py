@@ -18,7 +18,7 @@ from devbin.targets.intel.vendor import INTEL
 from tests.conftest import require_tool
 from tests.intelbuild import SOURCES, build_intel
 from tests.intelbuild import _compile as compile_intel
-from tests.runners import cli_err, cli_ok, run_tool
+from tests.runners import cli, cli_err, cli_ok, run_tool
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +239,60 @@ def test_pack_a_zebin_into_a_wrapped_image(intel: dict[str, Path], tmp_path: Pat
     assert (image["vendor"], image["kind"], image["arch"]) == ("intel", "zebin", "pvc")
     assert image["metadata"]["VendorId"] == "0x8086"
     _images_are(out, [intel["zebin_pvc"]], tmp_path)
+
+
+_ZEINFO = b"""---
+version: '1.53'
+kernels:
+  - name: k
+    execution_env:
+      grf_count: 128
+      simd_size: 16
+functions:
+  - name: f
+    execution_env:
+      grf_count: 128
+      simd_size: 16
+...
+"""
+
+
+def _zebin_with_relocation_symbol(kernel: str) -> bytes:
+    """A zebin as IGC 2025+ writes them (described structurally): kernel ``kernel`` (local), external function
+    ``f`` (global), and an undefined reference to the runtime's ``__INTEL_PATCH_CROSS_THREAD_OFFSET_OFF_R0``."""
+    from devbin.formats.elf import constants as C
+    from devbin.formats.elf.model import ElfModel, RelocSpec, SectionSpec, SymbolSpec
+    from devbin.formats.elf.writer import write
+
+    m = ElfModel(e_type=C.ET_REL, machine=C.EM_INTELGT, abiversion=1)
+    code = C.SHF_ALLOC | C.SHF_EXECINSTR
+    m.sections = [SectionSpec(f".text.{kernel}", flags=code, data=bytes(256)),
+                  SectionSpec(".text", flags=code, data=bytes(64)),
+                  SectionSpec(".ze_info", sh_type=0xFF000011, data=_ZEINFO.replace(b"name: k", b"name: " +
+                                                                                    kernel.encode()))]
+    m.symbols = [SymbolSpec(kernel, 0, 160, bind=C.STB_LOCAL, type=C.STT_FUNC, section=f".text.{kernel}"),
+                 SymbolSpec("f", 0, 48, type=C.STT_FUNC, section=".text"),
+                 SymbolSpec("__INTEL_PATCH_CROSS_THREAD_OFFSET_OFF_R0")]
+    m.relocations = {f".text.{kernel}": [RelocSpec(0x4C, "__INTEL_PATCH_CROSS_THREAD_OFFSET_OFF_R0", 2, 0)]}
+    m.use_rela = False
+    return write(m)
+
+
+def test_resolve_a_zebin_kernel_and_the_runtimes_relocation_symbol(intel: dict[str, Path], superarchive: Path,
+                                                                   tmp_path: Path) -> None:
+    # every kernel of a pulled zebin is defined by it: the second and third pull nothing more
+    res = json.loads(cli_ok("ar", "resolve", superarchive, "--target", "acm-g11", "-u", "vadd", "-u", "reduce_slm",
+                            "-u", "priv2", "--json"))
+    assert [(p["level"], p["member"]) for p in res["pulled"]] == [("acm-g10", intel["zebin"].name)]
+    assert res["undefined"] == []
+    # the relocation symbol IGC leaves undefined is the loader's, not an undefined symbol of the library
+    (tmp_path / "k.zebin").write_bytes(_zebin_with_relocation_symbol("k"))
+    assert INTEL.offered_symbols(open_elf((tmp_path / "k.zebin").read_bytes())) == ("k", "f")
+    lib = tmp_path / "r.sa"
+    cli_ok("ar", "create", "-o", lib, "--target", f"pvc={tmp_path / 'k.zebin'}")
+    sym = "__INTEL_PATCH_CROSS_THREAD_OFFSET_OFF_R0"
+    code, out = cli("ar", "resolve", lib, "--target", "pvc", "-u", "k", "--explain", sym, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["undefined"] == [] and [p["member"] for p in doc["pulled"]] == ["k.zebin"]
+    assert [(lk["outcome"], lk["defined_by"], lk["needed_by"]) for lk in doc["explain"][sym]] == [
+        ("defined", "<loader>", "pvc(k.zebin)")]

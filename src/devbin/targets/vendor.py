@@ -190,6 +190,9 @@ class Vendor(ABC):
     #: --backend <offload_kind>``, JSON schema ``load-<offload_kind>``), imported on use ("" when none).
     driver_backend: ClassVar[str] = ""
 
+    #: Undefined symbols of its code objects that its loader defines when it loads them (a super-archive's
+    #: resolution does not look them up; Intel: the relocation symbols the runtime patches).
+    loader_symbols: ClassVar[frozenset[str]] = frozenset()
     #: ``devbin pack --format`` names of the vendor's own multi-device containers, each with what it is
     #: (Intel: ``ocloc``, the fat archive); :meth:`write_container` writes them.
     pack_formats: ClassVar[Mapping[str, str]] = MappingProxyType({})

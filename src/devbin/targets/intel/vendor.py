@@ -85,6 +85,10 @@ class IntelVendor(Vendor):
         "iga64": "apt-get install libigc-tools",
     })
 
+    #: IGC's relocation symbols (``visa/include/RelocationInfo.h``: ``CROSS_THREAD_OFF_R0_RELOCATION_NAME``,
+    #: ``PER_THREAD_OFF_RELOCATION_NAME``), undefined in a zebin and patched by the runtime's linker
+    #: (compute-runtime ``shared/source/compiler_interface/linker.h``).
+    loader_symbols = frozenset({"__INTEL_PATCH_CROSS_THREAD_OFFSET_OFF_R0", "__INTEL_PER_THREAD_OFF"})
     pack_formats = MappingProxyType({"ocloc": "ocloc's fat archive: an ar of zebins named by IP version, and "
                                               "generic_ir (SPIR-V)"})
 
