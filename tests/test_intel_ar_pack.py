@@ -296,3 +296,20 @@ def test_resolve_a_zebin_kernel_and_the_runtimes_relocation_symbol(intel: dict[s
     assert code == 0 and doc["undefined"] == [] and [p["member"] for p in doc["pulled"]] == ["k.zebin"]
     assert [(lk["outcome"], lk["defined_by"], lk["needed_by"]) for lk in doc["explain"][sym]] == [
         ("defined", "<loader>", "pvc(k.zebin)")]
+
+
+def test_generic_ir_with_build_options_reads_with_readelf(intel: dict[str, Path], tmp_path: Path) -> None:
+    """generic_ir as current ocloc writes it, with the first device's options (DPC++ 2025/2026 fat archives have
+    them; Debian's 2022 ocloc writes none): llvm-readelf reads both sections back."""
+    from devbin.targets.intel.fatarchive import generic_ir
+
+    spirv = intel["spv"].read_bytes()
+    (tmp_path / "generic_ir").write_bytes(generic_ir(spirv, b" -cl-fast-relaxed-math"))
+    out = run_tool(["llvm-readelf-19", "-hSW", tmp_path / "generic_ir"]).stdout
+    sections = re.findall(r"\] (SPIRV Object|BuildOptions|\.shstrtab) ", out)
+    assert sections == ["SPIRV Object", "BuildOptions", ".shstrtab"]
+    assert "Type:                              Processor Specific: (ff02)" in out
+    dump = run_tool(["llvm-objcopy-19", "--dump-section", f"BuildOptions={tmp_path / 'opts'}",
+                     "--dump-section", f"SPIRV Object={tmp_path / 'spv'}", tmp_path / "generic_ir", tmp_path / "copy"])
+    assert dump.returncode == 0
+    assert (tmp_path / "opts").read_bytes() == b" -cl-fast-relaxed-math" and (tmp_path / "spv").read_bytes() == spirv

@@ -21,7 +21,9 @@ The runtime picks a member by prefix match of its name (compute-runtime
 ``ArEncoder`` (``ar_encoder.cpp``: no symbol table, names of at most 15 bytes, a ``pad_<n>`` member of
 spaces before a member whose data would not start 8-aligned, odd sizes padded with a NUL) and
 ``generic_ir`` as its ``ElfEncoder`` lays it out (``shared/source/device_binary_format/elf/elf_encoder.cpp``:
-header, section headers, then the section data 8-aligned, ``.shstrtab`` last and named first).
+header, section headers, then the section data 8-aligned, ``.shstrtab`` last and named first), with
+a ``BuildOptions`` section when there are options (current ``ocloc_fatbinary.cpp``, ``appendGenericIr``; the
+2022 ocloc wrote none).
 """
 
 from __future__ import annotations
@@ -41,11 +43,14 @@ __all__ = ["GENERIC_IR", "PAD_PREFIX", "FatMember", "fat_member_name", "generic_
 
 GENERIC_IR: Final = "generic_ir"
 PAD_PREFIX: Final = "pad_"
-#: ``generic_ir``'s ELF: ``e_type`` ``ET_OPENCL_OBJECTS``, its section ``SPIRV Object`` of type
-#: ``SHT_OPENCL_SPIRV`` (compute-runtime ``shared/source/device_binary_format/elf/ocl_elf.h``).
+#: ``generic_ir``'s ELF: ``e_type`` ``ET_OPENCL_OBJECTS``, its sections ``SPIRV Object`` of type
+#: ``SHT_OPENCL_SPIRV`` and ``BuildOptions`` of type ``SHT_OPENCL_OPTIONS`` (compute-runtime
+#: ``shared/source/device_binary_format/elf/ocl_elf.h``).
 ET_OPENCL_OBJECTS: Final = 0xFF02
 SHT_OPENCL_SPIRV: Final = 0xFF000009
+SHT_OPENCL_OPTIONS: Final = 0xFF000006
 SPIRV_OBJECT: Final = "SPIRV Object"
+BUILD_OPTIONS: Final = "BuildOptions"
 _SHSTRTAB = ".shstrtab"
 _SHT_STRTAB = 3
 _ELF64_HEADER = 64
@@ -103,22 +108,32 @@ def fat_member_name(arch: str, bits: int) -> str:
     return f"{bits}.{ip_text(ip) if ip is not None else d.ip_version if d is not None else arch.lower()}"
 
 
-def generic_ir(spirv: bytes) -> bytes:
+def generic_ir(spirv: bytes, options: bytes = b"") -> bytes:
     """The ``generic_ir`` member of a SPIR-V module, as ocloc writes it (ELF64, ``ET_OPENCL_OBJECTS``,
-    sections: the null one, ``SPIRV Object``, ``.shstrtab``; see the module docstring)."""
-    names = b"\0" + _SHSTRTAB.encode() + b"\0" + SPIRV_OBJECT.encode() + b"\0"
-    shoff = _ELF64_HEADER
-    data_off = shoff + 3 * _ELF64_SECTION_HEADER
-    spirv_padded = len(spirv) + -len(spirv) % _ALIGN
+    sections: the null one, ``SPIRV Object``, ``BuildOptions`` when there are ``options``, ``.shstrtab``; see the
+    module docstring)."""
+    sections = [(SPIRV_OBJECT, SHT_OPENCL_SPIRV, spirv)] + ([(BUILD_OPTIONS, SHT_OPENCL_OPTIONS, options)]
+                                                          if options else [])
+    names = b"\0" + _SHSTRTAB.encode() + b"\0"
+    name_at = []
+    for name, _, _ in sections:
+        name_at.append(len(names))
+        names += name.encode() + b"\0"
+    count = len(sections) + 2
+    data_off = _ELF64_HEADER + count * _ELF64_SECTION_HEADER
     em = Emitter()
     em.write(b"\x7fELF\x02\x01\x01" + bytes(9))
-    em.pack("HHIQQQIHHHHHH", ET_OPENCL_OBJECTS, 0, 1, 0, 0, shoff, 0, _ELF64_HEADER, _ELF64_PROGRAM_HEADER, 0,
-            _ELF64_SECTION_HEADER, 3, 2)
+    em.pack("HHIQQQIHHHHHH", ET_OPENCL_OBJECTS, 0, 1, 0, 0, _ELF64_HEADER, 0, _ELF64_HEADER, _ELF64_PROGRAM_HEADER,
+            0, _ELF64_SECTION_HEADER, count, count - 1)
     em.write(bytes(_ELF64_SECTION_HEADER))
-    em.pack("IIQQQQIIQQ", len(_SHSTRTAB) + 2, SHT_OPENCL_SPIRV, 0, 0, data_off, len(spirv), 0, 0, _ALIGN, 0)
-    em.pack("IIQQQQIIQQ", 1, _SHT_STRTAB, 0, 0, data_off + spirv_padded, len(names), 0, 0, _ALIGN, 0)
-    em.write(spirv)
-    em.write(bytes(spirv_padded - len(spirv)))
+    at = data_off
+    for (_, sh_type, data), name_offset in zip(sections, name_at, strict=True):
+        em.pack("IIQQQQIIQQ", name_offset, sh_type, 0, 0, at, len(data), 0, 0, _ALIGN, 0)
+        at += len(data) + -len(data) % _ALIGN
+    em.pack("IIQQQQIIQQ", 1, _SHT_STRTAB, 0, 0, at, len(names), 0, 0, _ALIGN, 0)
+    for _, _, data in sections:
+        em.write(data)
+        em.write(bytes(-len(data) % _ALIGN))
     em.write(names)
     em.write(bytes(-len(names) % _ALIGN))
     return em.getvalue()

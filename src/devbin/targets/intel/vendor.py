@@ -226,7 +226,8 @@ class IntelVendor(Vendor):
 
     def write_container(self, format: str, images: Sequence[tuple[str, str, bytes]]) -> bytes:
         """``ocloc``: the fat archive ocloc writes (:func:`devbin.targets.intel.fatarchive.write_fat_archive`):
-        each zebin as ``<pointer bits>.<IP version>`` in order, a SPIR-V module last as ``generic_ir``."""
+        each zebin as ``<pointer bits>.<IP version>`` in order, a SPIR-V module last as ``generic_ir`` with the
+        first zebin's build options (``.misc.buildOptions``) as its ``BuildOptions``."""
         from devbin.errors import quote
         from devbin.formats.elf.reader import ElfFile
         from devbin.targets.intel.fatarchive import GENERIC_IR, fat_member_name, generic_ir, write_fat_archive
@@ -235,16 +236,24 @@ class IntelVendor(Vendor):
             return super().write_container(format, images)
         members: list[tuple[str, bytes]] = []
         ir: list[bytes] = []
+        options: list[bytes] = []
         for kind, arch, data in images:
             if kind == self.object_kind and arch:
-                members.append((fat_member_name(arch, 64 if ElfFile(data).header.is64 else 32), data))
+                elf = ElfFile(data)
+                members.append((fat_member_name(arch, 64 if elf.header.is64 else 32), data))
+                sec = elf.section(_BUILD_OPTIONS)
+                options.append(bytes(sec.data) if sec is not None else b"")
             elif kind == _SPIRV and not ir:
-                ir.append(generic_ir(data))
+                ir.append(data)
             else:
                 what = "a second SPIR-V module" if kind == _SPIRV else f"{kind} for {quote(arch or 'no device')}"
                 raise UsageError(f"an ocloc fat archive holds zebins of named devices and one SPIR-V module, not "
                                  f"{what}")
-        return write_fat_archive([*members, *((GENERIC_IR, d) for d in ir)])
+        # ocloc stores beside the SPIR-V the options its first device was built with (compute-runtime
+        # shared/offline_compiler/source/ocloc_fatbinary.cpp, buildFatBinary: optionsForIr), which IGC records
+        # in that zebin's .misc.buildOptions
+        first = options[0] if options else b""
+        return write_fat_archive([*members, *((GENERIC_IR, generic_ir(d, first)) for d in ir)])
 
     # ------------------------------------------------------------------ the unified model
 
