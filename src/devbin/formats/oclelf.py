@@ -16,11 +16,17 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import ElfFile, Section
 
-__all__ = ["ET_OPENCL_FIRST", "ET_OPENCL_LAST", "SHT_OPENCL_SPIRV", "is_opencl_elf", "spirv_sections", "triple_of"]
+__all__ = ["BUILD_OPTIONS", "ET_OPENCL_FIRST", "ET_OPENCL_LAST", "ET_OPENCL_OBJECTS", "SHT_OPENCL_OPTIONS",
+           "SHT_OPENCL_SPIRV", "SPIRV_OBJECT", "is_opencl_elf", "spirv_sections", "triple_of"]
 
 ET_OPENCL_FIRST: Final = 0xFF01  # ET_OPENCL_SOURCE
+ET_OPENCL_OBJECTS: Final = 0xFF02  # generic_ir's type
 ET_OPENCL_LAST: Final = 0xFF05  # ET_OPENCL_DEBUG
+SHT_OPENCL_OPTIONS: Final = 0xFF000006
 SHT_OPENCL_SPIRV: Final = 0xFF000009
+#: The section names the runtime gives them (``SectionNamesOpenCl``).
+SPIRV_OBJECT: Final = "SPIRV Object"
+BUILD_OPTIONS: Final = "BuildOptions"
 
 
 def is_opencl_elf(elf: ElfFile) -> bool:
