@@ -223,15 +223,6 @@ def test_new_offload_model_offload_binary_with_spir64_triples(built: dict[str, P
                    (f"{host}@.llvm.offloading#1.0", "", "spirv", "", "sycl")]  # version 1: a blob per image
 
 
-def test_prune_leaves_sycl_images_alone(built: dict[str, Path], tmp_path: Path) -> None:
-    """prune does not rewrite SYCL frames: it plans no drop it cannot make, and writes nothing."""
-    host = tmp_path / "libk.so"
-    host.write_bytes(sycl_host([built["fat"].read_bytes()], [built["spv"].read_bytes()], kernels=["vadd"]))
-    code, out, err = cli_err("prune", "--keep", "12.60.7", host, "-o", tmp_path / "out.so")
-    assert code != 0 and "nothing to prune" in err and "drop" not in out
-    assert not (tmp_path / "out.so").exists()
-
-
 def test_a_bad_array_pointer_gives_nothing_not_a_long_walk(built: dict[str, Path]) -> None:
     """An EntriesEnd (or property-set end) far past the file is no array: read as none, at once."""
     data = bytearray(sycl_host([built["fat"].read_bytes()], [], kernels=["vadd"]))

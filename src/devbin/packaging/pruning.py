@@ -305,7 +305,7 @@ def _in_container(image: Image) -> bool:
     """Whether ``image`` is an entry of a container prune can rewrite (not a bare or wrapped single image):
     its format has a ``rewrite``."""
     fmt = C.format_named(image.container)
-    return fmt is not None and fmt.rewrite is not None
+    return fmt is not None and (fmt.rewrite is not None or fmt.prune_section is not None)
 
 
 class _Ctx:
@@ -645,6 +645,16 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
             continue
         sec_at = at.child(SectionStep(sec.name))
         if not ctx.dropped_under(sec_at):
+            continue
+        owner = C.owner_of_section(sec)
+        if owner is not None and owner.prune_section is not None:  # the host side describes its images
+            if relocatable:
+                raise UsageError(f"{where}: the {owner.label}s of {sec.name} in a relocatable object cannot be "
+                                 "pruned; prune the linked file")
+            freed, ranges = owner.prune_section(elf, patched, sec, sec_at, ctx.dropped_under)
+            ctx.freed += freed
+            free += ranges
+            compacted.append(sec.name)
             continue
         whole = [i for i, _ in ctx.images if i.address == sec_at]  # an object-type bundle's entry section
         if whole:

@@ -317,6 +317,13 @@ class Vendor(ABC):
         ``target``'s does, best first: the default fallback chain below ``target``; None when ``target`` is
         no architecture of this vendor's."""
 
+    def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes | None:
+        """A multi-device archive of this vendor's code objects (what a runtime picks one member of by the
+        device's name: Intel's ``ocloc`` archive) written again with the members ``keeps(name, n)`` accepts
+        (``n``: the member's number among those of its name, from 1), as the vendor's tool writes it; None
+        where the vendor has no such archive (``devbin prune`` then refuses to rewrite one)."""
+        return None
+
     # ------------------------------------------------------------------ the unified model
 
     @abstractmethod

@@ -185,6 +185,13 @@ class IntelVendor(Vendor):
                   if self.owns_arch(name) and name != target and (m := match_rank(name, d)) is not None]
         return [name for _, _, name in sorted(ranked)]
 
+    def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes:
+        """An ``ocloc`` archive with the kept members, ``pad_`` members made anew as compute-runtime's
+        ``ArEncoder`` makes them (:func:`devbin.targets.intel.fatprune.prune_fat_archive`)."""
+        from devbin.targets.intel.fatprune import prune_fat_archive
+
+        return prune_fat_archive(data, keeps, where)
+
     # ------------------------------------------------------------------ the unified model
 
     def import_code_object(self, elf: ElfFile, *, diag: Diag | None = None,
