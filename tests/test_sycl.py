@@ -27,7 +27,7 @@ from devbin.images.scan import scan
 
 from tests.conftest import require_tool
 from tests.intelbuild import build_intel
-from tests.runners import cli_err, cli_ok, run_tool
+from tests.runners import cli_ok, run_tool
 
 GEN = "__CLANG_OFFLOAD_BUNDLE__sycl-spir64_gen"
 JIT = "__CLANG_OFFLOAD_BUNDLE__sycl-spir64"
