@@ -130,7 +130,7 @@ from devbin.formats.wrapped import parse_wrapped, write_wrapped
 from devbin.images import containers as C
 from devbin.images.address import Address, Entry, Member, SectionStep
 from devbin.images.frame import Frame
-from devbin.images.record import CUBIN, Image
+from devbin.images.record import CUBIN, SPIRV, Image
 from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.facts import parse_sm
@@ -140,13 +140,19 @@ from devbin.packaging.wrapper_refs import WRAPPER_SECTIONS, retarget
 from devbin.targets.archnames import parse_arch_list
 from devbin.targets.registry import guess_vendor, prune_name_matches, vendor_for_machine
 
-__all__ = ["PRUNE_PTX_POLICIES", "PruneResult", "Selection", "footprint", "parse_arch_list", "prune", "prune_file",
-           "prune_name_matches"]
+__all__ = ["PRUNE_IR_POLICIES", "PRUNE_PTX_POLICIES", "PruneResult", "Selection", "footprint", "parse_arch_list",
+           "prune", "prune_file", "prune_name_matches"]
 
-#: prune's PTX policies (``--ptx``; the vocabulary of ``devbin pack --ptx``, devbin.packaging.ptx): ``kept``
-#: (the default) the PTX/LTO-IR of the kept architectures, ``none`` no PTX/LTO-IR at all (``nvprune -arch``'s
-#: rule), ``highest`` the kept ones plus each container's highest PTX a newer GPU could JIT.
-PRUNE_PTX_POLICIES = ("kept", "none", "highest")
+#: prune's JIT-IR policies, one vocabulary for each IR a runtime compiles on the device (``--ptx``, ``--spirv``,
+#: both at once ``--jit-ir``; the words of ``devbin pack --ptx``, devbin.packaging.ptx): ``kept`` (the default)
+#: the IR of the kept architectures, ``none`` none at all, ``highest`` the kept ones plus each container's
+#: highest a newer device could JIT.  PTX: ``kept`` is the PTX/LTO-IR the names match, ``none`` ``nvprune
+#: -arch``'s rule.  SPIR-V names no architecture (any device of its vendor JIT-compiles it), so ``kept`` and
+#: ``highest`` keep every SPIR-V module and ``none`` drops each one a container can lose (an ocloc archive's
+#: ``generic_ir``; an image its container always keeps stays, a note says so).
+PRUNE_IR_POLICIES = ("kept", "none", "highest")
+#: The PTX policies (``--ptx``): :data:`PRUNE_IR_POLICIES`.
+PRUNE_PTX_POLICIES = PRUNE_IR_POLICIES
 
 _MAX_DEPTH = 8
 
@@ -169,8 +175,10 @@ class Selection:
     drop: tuple[str, ...] | None = None
     #: When given, only the images at these addresses are kept or dropped; every other image stays.
     images: tuple[str, ...] = ()
-    #: The PTX policy (:data:`PRUNE_PTX_POLICIES`).
+    #: The PTX policy (:data:`PRUNE_IR_POLICIES`).
     ptx: str = "kept"
+    #: The SPIR-V policy (:data:`PRUNE_IR_POLICIES`): ``none`` drops SPIR-V modules, the others keep them.
+    spirv: str = "kept"
     #: The most program headers a linked file's result may have (None: :data:`devbin.formats.elf.pages.MAX_SEGMENTS`):
     #: how the file is laid out, not what stays, carried here so that a package's workers get it with the rest.
     max_segments: int | None = None
@@ -180,8 +188,9 @@ class Selection:
             raise UsageError("give exactly one of keep= and drop=")
         if self.max_segments is not None:
             check_max_segments(self.max_segments)
-        if self.ptx not in PRUNE_PTX_POLICIES:
-            raise UsageError(f"ptx={self.ptx!r}: expected one of {', '.join(PRUNE_PTX_POLICIES)}")
+        for name, policy in (("ptx", self.ptx), ("spirv", self.spirv)):
+            if policy not in PRUNE_IR_POLICIES:
+                raise UsageError(f"{name}={policy!r}: expected one of {', '.join(PRUNE_IR_POLICIES)}")
         if self.ptx == "none" and self.keep is not None:
             virtual = [n for n in self.keep if _virtual(n)]
             if virtual:
@@ -329,7 +338,11 @@ class _Ctx:
         fmt = C.format_named(image.container)
         always = fmt is not None and fmt.always_kept(image)
         untouched = bool(self.sel.images) and str(image.address) not in self.sel.images
-        return always or untouched or self.sel.keeps(image.arch)
+        if always or untouched:
+            return True
+        if image.kind == SPIRV:
+            return self.sel.spirv != "none"
+        return self.sel.keeps(image.arch)
 
     def keeps(self, address: Address) -> bool:
         """The decision on the image at ``address``; True for entries no image was reported for
@@ -372,7 +385,7 @@ def _with_highest_ptx(images: list[tuple[Image, bool]], sel: Selection) -> list[
 
 def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
           drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = (),
-          at: Address | None = None, require_match: bool = True, ptx: str = "kept",
+          at: Address | None = None, require_match: bool = True, ptx: str = "kept", spirv: str = "kept",
           max_segments: int | None = None) -> PruneResult:
     """Prune ``data`` (any format in the module docstring) to the selected architectures.
 
@@ -385,7 +398,8 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     ``pkg.whl!lib/libx.so``), which then starts the images' addresses instead of ``where``.
     ``require_match``: a name of ``keep`` that matches no image is an error (False: a note; a package's
     libraries, whose names are checked against the package).  ``ptx``: the PTX policy
-    (:data:`PRUNE_PTX_POLICIES`; the module docstring).  ``max_segments``: the most program headers a linked
+    (:data:`PRUNE_IR_POLICIES`; the module docstring); ``spirv`` the SPIR-V policy (the same words: ``none``
+    drops SPIR-V modules, the others keep them).  ``max_segments``: the most program headers a linked
     file may have once its freed pages are cut (None: :data:`devbin.formats.elf.pages.MAX_SEGMENTS`; each
     range cut adds one; past it the smaller ranges stay as zeros, docs/PRUNE.md).
     """
@@ -393,7 +407,7 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     where = str(start)
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
                     drop=None if drop is None else parse_arch_list(drop), images=tuple(images), ptx=ptx,
-                    max_segments=max_segments)
+                    spirv=spirv, max_segments=max_segments)
     raw = bytes(data)
     view = ByteView(raw, where=where)
     _check_prunable(view, where)
@@ -419,6 +433,7 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     lost = _ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k], sel.ptx)
     if lost:
         ctx.notes.append(f"{where}: {lost}")
+    ctx.notes.extend(f"{where}: {n}" for n in _spirv_notes(ctx.images, sel))
     ctx.notes.extend(f"{where}: {n}" for n in ctx.fallback.notes(sel.ptx))
     return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes, fallback_images=len(ctx.fallback.kept),
                        unloadable_containers=len(ctx.fallback.lost))
@@ -442,6 +457,25 @@ def _ptx_lost(before: Sequence[Image], after: Sequence[Image], policy: str = "ke
             f"{', '.join(lost)} PTX); to keep it, keep {','.join([*sass, lost[-1]])} or pass --ptx highest")
 
 
+def _spirv_notes(images: Sequence[tuple[Image, bool]], sel: Selection) -> list[str]:
+    """Under ``--spirv none``: the note when the input held SPIR-V and the result keeps none (the devices
+    of no kept code object cannot run it any more: SPIR-V was their JIT fallback), or the note on SPIR-V
+    that stays because its container always keeps it.  Nothing under the other policies (they keep it)."""
+    if sel.spirv != "none":
+        return []
+    had = [i for i, _ in images if i.kind == SPIRV]
+    left = [i for i, k in images if k and i.kind == SPIRV]
+    if not had:
+        return []
+    if left:
+        labels = sorted({f.label for i in left if (f := C.format_named(i.container)) is not None})
+        return [f"--spirv none: {len(left):,} SPIR-V image(s) of {len(had):,} stay: each is the whole image "
+                f"of a container prune keeps whole ({', '.join(labels)}: its host-side descriptor names it)"]
+    kept = sorted({i.arch for i, k in images if k and i.arch})
+    return [f"--spirv none: no SPIR-V kept (the input had {len(had):,} SPIR-V module(s)); devices other than "
+            f"{', '.join(kept) or 'the kept ones'} cannot run the result (SPIR-V was their JIT fallback)"]
+
+
 def _sm_key(arch: str) -> tuple[int, str]:
     a = parse_sm(arch)
     return (a[0], arch) if a is not None else (0, arch)
@@ -450,10 +484,10 @@ def _sm_key(arch: str) -> tuple[int, str]:
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                in_place: bool = False, backup: str | os.PathLike[str] | None = None,
-               images: Iterable[str] = (), require_match: bool = True, ptx: str = "kept",
+               images: Iterable[str] = (), require_match: bool = True, ptx: str = "kept", spirv: str = "kept",
                max_segments: int | None = None) -> PruneResult:
-    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match``, ``ptx`` and
-    ``max_segments``: :func:`prune`'s).
+    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match``, ``ptx``,
+    ``spirv`` and ``max_segments``: :func:`prune`'s).
 
     ``dst`` may not be ``src`` (nor another name of it: a symbolic or hard link) unless
     ``in_place``.  The output is written whole or not at all, with ``src``'s permission bits
@@ -473,7 +507,7 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
         data = src_p.read_bytes()
         result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match,
-                       ptx=ptx, max_segments=max_segments)
+                       ptx=ptx, spirv=spirv, max_segments=max_segments)
         if dst is None:
             return result
         if backup is not None and os.path.lexists(backup):
