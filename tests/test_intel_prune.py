@@ -67,6 +67,7 @@ def sycl_library(out: Path, gen: list[tuple[bytes, bool]], jit: list[bytes]) -> 
     recs = ",".join(f"{{{n}, {size}}}" for n, _, _, size in images)
     src.append(f'__attribute__((section(".tgtimg"), used)) static const struct tgt tgtimg[] = {{{recs}}};\n')
     src.append("int answer(void) { return 42; }\n")
+    src.append(f"const struct desc *descriptors(int *n) {{ *n = {len(images)}; return descs; }}\n")
     c = out.with_suffix(".c")
     c.write_text("".join(src), encoding="utf-8")
     run_tool([require_tool("gcc"), "-shared", "-fPIC", "-O0", "-fno-toplevel-reorder", "-o", out, c])
@@ -97,6 +98,29 @@ def _quiet_readelf(lib: Path) -> None:
 
 def _answer(lib: Path) -> int:
     return int(ctypes.CDLL(str(lib)).answer())
+
+
+def _loaded_images(lib: Path) -> list[tuple[str, bytes]]:
+    """Each image as the SYCL runtime reads it once the dynamic loader has mapped ``lib`` and applied its
+    relocations: ``ImageEnd - ImageStart`` bytes from the descriptor, a compressed one (format 4) decoded as
+    one whole zstd frame (``ZSTD_decompress`` of exactly those bytes: nothing may follow the frame)."""
+    handle = ctypes.CDLL(str(lib))
+    handle.descriptors.restype = ctypes.c_void_p
+    n = ctypes.c_int()
+    base = handle.descriptors(ctypes.byref(n))
+    out = []
+    for k in range(n.value):
+        raw = ctypes.string_at(base + 80 * k, 80)
+        fmt = raw[3]
+        target = ctypes.string_at(int.from_bytes(raw[8:16], "little")).decode()
+        start, end = int.from_bytes(raw[32:40], "little"), int.from_bytes(raw[40:48], "little")
+        data = ctypes.string_at(start, end - start)
+        if fmt == 4:
+            d = zstandard.ZstdDecompressor().decompressobj()
+            data, rest = d.decompress(data), d.unused_data
+            assert rest == b"", f"image {k}: {len(rest)} bytes after the frame"
+        out.append((target, data))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +166,9 @@ def test_keep_one_device_in_a_sycl_library(library: Path, tmp_path: Path) -> Non
     assert doc["file_bytes_saved"] > 0 and doc["file_bytes_saved"] % 4096 == 0  # whole pages
     assert sorted({i["arch"] for i in doc["images"] if not i["kept"]}) == ["pvc"]  # ocloc 22.43's notes: family names
     assert _answer(out) == 42
+    loaded = _loaded_images(out)
+    assert [t for t, _ in loaded] == ["spir64_gen"] * 3 + ["spir64"]
+    assert all(d.startswith(b"!<arch>\n") for _, d in loaded[:3]) and loaded[3] == _loaded_images(library)[3]
     _quiet_readelf(out)
     for members in _archives(out, tmp_path):
         assert [m for m in members if not m.startswith("pad_")] == ["64.12.55.8", "generic_ir"]
