@@ -222,3 +222,15 @@ def test_a_relocatable_object_is_refused(built: dict[str, Path], tmp_path: Path)
     assert "12.60.7" in cli_ok("list", str(obj))
     code, _, err = cli_err("prune", str(obj), "--keep", "pvc", "-o", str(tmp_path / "o.o"))
     assert code != 0 and "in a relocatable object cannot be pruned" in err and not (tmp_path / "o.o").exists()
+
+
+def test_an_archives_members_are_one_module(library: Path) -> None:
+    """The runtime hands a SYCL image over whole and the device's loader picks one member of its archive: the
+    members are one module (select, and what prune keeps for a kept device), the image's address."""
+    from devbin.images.scan import scan
+    from devbin.packaging.selection import module_of
+
+    images = [i for i in scan([library], all=True) if i.section == GEN]
+    assert {module_of(i) for i in images} == {f"{library}@{GEN}#0.{k}" for k in range(3)}
+    doc = json.loads(cli_ok("select", str(library), "--device", "pvc", "--json"))
+    assert [c["address"].rsplit("!", 1)[1] for c in doc["choices"]] == ["64.12.60.7"] * 3
