@@ -2,7 +2,8 @@
 
 Works on bare fatbins, LLVM OffloadBinaries, clang offload bundles (plain and
 compressed), host objects (.o), static libraries (.a) and, beyond nvprune,
-shared libraries and executables.  Give --keep or --drop, repeated or with a
+shared libraries and executables (NVIDIA, AMD, and Intel SYCL libraries).
+Give --keep or --drop, repeated or with a
 comma list (--keep sm_80 --keep sm_90,gfx90a names three), in any case
 (SM_90, gfx90A).  A name that is no architecture devbin knows is refused
 (exit 2) with the one meant ("sm90: ... did you mean sm_90?"), and a kept
@@ -24,6 +25,20 @@ is refused.
   none         no PTX/LTO-IR at all: nvprune -arch sm_90's rule (byte for byte)
   highest      the kept ones plus, in each fatbin, the highest PTX a newer GPU
                can JIT: the slim library still runs (JIT) on GPUs newer than kept
+
+--spirv chooses the SPIR-V in the same words (docs/PRUNE.md, "SPIR-V"): kept
+(the default) and highest keep every module (SPIR-V names no device), none
+drops what a container can lose (an ocloc archive's generic_ir; a SYCL image
+that is itself SPIR-V stays whole, a note says so).  --jit-ir POLICY gives
+PTX and SPIR-V that policy at once; --ptx and --spirv beside it win.
+
+Intel (SYCL host libraries, DPC++'s old offload model): --keep 12.60.7 (or
+acm-g10, dg2, pvc: the names list and select use) drops the other devices'
+zebins from the ocloc archive in each image of __CLANG_OFFLOAD_BUNDLE__sycl-*,
+writes the archive again as ocloc does, compresses the frame again (zstd),
+packs the section with the descriptors, .tgtimg and symbols moved, and cuts
+the freed whole pages out of the file.  A SYCL image itself always stays;
+relocatable objects are refused.
 
 A kept GPU loads from the result what it loaded from the input: in each
 container the image the driver picks for it stays, named or not (a fatbin
@@ -97,7 +112,8 @@ without writing anything.  Notes go to stderr, and a progress bar (the bytes of 
 pruned) when stderr is a terminal.  When the input held PTX a GPU
 newer than its SASS could JIT and the result keeps none, a note says so and
 names what to keep (the rule `devbin pack` warns with); under --ptx none it
-only says what that choice means.  Exit status: 0 success, 1
+only says what that choice means.  Under --spirv none a note says which
+SPIR-V stays, or, when none does, that other devices cannot run the result.  Exit status: 0 success, 1
 error (a selection that leaves nothing, a file that cannot be rewritten), 2
 bad arguments (no -o, --dry-run or --in-place), 3 when the file holds no
 device code.
