@@ -234,3 +234,29 @@ def test_an_archives_members_are_one_module(library: Path) -> None:
     assert {module_of(i) for i in images} == {f"{library}@{GEN}#0.{k}" for k in range(3)}
     doc = json.loads(cli_ok("select", str(library), "--device", "pvc", "--json"))
     assert [c["address"].rsplit("!", 1)[1] for c in doc["choices"]] == ["64.12.60.7"] * 3
+
+
+def test_size_keep_predicts_the_wheel_and_the_installed_size(library: Path, tmp_path: Path) -> None:
+    """A wheel holding the library: ``size --keep`` gives the library's, the wheel's (compressed) and the
+    installed size after, to the byte what prune then writes (``--spirv none`` through prune's own report)."""
+    import zipfile
+
+    from tests.wheelbuild import build_wheel
+
+    whl = build_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/libk.so": library.read_bytes(),
+                                                               "pkg/__init__.py": b""})
+    doc = json.loads(cli_ok("size", str(whl), "--keep", "acm-g10", "--json"))
+    (pkg,) = doc["savings"]["packages"]
+    out = tmp_path / "out" / whl.name
+    out.parent.mkdir()
+    pruned = json.loads(cli_ok("prune", str(whl), "--keep", "acm-g10", "-o", str(out), "--json"))
+    with zipfile.ZipFile(out) as z:
+        installed = sum(i.file_size for i in z.infolist())
+        lib = z.read("pkg/libk.so")
+    assert pkg["package_size_after"] == out.stat().st_size == pruned["package"]["package_size_after"]
+    assert pkg["installed_size_after"] == installed == pruned["package"]["installed_size_after"]
+    assert pkg["installed_size_after"] < pkg["installed_size_before"]
+    (f,) = [f for f in doc["files"] if f["path"].endswith("libk.so")]
+    assert f["savings"]["bytes"] == library.stat().st_size - len(lib) > 0
+    none = json.loads(cli_ok("prune", str(whl), "--keep", "acm-g10", "--spirv", "none", "--dry-run", "--json"))
+    assert none["spirv_policy"] == "none" and none["output_size"] < out.stat().st_size
