@@ -260,3 +260,28 @@ def test_size_keep_predicts_the_wheel_and_the_installed_size(library: Path, tmp_
     assert f["savings"]["bytes"] == library.stat().st_size - len(lib) > 0
     none = json.loads(cli_ok("prune", str(whl), "--keep", "acm-g10", "--spirv", "none", "--dry-run", "--json"))
     assert none["spirv_policy"] == "none" and none["output_size"] < out.stat().st_size
+
+
+def test_a_bare_ocloc_archive(built: dict[str, Path], tmp_path: Path) -> None:
+    """``ocloc -device acm-g10,pvc``'s archive itself: ``--keep pvc`` drops the acm-g10 zebin (ArEncoder's layout,
+    ``generic_ir`` kept, the pvc member byte-identical: ``ar x``); an archive ocloc did not write (``ar rc`` of
+    zebins under their file names) is refused, not rewritten.  (``size --keep`` measures such an archive member
+    by member, and predicts nothing for it yet: docs/PRUNE.md.)"""
+    out = tmp_path / "pvc.ar"
+    doc = json.loads(cli_ok("prune", str(built["fat"]), "--keep", "pvc", "-o", str(out), "--json"))
+    from devbin.formats.ar import ArchiveFile
+    (gone,) = [m for m in ArchiveFile(built["fat"].read_bytes()).files if m.name == "64.12.55.8"]
+    saved = doc["file_bytes_saved"]
+    assert saved == built["fat"].stat().st_size - out.stat().st_size  # the member, its header, pads of <= 68 each
+    assert gone.size + 60 <= saved <= gone.size + 60 + 2 * (60 + 8)
+    assert [(i["arch"], i["kept"]) for i in doc["images"]] == [("dg2", False), ("pvc", True)]
+    assert run_tool(["ar", "t", out]).stdout.split() == ["pad_0", "64.12.60.7", "pad_1", "generic_ir"]
+    for name, path in (("a", out), ("b", built["fat"])):
+        (tmp_path / name).mkdir()
+        run_tool(["ar", "x", path], cwd=tmp_path / name)
+    for m in ("64.12.60.7", "generic_ir"):
+        assert (tmp_path / "a" / m).read_bytes() == (tmp_path / "b" / m).read_bytes()
+    plain = tmp_path / "plain.a"
+    run_tool(["ar", "rc", plain, built["zebin"], built["zebin_pvc"]])
+    code, _, err = cli_err("prune", str(plain), "--keep", "pvc", "-o", str(tmp_path / "p.a"))
+    assert code == 1 and "not one its tools write" in err and not (tmp_path / "p.a").exists()

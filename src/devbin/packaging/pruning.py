@@ -138,7 +138,7 @@ from devbin.packaging.load_fallback import kept_gpus, protect
 from devbin.packaging.ptx import jit_ptx
 from devbin.packaging.wrapper_refs import WRAPPER_SECTIONS, retarget
 from devbin.targets.archnames import parse_arch_list
-from devbin.targets.registry import guess_vendor, prune_name_matches, vendor_for_machine
+from devbin.targets.registry import guess_vendor, prune_name_matches, vendor_for_machine, vendor_named
 
 __all__ = ["PRUNE_IR_POLICIES", "PRUNE_PTX_POLICIES", "PruneResult", "Selection", "footprint", "parse_arch_list",
            "prune", "prune_file", "prune_name_matches"]
@@ -312,9 +312,21 @@ class PruneResult:
 
 def _in_container(image: Image) -> bool:
     """Whether ``image`` is an entry of a container prune can rewrite (not a bare or wrapped single image):
-    its format has a ``rewrite``."""
+    its format has a ``rewrite`` (or rewrites its sections), or it is a member of a multi-device archive
+    (:func:`_device_archive_member`)."""
     fmt = C.format_named(image.container)
+    if fmt is C.BARE:
+        return _device_archive_member(image)
     return fmt is not None and (fmt.rewrite is not None or fmt.prune_section is not None)
+
+
+def _device_archive_member(image: Image) -> bool:
+    """A bare code object that is an archive member, of a vendor whose archives hold one member per device for
+    the runtime to pick (:attr:`devbin.targets.vendor.Vendor.device_archives`: an ocloc archive): prune drops it
+    as an entry of that archive (the only members :func:`prune` meets are an ``ar``'s: it refuses a zip)."""
+    v = vendor_named(image.vendor)
+    steps = image.address.steps
+    return v is not None and v.device_archives and bool(steps) and isinstance(steps[-1], Member)
 
 
 class _Ctx:
@@ -922,6 +934,19 @@ def _prune_archive(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
         raise errors[0]
     if ar.flavour not in ("gnu", ""):
         raise UsageError(f"{where}: {ar.flavour} archives cannot be written; only GNU/System V ones")
+    n = len(at.steps)
+    direct = [(i, k) for i, k in ctx.images if i.address.path == at.path and len(i.address.steps) == n + 1
+              and i.address.steps[:n] == at.steps and _device_archive_member(i)]
+    if direct and not all(k for _, k in direct):  # a multi-device archive: its vendor writes it without them
+        owner = vendor_named(direct[0][0].vendor)
+        assert owner is not None  # _device_archive_member
+        out = owner.prune_archive(view.bytes_at(0, len(view)), lambda name, k: ctx.keeps(at.child(Member(name, k))),
+                                  where)
+        if out is None:
+            raise UsageError(f"{where}: an archive of {owner.title} code objects that is not one its tools write "
+                             "(a symbol table, a member name they do not give); prune its members instead")
+        ctx.freed += len(view) - len(out)
+        return out
     members: list[ArMember] = []
     changed = False
     seen: dict[str, int] = {}

@@ -180,6 +180,9 @@ class Vendor(ABC):
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
+    #: Whether an ``ar`` archive of its code objects is a multi-device archive, whose runtime loads the one member
+    #: that fits the device (Intel's ocloc archive): ``devbin prune`` drops members of one (:meth:`prune_archive`).
+    device_archives: ClassVar[bool] = False
     #: The module of its device-link back end, imported by ``devbin.link`` on use ("" when none).
     link_backend: ClassVar[str] = ""
     #: The module of its load back end, imported by ``devbin.load`` on use ("" when none).

@@ -64,6 +64,8 @@ class IntelVendor(Vendor):
     default_triple = "spir64_gen-unknown-unknown"
     hue = 210
     loadable_kinds = frozenset({"zebin"})
+    #: ocloc's archive of zebins by device (:mod:`devbin.targets.intel.fatarchive`).
+    device_archives = True
     #: ``--sort``: GRF, PRIVATE (stack and frame: private bytes per hardware thread), SPILL
     #: (:mod:`devbin.targets.intel.resources`).
     resource_sort_fields = MappingProxyType({"regs": "grf", "stack": "private", "frame": "private", "spill": "spill"})
@@ -185,11 +187,17 @@ class IntelVendor(Vendor):
                   if self.owns_arch(name) and name != target and (m := match_rank(name, d)) is not None]
         return [name for _, _, name in sorted(ranked)]
 
-    def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes:
+    def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes | None:
         """An ``ocloc`` archive with the kept members, ``pad_`` members made anew as compute-runtime's
-        ``ArEncoder`` makes them (:func:`devbin.targets.intel.fatprune.prune_fat_archive`)."""
+        ``ArEncoder`` makes them (:func:`devbin.targets.intel.fatprune.prune_fat_archive`); None for an archive
+        with a member whose name ocloc does not write (not its archive: ``ar rcs`` of zebins, a symbol table)."""
+        from devbin.formats.ar import ArchiveFile
+        from devbin.targets.intel.fatarchive import read_fat_archive
         from devbin.targets.intel.fatprune import prune_fat_archive
 
+        if len(ArchiveFile(data, where=where).members) != len(ArchiveFile(data, where=where).files) or any(
+                m.role == "other" for m in read_fat_archive(data, where=where)):
+            return None
         return prune_fat_archive(data, keeps, where)
 
     # ------------------------------------------------------------------ the unified model
