@@ -285,3 +285,18 @@ def test_a_bare_ocloc_archive(built: dict[str, Path], tmp_path: Path) -> None:
     run_tool(["ar", "rc", plain, built["zebin"], built["zebin_pvc"]])
     code, _, err = cli_err("prune", str(plain), "--keep", "pvc", "-o", str(tmp_path / "p.a"))
     assert code == 1 and "not one its tools write" in err and not (tmp_path / "p.a").exists()
+
+
+def test_images_that_would_grow_are_refused(built: dict[str, Path], tmp_path: Path) -> None:
+    """A frame compressed at a higher level than prune's may come back larger: when the section cannot hold the
+    rewritten images, nothing is written (one line, exit 1)."""
+    from devbin.formats.sycl.prune import prune_section
+
+    lib = sycl_library(tmp_path / "libz.so", [(built["fat"].read_bytes(), True)], [])
+    elf = ElfFile(ByteView(lib.read_bytes()))
+    (img,) = read_sycl_images(elf)
+    sec = elf.section(GEN)
+    assert sec is not None
+    buf = bytearray(lib.read_bytes())
+    got = prune_section(elf, buf, sec, [img], {img.index: (bytes(sec.file_size + 1), 0)})
+    assert got.reason is not None and "more than" in got.reason and buf == lib.read_bytes()

@@ -88,6 +88,9 @@ def prune_section(elf: ElfFile, buf: bytearray, sec: Section, images: Sequence[S
         places.append(_Place(start, start + len(img.stored), at, at + len(data), img.decoded_size, decoded,
                              img.end_slot))
         pos = at + len(data)
+    if places[-1].new_end > sec.file_size:
+        return SectionPrune(reason=f"the rewritten images take {places[-1].new_end - places[0].new_start:,} bytes, "
+                                   f"more than {sec.name} holds")
     gaps = [(a.old_end, b.old_start) for a, b in pairwise(places)]
     gaps.append((places[-1].old_end, sec.file_size))
     if any(any(buf[base + g0:base + g1]) for g0, g1 in gaps):
