@@ -43,6 +43,11 @@ input (:mod:`devbin.packaging.load_fallback`: compute_50 PTX that sm_90 JIT-comp
 sm_86 runs), except PTX under ``none`` and an image whose arch a ``drop`` name is; counted in
 :attr:`PruneResult.fallback_images` and :attr:`PruneResult.unloadable_containers`.
 
+**SPIR-V policy** (``spirv=``, ``--spirv``; ``--jit-ir`` sets both): the same words.  SPIR-V names no
+device, so ``kept`` and ``highest`` keep every module and ``none`` drops each one a container can lose (an
+ocloc archive's ``generic_ir``); a note says which SPIR-V stays whole, or which devices lose their JIT
+fallback when none does.
+
 **Images** are those :func:`devbin.images.scan_bytes` finds with ``all=True`` (every image:
 ``devbin list --all`` gives the same ones), each decided on its
 :class:`~devbin.images.Image` (address, kind, arch).  Each container is then rewritten
@@ -99,6 +104,15 @@ images, here)
   a run of them that lies back to back (packed towards the run's start, the wrappers moved, as in
   ``.nv_fatbin``); there every freed range is cut (the section split in pieces of its name, which no
   vendor tool reads by name), within :data:`devbin.formats.elf.pages.MAX_SEGMENTS`.
+* SYCL host library (``__CLANG_OFFLOAD_BUNDLE__sycl-<target>``; its registry entry's ``prune_section``,
+  :func:`devbin.images.sycl.prune_sycl_section`): in each image whose frame decodes to a multi-device
+  archive, the dropped members leave it (the vendor's ``prune_archive``), the frame is compressed again, the
+  section is packed and the descriptors, ``.tgtimg`` and symbols are moved with the images
+  (:mod:`devbin.formats.sycl.prune`); its freed tail's whole pages are cut as above.  A SYCL image itself
+  always stays; a relocatable object's SYCL sections are refused.
+* a multi-device archive (an ``ar`` whose members are one vendor's code objects, one per device, the
+  runtime picking one: :attr:`devbin.targets.vendor.Vendor.device_archives`): written again by its vendor
+  without the dropped members.
 * ``ar`` archive (GNU/System V; BSD and thin archives are refused): every member
   is pruned (members without device code are copied); when anything changed the
   archive is written again with :mod:`devbin.formats.ar.writer` (symbol table
