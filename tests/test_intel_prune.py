@@ -300,3 +300,19 @@ def test_images_that_would_grow_are_refused(built: dict[str, Path], tmp_path: Pa
     buf = bytearray(lib.read_bytes())
     got = prune_section(elf, buf, sec, [img], {img.index: (bytes(sec.file_size + 1), 0)})
     assert got.reason is not None and "more than" in got.reason and buf == lib.read_bytes()
+
+
+def test_a_container_lost_to_spirv_none_names_it() -> None:
+    """Where a kept device loaded SPIR-V (the runtime JIT-compiles it) and ``--spirv none`` took it, the note
+    names that policy, not ``--drop``."""
+    from devbin.images.address import Address
+    from devbin.images.record import Image
+    from devbin.packaging.load_fallback import Fallback
+
+    spv = Image(address=Address("lib.so"), vendor="", kind="spirv", arch="", size=4, stored_size=4,
+                compression="none", container="sycl", section="", offset=0)
+    fb = Fallback(lost=("lib.so@s#0.0",), lost_images=(spv,), lost_for=("pvc",))
+    (line,) = fb.notes("kept", "none")
+    assert "went by --spirv none" in line and "--drop" not in line
+    (line,) = fb.notes("kept")
+    assert "went by --drop" in line

@@ -353,7 +353,8 @@ class _Ctx:
             self.images = _with_highest_ptx(self.images, sel)
         gpus = kept_gpus(sel.keep, [i for i, k in self.images if k])
         self.images, self.fallback = protect(self.images, gpus, ptx=sel.ptx,
-                                             named_drop=lambda i: i.arch in (sel.drop or ()))
+                                             named_drop=lambda i: i.arch in (sel.drop or ())
+                                             or (sel.spirv == "none" and i.kind == SPIRV))
         self.kept = {i.address: k for i, k in self.images}
         self.freed = 0
         self.notes: list[str] = []
@@ -460,7 +461,7 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     if lost:
         ctx.notes.append(f"{where}: {lost}")
     ctx.notes.extend(f"{where}: {n}" for n in _spirv_notes(ctx.images, sel))
-    ctx.notes.extend(f"{where}: {n}" for n in ctx.fallback.notes(sel.ptx))
+    ctx.notes.extend(f"{where}: {n}" for n in ctx.fallback.notes(sel.ptx, sel.spirv))
     return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes, fallback_images=len(ctx.fallback.kept),
                        unloadable_containers=len(ctx.fallback.lost))
 
