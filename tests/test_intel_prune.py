@@ -316,3 +316,12 @@ def test_a_container_lost_to_spirv_none_names_it() -> None:
     assert "went by --spirv none" in line and "--drop" not in line
     (line,) = fb.notes("kept")
     assert "went by --drop" in line
+
+
+def test_a_library_of_spirv_only_says_so(built: dict[str, Path], tmp_path: Path) -> None:
+    """oneMKL's SYCL library holds SPIR-V images only (3,708): no name can match, and the refusal says what the
+    file holds instead of an empty list."""
+    lib = sycl_library(tmp_path / "libs.so", [], [built["spv"].read_bytes()])
+    code, _, err = cli_err("prune", str(lib), "--keep", "pvc", "-o", str(tmp_path / "o.so"))
+    assert code == 1 and err.rstrip().endswith("keep pvc matches no image; the file holds no image of an "
+                                               "architecture (1 spirv)")

@@ -454,8 +454,10 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     if sel.keep is not None:
         unmatched = [name for name in sel.keep if not any(prune_name_matches(name, i.arch) for i in device)]
         if unmatched and require_match:
-            raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the file holds "
-                             f"{', '.join(sorted({short(i.arch) for i in device}))}")
+            kinds = Counter(i.kind for i, _ in ctx.images)
+            held = ", ".join(sorted({short(i.arch) for i in device})) or "no image of an architecture (" + ", ".join(
+                f"{n:,} {kind}" for kind, n in sorted(kinds.items())) + ")"
+            raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the file holds {held}")
         ctx.notes.extend(f"{name} matches no image in {where}" for name in unmatched)
     lost = _ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k], sel.ptx)
     if lost:
