@@ -22,7 +22,7 @@ import zstandard
 from devbin.binary import ByteView
 from devbin.formats.elf.reader import ElfFile
 from devbin.formats.sycl.reader import read_sycl_images
-from devbin.targets.intel.fatprune import prune_fat_archive
+from devbin.targets.intel.fatarchive import prune_fat_archive
 
 from tests.conftest import require_tool
 from tests.intelbuild import build_intel

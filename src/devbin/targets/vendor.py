@@ -26,7 +26,9 @@ What a descriptor holds (each item is the one place devbin writes that rule):
 * the resources report's records of one code object (:meth:`Vendor.resources_tables`) and the row field
   each ``--sort`` key orders by (:attr:`Vendor.resource_sort_fields`);
 * what a driver loads (``devbin select``: :meth:`Vendor.parse_device`, :meth:`Vendor.judge`), the
-  super-archive's default chains (:meth:`Vendor.fallback_chain`), function sizes
+  super-archive's default chains (:meth:`Vendor.fallback_chain`) and symbol tables
+  (:meth:`Vendor.offered_symbols`), its own containers ``devbin pack`` writes
+  (:attr:`Vendor.pack_formats`, :meth:`Vendor.write_container`), function sizes
   (:meth:`Vendor.function_parts`), its tools (:attr:`Vendor.toolkit`), the facts its compilers print
   (:meth:`Vendor.facts_from_assembly`, ``devbin cc``);
 * the link and load back ends, as module paths (:attr:`Vendor.link_backend`,
@@ -191,6 +193,13 @@ class Vendor(ABC):
     #: --backend <offload_kind>``, JSON schema ``load-<offload_kind>``), imported on use ("" when none).
     driver_backend: ClassVar[str] = ""
 
+    #: Undefined symbols of its code objects that its loader defines when it loads them (a super-archive's
+    #: resolution does not look them up; Intel: the relocation symbols the runtime patches).
+    loader_symbols: ClassVar[frozenset[str]] = frozenset()
+    #: ``devbin pack --format`` names of the vendor's own multi-device containers, each with what it is
+    #: (Intel: ``ocloc``, the fat archive); :meth:`write_container` writes them.
+    pack_formats: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
     #: ``devbin resources --sort``'s keys (``regs``, ``stack``, ``frame``, ``spill``) -> the field of its text
     #: table's rows each orders by (:meth:`resources_tables`; ``name`` sorts by name whatever the vendor).
     resource_sort_fields: ClassVar[Mapping[str, str]] = MappingProxyType({})
@@ -325,6 +334,20 @@ class Vendor(ABC):
         device's name: Intel's ``ocloc`` archive) written again with the members ``keeps(name, n)`` accepts
         (``n``: the member's number among those of its name, from 1), as the vendor's tool writes it; None
         where the vendor has no such archive (``devbin prune`` then refuses to rewrite one)."""
+        return None
+
+    def write_container(self, format: str, images: Sequence[tuple[str, str, bytes]]) -> bytes:
+        """The container ``format`` (one of :attr:`pack_formats`) of ``images``, each ``(image kind, arch,
+        bytes)`` in order; a UsageError for an image it cannot hold."""
+        from devbin.errors import UsageError
+
+        raise UsageError(f"{self.title} writes no container {format!r}")
+
+    def offered_symbols(self, elf: ElfFile) -> tuple[str, ...] | None:
+        """The names a member ``elf`` (one of :attr:`e_machines`) offers to a lookup by name, in symbol-table
+        order, where they are not its defined global symbols (what ``ar s`` indexes and a linker pulls a member
+        for): a super-archive's per-target symbol table (docs/FORMAT.md §16).  None (the default): its
+        defined globals."""
         return None
 
     # ------------------------------------------------------------------ the unified model

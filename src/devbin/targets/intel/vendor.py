@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_INTELGT
@@ -43,9 +43,21 @@ if TYPE_CHECKING:
     from devbin.targets.resource_records import ImageKeys, ImageResources
     from devbin.targets.vendor import ModelSource
 
-__all__ = ["INTEL", "IntelVendor"]
+__all__ = ["INTEL", "JIT_TARGETS", "IntelVendor"]
 
 _BUILD_OPTIONS = ".misc.buildOptions"  # SHT_ZEBIN_MISC: the options IGC was given (elf.md)
+_SPIRV = "spirv"  # the image kind of a SPIR-V module (devbin.images.record.SPIRV, a layer above)
+#: The super-archive target names of SPIR-V, the JIT fallback below every Intel device
+#: (:meth:`IntelVendor.fallback_chain`): SYCL's target for SPIR-V images (intel/llvm
+#: ``sycl/source/detail/compiler.hpp``, ``__SYCL_DEVICE_BINARY_TARGET_SPIRV64``), short and as a triple.
+JIT_TARGETS: Final = ("spir64", "spir64-unknown-unknown")
+
+
+def _built_for(name: str) -> str:
+    """The architecture a target named ``name`` is built for, as :func:`match_rank` takes it: a device's
+    acronym is its IP version; a generic or family acronym and an IP version stay as they are."""
+    d = device_named(name)
+    return d.ip_version if d is not None else name.strip().lower()
 
 
 class IntelVendor(Vendor):
@@ -74,6 +86,13 @@ class IntelVendor(Vendor):
         "ocloc": "apt-get install intel-opencl-icd (or bash scripts/setup-test-env.sh)",
         "iga64": "apt-get install libigc-tools",
     })
+
+    #: IGC's relocation symbols (``visa/include/RelocationInfo.h``: ``CROSS_THREAD_OFF_R0_RELOCATION_NAME``,
+    #: ``PER_THREAD_OFF_RELOCATION_NAME``), undefined in a zebin and patched by the runtime's linker
+    #: (compute-runtime ``shared/source/compiler_interface/linker.h``).
+    loader_symbols = frozenset({"__INTEL_PATCH_CROSS_THREAD_OFFSET_OFF_R0", "__INTEL_PER_THREAD_OFF"})
+    pack_formats = MappingProxyType({"ocloc": "ocloc's fat archive: an ar of zebins named by IP version, and "
+                                              "generic_ir (SPIR-V)"})
 
     # ------------------------------------------------------------------ architectures
 
@@ -175,25 +194,75 @@ class IntelVendor(Vendor):
         return "an earlier image is taken"
 
     def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
-        """The targets among ``others`` whose zebins the runtime accepts on the device ``target`` names
-        (:func:`devbin.targets.intel.devices.match_rank`: its own IP version, then generic targets, then
-        its product family); ``[]`` for a name of several devices (``dg2``)."""
+        """The targets among ``others`` whose code the runtime takes on the device ``target`` names, best
+        first: zebins by :func:`devbin.targets.intel.devices.match_rank` (its own IP version, then generic
+        targets, then its product family; a target named by an acronym counts as its device's IP version:
+        ``acm-g10`` is ``12.55.8``, so it falls under ``acm-g11``), then the SPIR-V targets
+        (:data:`JIT_TARGETS`: the JIT fallback; the SYCL runtime's Level Zero adapter prefers the
+        ``spir64_gen`` image and takes ``spir64`` when there is none, ``urDeviceSelectBinary``, tested in
+        intel/llvm ``unified-runtime/test/adapters/level_zero/urDeviceSelectBinary.cpp``).  A name of several
+        devices (``dg2``) has only the SPIR-V levels."""
         if not self.owns_arch(target):
             return None
         d = device_named(target)
-        if d is None:
-            return []
-        ranked = [(m[0], i, name) for i, name in enumerate(others)
-                  if self.owns_arch(name) and name != target and (m := match_rank(name, d)) is not None]
-        return [name for _, _, name in sorted(ranked)]
+        ranked = [] if d is None else [
+            (m[0], i, name) for i, name in enumerate(others)
+            if self.owns_arch(name) and name != target and (m := match_rank(_built_for(name), d)) is not None]
+        return [name for _, _, name in sorted(ranked)] + [name for name in others if name.lower() in JIT_TARGETS]
+
+    def offered_symbols(self, elf: ElfFile) -> tuple[str, ...] | None:
+        """A zebin's kernels and external functions (``.ze_info`` ``kernels`` and ``functions``; for a zebin
+        without ``.ze_info``, the functions of their own ``.text.<name>`` section), then its other defined
+        globals: what the runtime finds by name (``zeKernelCreate``, ``clCreateKernel``; external functions
+        for ``zeModuleDynamicLink``).  IGC writes every kernel symbol ``STB_LOCAL`` (IGC
+        ``IGC/ZEBinWriter/zebin/spec/elf.md``, "ZE symbols"), so ``ar s`` and ``llvm-ar s`` index nothing of a
+        zebin; a patch-token binary (``e_machine`` 0) is not this vendor's machine and offers its globals."""
+        from devbin.targets.intel.zebin import Zebin
+
+        z = Zebin(elf, diag=lambda e: None)
+        named = [f.name for f in z.functions if f.is_kernel]
+        if z.zeinfo is not None:
+            named += [e.name for e in z.zeinfo.functions]
+        named += [sym.name for sym in elf.global_symbols(defined=True)]
+        return tuple(dict.fromkeys(n for n in named if n))
+
+    def write_container(self, format: str, images: Sequence[tuple[str, str, bytes]]) -> bytes:
+        """``ocloc``: the fat archive ocloc writes (:func:`devbin.targets.intel.fatarchive.write_fat_archive`):
+        each zebin as ``<pointer bits>.<IP version>`` in order, a SPIR-V module last as ``generic_ir`` with the
+        first zebin's build options (``.misc.buildOptions``) as its ``BuildOptions``."""
+        from devbin.errors import quote
+        from devbin.formats.elf.reader import ElfFile
+        from devbin.targets.intel.fatarchive import GENERIC_IR, fat_member_name, generic_ir, write_fat_archive
+
+        if format not in self.pack_formats:
+            return super().write_container(format, images)
+        members: list[tuple[str, bytes]] = []
+        ir: list[bytes] = []
+        options: list[bytes] = []
+        for kind, arch, data in images:
+            if kind == self.object_kind and arch:
+                elf = ElfFile(data)
+                members.append((fat_member_name(arch, 64 if elf.header.is64 else 32), data))
+                sec = elf.section(_BUILD_OPTIONS)
+                options.append(bytes(sec.data) if sec is not None else b"")
+            elif kind == _SPIRV and not ir:
+                ir.append(data)
+            else:
+                what = "a second SPIR-V module" if kind == _SPIRV else f"{kind} for {quote(arch or 'no device')}"
+                raise UsageError(f"an ocloc fat archive holds zebins of named devices and one SPIR-V module, not "
+                                 f"{what}")
+        # ocloc stores beside the SPIR-V the options its first device was built with (compute-runtime
+        # shared/offline_compiler/source/ocloc_fatbinary.cpp, buildFatBinary: optionsForIr), which IGC records
+        # in that zebin's .misc.buildOptions
+        first = options[0] if options else b""
+        return write_fat_archive([*members, *((GENERIC_IR, generic_ir(d, first)) for d in ir)])
 
     def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes | None:
         """An ``ocloc`` archive with the kept members, ``pad_`` members made anew as compute-runtime's
-        ``ArEncoder`` makes them (:func:`devbin.targets.intel.fatprune.prune_fat_archive`); None for an archive
+        ``ArEncoder`` makes them (:func:`devbin.targets.intel.fatarchive.prune_fat_archive`); None for an archive
         with a member whose name ocloc does not write (not its archive: ``ar rcs`` of zebins, a symbol table)."""
         from devbin.formats.ar import ArchiveFile
-        from devbin.targets.intel.fatarchive import read_fat_archive
-        from devbin.targets.intel.fatprune import prune_fat_archive
+        from devbin.targets.intel.fatarchive import prune_fat_archive, read_fat_archive
 
         if len(ArchiveFile(data, where=where).members) != len(ArchiveFile(data, where=where).files) or any(
                 m.role == "other" for m in read_fat_archive(data, where=where)):
