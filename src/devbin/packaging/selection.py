@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from devbin.errors import UsageError, short
-from devbin.images.address import Address, SectionStep
+from devbin.images.address import Address, Entry, SectionStep
 from devbin.images.containers import format_named
 from devbin.images.record import PTX, BareElf, Image
 from devbin.images.scan import scan, scan_bytes
@@ -295,10 +295,15 @@ def module_of(image: Image) -> str:
     one module (LLVM <= 22 writes one image per blob; the runtime picks among all of them, as
     among a fatbin's entries: ``x.o@.llvm.offloading``); the ``__CLANG_OFFLOAD_BUNDLE__<id>``
     sections of one object are one bundle (``k.o@__CLANG_OFFLOAD_BUNDLE__*``); a bare or wrapped
-    image is its own module (its address)."""
+    image is its own module (its address); a member of what an entry decodes to (an archive in a SYCL
+    image's frame) belongs to that entry (``lib.so@sec#0.1``): the runtime hands the entry over whole and the
+    device's loader picks one member of it."""
     address = image.address
     entry = address.entry
     fmt = format_named(image.container)
+    inner = max((k for k, s in enumerate(address.steps) if isinstance(s, Entry)), default=None)
+    if entry is None and inner is not None:
+        return str(Address(address.path, address.steps[:inner + 1]))
     if entry is None:
         prefix = fmt.object_section_prefix if fmt is not None else ""
         if prefix and address.section.startswith(prefix):
