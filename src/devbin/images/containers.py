@@ -14,7 +14,8 @@ Each :class:`ContainerFormat` says, for its format, everything the scan, ``prune
   containers are packed at (``bare_align`` back to back in a file, ``section_align`` in a section it
   owns), ``always_kept`` (entries that stay whatever is selected), and the constraints of a linked file
   (``host_wrappers``: host-side wrappers point at the containers, so they can be moved;
-  ``gap_ends_walk``: a reader stops at zero bytes between containers);
+  ``gap_ends_walk``: a reader stops at zero bytes between containers); ``prune_section`` where the host
+  side describes the images (SYCL's descriptors), so the format rewrites its sections itself;
 * **size accounting**: ``entry_header`` (an entry's own header bytes), ``container_header`` (each
   container's fixed header), ``stored_bytes`` (what an entry stores, for digests), ``decoded_size`` (the
   entry records a size that decoding trims), ``shares_stored`` (entries that share the container's
@@ -99,6 +100,11 @@ ElfWalk = Callable[[ScanReport, "ElfFile", Frame, bool], Iterator[Hit]]
 #: ``rewrite(view, keeps, where) -> (old size, new bytes)``: the container at offset 0 of ``view`` with the
 #: entries ``keeps(index)`` refuses left out (``b""``: the container goes whole).
 Rewrite = Callable[[ByteView, Callable[[int], bool], str], tuple[int, bytes]]
+#: ``prune_section(elf, bytes, section, its address, dropped_under)``: a section whose images the host side
+#: describes (so their format rewrites the section itself, in place in ``bytes``, references moved): the bytes
+#: its images shrank by and the file ranges freed (zero now, to be cut out).
+SectionPrune = Callable[["ElfFile", bytearray, "Section", Address, Callable[[Address], bool]],
+                        tuple[int, list[tuple[int, int]]]]
 #: ``extract_name(image, names)``: the file name ``devbin extract`` gives the image.
 ExtractName = Callable[[Image, "_Names"], str]
 
@@ -156,6 +162,8 @@ class ContainerFormat:
     bare_align: int = 1
     section_align: int | None = None
     rewrite: Rewrite | None = None
+    #: prune of a linked file: the format rewrites the sections it owns itself (None: ``rewrite`` per container).
+    prune_section: SectionPrune | None = None
     #: prune: an entry that stays whatever is selected.
     always_kept: Callable[[Image], bool] = _never
     #: prune of a linked file: host-side wrappers point at its containers (they can be moved with them).
@@ -348,6 +356,17 @@ def _inside_sycl_frame(image: Image) -> bool:
 def _oclelf_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool) -> Iterator[Hit]:
     from devbin.images.oclelf import oclelf_in_elf
     return oclelf_in_elf(rep, elf, frame, all)
+
+
+def _prune_sycl(elf: ElfFile, buf: bytearray, sec: Section, at: Address,
+                dropped_under: Callable[[Address], bool]) -> tuple[int, list[tuple[int, int]]]:
+    from devbin.images.sycl import prune_sycl_section
+    return prune_sycl_section(elf, buf, sec, at, dropped_under)
+
+
+def _whole_sycl_image(image: Image) -> bool:
+    from devbin.images.sycl import whole_image
+    return whole_image(image)
 
 
 def _llvm_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool) -> Iterator[Hit]:
@@ -572,6 +591,7 @@ SYCL: Final = ContainerFormat(
     "sycl", "an image of a SYCL host binary's offload wrapper (old offload model), or a member of the archive one "
     "decodes to", "SYCL image",
     in_elf=_sycl_in_elf, section_prefix=SYCL_C.SECTION_PREFIX, shares_stored=_inside_sycl_frame,
+    prune_section=_prune_sycl, always_kept=_whole_sycl_image,
     extract_name=_sycl_name, module_name=_sycl_module, producer_pairs=_sycl_pairs)
 
 #: The SPIR-V of an OpenCL ELF (devbin.formats.oclelf, devbin.images.oclelf): an ocloc fat archive's generic_ir.

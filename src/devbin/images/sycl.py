@@ -24,13 +24,13 @@ kernel among all the images registered for it, and the Level Zero adapter prefer
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from devbin.binary import ByteView
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats import magic as M
-from devbin.formats.elf.reader import ElfFile
+from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.sycl.constants import PROP_BYTE_ARRAY, SECTION_PREFIX
 from devbin.formats.sycl.reader import Property, SyclImage, read_sycl_images
@@ -41,7 +41,8 @@ from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import device_elf, image_kind, vendor_of
 from devbin.targets.registry import vendor_named
 
-__all__ = ["CONTAINER", "SyclMember", "SyclPart", "inside_frame", "module_name", "producer_pairs", "sycl_in_elf"]
+__all__ = ["CONTAINER", "SyclMember", "SyclPart", "inside_frame", "module_name", "producer_pairs", "prune_sycl_section",
+           "sycl_in_elf", "whole_image"]
 
 CONTAINER = "sycl"
 
@@ -216,3 +217,50 @@ def module_name(image: Image) -> str:
     if len(names) <= 3:
         return f"{base}[{' '.join(names)}]"
     return f"{base}[{' '.join(names[:3])} +{len(names) - 3} {zlib.crc32(entries.encode()):08x}]"
+
+
+def whole_image(image: Image) -> bool:
+    """Whether ``image`` is a SYCL image itself (``#0.i``), not a part of the archive its frame decodes to:
+    prune keeps it whatever is selected, since the wrapper's descriptor describes it and the runtime reads
+    every descriptor (its members go, the image stays)."""
+    return image.container == CONTAINER and image.address.entry is not None
+
+
+def prune_sycl_section(elf: ElfFile, buf: bytearray, sec: Section, at: Address,
+                       dropped_under: Callable[[Address], bool]) -> tuple[int, list[tuple[int, int]]]:
+    """Prune the SYCL section ``sec`` of the linked file ``elf`` (bytes ``buf``, written in place; ``at`` the
+    section's address): in each image whose archive loses a member (``dropped_under`` an address below it),
+    the members go (the vendor's :meth:`~devbin.targets.vendor.Vendor.prune_archive`), the archive is
+    compressed again as it was, and the section is packed with every reference to its images moved
+    (:func:`devbin.formats.sycl.prune.prune_section`).  The bytes the images shrank by and the file range of
+    the freed tail; UsageError where the section cannot be rewritten."""
+    from devbin.formats.ar.reader import ArchiveFile
+    from devbin.formats.sycl.prune import compress_image, prune_section
+
+    where = str(at)
+    images = [i for i in read_sycl_images(elf) if i.section == sec.name]
+    new: dict[int, tuple[bytes, int]] = {}
+    for img in images:
+        address = at.child(Entry(0, img.index))
+        if not dropped_under(address):
+            continue
+        data = memoryview(img.image_data(FC.DEFAULT_MAX))
+        rep = ScanReport()
+        found = list(_archive(img, data, address, rep, ())) if M.detect(bytes(data[:8])) == M.AR else []
+        owner = next((v for i in found if (v := vendor_named(i.vendor)) is not None), None)
+        if rep.warnings or owner is None:
+            raise UsageError(f"{address}: not an archive of device code prune can rewrite")
+        ArchiveFile(data, where=str(address))  # the reader's checks first
+
+        def keeps(name: str, n: int, base: Address = address) -> bool:
+            return not dropped_under(base.child(Member(name, n)))
+
+        pruned = owner.prune_archive(data, keeps, str(address))
+        if pruned is None:
+            raise UsageError(f"{address}: devbin cannot write {owner.title}'s archives")
+        new[img.index] = (compress_image(pruned) if img.compressed else pruned, len(pruned))
+        img.forget()
+    got = prune_section(elf, buf, sec, images, new)
+    if got.reason is not None:
+        raise UsageError(f"{where}: cannot prune {sec.name}: {got.reason}")
+    return got.freed, got.free

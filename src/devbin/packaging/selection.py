@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from devbin.errors import UsageError, short
-from devbin.images.address import Address, Member, SectionStep
+from devbin.images.address import Address, Entry, Member, SectionStep
 from devbin.images.containers import format_named
 from devbin.images.record import PTX, BareElf, Image
 from devbin.images.scan import scan, scan_bytes
@@ -302,7 +302,9 @@ def module_of(image: Image) -> str:
     image is its own module (its address); the members of an archive its vendor's runtime picks one
     from (:meth:`~devbin.targets.vendor.Vendor.picks_member`: an ``ocloc`` fat archive) are one module, the
     archive (``k.ar``, ``lib.so@__CLANG_OFFLOAD_BUNDLE__sycl-spir64_gen#0.0``); a format may name its
-    modules itself (``ContainerFormat.module_name``: a SYCL library's images of one kernel set)."""
+    modules itself (``ContainerFormat.module_name``: a SYCL library's images of one kernel set); another
+    member of what an entry decodes to belongs to that entry (``lib.so@sec#0.1``): the runtime hands the
+    entry over whole and the device's loader picks one member of it."""
     address = image.address
     entry = address.entry
     fmt = format_named(image.container)
@@ -311,6 +313,9 @@ def module_of(image: Image) -> str:
     picked = _picked_member(image)
     if picked is not None:
         return str(picked[0])
+    inner = max((k for k, s in enumerate(address.steps) if isinstance(s, Entry)), default=None)
+    if entry is None and inner is not None:
+        return str(Address(address.path, address.steps[:inner + 1]))
     if entry is None:
         prefix = fmt.object_section_prefix if fmt is not None else ""
         if prefix and address.section.startswith(prefix):

@@ -184,6 +184,9 @@ class Vendor(ABC):
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
+    #: Whether an ``ar`` archive of its code objects is a multi-device archive, whose runtime loads the one member
+    #: that fits the device (Intel's ocloc archive): ``devbin prune`` drops members of one (:meth:`prune_archive`).
+    device_archives: ClassVar[bool] = False
     #: The module of its device-link back end, imported by ``devbin.link`` on use ("" when none).
     link_backend: ClassVar[str] = ""
     #: The module of its load back end, imported by ``devbin.load`` on use ("" when none).
@@ -344,6 +347,13 @@ class Vendor(ABC):
         """The targets among ``others`` (a super-archive's, docs/FORMAT.md §16.5) whose code runs where
         ``target``'s does, best first: the default fallback chain below ``target``; None when ``target`` is
         no architecture of this vendor's."""
+
+    def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes | None:
+        """A multi-device archive of this vendor's code objects (what a runtime picks one member of by the
+        device's name: Intel's ``ocloc`` archive) written again with the members ``keeps(name, n)`` accepts
+        (``n``: the member's number among those of its name, from 1), as the vendor's tool writes it; None
+        where the vendor has no such archive (``devbin prune`` then refuses to rewrite one)."""
+        return None
 
     def write_container(self, format: str, images: Sequence[tuple[str, str, bytes]]) -> bytes:
         """The container ``format`` (one of :attr:`pack_formats`) of ``images``, each ``(image kind, arch,

@@ -39,12 +39,13 @@ spaces before a member whose data would not start 8-aligned, odd sizes padded wi
 ``generic_ir`` as its ``ElfEncoder`` lays it out (``shared/source/device_binary_format/elf/elf_encoder.cpp``:
 header, section headers, then the section data 8-aligned, ``.shstrtab`` last and named first), with
 a ``BuildOptions`` section when there are options (current ``ocloc_fatbinary.cpp``, ``appendGenericIr``; the
-2022 ocloc wrote none).
+2022 ocloc wrote none).  :func:`prune_fat_archive` writes one again with some of its members (``devbin prune``):
+the ``pad_`` members made anew for the new offsets; keeping every member gives the input back byte for byte.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -56,7 +57,7 @@ from devbin.formats.oclelf import BUILD_OPTIONS, ET_OPENCL_OBJECTS, SHT_OPENCL_O
 from devbin.targets.intel.devices import PRODUCT_FAMILIES, IntelDevice, device_named, ip_text, parse_ip
 
 __all__ = ["GENERIC_IR", "PAD_PREFIX", "FatMember", "fat_member_name", "generic_ir", "member_filters", "member_match",
-           "member_target", "product_abbreviation", "read_fat_archive", "write_fat_archive"]
+           "member_target", "product_abbreviation", "prune_fat_archive", "read_fat_archive", "write_fat_archive"]
 
 GENERIC_IR: Final = "generic_ir"
 PAD_PREFIX: Final = "pad_"
@@ -198,3 +199,30 @@ def write_fat_archive(members: Sequence[tuple[str, bytes]]) -> bytes:
         out.append(ArMember(name, data, ()))
         written += AR.HEADER_SIZE + len(data) + len(data) % 2
     return write_archive(out, symtab=False, pad_byte=b"\0")
+
+
+def prune_fat_archive(data: Buffer, keeps: Callable[[str, int], bool], where: str = "") -> bytes:
+    """The archive ``data`` without the members ``keeps(name, n)`` refuses (``n``: the member's number among
+    those of its name, from 1, as the scan counts them) and without its ``pad_`` members, written again by
+    :func:`write_fat_archive` (which makes the pads for the new offsets).  FormatError from the ``ar`` reader."""
+    kept = [(m.name, bytes(m.data)) for m in _numbered(ArchiveFile(data, where=where).files) if keeps(m.name, m.n)]
+    return write_fat_archive(kept)
+
+
+@dataclass(frozen=True, slots=True)
+class _Numbered:
+    name: str
+    n: int
+    data: memoryview
+
+
+def _numbered(members: Sequence[Member]) -> list[_Numbered]:
+    """The members but the ``pad_`` ones, each with its number among those of its name."""
+    seen: dict[str, int] = {}
+    out = []
+    for m in members:
+        if m.name.startswith(PAD_PREFIX):
+            continue
+        seen[m.name] = n = seen.get(m.name, 0) + 1
+        out.append(_Numbered(m.name, n, m.data))
+    return out

@@ -92,6 +92,8 @@ class IntelVendor(Vendor):
     hue = 210
     #: Zebins, and SPIR-V: compiled for the device by the driver (JIT), the native images' fallback.
     loadable_kinds = frozenset({"zebin", "spirv"})
+    #: ocloc's archive of zebins by device (:mod:`devbin.targets.intel.fatarchive`).
+    device_archives = True
     #: ``--sort``: GRF, PRIVATE (stack and frame: private bytes per hardware thread), SPILL
     #: (:mod:`devbin.targets.intel.resources`).
     resource_sort_fields = MappingProxyType({"regs": "grf", "stack": "private", "frame": "private", "spill": "spill"})
@@ -338,6 +340,18 @@ class IntelVendor(Vendor):
         # in that zebin's .misc.buildOptions
         first = options[0] if options else b""
         return write_fat_archive([*members, *((GENERIC_IR, generic_ir(d, first)) for d in ir)])
+
+    def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes | None:
+        """An ``ocloc`` archive with the kept members, ``pad_`` members made anew as compute-runtime's
+        ``ArEncoder`` makes them (:func:`devbin.targets.intel.fatarchive.prune_fat_archive`); None for an archive
+        with a member whose name ocloc does not write (not its archive: ``ar rcs`` of zebins, a symbol table)."""
+        from devbin.formats.ar import ArchiveFile
+        from devbin.targets.intel.fatarchive import prune_fat_archive, read_fat_archive
+
+        if len(ArchiveFile(data, where=where).members) != len(ArchiveFile(data, where=where).files) or any(
+                m.role == "other" for m in read_fat_archive(data, where=where)):
+            return None
+        return prune_fat_archive(data, keeps, where)
 
     # ------------------------------------------------------------------ the unified model
 
