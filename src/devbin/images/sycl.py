@@ -12,7 +12,14 @@ Fields: ``container`` ``sycl``; ``compression`` ``zstd`` when the image is a fra
 frame's bytes for an image itself, a member's (or section's) bytes in the decoded archive for what is
 inside one (as for an entry of a compressed bundle); ``offset`` the image's file offset; metadata
 ``target``, ``format``, ``descriptor-version``, ``entries`` (the kernel names, space-separated),
-``compile-options``, ``link-options`` where the wrapper's descriptor gives them.
+``compile-options``, ``link-options`` where the wrapper's descriptor gives them; ``devbin inspect`` adds the
+property sets (:func:`producer_pairs`).
+
+For ``devbin select`` (:func:`module_name`), the images of one host file that hold the same kernels (their
+offload entries) are one module whatever their target: the SYCL runtime looks for an image with a
+kernel among all the images registered for it, and the Level Zero adapter prefers the native
+``spir64_gen`` one over ``spir64`` SPIR-V (intel/llvm ``sycl/source/detail/program_manager``,
+``unified-runtime/source/adapters/level_zero/device.cpp``: ``urDeviceSelectBinary``).
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats import magic as M
 from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import constants as FC
-from devbin.formats.sycl.reader import SyclImage, read_sycl_images
+from devbin.formats.sycl.constants import PROP_BYTE_ARRAY, SECTION_PREFIX
+from devbin.formats.sycl.reader import Property, SyclImage, read_sycl_images
 from devbin.images.address import Address, Entry, Member, SectionStep
 from devbin.images.frame import Frame, Hit
 from devbin.images.record import DATA, HOST, SPIRV, BareElf, Image
@@ -33,7 +41,8 @@ from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import device_elf, image_kind, vendor_of
 from devbin.targets.registry import vendor_named
 
-__all__ = ["CONTAINER", "SyclPart", "inside_frame", "prune_sycl_section", "sycl_in_elf", "whole_image"]
+__all__ = ["CONTAINER", "SyclMember", "SyclPart", "inside_frame", "module_name", "producer_pairs", "prune_sycl_section",
+           "sycl_in_elf", "whole_image"]
 
 CONTAINER = "sycl"
 
@@ -53,6 +62,34 @@ class SyclPart:
 
     def image_head(self, n: int, size: int = 0) -> memoryview:
         return self.view[:n]
+
+
+@dataclass(frozen=True, slots=True)
+class SyclMember(BareElf):
+    """A device ELF member of a decoded image's archive: a :class:`~devbin.images.record.BareElf` that knows
+    the SYCL image it came from (:func:`producer_pairs`)."""
+
+    sycl: SyclImage | None = field(default=None, repr=False, compare=False)
+
+
+def _value_text(p: Property) -> str:
+    """A property's value as text: a number (``UINT32``), else its bytes in hex (``BYTE_ARRAY``: the payload
+    after the bit length; another type: the stored bytes, or the size field when it points at none)."""
+    if isinstance(p.value, int):
+        return str(p.value)
+    return p.value.hex() if p.type == PROP_BYTE_ARRAY else f"type {p.type}: {p.value.hex()}"
+
+
+def producer_pairs(native: object) -> tuple[tuple[str, str], ...]:
+    """What the offload wrapper stored with an image (``devbin inspect``'s metadata): the descriptor's fields as
+    ``list`` gives them, then every property as ``<set>/<property>`` (``SYCL/misc properties/optLevel: 2``),
+    in stored order, values raw (:func:`_value_text`); () for a record of no SYCL image."""
+    img = native if isinstance(native, SyclImage) else native.image if isinstance(native, SyclPart) \
+        else native.sycl if isinstance(native, SyclMember) else None
+    if img is None:
+        return ()
+    return (*_metadata(img), *((f"{ps.name}/{p.name}", _value_text(p)) for ps in img.property_sets
+                               for p in ps.properties))
 
 
 def _metadata(img: SyclImage) -> tuple[tuple[str, str], ...]:
@@ -93,8 +130,8 @@ def _member_image(img: SyclImage, data: memoryview, start: int, size: int, addre
         owner = vendor_named(vendor)
         if not arch and owner is not None:
             arch = owner.arch_from_elf(elf)
-        native = BareElf(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
-                         abi_version=h.ei_abiversion, size=elf.size, view=view[:elf.size])
+        native = SyclMember(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
+                            abi_version=h.ei_abiversion, size=elf.size, view=view[:elf.size], sycl=img)
         return _part(img, address, vendor, kind, arch, elf.size, size, native, meta)
     for sec in elf.sections:  # a host ELF: the IR it carries (an OpenCL ELF's "SPIRV Object")
         if sec.file_size >= 20 and M.image_magic(sec.view.bytes_at(0, 4)) == M.SPIRV:
@@ -161,6 +198,25 @@ def sycl_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool = False) 
                         native=img), frame
         except DeviceBinaryError as e:
             rep.warn(str(address), str(e))
+
+
+def module_name(image: Image) -> str:
+    """The module ``image`` belongs to (module docstring): ``lib.so@__CLANG_OFFLOAD_BUNDLE__sycl-*[k1 k2]`` (the
+    first three kernels, then how many more and a checksum of all); an image whose descriptor names no kernel
+    (a device library's) is a module of its own, its SYCL image's address (``lib.so@<section>#0.3``)."""
+    import zlib
+
+    entries = next((v for k, v in image.metadata if k == "entries"), "")
+    a = image.address
+    at = next((i for i, st in enumerate(a.steps) if isinstance(st, SectionStep) and st.name.startswith(SECTION_PREFIX)),
+              len(a.steps))
+    base = f"{Address(a.path, a.steps[:at])}{SectionStep(SECTION_PREFIX)}*"
+    names = entries.split()
+    if not names:  # no kernels named (a device library's image): a module of its own, the image
+        return str(Address(a.path, a.steps[:at + 2]))
+    if len(names) <= 3:
+        return f"{base}[{' '.join(names)}]"
+    return f"{base}[{' '.join(names[:3])} +{len(names) - 3} {zlib.crc32(entries.encode()):08x}]"
 
 
 def whole_image(image: Image) -> bool:

@@ -129,7 +129,9 @@ class Device:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """Whether a driver loads an image on a device (:meth:`Vendor.judge`): ``reason`` one phrase, ``rank``
-    a sort key among the images that load (smaller is better), ``jit`` compiled by the driver first."""
+    a sort key among the images that load (smaller is better), ``jit`` compiled by the driver first.  A
+    refusal's ``rank`` is where the image would rank if the driver compiled the IR it carries instead
+    (:meth:`Vendor.refused_fallback`); empty where the driver never looks at it."""
 
     ok: bool
     reason: str
@@ -318,6 +320,23 @@ class Vendor(ABC):
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
         """Whether the driver loads an image of ``kind`` (one of :attr:`loadable_kinds`) and ``arch`` (as
         :meth:`loader_arch` gives it) on ``device`` (this vendor's), and its rank among those that load."""
+
+    def refused_fallback(self, kind: str, refused: Verdict, data: Callable[[], Buffer] | None) -> Verdict:
+        """What the driver does with an image :meth:`judge` or :meth:`judge_member` refused, whose bytes ``data()``
+        gives (None: not at hand): by default nothing, the refusal stands (Intel: a zebin that carries its
+        SPIR-V is compiled from it)."""
+        return refused
+
+    def picks_member(self, name: str) -> bool:
+        """Whether an archive member named ``name`` is one of the variants its runtime picks one from (Intel:
+        an ``ocloc`` fat archive's ``64.12.60.7``, ``generic_ir``): the members so named make one module, judged
+        by :meth:`judge_member`.  False by default: each member of an archive is a module of its own."""
+        return False
+
+    def judge_member(self, member: str, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        """:meth:`judge` for an image that is the archive member ``member`` (:meth:`picks_member` holds), whose
+        name the runtime may match first; by default the name plays no part."""
+        return self.judge(kind, arch, device, generic_version)
 
     @abstractmethod
     def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:

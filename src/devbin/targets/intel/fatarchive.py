@@ -15,7 +15,23 @@ are
   8-byte boundary (its bytes are spaces); no device code.
 
 The runtime picks a member by prefix match of its name (compute-runtime
-``device_binary_format_ar.cpp``); :func:`member_target` gives what a name says.
+``shared/source/device_binary_format/device_binary_format_ar.cpp``, ``unpackSingleDeviceBinary``):
+it looks for the first member whose name starts with, in this order,
+
+1. ``<bits>.<major>.<minor>.<revision>``, the device's IP version (``64.12.60.7``);
+2. ``<bits>.<product>.<stepping>``, the device's product abbreviation and stepping (``64.dg2.0``);
+3. ``<bits>.<major>.<minor>`` (``64.12.55``: a member for another revision of the same IP);
+4. ``<bits>.<product>`` (``64.dg2``, also ``64.dg2.<any stepping>``);
+5. ``generic_ir``,
+
+and takes the first of these whose device code the zebin decoder accepts for the device
+(``device_binary_format_zebin.cpp``: ``validateTargetDevice`` on the zebin's notes); ``generic_ir``
+(or the ``.spv`` of a member the decoder refused) is then compiled for the device.  ``<bits>`` is 64 on
+every device ocloc names (``maxPointerSizeInBytes`` 8).  A member no filter names is never looked at.
+:func:`member_target` gives what a name says, :func:`member_filters` the names the runtime looks for on a
+device and :func:`member_match` which of them a member answers.  devbin does not know a device's
+stepping (the revision ID the driver reads from the GPU): filter 2 is not applied, and a
+``<bits>.<product>.<stepping>`` member is taken by filter 4, which its name also answers.
 
 :func:`write_fat_archive` writes one as ``ocloc`` does (``devbin pack --format ocloc``): compute-runtime's
 ``ArEncoder`` (``ar_encoder.cpp``: no symbol table, names of at most 15 bytes, a ``pad_<n>`` member of
@@ -37,21 +53,17 @@ from devbin.binary import Buffer, ByteView, Emitter
 from devbin.errors import UsageError, quote
 from devbin.formats.ar import ArchiveFile, Member
 from devbin.formats.ar import constants as AR
-from devbin.targets.intel.devices import device_named, ip_text, parse_ip
+from devbin.formats.oclelf import BUILD_OPTIONS, ET_OPENCL_OBJECTS, SHT_OPENCL_OPTIONS, SHT_OPENCL_SPIRV, SPIRV_OBJECT
+from devbin.targets.intel.devices import PRODUCT_FAMILIES, IntelDevice, device_named, ip_text, parse_ip
 
-__all__ = ["GENERIC_IR", "PAD_PREFIX", "FatMember", "fat_member_name", "generic_ir", "member_target",
-           "prune_fat_archive", "read_fat_archive", "write_fat_archive"]
+__all__ = ["GENERIC_IR", "PAD_PREFIX", "FatMember", "fat_member_name", "generic_ir", "member_filters", "member_match",
+           "member_target", "product_abbreviation", "prune_fat_archive", "read_fat_archive", "write_fat_archive"]
 
 GENERIC_IR: Final = "generic_ir"
 PAD_PREFIX: Final = "pad_"
 #: ``generic_ir``'s ELF: ``e_type`` ``ET_OPENCL_OBJECTS``, its sections ``SPIRV Object`` of type
-#: ``SHT_OPENCL_SPIRV`` and ``BuildOptions`` of type ``SHT_OPENCL_OPTIONS`` (compute-runtime
-#: ``shared/source/device_binary_format/elf/ocl_elf.h``).
-ET_OPENCL_OBJECTS: Final = 0xFF02
-SHT_OPENCL_SPIRV: Final = 0xFF000009
-SHT_OPENCL_OPTIONS: Final = 0xFF000006
-SPIRV_OBJECT: Final = "SPIRV Object"
-BUILD_OPTIONS: Final = "BuildOptions"
+#: ``SHT_OPENCL_SPIRV`` and ``BuildOptions`` of type ``SHT_OPENCL_OPTIONS`` (the OpenCL ELF's constants:
+#: :mod:`devbin.formats.oclelf`, which the scan reads it with).
 _SHSTRTAB = ".shstrtab"
 _SHT_STRTAB = 3
 _ELF64_HEADER = 64
@@ -99,6 +111,31 @@ def read_fat_archive(data: Buffer | ByteView, *, where: str = "") -> tuple[FatMe
         role, arch, bits = member_target(m.name)
         out.append(FatMember(m, role, arch, bits))
     return tuple(out)
+
+
+def product_abbreviation(device: IntelDevice) -> str:
+    """The product abbreviation the runtime names ``device``'s members by (compute-runtime ``hardwarePrefix``:
+    ``dg2`` for every DG2 device, ``pvc``, ``mtl``): its product family's acronym, else its acronym's stem
+    (``bmg-g21`` -> ``bmg``)."""
+    pf = device.product_family
+    return PRODUCT_FAMILIES[pf] if pf is not None and pf in PRODUCT_FAMILIES else device.name.split("-")[0]
+
+
+def member_filters(device: IntelDevice, bits: int = 64) -> tuple[tuple[int, str, str], ...]:
+    """The name prefixes the runtime looks for on ``device``, in its order (module docstring): ``(filter
+    number 1-5, prefix, what it is)``; filter 2 (the stepping) is left out: devbin does not know it."""
+    a, r, v = device.ip
+    product = product_abbreviation(device)
+    return ((1, f"{bits}.{a}.{r}.{v}", "the device's IP version"),
+            (3, f"{bits}.{a}.{r}", "the device's IP major.minor"),
+            (4, f"{bits}.{product}", "the device's product"),
+            (5, GENERIC_IR, "the SPIR-V fallback"))
+
+
+def member_match(name: str, device: IntelDevice) -> tuple[int, str, str] | None:
+    """The first filter of :func:`member_filters` whose prefix ``name`` starts with (the runtime's
+    ``startsWith``, so ``64.12.55`` answers for ``64.12.55.8``), or None: the runtime never looks at it."""
+    return next((f for f in member_filters(device) if name.startswith(f[1])), None)
 
 
 def fat_member_name(arch: str, bits: int) -> str:

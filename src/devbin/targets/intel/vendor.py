@@ -15,7 +15,17 @@ included, is :func:`devbin.targets.intel.devices.match_rank` (compute-runtime
 ``zebin_decoder.cpp``, ``validateTargetDevice``; ``platforms.h``, ``compatibilityMapping``).  Native
 code for Intel GPUs is ``spir64_gen`` in clang's and SYCL's triples (intel/llvm
 ``sycl/source/detail/compiler.hpp``), and SYCL its offload kind (LLVM ``OffloadBinary.h``: offload
-kind 8, :mod:`devbin.formats.offload.constants`); 0x8086 is Intel's PCI vendor ID.
+kind 8, :mod:`devbin.formats.offload.constants`); 0x8086 is Intel's PCI vendor ID.  SPIR-V for
+``spir64`` (SYCL's ``sycl-spir64`` images, an OffloadBinary's ``spir64-unknown-unknown``) is Intel's JIT
+code, as PTX is NVIDIA's: :meth:`IntelVendor.owns_triple` claims it, and the driver compiles it for the
+device when no native image fits (:meth:`IntelVendor.judge`).
+
+What the runtime loads (``devbin select``): a bare zebin by :func:`~devbin.targets.intel.devices.match_rank`;
+a member of an ``ocloc`` fat archive by its name first (:func:`devbin.targets.intel.fatarchive.member_match`,
+compute-runtime ``device_binary_format_ar.cpp``), then by the zebin's own notes; ``generic_ir`` and SPIR-V
+last, compiled for the device.  A SYCL program's native image (``spir64_gen``) is preferred over its
+SPIR-V (``spir64``): the Level Zero adapter picks the ``spir64_gen`` binary first and falls back to
+``spir64`` (intel/llvm ``unified-runtime/source/adapters/level_zero/device.cpp``, ``urDeviceSelectBinary``).
 """
 
 from __future__ import annotations
@@ -27,12 +37,14 @@ from typing import TYPE_CHECKING, Final
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_INTELGT
 from devbin.targets.intel.devices import (
+    GENERIC_ACRONYMS,
     device_named,
     devices_named,
     known_names,
     match_rank,
     names_overlap,
     parse_ip,
+    selected_device,
 )
 from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
 
@@ -45,6 +57,9 @@ if TYPE_CHECKING:
 
 __all__ = ["INTEL", "JIT_TARGETS", "IntelVendor"]
 
+_SPIRV = "spirv"  # devbin.images.record.SPIRV (images are above this layer)
+_IR_RANK = 8  # a zebin's own SPIR-V, or generic_ir (then ordered by the member's filter): after native code
+_SPIRV_RANK = 9  # a SPIR-V image: after every native image and generic_ir
 _BUILD_OPTIONS = ".misc.buildOptions"  # SHT_ZEBIN_MISC: the options IGC was given (elf.md)
 _SPIRV = "spirv"  # the image kind of a SPIR-V module (devbin.images.record.SPIRV, a layer above)
 #: The super-archive target names of SPIR-V, the JIT fallback below every Intel device
@@ -75,7 +90,8 @@ class IntelVendor(Vendor):
     offload_kind = "sycl"
     default_triple = "spir64_gen-unknown-unknown"
     hue = 210
-    loadable_kinds = frozenset({"zebin"})
+    #: Zebins, and SPIR-V: compiled for the device by the driver (JIT), the native images' fallback.
+    loadable_kinds = frozenset({"zebin", "spirv"})
     #: ocloc's archive of zebins by device (:mod:`devbin.targets.intel.fatarchive`).
     device_archives = True
     #: ``--sort``: GRF, PRIVATE (stack and frame: private bytes per hardware thread), SPILL
@@ -136,6 +152,11 @@ class IntelVendor(Vendor):
         except DeviceBinaryError:
             return ""
 
+    def owns_triple(self, triple: str) -> bool:
+        """Native code (``spir64_gen``, ``spir_gen``) and SPIR-V for 64-bit SPIR devices (``spir64``,
+        ``spir64-unknown-unknown``): SYCL's JIT images.  Not ``spir64_x86_64`` (CPU) or ``spir64_fpga``."""
+        return triple.startswith(self.triple_prefixes) or triple == "spir64" or triple.startswith("spir64-")
+
     def option_matches(self, found: str, wanted: str) -> bool:
         return names_overlap(found, wanted)
 
@@ -157,14 +178,22 @@ class IntelVendor(Vendor):
         return self.claims_arch(text)
 
     def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        """An IP version or acronym naming one device; a generic acronym (``dg2``) is judged as the generic
+        target's base device (:func:`~devbin.targets.intel.devices.selected_device`), with a note."""
         if parse_ip(text) is None and text not in known_names():
             hint = suggest(text)
             raise UsageError(f"unknown device {text!r}" + (f"; did you mean {' or '.join(hint)}?" if hint else ""))
-        d = device_named(text)
+        d = selected_device(text)
         if d is None:
             several = ", ".join(f"{x.name} ({x.ip_version})" for x in devices_named(text))
             raise UsageError(f"{text} names several Intel devices ({several}); name one")
-        return Device(text, self.name, description=f"{text} ({self.device_title} {d.name}, IP {d.ip_version})")
+        note = ""
+        if text in GENERIC_ACRONYMS:
+            others = ", ".join(f"{x.name} ({x.ip_version})" for x in devices_named(text) if x is not d)
+            note = (f"{text} is a generic target: judged as its base device {d.name} ({d.ip_version}), the one "
+                    f"ocloc -device {text} compiles for; name {others} for another")
+        return Device(text, self.name, note=note,
+                      description=f"{text} ({self.device_title} {d.name}, IP {d.ip_version})")
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
                     ) -> tuple[str, int]:
@@ -178,19 +207,74 @@ class IntelVendor(Vendor):
             return arch, 1
 
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
-        d = device_named(device.name)
+        """A zebin by :func:`~devbin.targets.intel.devices.match_rank` (ranks 0-2); SPIR-V always loads,
+        compiled for the device (rank 9: after every native image)."""
+        d = selected_device(device.name)
         if d is None:
             return Verdict(False, f"unknown {self.device_title} device {device.name!r}")
+        if kind == _SPIRV:
+            return Verdict(True, "SPIR-V: the driver compiles it for the device", (_SPIRV_RANK,), jit=True)
         if not arch:
-            return Verdict(False, "the zebin names no device")
+            return Verdict(False, "the zebin names no device", (_IR_RANK,))
         m = match_rank(arch, d)
         if m is None:
-            return Verdict(False, f"built for {arch}, not {d.name} ({d.ip_version})")
+            return Verdict(False, f"built for {arch}, not {d.name} ({d.ip_version})", (_IR_RANK,))
         return Verdict(True, m[1], (m[0],))
 
+    def refused_fallback(self, kind: str, refused: Verdict, data: Callable[[], Buffer] | None) -> Verdict:
+        """A refused zebin that carries its SPIR-V (a ``SHT_ZEBIN_SPIRV`` section, ``.spv``: what ``ocloc compile``
+        keeps) is compiled from it (compute-runtime ``device_binary_format_zebin.cpp``: a zebin not valid for
+        the target with an intermediate representation is rebuilt from it), ranked by the refusal's rank."""
+        if kind != self.object_kind or data is None or not refused.rank:
+            return refused
+        from devbin.formats.elf.reader import ElfFile
+        from devbin.targets.intel.zebin import SHT_ZEBIN_SPIRV
+        try:
+            carries = bool(ElfFile(data()).sections_of_type(SHT_ZEBIN_SPIRV))
+        except DeviceBinaryError:
+            return refused
+        if not carries:
+            return refused
+        return Verdict(True, f"{refused.reason}: the driver compiles the SPIR-V it carries (.spv)", refused.rank,
+                       jit=True)
+
+    def picks_member(self, name: str) -> bool:
+        """Members named as ocloc names a fat archive's (``64.12.60.7``, ``64.dg2``, ``generic_ir``): the
+        runtime picks one of them by name (:mod:`devbin.targets.intel.fatarchive`)."""
+        from devbin.targets.intel.fatarchive import member_target
+
+        return member_target(name)[0] in ("zebin", "generic_ir")
+
+    def judge_member(self, member: str, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        """The runtime's rule for a fat archive (:func:`devbin.targets.intel.fatarchive.member_match`): the
+        member's name must answer one of the names it looks for (ranked by which), then a zebin's notes must
+        fit the device (:meth:`judge`); ``generic_ir``'s SPIR-V is compiled for the device."""
+        from devbin.targets.intel.fatarchive import member_filters, member_match
+
+        d = selected_device(device.name)
+        if d is None:
+            return Verdict(False, f"unknown {self.device_title} device {device.name!r}")
+        hit = member_match(member, d)
+        if hit is None:
+            wanted = ", ".join(f[1] for f in member_filters(d))
+            return Verdict(False, f"the runtime looks only for members named {wanted}")
+        number, prefix, what = hit
+        named = f"named {prefix} ({what}, the runtime's choice {number} of 5)"
+        if kind == _SPIRV:
+            return Verdict(True, f"{named}: SPIR-V the driver compiles for the device", (_IR_RANK, number), jit=True)
+        v = self.judge(kind, arch, device, generic_version)
+        if not v.ok:  # its .spv, if any, is compiled before generic_ir's (the runtime keeps the first IR it meets)
+            return Verdict(False, f"{named}, but {v.reason}", (_IR_RANK, number))
+        return Verdict(True, f"{named}; {v.reason}", (number,))
+
     def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
+        if other.jit and not chosen.jit:
+            return "native code is preferred over SPIR-V"
+        if other.jit and chosen.rank < other.rank:
+            return "the native image's own SPIR-V (a zebin's .spv, then generic_ir) is compiled first"
         if chosen.rank < other.rank:
-            return f"{chosen_arch} is a closer match (exact IP version, then generic target, then family)"
+            return f"{chosen_arch or 'the chosen image'} is a closer match (exact IP version, then generic target, " \
+                   "then family; in a fat archive the runtime's order of member names)"
         return "an earlier image is taken"
 
     def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:

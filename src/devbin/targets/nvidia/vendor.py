@@ -200,8 +200,9 @@ class NvidiaVendor(Vendor):
     # devbin select: the rules are archs.runs_on and archs.preference (CUDA C++ Programming Guide)
 
     def owns_device(self, text: str) -> bool:
-        """``sm_XY`` (any variant: the suffix describes code) or a compute capability ``X.Y``."""
-        return text.startswith("sm_") or text[:1].isdigit()
+        """``sm_XY`` (any variant: the suffix describes code) or a compute capability ``X.Y`` (one dot: three
+        dotted numbers are an Intel IP version)."""
+        return text.startswith("sm_") or (text[:1].isdigit() and text.count(".") < 2)
 
     def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
         try:
