@@ -255,7 +255,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     todo = [f for f, _ in hits if f.kind != "ptx"]
     text_table = not args.json and args.format == "text"
     wanted = FunctionFilter(args.function)
-    done = iter(ordered_map(lambda f: analyse_image(f, json=args.json, text=text_table), todo,
+    # cuobjdump's lines of whole images: the vendor's compiled pass writes them where it can
+    lines = args.format == "cuobjdump" and not args.json and not wanted.patterns
+    done = iter(ordered_map(lambda f: analyse_image(f, json=args.json, text=text_table, lines=lines), todo,
                             jobs=pool_jobs(args.jobs, (f.size for f in todo), MIN_PARALLEL_BYTES),
                             weights=[f.size if f.compression != "none" else 0 for f in todo]))
     kept = {id(h) for h in hits}
@@ -270,7 +272,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         f = event[0]
         where = str(f.address)
         result = next(done) if f.kind != "ptx" else None
-        if isinstance(result, ImageResources) and result.usage is None:  # no cuobjdump lines: its own tables
+        if isinstance(result, ImageResources) and result.usage is None and result.lines is None:  # its own tables
             if result.table is not None:
                 other.append(wanted.image(result.table))  # type: ignore[arg-type]
             if result.image is not None:
@@ -283,6 +285,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             text.append(_entry_header(f))
         if isinstance(result, Unreadable):
             report.warn(where, result.message)
+            continue
+        if result is not None and result.lines is not None:
+            text.append(result.lines)
             continue
         if result is None or result.usage is None:
             continue
