@@ -61,9 +61,10 @@ a selection of more than one image is an error naming the count (narrow it
 with --image, --arch or --kind), and so is a cubin or code object to a
 terminal.
 
---jobs N reads the images (from 8 MB of them) in N processes (default: one
-per processor; --jobs 1: this process only); the output is the same
-whatever N.
+--jobs N reads the images (from 8 MB of them to decompress: writing images
+stored plain is the kernel's copy, which a pool does not shorten) in N
+processes (default: one per processor; --jobs 1: this process only); the
+output is the same whatever N.
 
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
