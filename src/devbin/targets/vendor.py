@@ -403,6 +403,14 @@ class Vendor(ABC):
         <tool>``; NVIDIA: ``cuobjdump -res-usage``); ``""`` where the vendor gives no ``usage``."""
         return ""
 
+    def resource_usage_lines(self, data: Buffer) -> str | None:
+        """The lines :meth:`format_resource_usage` prints for the code object ``data`` (an image's bytes), read
+        in one compiled pass where the vendor has one (NVIDIA: ``devbin.binary._cdecode.cubin_usage_lines``);
+        None where it has none, the pass is not built or off (``DEVBIN_PURE_PYTHON``), or the object is
+        anything but the plain well-formed case: :meth:`resources_tables` then gives the same lines, or the
+        error.  Only for a whole ``--format`` run (no ``--function``): no record is made per function."""
+        return None
+
     def inspect_record(self, elf: ElfFile) -> dict[str, Any] | None:
         """``devbin inspect``'s record under :attr:`inspect_key` of ``elf`` (one of :attr:`e_machines`): the
         vendor's sections as plain data (NVIDIA: the ``.nv.info`` records, toolkit note, address references);

@@ -310,6 +310,13 @@ class NvidiaVendor(Vendor):
 
         return format_cuobjdump(usage)
 
+    def resource_usage_lines(self, data: Buffer) -> str | None:
+        """``cuobjdump -res-usage``'s lines of a plain cubin in one compiled pass
+        (:func:`devbin.targets.nvidia.resources.usage_lines`)."""
+        from devbin.targets.nvidia.resources import usage_lines
+
+        return usage_lines(data)
+
     def inspect_record(self, elf: ElfFile) -> dict[str, Any] | None:
         """The cubin's NVIDIA sections (:func:`devbin.targets.nvidia.describe.describe_cubin`)."""
         from devbin.targets.nvidia.cubin import Cubin
