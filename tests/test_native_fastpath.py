@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from devbin.formats.elf.tables import section_table_py
 
 from tests.conftest import in_ci, require_tool
-from tests.runners import run_tool
+from tests.runners import run_devbin, run_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -144,11 +144,10 @@ def test_resources_cuobjdump_lines_same_with_the_pass_off(tmp_path: Path) -> Non
               "arch=compute_90,code=sm_90", "-o", str(lib), str(ROOT / "tests" / "fixtures" / "sample.cu")])
     outs = []
     for pure in ("1", "0"):
-        env = {**os.environ, "PYTHONPATH": str(SRC), "DEVBIN_PURE_PYTHON": pure}
-        r = subprocess.run([sys.executable, "-m", "devbin", "resources", "--format", "cuobjdump", "--jobs", "1",
-                            str(lib)], env=env, capture_output=True, check=True)
+        r = run_devbin("resources", "--format", "cuobjdump", "--jobs", "1", lib, env={"DEVBIN_PURE_PYTHON": pure})
+        assert r.returncode == 0, r.stderr
         outs.append(r.stdout)
-    assert outs[0].count(b"Resource usage:") >= 2 and b" Function " in outs[0]
+    assert outs[0].count("Resource usage:") >= 2 and " Function " in outs[0]
     assert outs[1] == outs[0]
 
 
