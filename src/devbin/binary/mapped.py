@@ -16,13 +16,14 @@ process's own memory (docs/PRUNE.md).
 from __future__ import annotations
 
 import mmap
+import os
 import tempfile
 from collections.abc import Iterable
 from typing import IO
 
 from devbin.binary.view import Buffer
 
-__all__ = ["Mapped", "Rewritable", "release", "spill"]
+__all__ = ["Mapped", "Rewritable", "copy_of", "release", "spill"]
 
 #: The bytes of a file being rewritten in place: a copy, or a copy-on-write map (:meth:`Mapped.private`).
 Rewritable = bytearray | mmap.mmap
@@ -72,6 +73,37 @@ class Mapped:
     def close(self) -> None:
         """Close the file (a map of it stays valid until it is dropped)."""
         self.file.close()
+
+
+def copy_of(path: str | os.PathLike[str], folder: str | None = None) -> Mapped:
+    """The file ``path`` copied into a new :class:`Mapped` (by the kernel, sendfile(2), where it can), mapped:
+    its bytes as they were, whatever happens to the file afterwards (a map of the file itself would show
+    another writer's changes, or fault once it is cut short)."""
+    out = Mapped(folder)
+    try:
+        with open(path, "rb") as src:
+            size = os.fstat(src.fileno()).st_size
+            try:
+                while out.size < size:
+                    n = os.sendfile(out.file.fileno(), src.fileno(), out.size, size - out.size)
+                    if not n:
+                        break
+                    out.size += n
+                out.file.seek(out.size)
+            except OSError:  # no sendfile between these files: read and write
+                out.file.seek(0)
+                out.file.truncate()
+                out.size = 0
+                src.seek(0)
+                while piece := src.read(1 << 20):
+                    out.write(piece)
+            src.seek(out.size)
+            while piece := src.read(1 << 20):  # grown since: as read now
+                out.write(piece)
+        return out.map()
+    except BaseException:
+        out.close()
+        raise
 
 
 def spill(pieces: Iterable[Buffer], folder: str | None = None) -> Mapped:

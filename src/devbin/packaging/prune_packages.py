@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gc
 import hashlib
 import io
 import os
@@ -298,6 +299,7 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
     with zipmember.open_zip(str(src_p), where) as zf:
         checked = _verified(zf, where, force, result.notes)
         libs = _libraries(src_p, where)
+        gc.collect()  # the scan's image records hold cycles that keep its last member's bytes (~a library)
         if not libs:
             raise UsageError(f"{src}: no device image in the wheel; nothing to prune")
         whys = _plan(sel, libs, where, missing)

@@ -117,7 +117,7 @@ from pathlib import Path
 
 from devbin.binary import Buffer, ByteView, Emitter, align_up
 from devbin.binary.lock import exclusive
-from devbin.binary.mapped import Mapped, Rewritable, release
+from devbin.binary.mapped import Mapped, Rewritable, copy_of, release
 from devbin.binary.output import check_destination, write_file
 from devbin.errors import DeviceBinaryError, FormatError, InputClash, UsageError, short
 from devbin.formats import magic as M
@@ -480,7 +480,11 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
     ``backup``: where ``dst``'s previous content is kept (for an in-place prune, the input), unless
     a file is there already: it is the first original, left as it was (a note says so).  An
     in-place prune holds ``src``'s lock (:mod:`devbin.binary.lock`) from before it reads ``src``
-    until the rename: a second one stops at once with :class:`~devbin.binary.lock.Busy`.
+    until the rename: a second one stops at once with :class:`~devbin.binary.lock.Busy`.  With ``dst``, ``src`` is
+    copied into an unnamed temporary file and pruned mapped from there (:mod:`devbin.binary.mapped`: a linked
+    library is rewritten copy-on-write and written out to another such file, never held whole), and a
+    linked library's result then has ``data`` empty (``output_size`` is the file written); without ``dst``
+    its bytes are in ``data``.
     """
     src_p = Path(src)
     inputs = () if in_place else (src_p,)
@@ -490,16 +494,26 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
         except InputClash as e:
             raise InputClash(f"{e.message}, or prune in place (in_place=True)", where=e.where) from None
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
-        data = src_p.read_bytes()
-        result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match,
-                       ptx=ptx, max_segments=max_segments)
         if dst is None:
-            return result
+            return prune(src_p.read_bytes(), keep=keep, drop=drop, where=str(src), images=images,
+                         require_match=require_match, ptx=ptx, max_segments=max_segments)
+        source = copy_of(src_p)  # pruned mapped: a linked library is never held whole (devbin.binary.mapped)
+        try:
+            result = prune(source, keep=keep, drop=drop, where=str(src), images=images,
+                           require_match=require_match, ptx=ptx, max_segments=max_segments)
+        finally:
+            source.close()
         if backup is not None and os.path.lexists(backup):
             result.notes.append(kept_already(dst, backup))
             backup = None
-        write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
-    return result
+        out = result.mapped
+        try:
+            write_file(dst, memoryview(out.data if out is not None else result.data), inputs=inputs,
+                       mode=src_p.stat().st_mode & 0o777, backup=backup)
+        finally:
+            if out is not None:
+                out.close()
+    return replace(result, mapped=None)
 
 
 def kept_already(path: str | os.PathLike[str], backup: str | os.PathLike[str]) -> str:
