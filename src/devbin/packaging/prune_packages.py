@@ -295,11 +295,12 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
     """:func:`prune_wheel`'s work (under the wheel's lock when in place): verify, prune, write."""
     src = where
     result = PackagePruneResult("wheel", src_p.stat().st_size, 0)
+    gc.collect()  # scans' image records hold cycles that keep a member's bytes (a caller's first-image check)
     written: list[str] = []  # the writer's notes, after the libraries' (as the report always had them)
     with zipmember.open_zip(str(src_p), where) as zf:
         checked = _verified(zf, where, force, result.notes)
         libs = _libraries(src_p, where)
-        gc.collect()  # the scan's image records hold cycles that keep its last member's bytes (~a library)
+        gc.collect()  # the same after the scan of the libraries: its last member's bytes (~a library)
         if not libs:
             raise UsageError(f"{src}: no device image in the wheel; nothing to prune")
         whys = _plan(sel, libs, where, missing)
