@@ -90,7 +90,7 @@ def copy_of(path: str | os.PathLike[str], folder: str | None = None) -> Mapped:
                         break
                     out.size += n
                 out.file.seek(out.size)
-            except OSError:  # no sendfile between these files: read and write
+            except (OSError, AttributeError):  # no sendfile (between these files, or at all): read and write
                 out.file.seek(0)
                 out.file.truncate()
                 out.size = 0

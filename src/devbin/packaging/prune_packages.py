@@ -384,7 +384,14 @@ def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection,
     piece at a time as they are written into the wheel.  A worker process (not ``parent``) sends the new
     bytes back instead (a mapped file does not cross processes)."""
     with zipfile.ZipFile(wheel_path) as zf:
-        source = spill(zipmember.pieces(zf, zf.getinfo(name)))
+        info = zf.getinfo(name)
+        try:
+            source = spill(zipmember.pieces(zf, info))
+        except OSError:  # no room for the temporary file (a full disk, a file-size limit): in memory
+            data = bytes(zipmember.read(zf, info))
+            r = prune(data, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx,
+                      max_segments=sel.max_segments)
+            return len(data), r.detached(), r.output_size != len(data) or r.data != data
     try:
         r = prune(source, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx,
                   max_segments=sel.max_segments)
@@ -406,7 +413,13 @@ def _same(a: Buffer, b: Buffer) -> bool:
     mapped file given back once compared)."""
     x, y = memoryview(a).cast("B"), memoryview(b).cast("B")
     try:
-        return all(x[at:at + _PIECE] == y[at:at + _PIECE] for at in range(0, len(x), _PIECE))
+        for at in range(0, len(x), _PIECE):
+            if x[at:at + _PIECE] != y[at:at + _PIECE]:
+                return False
+            if at % (64 * _PIECE) == 0:
+                release(a)
+                release(b)
+        return True
     finally:
         release(a)
         release(b)

@@ -497,12 +497,16 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
         if dst is None:
             return prune(src_p.read_bytes(), keep=keep, drop=drop, where=str(src), images=images,
                          require_match=require_match, ptx=ptx, max_segments=max_segments)
-        source = copy_of(src_p)  # pruned mapped: a linked library is never held whole (devbin.binary.mapped)
+        try:
+            source: Mapped | bytes = copy_of(src_p)  # pruned mapped: a linked library is never held whole
+        except OSError:  # no room for the temporary copy (a full disk, a file-size limit): in memory
+            source = src_p.read_bytes()
         try:
             result = prune(source, keep=keep, drop=drop, where=str(src), images=images,
                            require_match=require_match, ptx=ptx, max_segments=max_segments)
         finally:
-            source.close()
+            if isinstance(source, Mapped):
+                source.close()
         if backup is not None and os.path.lexists(backup):
             result.notes.append(kept_already(dst, backup))
             backup = None
@@ -905,6 +909,9 @@ def _written(parts: list[memoryview], spill: bool) -> bytes | Mapped:
         for part in parts:
             out.write(part)
         return out.map()
+    except OSError:  # no room for it (a full disk, a file-size limit): in memory, as without a mapped input
+        out.close()
+        return b"".join(parts)
     except BaseException:
         out.close()
         raise
