@@ -482,9 +482,8 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
     in-place prune holds ``src``'s lock (:mod:`devbin.binary.lock`) from before it reads ``src``
     until the rename: a second one stops at once with :class:`~devbin.binary.lock.Busy`.  With ``dst``, ``src`` is
     copied into an unnamed temporary file and pruned mapped from there (:mod:`devbin.binary.mapped`: a linked
-    library is rewritten copy-on-write and written out to another such file, never held whole), and a
-    linked library's result then has ``data`` empty (``output_size`` is the file written); without ``dst``
-    its bytes are in ``data``.
+    library is rewritten copy-on-write and written out to another such file, never held whole while it is
+    pruned; its bytes are read back into ``data`` once written).
     """
     src_p = Path(src)
     inputs = () if in_place else (src_p,)
@@ -511,13 +510,17 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
             result.notes.append(kept_already(dst, backup))
             backup = None
         out = result.mapped
+        if out is None:
+            write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
+            return result
         try:
-            write_file(dst, memoryview(out.data if out is not None else result.data), inputs=inputs,
-                       mode=src_p.stat().st_mode & 0o777, backup=backup)
+            write_file(dst, memoryview(out.data), inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
+            out.release()
+            out.file.seek(0)
+            data = out.file.read()  # read, not from the map: the bytes once, when nothing else is held
         finally:
-            if out is not None:
-                out.close()
-    return replace(result, mapped=None)
+            out.close()
+    return replace(result, data=data, mapped=None, written_size=None)
 
 
 def kept_already(path: str | os.PathLike[str], backup: str | os.PathLike[str]) -> str:
