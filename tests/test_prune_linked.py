@@ -241,6 +241,27 @@ def test_page_remover_that_would_cut_no_page_leaves_the_file_as_is(tmp_path: Pat
     assert any("no page removed" in n for n in cut.notes)
 
 
+def test_page_remover_gives_free_bytes_as_zeros(tmp_path: Path) -> None:
+    """zero_free=True (prune's copy-on-write rewrite leaves a freed tail as it was): the free bytes that stay in
+    the file come out as zeros, so the result is the one of the same file with those bytes zeroed first, for
+    a range with whole pages (cut; the partial pages at its ends stay) and for one without (nothing cut)."""
+    gcc = require_tool("gcc")
+    (tmp_path / "big.c").write_text(BIG_C)
+    run_tool([gcc, "-shared", "-fPIC", "-O1", "big.c", "-o", "libbig.so"], tmp_path)
+    data = (tmp_path / "libbig.so").read_bytes()  # bigsec: one byte 1, then zeros
+    sec = ElfFile(data).section("bigsec")
+    assert sec is not None
+    for lo, hi in [(100, sec.sh_size - 50), (100, 200)]:
+        free = [(sec.sh_offset + lo, sec.sh_offset + hi)]
+        stale = bytearray(data)
+        stale[sec.sh_offset + lo:sec.sh_offset + hi] = b"\xaa" * (hi - lo)
+        want = remove_pages(ElfFile(data), free)
+        got = remove_pages(ElfFile(bytes(stale)), free, zero_free=True)
+        assert got.data == want.data and got.size == len(want.data)
+        assert (got.removed != []) == (hi - lo > PAGE)
+        assert remove_pages(ElfFile(bytes(stale)), free).data != want.data  # without it the bytes stay
+
+
 def test_page_remover_splits_a_section_with_two_ranges(tmp_path: Path) -> None:
     """Two free ranges in one section: two cuts, the PT_LOAD split twice, the section split into two pieces
     of the same name (the second appended to the section header table) at their old addresses."""

@@ -4,13 +4,14 @@ them, the members it copies keep their compressed bytes, zip64 records where zip
 from __future__ import annotations
 
 import io
+import itertools
 import random
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from devbin.errors import TruncatedError
+from devbin.errors import FormatError, TruncatedError
 from devbin.formats import zipmember, zipwrite
 
 DATE = (2024, 1, 2, 3, 4, 6)
@@ -72,6 +73,21 @@ def test_added_members_are_what_zipfile_writes(zip64: bool) -> None:
     with zipfile.ZipFile(buf) as z:
         assert z.testzip() is None
         assert [(i.filename, z.read(i)) for i in z.infolist()] == [(i.filename, d) for i, d in _members()]
+
+
+def test_members_streamed_in_pieces_are_what_zipfile_writes(zip64: bool) -> None:
+    """add_pieces (a pruned library read back from its temporary file a piece at a time) gives the bytes add
+    and zipfile give, whatever the pieces' sizes; pieces that do not hold the size given are refused."""
+    buf = io.BytesIO()
+    zw = zipwrite.ZipWriter(buf)
+    for info, data in _members():
+        cuts = [0, *sorted(random.Random(len(data)).sample(range(len(data) + 1), min(len(data), 5))), len(data)]
+        zw.add_pieces(info, (data[a:b] for a, b in itertools.pairwise(cuts)), len(data))
+    zw.close()
+    assert buf.getvalue() == _by_zipfile(_members())
+    info, data = _members()[1]
+    with pytest.raises(FormatError, match="bytes given for a member of"):
+        zipwrite.ZipWriter(io.BytesIO()).add_pieces(info, [data[:-1]], len(data))
 
 
 def test_copied_members_keep_their_compressed_bytes(zip64: bool, tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Protocol
 
@@ -140,24 +141,33 @@ class ZipWriter:
     def add(self, info: zipfile.ZipInfo, data: Buffer) -> None:
         """``data`` as a member with ``info``'s name, date, attributes and method, compressed as it is written
         (stored and deflate here, level 6 as zipfile; bzip2 and LZMA by zipfile in memory, then copied)."""
+        view = memoryview(data).cast("B")
+        self.add_pieces(info, (view[at:at + PIECE] for at in range(0, len(view), PIECE)), len(view))
+
+    def add_pieces(self, info: zipfile.ZipInfo, pieces: Iterable[bytes | bytearray | memoryview], size: int) -> None:
+        """The ``size`` bytes ``pieces`` gives, one after another, as a member (:meth:`add`): compressed piece
+        by piece as they come, so a member streamed from a file costs a piece of memory.  FormatError when
+        the pieces do not hold ``size`` bytes (the local header's zip64 field was chosen by it)."""
         method = info.compress_type
         if method not in (_STORED, _DEFLATED):
-            self._add_by_zipfile(info, data)
+            self._add_by_zipfile(info, b"".join(bytes(p) for p in pieces))
             return
-        view = memoryview(data).cast("B")
         e = self._entry(info, 0, method)
-        e.size = len(view)
+        e.size = size
         zip64 = e.size * 1.05 > ZIP64_LIMIT
         start = self._out.tell()
         self._local(e, zip64)
         compress = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15) if method else None
         crc = 0
-        for at in range(0, len(view), PIECE):
-            piece = view[at:at + PIECE]
+        seen = 0
+        for piece in pieces:
+            seen += len(piece)
             crc = zlib.crc32(piece, crc)
             out = compress.compress(piece) if compress else piece
             e.compressed += len(out)
             self._out.write(out)
+        if seen != size:
+            raise FormatError(f"{seen} bytes given for a member of {size}", fmt="zip", where=info.filename)
         if compress:
             tail = compress.flush()
             e.compressed += len(tail)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 from devbin.binary import Buffer, ByteView
+from devbin.binary.mapped import Rewritable
 from devbin.errors import DeviceBinaryError
 from devbin.formats import magic as M
 from devbin.formats import oclelf as OCL
@@ -103,7 +104,7 @@ Rewrite = Callable[[ByteView, Callable[[int], bool], str], tuple[int, bytes]]
 #: ``prune_section(elf, bytes, section, its address, dropped_under)``: a section whose images the host side
 #: describes (so their format rewrites the section itself, in place in ``bytes``, references moved): the bytes
 #: its images shrank by and the file ranges freed (zero now, to be cut out).
-SectionPrune = Callable[["ElfFile", bytearray, "Section", Address, Callable[[Address], bool]],
+SectionPrune = Callable[["ElfFile", Rewritable, "Section", Address, Callable[[Address], bool]],
                         tuple[int, list[tuple[int, int]]]]
 #: ``extract_name(image, names)``: the file name ``devbin extract`` gives the image.
 ExtractName = Callable[[Image, "_Names"], str]
@@ -358,7 +359,7 @@ def _oclelf_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool) -> It
     return oclelf_in_elf(rep, elf, frame, all)
 
 
-def _prune_sycl(elf: ElfFile, buf: bytearray, sec: Section, at: Address,
+def _prune_sycl(elf: ElfFile, buf: Rewritable, sec: Section, at: Address,
                 dropped_under: Callable[[Address], bool]) -> tuple[int, list[tuple[int, int]]]:
     from devbin.images.sycl import prune_sycl_section
     return prune_sycl_section(elf, buf, sec, at, dropped_under)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from devbin.binary import ByteView
+from devbin.binary.mapped import Rewritable
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats import magic as M
 from devbin.formats.elf.reader import ElfFile, Section
@@ -226,7 +227,7 @@ def whole_image(image: Image) -> bool:
     return image.container == CONTAINER and image.address.entry is not None
 
 
-def prune_sycl_section(elf: ElfFile, buf: bytearray, sec: Section, at: Address,
+def prune_sycl_section(elf: ElfFile, buf: Rewritable, sec: Section, at: Address,
                        dropped_under: Callable[[Address], bool]) -> tuple[int, list[tuple[int, int]]]:
     """Prune the SYCL section ``sec`` of the linked file ``elf`` (bytes ``buf``, written in place; ``at`` the
     section's address): in each image whose archive loses a member (``dropped_under`` an address below it),

@@ -55,16 +55,19 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gc
 import hashlib
 import io
 import os
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TypeVar
 
+from devbin.binary import Buffer
 from devbin.binary.lock import exclusive, refuse_if_held
+from devbin.binary.mapped import release, spill
 from devbin.binary.output import BACKUP_SUFFIX, Output, Sink, atomic_output, check_destination
 from devbin.errors import UsageError
 from devbin.formats import wheel, zipmember
@@ -88,6 +91,9 @@ T = TypeVar("T")
 #: Libraries of fewer bytes than this in all are pruned in this process whatever ``jobs`` says (forking
 #: and sending the pruned bytes back cost more than a pool saves).
 MIN_PARALLEL_BYTES = 8 << 20
+
+#: Bytes of a pruned library compared, hashed and compressed at a time.
+_PIECE = 1 << 20
 
 #: What ``missing=`` may say of a library the selection would leave without device code: ``keep`` it
 #: byte-identical (a note and the report's ``untouched`` say why), or ``fail`` the prune before any work.
@@ -290,10 +296,12 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
     """:func:`prune_wheel`'s work (under the wheel's lock when in place): verify, prune, write."""
     src = where
     result = PackagePruneResult("wheel", src_p.stat().st_size, 0)
+    gc.collect()  # scans' image records hold cycles that keep a member's bytes (a caller's first-image check)
     written: list[str] = []  # the writer's notes, after the libraries' (as the report always had them)
     with zipmember.open_zip(str(src_p), where) as zf:
         checked = _verified(zf, where, force, result.notes)
         libs = _libraries(src_p, where)
+        gc.collect()  # the same after the scan of the libraries: its last member's bytes (~a library)
         if not libs:
             raise UsageError(f"{src}: no device image in the wheel; nothing to prune")
         whys = _plan(sel, libs, where, missing)
@@ -303,12 +311,13 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
         weights = [sizes.get(name, 0) for name, _ in todo]
         done = ByteProgress(progress, weights) if progress is not None else None
         # Each worker opens the wheel itself: a zip file object shared over fork shares its file offset.
-        pruned = ordered_map(lambda item: _prune_member(src_p, item[0], item[1], sel), todo,
+        parent = os.getpid()
+        pruned = ordered_map(lambda item: _prune_member(src_p, item[0], item[1], sel, parent), todo,
                              jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
 
-        def library(name: str) -> bytes | None:
-            """The new bytes of the library ``name`` (None: it stays), pruned as the writer reaches it (the
-            libraries are in member order: the scan's), its outcome kept without them."""
+        def library(name: str) -> PruneResult | None:
+            """The library ``name`` pruned (None: it stays), as the writer reaches it (the libraries are in
+            member order: the scan's), its outcome kept without its bytes."""
             why = whys[name]
             if why:
                 result.files.append(FileOutcome(name, sizes[name], None, why))
@@ -319,7 +328,7 @@ def _prune_wheel(src_p: Path, where: str, sel: Selection, dst: str | os.PathLike
                 done.file_done()
             result.files.append(FileOutcome(name, size, r.released()))
             result.notes.extend(r.notes)
-            return r.data if changed else None
+            return r if changed else None
 
         with _finishing(pruned):
             if dst is not None:
@@ -367,25 +376,80 @@ def _finishing(results: Iterator[T]) -> Iterator[Iterator[T]]:
             close()
 
 
-def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection) -> tuple[int, PruneResult, bool]:
+def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection,
+                  parent: int) -> tuple[int, PruneResult, bool]:
     """The member ``name`` of ``wheel_path`` pruned (where ``jobs`` puts it): its size, the detached result and
-    whether its bytes changed."""
+    whether its bytes changed.  The member is inflated a piece at a time into an unnamed temporary file and
+    pruned mapped from there (devbin.binary.mapped), so that neither it nor the pruned library is ever held
+    whole in this process's memory: the result's :attr:`~PruneResult.mapped` holds the new bytes, read back a
+    piece at a time as they are written into the wheel.  A worker process (not ``parent``) sends the new
+    bytes back instead (a mapped file does not cross processes)."""
     with zipfile.ZipFile(wheel_path) as zf:
-        data = zipmember.read(zf, zf.getinfo(name))
-    r = prune(data, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx, spirv=sel.spirv,
-              max_segments=sel.max_segments)
-    return len(data), r.detached(), r.data != data
+        info = zf.getinfo(name)
+        try:
+            source = spill(zipmember.pieces(zf, info))
+        except OSError:  # no room for the temporary file (a full disk, a file-size limit): in memory
+            data = bytes(zipmember.read(zf, info))
+            r = prune(data, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx, spirv=sel.spirv,
+                      max_segments=sel.max_segments)
+            return len(data), r.detached(), r.output_size != len(data) or r.data != data
+    try:
+        r = prune(source, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx, spirv=sel.spirv,
+                  max_segments=sel.max_segments)
+        changed = r.output_size != source.size or not _same(_bytes_of(r), source.data)
+        if r.mapped is not None and os.getpid() != parent:
+            r = replace(r, data=bytes(r.mapped.data), mapped=None, written_size=None)
+        return source.size, r.detached(), changed
+    finally:
+        source.close()
+
+
+def _bytes_of(r: PruneResult) -> Buffer:
+    """The pruned file's bytes: ``data``, or the map of the file it was written to."""
+    return r.mapped.data if r.mapped is not None else r.data
+
+
+def _same(a: Buffer, b: Buffer) -> bool:
+    """Whether ``a`` and ``b`` (of one length) hold the same bytes, compared a piece at a time (each piece of a
+    mapped file given back once compared)."""
+    x, y = memoryview(a).cast("B"), memoryview(b).cast("B")
+    try:
+        for at in range(0, len(x), _PIECE):
+            if x[at:at + _PIECE] != y[at:at + _PIECE]:
+                return False
+            if at % (64 * _PIECE) == 0:
+                release(a)
+                release(b)
+        return True
+    finally:
+        release(a)
+        release(b)
+
+
+def _pieces_of(r: PruneResult, also: Callable[[memoryview], object]) -> Iterator[memoryview]:
+    """The pruned file a piece at a time, each piece passed to ``also`` (the RECORD hash) first; the pages of a
+    mapped file given back as they are read (devbin.binary.mapped.release)."""
+    data = memoryview(_bytes_of(r)).cast("B")
+    for at in range(0, len(data), _PIECE):
+        piece = data[at:at + _PIECE]
+        also(piece)
+        yield piece
+        if r.mapped is not None and at % (64 * _PIECE) == 0:
+            r.mapped.release()
+    if r.mapped is not None:
+        r.mapped.release()
 
 
 def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, libraries: Iterable[str],
-                 library: Callable[[str], bytes | None], notes: list[str], where: str,
+                 library: Callable[[str], PruneResult | None], notes: list[str], where: str,
                  out: IO[bytes] | Sink | Output) -> int:
     """The new wheel written to ``out`` (a seekable file object) as it is made
     (:class:`devbin.formats.zipwrite.ZipWriter`): every member of ``zf`` in its order, a library's new bytes
     (``library(name)``, called once per library as it is reached; None: it stays) compressed as they are
-    written, or else the member's compressed bytes copied as they are, then RECORD (rows of the new bytes,
-    or of the hashes :func:`devbin.formats.wheel.verify` took of the members as it read them, checking
-    their CRC-32).  Returns the installed size of the new wheel (its members' uncompressed sizes summed)."""
+    read (from the mapped file prune wrote them to, a piece at a time), or else the member's compressed
+    bytes copied as they are, then RECORD (rows of the new bytes, or of the hashes
+    :func:`devbin.formats.wheel.verify` took of the members as it read them, checking their CRC-32).
+    Returns the installed size of the new wheel (its members' uncompressed sizes summed)."""
     libraries = set(libraries)
     record = checked.record
     installed = 0
@@ -404,11 +468,14 @@ def _write_wheel(zf: zipfile.ZipFile, checked: wheel.Verified, libraries: Iterab
             if name.startswith(folder) and name[len(folder):] in wheel.SIGNATURES:
                 notes.append(f"{where}!{name}: the RECORD signature no longer matches; left out")
                 continue
-            data = library(name) if name in libraries else None
-            if data is not None:
-                zo.add(info, data)
-                rows.append((name, record_hash(data), str(len(data))))
-                installed += len(data)
+            new = library(name) if name in libraries else None
+            if new is not None:
+                hasher = hashlib.sha256()
+                zo.add_pieces(info, _pieces_of(new, hasher.update), new.output_size)
+                if new.mapped is not None:
+                    new.mapped.close()
+                rows.append((name, "sha256=" + wheel.encode_digest(hasher.digest()), str(new.output_size)))
+                installed += new.output_size
                 continue
             digest, size = checked.digests[name]
             zo.copy(info, src, f"{where}!{name}")

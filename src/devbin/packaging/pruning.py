@@ -129,8 +129,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from devbin.binary import ByteView, Emitter, align_up
+from devbin.binary import Buffer, ByteView, Emitter, align_up
 from devbin.binary.lock import exclusive
+from devbin.binary.mapped import Mapped, Rewritable, copy_of, release
 from devbin.binary.output import check_destination, write_file
 from devbin.errors import DeviceBinaryError, FormatError, InputClash, UsageError, short
 from devbin.formats import magic as M
@@ -256,6 +257,9 @@ class PruneResult:
     notes: list[str] = field(default_factory=list)
     footprints: list[int] = field(default_factory=list, repr=False)
     written_size: int | None = None
+    #: The pruned file when :func:`prune` wrote it to a mapped file (its input was one): ``data`` is then
+    #: empty and ``written_size`` its length.
+    mapped: Mapped | None = field(default=None, repr=False)
     #: Images kept beyond the selection, each the only code a kept GPU loads in its container
     #: (devbin.packaging.load_fallback), and containers a kept GPU loads nothing from any more.
     fallback_images: int = 0
@@ -264,14 +268,14 @@ class PruneResult:
     def released(self) -> PruneResult:
         """This result without its bytes (written out already: a wheel's library), every figure kept: what
         a report keeps while the next library is pruned, so that one library's bytes are alive at a time."""
-        return replace(self.detached(), data=b"", written_size=self.output_size)
+        return replace(self.detached(), data=b"", written_size=self.output_size, mapped=None)
 
     def detached(self) -> PruneResult:
         """This result with every image's ``native`` None and its footprint kept in ``footprints``:
         plain data, what a worker process of ``--jobs`` sends back (devbin.images.parallel)."""
         return PruneResult(self.data, self.input_size, [(replace(i, native=None), k) for i, k in self.images],
                            self.container_bytes_freed, list(self.notes), self._footprints(), self.written_size,
-                           self.fallback_images, self.unloadable_containers)
+                           self.mapped, self.fallback_images, self.unloadable_containers)
 
     def _footprints(self) -> list[int]:
         return self.footprints or [footprint(i) for i, _ in self.images]
@@ -358,6 +362,9 @@ class _Ctx:
         self.kept = {i.address: k for i, k in self.images}
         self.freed = 0
         self.notes: list[str] = []
+        #: The input when it is a mapped file (:class:`devbin.binary.mapped.Mapped`): a linked file is then
+        #: rewritten in a copy-on-write map of it and written out to another (:func:`_prune_elf`).
+        self.mapped: Mapped | None = None
 
     def _keeps(self, image: Image) -> bool:
         # An entry its format always keeps (a bundle's host entry) stays; an image without an arch too
@@ -410,7 +417,7 @@ def _with_highest_ptx(images: list[tuple[Image, bool]], sel: Selection) -> list[
 # --------------------------------------------------------------------------- entry points
 
 
-def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
+def prune(data: Buffer | Mapped, *, keep: str | Iterable[str] | None = None,
           drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = (),
           at: Address | None = None, require_match: bool = True, ptx: str = "kept", spirv: str = "kept",
           max_segments: int | None = None) -> PruneResult:
@@ -429,13 +436,22 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     drops SPIR-V modules, the others keep them).  ``max_segments``: the most program headers a linked
     file may have once its freed pages are cut (None: :data:`devbin.formats.elf.pages.MAX_SEGMENTS`; each
     range cut adds one; past it the smaller ranges stay as zeros, docs/PRUNE.md).
+
+    ``data`` may be a :class:`devbin.binary.mapped.Mapped` file: a linked ELF file is then rewritten in a
+    copy-on-write map of it (only the pages written cost memory) and the result written to a new mapped
+    file, whose map is :attr:`PruneResult.data` (the same bytes as for the file's bytes given whole).
     """
     start = at if at is not None else Address(where)
     where = str(start)
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
                     drop=None if drop is None else parse_arch_list(drop), images=tuple(images), ptx=ptx,
                     spirv=spirv, max_segments=max_segments)
-    raw = bytes(data)
+    mapped: Mapped | None = None
+    raw: Buffer
+    if isinstance(data, Mapped):
+        mapped, raw = data, data.data
+    else:
+        raw = data
     view = ByteView(raw, where=where)
     _check_prunable(view, where)
     report = ScanReport()
@@ -444,7 +460,9 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
         raise FormatError(f"cannot prune a file the scan finds damaged: {report.warnings[0]}", fmt="prune",
                           where=where)
     ctx = _Ctx(sel, found)
-    out = _prune_any(view, ctx, start, depth=0)
+    ctx.mapped = mapped
+    pruned = _prune_any(view, ctx, start, depth=0)
+    out, spilled = (b"", pruned) if isinstance(pruned, Mapped) else (pruned, None)
     device = [i for i, _ in ctx.images if i.arch]
     if not ctx.images:
         raise UsageError(f"{where}: no device image found; nothing to prune")
@@ -465,7 +483,8 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     ctx.notes.extend(f"{where}: {n}" for n in _spirv_notes(ctx.images, sel))
     ctx.notes.extend(f"{where}: {n}" for n in ctx.fallback.notes(sel.ptx, sel.spirv))
     return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes, fallback_images=len(ctx.fallback.kept),
-                       unloadable_containers=len(ctx.fallback.lost))
+                       unloadable_containers=len(ctx.fallback.lost), mapped=spilled,
+                       written_size=spilled.size if spilled is not None else None)
 
 
 def _ptx_lost(before: Sequence[Image], after: Sequence[Image], policy: str = "kept") -> str:
@@ -524,7 +543,10 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
     ``backup``: where ``dst``'s previous content is kept (for an in-place prune, the input), unless
     a file is there already: it is the first original, left as it was (a note says so).  An
     in-place prune holds ``src``'s lock (:mod:`devbin.binary.lock`) from before it reads ``src``
-    until the rename: a second one stops at once with :class:`~devbin.binary.lock.Busy`.
+    until the rename: a second one stops at once with :class:`~devbin.binary.lock.Busy`.  With ``dst``, ``src`` is
+    copied into an unnamed temporary file and pruned mapped from there (:mod:`devbin.binary.mapped`: a linked
+    library is rewritten copy-on-write and written out to another such file, never held whole while it is
+    pruned; its bytes are read back into ``data`` once written).
     """
     src_p = Path(src)
     inputs = () if in_place else (src_p,)
@@ -534,16 +556,34 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
         except InputClash as e:
             raise InputClash(f"{e.message}, or prune in place (in_place=True)", where=e.where) from None
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
-        data = src_p.read_bytes()
-        result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match,
-                       ptx=ptx, spirv=spirv, max_segments=max_segments)
         if dst is None:
-            return result
+            return prune(src_p.read_bytes(), keep=keep, drop=drop, where=str(src), images=images,
+                         require_match=require_match, ptx=ptx, spirv=spirv, max_segments=max_segments)
+        try:
+            source: Mapped | bytes = copy_of(src_p)  # pruned mapped: a linked library is never held whole
+        except OSError:  # no room for the temporary copy (a full disk, a file-size limit): in memory
+            source = src_p.read_bytes()
+        try:
+            result = prune(source, keep=keep, drop=drop, where=str(src), images=images,
+                           require_match=require_match, ptx=ptx, spirv=spirv, max_segments=max_segments)
+        finally:
+            if isinstance(source, Mapped):
+                source.close()
         if backup is not None and os.path.lexists(backup):
             result.notes.append(kept_already(dst, backup))
             backup = None
-        write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
-    return result
+        out = result.mapped
+        if out is None:
+            write_file(dst, result.data, inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
+            return result
+        try:
+            write_file(dst, memoryview(out.data), inputs=inputs, mode=src_p.stat().st_mode & 0o777, backup=backup)
+            out.release()
+            out.file.seek(0)
+            data = out.file.read()  # read, not from the map: the bytes once, when nothing else is held
+        finally:
+            out.close()
+    return replace(result, data=data, mapped=None, written_size=None)
 
 
 def kept_already(path: str | os.PathLike[str], backup: str | os.PathLike[str]) -> str:
@@ -568,7 +608,7 @@ def _check_prunable(view: ByteView, where: str) -> None:
             raise UsageError(f"{where}: a bare device ELF holds one architecture; there is nothing to prune in it")
 
 
-def _prune_any(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
+def _prune_any(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes | Mapped:
     """``view``, the file at address ``at``, with the dropped images left out: a container rewritten by its
     format (:mod:`devbin.images.containers`), or a file that holds files (ELF, ``ar``, wrapped) by its
     prune here."""
@@ -589,6 +629,12 @@ def _prune_any(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
     raise UsageError(f"{where}: not a fatbin, OffloadBinary, offload bundle, ELF file or ar archive")
 
 
+def _inner(pruned: bytes | Mapped) -> bytes:
+    """A file inside another, pruned: always bytes (only the outermost file is written to a mapped one)."""
+    assert isinstance(pruned, bytes)
+    return pruned
+
+
 def _prune_wrapped(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
     """A wrapped image holds one image: nothing to prune, unless that image is itself a container
     (a fatbin, OffloadBinary or bundle), which is pruned and wrapped again with the same metadata."""
@@ -600,7 +646,7 @@ def _prune_wrapped(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
         target = w.get("TargetID") or w.get("arch") or "one architecture"
         raise UsageError(f"{where}: a wrapped image holds one device image ({target}); there is nothing to prune "
                          "in it (to keep or drop it, keep or drop the file)")
-    pruned = _prune_any(inner, ctx, at, depth + 1)  # the scan addresses what it holds as the file itself
+    pruned = _inner(_prune_any(inner, ctx, at, depth + 1))  # the scan addresses what it holds as the file itself
     if pruned == bytes(w.image):
         return bytes(view.bytes_at(0, len(view)))
     return write_wrapped(pruned, w.metadata, flags=w.flags)
@@ -687,7 +733,7 @@ def _packed_section(sec: Section) -> int | None:
     return owner.section_align if owner is not None else None
 
 
-def _prune_elf(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
+def _prune_elf(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes | Mapped:
     where = str(at)
     elf = ElfFile(view)
     h = elf.header  # a bare device ELF has no image in a container: _check_prunable refused it, no member gets here
@@ -696,9 +742,14 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
         raise UsageError(f"{where}: ELF type {EC.ET_NAMES.get(h.e_type, h.e_type)} cannot be pruned")
     if not ctx.dropped_under(at):
         return bytes(view.bytes_at(0, len(view))) if not relocatable else _rewrite_relocatable(elf, {}, [])
-    patched = bytearray(view.bytes_at(0, len(view)))
+    # The file as a whole, rewritten: a copy, or for a mapped linked file a copy-on-write map of it (what a
+    # container's rewrite frees then stays as it was there, and is zero in the output: _cut_pages).
+    cow = ctx.mapped is not None and depth == 0 and not relocatable
+    patched: Rewritable = ctx.mapped.private() if ctx.mapped is not None and cow else bytearray(
+        view.bytes_at(0, len(view)))
     in_place: list[str] = []
     compacted: list[str] = []
+    pieces: list[_Piece] = []
     repacked: dict[int, tuple[bytes, dict[int, int]]] = {}
     removed: list[int] = []
     free: list[tuple[int, int]] = []
@@ -739,11 +790,11 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
             movable = all(f.host_wrappers for f in formats)  # wrappers point at them: they can move
             stops = next((f for f in formats if f.gap_ends_walk), None)  # a reader stops at a zero gap
             if not relocatable and align is None and movable:
-                free += _compact_data(patched, elf, sec, pieces, ctx, where)
+                free += _compact_data(patched, elf, sec, pieces, ctx, where, cow)
                 compacted.append(sec.name)
                 continue
             if not relocatable and align is not None and movable:
-                tail, reason = _compact_linked(patched, elf, sec, pieces, align, ctx, where, (0, sec.file_size))
+                tail, reason = _compact_linked(patched, elf, sec, pieces, align, ctx, where, (0, sec.file_size), cow)
                 if tail is not None:
                     free += _tail_only(sec, tail, ctx, where)
                     compacted.append(sec.name)
@@ -760,8 +811,9 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
         what = "linked file" if not relocatable else "data sections"
         ctx.notes.append(f"{where}: {what}: containers in {', '.join(in_place)} pruned in place and zero-filled; "
                          "their sections keep their size")
+    pieces = []  # the last section's rewritten containers: written into ``patched`` already
     if not relocatable:
-        return _cut_pages(patched, free, ctx, at, compacted)
+        return _cut_pages(patched, free, ctx, at, compacted, cow)
     if in_place:
         elf = ElfFile(ByteView(bytes(patched), where=where))
     return _rewrite_relocatable(elf, repacked, removed)
@@ -780,14 +832,17 @@ def _rewrite_relocatable(elf: ElfFile, repacked: dict[int, tuple[bytes, dict[int
     return editor.write()
 
 
-def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Piece], align: int, ctx: _Ctx,
-                    where: str, span: tuple[int, int]) -> tuple[list[tuple[int, int]] | None, str]:
+def _compact_linked(buf: Rewritable, elf: ElfFile, sec: Section, pieces: list[_Piece], align: int,
+                    ctx: _Ctx, where: str, span: tuple[int, int],
+                    cow: bool = False) -> tuple[list[tuple[int, int]] | None, str]:
     """Pack the pruned containers ``pieces`` of ``sec`` (a linked file's ``.nv_fatbin``/``.hip_fatbin``: the
     whole section; a data section: one run of adjacent containers) towards the start of ``span`` (the
     section offsets they may be rewritten in) and move the wrappers and relocations that point at them
     (:func:`devbin.packaging.wrapper_refs.retarget`); a container no wrapper points at stays where it
     is (something else may address it).  The freed file ranges (before such a container, and the
-    tail) and "", or None (nothing written) and the reason when a reference cannot be moved."""
+    tail) and "", or None (nothing written) and the reason when a reference cannot be moved.  ``cow``: ``buf`` is a
+    copy-on-write map, whose freed tail is left as it was (the caller zero-fills the freed ranges it writes
+    out) rather than every page of it written."""
     lo, hi = span
     whole = span == (0, sec.file_size)
     limit = None if whole else span
@@ -810,7 +865,10 @@ def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Pi
         return None, reason
     if lo + len(out) < hi:
         free.append((sec.sh_offset + lo + len(out), sec.sh_offset + hi))
-    buf[sec.sh_offset + lo:sec.sh_offset + hi] = out + bytes(hi - lo - len(out))
+    at = sec.sh_offset + lo
+    buf[at:at + len(out)] = out
+    if not cow:
+        _zero(buf, at + len(out), sec.sh_offset + hi)
     pinned = sum(1 for off, _, _ in pieces if off not in reached)
     if pinned and whole:
         ctx.notes.append(f"{where}: {pinned} container(s) of {sec.name} that no wrapper points at stay at "
@@ -818,8 +876,8 @@ def _compact_linked(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Pi
     return free, ""
 
 
-def _compact_data(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Piece], ctx: _Ctx,
-                  where: str) -> list[tuple[int, int]]:
+def _compact_data(buf: Rewritable, elf: ElfFile, sec: Section, pieces: list[_Piece], ctx: _Ctx,
+                  where: str, cow: bool = False) -> list[tuple[int, int]]:
     """The containers of a data section of a linked file (``.rodata``, ``.data``, ``.ldata`` ...), which
     also holds other data: every file range their dropped images freed, to be cut out.
 
@@ -836,7 +894,7 @@ def _compact_data(buf: bytearray, elf: ElfFile, sec: Section, pieces: list[_Piec
     for run in _runs(sec, pieces) if wrapped else [[p] for p in pieces]:
         if len(run) > 1:
             span = (run[0][0], run[-1][0] + run[-1][1])
-            got, reason = _compact_linked(buf, elf, sec, run, 8, ctx, where, span)
+            got, reason = _compact_linked(buf, elf, sec, run, 8, ctx, where, span, cow)
             if got is not None:
                 free += got
                 continue
@@ -877,7 +935,7 @@ def _tail_only(sec: Section, free: list[tuple[int, int]], ctx: _Ctx, where: str)
     return tail
 
 
-def _freed(buf: bytearray, sec: Section, pieces: list[_Piece]) -> list[tuple[int, int]]:
+def _freed(buf: Rewritable, sec: Section, pieces: list[_Piece]) -> list[tuple[int, int]]:
     """The file ranges a container pruned in place no longer uses: from the end of its new bytes to the
     next piece (the bytes between pieces are zero), or to the section's end when all zero to there."""
     out = []
@@ -895,38 +953,72 @@ def _freed(buf: bytearray, sec: Section, pieces: list[_Piece]) -> list[tuple[int
     return out
 
 
-def _cut_pages(patched: bytearray, free: list[tuple[int, int]], ctx: _Ctx, at: Address,
-               sections: list[str]) -> bytes:
+def _cut_pages(patched: Rewritable, free: list[tuple[int, int]], ctx: _Ctx, at: Address,
+               sections: list[str], cow: bool = False) -> bytes | Mapped:
     """A linked file whose containers were pruned in place, with the whole free pages removed
-    (:func:`devbin.formats.elf.pages.remove_pages`), checked: the kept images are the original's, byte for byte."""
+    (:func:`devbin.formats.elf.pages.remove_pages`), checked: the kept images are the original's, byte for byte.
+    ``cow``: ``patched`` is a copy-on-write map of the mapped input whose ``free`` bytes are not zeroed yet
+    (remove_pages writes them as zeros), and the file is written out to a new mapped file, its map returned."""
     where = str(at)
     if not sections:
-        return bytes(patched)
-    cut = remove_pages(ElfFile(ByteView(patched, where=where)), free, max_segments=ctx.sel.max_segments)
-    _check_kept(ctx, cut.data, at)
+        return _written([memoryview(patched)], cow)
+    cut = remove_pages(ElfFile(ByteView(patched, where=where)), free, max_segments=ctx.sel.max_segments,
+                       zero_free=cow)
+    data = _written(cut.parts, cow)
+    cut.parts = []
+    _check_kept(ctx, data.data if isinstance(data, Mapped) else data, at)
     freed = sum(hi - lo for lo, hi in free)
     ctx.notes.append(f"{where}: {cut.bytes_removed:,} of the {freed:,} bytes freed in {', '.join(sections)} cut out "
                      f"of the file ({cut.bytes_removed // cut.page} whole pages of {cut.page:,}); the rest stays as "
                      "zeros (a page can only go whole: the loader maps the file by pages)")
     ctx.notes.extend(f"{where}: {n}" for n in cut.notes)
-    return cut.data
+    return data
 
 
-def _check_kept(ctx: _Ctx, data: bytes, at: Address) -> None:
+def _written(parts: list[memoryview], spill: bool) -> bytes | Mapped:
+    """The file ``parts`` lay out end to end: joined, or (``spill``) written to a new mapped file
+    (devbin.binary.mapped)."""
+    if not spill:
+        return b"".join(parts)
+    out = Mapped()
+    try:
+        for part in parts:
+            out.write(part)
+        return out.map()
+    except OSError:  # no room for it (a full disk, a file-size limit): in memory, as without a mapped input
+        out.close()
+        return b"".join(parts)
+    except BaseException:
+        out.close()
+        raise
+
+
+def _zero(buf: Rewritable, lo: int, hi: int) -> None:
+    """Zero ``buf[lo:hi]`` a piece at a time (no zero buffer of the whole range made)."""
+    zeros = bytes(min(max(hi - lo, 0), 1 << 20))
+    for at in range(lo, hi, len(zeros) or 1):
+        n = min(len(zeros), hi - at)
+        buf[at:at + n] = zeros[:n]
+
+
+def _check_kept(ctx: _Ctx, data: Buffer, at: Address) -> None:
     """FormatError unless scanning ``data`` finds exactly the kept images of the file at ``at``, byte for byte
     and in order."""
     where, n = str(at), len(at.steps)
     want = [(i.kind, i.arch, hashlib.sha256(i.data()).digest()) for i, k in ctx.images
             if k and i.address.path == at.path and i.address.steps[:n] == at.steps]
+    if ctx.mapped is not None:
+        ctx.mapped.release()  # the input's pages read so far: given back (read again from the page cache if needed)
     report = ScanReport()
     got = [(i.kind, i.arch, hashlib.sha256(i.data()).digest())
            for i in scan_bytes(data, where, all=True, report=report) if _in_container(i)]
+    release(data)
     if report.warnings or got != want:
         problem = report.warnings[0] if report.warnings else "the kept images differ from the original's"
         raise FormatError(f"the pruned file fails its check ({problem}); nothing written", fmt="prune", where=where)
 
 
-def _in_place(buf: bytearray, sec: Section, pieces: list[_Piece], stops: C.ContainerFormat | None,
+def _in_place(buf: Rewritable, sec: Section, pieces: list[_Piece], stops: C.ContainerFormat | None,
               where: str) -> None:
     """Write each pruned container at its old offset and zero the rest of its old extent; ``stops``: the
     format whose readers stop at zero bytes between containers, when the section holds one."""
@@ -972,7 +1064,7 @@ def _prune_archive(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
         member_at = at.child(Member(m.name, n))
         data = bytes(m.data)
         if ctx.dropped_under(member_at):
-            data = _prune_any(ByteView(data, where=str(member_at)), ctx, member_at, depth + 1)
+            data = _inner(_prune_any(ByteView(data, where=str(member_at)), ctx, member_at, depth + 1))
             changed = True
         members.append(ArMember(m.name, data))
     if not changed:
@@ -982,5 +1074,5 @@ def _prune_archive(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
 
 #: The prune of each format that holds files rather than images: an ELF's sections, an archive's members,
 #: a wrapped image's one container.
-_HOLDERS: dict[C.ContainerFormat, Callable[[ByteView, _Ctx, Address, int], bytes]] = {
+_HOLDERS: dict[C.ContainerFormat, Callable[[ByteView, _Ctx, Address, int], bytes | Mapped]] = {
     C.ELF: _prune_elf, C.AR: _prune_archive, C.WRAPPED: _prune_wrapped}

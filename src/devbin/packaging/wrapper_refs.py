@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
+from devbin.binary.mapped import Rewritable
 from devbin.formats.elf import constants as C
 from devbin.formats.elf import layout as L
 from devbin.formats.elf.pages import RELATIVE_RELOCATION, file_offset, relr_places
@@ -39,7 +40,7 @@ WRAPPER_SECTIONS = {WRAPPER_SECTION: FC.WRAPPER_MAGIC, HIP_WRAPPER_SECTION: HIP_
 _WRAPPER_SIZE = FC.WRAPPER_SIZE
 
 
-def retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int], *,
+def retarget(elf: ElfFile, buf: Rewritable, sec: Section, moves: Mapping[int, int], *,
              write: bool = True, span: tuple[int, int] | None = None) -> tuple[str | None, set[int]]:
     """Rewrite in ``buf`` (``elf``'s bytes) every reference to ``sec`` + old offset as ``sec`` + ``moves[old]``.
 
@@ -55,7 +56,7 @@ def retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int
     return reason, {a - sec.sh_addr for a in reached}
 
 
-def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, int], reached: set[int],
+def _retarget(elf: ElfFile, buf: Rewritable, sec: Section, moves: Mapping[int, int], reached: set[int],
               write: bool, span: tuple[int, int] | None) -> str | None:
     h = elf.header
     if not h.is64 and h.e_machine != 3:
@@ -141,10 +142,11 @@ def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, in
                     return new
                 patches[at + 8] = (wfmt, new)
                 reached.add(ptr)
-    if elf.dynsym is not None:
-        for sym in elf.dynsym:
-            if sym.defined and sym.st_shndx == sec.index and (span is None or inside(sym.st_value)):
-                return f"dynamic symbol {sym.name!r} lies in {sec.name}"
+    if elf.dynsym is not None:  # by the table's columns: a Symbol made only for the one named
+        c = elf.dynsym.columns
+        for i, (shndx, value) in enumerate(zip(c.st_shndx, c.st_value, strict=True)):
+            if shndx == sec.index and shndx != C.SHN_UNDEF and (span is None or inside(value)):
+                return f"dynamic symbol {elf.dynsym[i].name!r} lies in {sec.name}"
     unreached = sorted(o for o, n in moves.items() if n != o and lo + o not in reached)
     if unreached:
         return f"{sec.name}+{unreached[0]:#x} is the target of no wrapper"
@@ -154,12 +156,13 @@ def _retarget(elf: ElfFile, buf: bytearray, sec: Section, moves: Mapping[int, in
     if symtab is not None:
         lay_s = L.SYM[h.ei_class]
         pos_v = lay_s.fields.index("st_value")
-        for sym in symtab:
-            if sym.st_shndx == sec.index and (sym.st_value - lo) in moves:
-                at = symtab_offset(elf, sym.index)
+        c = symtab.columns  # no Symbol made: a library's table holds a million of them
+        for i, (shndx, value) in enumerate(zip(c.st_shndx, c.st_value, strict=True)):
+            if shndx == sec.index and (value - lo) in moves:
+                at = symtab_offset(elf, i)
                 fmt = end + lay_s.fmt
                 vals = list(struct.unpack_from(fmt, buf, at))
-                vals[pos_v] = lo + moves[sym.st_value - lo]
+                vals[pos_v] = lo + moves[value - lo]
                 struct.pack_into(fmt, buf, at, *vals)
     for off, (fmt, value) in patches.items():
         struct.pack_into(fmt, buf, off, value)

@@ -40,6 +40,7 @@ import bisect
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from devbin.binary import align_up
 from devbin.errors import UsageError
@@ -92,9 +93,10 @@ def abi_page_size(elf: ElfFile) -> int:
 
 @dataclass
 class PageCut:
-    """What :func:`remove_pages` did; ``data`` is the new file."""
+    """What :func:`remove_pages` did; ``parts`` is the new file, laid end to end: views of the input's bytes,
+    zeros and the rewritten tables, nothing copied (:meth:`write_to` writes them; :attr:`data` joins them)."""
 
-    data: bytes
+    parts: list[memoryview]
     page: int
     #: (old file offset, size) of each removed run of pages
     removed: list[tuple[int, int]] = field(default_factory=list)
@@ -105,6 +107,116 @@ class PageCut:
     @property
     def bytes_removed(self) -> int:
         return sum(n for _, n in self.removed)
+
+    @property
+    def size(self) -> int:
+        """The new file's length."""
+        return sum(len(p) for p in self.parts)
+
+    @property
+    def data(self) -> bytes:
+        """The new file's bytes, joined (a copy: :meth:`write_to` writes them without one)."""
+        return b"".join(self.parts)
+
+    def write_to(self, out: _Writable) -> int:
+        """Write the new file to ``out`` piece by piece; returns its length."""
+        for part in self.parts:
+            out.write(part)
+        return self.size
+
+
+class _Writable(Protocol):
+    def write(self, data: memoryview, /) -> object: ...
+
+
+#: Zeros that zero-filled pieces of the new file are views of.
+_ZEROS = memoryview(bytes(1 << 20))
+
+
+class _Splice:
+    """A file laid out as pieces end to end (views of the old bytes, zeros, new bytes), none copied; a write
+    over it (:meth:`write_at`) splits the pieces it covers, as a slice assignment to a bytearray replaces
+    their bytes."""
+
+    def __init__(self) -> None:
+        self.parts: list[memoryview] = []
+        self.size = 0
+
+    def add(self, piece: bytes | memoryview) -> None:
+        if len(piece):
+            self.parts.append(piece if isinstance(piece, memoryview) else memoryview(piece))
+            self.size += len(piece)
+
+    def zeros(self, n: int) -> None:
+        while n > 0:
+            k = min(n, len(_ZEROS))
+            self.add(_ZEROS[:k])
+            n -= k
+
+    def old(self, old: memoryview, lo: int, hi: int, zero: Sequence[tuple[int, int]]) -> None:
+        """``old[lo:hi]``, the bytes of the sorted, disjoint ranges ``zero`` given as zeros."""
+        i = max(bisect.bisect_right(zero, (lo, lo)) - 1, 0)
+        pos = lo
+        while i < len(zero) and zero[i][0] < hi:
+            a, b = max(zero[i][0], pos), min(zero[i][1], hi)
+            if a < b:
+                self.add(old[pos:a])
+                self.zeros(b - a)
+                pos = b
+            i += 1
+        if hi > pos:
+            self.add(old[pos:hi])
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` bytes."""
+        out: list[memoryview] = []
+        pos = 0
+        for p in self.parts:
+            if pos >= n:
+                break
+            out.append(p[:n - pos] if pos + len(p) > n else p)
+            pos += len(out[-1])
+        self.parts, self.size = out, pos
+
+    def write_at(self, off: int, data: bytes) -> None:
+        """``data`` over the bytes at ``off``; past the end the file grows (as ``buf[off:off + n] = data``)."""
+        if off > self.size:
+            raise ValueError(f"a write at {off:#x}, past the end {self.size:#x}")
+        end = off + len(data)
+        out: list[memoryview] = []
+        pos = 0
+        placed = False
+        for p in self.parts:
+            stop = pos + len(p)
+            if stop <= off:
+                out.append(p)
+            elif pos >= end:
+                if not placed:
+                    out.append(memoryview(data))
+                    placed = True
+                out.append(p)
+            else:
+                if pos < off:
+                    out.append(p[:off - pos])
+                if not placed:
+                    out.append(memoryview(data))
+                    placed = True
+                if stop > end:
+                    out.append(p[end - pos:])
+            pos = stop
+        if not placed:
+            out.append(memoryview(data))
+        self.parts = out
+        self.size = sum(len(p) for p in out)
+
+    def head(self, n: int) -> bytearray:
+        """A copy of the first ``n`` bytes."""
+        buf = bytearray()
+        for p in self.parts:
+            if len(buf) >= n:
+                break
+            buf += p[:n - len(buf)]
+        return buf
 
 
 @dataclass
@@ -121,7 +233,7 @@ class _Range:
 
 
 def remove_pages(elf: ElfFile, free: Iterable[tuple[int, int]], *,
-                 max_segments: int | None = None) -> PageCut:
+                 max_segments: int | None = None, zero_free: bool = False) -> PageCut:
     """``elf`` (``ET_DYN``/``ET_EXEC``) without the whole pages of the ``free`` file ranges ``[lo, hi)``
     (bytes the caller knows nothing reads); see the module docstring.  Free ranges holding no whole
     page are left alone; when none holds one the file comes back unchanged.
@@ -132,21 +244,45 @@ def remove_pages(elf: ElfFile, free: Iterable[tuple[int, int]], *,
     stack of the thread that calls ``dlopen`` (``elf/dl-load.c``, ``_dl_map_object_from_fd``: about 112
     bytes a header), and maps each piece twice (its file bytes, then its zero pages), two of the 65,530
     maps a Linux process may hold by default (``vm.max_map_count``).  Past the limit only the largest
-    ranges are cut; the others stay as zeros (a note says how many bytes)."""
+    ranges are cut; the others stay as zeros (a note says how many bytes).
+
+    ``zero_free``: the ``free`` bytes that stay in the file are given as zeros (the caller has not zeroed
+    them in ``elf``'s bytes: prune leaves a rewritten container's freed tail as it was in its copy-on-write
+    map of the input rather than touch each of its pages)."""
+    free = sorted(free)
+    zero = _merged(free) if zero_free else []
     h = elf.header
     if h.e_type not in (C.ET_DYN, C.ET_EXEC) or not elf.segments:
         raise UsageError(f"{elf.where}: pages can only be removed from a linked file (shared library or executable)")
     page = abi_page_size(elf)
     ranges = _page_ranges(elf, free, page)
     if not ranges:
-        return PageCut(bytes(elf.view.bytes_at(0, elf.size)), page)
+        return PageCut(_whole(elf, zero), page)
     ranges, notes = _largest(elf, ranges, MAX_SEGMENTS if max_segments is None else check_max_segments(max_segments))
     _check_unread(elf, ranges)
     phdr_at, ranges, more = _place_phdrs(elf, ranges, page)
     if all(r.hi <= r.lo for r in ranges):  # the table took every page there was to cut: nothing moves
-        return PageCut(bytes(elf.view.bytes_at(0, elf.size)), page, notes=[
+        return PageCut(_whole(elf, zero), page, notes=[
             *notes, "no page removed: the program headers of the split segments would fill the only free pages"])
-    return _rebuild(elf, ranges, page, phdr_at, notes + more)
+    return _rebuild(elf, ranges, page, phdr_at, notes + more, zero)
+
+
+def _merged(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted ranges with those that overlap or touch joined."""
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        elif b > a:
+            out.append((a, b))
+    return out
+
+
+def _whole(elf: ElfFile, zero: Sequence[tuple[int, int]]) -> list[memoryview]:
+    """The file as it is, the ranges ``zero`` as zeros."""
+    body = _Splice()
+    body.old(elf.view.bytes_at(0, elf.size), 0, elf.size, zero)
+    return body.parts
 
 
 def _largest(elf: ElfFile, ranges: list[_Range], limit: int) -> tuple[list[_Range], list[str]]:
@@ -233,10 +369,11 @@ def _check_unread(elf: ElfFile, ranges: Sequence[_Range]) -> None:
                 target = _word(elf, place)
                 if hit(place) or (target is not None and hit(target)):
                     raise refuse(f"a relative relocation in {sec.name}", place)
-    if elf.dynsym is not None:
-        for sym in elf.dynsym:
-            if sym.defined and sym.st_shndx != C.SHN_ABS and hit(sym.st_value):
-                raise refuse(f"dynamic symbol {sym.name!r}", sym.st_value)
+    if elf.dynsym is not None:  # by the table's columns: a Symbol made only for the one named
+        c = elf.dynsym.columns
+        for i, (shndx, value) in enumerate(zip(c.st_shndx, c.st_value, strict=True)):
+            if shndx not in (C.SHN_UNDEF, C.SHN_ABS) and hit(value):
+                raise refuse(f"dynamic symbol {elf.dynsym[i].name!r}", value)
     for tag, value in _dynamic(elf):
         if tag in _DT_ADDRESS and hit(value):
             raise refuse(f"dynamic tag {tag:#x}", value)
@@ -373,7 +510,8 @@ def _fields(seg: Segment) -> dict[str, int]:
     return {f: getattr(seg, f) for f in _PHDR_FIELDS}
 
 
-def _rebuild(elf: ElfFile, ranges: list[_Range], page: int, phdr_at: int, notes: list[str]) -> PageCut:
+def _rebuild(elf: ElfFile, ranges: list[_Range], page: int, phdr_at: int, notes: list[str],
+             zero: Sequence[tuple[int, int]]) -> PageCut:
     h = elf.header
     cls, little = h.ei_class, h.little
     end = "<" if little else ">"
@@ -394,12 +532,12 @@ def _rebuild(elf: ElfFile, ranges: list[_Range], page: int, phdr_at: int, notes:
         return off - prefix[i + 1]
 
     old = elf.view.bytes_at(0, elf.size)
-    body = bytearray()
+    body = _Splice()
     pos = 0
     for lo, hi in cuts:
-        body += old[pos:lo]
+        body.old(old, pos, lo, zero)
         pos = hi
-    body += old[pos:]
+    body.old(old, pos, elf.size, zero)
 
     # program headers
     phdrs = _segments(elf, ranges)
@@ -422,7 +560,7 @@ def _rebuild(elf: ElfFile, ranges: list[_Range], page: int, phdr_at: int, notes:
     table = b"".join(struct.pack(pfmt, *(p[f] for f in L.PHDR[cls].fields)) for p in phdrs)
     if phdr_at != _AT_END:
         new_phoff = moved(phdr_at)
-        body[new_phoff:new_phoff + len(table)] = table
+        body.write_at(new_phoff, table)
 
     # section headers: the sections holding ranges split, the rest moved
     shdrs, extra = _section_headers(elf, ranges, moved)
@@ -438,20 +576,23 @@ def _rebuild(elf: ElfFile, ranges: list[_Range], page: int, phdr_at: int, notes:
         new_shoff = moved(shoff)
         if extra:
             if old_end == elf.size:
-                del body[new_shoff:]
-            new_shoff = align_up(len(body), 8)
-            body += bytes(new_shoff - len(body))
-            body += table_s
+                body.truncate(new_shoff)
+            new_shoff = align_up(body.size, 8)
+            body.zeros(new_shoff - body.size)
+            body.add(table_s)
         else:
-            body[new_shoff:new_shoff + len(table_s)] = table_s
+            body.write_at(new_shoff, table_s)
     else:
         new_shoff = 0
     if phdr_at == _AT_END:
-        new_phoff = align_up(len(body), 8)
-        body += bytes(new_phoff - len(body)) + table
-    _patch_header(body, h, {"e_phoff": new_phoff, "e_phnum": len(phdrs), "e_shoff": new_shoff,
-                            "e_shnum": count if count < _SHN_LORESERVE else 0})
-    return PageCut(bytes(body), page, [(lo, hi - lo) for lo, hi in cuts if hi > lo],
+        new_phoff = align_up(body.size, 8)
+        body.zeros(new_phoff - body.size)
+        body.add(table)
+    header = body.head(L.EHDR_SIZE[cls])
+    _patch_header(header, h, {"e_phoff": new_phoff, "e_phnum": len(phdrs), "e_shoff": new_shoff,
+                              "e_shnum": count if count < _SHN_LORESERVE else 0})
+    body.write_at(0, bytes(header))
+    return PageCut(body.parts, page, [(lo, hi - lo) for lo, hi in cuts if hi > lo],
                    new_phoff if phdr_at != h.e_phoff else None, notes)
 
 

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from devbin.binary.mapped import Rewritable
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.pages import RELATIVE_RELOCATION, file_offset, relr_places
 from devbin.formats.elf.reader import ElfFile, Section
@@ -67,11 +68,11 @@ class _Place:
     end_slot: int
 
 
-def prune_section(elf: ElfFile, buf: bytearray, sec: Section, images: Sequence[SyclImage],
+def prune_section(elf: ElfFile, buf: Rewritable, sec: Section, images: Sequence[SyclImage],
                   new: Mapping[int, tuple[bytes, int]]) -> SectionPrune:
-    """Write into ``buf`` (the bytes of the linked file ``elf``) the section ``sec`` with image ``i`` of
-    ``images`` (those of ``sec``, by :attr:`SyclImage.index`) replaced by ``new[i]`` (stored bytes, decoded
-    size), packed, and every reference moved (module docstring)."""
+    """Write into ``buf`` (the linked file ``elf``: a copy, or a copy-on-write map) the section ``sec`` with
+    image ``i`` of ``images`` (those of ``sec``, by :attr:`SyclImage.index`) replaced by ``new[i]`` (stored
+    bytes, decoded size), packed, and every reference moved (module docstring)."""
     h = elf.header
     if not h.is64 or not h.little:
         return SectionPrune(reason="only 64-bit little-endian files are handled")
@@ -113,7 +114,7 @@ def prune_section(elf: ElfFile, buf: bytearray, sec: Section, images: Sequence[S
     return SectionPrune(freed, [(tail, end)] if tail < end else [])
 
 
-def _references(elf: ElfFile, buf: bytearray, sec: Section, places: list[_Place], patches: dict[int, int],
+def _references(elf: ElfFile, buf: Rewritable, sec: Section, places: list[_Place], patches: dict[int, int],
                 ) -> str | None:
     """Fill ``patches`` with every reference to an image of ``sec`` moved (module docstring), or the reason
     one cannot be."""
