@@ -8,9 +8,10 @@ Inputs: pinned wheels downloaded into the cache folder when not there (``pip dow
 * ``nvidia-curand-cu12==10.3.10.19`` (68 MB; ``libcurand.so.10`` 167 MB),
 * ``nvidia-cublas-cu12==12.8.4.1`` (594 MB; ``libcublasLt.so.12`` and ``libcublas.so.12``, 0.9 GB together).
 
-Each of ``devbin list WHEEL``, ``devbin list --json WHEEL`` and ``devbin size WHEEL`` (``--keep ARCH``
-adds ``devbin size --keep ARCH WHEEL``) runs once, a fresh ``python3 -m devbin`` with the default
-``--jobs`` (every processor), with ``PYTHONPATH`` set to ``--src`` (default: this checkout's ``src``).
+Each of ``devbin list WHEEL``, ``devbin list --json WHEEL``, ``devbin size WHEEL`` and ``devbin size --json
+WHEEL`` (``--keep ARCH`` adds ``devbin size --keep ARCH --json WHEEL``) runs once, a fresh
+``python3 -m devbin`` with the default ``--jobs`` (every processor), with ``PYTHONPATH`` set to ``--src``
+(default: this checkout's ``src``).
 
 **Memory** is the peak of the resident set summed over the command's whole process tree: this script
 samples ``/proc/PID/status`` (``VmRSS``) of the command and of every descendant (``/proc/PID/task/*/children``)
@@ -133,9 +134,10 @@ def main() -> None:
     refs = cache / "memory-reference"
     refs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": args.src}
-    commands: list[tuple[str, list[str]]] = [("list", ["list"]), ("list", ["list", "--json"]), ("size", ["size"])]
+    commands: list[tuple[str, list[str]]] = [("list", ["list"]), ("list", ["list", "--json"]), ("size", ["size"]),
+                                             ("size", ["size", "--json"])]
     if args.keep:
-        commands.append(("size", ["size", "--keep", args.keep]))
+        commands.append(("size", ["size", "--keep", args.keep, "--json"]))
     rows = []
     for requirement, prefix in WHEELS:
         if args.only and not any(o in requirement for o in args.only):
