@@ -156,9 +156,12 @@ def pages_read(n: int) -> None:
 
 def drop_pages() -> None:
     """Give back the pages of every live :class:`Spilled` map (``MADV_DONTNEED``; the bytes stay in their file)."""
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)  # not on every system; there the pages stay
+    if dontneed is None:
+        return
     for m in list(_SPILLED):
         with contextlib.suppress(ValueError, OSError):  # closed meanwhile
-            m.madvise(mmap.MADV_DONTNEED)
+            m.madvise(dontneed)
 
 
 class Retry(BaseException):
