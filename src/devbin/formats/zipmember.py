@@ -245,6 +245,9 @@ def raw_pieces(file: IO[bytes], info: zipfile.ZipInfo, where: str, size: int = C
     :func:`data_span` finds them, read with seek and read (not memory-mapped: a copied member costs one
     piece of memory, never its pages).  TruncatedError where the file ends before them."""
     at = info.header_offset
+    if at < 0:  # zipfile subtracts the bytes it finds before the archive: a damaged directory goes below 0
+        raise FormatError(f"local header at {at}, before the start of the archive", fmt="zip", offset=at,
+                          where=where)
     file.seek(at)
     head = file.read(_LOCAL.size)
     if len(head) < _LOCAL.size:
