@@ -1,7 +1,8 @@
 """Fuzz target: zip members inflated with libdeflate (``devbin.formats.zipmember``) and the scan of zips.
 
-Contract under test: for any bytes, ``zipmember.inflate`` of any member :mod:`zipfile` lists either
-returns exactly the bytes zipfile reads (when zipfile reads them without error) or raises
+Contract under test: for any bytes, ``zipmember.inflate`` and ``zipmember.spill`` (the temporary-file
+path of a large member) of any member :mod:`zipfile` lists either return exactly the bytes zipfile reads
+(when zipfile reads them without error), the same bytes as each other, or raise
 :class:`devbin.errors.DeviceBinaryError`, never more than the member's recorded size; ``scan_bytes``
 raises nothing on a zip but LimitExceeded, for a member that can hold more than the memory budget.
 Each input is tried (a) as a zip itself, (b) deflated into a well-formed zip with a second member,
@@ -52,6 +53,10 @@ def _members(archive: bytes) -> None:
             mine: bytes | None = bytes(zipmember.inflate(archive, info))
         except DeviceBinaryError:
             mine = None
+        spilled = _spilled(zf, info)  # the path of a member over SPILL_BYTES: zlib into a mapped temporary file
+        if spilled is not None:
+            assert len(spilled) == info.file_size
+            assert mine is None or spilled == mine, info.filename
         if mine is not None:
             assert len(mine) == info.file_size
             try:
@@ -59,6 +64,20 @@ def _members(archive: bytes) -> None:
             except Exception:  # zipfile checks less (no length): it may still fail elsewhere
                 continue
             assert mine == theirs, info.filename
+            assert spilled is None or spilled == theirs, info.filename
+
+
+def _spilled(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes | None:
+    """``zipmember.spill`` of the member: its bytes, or None where it raised DeviceBinaryError."""
+    try:
+        out = zipmember.spill(zf, info, "fuzz.whl")
+    except DeviceBinaryError:
+        return None
+    try:
+        return bytes(out)
+    finally:
+        if not isinstance(out, bytearray):
+            out.close()
 
 
 def _scan(archive: bytes) -> None:

@@ -9,6 +9,8 @@ entry decodes to 1 GiB took 2.1 GB in inspect, extract and resources (two full c
 from __future__ import annotations
 
 import gc
+import mmap
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -320,3 +322,39 @@ def test_a_zip_member_is_inflated_within_the_budget(tmp_path: Path) -> None:
     assert rc == 1
     _one_error_line(err, "zip member needs 268435464 bytes once decoded, over the memory budget of 64 MiB")
     assert rss < 200 * MIB
+
+
+def _rss_file_kb() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1])
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status") or not hasattr(mmap, "MADV_DONTNEED"),
+                    reason="needs Linux's /proc and madvise")
+def test_the_pages_of_a_spilled_map_are_given_back_after_a_unit_and_a_long_search() -> None:
+    """A Spilled map (a wheel member in a temporary file) costs the pages a unit touched: at the end of a unit,
+    and every DROP_BYTES a search passes, its resident pages are dropped (the bytes stay readable)."""
+    import tempfile
+
+    from devbin.binary import ByteView
+
+    size = budget.DROP_BYTES + (8 << 20)
+    with tempfile.TemporaryFile() as f:
+        f.write(bytes(size - 4) + b"NEED")
+        f.flush()
+        m = budget.spilled(f.fileno())
+    try:
+        base = _rss_file_kb()
+        assert not any(m[i] for i in range(0, size, 4096))  # every page touched (zeros up to the last 4 bytes)
+        assert _rss_file_kb() - base > (size >> 10) // 2
+        with budget.current().unit():
+            pass
+        assert _rss_file_kb() - base < 4 << 10  # KiB: given back
+        assert m[size - 4:] == b"NEED"  # and still readable
+        assert ByteView(m).find(b"NEED") == size - 4  # a search through it: its pages dropped as it passes
+        assert _rss_file_kb() - base < (budget.DROP_BYTES >> 10) + (12 << 10)
+    finally:
+        m.close()

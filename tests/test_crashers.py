@@ -43,6 +43,9 @@ the command line that failed and, once fixed, its ``.expect`` (exit status and e
 * ``zip-member-with-empty-name.bin``: found by fuzz_zip: a zip whose member has an empty name;
   ``zipfile.ZipInfo.is_dir`` indexes the name's last character (IndexError).  Now: folder entries
   are told by ``devbin.formats.zipmember.is_folder``, and the member is scanned like any other.
+* ``zip-member-negative-header-offset.bin``: found by fuzz_zip (issue 29, the temporary-file path of a
+  large member): a zip whose damaged central directory puts a member's local header at -2 MiB;
+  ``zipmember.raw_pieces`` seeked there (ValueError).  Now: FormatError "local header at -2097152".
 * ``zip-in-zip-stored-member-says-4gb.bin``: found by fuzz_zip: a zip in a zip whose stored member
   records 4,294,967,104 bytes and holds 64; charged its recorded size, it was a LimitExceeded under
   the default 4 GiB budget.  Now: a member is charged what its compressed bytes can hold at most

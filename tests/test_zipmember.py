@@ -221,3 +221,108 @@ def test_the_budget_is_charged_what_a_member_can_hold() -> None:
         list(scan_bytes(lying, "lying.zip", report=rep))
         with pytest.raises(LimitExceeded, match="zip member needs 2097160 bytes once decoded"):
             list(scan_bytes(deflated, "big.zip"))
+
+
+# --------------------------------------------------------------------------- members spilled to a mapped file
+
+
+def _spy_spill(monkeypatch: pytest.MonkeyPatch, threshold: int) -> list[object]:
+    """Members over ``threshold`` bytes spilled (the test-set threshold); what each spill returned, recorded."""
+    made: list[object] = []
+    spill = zipmember.spill
+
+    def spy(*args: object, **kwargs: object) -> object:
+        out = spill(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(type(out))
+        return out
+
+    monkeypatch.setattr(zipmember, "SPILL_BYTES", threshold)
+    monkeypatch.setattr(zipmember, "spill", spy)
+    return made
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED, zipfile.ZIP_LZMA])
+def test_a_member_over_the_threshold_is_scanned_through_a_mapped_file(tmp_path: Path, method: int,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member larger than SPILL_BYTES is inflated into a temporary file and memory-mapped (a Spilled map,
+    never a bytes object in the heap), then scanned as a file is: the same images, bytes and reports
+    (list --json, size --json) as from a member read into memory."""
+    from tests.runners import cli_ok
+
+    samples = Path(devbin.samples.__file__).parent
+    big = (samples / "sample_gfx90a.o").read_bytes()
+    small = (samples / "sample_sm90.cubin").read_bytes()
+    assert len(big) > len(small)
+    path = tmp_path / "pkg-1.0-py3-none-any.whl"
+    path.write_bytes(_zip([("pkg/k.o", big), ("pkg/small.cubin", small), ("pkg/twin.o", big)], method=method))
+
+    def images() -> list[tuple[str, str, str, bytes]]:
+        rep = ScanReport()
+        out = [(str(i.address), i.kind, i.arch, bytes(i.data())) for i in scan([path], report=rep)]
+        assert rep.warnings == []
+        return out
+
+    def reports() -> tuple[str, str]:
+        return cli_ok("list", "--json", path), cli_ok("size", "--json", "--jobs", "1", path)
+
+    in_memory, in_memory_reports = images(), reports()
+    made = _spy_spill(monkeypatch, len(small) + 1)  # the code objects over it, the cubin under it
+    assert images() == in_memory
+    assert made == [budget.Spilled, budget.Spilled]
+    assert reports() == in_memory_reports
+    assert len(made) == 6  # list and size each spilled both code objects again
+    import gc
+
+    gc.collect()  # a parsed image is a graph with cycles (the budget's units collect them likewise)
+    assert not budget._SPILLED  # every map let go
+
+
+def test_a_spilled_member_is_checked_as_an_inflated_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the temporary file, a member that inflates to more than it records (a bomb: never written
+    past its recorded size), one cut short, one with a bad CRC and one whose deflate data is corrupt are each
+    one warning naming it (no traceback), and the other members are read."""
+    good = (Path(devbin.samples.__file__).parent / "sample_sm90.cubin").read_bytes()
+    bomb_data = FATBIN_HEAD + bytes(8 << 20)
+    archive = _zip([("a/bomb.fatbin", bomb_data), ("b/crc.fatbin", FATBIN_HEAD + bytes(1 << 16)),
+                    ("c/cut.fatbin", FATBIN_HEAD + bytes(range(256)) * 512), ("d/good.cubin", good)])
+    raw = bytearray(_patched_size(archive, "a/bomb.fatbin", 1 << 16))
+    crc = _info(archive, "b/crc.fatbin")
+    cd = raw.find(b"PK\x01\x02", raw.find(b"PK\x01\x02") + 4)  # b/crc.fatbin's central entry: the second
+    struct.pack_into("<I", raw, cd + 16, crc.CRC ^ 0xFFFF)
+    cut = _info(archive, "c/cut.fatbin")
+    start, length = zipmember.data_span(archive, cut)
+    raw[start + length - 8:start + length] = bytes(8)  # the last block's bytes zeroed: corrupt or cut short
+    path = tmp_path / "w.whl"
+    path.write_bytes(bytes(raw))
+    made = _spy_spill(monkeypatch, 1024)
+    rep = ScanReport()
+    found = [str(i.address) for i in scan([path], report=rep)]
+    assert found == [f"{path}!d/good.cubin"]
+    assert made == [budget.Spilled]  # the good member; the others raised
+    assert len(rep.warnings) == 3
+    bomb, bad_crc, cut_short = rep.warnings
+    assert bomb == f"{path}!a/bomb.fatbin: cannot read zip member: inflates to more than the recorded 65536 bytes"
+    assert bad_crc == (f"{path}!b/crc.fatbin: cannot read zip member: bad CRC-32 {crc.CRC:08x} (recorded "
+                       f"{crc.CRC ^ 0xFFFF:08x})")
+    assert cut_short.startswith(f"{path}!c/cut.fatbin: cannot read zip member: ")
+    assert "\n" not in "".join(rep.warnings)
+
+
+def test_a_wheel_of_lying_members_is_one_line_each_from_the_command(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """devbin list on a wheel whose only device member lies about its size: one line on stderr for it (a
+    warning: a zip is a folder of files, whose damaged ones a listing skips), no traceback, the same
+    status and output above and below the threshold."""
+    from tests.runners import cli_err
+
+    archive = _zip([("a/bomb.fatbin", FATBIN_HEAD + bytes(4 << 20))])
+    path = tmp_path / "w.whl"
+    path.write_bytes(_patched_size(archive, "a/bomb.fatbin", 1 << 16))
+    heap = cli_err("list", path)
+    _spy_spill(monkeypatch, 1024)
+    spilled = cli_err("list", path)
+    for _status, _out, err in (heap, spilled):
+        assert "Traceback" not in err
+        lines = [line for line in err.splitlines() if "a/bomb.fatbin" in line]
+        assert len(lines) == 1 and "cannot read zip member" in lines[0]
+    assert heap[:2] == spilled[:2]

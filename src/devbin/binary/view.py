@@ -27,6 +27,7 @@ import struct
 from collections.abc import Iterator
 from typing import Final
 
+from devbin.binary import budget
 from devbin.errors import FormatError, TruncatedError
 
 __all__ = ["Buffer", "ByteView", "Cursor", "format_view", "join_where"]
@@ -246,8 +247,23 @@ def _find(mv: memoryview, needle: bytes, start: int, stop: int) -> int:
     # memoryview has no find(), but a compiled regular expression searches any buffer in place:
     # a large view (a host library's data sections, a mapped file) is never copied, and a short
     # search (a name in a large string table) stops at its first hit.
-    m = _pattern(needle).search(mv, start, stop)
-    return -1 if m is None else m.start()
+    pattern = _pattern(needle)
+    if not isinstance(mv.obj, budget.Spilled):
+        m = pattern.search(mv, start, stop)
+        return -1 if m is None else m.start()
+    # A spilled zip member (decoded bytes in a mapped temporary file): searched a window at a time, the
+    # bytes read through counted, so that its pages are given back as the search goes (budget.pages_read).
+    window = budget.DROP_BYTES
+    pos = start
+    while pos < stop:
+        end = min(stop, pos + window)
+        m = pattern.search(mv, pos, min(stop, end + len(needle) - 1))
+        if m is not None:
+            budget.pages_read(m.start() - pos)
+            return m.start()
+        budget.pages_read(end - pos)
+        pos = end
+    return -1
 
 
 def format_view(data: Buffer | ByteView, fmt: str, where: str = "") -> ByteView:

@@ -22,7 +22,10 @@ size cannot decode a bomb; the caller charges :func:`most_bytes` to the memory b
 
 Members stored uncompressed, or compressed with bzip2 or LZMA, or encrypted, are read by
 :mod:`zipfile` (:func:`inflatable` says which), into a buffer that grows as their bytes come and
-never past the recorded size: :func:`read` is the one way devbin reads a member's bytes whole, and
+never past the recorded size: :func:`read` is the one way devbin reads a member's bytes whole into
+memory, :func:`load` the one way the scan reads them (a member larger than :data:`SPILL_BYTES` is
+inflated by :func:`spill` into an unnamed temporary file that is then memory-mapped, never held in the
+heap: a wheel's 716 MB ``libcublasLt.so.12`` costs the pages a reader touches), and
 :func:`pieces` the one way it streams them (hashing or copying a member of any size in :data:`CHUNK`
 pieces).  :func:`open_zip` is the one way a zip file is opened: whatever :mod:`zipfile` raises on a file
 that is not a zip, or one cut short (its end-of-central-directory record gone), becomes one FormatError
@@ -33,17 +36,19 @@ from __future__ import annotations
 
 import mmap
 import struct
+import tempfile
+import zlib
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
-from devbin.binary import Buffer
+from devbin.binary import Buffer, budget
 from devbin.errors import FormatError, TruncatedError
 
 if TYPE_CHECKING:
     import zipfile
 
-__all__ = ["CHUNK", "MAX_RATIO", "data_span", "inflatable", "inflate", "is_folder", "most_bytes", "open_zip", "pieces",
-           "raw_pieces", "read"]
+__all__ = ["CHUNK", "MAX_RATIO", "SPILL_BYTES", "data_span", "inflatable", "inflate", "is_folder", "load",
+           "most_bytes", "open_zip", "pieces", "raw_pieces", "read", "spill"]
 
 _LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths at 26 and 28
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -57,6 +62,13 @@ CHUNK = 1 << 16
 #: Deflate's largest ratio of output to input: a 258-byte match coded in about two bits
 #: (https://zlib.net/zlib_tech.html: "the limit on the compression ratio is 1032:1").
 MAX_RATIO = 1032
+#: A member that holds more bytes than this once read is inflated into a temporary file and memory-mapped
+#: (:func:`spill`), not into the heap.  Below it libdeflate's one call is kept (twice zlib's speed; the
+#: pieces zlib streams in cost a second pass over the output for the CRC); above it the heap would hold
+#: the whole member for as long as its images are read.
+SPILL_BYTES = 64 << 20
+#: The most bytes :func:`spill` inflates at a time (what one step of it holds in the heap).
+SPILL_PIECE = 1 << 20
 
 
 def is_folder(info: zipfile.ZipInfo) -> bool:
@@ -148,6 +160,76 @@ def read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, whole: Buffer | None = None
     return buf
 
 
+def load(zf: zipfile.ZipFile, info: zipfile.ZipInfo, whole: Buffer | None = None, *,
+         spill_bytes: int | None = None, where: str = "") -> bytearray | budget.Spilled:
+    """The bytes of the member ``info`` of ``zf`` for a reader: :func:`read` (into the heap) when it holds
+    at most ``spill_bytes`` (default :data:`SPILL_BYTES`) once read, else :func:`spill` (a temporary file,
+    memory-mapped).  Raises as :func:`read` does."""
+    limit = SPILL_BYTES if spill_bytes is None else spill_bytes
+    if most_bytes(info) <= limit or zf.fp is None:
+        return read(zf, info, whole)
+    return spill(zf, info, where)
+
+
+def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> bytearray | budget.Spilled:
+    """The bytes of the member ``info`` of ``zf`` written as they are inflated, :data:`SPILL_PIECE` at a
+    time, into an unnamed temporary file (:func:`tempfile.TemporaryFile`: ``O_TMPFILE`` in ``TMPDIR``, gone
+    with its last descriptor and map), then memory-mapped (:func:`devbin.binary.budget.spilled`: its pages
+    given back after every unit of work).  A deflated member is inflated with zlib from its compressed bytes
+    (:func:`raw_pieces` from the archive's file), its output never past the recorded size, the CRC-32 taken
+    as it comes and checked with the length at the end; the other methods are copied from :mod:`zipfile`
+    (which checks the CRC).  An empty member is an empty buffer.  Raises :class:`FormatError` as
+    :func:`inflate` does (a size or CRC that does not match, corrupt or truncated data), and zipfile's own
+    errors for the other methods."""
+    with tempfile.TemporaryFile(prefix="devbin-member-") as tmp:
+        n = 0
+        if inflatable(info):
+            import deflate  # libdeflate's CRC-32, 4 times zlib's speed
+
+            assert zf.fp is not None
+            d = zlib.decompressobj(-zlib.MAX_WBITS)
+            crc = 0
+            try:
+                for piece in raw_pieces(zf.fp, info, where):
+                    data: bytes = piece
+                    while data:
+                        out = d.decompress(data, SPILL_PIECE)
+                        data = d.unconsumed_tail
+                        n += len(out)
+                        if n > info.file_size:
+                            break
+                        crc = deflate.crc32(out, crc)
+                        tmp.write(out)
+                    if n > info.file_size or d.eof:
+                        break
+                while not d.eof and n <= info.file_size and (out := d.decompress(b"", SPILL_PIECE)):
+                    n += len(out)
+                    crc = deflate.crc32(out, crc)
+                    tmp.write(out)
+            except zlib.error as e:
+                raise FormatError(f"corrupt deflate data ({e})", fmt="zip", where=where) from None
+            if n > info.file_size:
+                raise FormatError(f"inflates to more than the recorded {info.file_size} bytes", fmt="zip",
+                                  where=where)
+            if not d.eof:
+                raise TruncatedError(f"the deflate data ends before its last block ({n} of the recorded "
+                                     f"{info.file_size} bytes inflated)", fmt="zip", where=where)
+            if n != info.file_size:
+                raise FormatError(f"inflates to {n} bytes, not the recorded {info.file_size}", fmt="zip",
+                                  where=where)
+            if crc != info.CRC:
+                raise FormatError(f"bad CRC-32 {crc:08x} (recorded {info.CRC:08x})", fmt="zip", where=where)
+        else:
+            with zf.open(info) as fh:
+                while n < info.file_size and (piece := fh.read(min(SPILL_PIECE, info.file_size - n))):
+                    n += len(piece)
+                    tmp.write(piece)
+        if not n:
+            return bytearray()
+        tmp.flush()
+        return budget.spilled(tmp.fileno())
+
+
 def pieces(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
     """The bytes of the member ``info`` of ``zf``, :data:`CHUNK` at a time through :mod:`zipfile` (which
     checks the CRC-32 at the end): a member of any size costs one piece of memory.  zipfile's own errors
@@ -163,6 +245,9 @@ def raw_pieces(file: IO[bytes], info: zipfile.ZipInfo, where: str, size: int = C
     :func:`data_span` finds them, read with seek and read (not memory-mapped: a copied member costs one
     piece of memory, never its pages).  TruncatedError where the file ends before them."""
     at = info.header_offset
+    if at < 0:  # zipfile subtracts the bytes it finds before the archive: a damaged directory goes below 0
+        raise FormatError(f"local header at {at}, before the start of the archive", fmt="zip", offset=at,
+                          where=where)
     file.seek(at)
     head = file.read(_LOCAL.size)
     if len(head) < _LOCAL.size:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from devbin.binary import ByteView
+from devbin.binary import ByteView, budget
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile, Section
@@ -186,7 +186,9 @@ class HostElf:
         ver = pointed.get((sec.index, offset))
         self.seen[(sec.index, offset)] = ver
         self.counts[sec.name] = index + 1
-        return list(fatbin_images(fb, self.frame, sec.name, index, sec.sh_offset + offset, ver))
+        found = list(fatbin_images(fb, self.frame, sec.name, index, sec.sh_offset + offset, ver))
+        budget.pages_read(fb.size)  # a spilled zip member's pages given back as its fatbins are passed
+        return found
 
     @staticmethod
     def _scannable(sec: Section) -> bool:

@@ -22,9 +22,12 @@ Where images are looked for, by the first bytes of each file or member
 * **ar archives** (regular, BSD, thin): every member, recursively.  Thin members are read from
   disk only when they lie inside the archive's folder (``follow_thin_outside`` lifts that);
   from :func:`scan_bytes` they cannot be read and are reported as warnings.
-* **zip files** (``.whl``, ``.egg``, ``.zip``, also a zip inside a zip): members are read into
-  memory one at a time, never extracted to disk; a member whose first bytes are no known magic
-  is skipped after reading those bytes only.
+* **zip files** (``.whl``, ``.egg``, ``.zip``, also a zip inside a zip): members are read one at a
+  time, never extracted beside the archive: a small one into memory, one larger than
+  :data:`devbin.formats.zipmember.SPILL_BYTES` inflated into an unnamed temporary file and
+  memory-mapped, then scanned as a file on disk is (:func:`devbin.formats.zipmember.load`); the
+  archive itself is not mapped whole.  A member whose first bytes are no known magic is skipped
+  after reading those bytes only.
 
 **Backups are skipped** in folders: a file whose name ends in ``.devbin-backup`` (the original
 ``devbin prune --in-place`` keeps, and the hidden undo links of a folder prune in progress) is not
@@ -289,17 +292,8 @@ class Scanner:
             if explicit and path.name.lower().endswith(WHEEL_SUFFIX) and not zipped:
                 raise FormatError(f"not a zip file (a wheel is a zip; this one starts with "
                                   f"{head[:4].hex() or 'nothing'})", fmt="zip", where=frame.where)
-            if zipped:
-                try:
-                    whole: mmap.mmap | None = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                except (OSError, ValueError):  # not mappable: zipfile reads it alone
-                    whole = None
-                try:
-                    yield from self.walk_zip(f, whole, frame, depth, strict=explicit)
-                finally:
-                    if whole is not None:
-                        with contextlib.suppress(BufferError):
-                            whole.close()
+            if zipped:  # read member by member (not mapped whole: the pages an inflate reads would stay)
+                yield from self.walk_zip(f, None, frame, depth, strict=explicit)
                 return
             if format_of(head) is None:
                 return
@@ -335,8 +329,9 @@ class Scanner:
     # -- zip ------------------------------------------------------------------------
     def walk_zip(self, fileobj: IO[bytes], whole: Buffer | None, frame: Frame, depth: int, *,
              strict: bool = False) -> Iterator[Hit]:
-        """The images in the members of the zip file ``fileobj``, whose bytes are ``whole`` (None: not
-        mapped; zipfile then inflates every member); ``strict``: a zip that cannot be opened raises."""
+        """The images in the members of the zip file ``fileobj``, whose bytes are ``whole`` when they are in
+        memory (a zip inside a zip; None: a file, read member by member); ``strict``: a zip that cannot be
+        opened raises."""
         try:
             zf = zipmember.open_zip(fileobj, frame.where)
         except FormatError as e:
@@ -368,8 +363,13 @@ class Scanner:
                                       where=sub.where):
             data = self._zip_member(zf, whole, info, sub.where)
             if data is not None:
-                yield from self.buffer(data, sub, depth=depth + 1)
-                del data
+                try:
+                    yield from self.buffer(data, sub, depth=depth + 1)
+                finally:
+                    if isinstance(data, mmap.mmap):  # a spilled member: unmapped now unless an image holds a view
+                        with contextlib.suppress(BufferError):
+                            data.close()
+                    del data
 
     def _zip_wanted(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> bool:
         """Whether the member's first bytes name a format devbin looks into (only they are inflated)
@@ -388,11 +388,12 @@ class Scanner:
         return True
 
     def _zip_member(self, zf: zipfile.ZipFile, whole: Buffer | None, info: zipfile.ZipInfo,
-                    where: str) -> bytearray | None:
-        """The member's bytes (:func:`devbin.formats.zipmember.read` on ``whole``, the archive's bytes), or
-        None and a warning when it cannot be read."""
+                    where: str) -> bytearray | mmap.mmap | None:
+        """The member's bytes (:func:`devbin.formats.zipmember.load`: in the heap, or a large one in a
+        temporary file memory-mapped; ``whole``: the archive's bytes when it is in memory), or None and a
+        warning when it cannot be read."""
         try:
-            return zipmember.read(zf, info, whole)
+            return zipmember.load(zf, info, whole, where=where)
         except DeviceBinaryError as e:
             self.rep.warn(where, f"cannot read zip member: {e.message}")
         except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption

@@ -364,7 +364,9 @@ class _Twins:
         self.eager = eager
 
     def _keep(self, data: Buffer) -> bool:
-        return not self.eager and isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap)
+        """A window on a file mapped as it is (a spilled zip member is decoded bytes: digested at once)."""
+        return (not self.eager and isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap)
+                and not isinstance(data.obj, budget.Spilled))
 
     def image(self, size: ImageSize, stored: Buffer, hasher: _Hasher,
               pending: list[tuple[ImageSize, Future[bytes]]]) -> None:

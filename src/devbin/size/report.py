@@ -17,6 +17,7 @@ size.  ``duplicate_bytes`` is the sum of both.
 from __future__ import annotations
 
 import os
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -50,7 +51,7 @@ from devbin.size.shapes import (
 )
 
 __all__ = ["by_arch", "by_container", "by_kind", "duplicates", "file_savings", "folder_savings", "only_images",
-           "report_dict", "size_report", "top_functions", "totals"]
+           "report_dict", "size_report", "top_functions", "totals", "wheel_savings"]
 
 
 def by_arch(files: Sequence[FileSize]) -> list[ArchRow]:
@@ -310,12 +311,20 @@ def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None 
             min_bytes: int = 0, max_segments: int | None = None) -> _AllSavings:
     """Per-file savings (keyed by path) and the total, see :func:`file_savings` (``max_segments``: prune's).
     ``jobs``: processes to prune in (1: this one; None: every processor; files of fewer than ``min_bytes``
-    in all: this one); a wheel's libraries spread over them; the result is the same whatever ``jobs``."""
-    groups = _groups([f.path for f in files])
+    in all: this one); a wheel's libraries spread over them; the result is the same whatever ``jobs``.
+
+    Each library of a wheel is pruned once: the wheel is pruned whole (:func:`wheel_savings`, prune's own
+    rewrite of it) and each library's figures are read from that result; only the files it does not
+    answer for (a library it leaves untouched, a member of an archive in the wheel, every file of a wheel it
+    refuses) are pruned one by one (:func:`file_savings`)."""
+    wheels = {top: wheel_savings(top, keep, jobs=jobs, max_segments=max_segments) for top in _wheels(files)}
+    per: dict[str, FileSavings] = {}
+    for _, by_file in wheels.values():
+        per.update(by_file)
+    groups = [g for g in _groups([f.path for f in files]) if not all(p in per for p in g[2])]
     size = {f.path: f.file_bytes for f in files}
     weights = [sum(size[p] for p in wanted) for _, _, wanted in groups]
     jobs = pool_jobs(jobs, weights, min_bytes)
-    per: dict[str, FileSavings] = {}
     for done in ordered_map(lambda g: _group_savings(g, keep, max_segments), groups, jobs=jobs, weights=weights):
         per.update(done)
     total: Savings = {"keep": list(keep), "bytes": 0, "freed": 0, "by_arch": {}, "fallback_images": 0,
@@ -331,7 +340,7 @@ def savings(files: Sequence[FileSize], keep: Sequence[str], *, jobs: int | None 
         for a, n in s["by_arch"].items():
             total["by_arch"][a] = total["by_arch"].get(a, 0) + n
     total["by_arch"] = dict(sorted(total["by_arch"].items()))
-    total["packages"] = [package_savings(top, keep, jobs=jobs, max_segments=max_segments) for top in _wheels(files)]
+    total["packages"] = [package for package, _ in wheels.values()]
     return {"files": per, "total": total}
 
 
@@ -345,22 +354,43 @@ def _wheels(files: Sequence[FileSize]) -> list[str]:
     return list(out)
 
 
-def package_savings(path: str, keep: Sequence[str], *, jobs: int | None = 1,
-                    max_segments: int | None = None) -> PackageSavings:
+def wheel_savings(path: str, keep: Sequence[str], *, jobs: int | None = 1,
+                  max_segments: int | None = None) -> tuple[PackageSavings, dict[str, FileSavings]]:
     """What ``devbin prune --keep`` makes of the wheel ``path``, computed by prune itself
-    (:func:`devbin.packaging.prune_packages.prune_wheel` writing to nothing, as ``prune --dry-run`` does, so
-    the sizes are those of the wheel prune writes, to the byte), with the keys of prune's ``package``:
-    ``package_size_before``/``package_size_after`` the wheel's (compressed),
-    ``installed_size_before``/``installed_size_after`` its members' uncompressed sizes summed; or ``refused``:
-    why prune would refuse the wheel."""
+    (:func:`devbin.packaging.prune_packages.prune_wheel`, so the sizes are those of the wheel prune writes, to
+    the byte), with the keys of prune's ``package``: ``package_size_before``/``package_size_after`` the wheel's
+    (compressed), ``installed_size_before``/``installed_size_after`` its members' uncompressed sizes summed;
+    or ``refused``: why prune would refuse the wheel.  And, from the same prune, :func:`file_savings` of each
+    library prune rewrites, by path (``pkg.whl!lib/libk.so``): prune's own result for it, ``wheel_bytes`` the
+    member's compressed size less what prune wrote for it.  The new wheel is written into a private temporary
+    folder (removed at the end) for its members' compressed sizes; nothing of it is held in memory.  A library
+    prune leaves untouched has no entry (:func:`file_savings` says why); none has when prune refuses the wheel."""
     from devbin.packaging.prune_packages import prune_wheel  # the capability, only when --keep asks for it
 
-    try:
-        r = prune_wheel(path, None, keep=keep, jobs=jobs, max_segments=max_segments)
-    except DeviceBinaryError as e:
-        return {"path": path, "kind": "wheel", "refused": e.message}
-    return {"path": path, "kind": "wheel", "package_size_before": r.input_size, "package_size_after": r.output_size,
-            "installed_size_before": r.installed_before, "installed_size_after": r.installed_after}
+    with tempfile.TemporaryDirectory(prefix="devbin-size-") as folder:
+        out = os.path.join(folder, "pruned.whl")
+        try:
+            r = prune_wheel(path, out, keep=keep, jobs=jobs, max_segments=max_segments)
+        except DeviceBinaryError as e:
+            return {"path": path, "kind": "wheel", "refused": e.message}, {}
+        with zipfile.ZipFile(path) as old_zip, zipfile.ZipFile(out) as new_zip:
+            before = {i.filename: i for i in old_zip.infolist()}
+            after = {i.filename: i.compress_size for i in new_zip.infolist()}
+    package: PackageSavings = {"path": path, "kind": "wheel", "package_size_before": r.input_size,
+                               "package_size_after": r.output_size, "installed_size_before": r.installed_before,
+                               "installed_size_after": r.installed_after}
+    per: dict[str, FileSavings] = {}
+    for o in r.files:
+        res, member = o.result, before.get(o.name)
+        if res is None or member is None or o.name not in after:
+            continue
+        s: FileSavings = {"bytes": res.file_bytes_saved, "freed": res.container_bytes_freed,
+                          "by_arch": res.saved_by_arch(), "fallback_images": res.fallback_images,
+                          "unloadable_containers": res.unloadable_containers}
+        if member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            s["wheel_bytes"] = member.compress_size - after[o.name]
+        per[str(Address(path, (Member(o.name),)))] = s
+    return package, per
 
 
 # --------------------------------------------------------------------------- the report
