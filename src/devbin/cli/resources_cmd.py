@@ -72,7 +72,11 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 
 --jobs N reads the images (from 8 MB of them) in N processes (default: one
 per processor; --jobs 1: this process only); the output is the same
-whatever N.
+whatever N.  --scheduler ADDRESS reads them on the workers of a Dask cluster
+instead (pip install 'devbin[dask]'): this process scans, the workers decode
+the images, a large file's images cut into several tasks; PATH may then
+also be a URL (https://..., s3://...; docs/API.md, "Many machines"); the
+output is the same as with --jobs 1.
 
 Warnings go to stderr.  Exit status: 1 on an error, which includes a file
 named on the command line that cannot be opened or that gives no image, only
@@ -93,6 +97,7 @@ from devbin.cli.common import (
     ImageFilter,
     add_image_options,
     add_jobs_option,
+    add_scheduler_option,
     dump,
     keep,
     no_device_code,
@@ -125,6 +130,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "spill (largest first) or name (default: the file's order)")
     add_image_options(p)
     add_jobs_option(p)
+    add_scheduler_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -218,9 +224,18 @@ def _no_device_code(paths: list[str]) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.images.units import connect
+    with connect(args.scheduler) as client:
+        return _run(args, out, client)
+
+
+def _run(args: argparse.Namespace, out: TextIO, client: Any) -> int:
+    from functools import partial
+
     from devbin.images.parallel import ordered_map, pool_jobs
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
+    from devbin.images.units import image_units, run_unit, unit_parts
     from devbin.reports.resources import (
         MIN_PARALLEL_BYTES,
         FunctionFilter,
@@ -250,14 +265,19 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     taken = keep(found, choose, lambda h: h[0], like_cuobjdump=args.format == "cuobjdump")
     read = object_kinds() | {"ptx"}
     hits = [h for h in taken if h[0].kind in read]
-    # Each image read in a worker of the pool (--jobs), in order; what only the scan knows (the
-    # archive member lines, the fatbin entry headers) is written here.
+    # Each image read in a worker of the pool (--jobs) or of the cluster (--scheduler: a large file's images
+    # cut into a few units, each scanned again there), in order; what only the scan knows (the archive
+    # member lines, the fatbin entry headers) is written here.
     todo = [f for f, _ in hits if f.kind != "ptx"]
     text_table = not args.json and args.format == "text"
     wanted = FunctionFilter(args.function)
-    done = iter(ordered_map(lambda f: analyse_image(f, json=args.json, text=text_table), todo,
-                            jobs=pool_jobs(args.jobs, (f.size for f in todo), MIN_PARALLEL_BYTES),
-                            weights=[f.size if f.compression != "none" else 0 for f in todo]))
+    units = image_units([f for f, _ in found], todo, all=args.all or choose.all,
+                        parts=unit_parts(client) if client is not None else 0)
+    work = partial(run_unit, partial(analyse_image, json=args.json, text=text_table))
+    done = (r for rs in ordered_map(work, units, jobs=pool_jobs(args.jobs, (u.size for u in units), MIN_PARALLEL_BYTES),
+                                    weights=[sum(f.size for f in u.held or () if f.compression != "none")
+                                             for u in units], client=client)
+            for r in rs)
     kept = {id(h) for h in hits}
     for event in events:
         if not isinstance(event, tuple):

@@ -26,6 +26,9 @@ Where images are looked for, by the first bytes of each file or member
   memory one at a time, never extracted to disk; a member whose first bytes are no known magic
   is skipped after reading those bytes only.
 
+**URLs** (``https://...``, ``s3://...``: :mod:`devbin.images.remote`) are files read through fsspec: a
+zip member by member with range requests, any other file whole once its first bytes name a format.
+
 **Backups are skipped** in folders: a file whose name ends in ``.devbin-backup`` (the original
 ``devbin prune --in-place`` keeps, and the hidden undo links of a folder prune in progress) is not
 one of the folder's files, so a second prune does not prune its backups and ``devbin size DIR``
@@ -90,8 +93,9 @@ WHEEL_SUFFIX = ".whl"
 MAX_MEMBER_SIZE = 8 << 30
 
 Progress = Callable[[int, int], None]
-#: One file to scan: the path as displayed, the path, whether it was named explicitly (not found in a folder).
-ToScan = tuple[str, Path, bool]
+#: One file to scan: the path as displayed, the path (a str: a URL, :mod:`devbin.images.remote`), whether it was
+#: named explicitly (not found in a folder).  Plain data: it pickles (a Dask work unit, :mod:`devbin.images.units`).
+ToScan = tuple[str, Path | str, bool]
 
 
 def file_sizes(files: Iterable[ToScan]) -> list[int]:
@@ -99,6 +103,10 @@ def file_sizes(files: Iterable[ToScan]) -> list[int]:
     weights of ``--jobs`` and the units of the progress bar."""
     out = []
     for _, path, _ in files:
+        if isinstance(path, str):
+            from devbin.images.remote import url_size
+            out.append(url_size(path))
+            continue
         try:
             out.append(path.stat().st_size)
         except OSError:
@@ -224,7 +232,11 @@ class Scanner:
         """The files under ``paths`` in scan order, folders walked (their unreadable entries are
         warnings); raises OSError for a top-level path that cannot be read."""
         files: list[ToScan] = []
+        from devbin.images.remote import is_url
         for p in paths:
+            if is_url(p):  # a file read through fsspec: opened by the scan (OSError there if it cannot be)
+                files.append((str(p), str(p), True))
+                continue
             path = Path(p)
             st = path.stat()  # raises OSError for a missing top-level path
             if stat.S_ISDIR(st.st_mode):
@@ -251,20 +263,22 @@ class Scanner:
             rep.failed.append(display)
 
     def listing(self, paths: Iterable[str | Path], progress: Progress | None = None,
-                jobs: int | None = 1, min_bytes: int = 0) -> list[Image]:
+                jobs: int | None = 1, min_bytes: int = 0, client: object = None) -> list[Image]:
         """The images under ``paths`` as records without their format objects (``native`` is None:
         facts only, nothing to decode), the files spread over ``jobs`` processes
-        (:func:`devbin.images.parallel.ordered_map`; None: every processor) with the report and the
-        order of one process; files of fewer than ``min_bytes`` in all are read in this process."""
+        (:func:`devbin.images.parallel.ordered_map`; None: every processor), or over the workers of the Dask
+        ``client`` (one file a task, :mod:`devbin.images.units`), with the report and the order of one
+        process; files of fewer than ``min_bytes`` in all are read in this process."""
         from devbin.images.parallel import default_jobs, effective_jobs, ordered_map
         files = self.expand(paths)
         sizes = file_sizes(files)
         bar = ByteProgress(progress, sizes) if progress is not None else None
         jobs = jobs_for(files, jobs, min_bytes)
         n = effective_jobs(default_jobs() if jobs is None else jobs, len(files))
-        self.on_zip_bytes = bar.member if bar is not None and n <= 1 else None  # a worker draws nothing
+        local = client is None and n <= 1
+        self.on_zip_bytes = bar.member if bar is not None and local else None  # a worker draws nothing
         out: list[Image] = []
-        for images, rep in ordered_map(self._list_one, files, jobs=n):
+        for images, rep in ordered_map(self._list_one, files, jobs=n, client=client):
             out.extend(images)
             self.rep.merge(rep)
             if bar is not None:
@@ -278,9 +292,13 @@ class Scanner:
         return images, sub.rep
 
     # -- files on disk ----------------------------------------------------------
-    def file(self, path: Path, frame: Frame, depth: int = 0, *, explicit: bool = False) -> Iterator[Hit]:
+    def file(self, path: Path | str, frame: Frame, depth: int = 0, *, explicit: bool = False) -> Iterator[Hit]:
         """The images of the file at ``path``, memory-mapped (a zip is read member by member); ``explicit``:
-        named on the command line, where a damaged zip or a ``.whl`` that is no zip raises (module docstring)."""
+        named on the command line, where a damaged zip or a ``.whl`` that is no zip raises (module docstring).
+        A str is a URL (:meth:`url`)."""
+        if isinstance(path, str):
+            yield from self.url(path, frame, depth, explicit=explicit)
+            return
         with open(path, "rb") as f:
             head = f.read(SNIFF)
             zipped = is_zip(head)
@@ -312,6 +330,32 @@ class Scanner:
             # Images may still hold views into the map; then it goes with them.
             with contextlib.suppress(BufferError):
                 mm.close()
+
+    def url(self, url: str, frame: Frame, depth: int = 0, *, explicit: bool = False) -> Iterator[Hit]:
+        """The images of the file at ``url``, read through fsspec (:mod:`devbin.images.remote`): a zip member
+        by member (only the members with device code whole), any other file whole once its first bytes name
+        a format, into a buffer the memory budget is charged for."""
+        from devbin.images.remote import open_url
+        with open_url(url) as f:
+            head = f.read(SNIFF)
+            zipped = is_zip(head)
+            if depth == 0:
+                self.zip_opened = zipped
+            if explicit and url.lower().endswith(WHEEL_SUFFIX) and not zipped:
+                raise FormatError(f"not a zip file (a wheel is a zip; this one starts with "
+                                  f"{head[:4].hex() or 'nothing'})", fmt="zip", where=frame.where)
+            if zipped:
+                yield from self.walk_zip(f, None, frame, depth, strict=explicit)
+                return
+            if format_of(head) is None:
+                return
+            size = f.seek(0, os.SEEK_END)
+            f.seek(0)
+            data = budget.current().allocate(size, what="file", fmt="url", where=frame.where)
+            got = f.readinto(data)  # type: ignore[attr-defined]
+            if got != size:
+                raise OSError(f"cannot read {url}: {got} of {size} bytes came")
+        yield from self.buffer(data, frame, depth=depth)
 
     # -- any buffer --------------------------------------------------------------
     def buffer(self, data: Buffer, frame: Frame, *, depth: int = 0, disk: Path | None = None) -> Iterator[Hit]:
