@@ -350,3 +350,16 @@ def test_a_scheduler_out_of_reach_is_one_line() -> None:
     code, out, err = cli_err("list", "--scheduler", f"tcp://127.0.0.1:{_free_port()}",
                              str(SAMPLES / "sample_sm90.cubin"))
     assert (code, out) == (1, "") and "cannot reach the Dask scheduler" in err
+
+
+def test_the_library_takes_a_client(inputs: Path, scheduler: str, cut: list[list[Any]]) -> None:
+    from distributed import Client
+
+    import devbin
+    from devbin.size import measure
+    with Client(scheduler) as client:
+        assert devbin.resources_report([inputs], all=True, client=client) == devbin.resources_report([inputs],
+                                                                                                     all=True)
+        assert [f.to_dict() for f in measure([inputs], client=client)] == [f.to_dict() for f in measure([inputs])]
+        assert Scanner().listing([inputs], client=client) == Scanner().listing([inputs])
+    assert len(cut) == 3
