@@ -324,10 +324,15 @@ def test_memory_urls_go_through_fsspec(inputs: Path) -> None:
         remote = cli_err("list", "--json", "--jobs", "1", "memory://devbin-test/pkg-1.0-py3-none-any.whl")
         assert remote == (local[0], local[1].replace(str(wheel), "memory://devbin-test/pkg-1.0-py3-none-any.whl"),
                           local[2])
-        code, out, err = cli_err("list", "memory://devbin-test/missing.whl")
-        assert (code, out) == (1, "") and "missing.whl" in err
+        missing = "memory://devbin-test/missing.whl"
+        assert cli_err("list", missing) == (1, "", f"devbin: error: cannot open {missing}: no such file\n")
     finally:
         fs.rm("/devbin-test", recursive=True)
+
+
+def test_size_keep_takes_no_url() -> None:
+    code, out, err = cli_err("size", "--keep", "sm_90", "https://127.0.0.1:1/pkg.whl")
+    assert (code, out) == (2, "") and "URL" in err
 
 
 def test_a_scheme_without_its_package_is_one_line() -> None:

@@ -147,8 +147,8 @@ def add_scheduler_option(p: argparse.ArgumentParser) -> None:
     (devbin.images.units.connect; the extra devbin[dask]), the output the same as with ``--jobs 1``."""
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the work on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786; "
-                        "pip install 'devbin[dask]'); paths may then be URLs the workers read (https://, s3://); "
-                        "the output is the same as with --jobs 1")
+                        "pip install 'devbin[dask]'); the output is the same as with --jobs 1; a PATH may be a URL "
+                        "(https://, s3://: read through fsspec by whichever process reads the file)")
 
 
 def add_max_segments_option(p: argparse.ArgumentParser) -> None:

@@ -64,9 +64,9 @@ terminal.
 --jobs N reads the images (from 8 MB of them) in N processes (default: one
 per processor; --jobs 1: this process only); the output is the same
 whatever N.  --scheduler ADDRESS decodes them on the workers of a Dask
-cluster instead (pip install 'devbin[dask]'; PATH may then be a URL:
-https://..., s3://...); the files are written here, the same as with
---jobs 1.
+cluster instead (pip install 'devbin[dask]'); the files are written here,
+the same as with --jobs 1.  PATH may be a URL read through fsspec
+(https://..., s3://...; docs/API.md, "Many machines").
 
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,

@@ -24,9 +24,10 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 processes (default: one per processor; --jobs 1: this process only); the
 output is the same whatever N.  --scheduler ADDRESS reads them on the
 workers of a Dask cluster instead (one file a task; pip install
-'devbin[dask]'); PATH may then also be a URL the workers read
+'devbin[dask]'); the output is the same as with --jobs 1.  A PATH may be a
+URL read through fsspec, by the workers where they read the file
 (https://host/x.whl with range requests, s3://bucket/x.whl with s3fs;
-docs/API.md, "Many machines"); the output is the same as with --jobs 1.
+docs/API.md, "Many machines").
 
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,

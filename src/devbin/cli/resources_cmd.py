@@ -74,9 +74,9 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 per processor; --jobs 1: this process only); the output is the same
 whatever N.  --scheduler ADDRESS reads them on the workers of a Dask cluster
 instead (pip install 'devbin[dask]'): this process scans, the workers decode
-the images, a large file's images cut into several tasks; PATH may then
-also be a URL (https://..., s3://...; docs/API.md, "Many machines"); the
-output is the same as with --jobs 1.
+the images, a large file's images cut into several tasks; the output is
+the same as with --jobs 1.  A PATH may be a URL read through fsspec
+(https://..., s3://...; docs/API.md, "Many machines").
 
 Warnings go to stderr.  Exit status: 1 on an error, which includes a file
 named on the command line that cannot be opened or that gives no image, only

@@ -65,8 +65,10 @@ def open_url(url: str) -> IO[bytes]:
     fs, path = _filesystem(url)
     try:
         return fs.open(path, "rb", block_size=BLOCK_SIZE, cache_type="blockcache")  # type: ignore[no-any-return]
-    except FileNotFoundError:
-        raise
+    except FileNotFoundError as e:  # fsspec's http says only the URL, its cause (refused, 404) is chained
+        cause = e.__cause__ or e.__context__
+        why = f"{type(cause).__name__}: {cause}" if cause is not None else "no such file"
+        raise FileNotFoundError(f"cannot open {url}: {why}") from e
     except OSError:
         raise
     except Exception as e:  # aiohttp's ClientError and the like: the file cannot be read
