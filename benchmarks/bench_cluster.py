@@ -85,7 +85,9 @@ def generated_wheel(path: Path, k: int) -> None:
 
 
 def build_folder(cache: Path, wheels: list[Path], generated: int) -> Path:
-    folder = cache / f"cluster-{len(wheels)}w-{generated}g"
+    import hashlib
+    key = hashlib.sha256("\n".join(w.name for w in wheels).encode()).hexdigest()[:8]
+    folder = cache / f"cluster-{key}-{generated}g"
     if folder.is_dir():
         return folder
     tmp = cache / (folder.name + ".tmp")
@@ -203,7 +205,12 @@ def run(argv: list[str], workers: list[int]) -> tuple[float, int, bytes]:
             time.sleep(0.02)
     t = threading.Thread(target=sample, daemon=True)
     t.start()
-    out, _ = proc.communicate()
+    try:
+        out, _ = proc.communicate()
+    except BaseException:  # interrupted (SIGTERM): the command goes too
+        proc.kill()
+        proc.wait()
+        raise
     wall = time.monotonic() - start
     done.set()
     t.join()

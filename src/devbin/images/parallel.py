@@ -63,6 +63,10 @@ R = TypeVar("R")
 #: per-chunk round trip small.
 CHUNKS_PER_JOB = 4
 
+#: Tasks in flight per Dask worker: enough to keep it busy while the caller gathers, few enough that the
+#: results waiting to be gathered stay small.
+TASKS_PER_WORKER = 4
+
 # The work of the pool being run, set before the workers are forked (they inherit it).
 _work: tuple[Callable[[Any], Any], Sequence[Any], budget.MemoryBudget] | None = None
 
@@ -175,21 +179,28 @@ def _pooled(fn: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[R]:
 
 def _distributed(fn: Callable[[T], R], items: Sequence[T], client: Any) -> Iterator[R]:
     """:func:`ordered_map` on a Dask cluster: one task per item (``pure=False``: two equal items are two
-    tasks), gathered in item order; the futures not yet gathered are cancelled when the generator ends
-    or is closed (an error, a caller that stops early)."""
+    tasks), gathered in item order, no more than :data:`TASKS_PER_WORKER` per worker in flight (the
+    results not yet gathered wait in the workers' memory: an extract's decoded images); the futures not
+    yet gathered are cancelled when the generator ends or is closed (an error, a caller that stops
+    early)."""
     if not items:
         return
-    futures = client.map(_run_remote, [fn] * len(items), list(items), pure=False)
+    workers = max(1, len(client.scheduler_info().get("workers", {})))
+    window = workers * TASKS_PER_WORKER
+    futures: list[Any] = []
     try:
-        for future in futures:
-            result, caught, error = future.result()
+        for k in range(len(items)):
+            while len(futures) < min(len(items), k + window):
+                futures.append(client.submit(_run_remote, fn, items[len(futures)], pure=False))
+            result, caught, error = futures[k].result()
+            futures[k] = None  # gathered: its result goes from the worker
             for w in caught:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             if error is not None:
                 raise error
             yield result
     finally:
-        client.cancel(futures)
+        client.cancel([f for f in futures if f is not None])
 
 
 def _run_remote(fn: Callable[[Any], Any], item: Any) -> tuple[Any, list[warnings.WarningMessage],
