@@ -15,16 +15,18 @@ nginx is found, a real nginx serving the folder on localhost.
 Each command runs, in one session, alternately (one warm-up each, ``--repeat`` timed runs, median):
 
 * ``devbin CMD --jobs 1 DIR``: one process;
-* ``devbin CMD DIR``: the local process pool (``--jobs`` default: one per processor);
+* ``devbin CMD DIR``: the local process pool (``--jobs`` default: one per processor), except for the
+  commands of ``--no-pool`` (default ``size``: see its help);
 * ``devbin CMD --scheduler ADDR DIR``: the cluster's workers;
 * ``devbin CMD --scheduler ADDR URL...``: the cluster's workers reading the wheels from nginx (range requests);
   the bytes nginx sent are printed beside the folder's bytes.
 
 Every output is checked byte for byte against ``--jobs 1`` (the URL run's with the folder's path put for the
 server's address in ``--json``).  Wall time is the command's; **peak MB** is the largest sum of resident
-memory over the command's process tree and the cluster's worker processes, sampled every 20 ms (psutil), so
-that a run on the cluster is charged for its workers.  The cluster's workers are started once: their start-up
-is not in the times (a cluster is started once for many scans), the client's connection is.
+memory over the command's process tree and, for a run on the cluster, the cluster's worker processes
+(what they hold between runs too: Python keeps its heap), sampled every 20 ms (psutil).  The cluster's
+workers are started once: their start-up is not in the times (a cluster is started once for many scans),
+the client's connection is.
 """
 
 from __future__ import annotations
@@ -230,6 +232,9 @@ def main() -> None:
     ap.add_argument("--generated", type=int, default=24)
     ap.add_argument("--commands", default="list,size,resources")
     ap.add_argument("--no-http", action="store_true")
+    ap.add_argument("--no-pool", default="size", metavar="CMDS",
+                    help="commands whose local-pool run is left out (default size: in a pool of this version each "
+                         "image's budget unit ends with a full garbage collection, minutes on this folder)")
     args = ap.parse_args()
     cache = Path(args.cache)
     wheels = fetch_wheels(Path(args.wheels) if args.wheels else cache / "wheels")
@@ -248,7 +253,8 @@ def main() -> None:
                 json_flag = ["--json"] if command != "list" else []
                 ways = {
                     "--jobs 1": [*devbin, command, *json_flag, "--jobs", "1", str(folder)],
-                    "pool (default --jobs)": [*devbin, command, *json_flag, str(folder)],
+                    **({} if command in args.no_pool.split(",") else
+                       {"pool (default --jobs)": [*devbin, command, *json_flag, str(folder)]}),
                     f"--scheduler ({args.workers} workers)": [*devbin, command, *json_flag, "--scheduler", address,
                                                              str(folder)],
                 }
@@ -264,7 +270,7 @@ def main() -> None:
                     for way, argv in ways.items():
                         if served is not None and way.endswith("(nginx)"):
                             served[1].write_text("")
-                        wall, peak, out = run(argv, pids)
+                        wall, peak, out = run(argv, pids if "--scheduler" in argv else [])
                         if served is not None and way.endswith("(nginx)"):
                             sent = sum(int(line.split()[1]) for line in served[1].read_text().splitlines())
                         outs.setdefault(way, out)

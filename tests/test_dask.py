@@ -231,6 +231,7 @@ def test_an_image_unit_scanned_again_finds_the_same_images(inputs: Path, cut: li
     assert len(whole) == len(chosen)  # the local pool: one unit per image
     split = units.image_units(found, chosen, all=True, parts=3)
     assert len(split) > len({f.address.path for f in chosen})  # some file's images are cut into several units
+    assert {u.member.name for u in split if u.member is not None} >= {"pkg/k.cubin", "pkg/lib/libbase.a"}
     sent = [pickle.loads(pickle.dumps(u)) for u in split]
     assert all(u.held is None for u in sent) and sent == split
     again = [f for u in sent for f in u.images()]
@@ -300,7 +301,11 @@ def test_urls_over_http_read_only_what_holds_device_code(inputs: Path, scheduler
             assert remote == tuple(x.replace(str(inputs), url) if isinstance(x, str) else x for x in local)
         sent = _sent(log, wheel.name)
         assert 0 < sent < wheel.stat().st_size - FILLER // 2, (command, sent)  # the filler member left unread
+        log.write_text("")
         assert cli_err(*command, "--scheduler", scheduler, whl_url, so_url) == remote
+        # resources: the caller's scan, then each unit (one per member of a URL) its member and the blocks of
+        # the zip's head and central directory, never the filler
+        assert _sent(log, wheel.name) < wheel.stat().st_size - FILLER // 2, command
 
 
 def _sent(log: Path, name: str) -> int:

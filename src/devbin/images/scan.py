@@ -70,7 +70,7 @@ from devbin.binary.output import BACKUP_SUFFIX
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats import zipmember
 from devbin.formats.magic import SNIFF, is_zip
-from devbin.images.address import Address
+from devbin.images.address import Address, Member
 from devbin.images.containers import ZIP, format_of, member_frame
 from devbin.images.frame import Frame, Hit
 from devbin.images.record import Image
@@ -217,6 +217,9 @@ class Scanner:
         #: called with each top-level zip member's compressed bytes once it is scanned (in this process only:
         #: :meth:`ByteProgress.member`)
         self.on_zip_bytes: Callable[[int], None] | None = None
+        #: the one member of a top-level zip to read (the others are passed over unread): a work unit's
+        #: images sit in it (:class:`devbin.images.units.ImageUnit`); None reads them all
+        self.only_member: Member | None = None
 
     def paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> Iterator[Hit]:
         """Every image under ``paths``; raises OSError for a top-level path that cannot be read."""
@@ -403,6 +406,8 @@ class Scanner:
             return
         sub = member_frame(frame, info.filename, seen, ZIP.name)
         self.rep.members += 1
+        if depth == 0 and self.only_member is not None and sub.address.steps[-1] != self.only_member:
+            return
         if not self._zip_wanted(zf, info, sub.where):
             return
         # The member is charged its size while the scan reads it (the recorded size, or what its

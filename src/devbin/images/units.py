@@ -9,14 +9,20 @@ The commands spread their work two ways (:func:`devbin.images.parallel.ordered_m
   A large file's images are cut into several units (:func:`image_units`), so that one 500 MB library
   keeps every worker busy.
 
-An :class:`ImageUnit` names its images by their place in the file's scan (the first image the scan of the
-file yields is 0) and their address: a process that has the images (the caller, and the workers of the
-local pool, forked from it) uses them as they are (:attr:`ImageUnit.held`); a process that has not (a
-Dask worker, which gets the unit pickled: ``held`` does not travel, it holds views of the caller's mapped
-files) scans the file again, with the same scope, and takes the images at those places
-(:meth:`ImageUnit.images`).  The same scan of the same bytes yields the same images in the same order
-(:mod:`devbin.images.scan`), so the worker's image is the caller's; its address is checked all the same
-(a file changed in between is an error, not another image's result).
+An :class:`ImageUnit` holds images of one file and, where the file holds members (a wheel, an ``ar``
+archive), of one of its top-level members; it names them by their place among that member's images in
+the file's scan (the first is 0) and their address: a process that has the images (the caller, and the
+workers of the local pool, forked from it) uses them as they are (:attr:`ImageUnit.held`); a process that
+has not (a Dask worker, which gets the unit pickled: ``held`` does not travel, it holds views of the
+caller's mapped files) scans the file again, with the same scope, and takes the images at those places
+(:meth:`ImageUnit.images`).  In a zip only the unit's member is read again
+(:attr:`devbin.images.scan.Scanner.only_member`: the other members are passed over unread, so a worker
+inflates, or downloads, one library of a wheel, not the wheel).  A member of a file on disk is cut into
+several units where it holds many bytes of images (each inflates it again, for the workers to share
+it); one of a URL is not (each unit would download it again).  The same scan of the same bytes yields
+the same images in the same order (:mod:`devbin.images.scan`), so the worker's image is the caller's;
+its address is checked all the same (a file changed in between is an error, not another image's
+result).
 
 :func:`connect` opens the Dask client of ``--scheduler ADDRESS``.
 """
@@ -31,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from devbin.binary import budget
 from devbin.errors import FormatError, UsageError
+from devbin.images.address import Member
 from devbin.images.scan import Scanner, ToScan
 from devbin.images.scanreport import ScanReport
 
@@ -51,14 +58,15 @@ MIN_SPLIT_BYTES = 8 << 20
 
 @dataclass(frozen=True)
 class ImageUnit:
-    """Images ``places`` (their places in the scan of ``file``, and their addresses) of one file, scanned
-    with ``all`` (cuobjdump's ``-all``).  ``held``: the images themselves, where this process has them
-    (never pickled)."""
+    """Images ``places`` (their places among the images of ``member`` in the scan of ``file``, and their
+    addresses; ``member`` None: among the file's images) of one file, scanned with ``all`` (cuobjdump's
+    ``-all``).  ``held``: the images themselves, where this process has them (never pickled)."""
 
     file: ToScan
     all: bool
     places: tuple[tuple[int, str], ...]
     held: tuple[Image, ...] | None = field(default=None, compare=False, repr=False)
+    member: Member | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -77,9 +85,15 @@ class ImageUnit:
             return
         wanted = dict(self.places)
         last = max(wanted)
-        scan = cast("Generator[tuple[Image, Any], None, None]", Scanner(ScanReport(), all=self.all).one(self.file))
+        scanner = Scanner(ScanReport(), all=self.all)
+        scanner.only_member = self.member
+        scan = cast("Generator[tuple[Image, Any], None, None]", scanner.one(self.file))
         try:
-            for place, (image, _) in enumerate(scan):
+            place = -1
+            for image, _ in scan:
+                if _member(image) != self.member:
+                    continue
+                place += 1
                 if place in wanted:
                     if str(image.address) != wanted[place]:
                         raise FormatError(f"the file changed since it was scanned: image {place} is "
@@ -103,6 +117,12 @@ def run_unit(fn: Callable[[Image], R], unit: ImageUnit) -> list[R]:
     return out
 
 
+def _member(image: Image) -> Member | None:
+    """The top-level member ``image`` sits in (a wheel's library, an archive's object), if any."""
+    steps = image.address.steps
+    return steps[0] if steps and isinstance(steps[0], Member) else None
+
+
 def _file_of(image: Image) -> ToScan:
     """The file ``image`` was found in, as the scan names it (its address's path)."""
     from devbin.images.remote import is_url
@@ -112,26 +132,28 @@ def _file_of(image: Image) -> ToScan:
 
 def image_units(found: Sequence[Image], chosen: Sequence[Image], *, all: bool, parts: int = 0) -> list[ImageUnit]:
     """The images ``chosen`` (some of ``found``, the whole scan in its order, kept in that order) as units:
-    consecutive images of one file, each file's cut into at most ``parts`` units of about equal bytes (one
-    below :data:`MIN_SPLIT_BYTES`; 0: one unit per image, what the local pool wants: its items are chunked
+    consecutive images of one file's top-level member (or of the file), each member's cut into at most
+    ``parts`` units of about equal bytes (one below :data:`MIN_SPLIT_BYTES`, and one for a URL; 0: one unit
+    per image, what the local pool wants: its items are chunked
     by :func:`~devbin.images.parallel.ordered_map`)."""
+    from devbin.images.remote import is_url
     wanted = {id(f) for f in chosen}
-    per_file: list[tuple[ToScan, list[tuple[int, Image]]]] = []
-    current: str | None = None
+    groups: list[tuple[ToScan, Member | None, list[tuple[int, Image]]]] = []
+    current: tuple[str, Member | None] | None = None
     place = 0
     for f in found:
-        path = f.address.path
-        if path != current:
-            current, place = path, 0
-            per_file.append((_file_of(f), []))
+        key = (f.address.path, _member(f))
+        if key != current:
+            current, place = key, 0
+            groups.append((_file_of(f), key[1], []))
         if id(f) in wanted:
-            per_file[-1][1].append((place, f))
+            groups[-1][2].append((place, f))
         place += 1
     units: list[ImageUnit] = []
-    for file, taken in per_file:
-        for group in _cut(taken, parts):
+    for file, member, taken in groups:
+        for group in _cut(taken, 1 if parts and is_url(file[1]) else parts):
             units.append(ImageUnit(file, all, tuple((p, str(f.address)) for p, f in group),
-                                   tuple(f for _, f in group)))
+                                   tuple(f for _, f in group), member))
     return units
 
 
