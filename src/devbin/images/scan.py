@@ -62,6 +62,7 @@ import mmap
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -281,7 +282,9 @@ class Scanner:
         local = client is None and n <= 1
         self.on_zip_bytes = bar.member if bar is not None and local else None  # a worker draws nothing
         out: list[Image] = []
-        for images, rep in ordered_map(self._list_one, files, jobs=n, client=client):
+        # to a Dask worker goes the scope, not this scanner (its report grows with every file merged)
+        work = self._list_one if client is None else partial(_list_file, self.all, self.follow_thin_outside)
+        for images, rep in ordered_map(work, files, jobs=n, client=client):
             out.extend(images)
             self.rep.merge(rep)
             if bar is not None:
@@ -447,6 +450,11 @@ class Scanner:
         except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption
             self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
         return None
+
+
+def _list_file(all: bool, follow_thin_outside: bool, todo: ToScan) -> tuple[list[Image], ScanReport]:
+    """:meth:`Scanner.listing`'s work on one file in a Dask worker: what ``_list_one`` gives there."""
+    return Scanner(all=all, follow_thin_outside=follow_thin_outside)._list_one(todo)
 
 
 def jobs_for(files: list[ToScan], jobs: int | None, min_bytes: int) -> int | None:
