@@ -2,8 +2,9 @@
 
 Contract under test: for any bytes, the ELF reader, the cubin reader and the ``.nv.info`` decoders give
 the same results, warnings and errors with the C decoders as with the pure-Python ones (and nothing but
-:class:`devbin.errors.DeviceBinaryError` escapes either).  Without the extension built this target only
-checks the pure-Python path's contract.
+:class:`devbin.errors.DeviceBinaryError` escapes either); the compiled ``cuobjdump -res-usage`` pass
+(``cubin_usage_lines``) gives the reader's lines or declines (None), and declines wherever the reader fails.
+Without the extension built this target only checks the pure-Python path's contract.
 
 Run with atheris (coverage-guided):  python fuzz/fuzz_native.py CORPUS_DIR -max_total_time=60
 """
@@ -20,6 +21,7 @@ from devbin.formats.elf import constants as C
 from devbin.formats.elf import reader, tables
 from devbin.targets.nvidia import cubin, nvinfo
 from devbin.targets.nvidia.eiattr import INDEXED
+from devbin.targets.nvidia.resources import format_cuobjdump, usage
 
 
 def _native() -> ModuleType | None:
@@ -95,9 +97,27 @@ def kernels(data: bytes) -> list[object]:
     return got
 
 
+def usage_lines_by_reader(data: bytes) -> str | None:
+    """What ``devbin resources --format cuobjdump`` prints for cubin ``data`` through the readers (the
+    pure-Python path of ``cubin_usage_lines``), or None where they report an error."""
+    try:
+        return format_cuobjdump(usage(cubin.Cubin(reader.ElfFile(data), records=False)))
+    except DeviceBinaryError:
+        return None
+
+
+def usage_lines_agree(data: bytes) -> bool:
+    """The compiled pass's lines are the readers' wherever it answers (it may decline: None)."""
+    if NATIVE is None:
+        return True
+    fast = NATIVE.cubin_usage_lines(data)
+    return fast is None or fast == usage_lines_by_reader(data)
+
+
 def TestOneInput(data: bytes) -> None:  # atheris' required name
     k = kernels(data)
     assert all(x == k[0] for x in k), "C decoders differ from the pure-Python ones"
+    assert usage_lines_agree(data), "cubin_usage_lines differs from the readers' cuobjdump lines"
     for collect in (True, False):
         with implementation(False):
             pure = outcome(data, collect=collect)

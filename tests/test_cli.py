@@ -144,11 +144,16 @@ def test_tour(tmp_path: Path) -> None:
     assert load["got_slot"]["value"] == next(s["address"] for s in load["closure"] if s["name"] == "lib_scale")
     assert load["stats"]["functions_loaded"] == 4 and load["stats"]["lazy"]
     assert "13. loaded the sample user object and device-function library lazily" in text
-    assert "lazy: 4 of 7 functions" in text and "15. devbin inspect" not in text
+    assert "lazy: 4 of 7 functions" in text and "16. devbin inspect" not in text
+    intel = data["zebin"]  # step 15: the member named for each IP version; generic_ir on a GPU none is built for
+    assert [(p["device"], (p["chosen"] or "").rpartition("!")[2], p["jit"]) for p in intel["select"]] == [
+        ("12.55.8", "64.12.55.8", False), ("12.60.7", "64.12.60.7", False),
+        ("12.70.4", "generic_ir@SPIRV Object", True)]
+    assert {f["name"] for f in intel["functions"]} == {"saxpy"} and "15. the shipped Intel sample" in text
     # the summary first: each code object on one line, the ELF tables only with --details (they were 250 lines)
     assert text.count("\n") < 120 and f"   {tmp_path / 'sample_gfx90a.annotated.o'}: EM_AMDGPU ET_REL, " in text
     code, details = cli("tour", "--out", str(tmp_path), "--details")
-    assert code == 0 and details.startswith(text.split("15. ")[0]) and "15. devbin inspect" in details
+    assert code == 0 and details.startswith(text.split("16. ")[0]) and "16. devbin inspect" in details
     assert details.count("\n") > text.count("\n") + 200 and cli("tour", "--out", str(tmp_path))[1] == text
     assert "14. devbin size --keep sm_90" in text and data["size"]["files"][0]["savings"]["bytes"] == (
         data["packaging"]["prune"]["input_size"] - data["packaging"]["prune"]["output_size"]) > 0

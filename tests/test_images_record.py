@@ -100,7 +100,7 @@ def test_kind_vocabulary() -> None:
     assert fatbin_kind(FC.KIND_LTOIR) == "lto-ir"
     assert fatbin_kind(FC.KIND_OLDCUBIN) == "data"
     assert fatbin_kind(0x99) == "data"
-    assert set(CONTAINERS) == {"file", "fatbin", "offload", "bundle", "wrapped", "sycl"}
+    assert set(CONTAINERS) == {"file", "fatbin", "offload", "bundle", "wrapped", "sycl", "oclelf"}
 
 
 def _bare(data: bytes, kind: str = "cubin") -> Image:

@@ -169,12 +169,14 @@ def test_fat_archive_members_match_ar(intel: dict[str, Path]) -> None:
 @pytest.mark.parametrize("command", ["inspect", "callgraph"])
 def test_zebins_in_an_archive_are_read_like_bare_ones(intel: dict[str, Path], tmp_path: Path, command: str) -> None:
     """inspect and callgraph read every vendor's code objects inside containers (the registry's object kinds):
-    the zebins of an ``ar`` and of an ocloc fat archive are read as a bare zebin is, none skipped."""
+    the zebins of an ``ar`` and of an ocloc fat archive are read as a bare zebin is, none skipped (but the fat
+    archive's generic_ir, SPIR-V)."""
     run_tool(["ar", "rc", tmp_path / "z.a", intel["zebin"], intel["zebin_pvc"]])
     bare = json.loads(cli_ok(command, intel["zebin"], "--json"))["images"][0]
     for path, archs in ((tmp_path / "z.a", ["dg2", "pvc"]), (intel["fat"], ["dg2", "pvc"])):
         doc = json.loads(cli_ok(command, path, "--json"))
-        assert doc["skipped"] == [] and sorted(i["arch"] for i in doc["images"]) == archs
+        skipped = ["spirv"] if path == intel["fat"] else []  # generic_ir's SPIR-V: no ELF code object
+        assert [i["kind"] for i in doc["skipped"]] == skipped and sorted(i["arch"] for i in doc["images"]) == archs
         (dg2,) = [i for i in doc["images"] if i["arch"] == "dg2"]
         if path.suffix == ".a":  # the same bytes as the bare file: the same report but where it is
             where = ("address", "file")
@@ -315,9 +317,13 @@ def test_list_and_open_an_ocloc_fat_archive(intel: dict[str, Path]) -> None:
     from tests.runners import cli_ok
     doc = json.loads(cli_ok("list", "--json", intel["fat"]))
     images = [(i["address"].rsplit("!", 1)[1], i["vendor"], i["kind"], i["arch"]) for i in doc["images"]]
-    assert images == [("64.12.55.8", "intel", "zebin", "dg2"), ("64.12.60.7", "intel", "zebin", "pvc")]
+    assert images == [("64.12.55.8", "intel", "zebin", "dg2"), ("64.12.60.7", "intel", "zebin", "pvc"),
+                      ("generic_ir@SPIRV Object", "intel", "spirv", "")]  # generic_ir: an OpenCL ELF's SPIR-V
     with devbin.open(intel["fat"]) as src:
         for image in src.images:
+            if image.kind == "spirv":  # the SPIR-V the archive was built from (ocloc -spirv_input)
+                assert bytes(image.data()) == intel["spv"].read_bytes() and image.code_object() is None
+                continue
             member = intel["fat"].parent / f"member-{image.arch}"
             member.write_bytes(bytes(image.data()))
             co = image.code_object()
@@ -326,13 +332,15 @@ def test_list_and_open_an_ocloc_fat_archive(intel: dict[str, Path]) -> None:
 
 def test_extract_an_ocloc_fat_archive_is_byte_exact(intel: dict[str, Path], tmp_path: Path) -> None:
     """``devbin extract`` writes each zebin member of an ocloc fat archive byte for byte as ``ar x`` does,
-    named ``<member stem>.<device>.zebin`` (docs/IMAGES.md), the same extension as a SYCL library's zebins."""
+    named ``<member stem>.<device>.zebin`` (docs/IMAGES.md), the same extension as a SYCL library's zebins, and
+    ``generic_ir``'s SPIR-V module: the ``.spv`` the archive was built from."""
     out = tmp_path / "out"
     cli_ok("extract", intel["fat"], "-o", f"{out}/")
     run_tool(["ar", "x", intel["fat"]], tmp_path)
     written = {p.name: p.read_bytes() for p in out.iterdir()}
     assert written == {"64.12.55.dg2.zebin": (tmp_path / "64.12.55.8").read_bytes(),
-                       "64.12.60.pvc.zebin": (tmp_path / "64.12.60.7").read_bytes()}
+                       "64.12.60.pvc.zebin": (tmp_path / "64.12.60.7").read_bytes(),
+                       "generic_ir.spir64.spv": intel["spv"].read_bytes()}
 
 
 def test_resource_rows(intel: dict[str, Path]) -> None:

@@ -95,6 +95,63 @@ def test_a_cubin_exercises_the_fast_path() -> None:
     assert ".nv.info" in got[2]
 
 
+def test_the_usage_lines_pass_answers_for_real_cubins(tmp_path: Path) -> None:
+    """``cubin_usage_lines`` answers (not only None) for the shipped cubins and one nvcc builds now, with the
+    readers' lines, and declines what the readers reject: a symbol name cut short, a .nv.info record past
+    its section, a non-printable function name (the text rule escapes it), a truncated file."""
+    _need_native()
+    assert fuzz_native.NATIVE is not None
+    cubins = [p.read_bytes() for p in sorted((SRC / "devbin" / "samples").glob("*.cubin"))]
+    cubins += [_built_objects(tmp_path)[0]]
+    assert len(cubins) >= 2
+    for data in cubins:
+        fast = fuzz_native.NATIVE.cubin_usage_lines(data)
+        assert fast is not None and fast == fuzz_native.usage_lines_by_reader(data)
+        assert fast.startswith("\nResource usage:\n Common:\n  GLOBAL:") and " Function " in fast
+    from devbin.formats.elf.reader import ElfFile
+
+    data = cubins[-1]
+    elf = ElfFile(data)
+    info = elf.section(".nv.info")
+    assert info is not None and elf.symtab is not None
+    strtab = elf.sections[elf.symtab.section.sh_link]
+    broken = {
+        "cut": data[: len(data) // 2],
+        # the first record's EIFMT_SVAL size made to run past the section
+        "nvinfo": data[:info.sh_offset + 2] + b"\xff\xff" + data[info.sh_offset + 4:],
+        # the symbol string table's last NUL gone: the last name runs past its table
+        "symstr": data[:strtab.sh_offset + strtab.sh_size - 1] + b"x" + data[strtab.sh_offset + strtab.sh_size:],
+    }
+    for what, bad in broken.items():
+        assert fuzz_native.NATIVE.cubin_usage_lines(bad) is None, what
+        assert fuzz_native.usage_lines_agree(bad), what
+    # a kernel's name with a control character: the reader's lines escape it, the pass declines
+    fn = next(f for f in fuzz_native.cubin.Cubin(elf, records=False).functions if f.is_entry)
+    at = strtab.sh_offset + elf.symtab.stored.st_name[fn.symbol]
+    ctl = data[:at] + b"\x1b" + data[at + 1:]
+    assert fuzz_native.NATIVE.cubin_usage_lines(ctl) is None
+    assert "\\x1b" in (fuzz_native.usage_lines_by_reader(ctl) or "")
+
+
+@pytest.mark.tool
+def test_resources_cuobjdump_lines_same_with_the_pass_off(tmp_path: Path) -> None:
+    """``devbin resources --format cuobjdump`` of a fat library prints the same bytes with the compiled pass
+    (default) and without it (``DEVBIN_PURE_PYTHON=1``: the readers)."""
+    _need_native()
+    nvcc = require_tool("nvcc")
+    lib = tmp_path / "libk.so"
+    run_tool([nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+              "arch=compute_90,code=sm_90", "-o", str(lib), str(ROOT / "tests" / "fixtures" / "sample.cu")])
+    outs = []
+    for pure in ("1", "0"):
+        env = {**os.environ, "PYTHONPATH": str(SRC), "DEVBIN_PURE_PYTHON": pure}
+        r = subprocess.run([sys.executable, "-m", "devbin", "resources", "--format", "cuobjdump", "--jobs", "1",
+                            str(lib)], env=env, capture_output=True, check=True)
+        outs.append(r.stdout)
+    assert outs[0].count(b"Resource usage:") >= 2 and b" Function " in outs[0]
+    assert outs[1] == outs[0]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=600))
 def test_random_bytes_same_with_both_paths(data: bytes) -> None:

@@ -101,8 +101,9 @@ def test_cli_choices_are_the_library_policies() -> None:
     from devbin.cli import prune_cmd
     p = argparse.ArgumentParser()
     prune_cmd.add_arguments(p)
-    action = next(a for a in p._actions if a.dest == "ptx")
-    assert tuple(action.choices or ()) == PRUNE_PTX_POLICIES and action.default == "kept"
+    for dest in ("ptx", "spirv", "jit_ir"):  # None: not given (--jit-ir, then "kept", decide)
+        action = next(a for a in p._actions if a.dest == dest)
+        assert tuple(action.choices or ()) == PRUNE_PTX_POLICIES and action.default is None
 
 
 def test_wheel_keeps_its_only_ptx_with_highest(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
   devbin ar create -o lib.a --target gfx90a=libgfx90a.a --target gfx1030=libgfx1030.a
   devbin ar create -o lib.a --target gfx90a=k.o l.o --target generic=g.bc --chain gfx90a=gfx90a:generic
+  devbin ar create -o lib.a --target pvc=k.pvc.zebin --target acm-g10=k.acm-g10.zebin --target spir64=k.spv
   devbin ar add lib.a --target gfx942=libgfx942.a -o lib2.a
   devbin ar remove lib.a gfx1030 -o lib2.a
   devbin ar list lib.a            (or a host .so that embeds one; --json)
@@ -20,7 +21,11 @@ target's symbols unless --index-target or --no-index say otherwise.  No command 
 of its inputs.
 
 Chains: a target without --chain falls back by the vendors' rules among the archive's targets
-(gfx1030 -> gfx10-3-generic -> generic; sm_86 -> sm_80 -> compute_86 -> ... -> generic).
+(gfx1030 -> gfx10-3-generic -> generic; sm_86 -> sm_80 -> compute_86 -> ... -> generic;
+acm-g11 -> acm-g10 -> dg2 -> spir64 -> generic: Intel devices by IP version or ocloc name, then
+SPIR-V under the target name spir64).  A target's symbols are its members' defined globals; a
+zebin's are its kernels (IGC writes them local, so ar s indexes none), a SPIR-V module's its
+entry points.
 resolve pulls members as a linker given one archive per chain level in order would: the first
 definition in chain order wins and every pulled member's references are looked up from the
 top of the chain again (docs/FORMAT.md §16.5).

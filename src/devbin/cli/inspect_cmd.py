@@ -11,7 +11,10 @@ printed after a header line naming it, exactly as if it had been extracted
 and inspected on its own; PTX, bitcode and other images are skipped with a
 note.  A devbin wrapped image (`devbin pack --format wrapped`) and images in
 an OffloadBinary print their key/value metadata first, one `key: value` per
-line, as a plugin's debug log would.
+line, as a plugin's debug log would; so do the images of a SYCL host binary:
+the offload wrapper's fields (target, format, entries, options) and every
+property as `<set>/<property>: value` (numbers as numbers, byte arrays and
+property types devbin does not know in hex, kept raw).
 
 Each image is named by its address (docs/IMAGES.md), as `devbin list`
 prints it; every image of the file is read (cuobjdump's -all scope).

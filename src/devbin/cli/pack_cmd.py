@@ -6,11 +6,14 @@
 Each --image is file=PATH followed by KEY=VALUE pairs (no commas in values), as in
 clang-offload-packager; PATH may also be an image address as `devbin list --all`
 prints it (app.fatbin#0.1, libk.a!k.o), which packs that one image.  A file may be a
-cubin, PTX, an AMDGPU code object, LLVM bitcode, a devbin-annotated object, or a container (fatbin, OffloadBinary,
-bundle, wrapped image, host object): a container contributes every image in it.
+cubin, PTX, an AMDGPU code object, an Intel zebin, SPIR-V, LLVM bitcode, a devbin-annotated object, or a
+container (fatbin, OffloadBinary, bundle, wrapped image, ocloc fat archive, host object): a container
+contributes every image in it.  Zebins (triple spir64_gen-unknown-unknown) and SPIR-V (spir64-unknown-unknown)
+are offload kind sycl, which only LLVM 21+ numbers (llvm-objdump-22 reads it; docs/PACKAGING.md).
 Keys read by pack itself: tu= (which translation unit the image came from; by
 default a container input is one unit of its own and loose images share one),
-kind= (offload kind: cuda, hip, openmp, sycl).
+kind= (offload kind: cuda, hip, openmp, sycl; a SPIR-V module without one takes
+the kind the other images agree on).
 
 Every image gets Producer, CompileOptions, LinkOptions, TargetID, VendorId and
 VendorName, filled from the image itself (empty when it does not record them),
@@ -19,7 +22,10 @@ OffloadBinary, the default: it has a string map and LLVM tools read it),
 fatbin (NVIDIA images only; CompileOptions goes in each entry's options
 string), bundle (clang offload bundle; no metadata), wrapped (devbin's
 single-image wrapper: one image with its metadata, for runtimes that take one
-image).  Keys a container cannot store are named in a warning.
+image), ocloc (Intel's fat archive, byte for byte as ocloc writes it: each zebin
+named by its TargetID, its device as an IP version where the name gives one, a
+SPIR-V module as generic_ir; no other metadata).  Keys a container cannot
+store are named in a warning.
 
 --ptx decides which PTX goes in, per translation unit (default highest: each
 unit's PTX of the highest virtual arch, which every newer GPU can JIT; see
@@ -43,14 +49,15 @@ from devbin.escape.text import visible
 if TYPE_CHECKING:
     from devbin.packaging import PackInput, PackResult
 
-HELP = "pack device images into one multi-target package (OffloadBinary, fatbin, bundle, wrapped)"
+HELP = "pack device images into one multi-target package (OffloadBinary, fatbin, bundle, wrapped, ocloc)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", help="the package to write (required unless --check-only)")
     p.add_argument("--image", action="append", default=[], metavar="file=PATH[,KEY=VALUE...]", required=True,
                    help="an image (or container) and its metadata; repeat for each")
-    p.add_argument("--format", choices=("offload", "fatbin", "bundle", "wrapped"), default="offload",
+    from devbin.packaging.packing import pack_format_names
+    p.add_argument("--format", choices=pack_format_names(), default="offload",
                    help="container to write (default: offload)")
     p.add_argument("--ptx", default="highest", metavar="POLICY",
                    help="none | highest | lowest | all | sm_XX,... (default: highest)")

@@ -2,7 +2,8 @@
 
 Works on bare fatbins, LLVM OffloadBinaries, clang offload bundles (plain and
 compressed), host objects (.o), static libraries (.a) and, beyond nvprune,
-shared libraries and executables.  Give --keep or --drop, repeated or with a
+shared libraries and executables (NVIDIA, AMD, and Intel SYCL libraries).
+Give --keep or --drop, repeated or with a
 comma list (--keep sm_80 --keep sm_90,gfx90a names three), in any case
 (SM_90, gfx90A).  A name that is no architecture devbin knows is refused
 (exit 2) with the one meant ("sm90: ... did you mean sm_90?"), and a kept
@@ -24,6 +25,20 @@ is refused.
   none         no PTX/LTO-IR at all: nvprune -arch sm_90's rule (byte for byte)
   highest      the kept ones plus, in each fatbin, the highest PTX a newer GPU
                can JIT: the slim library still runs (JIT) on GPUs newer than kept
+
+--spirv chooses the SPIR-V in the same words (docs/PRUNE.md, "SPIR-V"): kept
+(the default) and highest keep every module (SPIR-V names no device), none
+drops what a container can lose (an ocloc archive's generic_ir; a SYCL image
+that is itself SPIR-V stays whole, a note says so).  --jit-ir POLICY gives
+PTX and SPIR-V that policy at once; --ptx and --spirv beside it win.
+
+Intel (SYCL host libraries, DPC++'s old offload model): --keep 12.60.7 (or
+acm-g10, dg2, pvc: the names list and select use) drops the other devices'
+zebins from the ocloc archive in each image of __CLANG_OFFLOAD_BUNDLE__sycl-*,
+writes the archive again as ocloc does, compresses the frame again (zstd),
+packs the section with the descriptors, .tgtimg and symbols moved, and cuts
+the freed whole pages out of the file.  A SYCL image itself always stays;
+relocatable objects are refused.
 
 A kept GPU loads from the result what it loaded from the input: in each
 container the image the driver picks for it stays, named or not (a fatbin
@@ -97,7 +112,8 @@ without writing anything.  Notes go to stderr, and a progress bar (the bytes of 
 pruned) when stderr is a terminal.  When the input held PTX a GPU
 newer than its SASS could JIT and the result keeps none, a note says so and
 names what to keep (the rule `devbin pack` warns with); under --ptx none it
-only says what that choice means.  Exit status: 0 success, 1
+only says what that choice means.  Under --spirv none a note says which
+SPIR-V stays, or, when none does, that other devices cannot run the result.  Exit status: 0 success, 1
 error (a selection that leaves nothing, a file that cannot be rewritten), 2
 bad arguments (no -o, --dry-run or --in-place), 3 when the file holds no
 device code.
@@ -142,9 +158,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a wheel's or folder's library the selection would leave no device image: keep it as it "
                         "is, with a note (the default), or fail before any work")
     # devbin.packaging.pruning.PRUNE_PTX_POLICIES, spelt out: importing it here would load the writers for every command
-    p.add_argument("--ptx", choices=("kept", "none", "highest"), default="kept",
+    p.add_argument("--ptx", choices=("kept", "none", "highest"), default=None,
                    help="which PTX stays: the kept architectures' (kept, the default), none (nvprune -arch's rule), "
                         "or the kept ones plus each fatbin's highest as a JIT fallback for newer GPUs (highest)")
+    p.add_argument("--spirv", choices=("kept", "none", "highest"), default=None,
+                   help="which SPIR-V stays: every module (kept, the default; highest is the same: SPIR-V names no "
+                        "device), or none (an ocloc archive's generic_ir goes)")
+    p.add_argument("--jit-ir", choices=("kept", "none", "highest"), default=None,
+                   help="the policy for every JIT IR at once (PTX and SPIR-V); --ptx and --spirv override it")
     p.add_argument("--image", action="append", default=[], metavar="ADDRESS",
                    help="apply --keep/--drop only to the image at this address (repeatable)")
     p.add_argument("-o", "--output", metavar="OUT", help="write the pruned file here")
@@ -165,6 +186,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     args.keep = arch_list(args.keep, "--keep") or None
     args.drop = arch_list(args.drop, "--drop") or None
     args.max_segments = max_segments(args.max_segments)
+    args.ptx = args.ptx or args.jit_ir or "kept"
+    args.spirv = args.spirv or args.jit_ir or "kept"
     output = args.output
     if output is None and args.in_place:
         output = args.path
@@ -201,7 +224,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             progress(0, size)
         result = prune_file(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                             in_place=args.in_place, images=[str(a) for a in ImageFilter(args).addresses],
-                            backup=backup, ptx=args.ptx, max_segments=args.max_segments)
+                            backup=backup, ptx=args.ptx, spirv=args.spirv, max_segments=args.max_segments)
     arch_bytes = result.to_dict()["arch_bytes"]
     files = [{"name": args.path, "input_size": result.input_size, "output_size": result.output_size,
               "file_bytes_saved": result.file_bytes_saved, "saved_by_arch": result.saved_by_arch(),
@@ -210,7 +233,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         doc = {"input": args.path, "output": None if args.dry_run else output, "dry_run": bool(args.dry_run),
                "kind": "file", **result.to_dict(), "files": files, "package": None, "backup": backup,
-               "ptx_policy": args.ptx, "max_segments": _segments(args)}
+               "ptx_policy": args.ptx, "spirv_policy": args.spirv, "max_segments": _segments(args)}
         dump("prune", doc, out)
         return 0
     _images(result.rows(), out)
@@ -299,7 +322,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
         with progress_bar("pruning") as progress:
             result = prune_tree(args.path, keep=args.keep, drop=args.drop, dry_run=args.dry_run,
                                 backup=not args.no_backup, jobs=args.jobs, missing=args.missing or "keep",
-                                progress=progress, ptx=args.ptx, max_segments=args.max_segments)
+                                progress=progress, ptx=args.ptx, spirv=args.spirv, max_segments=args.max_segments)
         output = None if args.dry_run else args.path
     else:
         backup = args.path + BACKUP_SUFFIX if args.in_place and not args.no_backup and not args.dry_run else None
@@ -307,7 +330,7 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
             result = prune_wheel(args.path, None if args.dry_run else output, keep=args.keep, drop=args.drop,
                                  in_place=args.in_place, backup=backup, jobs=args.jobs, force=args.force,
                                  missing=args.missing or "keep", progress=progress, ptx=args.ptx,
-                                 max_segments=args.max_segments)
+                                 spirv=args.spirv, max_segments=args.max_segments)
     totals = result.to_dict()
     freed = sum(f.result.container_bytes_freed for f in result.files if f.result is not None)
     if args.json:
@@ -324,7 +347,8 @@ def _package(args: argparse.Namespace, output: str | None, out: TextIO) -> int:
                "package": {k: totals[k] for k in ("kind", "package_size_before", "package_size_after",
                                                   "files_size_before", "files_size_after", "installed_size_before",
                                                   "installed_size_after")},
-               "backup": backup, "ptx_policy": args.ptx, "max_segments": _segments(args)}
+               "backup": backup, "ptx_policy": args.ptx, "spirv_policy": args.spirv,
+               "max_segments": _segments(args)}
         dump("prune", doc, out)
         return 0
     _images(result.rows(), out)

@@ -10,6 +10,14 @@ highest virtual arch not above the device is JIT-compiled (compute_XY on cc >= X
 compute_XYa on X.Y only, compute_XYf within major X).  SASS is preferred over PTX, then
 the highest compute capability, then a over f over plain.
 
+Intel (an IP version 12.60.7 or an ocloc acronym: pvc, acm-g10; a generic target such as dg2
+is judged as its base device): an ocloc fat archive is one module, its member picked by name as
+the Level Zero runtime does (64.<IP version>, 64.<major>.<minor>, 64.<product>, generic_ir), then
+by the zebin's notes; a bare zebin by its notes (IP version, generic target, product family),
+and one refused that carries its SPIR-V (.spv) is compiled from it; SPIR-V (generic_ir, SYCL
+spir64 images) is JIT-compiled when no native image fits.  A SYCL
+library's images of the same kernels are one module.
+
 AMD: the exact processor with compatible xnack/sramecc (an image's unspecified feature
 matches either setting, a set one must equal the device's), most specific first; then
 the family's generic target (gfx9-generic, gfx10-3-generic, gfx11-generic,
@@ -32,7 +40,9 @@ from typing import TextIO
 from devbin.cli.common import BadArguments, ImageFilter, add_image_options, dump, keep, no_device_code, note
 from devbin.escape.text import visible
 
-HELP = "name the image a driver would pick for a device (sm_86, sm_90a, gfx90a:xnack+, gfx1101)"
+_JIT_LABEL = {"ptx": "PTX", "spirv": "SPIR-V"}
+
+HELP = "name the image a driver would pick for a device (sm_86, sm_90a, gfx90a:xnack+, gfx1101, 12.60.7, pvc)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a file or folder (fatbin, cubin, code object, bundle, host object, library ...); "
                         "default: the file of --image")
     p.add_argument("--device", required=True, metavar="DEVICE",
-                   help="the GPU: sm_XY (sm_86, sm_90a, sm_100f, sm_120) or gfxNNN[:sramecc±][:xnack±]")
+                   help="the GPU: sm_XY (sm_86, sm_90a, sm_100f, sm_120), gfxNNN[:sramecc±][:xnack±], or an Intel "
+                        "IP version or ocloc name (12.60.7, pvc, acm-g10, dg2)")
     add_image_options(p, all=False)
     p.add_argument("--explain", action="store_true", help="list every candidate image with its verdict and reason")
     p.add_argument("--json", action="store_true", help="print the decision as JSON")
@@ -77,8 +88,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             if m.chosen is None:
                 continue
             c = m.chosen
-            how = "PTX, JIT-compiled" if c.jit else "SASS" if c.kind == "cubin" else "code object"
-            out.write(f"{visible(c.name)}: {visible(c.arch)} ({how})\n")
+            how = f"{_JIT_LABEL.get(c.kind, 'the IR it carries')}, JIT-compiled" if c.jit \
+                else "SASS" if c.kind == "cubin" else "code object"
+            out.write(f"{visible(c.name)}: {visible(c.arch or '-')} ({how})\n")
     if err is not None:
         out.flush()
         raise err

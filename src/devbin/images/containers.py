@@ -14,12 +14,14 @@ Each :class:`ContainerFormat` says, for its format, everything the scan, ``prune
   containers are packed at (``bare_align`` back to back in a file, ``section_align`` in a section it
   owns), ``always_kept`` (entries that stay whatever is selected), and the constraints of a linked file
   (``host_wrappers``: host-side wrappers point at the containers, so they can be moved;
-  ``gap_ends_walk``: a reader stops at zero bytes between containers);
+  ``gap_ends_walk``: a reader stops at zero bytes between containers); ``prune_section`` where the host
+  side describes the images (SYCL's descriptors), so the format rewrites its sections itself;
 * **size accounting**: ``entry_header`` (an entry's own header bytes), ``container_header`` (each
   container's fixed header), ``stored_bytes`` (what an entry stores, for digests), ``decoded_size`` (the
   entry records a size that decoding trims), ``shares_stored`` (entries that share the container's
   compressed bytes), ``measure`` (a container's size where it lies outside the sections the format owns);
-* **selection**: ``blobs_one_module`` (containers back to back in one section are one module);
+* **selection**: ``blobs_one_module`` (containers back to back in one section are one module),
+  ``module_name`` (the module an image belongs to, where the format groups its images otherwise);
 * **extract**: ``extract_kinds`` (the kinds written by default) and ``extract_name`` (the file names the
   vendor tools give).
 
@@ -45,6 +47,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError
 from devbin.formats import magic as M
+from devbin.formats import oclelf as OCL
 from devbin.formats.bundle import constants as BC
 from devbin.formats.fatbin import constants as FC
 from devbin.formats.offload import constants as OC
@@ -97,6 +100,11 @@ ElfWalk = Callable[[ScanReport, "ElfFile", Frame, bool], Iterator[Hit]]
 #: ``rewrite(view, keeps, where) -> (old size, new bytes)``: the container at offset 0 of ``view`` with the
 #: entries ``keeps(index)`` refuses left out (``b""``: the container goes whole).
 Rewrite = Callable[[ByteView, Callable[[int], bool], str], tuple[int, bytes]]
+#: ``prune_section(elf, bytes, section, its address, dropped_under)``: a section whose images the host side
+#: describes (so their format rewrites the section itself, in place in ``bytes``, references moved): the bytes
+#: its images shrank by and the file ranges freed (zero now, to be cut out).
+SectionPrune = Callable[["ElfFile", bytearray, "Section", Address, Callable[[Address], bool]],
+                        tuple[int, list[tuple[int, int]]]]
 #: ``extract_name(image, names)``: the file name ``devbin extract`` gives the image.
 ExtractName = Callable[[Image, "_Names"], str]
 
@@ -154,6 +162,8 @@ class ContainerFormat:
     bare_align: int = 1
     section_align: int | None = None
     rewrite: Rewrite | None = None
+    #: prune of a linked file: the format rewrites the sections it owns itself (None: ``rewrite`` per container).
+    prune_section: SectionPrune | None = None
     #: prune: an entry that stays whatever is selected.
     always_kept: Callable[[Image], bool] = _never
     #: prune of a linked file: host-side wrappers point at its containers (they can be moved with them).
@@ -176,6 +186,8 @@ class ContainerFormat:
     producer_pairs: Callable[[Any], tuple[tuple[str, str], ...]] = _no_pairs
     #: select: its containers back to back in one file or section are one module.
     blobs_one_module: bool = False
+    #: select: the module an image of this format belongs to, where the format says (None: by its address).
+    module_name: Callable[[Image], str] | None = None
     #: extract: the kinds written when nothing narrows the choice (None: every kind), and the file names.
     extract_kinds: frozenset[str] | None = None
     extract_name: ExtractName | None = None
@@ -341,6 +353,22 @@ def _inside_sycl_frame(image: Image) -> bool:
     return inside_frame(image)
 
 
+def _oclelf_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool) -> Iterator[Hit]:
+    from devbin.images.oclelf import oclelf_in_elf
+    return oclelf_in_elf(rep, elf, frame, all)
+
+
+def _prune_sycl(elf: ElfFile, buf: bytearray, sec: Section, at: Address,
+                dropped_under: Callable[[Address], bool]) -> tuple[int, list[tuple[int, int]]]:
+    from devbin.images.sycl import prune_sycl_section
+    return prune_sycl_section(elf, buf, sec, at, dropped_under)
+
+
+def _whole_sycl_image(image: Image) -> bool:
+    from devbin.images.sycl import whole_image
+    return whole_image(image)
+
+
 def _llvm_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool) -> Iterator[Hit]:
     from devbin.images.llvm import llvm_in_elf  # OffloadBinaries and bundles, in one pass in section order
     return llvm_in_elf(rep, elf, frame)
@@ -397,6 +425,16 @@ def _compressed_whole(image: Image) -> bool:
     """An entry of a compressed bundle: the bundle is compressed as a whole, its entries have no bytes of
     their own in the file."""
     return image.compression not in ("none", "")
+
+
+def _sycl_pairs(native: Any) -> tuple[tuple[str, str], ...]:
+    from devbin.images.sycl import producer_pairs
+    return producer_pairs(native)
+
+
+def _sycl_module(image: Image) -> str:
+    from devbin.images.sycl import module_name
+    return module_name(image)
 
 
 def _bundle_host_entry(image: Image) -> bool:
@@ -553,7 +591,13 @@ SYCL: Final = ContainerFormat(
     "sycl", "an image of a SYCL host binary's offload wrapper (old offload model), or a member of the archive one "
     "decodes to", "SYCL image",
     in_elf=_sycl_in_elf, section_prefix=SYCL_C.SECTION_PREFIX, shares_stored=_inside_sycl_frame,
-    extract_name=_sycl_name)
+    prune_section=_prune_sycl, always_kept=_whole_sycl_image,
+    extract_name=_sycl_name, module_name=_sycl_module, producer_pairs=_sycl_pairs)
+
+#: The SPIR-V of an OpenCL ELF (devbin.formats.oclelf, devbin.images.oclelf): an ocloc fat archive's generic_ir.
+OCLELF: Final = ContainerFormat(
+    "oclelf", "the SPIR-V module of an OpenCL ELF (an ocloc fat archive's generic_ir)", "OpenCL ELF",
+    in_elf=_oclelf_in_elf, section_type=OCL.SHT_OPENCL_SPIRV, extract_name=_single_name)
 
 BUNDLE: Final = ContainerFormat(
     "bundle", "an entry of a clang offload bundle (plain or compressed)", "offload bundle",
@@ -580,7 +624,8 @@ ZIP: Final = ContainerFormat("zip", "a zip file (wheel, egg): its members", "zip
 
 #: Every container format, in the order a host ELF's sections are walked (NVIDIA's fatbins first, as
 #: cuobjdump reads them, then LLVM's containers).
-FORMATS: Final[tuple[ContainerFormat, ...]] = (BARE, FATBIN_FORMAT, OFFLOAD, SYCL, BUNDLE, WRAPPED, ELF, AR, ZIP)
+FORMATS: Final[tuple[ContainerFormat, ...]] = (BARE, FATBIN_FORMAT, OFFLOAD, SYCL, OCLELF, BUNDLE, WRAPPED, ELF, AR,
+                                               ZIP)
 
 #: ``Image.container``: the format holding the image, with what it means.
 CONTAINERS: Final[dict[str, str]] = {f.name: f.description for f in FORMATS if f.holds_images}

@@ -12,20 +12,28 @@ Fields: ``container`` ``sycl``; ``compression`` ``zstd`` when the image is a fra
 frame's bytes for an image itself, a member's (or section's) bytes in the decoded archive for what is
 inside one (as for an entry of a compressed bundle); ``offset`` the image's file offset; metadata
 ``target``, ``format``, ``descriptor-version``, ``entries`` (the kernel names, space-separated),
-``compile-options``, ``link-options`` where the wrapper's descriptor gives them.
+``compile-options``, ``link-options`` where the wrapper's descriptor gives them; ``devbin inspect`` adds the
+property sets (:func:`producer_pairs`).
+
+For ``devbin select`` (:func:`module_name`), the images of one host file that hold the same kernels (their
+offload entries) are one module whatever their target: the SYCL runtime looks for an image with a
+kernel among all the images registered for it, and the Level Zero adapter prefers the native
+``spir64_gen`` one over ``spir64`` SPIR-V (intel/llvm ``sycl/source/detail/program_manager``,
+``unified-runtime/source/adapters/level_zero/device.cpp``: ``urDeviceSelectBinary``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from devbin.binary import ByteView
-from devbin.errors import DeviceBinaryError
+from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats import magic as M
-from devbin.formats.elf.reader import ElfFile
+from devbin.formats.elf.reader import ElfFile, Section
 from devbin.formats.fatbin import constants as FC
-from devbin.formats.sycl.reader import SyclImage, read_sycl_images
+from devbin.formats.sycl.constants import PROP_BYTE_ARRAY, SECTION_PREFIX
+from devbin.formats.sycl.reader import Property, SyclImage, read_sycl_images
 from devbin.images.address import Address, Entry, Member, SectionStep
 from devbin.images.frame import Frame, Hit
 from devbin.images.record import DATA, HOST, SPIRV, BareElf, Image
@@ -33,7 +41,8 @@ from devbin.images.scanreport import ScanReport
 from devbin.images.sniff import device_elf, image_kind, vendor_of
 from devbin.targets.registry import vendor_named
 
-__all__ = ["CONTAINER", "SyclPart", "inside_frame", "sycl_in_elf"]
+__all__ = ["CONTAINER", "SyclMember", "SyclPart", "inside_frame", "module_name", "producer_pairs", "prune_sycl_section",
+           "sycl_in_elf", "whole_image"]
 
 CONTAINER = "sycl"
 
@@ -53,6 +62,34 @@ class SyclPart:
 
     def image_head(self, n: int, size: int = 0) -> memoryview:
         return self.view[:n]
+
+
+@dataclass(frozen=True, slots=True)
+class SyclMember(BareElf):
+    """A device ELF member of a decoded image's archive: a :class:`~devbin.images.record.BareElf` that knows
+    the SYCL image it came from (:func:`producer_pairs`)."""
+
+    sycl: SyclImage | None = field(default=None, repr=False, compare=False)
+
+
+def _value_text(p: Property) -> str:
+    """A property's value as text: a number (``UINT32``), else its bytes in hex (``BYTE_ARRAY``: the payload
+    after the bit length; another type: the stored bytes, or the size field when it points at none)."""
+    if isinstance(p.value, int):
+        return str(p.value)
+    return p.value.hex() if p.type == PROP_BYTE_ARRAY else f"type {p.type}: {p.value.hex()}"
+
+
+def producer_pairs(native: object) -> tuple[tuple[str, str], ...]:
+    """What the offload wrapper stored with an image (``devbin inspect``'s metadata): the descriptor's fields as
+    ``list`` gives them, then every property as ``<set>/<property>`` (``SYCL/misc properties/optLevel: 2``),
+    in stored order, values raw (:func:`_value_text`); () for a record of no SYCL image."""
+    img = native if isinstance(native, SyclImage) else native.image if isinstance(native, SyclPart) \
+        else native.sycl if isinstance(native, SyclMember) else None
+    if img is None:
+        return ()
+    return (*_metadata(img), *((f"{ps.name}/{p.name}", _value_text(p)) for ps in img.property_sets
+                               for p in ps.properties))
 
 
 def _metadata(img: SyclImage) -> tuple[tuple[str, str], ...]:
@@ -93,8 +130,8 @@ def _member_image(img: SyclImage, data: memoryview, start: int, size: int, addre
         owner = vendor_named(vendor)
         if not arch and owner is not None:
             arch = owner.arch_from_elf(elf)
-        native = BareElf(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
-                         abi_version=h.ei_abiversion, size=elf.size, view=view[:elf.size])
+        native = SyclMember(machine=h.e_machine, e_type=h.e_type, e_flags=h.e_flags, osabi=h.ei_osabi,
+                            abi_version=h.ei_abiversion, size=elf.size, view=view[:elf.size], sycl=img)
         return _part(img, address, vendor, kind, arch, elf.size, size, native, meta)
     for sec in elf.sections:  # a host ELF: the IR it carries (an OpenCL ELF's "SPIRV Object")
         if sec.file_size >= 20 and M.image_magic(sec.view.bytes_at(0, 4)) == M.SPIRV:
@@ -161,3 +198,69 @@ def sycl_in_elf(rep: ScanReport, elf: ElfFile, frame: Frame, all: bool = False) 
                         native=img), frame
         except DeviceBinaryError as e:
             rep.warn(str(address), str(e))
+
+
+def module_name(image: Image) -> str:
+    """The module ``image`` belongs to (module docstring): ``lib.so@__CLANG_OFFLOAD_BUNDLE__sycl-*[k1 k2]`` (the
+    first three kernels, then how many more and a checksum of all); an image whose descriptor names no kernel
+    (a device library's) is a module of its own, its SYCL image's address (``lib.so@<section>#0.3``)."""
+    import zlib
+
+    entries = next((v for k, v in image.metadata if k == "entries"), "")
+    a = image.address
+    at = next((i for i, st in enumerate(a.steps) if isinstance(st, SectionStep) and st.name.startswith(SECTION_PREFIX)),
+              len(a.steps))
+    base = f"{Address(a.path, a.steps[:at])}{SectionStep(SECTION_PREFIX)}*"
+    names = entries.split()
+    if not names:  # no kernels named (a device library's image): a module of its own, the image
+        return str(Address(a.path, a.steps[:at + 2]))
+    if len(names) <= 3:
+        return f"{base}[{' '.join(names)}]"
+    return f"{base}[{' '.join(names[:3])} +{len(names) - 3} {zlib.crc32(entries.encode()):08x}]"
+
+
+def whole_image(image: Image) -> bool:
+    """Whether ``image`` is a SYCL image itself (``#0.i``), not a part of the archive its frame decodes to:
+    prune keeps it whatever is selected, since the wrapper's descriptor describes it and the runtime reads
+    every descriptor (its members go, the image stays)."""
+    return image.container == CONTAINER and image.address.entry is not None
+
+
+def prune_sycl_section(elf: ElfFile, buf: bytearray, sec: Section, at: Address,
+                       dropped_under: Callable[[Address], bool]) -> tuple[int, list[tuple[int, int]]]:
+    """Prune the SYCL section ``sec`` of the linked file ``elf`` (bytes ``buf``, written in place; ``at`` the
+    section's address): in each image whose archive loses a member (``dropped_under`` an address below it),
+    the members go (the vendor's :meth:`~devbin.targets.vendor.Vendor.prune_archive`), the archive is
+    compressed again as it was, and the section is packed with every reference to its images moved
+    (:func:`devbin.formats.sycl.prune.prune_section`).  The bytes the images shrank by and the file range of
+    the freed tail; UsageError where the section cannot be rewritten."""
+    from devbin.formats.ar.reader import ArchiveFile
+    from devbin.formats.sycl.prune import compress_image, prune_section
+
+    where = str(at)
+    images = [i for i in read_sycl_images(elf) if i.section == sec.name]
+    new: dict[int, tuple[bytes, int]] = {}
+    for img in images:
+        address = at.child(Entry(0, img.index))
+        if not dropped_under(address):
+            continue
+        data = memoryview(img.image_data(FC.DEFAULT_MAX))
+        rep = ScanReport()
+        found = list(_archive(img, data, address, rep, ())) if M.detect(bytes(data[:8])) == M.AR else []
+        owner = next((v for i in found if (v := vendor_named(i.vendor)) is not None), None)
+        if rep.warnings or owner is None:
+            raise UsageError(f"{address}: not an archive of device code prune can rewrite")
+        ArchiveFile(data, where=str(address))  # the reader's checks first
+
+        def keeps(name: str, n: int, base: Address = address) -> bool:
+            return not dropped_under(base.child(Member(name, n)))
+
+        pruned = owner.prune_archive(data, keeps, str(address))
+        if pruned is None:
+            raise UsageError(f"{address}: devbin cannot write {owner.title}'s archives")
+        new[img.index] = (compress_image(pruned) if img.compressed else pruned, len(pruned))
+        img.forget()
+    got = prune_section(elf, buf, sec, images, new)
+    if got.reason is not None:
+        raise UsageError(f"{where}: cannot prune {sec.name}: {got.reason}")
+    return got.freed, got.free

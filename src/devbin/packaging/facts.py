@@ -16,6 +16,10 @@ by :func:`producer`, :func:`compile_options`, :func:`link_options`, :func:`reloc
 * PTX text: ``.target`` gives the virtual arch (``compute_XX``), the header comment
   the producer (``Cuda compilation tools, release ...``);
 * LLVM bitcode: kind only (target keys must come from the user);
+* a SPIR-V module (the JIT fallback of Intel GPUs): the ``triple`` from its addressing model
+  (``spir64-unknown-unknown`` for Physical64), the producer from its header's generator word as
+  ``spirv-dis`` prints it; no arch of its own (a container's, if any, is kept) and no vendor
+  unless its container gave one;
 * NVIDIA LTO-IR (``nvcc -dlto``; magic ``ed 43 4e 7f``): kind and vendor; its
   bytes are opaque, so the virtual arch comes from the fatbin entry that held
   it (the image's ``arch``) or the user's ``TargetID=``;
@@ -37,9 +41,10 @@ from devbin.errors import DeviceBinaryError
 from devbin.formats import magic as M
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
+from devbin.formats.spirv import read_spirv
 from devbin.images.address import Address
 from devbin.images.containers import BARE
-from devbin.images.record import BITCODE, DATA, LTO_IR, PTX, BareElf, Image
+from devbin.images.record import BITCODE, DATA, LTO_IR, PTX, SPIRV, BareElf, Image
 from devbin.images.scan import scan_bytes
 from devbin.targets.registry import vendor_for_kind, vendor_for_machine, vendor_named
 from devbin.targets.vendor import Vendor
@@ -219,6 +224,10 @@ def describe(image: Image, data: Buffer | None = None) -> Image:
         return _described(image, kind=DATA, vendor="", arch="", triple="", facts={}, extra=_devbin_meta(elf))
     if M.image_magic(view) in (M.BITCODE, M.BITCODE_WRAPPER):
         return _described(image, kind=BITCODE, vendor="", arch="", triple="", facts={})
+    if M.image_magic(view) == M.SPIRV:
+        module = read_spirv(view, where=where)
+        return _described(image, kind=SPIRV, vendor=image.vendor if image.kind == SPIRV else "", arch=image.arch,
+                          triple=module.triple, facts={"producer": module.generator_text})
     if is_ptx_text(bytes(view.bytes_at(0, min(len(view), 4096)))):
         try:
             return _ptx(image, bytes(raw).decode("utf-8"))

@@ -15,7 +15,8 @@ So for every kept GPU (``--keep``: each name that names a GPU, ``sm_90``, ``gfx9
 :func:`protect` keeps the image the driver loads there from the input (a JIT fallback, or SASS of a
 lower minor: sm_86 runs sm_80), whatever the names say of it, and counts it: the pruned file loads
 on each kept GPU what the input loaded.  Except where the user named that image's removal:
-``--ptx none`` (no PTX, nvprune's rule) for PTX, or a ``--drop`` name equal to the image's arch;
+``--ptx none`` (no PTX, nvprune's rule) for PTX, ``--spirv none`` for SPIR-V, or a ``--drop`` name equal
+to the image's arch;
 where the GPU then loads nothing of the container, the container is counted as lost and a note
 says those kernels no longer load.
 
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 
 from devbin.errors import UsageError
 from devbin.images.address import Address
-from devbin.images.record import CUBIN, LTO_IR, PTX, Image
+from devbin.images.record import CUBIN, LTO_IR, PTX, SPIRV, Image
 from devbin.packaging.selection import CHOSEN, USABLE, Device, decide, module_of, parse_device
 from devbin.targets.registry import object_kinds
 
@@ -56,8 +57,9 @@ class Fallback:
     emptied_lto: tuple[Image, ...] = ()
     emptied_lto_containers: int = 0
 
-    def notes(self, ptx: str) -> list[str]:
-        """One note for the images kept, one for the containers lost (without the file's name)."""
+    def notes(self, ptx: str, spirv: str = "kept") -> list[str]:
+        """One note for the images kept, one for the containers lost (without the file's name); ``spirv``: the
+        SPIR-V policy (``none`` names the SPIR-V a kept device loaded, where the runtime JIT-compiles it)."""
         out: list[str] = []
         if self.kept:
             out.append(f"kept {len(self.kept):,} image(s) the selection drops ({_kinds(self.kept)}): the code "
@@ -65,7 +67,8 @@ class Fallback:
                        + (", JIT-compiled" if any(i.kind == PTX for i in self.kept) else "")
                        + ")" + ("; --ptx none drops the PTX among them" if ptx != "none" else ""))
         if self.lost:
-            by = " and ".join(dict.fromkeys("--ptx none" if ptx == "none" and i.kind == PTX else "--drop"
+            by = " and ".join(dict.fromkeys("--ptx none" if ptx == "none" and i.kind == PTX else
+                                            "--spirv none" if spirv == "none" and i.kind == SPIRV else "--drop"
                                             for i in self.lost_images))
             they, them = ("it", "it") if len(self.lost_for) == 1 else ("they", "them")
             out.append(f"{len(self.lost):,} container(s) no longer hold code {', '.join(self.lost_for)} can load: "

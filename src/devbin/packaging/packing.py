@@ -22,6 +22,10 @@ OffloadBinary LLVM's own keys ``triple`` and ``arch`` come first, so LLVM tools
 A CUDA fatbin has room only for an options string per entry (``CompileOptions``
 goes there); a clang offload bundle has none: keys that cannot be stored are
 named in a warning, never dropped silently.
+
+Besides the registry's containers (:data:`FORMATS`), a vendor's own container is written by its
+descriptor (:attr:`devbin.targets.vendor.Vendor.pack_formats`, :func:`pack_format_names`; Intel's
+``ocloc`` fat archive), given each image's kind, ``TargetID`` and bytes.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from devbin.formats.fatbin.reader import FatbinEntry
 from devbin.formats.fatbin.writer import FatbinImage, write_fatbin
 from devbin.formats.magic import ELF, UNKNOWN, detect
 from devbin.images.containers import format_named, producer_metadata
-from devbin.images.record import DATA, HOST, LTO_IR, PTX, Image
+from devbin.images.record import DATA, HOST, LTO_IR, PTX, SPIRV, Image
 from devbin.images.scan import scan_bytes
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.consistency import Finding, ImageSettings, check_consistency, settings_from_options
@@ -57,14 +61,25 @@ from devbin.packaging.facts import (
     with_fact,
 )
 from devbin.packaging.ptx import DEFAULT_PTX_POLICY, choose_ptx, parse_ptx_policy
-from devbin.targets.registry import vendor_for_machine, vendor_named
+from devbin.targets.registry import VENDORS, vendor_for_kind, vendor_for_machine, vendor_named
+from devbin.targets.vendor import Vendor
 
-__all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "check", "pack",
+__all__ = ["FORMATS", "PackInput", "PackResult", "PackedImage", "STANDARD_KEYS", "check", "pack", "pack_format_names",
            "parse_image_spec"]
 
 #: The container formats pack writes (``--format``; each one's compressions are its registry entry's
-#: ``pack_compressions``), the default first.
+#: ``pack_compressions``), the default first; then the vendors' own (:func:`pack_format_names`).
 FORMATS = ("offload", "fatbin", "bundle", "wrapped")
+
+
+def _vendor_formats() -> dict[str, Vendor]:
+    """The vendors' own containers pack writes (:attr:`devbin.targets.vendor.Vendor.pack_formats`) -> the vendor."""
+    return {name: v for v in VENDORS for name in v.pack_formats}
+
+
+def pack_format_names() -> tuple[str, ...]:
+    """Every ``--format``: :data:`FORMATS`, then the vendors' own containers (Intel: ``ocloc``)."""
+    return (*FORMATS, *_vendor_formats())
 STANDARD_KEYS = ("Producer", "CompileOptions", "LinkOptions", "TargetID", "VendorId", "VendorName")
 _CONTROL_KEYS = ("file", "tu", "kind")
 DEFAULT_TU = "(loose images)"  # read by pack itself, not stored as metadata
@@ -234,27 +249,62 @@ def _offload_kind(image: Image, user: dict[str, str]) -> str:
     return v.offload_kind if v is not None else "none"
 
 
+def _shared_kind(packed: Sequence[PackedImage], asked: Sequence[bool]) -> list[PackedImage]:
+    """SPIR-V of no vendor whose offload kind nobody asked for (``asked``: ``kind=`` given, per image) takes
+    the one every other image of the package has, when they agree (``sycl`` beside Intel zebins: SPIR-V is
+    their JIT fallback); else it stays ``none``."""
+    kinds = {p.offload_kind for p in packed if p.image.kind != SPIRV}
+    if len(kinds) != 1 or "none" in kinds:
+        return list(packed)
+    (kind,) = kinds
+    return [replace(p, offload_kind=kind) if p.image.kind == SPIRV and not p.image.vendor and not a else p
+            for p, a in zip(packed, asked, strict=True)]
+
+
 # --------------------------------------------------------------------------- writers
 
 
-def _write_offload(images: Sequence[PackedImage], version: int) -> bytes:
+def _image_kind(kind: str) -> int:
+    """The OffloadBinary image kind of an image kind: a vendor's code object other than a cubin is an ELF object
+    (``IMG_Object``, as clang-sycl-linker files Intel's AOT images), SPIR-V ``IMG_SPIRV`` (LLVM 22's
+    ``OffloadBinary.h``; LLVM ``clang/tools/clang-sycl-linker/ClangSYCLLinker.cpp`` writes both)."""
+    from devbin.formats.offload import constants as OC
+    named = {"cubin": OC.IMG_CUBIN, "amdgpu": OC.IMG_OBJECT, "ptx": OC.IMG_PTX, "bitcode": OC.IMG_BITCODE,
+             "lto-ir": OC.IMG_BITCODE, SPIRV: OC.IMG_SPIRV}
+    if kind in named:
+        return named[kind]
+    owner = vendor_for_kind(kind)
+    return OC.IMG_OBJECT if owner is not None and owner.object_kind == kind else OC.IMG_NONE
+
+
+def _write_offload(images: Sequence[PackedImage], version: int) -> tuple[bytes, list[str]]:
+    """The OffloadBinary of ``images``.  Version 1 numbers offload kinds as LLVM 15-20 do unless a kind
+    exists only in LLVM 21+'s bit mask (``sycl``): then every entry is numbered as LLVM 21+ writes version 1
+    (``clang-offload-packager-22``), and a warning says so (LLVM 19's tools show those kinds as none)."""
     from devbin.formats.offload import constants as OC
     from devbin.formats.offload.writer import OffloadImage, write_offload_binary
-    kinds = OC.offload_kinds(legacy=version == 1)
-    image_kinds = {"cubin": OC.IMG_CUBIN, "amdgpu": OC.IMG_OBJECT, "ptx": OC.IMG_PTX, "bitcode": OC.IMG_BITCODE,
-                   "lto-ir": OC.IMG_BITCODE}
+    legacy_kinds = OC.offload_kinds(legacy=True)
+    legacy = version == 1 and all(img.offload_kind in legacy_kinds for img in images)
+    kinds = OC.offload_kinds(legacy=legacy)
+    warnings = []
+    if version == 1 and not legacy:
+        newer = sorted({img.offload_kind for img in images} - set(legacy_kinds))
+        warnings.append(f"offload kind {', '.join(newer)} exists only in LLVM 21+'s numbering: every entry's offload "
+                        "kind is written in it (llvm-objdump-22 reads them; LLVM 20 and older show other kinds than "
+                        "none, openmp and cuda as none)")
     out = []
     for img in images:
         if img.offload_kind not in kinds:
             raise UsageError(f"{img.label}: offload kind {img.offload_kind!r} is not one of "
-                             f"{', '.join(kinds)} (OffloadBinary version {version})")
+                             f"{', '.join({**legacy_kinds, **OC.offload_kinds(legacy=False)})} (OffloadBinary "
+                             f"version {version})")
         if img.stored is not None:
             out.append(OffloadImage.of(_stored_fatbin(img), image_kind=OC.IMG_FATBINARY,
                                        offload_kind=kinds[img.offload_kind], strings=img.metadata))
             continue
-        out.append(OffloadImage.of(img.data, image_kind=image_kinds.get(img.image.kind, OC.IMG_NONE),
+        out.append(OffloadImage.of(img.data, image_kind=_image_kind(img.image.kind),
                                    offload_kind=kinds[img.offload_kind], strings=img.metadata))
-    return write_offload_binary(out, version=version)
+    return write_offload_binary(out, version=version), warnings
 
 
 def _stored_image(img: PackedImage) -> FatbinImage:
@@ -351,6 +401,7 @@ def check(inputs: Sequence[PackInput | str | os.PathLike[str]], *, ptx: str = DE
     for item, tu, image, keys in staged:
         md = _metadata(image, item.carried, keys, llvm_keys=llvm_keys)
         packed.append(PackedImage(image, tu, md, item.data, _offload_kind(image, dict(keys)), item.stored))
+    packed = _shared_kind(packed, [any(k == "kind" for k, _ in s[3]) for s in staged])
     kept = tuple(packed[i] for i in choice.keep)
     dropped = tuple(packed[i] for i in choice.dropped)
     for p in kept:
@@ -370,8 +421,9 @@ def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = 
 
     ``strict`` turns option contradictions into a :class:`~devbin.errors.UsageError`.
     """
-    if format not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    owner = _vendor_formats().get(format)
+    if format not in FORMATS and owner is None:
+        raise UsageError(f"--format must be one of {', '.join(pack_format_names())}, not {format!r}")
     if offload_version not in (1, 2):
         raise UsageError("OffloadBinary version must be 1 or 2")
     fmt = format_named(format)
@@ -386,13 +438,20 @@ def pack(inputs: Sequence[PackInput | str | os.PathLike[str]], *, format: str = 
             warnings.append(f"{p.label}: LTO-IR stored in NVIDIA's own encoding, which devbin cannot decode; "
                             "carried as a one-entry fatbin holding the entry as stored")
     if format == "offload":
-        data = _write_offload(kept, offload_version)
+        data, more = _write_offload(kept, offload_version)
+        warnings += more
     elif format == "fatbin":
         data, more = _write_fatbin(kept, compression)
         warnings += more
     elif format == "bundle":
         data, more = _write_bundle(kept, compression)
         warnings += more
+    elif owner is not None:
+        data = owner.write_container(format, [(p.image.kind, p.get("TargetID") or p.image.arch, p.data) for p in kept])
+        lost = sorted({k for p in kept for k, v in p.metadata if v and k != "TargetID"})
+        if lost:
+            warnings.append(f"the {format} container stores no metadata but each image's TargetID; not stored: "
+                            f"{', '.join(lost)}")
     else:
         if len(kept) != 1:
             raise UsageError(f"a wrapped image holds exactly one image; {len(kept)} to pack "

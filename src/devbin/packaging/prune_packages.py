@@ -174,9 +174,10 @@ class PackagePruneResult:
 
 
 def _selection(keep: str | Iterable[str] | None, drop: str | Iterable[str] | None, ptx: str = "kept",
-               max_segments: int | None = None) -> Selection:
+               max_segments: int | None = None, spirv: str = "kept") -> Selection:
     return Selection(keep=None if keep is None else parse_arch_list(keep),
-                     drop=None if drop is None else parse_arch_list(drop), ptx=ptx, max_segments=max_segments)
+                     drop=None if drop is None else parse_arch_list(drop), ptx=ptx, spirv=spirv,
+                     max_segments=max_segments)
 
 
 def _untouched(sel: Selection, lib: _Library) -> str:
@@ -258,16 +259,16 @@ def prune_wheel(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None,
                 in_place: bool = False, backup: str | os.PathLike[str] | None = None,
                 jobs: int | None = 1, force: bool = False, keep_data: bool = False,
                 missing: str = "keep", progress: Progress | None = None, ptx: str = "kept",
-                max_segments: int | None = None) -> PackagePruneResult:
+                max_segments: int | None = None, spirv: str = "kept") -> PackagePruneResult:
     """Prune every library of the wheel ``src`` into the wheel ``dst`` (None: compute only; see the module
     docstring).  ``dst`` may not be ``src`` unless ``in_place``; ``backup``: where ``dst``'s old content is kept;
     ``jobs``: processes to prune the libraries in (1: this one; None: every processor); ``force``: go on past
     a RECORD that does not describe the members; ``keep_data``: the new wheel's bytes in ``result.data``;
     ``missing``: what to do with a library the selection would leave without device code (:data:`MISSING`);
     ``progress(done, total)``: the bytes of the libraries pruned so far, of all to prune; ``ptx``: the PTX
-    policy (devbin.packaging.pruning.PRUNE_PTX_POLICIES); ``max_segments``: the most program headers of each
-    pruned library (devbin.packaging.pruning.prune's)."""
-    sel = _selection(keep, drop, ptx, max_segments)
+    policy (devbin.packaging.pruning.PRUNE_IR_POLICIES), ``spirv`` the SPIR-V policy; ``max_segments``: the most
+    program headers of each pruned library (devbin.packaging.pruning.prune's)."""
+    sel = _selection(keep, drop, ptx, max_segments, spirv)
     src_p = Path(src)
     where = str(src)
     inputs = () if in_place else (src_p,)
@@ -371,7 +372,7 @@ def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection) -> t
     whether its bytes changed."""
     with zipfile.ZipFile(wheel_path) as zf:
         data = zipmember.read(zf, zf.getinfo(name))
-    r = prune(data, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx,
+    r = prune(data, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx, spirv=sel.spirv,
               max_segments=sel.max_segments)
     return len(data), r.detached(), r.data != data
 
@@ -426,12 +427,12 @@ def prune_tree(root: str | os.PathLike[str], *, keep: str | Iterable[str] | None
                drop: str | Iterable[str] | None = None, dry_run: bool = False,
                backup: bool = True, jobs: int | None = 1, missing: str = "keep",
                progress: Progress | None = None, ptx: str = "kept",
-               max_segments: int | None = None) -> PackagePruneResult:
+               max_segments: int | None = None, spirv: str = "kept") -> PackagePruneResult:
     """Prune every file under the folder ``root`` in place (see the module docstring); ``dry_run``: write
     nothing; ``jobs``: processes to prune the files in (1: this one; None: every processor); ``missing``:
     as :func:`prune_wheel`'s; ``progress(done, total)``: the bytes of the files pruned so far, of all to prune;
-    ``ptx``, ``max_segments``: as :func:`prune_wheel`'s."""
-    sel = _selection(keep, drop, ptx, max_segments)
+    ``ptx``, ``spirv``, ``max_segments``: as :func:`prune_wheel`'s."""
+    sel = _selection(keep, drop, ptx, max_segments, spirv)
     if dry_run:
         result = _prune_tree(Path(root), os.fspath(root), sel, None, jobs, missing, progress, dry_backup=backup)
         if os.path.lexists(os.path.join(root, JOURNAL_NAME)):
@@ -466,7 +467,7 @@ def _prune_tree(root_p: Path, root: str, sel: Selection, backup: bool | None, jo
     # All computed before anything is written, in up to ``jobs`` processes.
     pruned: Iterator[PruneResult] = ordered_map(
         lambda path: prune_file(path, None, keep=sel.keep, drop=sel.drop, require_match=False,
-                                ptx=sel.ptx, max_segments=sel.max_segments).detached(), todo,
+                                ptx=sel.ptx, spirv=sel.spirv, max_segments=sel.max_segments).detached(), todo,
         jobs=pool_jobs(jobs, weights, MIN_PARALLEL_BYTES), weights=weights)
     with _finishing(pruned):
         for path, _ in order:

@@ -43,6 +43,11 @@ input (:mod:`devbin.packaging.load_fallback`: compute_50 PTX that sm_90 JIT-comp
 sm_86 runs), except PTX under ``none`` and an image whose arch a ``drop`` name is; counted in
 :attr:`PruneResult.fallback_images` and :attr:`PruneResult.unloadable_containers`.
 
+**SPIR-V policy** (``spirv=``, ``--spirv``; ``--jit-ir`` sets both): the same words.  SPIR-V names no
+device, so ``kept`` and ``highest`` keep every module and ``none`` drops each one a container can lose (an
+ocloc archive's ``generic_ir``); a note says which SPIR-V stays whole, or which devices lose their JIT
+fallback when none does.
+
 **Images** are those :func:`devbin.images.scan_bytes` finds with ``all=True`` (every image:
 ``devbin list --all`` gives the same ones), each decided on its
 :class:`~devbin.images.Image` (address, kind, arch).  Each container is then rewritten
@@ -99,6 +104,15 @@ images, here)
   a run of them that lies back to back (packed towards the run's start, the wrappers moved, as in
   ``.nv_fatbin``); there every freed range is cut (the section split in pieces of its name, which no
   vendor tool reads by name), within :data:`devbin.formats.elf.pages.MAX_SEGMENTS`.
+* SYCL host library (``__CLANG_OFFLOAD_BUNDLE__sycl-<target>``; its registry entry's ``prune_section``,
+  :func:`devbin.images.sycl.prune_sycl_section`): in each image whose frame decodes to a multi-device
+  archive, the dropped members leave it (the vendor's ``prune_archive``), the frame is compressed again, the
+  section is packed and the descriptors, ``.tgtimg`` and symbols are moved with the images
+  (:mod:`devbin.formats.sycl.prune`); its freed tail's whole pages are cut as above.  A SYCL image itself
+  always stays; a relocatable object's SYCL sections are refused.
+* a multi-device archive (an ``ar`` whose members are one vendor's code objects, one per device, the
+  runtime picking one: :attr:`devbin.targets.vendor.Vendor.device_archives`): written again by its vendor
+  without the dropped members.
 * ``ar`` archive (GNU/System V; BSD and thin archives are refused): every member
   is pruned (members without device code are copied); when anything changed the
   archive is written again with :mod:`devbin.formats.ar.writer` (symbol table
@@ -130,7 +144,7 @@ from devbin.formats.wrapped import parse_wrapped, write_wrapped
 from devbin.images import containers as C
 from devbin.images.address import Address, Entry, Member, SectionStep
 from devbin.images.frame import Frame
-from devbin.images.record import CUBIN, Image
+from devbin.images.record import CUBIN, SPIRV, Image
 from devbin.images.scan import Scanner, scan_bytes
 from devbin.images.scanreport import ScanReport
 from devbin.packaging.facts import parse_sm
@@ -138,15 +152,21 @@ from devbin.packaging.load_fallback import kept_gpus, protect
 from devbin.packaging.ptx import jit_ptx
 from devbin.packaging.wrapper_refs import WRAPPER_SECTIONS, retarget
 from devbin.targets.archnames import parse_arch_list
-from devbin.targets.registry import guess_vendor, prune_name_matches, vendor_for_machine
+from devbin.targets.registry import guess_vendor, prune_name_matches, vendor_for_machine, vendor_named
 
-__all__ = ["PRUNE_PTX_POLICIES", "PruneResult", "Selection", "footprint", "parse_arch_list", "prune", "prune_file",
-           "prune_name_matches"]
+__all__ = ["PRUNE_IR_POLICIES", "PRUNE_PTX_POLICIES", "PruneResult", "Selection", "footprint", "parse_arch_list",
+           "prune", "prune_file", "prune_name_matches"]
 
-#: prune's PTX policies (``--ptx``; the vocabulary of ``devbin pack --ptx``, devbin.packaging.ptx): ``kept``
-#: (the default) the PTX/LTO-IR of the kept architectures, ``none`` no PTX/LTO-IR at all (``nvprune -arch``'s
-#: rule), ``highest`` the kept ones plus each container's highest PTX a newer GPU could JIT.
-PRUNE_PTX_POLICIES = ("kept", "none", "highest")
+#: prune's JIT-IR policies, one vocabulary for each IR a runtime compiles on the device (``--ptx``, ``--spirv``,
+#: both at once ``--jit-ir``; the words of ``devbin pack --ptx``, devbin.packaging.ptx): ``kept`` (the default)
+#: the IR of the kept architectures, ``none`` none at all, ``highest`` the kept ones plus each container's
+#: highest a newer device could JIT.  PTX: ``kept`` is the PTX/LTO-IR the names match, ``none`` ``nvprune
+#: -arch``'s rule.  SPIR-V names no architecture (any device of its vendor JIT-compiles it), so ``kept`` and
+#: ``highest`` keep every SPIR-V module and ``none`` drops each one a container can lose (an ocloc archive's
+#: ``generic_ir``; an image its container always keeps stays, a note says so).
+PRUNE_IR_POLICIES = ("kept", "none", "highest")
+#: The PTX policies (``--ptx``): :data:`PRUNE_IR_POLICIES`.
+PRUNE_PTX_POLICIES = PRUNE_IR_POLICIES
 
 _MAX_DEPTH = 8
 
@@ -169,8 +189,10 @@ class Selection:
     drop: tuple[str, ...] | None = None
     #: When given, only the images at these addresses are kept or dropped; every other image stays.
     images: tuple[str, ...] = ()
-    #: The PTX policy (:data:`PRUNE_PTX_POLICIES`).
+    #: The PTX policy (:data:`PRUNE_IR_POLICIES`).
     ptx: str = "kept"
+    #: The SPIR-V policy (:data:`PRUNE_IR_POLICIES`): ``none`` drops SPIR-V modules, the others keep them.
+    spirv: str = "kept"
     #: The most program headers a linked file's result may have (None: :data:`devbin.formats.elf.pages.MAX_SEGMENTS`):
     #: how the file is laid out, not what stays, carried here so that a package's workers get it with the rest.
     max_segments: int | None = None
@@ -180,8 +202,9 @@ class Selection:
             raise UsageError("give exactly one of keep= and drop=")
         if self.max_segments is not None:
             check_max_segments(self.max_segments)
-        if self.ptx not in PRUNE_PTX_POLICIES:
-            raise UsageError(f"ptx={self.ptx!r}: expected one of {', '.join(PRUNE_PTX_POLICIES)}")
+        for name, policy in (("ptx", self.ptx), ("spirv", self.spirv)):
+            if policy not in PRUNE_IR_POLICIES:
+                raise UsageError(f"{name}={policy!r}: expected one of {', '.join(PRUNE_IR_POLICIES)}")
         if self.ptx == "none" and self.keep is not None:
             virtual = [n for n in self.keep if _virtual(n)]
             if virtual:
@@ -303,9 +326,21 @@ class PruneResult:
 
 def _in_container(image: Image) -> bool:
     """Whether ``image`` is an entry of a container prune can rewrite (not a bare or wrapped single image):
-    its format has a ``rewrite``."""
+    its format has a ``rewrite`` (or rewrites its sections), or it is a member of a multi-device archive
+    (:func:`_device_archive_member`)."""
     fmt = C.format_named(image.container)
-    return fmt is not None and fmt.rewrite is not None
+    if fmt is C.BARE:
+        return _device_archive_member(image)
+    return fmt is not None and (fmt.rewrite is not None or fmt.prune_section is not None)
+
+
+def _device_archive_member(image: Image) -> bool:
+    """A bare code object that is an archive member, of a vendor whose archives hold one member per device for
+    the runtime to pick (:attr:`devbin.targets.vendor.Vendor.device_archives`: an ocloc archive): prune drops it
+    as an entry of that archive (the only members :func:`prune` meets are an ``ar``'s: it refuses a zip)."""
+    v = vendor_named(image.vendor)
+    steps = image.address.steps
+    return v is not None and v.device_archives and bool(steps) and isinstance(steps[-1], Member)
 
 
 class _Ctx:
@@ -318,7 +353,8 @@ class _Ctx:
             self.images = _with_highest_ptx(self.images, sel)
         gpus = kept_gpus(sel.keep, [i for i, k in self.images if k])
         self.images, self.fallback = protect(self.images, gpus, ptx=sel.ptx,
-                                             named_drop=lambda i: i.arch in (sel.drop or ()))
+                                             named_drop=lambda i: i.arch in (sel.drop or ())
+                                             or (sel.spirv == "none" and i.kind == SPIRV))
         self.kept = {i.address: k for i, k in self.images}
         self.freed = 0
         self.notes: list[str] = []
@@ -329,7 +365,11 @@ class _Ctx:
         fmt = C.format_named(image.container)
         always = fmt is not None and fmt.always_kept(image)
         untouched = bool(self.sel.images) and str(image.address) not in self.sel.images
-        return always or untouched or self.sel.keeps(image.arch)
+        if always or untouched:
+            return True
+        if image.kind == SPIRV:
+            return self.sel.spirv != "none"
+        return self.sel.keeps(image.arch)
 
     def keeps(self, address: Address) -> bool:
         """The decision on the image at ``address``; True for entries no image was reported for
@@ -372,7 +412,7 @@ def _with_highest_ptx(images: list[tuple[Image, bool]], sel: Selection) -> list[
 
 def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | None = None,
           drop: str | Iterable[str] | None = None, where: str = "input", images: Iterable[str] = (),
-          at: Address | None = None, require_match: bool = True, ptx: str = "kept",
+          at: Address | None = None, require_match: bool = True, ptx: str = "kept", spirv: str = "kept",
           max_segments: int | None = None) -> PruneResult:
     """Prune ``data`` (any format in the module docstring) to the selected architectures.
 
@@ -385,7 +425,8 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     ``pkg.whl!lib/libx.so``), which then starts the images' addresses instead of ``where``.
     ``require_match``: a name of ``keep`` that matches no image is an error (False: a note; a package's
     libraries, whose names are checked against the package).  ``ptx``: the PTX policy
-    (:data:`PRUNE_PTX_POLICIES`; the module docstring).  ``max_segments``: the most program headers a linked
+    (:data:`PRUNE_IR_POLICIES`; the module docstring); ``spirv`` the SPIR-V policy (the same words: ``none``
+    drops SPIR-V modules, the others keep them).  ``max_segments``: the most program headers a linked
     file may have once its freed pages are cut (None: :data:`devbin.formats.elf.pages.MAX_SEGMENTS`; each
     range cut adds one; past it the smaller ranges stay as zeros, docs/PRUNE.md).
     """
@@ -393,7 +434,7 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     where = str(start)
     sel = Selection(keep=None if keep is None else parse_arch_list(keep),
                     drop=None if drop is None else parse_arch_list(drop), images=tuple(images), ptx=ptx,
-                    max_segments=max_segments)
+                    spirv=spirv, max_segments=max_segments)
     raw = bytes(data)
     view = ByteView(raw, where=where)
     _check_prunable(view, where)
@@ -413,13 +454,16 @@ def prune(data: bytes | bytearray | memoryview, *, keep: str | Iterable[str] | N
     if sel.keep is not None:
         unmatched = [name for name in sel.keep if not any(prune_name_matches(name, i.arch) for i in device)]
         if unmatched and require_match:
-            raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the file holds "
-                             f"{', '.join(sorted({short(i.arch) for i in device}))}")
+            kinds = Counter(i.kind for i, _ in ctx.images)
+            held = ", ".join(sorted({short(i.arch) for i in device})) or "no image of an architecture (" + ", ".join(
+                f"{n:,} {kind}" for kind, n in sorted(kinds.items())) + ")"
+            raise UsageError(f"{where}: keep {','.join(unmatched)} matches no image; the file holds {held}")
         ctx.notes.extend(f"{name} matches no image in {where}" for name in unmatched)
     lost = _ptx_lost([i for i, _ in ctx.images], [i for i, k in ctx.images if k], sel.ptx)
     if lost:
         ctx.notes.append(f"{where}: {lost}")
-    ctx.notes.extend(f"{where}: {n}" for n in ctx.fallback.notes(sel.ptx))
+    ctx.notes.extend(f"{where}: {n}" for n in _spirv_notes(ctx.images, sel))
+    ctx.notes.extend(f"{where}: {n}" for n in ctx.fallback.notes(sel.ptx, sel.spirv))
     return PruneResult(out, len(raw), ctx.images, ctx.freed, ctx.notes, fallback_images=len(ctx.fallback.kept),
                        unloadable_containers=len(ctx.fallback.lost))
 
@@ -442,6 +486,25 @@ def _ptx_lost(before: Sequence[Image], after: Sequence[Image], policy: str = "ke
             f"{', '.join(lost)} PTX); to keep it, keep {','.join([*sass, lost[-1]])} or pass --ptx highest")
 
 
+def _spirv_notes(images: Sequence[tuple[Image, bool]], sel: Selection) -> list[str]:
+    """Under ``--spirv none``: the note when the input held SPIR-V and the result keeps none (the devices
+    of no kept code object cannot run it any more: SPIR-V was their JIT fallback), or the note on SPIR-V
+    that stays because its container always keeps it.  Nothing under the other policies (they keep it)."""
+    if sel.spirv != "none":
+        return []
+    had = [i for i, _ in images if i.kind == SPIRV]
+    left = [i for i, k in images if k and i.kind == SPIRV]
+    if not had:
+        return []
+    if left:
+        labels = sorted({f.label for i in left if (f := C.format_named(i.container)) is not None})
+        return [f"--spirv none: {len(left):,} SPIR-V image(s) of {len(had):,} stay: each is the whole image "
+                f"of a container prune keeps whole ({', '.join(labels)}: its host-side descriptor names it)"]
+    kept = sorted({i.arch for i, k in images if k and i.arch})
+    return [f"--spirv none: no SPIR-V kept (the input had {len(had):,} SPIR-V module(s)); devices other than "
+            f"{', '.join(kept) or 'the kept ones'} cannot run the result (SPIR-V was their JIT fallback)"]
+
+
 def _sm_key(arch: str) -> tuple[int, str]:
     a = parse_sm(arch)
     return (a[0], arch) if a is not None else (0, arch)
@@ -450,10 +513,10 @@ def _sm_key(arch: str) -> tuple[int, str]:
 def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, *,
                keep: str | Iterable[str] | None = None, drop: str | Iterable[str] | None = None,
                in_place: bool = False, backup: str | os.PathLike[str] | None = None,
-               images: Iterable[str] = (), require_match: bool = True, ptx: str = "kept",
+               images: Iterable[str] = (), require_match: bool = True, ptx: str = "kept", spirv: str = "kept",
                max_segments: int | None = None) -> PruneResult:
-    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match``, ``ptx`` and
-    ``max_segments``: :func:`prune`'s).
+    """Prune the file ``src`` into ``dst`` (None: compute only, write nothing; ``require_match``, ``ptx``,
+    ``spirv`` and ``max_segments``: :func:`prune`'s).
 
     ``dst`` may not be ``src`` (nor another name of it: a symbolic or hard link) unless
     ``in_place``.  The output is written whole or not at all, with ``src``'s permission bits
@@ -473,7 +536,7 @@ def prune_file(src: str | os.PathLike[str], dst: str | os.PathLike[str] | None, 
     with exclusive(src_p, "pruning") if in_place and dst is not None else contextlib.nullcontext():
         data = src_p.read_bytes()
         result = prune(data, keep=keep, drop=drop, where=str(src), images=images, require_match=require_match,
-                       ptx=ptx, max_segments=max_segments)
+                       ptx=ptx, spirv=spirv, max_segments=max_segments)
         if dst is None:
             return result
         if backup is not None and os.path.lexists(backup):
@@ -645,6 +708,16 @@ def _prune_elf(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
             continue
         sec_at = at.child(SectionStep(sec.name))
         if not ctx.dropped_under(sec_at):
+            continue
+        owner = C.owner_of_section(sec)
+        if owner is not None and owner.prune_section is not None:  # the host side describes its images
+            if relocatable:
+                raise UsageError(f"{where}: the {owner.label}s of {sec.name} in a relocatable object cannot be "
+                                 "pruned; prune the linked file")
+            freed, ranges = owner.prune_section(elf, patched, sec, sec_at, ctx.dropped_under)
+            ctx.freed += freed
+            free += ranges
+            compacted.append(sec.name)
             continue
         whole = [i for i, _ in ctx.images if i.address == sec_at]  # an object-type bundle's entry section
         if whole:
@@ -878,6 +951,19 @@ def _prune_archive(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
         raise errors[0]
     if ar.flavour not in ("gnu", ""):
         raise UsageError(f"{where}: {ar.flavour} archives cannot be written; only GNU/System V ones")
+    n = len(at.steps)
+    direct = [(i, k) for i, k in ctx.images if i.address.path == at.path and len(i.address.steps) == n + 1
+              and i.address.steps[:n] == at.steps and _device_archive_member(i)]
+    if direct and not all(k for _, k in direct):  # a multi-device archive: its vendor writes it without them
+        owner = vendor_named(direct[0][0].vendor)
+        assert owner is not None  # _device_archive_member
+        out = owner.prune_archive(view.bytes_at(0, len(view)), lambda name, k: ctx.keeps(at.child(Member(name, k))),
+                                  where)
+        if out is None:
+            raise UsageError(f"{where}: an archive of {owner.title} code objects that is not one its tools write "
+                             "(a symbol table, a member name they do not give); prune its members instead")
+        ctx.freed += len(view) - len(out)
+        return out
     members: list[ArMember] = []
     changed = False
     seen: dict[str, int] = {}

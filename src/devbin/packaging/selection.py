@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from devbin.errors import UsageError, short
-from devbin.images.address import Address, SectionStep
+from devbin.images.address import Address, Entry, Member, SectionStep
 from devbin.images.containers import format_named
 from devbin.images.record import PTX, BareElf, Image
 from devbin.images.scan import scan, scan_bytes
@@ -225,7 +225,7 @@ def _holdings(cands: Iterable[Candidate]) -> str:
 
 
 def _passed_over(c: Candidate, chosen: Candidate, vendor: Vendor) -> str:
-    if chosen.arch == c.arch:
+    if c.arch and chosen.arch == c.arch:
         return "an earlier copy is taken"
     return vendor.passed_over(Verdict(True, chosen.reason, chosen.rank, chosen.jit), chosen.arch,
                               Verdict(True, c.reason, c.rank, c.jit), c.arch)
@@ -260,7 +260,11 @@ def decide(images: Sequence[Image], device: Device | str, *, source: str = "") -
             why = _NOT_CODE.get(img.kind, f"{img.kind} image: not device code")
             judged.append(Candidate(img, REJECTED, why, False, (i,), module, generic))
             continue
-        v = vendor.judge(img.kind, img.arch, dev, generic)
+        picked = _picked_member(img)
+        v = (vendor.judge(img.kind, img.arch, dev, generic) if picked is None
+             else vendor.judge_member(picked[1], img.kind, img.arch, dev, generic))
+        if not v.ok:
+            v = vendor.refused_fallback(img.kind, v, scanned.data if isinstance(scanned.native, BareElf) else None)
         judged.append(Candidate(img, USABLE if v.ok else REJECTED, v.reason, v.jit, (*v.rank, i), module, generic))
     modules: list[Module] = []
     for name in order:
@@ -295,10 +299,23 @@ def module_of(image: Image) -> str:
     one module (LLVM <= 22 writes one image per blob; the runtime picks among all of them, as
     among a fatbin's entries: ``x.o@.llvm.offloading``); the ``__CLANG_OFFLOAD_BUNDLE__<id>``
     sections of one object are one bundle (``k.o@__CLANG_OFFLOAD_BUNDLE__*``); a bare or wrapped
-    image is its own module (its address)."""
+    image is its own module (its address); the members of an archive its vendor's runtime picks one
+    from (:meth:`~devbin.targets.vendor.Vendor.picks_member`: an ``ocloc`` fat archive) are one module, the
+    archive (``k.ar``, ``lib.so@__CLANG_OFFLOAD_BUNDLE__sycl-spir64_gen#0.0``); a format may name its
+    modules itself (``ContainerFormat.module_name``: a SYCL library's images of one kernel set); another
+    member of what an entry decodes to belongs to that entry (``lib.so@sec#0.1``): the runtime hands the
+    entry over whole and the device's loader picks one member of it."""
     address = image.address
     entry = address.entry
     fmt = format_named(image.container)
+    if fmt is not None and fmt.module_name is not None:
+        return fmt.module_name(image)
+    picked = _picked_member(image)
+    if picked is not None:
+        return str(picked[0])
+    inner = max((k for k, s in enumerate(address.steps) if isinstance(s, Entry)), default=None)
+    if entry is None and inner is not None:
+        return str(Address(address.path, address.steps[:inner + 1]))
     if entry is None:
         prefix = fmt.object_section_prefix if fmt is not None else ""
         if prefix and address.section.startswith(prefix):
@@ -308,6 +325,19 @@ def module_of(image: Image) -> str:
     if fmt is not None and fmt.blobs_one_module:
         return parent
     return f"{parent}#{entry.container}"
+
+
+def _picked_member(image: Image) -> tuple[Address, str] | None:
+    """``(archive address, member name)`` when ``image`` is, or sits in, an archive member its vendor's runtime
+    picks by name (:meth:`~devbin.targets.vendor.Vendor.picks_member`), else None."""
+    address = image.address
+    last = max((i for i, s in enumerate(address.steps) if isinstance(s, Member)), default=-1)
+    vendor = vendor_named(image.vendor)
+    if last < 0 or vendor is None:
+        return None
+    step = address.steps[last]
+    assert isinstance(step, Member)
+    return (Address(address.path, address.steps[:last]), step.name) if vendor.picks_member(step.name) else None
 
 
 def _loader_view(image: Image) -> tuple[Image, int]:

@@ -68,20 +68,30 @@ class Unreadable:
     in_table: bool
 
 
-def analyse_image(f: Image, *, json: bool = True, text: bool = False) -> ImageResources | Unreadable | None:
+def analyse_image(f: Image, *, json: bool = True, text: bool = False,
+                  lines: bool = False) -> ImageResources | Unreadable | None:
     """The resources of image ``f`` (None: it is no vendor's code object, or one whose vendor has no resources
     report).  ``json``: build the JSON record; ``text``: the text table's rows (``--format cuobjdump`` needs
     neither: ``usage`` only).  The vendor of the image's kind builds them
-    (:meth:`devbin.targets.vendor.Vendor.resources_tables`).
+    (:meth:`devbin.targets.vendor.Vendor.resources_tables`).  ``lines`` (with neither): only the tool's
+    lines are wanted, whole, and the vendor's compiled pass gives them where it can, as
+    :attr:`ImageResources.lines <devbin.targets.resource_records.ImageResources.lines>`
+    (:meth:`~devbin.targets.vendor.Vendor.resource_usage_lines`), without the ELF reader.
     Raises :class:`~devbin.errors.LimitExceeded` (the memory budget: not the file's fault)."""
     from devbin.errors import DeviceBinaryError, LimitExceeded
-    from devbin.formats.elf.reader import ElfFile
-    from devbin.importers import model_and_source
-    from devbin.targets.registry import object_kinds, vendor_for_machine
+    from devbin.targets.registry import object_kinds, vendor_for_kind
     if f.kind not in object_kinds():
         return None
     try:
-        elf = ElfFile(f.data(), where=str(f.address))
+        data = f.data()
+        if lines and not json and not text and (fast := vendor_for_kind(f.kind)) is not None:
+            got = fast.resource_usage_lines(data)
+            if got is not None:
+                return ImageResources(image=None, table=None, lines=got)
+        from devbin.formats.elf.reader import ElfFile
+        from devbin.importers import model_and_source
+        from devbin.targets.registry import vendor_for_machine
+        elf = ElfFile(data, where=str(f.address))
         # the ELF's machine says whose code object it is (a bare device ELF's kind was a guess)
         vendor = vendor_for_machine(elf.header.e_machine)
         if vendor is None or (f.entry is not None and vendor.object_kind != f.kind):

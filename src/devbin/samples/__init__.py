@@ -11,6 +11,9 @@
   function separate, with a call graph) from the committed ``sample.ptx``
   (``tests/fixtures/make-fixtures.sh``): the tour imports their metadata and
   annotates them without disturbing what the driver reads.
+* ``sample_intel.ar``: an ``ocloc`` fat archive of ``tests/fixtures/sample_intel.cl`` (zebins for two Intel
+  GPUs named by IP version, ``pad_*`` members and ``generic_ir``, the SPIR-V), built by
+  ``tests/fixtures/make-fixtures.sh``: the tour selects from it (:data:`INTEL_JIT_DEVICE`).
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ from devbin.model import (
 if TYPE_CHECKING:
     from devbin.targets.vendor import Vendor
 
-__all__ = ["JIT_GENERATION", "SampleArchs", "sample_amdgpu_bytes", "sample_archs", "sample_code_object",
-           "sample_cubin_bytes", "sample_elf_bytes", "sample_elf_model", "sample_path"]
+__all__ = ["INTEL_JIT_DEVICE", "JIT_GENERATION", "SampleArchs", "sample_amdgpu_bytes", "sample_archs",
+           "sample_code_object", "sample_cubin_bytes", "sample_elf_bytes", "sample_elf_model", "sample_path"]
 
 _I32 = ParamType(TypeKind.INT, 4, 4)
 _F32 = ParamType(TypeKind.FLOAT, 4, 4)
@@ -156,6 +159,9 @@ def sample_path(name: str) -> Path:
 #: The generation (:meth:`devbin.targets.vendor.Vendor.generation`) of the GPU the tour asks to load the
 #: shipped cubin's package: one its SASS does not run on, so the driver JIT-compiles the PTX.
 JIT_GENERATION = 120
+#: An Intel GPU (IP version; Meteor Lake's ``mtl-u``) none of ``sample_intel.ar``'s zebins is built for: its
+#: ``generic_ir`` is compiled for it.
+INTEL_JIT_DEVICE = "12.70.4"
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,11 @@ Rules (docs/FORMAT.md §16):
   plain file name (``/``, NUL, newline, ``.``/``..``, empty) are first cleaned the same way.
   The manifest's name is reserved.  Each target keeps its own original names in the manifest,
   so ``extract --target`` gives the inputs back under their own names.
-* **Symbols**: for an ELF member, its defined global symbols (what ``ar s`` indexes); for
-  anything else (LLVM bitcode, text), the entries an input archive's index gave it, if any.
+* **Symbols**: for an ELF member, its defined global symbols (what ``ar s`` indexes), or what
+  its vendor's descriptor says it offers to a lookup by name where that differs (Intel: a
+  zebin's kernels, which IGC writes ``STB_LOCAL``; ``Vendor.offered_symbols``); for a SPIR-V
+  module, its entry points; for anything else (LLVM bitcode, text), the entries an input
+  archive's index gave it, if any.
 * **Storage**: ``plain`` stores each unique member as it is; ``packed``
   (:mod:`devbin.superarchive.packed`) stores it as one zstd frame whose dictionary is a few
   sibling members (the same member of other targets; layout 1: per-section frames with
@@ -38,6 +41,9 @@ from devbin.binary import Buffer, ByteView
 from devbin.errors import DeviceBinaryError, UsageError, quote
 from devbin.formats.ar import ArchiveFile
 from devbin.formats.ar.writer import ArMember, elf_global_symbols
+from devbin.formats.elf.reader import ElfFile
+from devbin.formats.magic import ELF, detect
+from devbin.formats.spirv import is_spirv, read_spirv
 from devbin.superarchive.chains import check_chains
 from devbin.superarchive.manifest import (
     FMT,
@@ -50,6 +56,7 @@ from devbin.superarchive.manifest import (
     encode_manifest,
 )
 from devbin.superarchive.packed import PackOptions, pack_members
+from devbin.targets.registry import vendor_for_machine
 
 __all__ = [
     "InputMember",
@@ -96,7 +103,18 @@ class SuperPlan:
 
 
 def _symbols_of(name: str, data: bytes) -> tuple[str, ...]:
+    """A member's symbols: an ELF's, what its vendor says it offers to a lookup by name
+    (:meth:`devbin.targets.vendor.Vendor.offered_symbols`), else its defined globals; a SPIR-V
+    module's, its entry points (the kernels a JIT build of it has); () for anything else."""
     try:
+        if is_spirv(data):
+            return tuple(dict.fromkeys(e.name for e in read_spirv(data, where=name).entry_points))
+        if detect(ByteView(data, fmt="elf")) == ELF:
+            elf = ElfFile(data, where=name)
+            vendor = vendor_for_machine(elf.header.e_machine)
+            offered = vendor.offered_symbols(elf) if vendor is not None else None
+            if offered is not None:
+                return offered
         return elf_global_symbols(data)
     except DeviceBinaryError as e:
         raise UsageError(f"cannot read the symbols of {quote(name)}: {e}", fmt=FMT) from e
@@ -119,7 +137,7 @@ def members_from_archive(data: Buffer | ByteView, *, where: str = "") -> tuple[I
     out: list[InputMember] = []
     for m in ar.files:
         raw = bytes(m.data)
-        if raw.startswith(b"\x7fELF"):
+        if raw.startswith(b"\x7fELF") or is_spirv(raw):
             syms = _symbols_of(ar.member_where(m), raw)
         else:
             syms = tuple(indexed.get(m.header_offset, ()))

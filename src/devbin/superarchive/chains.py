@@ -16,6 +16,9 @@ among the targets the archive holds (a target not in the archive is never a leve
   lower minor; ``f`` family variants; never another GPU's ``a`` variant), highest first, then
   PTX (``compute_XY``) not above it, highest first (what the driver would JIT).  A PTX or
   LTO-IR target falls back only to the same kind at a lower or equal compute capability.
+* **Intel** (an IP version ``12.56.5`` or an ``ocloc`` name ``acm-g11``, ``pvc``, ``dg2``): the
+  target, then the zebins the runtime accepts on that device (same IP version, a generic target
+  covering it, its product family), then SPIR-V, the JIT fallback (a target named ``spir64``).
 * Finally a target literally named ``generic`` (an arch-neutral bottom layer: bitcode, PTX
   for the lowest arch, data), when the archive has one.
 

@@ -21,6 +21,10 @@ chain level in order, ``ld.lld-19 user.o level0.a level1.a level2.a`` (checked a
 5. Members that are not ELF (LLVM bitcode, PTX, data) are pulled by the symbols the archive's
    table gives them, but their own references are not read (devbin does not parse bitcode):
    each such pull says so (``references_read`` False).
+6. A pulled ELF defines what the archive's table gives it besides its global symbols (a
+   zebin's kernels, ``STB_LOCAL``; ``Vendor.offered_symbols``), and a reference its vendor's
+   loader resolves (``Vendor.loader_symbols``: Intel's relocation symbols) is defined by
+   ``<loader>``, not looked up.
 
 The symbol table is :class:`devbin.analysis.resolver.LazyResolver`, the one the device linker
 uses too (:mod:`devbin.link.resolution`).  Nothing here copies the archive: member data is read
@@ -38,10 +42,13 @@ from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf import constants as C
 from devbin.formats.elf.reader import ElfFile
 from devbin.superarchive.manifest import TargetRecord
+from devbin.targets.registry import vendor_for_machine
 
 __all__ = ["ChainedArchive", "Definition", "Lookup", "Pull", "Resolution", "RootObject", "resolve"]
 
 COMMAND_LINE = "<command line>"
+#: ``Lookup.defined_by`` of a reference the device loader resolves (``Vendor.loader_symbols``).
+LOADER = "<loader>"
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,12 @@ def elf_symbols(data: bytes | bytearray | memoryview, *, where: str = "") -> tup
     return tuple((s.name, s.defined, s.bind == C.STB_WEAK) for s in ElfFile(data, where=where).global_symbols())
 
 
+def _loader_symbols(data: bytes | bytearray | memoryview, where: str) -> frozenset[str]:
+    """The symbols the loader of the member's vendor defines (:attr:`devbin.targets.vendor.Vendor.loader_symbols`)."""
+    vendor = vendor_for_machine(ElfFile(data, where=where).header.e_machine)
+    return vendor.loader_symbols if vendor is not None else frozenset()
+
+
 class ChainedArchive(Protocol):
     """What the resolution reads of a super-archive (:class:`devbin.superarchive.SuperArchive` is one)."""
 
@@ -200,15 +213,25 @@ class _Resolver:
         self.result.lookups.append(Lookup(symbol, needed_by, self.walk(symbol), "pulled", taken=d))
         data = self.lib.member_data(d.ordinal)
         readable = bytes(data[:4]) == b"\x7fELF"
+        rec = self.lib.target(d.level)
+        offered = tuple((s, True, False) for s, pos in rec.symbols if pos == d.position)
         if readable:
+            where = f"{self.lib.where or '<archive>'}({d.member})"
             try:
-                entries = elf_symbols(data, where=f"{self.lib.where or '<archive>'}({d.member})")
+                entries = elf_symbols(data, where=where)
+                provided = _loader_symbols(data, where)
             except DeviceBinaryError as e:
                 raise UsageError(f"cannot read the symbols of member {d.label}: {e.message}",
                                  fmt="superarchive") from e
+            for name, defined, _ in entries:
+                if not defined and name in provided:
+                    self.result.lookups.append(Lookup(name, d.label, self.walk(name), "defined", defined_by=LOADER))
+            # what the member offers beyond its ELF globals (a zebin's local kernels) is defined by it too
+            defined_here = {name for name, defined, _ in entries if defined}
+            entries = (*(e for e in offered if e[0] not in defined_here),
+                       *(e for e in entries if e[1] or e[0] not in provided))
         else:
-            rec = self.lib.target(d.level)
-            entries = tuple((s, True, False) for s, pos in rec.symbols if pos == d.position)
+            entries = offered
         self.result.pulled.append(Pull(d, symbol, needed_by, readable))
         self.add_object(d.label, entries)
 

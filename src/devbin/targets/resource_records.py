@@ -168,8 +168,11 @@ class ImageResources:
 
     ``image``: the JSON record; ``table``: the text table (None where not asked for); ``usage``:
     cuobjdump ``-res-usage``'s numbers of a cubin (:func:`devbin.targets.nvidia.resources.usage`,
-    what ``--format cuobjdump`` prints), None for the other vendors' code objects."""
+    what ``--format cuobjdump`` prints), None for the other vendors' code objects; ``lines``: those
+    lines already written, where only they were asked for and the vendor's compiled pass gave them
+    (:meth:`devbin.targets.vendor.Vendor.resource_usage_lines`; ``usage`` is then None)."""
 
     image: NvidiaImage | AmdImage | IntelImage | None
     table: NvidiaTable | AmdTable | IntelTable | None
     usage: dict[str, Any] | None = None
+    lines: str | None = None

@@ -26,7 +26,9 @@ What a descriptor holds (each item is the one place devbin writes that rule):
 * the resources report's records of one code object (:meth:`Vendor.resources_tables`) and the row field
   each ``--sort`` key orders by (:attr:`Vendor.resource_sort_fields`);
 * what a driver loads (``devbin select``: :meth:`Vendor.parse_device`, :meth:`Vendor.judge`), the
-  super-archive's default chains (:meth:`Vendor.fallback_chain`), function sizes
+  super-archive's default chains (:meth:`Vendor.fallback_chain`) and symbol tables
+  (:meth:`Vendor.offered_symbols`), its own containers ``devbin pack`` writes
+  (:attr:`Vendor.pack_formats`, :meth:`Vendor.write_container`), function sizes
   (:meth:`Vendor.function_parts`), its tools (:attr:`Vendor.toolkit`), the facts its compilers print
   (:meth:`Vendor.facts_from_assembly`, ``devbin cc``);
 * the link and load back ends, as module paths (:attr:`Vendor.link_backend`,
@@ -127,7 +129,9 @@ class Device:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """Whether a driver loads an image on a device (:meth:`Vendor.judge`): ``reason`` one phrase, ``rank``
-    a sort key among the images that load (smaller is better), ``jit`` compiled by the driver first."""
+    a sort key among the images that load (smaller is better), ``jit`` compiled by the driver first.  A
+    refusal's ``rank`` is where the image would rank if the driver compiled the IR it carries instead
+    (:meth:`Vendor.refused_fallback`); empty where the driver never looks at it."""
 
     ok: bool
     reason: str
@@ -180,6 +184,9 @@ class Vendor(ABC):
     #: Whether its private (scratch) segment is the per-thread stack when no stack size is recorded
     #: (:meth:`stack_bytes`).
     private_segment_is_stack: ClassVar[bool] = False
+    #: Whether an ``ar`` archive of its code objects is a multi-device archive, whose runtime loads the one member
+    #: that fits the device (Intel's ocloc archive): ``devbin prune`` drops members of one (:meth:`prune_archive`).
+    device_archives: ClassVar[bool] = False
     #: The module of its device-link back end, imported by ``devbin.link`` on use ("" when none).
     link_backend: ClassVar[str] = ""
     #: The module of its load back end, imported by ``devbin.load`` on use ("" when none).
@@ -187,6 +194,13 @@ class Vendor(ABC):
     #: The module of its real-driver back end (``driver_report(files, target, kernel, lazy)``: ``devbin load
     #: --backend <offload_kind>``, JSON schema ``load-<offload_kind>``), imported on use ("" when none).
     driver_backend: ClassVar[str] = ""
+
+    #: Undefined symbols of its code objects that its loader defines when it loads them (a super-archive's
+    #: resolution does not look them up; Intel: the relocation symbols the runtime patches).
+    loader_symbols: ClassVar[frozenset[str]] = frozenset()
+    #: ``devbin pack --format`` names of the vendor's own multi-device containers, each with what it is
+    #: (Intel: ``ocloc``, the fat archive); :meth:`write_container` writes them.
+    pack_formats: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     #: ``devbin resources --sort``'s keys (``regs``, ``stack``, ``frame``, ``spill``) -> the field of its text
     #: table's rows each orders by (:meth:`resources_tables`; ``name`` sorts by name whatever the vendor).
@@ -307,6 +321,23 @@ class Vendor(ABC):
         """Whether the driver loads an image of ``kind`` (one of :attr:`loadable_kinds`) and ``arch`` (as
         :meth:`loader_arch` gives it) on ``device`` (this vendor's), and its rank among those that load."""
 
+    def refused_fallback(self, kind: str, refused: Verdict, data: Callable[[], Buffer] | None) -> Verdict:
+        """What the driver does with an image :meth:`judge` or :meth:`judge_member` refused, whose bytes ``data()``
+        gives (None: not at hand): by default nothing, the refusal stands (Intel: a zebin that carries its
+        SPIR-V is compiled from it)."""
+        return refused
+
+    def picks_member(self, name: str) -> bool:
+        """Whether an archive member named ``name`` is one of the variants its runtime picks one from (Intel:
+        an ``ocloc`` fat archive's ``64.12.60.7``, ``generic_ir``): the members so named make one module, judged
+        by :meth:`judge_member`.  False by default: each member of an archive is a module of its own."""
+        return False
+
+    def judge_member(self, member: str, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        """:meth:`judge` for an image that is the archive member ``member`` (:meth:`picks_member` holds), whose
+        name the runtime may match first; by default the name plays no part."""
+        return self.judge(kind, arch, device, generic_version)
+
     @abstractmethod
     def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
         """Why an image that loads (``other``) is not the one chosen (``chosen``, ranked first): one phrase."""
@@ -316,6 +347,27 @@ class Vendor(ABC):
         """The targets among ``others`` (a super-archive's, docs/FORMAT.md §16.5) whose code runs where
         ``target``'s does, best first: the default fallback chain below ``target``; None when ``target`` is
         no architecture of this vendor's."""
+
+    def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes | None:
+        """A multi-device archive of this vendor's code objects (what a runtime picks one member of by the
+        device's name: Intel's ``ocloc`` archive) written again with the members ``keeps(name, n)`` accepts
+        (``n``: the member's number among those of its name, from 1), as the vendor's tool writes it; None
+        where the vendor has no such archive (``devbin prune`` then refuses to rewrite one)."""
+        return None
+
+    def write_container(self, format: str, images: Sequence[tuple[str, str, bytes]]) -> bytes:
+        """The container ``format`` (one of :attr:`pack_formats`) of ``images``, each ``(image kind, arch,
+        bytes)`` in order; a UsageError for an image it cannot hold."""
+        from devbin.errors import UsageError
+
+        raise UsageError(f"{self.title} writes no container {format!r}")
+
+    def offered_symbols(self, elf: ElfFile) -> tuple[str, ...] | None:
+        """The names a member ``elf`` (one of :attr:`e_machines`) offers to a lookup by name, in symbol-table
+        order, where they are not its defined global symbols (what ``ar s`` indexes and a linker pulls a member
+        for): a super-archive's per-target symbol table (docs/FORMAT.md §16).  None (the default): its
+        defined globals."""
+        return None
 
     # ------------------------------------------------------------------ the unified model
 
@@ -350,6 +402,14 @@ class Vendor(ABC):
         """The lines its own tool prints for :meth:`resources_tables`' ``usage`` (``devbin resources --format
         <tool>``; NVIDIA: ``cuobjdump -res-usage``); ``""`` where the vendor gives no ``usage``."""
         return ""
+
+    def resource_usage_lines(self, data: Buffer) -> str | None:
+        """The lines :meth:`format_resource_usage` prints for the code object ``data`` (an image's bytes), read
+        in one compiled pass where the vendor has one (NVIDIA: ``devbin.binary._cdecode.cubin_usage_lines``);
+        None where it has none, the pass is not built or off (``DEVBIN_PURE_PYTHON``), or the object is
+        anything but the plain well-formed case: :meth:`resources_tables` then gives the same lines, or the
+        error.  Only for a whole ``--format`` run (no ``--function``): no record is made per function."""
+        return None
 
     def inspect_record(self, elf: ElfFile) -> dict[str, Any] | None:
         """``devbin inspect``'s record under :attr:`inspect_key` of ``elf`` (one of :attr:`e_machines`): the

@@ -28,7 +28,10 @@
     statistics (:mod:`devbin.cli.tour.load`).
 14. `devbin size --keep sm_90` of the packages: bytes per file, architecture and function,
     duplicates, and what pruning saves (:mod:`devbin.cli.tour.size`).
-15. Names the three code objects (machine, type, sections, symbols, relocations) and the
+15. Reads the shipped Intel sample, an ocloc fat archive (zebins for two GPUs and generic_ir): its
+    images and kernels' resources, and the image the runtime loads on each of three GPUs, one of them
+    compiling generic_ir (:mod:`devbin.cli.tour.intel`).
+16. Names the three code objects (machine, type, sections, symbols, relocations) and the
     `devbin inspect` command that prints each one's ELF tables; --details prints those tables
     here (about 250 lines), as the tour did before: the summary first, the details on request.
 
@@ -179,6 +182,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.cli.tour.size import size_tour
     pruned = result["packaging"]["prune"]
     result["size"], size_lines, size_ok = size_tour(folder, pruned["input_size"] - pruned["output_size"], step=14)
+    from devbin.cli.tour.intel import intel_tour
+    result["zebin"], intel_lines, intel_ok = intel_tour(folder, step=15)
     result["inspect"] = [inspect_elf(elf, file=str(sample_path)), inspect_elf(cubin_out, file=str(cubin_path)),
                          inspect_elf(amd_out, file=str(amd_path))]
     if args.json:
@@ -215,16 +220,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
           + ("every loadable byte, symbol and relocation unchanged" if not amd_diffs else "; ".join(amd_diffs))
           + f"; read back {'equals' if amd_round_trip else 'DIFFERS FROM'} the imported model\n")
         w(f"   -> {a['file']}\n")
-        for line in packaging_lines + sa_lines + link_lines + load_lines + size_lines:
+        for line in packaging_lines + sa_lines + link_lines + load_lines + size_lines + intel_lines:
             w(line + "\n")
         if args.details:
-            w("15. devbin inspect of the three code objects:\n\n")
+            w("16. devbin inspect of the three code objects:\n\n")
             for rep in result["inspect"]:
                 render_elf(rep, out)
                 w("\n")
         else:
             from devbin.escape.text import visible
-            w("15. the three code objects (`devbin inspect FILE` prints the ELF tables of each; "
+            w("16. the three code objects (`devbin inspect FILE` prints the ELF tables of each; "
               "`devbin tour --details` prints all three here):\n")
             for rep in result["inspect"]:
                 h = rep["header"]
@@ -232,5 +237,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                   f"{len(rep['sections'])} sections, {len(rep['symbols'])} symbols, "
                   f"{len(rep['relocations'])} relocations\n")
     ok = (round_trip and cubin_round_trip and amd_round_trip and not diffs and not amd_diffs and packaging_ok
-          and sa_ok and link_ok and load_ok and size_ok)
+          and sa_ok and link_ok and load_ok and size_ok and intel_ok)
     return 0 if ok else 1

@@ -253,13 +253,16 @@ def _layout(members: Sequence[ArMember], flavour: str, symbols: list[tuple[str, 
 
 
 def plan_archive(members: Sequence[ArMember], *, flavour: Flavour = "gnu",
-                 sym64_threshold: int = _SYM64_THRESHOLD) -> ArchivePlan:
-    """Lay out an archive of ``members`` (nothing is written); see the module docstring."""
+                 sym64_threshold: int = _SYM64_THRESHOLD, symtab: bool = True) -> ArchivePlan:
+    """Lay out an archive of ``members`` (nothing is written); see the module docstring.  ``symtab=False``:
+    no symbol table whatever the members are (``gnu`` only)."""
     if flavour not in FLAVOURS:
         raise UsageError(f"ar: unknown flavour {flavour!r} (one of {', '.join(FLAVOURS)})")
+    if not symtab and flavour != "gnu":
+        raise UsageError(f"ar: an archive without a symbol table is written in the gnu flavour, not {flavour}")
     _validate(members)
-    symbols, has_object = _collect_symbols(members)
-    with_symtab = has_object or flavour == "darwin"
+    symbols, has_object = _collect_symbols(members) if symtab else ([], False)
+    with_symtab = symtab and (has_object or flavour == "darwin")
     plan = _layout(members, flavour, symbols, has_object, with_symtab)
     last_header = plan.header_offsets[-1] if plan.header_offsets else plan.size
     if with_symtab and not _is_64(flavour) and last_header >= sym64_threshold:
@@ -301,9 +304,16 @@ def _emit_symtab(em: Emitter, plan: ArchivePlan) -> None:
 
 
 def write_archive(members: Sequence[ArMember], *, flavour: Flavour = "gnu",
-                  sym64_threshold: int = _SYM64_THRESHOLD) -> bytes:
-    """An ``ar`` archive of ``members`` in order, of the given ``flavour`` (see the module docstring)."""
-    plan = plan_archive(members, flavour=flavour, sym64_threshold=sym64_threshold)
+                  sym64_threshold: int = _SYM64_THRESHOLD, symtab: bool = True, pad_byte: bytes = C.PAD_BYTE,
+                  ) -> bytes:
+    """An ``ar`` archive of ``members`` in order, of the given ``flavour`` (see the module docstring).
+
+    ``symtab=False`` writes no symbol table and ``pad_byte`` pads a member of odd size: compute-runtime's
+    ``ArEncoder`` (``shared/source/device_binary_format/ar/ar_encoder.cpp``, ``ocloc``'s fat archives) writes
+    neither table and pads with a NUL."""
+    if len(pad_byte) != 1:
+        raise UsageError("ar: the padding is one byte")
+    plan = plan_archive(members, flavour=flavour, sym64_threshold=sym64_threshold, symtab=symtab)
     em = Emitter(little=_is_bsd(plan.flavour))  # GNU tables are big-endian, BSD ones little-endian (llvm-ar)
     em.write(C.MAGIC)
     if plan.symtab_size:
@@ -318,6 +328,6 @@ def write_archive(members: Sequence[ArMember], *, flavour: Flavour = "gnu",
         em.write(_header(name, stored, "644", mtime=plan.mtimes[i]))
         em.write(prefix)
         em.write(m.data)
-        em.write(C.PAD_BYTE * (tail + stored % 2))
+        em.write(pad_byte * (tail + stored % 2))
     em.at(plan.size, "end of archive")
     return em.getvalue()

@@ -61,6 +61,11 @@ EXECUTION_MODE_NAMES: Final[dict[int, str]] = {
     36: "SubgroupsPerWorkgroup", 38: "LocalSizeId", 39: "LocalSizeHintId", 5618: "SharedLocalMemorySizeINTEL",
     5893: "MaxWorkgroupSizeINTEL", 6417: "NamedBarrierCountINTEL", 6461: "MaximumRegistersINTEL",
 }
+#: The triple of a module by its ``OpMemoryModel`` addressing model (SPIR-V specification §3.4
+#: "Addressing Model": 1 Physical32, 2 Physical64): LLVM's ``spir``/``spir64`` (``llvm/TargetParser/Triple.h``,
+#: 32- and 64-bit SPIR), the triples SYCL files SPIR-V images under (``spir64-unknown-unknown``, intel/llvm
+#: ``sycl/source/detail/compiler.hpp``).
+ADDRESSING_TRIPLES: Final[dict[int, str]] = {1: "spir-unknown-unknown", 2: "spir64-unknown-unknown"}
 SOURCE_LANGUAGES: Final[dict[int, str]] = {0: "Unknown", 1: "ESSL", 2: "GLSL", 3: "OpenCL_C", 4: "OpenCL_CPP",
                                            5: "HLSL", 6: "CPP_for_OpenCL", 7: "SYCL"}
 
@@ -108,6 +113,16 @@ class SpirvModule:
     @property
     def version_text(self) -> str:
         return f"{self.version[0]}.{self.version[1]}"
+
+    @property
+    def generator_text(self) -> str:
+        """The generator as ``spirv-dis`` prints it: ``Khronos LLVM/SPIR-V Translator; 14`` (tool; version)."""
+        return f"{self.generator_name}; {self.generator & 0xFFFF}"
+
+    @property
+    def triple(self) -> str:
+        """LLVM's triple for the module's addressing model (:data:`ADDRESSING_TRIPLES`), ``""`` for another."""
+        return ADDRESSING_TRIPLES.get(self.memory_model[0], "") if self.memory_model is not None else ""
 
 
 def is_spirv(data: Buffer | ByteView) -> bool:

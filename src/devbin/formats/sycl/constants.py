@@ -54,5 +54,10 @@ PROPERTY_SIZE: Final = 32
 PROP_UINT32: Final = 1
 PROP_BYTE_ARRAY: Final = 2
 
+#: The zstd level prune compresses an image again at: a DPC++ 2026 image (bitsandbytes 0.50.2's
+#: ``libbitsandbytes_xpu2026.so``, image 2 of ``__CLANG_OFFLOAD_BUNDLE__sycl-spir64_gen``) comes back byte for
+#: byte at 10, the level the wrapper's ``--offload-compression-level`` defaults to in those releases.
+ZSTD_LEVEL: Final = 10
+
 #: x86-64 ``R_X86_64_RELATIVE``: the descriptors' pointer fields in a linked library.
 R_X86_64_RELATIVE: Final = 8

@@ -93,6 +93,8 @@ class SyclImage:
     link_options: str = ""
     entries: tuple[str, ...] = ()
     property_sets: tuple[PropertySet, ...] = ()
+    #: The address of the descriptor's ImageEnd field (0: no descriptor), which prune moves with the image's end.
+    end_slot: int = 0
     _decoded: bytearray | None = field(default=None, repr=False)
 
     @property
@@ -203,6 +205,7 @@ class _Descriptor:
     end: int
     entries: tuple[str, ...]
     property_sets: tuple[PropertySet, ...]
+    end_slot: int = 0
 
 
 class _Arrays:
@@ -324,7 +327,7 @@ def _descriptors(mem: _Memory, starts: set[int]) -> dict[int, _Descriptor]:
                     mem.string(mem.pointer(d + C.FIELD_COMPILE_OPTIONS)),
                     mem.string(mem.pointer(d + C.FIELD_LINK_OPTIONS)), end,
                     arrays.entries(mem.pointer(slot + 16), mem.pointer(slot + 24)),
-                    arrays.property_sets(mem.pointer(slot + 32), mem.pointer(slot + 40)))
+                    arrays.property_sets(mem.pointer(slot + 32), mem.pointer(slot + 40)), slot + 8)
                 break
             if start in out:
                 break
@@ -427,6 +430,6 @@ def read_sycl_images(elf: ElfFile) -> list[SyclImage]:
             if d is not None:
                 img.version, img.kind, img.format = d.version, d.kind, d.format
                 img.compile_options, img.link_options = d.compile_options, d.link_options
-                img.entries, img.property_sets = d.entries, d.property_sets
+                img.entries, img.property_sets, img.end_slot = d.entries, d.property_sets, d.end_slot
             out.append(img)
     return out

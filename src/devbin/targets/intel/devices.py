@@ -43,7 +43,7 @@ from devbin.errors import UsageError
 __all__ = [
     "COMPATIBLE", "CORE_FAMILIES", "DEVICES", "PRODUCT_FAMILIES", "CoreFamily", "IntelDevice", "canonical_device",
     "core_family", "device_by_ip", "device_named", "devices_named", "gmdid_of", "ip_from_gmdid", "ip_text",
-    "parse_ip", "product_acronym", "suggestions",
+    "parse_ip", "product_acronym", "selected_device", "suggestions",
 ]
 
 IP = tuple[int, int, int]
@@ -269,6 +269,17 @@ def match_rank(binary_arch: str, device: IntelDevice) -> tuple[int, str] | None:
     if fam is not None and device.product_family == fam:
         return 2, f"built for the {binary_arch} family (the zebin names no IP version)"
     return None
+
+
+def selected_device(text: str) -> IntelDevice | None:
+    """The device ``devbin select --device text`` judges for: the one an acronym or IP version names, or for a
+    generic acronym (``dg2``, ``mtl``) the generic target's base device, the IP version ``ocloc -device dg2``
+    compiles for (:data:`GENERIC_ACRONYMS`); None for a name of no device."""
+    d = device_named(text)
+    if d is not None:
+        return d
+    base = GENERIC_ACRONYMS.get(text.strip().lower())
+    return device_by_ip(base) if base is not None else None
 
 
 def runs_on(binary_arch: str, device: str) -> bool:

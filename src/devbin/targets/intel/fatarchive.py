@@ -15,22 +15,62 @@ are
   8-byte boundary (its bytes are spaces); no device code.
 
 The runtime picks a member by prefix match of its name (compute-runtime
-``device_binary_format_ar.cpp``); :func:`member_target` gives what a name says.
+``shared/source/device_binary_format/device_binary_format_ar.cpp``, ``unpackSingleDeviceBinary``):
+it looks for the first member whose name starts with, in this order,
+
+1. ``<bits>.<major>.<minor>.<revision>``, the device's IP version (``64.12.60.7``);
+2. ``<bits>.<product>.<stepping>``, the device's product abbreviation and stepping (``64.dg2.0``);
+3. ``<bits>.<major>.<minor>`` (``64.12.55``: a member for another revision of the same IP);
+4. ``<bits>.<product>`` (``64.dg2``, also ``64.dg2.<any stepping>``);
+5. ``generic_ir``,
+
+and takes the first of these whose device code the zebin decoder accepts for the device
+(``device_binary_format_zebin.cpp``: ``validateTargetDevice`` on the zebin's notes); ``generic_ir``
+(or the ``.spv`` of a member the decoder refused) is then compiled for the device.  ``<bits>`` is 64 on
+every device ocloc names (``maxPointerSizeInBytes`` 8).  A member no filter names is never looked at.
+:func:`member_target` gives what a name says, :func:`member_filters` the names the runtime looks for on a
+device and :func:`member_match` which of them a member answers.  devbin does not know a device's
+stepping (the revision ID the driver reads from the GPU): filter 2 is not applied, and a
+``<bits>.<product>.<stepping>`` member is taken by filter 4, which its name also answers.
+
+:func:`write_fat_archive` writes one as ``ocloc`` does (``devbin pack --format ocloc``): compute-runtime's
+``ArEncoder`` (``ar_encoder.cpp``: no symbol table, names of at most 15 bytes, a ``pad_<n>`` member of
+spaces before a member whose data would not start 8-aligned, odd sizes padded with a NUL) and
+``generic_ir`` as its ``ElfEncoder`` lays it out (``shared/source/device_binary_format/elf/elf_encoder.cpp``:
+header, section headers, then the section data 8-aligned, ``.shstrtab`` last and named first), with
+a ``BuildOptions`` section when there are options (current ``ocloc_fatbinary.cpp``, ``appendGenericIr``; the
+2022 ocloc wrote none).  :func:`prune_fat_archive` writes one again with some of its members (``devbin prune``):
+the ``pad_`` members made anew for the new offsets; keeping every member gives the input back byte for byte.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from devbin.binary import Buffer, ByteView
+from devbin.binary import Buffer, ByteView, Emitter
+from devbin.errors import UsageError, quote
 from devbin.formats.ar import ArchiveFile, Member
-from devbin.targets.intel.devices import ip_text, parse_ip
+from devbin.formats.ar import constants as AR
+from devbin.formats.oclelf import BUILD_OPTIONS, ET_OPENCL_OBJECTS, SHT_OPENCL_OPTIONS, SHT_OPENCL_SPIRV, SPIRV_OBJECT
+from devbin.targets.intel.devices import PRODUCT_FAMILIES, IntelDevice, device_named, ip_text, parse_ip
 
-__all__ = ["GENERIC_IR", "PAD_PREFIX", "FatMember", "member_target", "read_fat_archive"]
+__all__ = ["GENERIC_IR", "PAD_PREFIX", "FatMember", "fat_member_name", "generic_ir", "member_filters", "member_match",
+           "member_target", "product_abbreviation", "prune_fat_archive", "read_fat_archive", "write_fat_archive"]
 
 GENERIC_IR: Final = "generic_ir"
 PAD_PREFIX: Final = "pad_"
+#: ``generic_ir``'s ELF: ``e_type`` ``ET_OPENCL_OBJECTS``, its sections ``SPIRV Object`` of type
+#: ``SHT_OPENCL_SPIRV`` and ``BuildOptions`` of type ``SHT_OPENCL_OPTIONS`` (the OpenCL ELF's constants:
+#: :mod:`devbin.formats.oclelf`, which the scan reads it with).
+_SHSTRTAB = ".shstrtab"
+_SHT_STRTAB = 3
+_ELF64_HEADER = 64
+_ELF64_SECTION_HEADER = 64
+_ELF64_PROGRAM_HEADER = 56
+_ALIGN = 8  # ArEncoder's member data and ElfEncoder's section data alignment
+_PAD = b" "  # what ArEncoder fills a pad_ member with
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +111,118 @@ def read_fat_archive(data: Buffer | ByteView, *, where: str = "") -> tuple[FatMe
         role, arch, bits = member_target(m.name)
         out.append(FatMember(m, role, arch, bits))
     return tuple(out)
+
+
+def product_abbreviation(device: IntelDevice) -> str:
+    """The product abbreviation the runtime names ``device``'s members by (compute-runtime ``hardwarePrefix``:
+    ``dg2`` for every DG2 device, ``pvc``, ``mtl``): its product family's acronym, else its acronym's stem
+    (``bmg-g21`` -> ``bmg``)."""
+    pf = device.product_family
+    return PRODUCT_FAMILIES[pf] if pf is not None and pf in PRODUCT_FAMILIES else device.name.split("-")[0]
+
+
+def member_filters(device: IntelDevice, bits: int = 64) -> tuple[tuple[int, str, str], ...]:
+    """The name prefixes the runtime looks for on ``device``, in its order (module docstring): ``(filter
+    number 1-5, prefix, what it is)``; filter 2 (the stepping) is left out: devbin does not know it."""
+    a, r, v = device.ip
+    product = product_abbreviation(device)
+    return ((1, f"{bits}.{a}.{r}.{v}", "the device's IP version"),
+            (3, f"{bits}.{a}.{r}", "the device's IP major.minor"),
+            (4, f"{bits}.{product}", "the device's product"),
+            (5, GENERIC_IR, "the SPIR-V fallback"))
+
+
+def member_match(name: str, device: IntelDevice) -> tuple[int, str, str] | None:
+    """The first filter of :func:`member_filters` whose prefix ``name`` starts with (the runtime's
+    ``startsWith``, so ``64.12.55`` answers for ``64.12.55.8``), or None: the runtime never looks at it."""
+    return next((f for f in member_filters(device) if name.startswith(f[1])), None)
+
+
+def fat_member_name(arch: str, bits: int) -> str:
+    """The member name ``ocloc`` gives the zebin of ``arch`` (an IP version, an acronym of one device: its IP
+    version; a generic or family acronym as it is: ``64.dg2``) built for ``bits``-bit pointers."""
+    ip = parse_ip(arch)
+    d = device_named(arch) if ip is None else None
+    return f"{bits}.{ip_text(ip) if ip is not None else d.ip_version if d is not None else arch.lower()}"
+
+
+def generic_ir(spirv: bytes, options: bytes = b"") -> bytes:
+    """The ``generic_ir`` member of a SPIR-V module, as ocloc writes it (ELF64, ``ET_OPENCL_OBJECTS``,
+    sections: the null one, ``SPIRV Object``, ``BuildOptions`` when there are ``options``, ``.shstrtab``; see the
+    module docstring)."""
+    sections = [(SPIRV_OBJECT, SHT_OPENCL_SPIRV, spirv)] + ([(BUILD_OPTIONS, SHT_OPENCL_OPTIONS, options)]
+                                                          if options else [])
+    names = b"\0" + _SHSTRTAB.encode() + b"\0"
+    name_at = []
+    for name, _, _ in sections:
+        name_at.append(len(names))
+        names += name.encode() + b"\0"
+    count = len(sections) + 2
+    data_off = _ELF64_HEADER + count * _ELF64_SECTION_HEADER
+    em = Emitter()
+    em.write(b"\x7fELF\x02\x01\x01" + bytes(9))
+    em.pack("HHIQQQIHHHHHH", ET_OPENCL_OBJECTS, 0, 1, 0, 0, _ELF64_HEADER, 0, _ELF64_HEADER, _ELF64_PROGRAM_HEADER,
+            0, _ELF64_SECTION_HEADER, count, count - 1)
+    em.write(bytes(_ELF64_SECTION_HEADER))
+    at = data_off
+    for (_, sh_type, data), name_offset in zip(sections, name_at, strict=True):
+        em.pack("IIQQQQIIQQ", name_offset, sh_type, 0, 0, at, len(data), 0, 0, _ALIGN, 0)
+        at += len(data) + -len(data) % _ALIGN
+    em.pack("IIQQQQIIQQ", 1, _SHT_STRTAB, 0, 0, at, len(names), 0, 0, _ALIGN, 0)
+    for _, _, data in sections:
+        em.write(data)
+        em.write(bytes(-len(data) % _ALIGN))
+    em.write(names)
+    em.write(bytes(-len(names) % _ALIGN))
+    return em.getvalue()
+
+
+def write_fat_archive(members: Sequence[tuple[str, bytes]]) -> bytes:
+    """An ``ocloc`` fat archive of ``(name, data)`` members in order, with ``pad_<n>`` members where ArEncoder
+    puts them (module docstring).  A name longer than 15 bytes, or given twice, is a UsageError."""
+    from devbin.formats.ar.writer import ArMember, write_archive  # a scan imports no writer (tests/test_lean.py)
+
+    out: list[ArMember] = []
+    seen: set[str] = set()
+    written = 0  # bytes after the magic, as ArEncoder counts them
+    pads = 0
+    for name, data in members:
+        if not name or len(name.encode()) >= 16 or name in seen or name.startswith(PAD_PREFIX):
+            raise UsageError(f"an ocloc fat archive cannot hold a member named {quote(name)} (one per device, at "
+                             "most 15 bytes)")
+        seen.add(name)
+        if (written + AR.HEADER_SIZE) % _ALIGN:
+            pad = _ALIGN - (written + 2 * AR.HEADER_SIZE) % _ALIGN
+            out.append(ArMember(f"{PAD_PREFIX}{pads}", _PAD * pad, ()))
+            pads += 1
+            written += AR.HEADER_SIZE + pad
+        out.append(ArMember(name, data, ()))
+        written += AR.HEADER_SIZE + len(data) + len(data) % 2
+    return write_archive(out, symtab=False, pad_byte=b"\0")
+
+
+def prune_fat_archive(data: Buffer, keeps: Callable[[str, int], bool], where: str = "") -> bytes:
+    """The archive ``data`` without the members ``keeps(name, n)`` refuses (``n``: the member's number among
+    those of its name, from 1, as the scan counts them) and without its ``pad_`` members, written again by
+    :func:`write_fat_archive` (which makes the pads for the new offsets).  FormatError from the ``ar`` reader."""
+    kept = [(m.name, bytes(m.data)) for m in _numbered(ArchiveFile(data, where=where).files) if keeps(m.name, m.n)]
+    return write_fat_archive(kept)
+
+
+@dataclass(frozen=True, slots=True)
+class _Numbered:
+    name: str
+    n: int
+    data: memoryview
+
+
+def _numbered(members: Sequence[Member]) -> list[_Numbered]:
+    """The members but the ``pad_`` ones, each with its number among those of its name."""
+    seen: dict[str, int] = {}
+    out = []
+    for m in members:
+        if m.name.startswith(PAD_PREFIX):
+            continue
+        seen[m.name] = n = seen.get(m.name, 0) + 1
+        out.append(_Numbered(m.name, n, m.data))
+    return out

@@ -15,24 +15,36 @@ included, is :func:`devbin.targets.intel.devices.match_rank` (compute-runtime
 ``zebin_decoder.cpp``, ``validateTargetDevice``; ``platforms.h``, ``compatibilityMapping``).  Native
 code for Intel GPUs is ``spir64_gen`` in clang's and SYCL's triples (intel/llvm
 ``sycl/source/detail/compiler.hpp``), and SYCL its offload kind (LLVM ``OffloadBinary.h``: offload
-kind 8, :mod:`devbin.formats.offload.constants`); 0x8086 is Intel's PCI vendor ID.
+kind 8, :mod:`devbin.formats.offload.constants`); 0x8086 is Intel's PCI vendor ID.  SPIR-V for
+``spir64`` (SYCL's ``sycl-spir64`` images, an OffloadBinary's ``spir64-unknown-unknown``) is Intel's JIT
+code, as PTX is NVIDIA's: :meth:`IntelVendor.owns_triple` claims it, and the driver compiles it for the
+device when no native image fits (:meth:`IntelVendor.judge`).
+
+What the runtime loads (``devbin select``): a bare zebin by :func:`~devbin.targets.intel.devices.match_rank`;
+a member of an ``ocloc`` fat archive by its name first (:func:`devbin.targets.intel.fatarchive.member_match`,
+compute-runtime ``device_binary_format_ar.cpp``), then by the zebin's own notes; ``generic_ir`` and SPIR-V
+last, compiled for the device.  A SYCL program's native image (``spir64_gen``) is preferred over its
+SPIR-V (``spir64``): the Level Zero adapter picks the ``spir64_gen`` binary first and falls back to
+``spir64`` (intel/llvm ``unified-runtime/source/adapters/level_zero/device.cpp``, ``urDeviceSelectBinary``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_INTELGT
 from devbin.targets.intel.devices import (
+    GENERIC_ACRONYMS,
     device_named,
     devices_named,
     known_names,
     match_rank,
     names_overlap,
     parse_ip,
+    selected_device,
 )
 from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
 
@@ -43,9 +55,24 @@ if TYPE_CHECKING:
     from devbin.targets.resource_records import ImageKeys, ImageResources
     from devbin.targets.vendor import ModelSource
 
-__all__ = ["INTEL", "IntelVendor"]
+__all__ = ["INTEL", "JIT_TARGETS", "IntelVendor"]
 
+_SPIRV = "spirv"  # devbin.images.record.SPIRV (images are above this layer)
+_IR_RANK = 8  # a zebin's own SPIR-V, or generic_ir (then ordered by the member's filter): after native code
+_SPIRV_RANK = 9  # a SPIR-V image: after every native image and generic_ir
 _BUILD_OPTIONS = ".misc.buildOptions"  # SHT_ZEBIN_MISC: the options IGC was given (elf.md)
+_SPIRV = "spirv"  # the image kind of a SPIR-V module (devbin.images.record.SPIRV, a layer above)
+#: The super-archive target names of SPIR-V, the JIT fallback below every Intel device
+#: (:meth:`IntelVendor.fallback_chain`): SYCL's target for SPIR-V images (intel/llvm
+#: ``sycl/source/detail/compiler.hpp``, ``__SYCL_DEVICE_BINARY_TARGET_SPIRV64``), short and as a triple.
+JIT_TARGETS: Final = ("spir64", "spir64-unknown-unknown")
+
+
+def _built_for(name: str) -> str:
+    """The architecture a target named ``name`` is built for, as :func:`match_rank` takes it: a device's
+    acronym is its IP version; a generic or family acronym and an IP version stay as they are."""
+    d = device_named(name)
+    return d.ip_version if d is not None else name.strip().lower()
 
 
 class IntelVendor(Vendor):
@@ -63,7 +90,10 @@ class IntelVendor(Vendor):
     offload_kind = "sycl"
     default_triple = "spir64_gen-unknown-unknown"
     hue = 210
-    loadable_kinds = frozenset({"zebin"})
+    #: Zebins, and SPIR-V: compiled for the device by the driver (JIT), the native images' fallback.
+    loadable_kinds = frozenset({"zebin", "spirv"})
+    #: ocloc's archive of zebins by device (:mod:`devbin.targets.intel.fatarchive`).
+    device_archives = True
     #: ``--sort``: GRF, PRIVATE (stack and frame: private bytes per hardware thread), SPILL
     #: (:mod:`devbin.targets.intel.resources`).
     resource_sort_fields = MappingProxyType({"regs": "grf", "stack": "private", "frame": "private", "spill": "spill"})
@@ -72,6 +102,13 @@ class IntelVendor(Vendor):
         "ocloc": "apt-get install intel-opencl-icd (or bash scripts/setup-test-env.sh)",
         "iga64": "apt-get install libigc-tools",
     })
+
+    #: IGC's relocation symbols (``visa/include/RelocationInfo.h``: ``CROSS_THREAD_OFF_R0_RELOCATION_NAME``,
+    #: ``PER_THREAD_OFF_RELOCATION_NAME``), undefined in a zebin and patched by the runtime's linker
+    #: (compute-runtime ``shared/source/compiler_interface/linker.h``).
+    loader_symbols = frozenset({"__INTEL_PATCH_CROSS_THREAD_OFFSET_OFF_R0", "__INTEL_PER_THREAD_OFF"})
+    pack_formats = MappingProxyType({"ocloc": "ocloc's fat archive: an ar of zebins named by IP version, and "
+                                              "generic_ir (SPIR-V)"})
 
     # ------------------------------------------------------------------ architectures
 
@@ -115,6 +152,11 @@ class IntelVendor(Vendor):
         except DeviceBinaryError:
             return ""
 
+    def owns_triple(self, triple: str) -> bool:
+        """Native code (``spir64_gen``, ``spir_gen``) and SPIR-V for 64-bit SPIR devices (``spir64``,
+        ``spir64-unknown-unknown``): SYCL's JIT images.  Not ``spir64_x86_64`` (CPU) or ``spir64_fpga``."""
+        return triple.startswith(self.triple_prefixes) or triple == "spir64" or triple.startswith("spir64-")
+
     def option_matches(self, found: str, wanted: str) -> bool:
         return names_overlap(found, wanted)
 
@@ -136,14 +178,22 @@ class IntelVendor(Vendor):
         return self.claims_arch(text)
 
     def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        """An IP version or acronym naming one device; a generic acronym (``dg2``) is judged as the generic
+        target's base device (:func:`~devbin.targets.intel.devices.selected_device`), with a note."""
         if parse_ip(text) is None and text not in known_names():
             hint = suggest(text)
             raise UsageError(f"unknown device {text!r}" + (f"; did you mean {' or '.join(hint)}?" if hint else ""))
-        d = device_named(text)
+        d = selected_device(text)
         if d is None:
             several = ", ".join(f"{x.name} ({x.ip_version})" for x in devices_named(text))
             raise UsageError(f"{text} names several Intel devices ({several}); name one")
-        return Device(text, self.name, description=f"{text} ({self.device_title} {d.name}, IP {d.ip_version})")
+        note = ""
+        if text in GENERIC_ACRONYMS:
+            others = ", ".join(f"{x.name} ({x.ip_version})" for x in devices_named(text) if x is not d)
+            note = (f"{text} is a generic target: judged as its base device {d.name} ({d.ip_version}), the one "
+                    f"ocloc -device {text} compiles for; name {others} for another")
+        return Device(text, self.name, note=note,
+                      description=f"{text} ({self.device_title} {d.name}, IP {d.ip_version})")
 
     def loader_arch(self, kind: str, arch: str, head: Callable[[], Buffer], data: Callable[[], Buffer] | None,
                     ) -> tuple[str, int]:
@@ -157,33 +207,151 @@ class IntelVendor(Vendor):
             return arch, 1
 
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
-        d = device_named(device.name)
+        """A zebin by :func:`~devbin.targets.intel.devices.match_rank` (ranks 0-2); SPIR-V always loads,
+        compiled for the device (rank 9: after every native image)."""
+        d = selected_device(device.name)
         if d is None:
             return Verdict(False, f"unknown {self.device_title} device {device.name!r}")
+        if kind == _SPIRV:
+            return Verdict(True, "SPIR-V: the driver compiles it for the device", (_SPIRV_RANK,), jit=True)
         if not arch:
-            return Verdict(False, "the zebin names no device")
+            return Verdict(False, "the zebin names no device", (_IR_RANK,))
         m = match_rank(arch, d)
         if m is None:
-            return Verdict(False, f"built for {arch}, not {d.name} ({d.ip_version})")
+            return Verdict(False, f"built for {arch}, not {d.name} ({d.ip_version})", (_IR_RANK,))
         return Verdict(True, m[1], (m[0],))
 
+    def refused_fallback(self, kind: str, refused: Verdict, data: Callable[[], Buffer] | None) -> Verdict:
+        """A refused zebin that carries its SPIR-V (a ``SHT_ZEBIN_SPIRV`` section, ``.spv``: what ``ocloc compile``
+        keeps) is compiled from it (compute-runtime ``device_binary_format_zebin.cpp``: a zebin not valid for
+        the target with an intermediate representation is rebuilt from it), ranked by the refusal's rank."""
+        if kind != self.object_kind or data is None or not refused.rank:
+            return refused
+        from devbin.formats.elf.reader import ElfFile
+        from devbin.targets.intel.zebin import SHT_ZEBIN_SPIRV
+        try:
+            carries = bool(ElfFile(data()).sections_of_type(SHT_ZEBIN_SPIRV))
+        except DeviceBinaryError:
+            return refused
+        if not carries:
+            return refused
+        return Verdict(True, f"{refused.reason}: the driver compiles the SPIR-V it carries (.spv)", refused.rank,
+                       jit=True)
+
+    def picks_member(self, name: str) -> bool:
+        """Members named as ocloc names a fat archive's (``64.12.60.7``, ``64.dg2``, ``generic_ir``): the
+        runtime picks one of them by name (:mod:`devbin.targets.intel.fatarchive`)."""
+        from devbin.targets.intel.fatarchive import member_target
+
+        return member_target(name)[0] in ("zebin", "generic_ir")
+
+    def judge_member(self, member: str, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        """The runtime's rule for a fat archive (:func:`devbin.targets.intel.fatarchive.member_match`): the
+        member's name must answer one of the names it looks for (ranked by which), then a zebin's notes must
+        fit the device (:meth:`judge`); ``generic_ir``'s SPIR-V is compiled for the device."""
+        from devbin.targets.intel.fatarchive import member_filters, member_match
+
+        d = selected_device(device.name)
+        if d is None:
+            return Verdict(False, f"unknown {self.device_title} device {device.name!r}")
+        hit = member_match(member, d)
+        if hit is None:
+            wanted = ", ".join(f[1] for f in member_filters(d))
+            return Verdict(False, f"the runtime looks only for members named {wanted}")
+        number, prefix, what = hit
+        named = f"named {prefix} ({what}, the runtime's choice {number} of 5)"
+        if kind == _SPIRV:
+            return Verdict(True, f"{named}: SPIR-V the driver compiles for the device", (_IR_RANK, number), jit=True)
+        v = self.judge(kind, arch, device, generic_version)
+        if not v.ok:  # its .spv, if any, is compiled before generic_ir's (the runtime keeps the first IR it meets)
+            return Verdict(False, f"{named}, but {v.reason}", (_IR_RANK, number))
+        return Verdict(True, f"{named}; {v.reason}", (number,))
+
     def passed_over(self, chosen: Verdict, chosen_arch: str, other: Verdict, other_arch: str) -> str:
+        if other.jit and not chosen.jit:
+            return "native code is preferred over SPIR-V"
+        if other.jit and chosen.rank < other.rank:
+            return "the native image's own SPIR-V (a zebin's .spv, then generic_ir) is compiled first"
         if chosen.rank < other.rank:
-            return f"{chosen_arch} is a closer match (exact IP version, then generic target, then family)"
+            return f"{chosen_arch or 'the chosen image'} is a closer match (exact IP version, then generic target, " \
+                   "then family; in a fat archive the runtime's order of member names)"
         return "an earlier image is taken"
 
     def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
-        """The targets among ``others`` whose zebins the runtime accepts on the device ``target`` names
-        (:func:`devbin.targets.intel.devices.match_rank`: its own IP version, then generic targets, then
-        its product family); ``[]`` for a name of several devices (``dg2``)."""
+        """The targets among ``others`` whose code the runtime takes on the device ``target`` names, best
+        first: zebins by :func:`devbin.targets.intel.devices.match_rank` (its own IP version, then generic
+        targets, then its product family; a target named by an acronym counts as its device's IP version:
+        ``acm-g10`` is ``12.55.8``, so it falls under ``acm-g11``), then the SPIR-V targets
+        (:data:`JIT_TARGETS`: the JIT fallback; the SYCL runtime's Level Zero adapter prefers the
+        ``spir64_gen`` image and takes ``spir64`` when there is none, ``urDeviceSelectBinary``, tested in
+        intel/llvm ``unified-runtime/test/adapters/level_zero/urDeviceSelectBinary.cpp``).  A name of several
+        devices (``dg2``) has only the SPIR-V levels."""
         if not self.owns_arch(target):
             return None
         d = device_named(target)
-        if d is None:
-            return []
-        ranked = [(m[0], i, name) for i, name in enumerate(others)
-                  if self.owns_arch(name) and name != target and (m := match_rank(name, d)) is not None]
-        return [name for _, _, name in sorted(ranked)]
+        ranked = [] if d is None else [
+            (m[0], i, name) for i, name in enumerate(others)
+            if self.owns_arch(name) and name != target and (m := match_rank(_built_for(name), d)) is not None]
+        return [name for _, _, name in sorted(ranked)] + [name for name in others if name.lower() in JIT_TARGETS]
+
+    def offered_symbols(self, elf: ElfFile) -> tuple[str, ...] | None:
+        """A zebin's kernels and external functions (``.ze_info`` ``kernels`` and ``functions``; for a zebin
+        without ``.ze_info``, the functions of their own ``.text.<name>`` section), then its other defined
+        globals: what the runtime finds by name (``zeKernelCreate``, ``clCreateKernel``; external functions
+        for ``zeModuleDynamicLink``).  IGC writes every kernel symbol ``STB_LOCAL`` (IGC
+        ``IGC/ZEBinWriter/zebin/spec/elf.md``, "ZE symbols"), so ``ar s`` and ``llvm-ar s`` index nothing of a
+        zebin; a patch-token binary (``e_machine`` 0) is not this vendor's machine and offers its globals."""
+        from devbin.targets.intel.zebin import Zebin
+
+        z = Zebin(elf, diag=lambda e: None)
+        named = [f.name for f in z.functions if f.is_kernel]
+        if z.zeinfo is not None:
+            named += [e.name for e in z.zeinfo.functions]
+        named += [sym.name for sym in elf.global_symbols(defined=True)]
+        return tuple(dict.fromkeys(n for n in named if n))
+
+    def write_container(self, format: str, images: Sequence[tuple[str, str, bytes]]) -> bytes:
+        """``ocloc``: the fat archive ocloc writes (:func:`devbin.targets.intel.fatarchive.write_fat_archive`):
+        each zebin as ``<pointer bits>.<IP version>`` in order, a SPIR-V module last as ``generic_ir`` with the
+        first zebin's build options (``.misc.buildOptions``) as its ``BuildOptions``."""
+        from devbin.errors import quote
+        from devbin.formats.elf.reader import ElfFile
+        from devbin.targets.intel.fatarchive import GENERIC_IR, fat_member_name, generic_ir, write_fat_archive
+
+        if format not in self.pack_formats:
+            return super().write_container(format, images)
+        members: list[tuple[str, bytes]] = []
+        ir: list[bytes] = []
+        options: list[bytes] = []
+        for kind, arch, data in images:
+            if kind == self.object_kind and arch:
+                elf = ElfFile(data)
+                members.append((fat_member_name(arch, 64 if elf.header.is64 else 32), data))
+                sec = elf.section(_BUILD_OPTIONS)
+                options.append(bytes(sec.data) if sec is not None else b"")
+            elif kind == _SPIRV and not ir:
+                ir.append(data)
+            else:
+                what = "a second SPIR-V module" if kind == _SPIRV else f"{kind} for {quote(arch or 'no device')}"
+                raise UsageError(f"an ocloc fat archive holds zebins of named devices and one SPIR-V module, not "
+                                 f"{what}")
+        # ocloc stores beside the SPIR-V the options its first device was built with (compute-runtime
+        # shared/offline_compiler/source/ocloc_fatbinary.cpp, buildFatBinary: optionsForIr), which IGC records
+        # in that zebin's .misc.buildOptions
+        first = options[0] if options else b""
+        return write_fat_archive([*members, *((GENERIC_IR, generic_ir(d, first)) for d in ir)])
+
+    def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes | None:
+        """An ``ocloc`` archive with the kept members, ``pad_`` members made anew as compute-runtime's
+        ``ArEncoder`` makes them (:func:`devbin.targets.intel.fatarchive.prune_fat_archive`); None for an archive
+        with a member whose name ocloc does not write (not its archive: ``ar rcs`` of zebins, a symbol table)."""
+        from devbin.formats.ar import ArchiveFile
+        from devbin.targets.intel.fatarchive import prune_fat_archive, read_fat_archive
+
+        if len(ArchiveFile(data, where=where).members) != len(ArchiveFile(data, where=where).files) or any(
+                m.role == "other" for m in read_fat_archive(data, where=where)):
+            return None
+        return prune_fat_archive(data, keeps, where)
 
     # ------------------------------------------------------------------ the unified model
 

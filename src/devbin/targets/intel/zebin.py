@@ -47,6 +47,7 @@ ET_ZEBIN_EXE: Final = 0xFF12
 ET_ZEBIN_DYN: Final = 0xFF13
 ZEINFO_SECTION: Final = ".ze_info"
 SPIRV_SECTION: Final = ".spv"
+SHT_ZEBIN_SPIRV: Final = 0xFF000009  # the .spv section's type (elf.md; the runtime looks for the type)
 ENTRY_SYMBOL: Final = "_entry"
 TEXT_PREFIX: Final = ".text."
 #: Relocation types (elf.md "Gen Relocation Type"; llvm-readelf prints them "Unknown").

@@ -200,8 +200,9 @@ class NvidiaVendor(Vendor):
     # devbin select: the rules are archs.runs_on and archs.preference (CUDA C++ Programming Guide)
 
     def owns_device(self, text: str) -> bool:
-        """``sm_XY`` (any variant: the suffix describes code) or a compute capability ``X.Y``."""
-        return text.startswith("sm_") or text[:1].isdigit()
+        """``sm_XY`` (any variant: the suffix describes code) or a compute capability ``X.Y`` (one dot: three
+        dotted numbers are an Intel IP version)."""
+        return text.startswith("sm_") or (text[:1].isdigit() and text.count(".") < 2)
 
     def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
         try:
@@ -308,6 +309,13 @@ class NvidiaVendor(Vendor):
         from devbin.targets.nvidia.resources import format_cuobjdump
 
         return format_cuobjdump(usage)
+
+    def resource_usage_lines(self, data: Buffer) -> str | None:
+        """``cuobjdump -res-usage``'s lines of a plain cubin in one compiled pass
+        (:func:`devbin.targets.nvidia.resources.usage_lines`)."""
+        from devbin.targets.nvidia.resources import usage_lines
+
+        return usage_lines(data)
 
     def inspect_record(self, elf: ElfFile) -> dict[str, Any] | None:
         """The cubin's NVIDIA sections (:func:`devbin.targets.nvidia.describe.describe_cubin`)."""
