@@ -2,7 +2,8 @@
 # Prepare a Debian 12 (bookworm) machine to run devbin's whole test suite.
 #
 #  1. Debian packages for the oracle tools and fixture compilers (LLVM 19 and 22,
-#     lld, binutils, gcc; Intel's ocloc, iga64 and spirv-tools; chromium for the HTML report test).  Skipped entirely when every tool is already on PATH,
+#     lld, binutils, gcc; Intel's ocloc, iga64 and spirv-tools; chromium for the HTML report test;
+#     nginx, the HTTP server of the URL tests).  Skipped entirely when every tool is already on PATH,
 #     so a second run is fast.
 #  2. python3 -m pip install -e '.[test]' (into .venv where python3 is externally managed,
 #     PEP 668: scripts/pep668-venv.sh) (test deps, plus the PyPI wheels that
@@ -39,6 +40,7 @@ declare -A tool_pkg=(
     [ocloc]=intel-opencl-icd  # Intel GPU compiler: zebins, fat archives, SPIR-V (tests/intelbuild.py)
     [iga64]=libigc-tools      # Intel GPU assembler/disassembler (libiga64, which ocloc disasm loads)
     [spirv-dis]=spirv-tools   # SPIR-V disassembler, the SPIR-V reader's oracle
+    [nginx]=nginx             # the HTTP server with range requests of tests/test_dask.py (URL inputs)
 )
 
 missing_pkgs=()

@@ -50,6 +50,7 @@ _HINTS: dict[str, str] = {
     "nm": "apt-get install binutils",
     "gcc": "apt-get install gcc",
     "chromium": "apt-get install chromium",
+    "nginx": "apt-get install nginx",
     "nvprune": "bash scripts/setup-test-env.sh (takes nvprune from Debian non-free nvidia-cuda-toolkit)",
 }
 

@@ -142,6 +142,15 @@ def add_jobs_option(p: argparse.ArgumentParser) -> None:
                         "the output is the same whatever N")
 
 
+def add_scheduler_option(p: argparse.ArgumentParser) -> None:
+    """``--scheduler ADDRESS``: the work on the workers of a Dask cluster instead of this machine's processes
+    (devbin.images.units.connect; the extra devbin[dask]), the output the same as with ``--jobs 1``."""
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the work on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786; "
+                        "pip install 'devbin[dask]'); the output is the same as with --jobs 1; a PATH may be a URL "
+                        "(https://, s3://: read through fsspec by whichever process reads the file)")
+
+
 def add_max_segments_option(p: argparse.ArgumentParser) -> None:
     """``--max-segments N`` (prune, size --keep): the most program headers a pruned linked file may have;
     read by :func:`max_segments` (a bad value is one line, exit 2, with the number meant)."""

@@ -64,7 +64,10 @@ terminal.
 --jobs N reads the images (from 8 MB of them to decompress: writing images
 stored plain is the kernel's copy, which a pool does not shorten) in N
 processes (default: one per processor; --jobs 1: this process only); the
-output is the same whatever N.
+output is the same whatever N.  --scheduler ADDRESS decodes them on the
+workers of a Dask cluster instead (pip install 'devbin[dask]'); the files
+are written here, the same as with --jobs 1.  PATH may be a URL read
+through fsspec (https://..., s3://...; docs/API.md, "Many machines").
 
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
@@ -85,6 +88,7 @@ from devbin.cli.common import (
     ImageFilter,
     add_image_options,
     add_jobs_option,
+    add_scheduler_option,
     dump,
     keep,
     no_device_code,
@@ -116,6 +120,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", choices=KINDS, help="only images of this kind")
     add_image_options(p)
     add_jobs_option(p)
+    add_scheduler_option(p)
     p.add_argument("-o", "--output", default=".", metavar="DIR",
                    help="folder to write into (default: .); - writes the one selected image to stdout")
     p.add_argument("--max-size", type=int, default=1 << 30, help="refuse images larger than this once decompressed")
@@ -181,7 +186,20 @@ def _to_stdout(images: list[Image], args: argparse.Namespace, out: TextIO) -> in
     return 0
 
 
+def _image_bytes(f: Image, max_size: int) -> bytes:
+    """What is written for ``f`` (in a worker of the cluster: the bytes travel back to be written here)."""
+    return bytes(f.data(max_size=max_size))
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.images.units import connect
+    with connect(args.scheduler) as client:
+        return _run(args, out, client)
+
+
+def _run(args: argparse.Namespace, out: TextIO, client: Any) -> int:
+    from functools import partial
+
     from devbin.binary.output import Inputs, write_file
     from devbin.errors import OutputError, UsageError
     from devbin.images.parallel import ordered_map, pool_jobs
@@ -233,10 +251,22 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         write_file(target, data, inputs=inputs)  # each file whole or absent (devbin.binary.output)
         return {"file": str(target), **f.to_dict(), "size": len(data)}
 
-    written = list(ordered_map(write, chosen, jobs=pool_jobs(args.jobs, (f.size for f, _ in chosen
-                                                                          if f.compression != "none"),
-                                                              MIN_PARALLEL_BYTES),
-                               weights=[f.size if f.compression != "none" else 0 for f, _ in chosen]))
+    if client is None:
+        written = list(ordered_map(write, chosen, jobs=pool_jobs(args.jobs, (f.size for f, _ in chosen
+                                                                              if f.compression != "none"),
+                                                                  MIN_PARALLEL_BYTES),
+                                   weights=[f.size if f.compression != "none" else 0 for f, _ in chosen]))
+    else:  # decoded on the cluster's workers, a large file's images cut into a few units; written here
+        from devbin.images.units import image_units, run_unit, unit_parts
+        units = image_units([f for f, _ in found], [f for f, _ in chosen], all=args.all or choose.all,
+                            parts=unit_parts(client))
+        decoded = (b for bs in ordered_map(partial(run_unit, partial(_image_bytes, max_size=args.max_size)), units,
+                                           client=client) for b in bs)
+        written = []
+        for (f, target), data in zip(chosen, decoded, strict=True):
+            folder.mkdir(parents=True, exist_ok=True)
+            write_file(target, data, inputs=inputs)
+            written.append({"file": str(target), **f.to_dict(), "size": len(data)})
     if args.json:
         dump("extract", {"written": written, "warnings": report.warnings}, out)
     else:

@@ -22,7 +22,12 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 
 --jobs N reads the files (a folder, several paths; from 8 MB of them) in N
 processes (default: one per processor; --jobs 1: this process only); the
-output is the same whatever N.
+output is the same whatever N.  --scheduler ADDRESS reads them on the
+workers of a Dask cluster instead (one file a task; pip install
+'devbin[dask]'); the output is the same as with --jobs 1.  A PATH may be a
+URL read through fsspec, by the workers where they read the file
+(https://host/x.whl with range requests, s3://bucket/x.whl with s3fs;
+docs/API.md, "Many machines").
 
 Exit status: 1 on an error, which includes a file named on the command line
 that cannot be opened or that gives no image, only warnings (truncated,
@@ -37,7 +42,16 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
-from devbin.cli.common import ImageFilter, add_image_options, add_jobs_option, dump, keep, no_device_code, warn
+from devbin.cli.common import (
+    ImageFilter,
+    add_image_options,
+    add_jobs_option,
+    add_scheduler_option,
+    dump,
+    keep,
+    no_device_code,
+    warn,
+)
 from devbin.cli.progress import progress_bar
 from devbin.cli.render import count, scan_status
 from devbin.escape.text import visible
@@ -54,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: the files of --image)")
     add_image_options(p)
     add_jobs_option(p)
+    add_scheduler_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -91,12 +106,14 @@ def identifier(image: Image) -> str:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
+    from devbin.images.units import connect
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
     report = ScanReport()
-    with progress_bar("scanning") as progress:  # files spread over --jobs processes, in order
+    # files spread over --jobs processes or the --scheduler's workers, in order
+    with connect(args.scheduler) as client, progress_bar("scanning") as progress:
         found = Scanner(report, all=args.all or choose.all).listing(paths, progress, jobs=args.jobs,
-                                                                    min_bytes=MIN_PARALLEL_BYTES)
+                                                                    min_bytes=MIN_PARALLEL_BYTES, client=client)
     if not found and not report.warnings:
         for w in report.warnings:
             warn(w)

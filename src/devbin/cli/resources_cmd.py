@@ -73,7 +73,12 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 --jobs N reads the images (from 8 MB of them; for --format cuobjdump,
 where a compiled pass reads a plain cubin in about 0.1 ms, from 8 MB of
 them to decompress) in N processes (default: one per processor; --jobs 1:
-this process only); the output is the same whatever N.
+this process only); the output is the same whatever N.  --scheduler
+ADDRESS reads them on the workers of a Dask cluster instead (pip install
+'devbin[dask]'): this process scans, the workers decode the images, a
+large file's images cut into several tasks; the output is the same as
+with --jobs 1.  A PATH may be a URL read through fsspec (https://...,
+s3://...; docs/API.md, "Many machines").
 
 Warnings go to stderr.  Exit status: 1 on an error, which includes a file
 named on the command line that cannot be opened or that gives no image, only
@@ -94,6 +99,7 @@ from devbin.cli.common import (
     ImageFilter,
     add_image_options,
     add_jobs_option,
+    add_scheduler_option,
     dump,
     keep,
     no_device_code,
@@ -126,6 +132,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "spill (largest first) or name (default: the file's order)")
     add_image_options(p)
     add_jobs_option(p)
+    add_scheduler_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -219,10 +226,19 @@ def _no_device_code(paths: list[str]) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from devbin.images.units import connect
+    with connect(args.scheduler) as client:
+        return _run(args, out, client)
+
+
+def _run(args: argparse.Namespace, out: TextIO, client: Any) -> int:
+    from functools import partial
+
     from devbin.binary.native import load_native
     from devbin.images.parallel import ordered_map, pool_jobs
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
+    from devbin.images.units import image_units, run_unit, unit_parts
     from devbin.reports.resources import (
         MIN_PARALLEL_BYTES,
         FunctionFilter,
@@ -252,8 +268,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     taken = keep(found, choose, lambda h: h[0], like_cuobjdump=args.format == "cuobjdump")
     read = object_kinds() | {"ptx"}
     hits = [h for h in taken if h[0].kind in read]
-    # Each image read in a worker of the pool (--jobs), in order; what only the scan knows (the
-    # archive member lines, the fatbin entry headers) is written here.
+    # Each image read in a worker of the pool (--jobs) or of the cluster (--scheduler: a large file's images
+    # cut into a few units, each scanned again there), in order; what only the scan knows (the archive
+    # member lines, the fatbin entry headers) is written here.
     todo = [f for f, _ in hits if f.kind != "ptx"]
     text_table = not args.json and args.format == "text"
     wanted = FunctionFilter(args.function)
@@ -262,10 +279,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     # the default pool took 0.22-0.30 s of wall time against 0.18-0.20 s in this process)
     lines = args.format == "cuobjdump" and not args.json and not wanted.patterns
     compiled = lines and load_native("devbin.binary._cdecode") is not None
-    done = iter(ordered_map(lambda f: analyse_image(f, json=args.json, text=text_table, lines=lines), todo,
-                            jobs=pool_jobs(args.jobs, (f.size for f in todo if not compiled or f.compression != "none"),
-                                           MIN_PARALLEL_BYTES),
-                            weights=[f.size if f.compression != "none" else 0 for f in todo]))
+    units = image_units([f for f, _ in found], todo, all=args.all or choose.all,
+                        parts=unit_parts(client) if client is not None else 0)
+    work = partial(run_unit, partial(analyse_image, json=args.json, text=text_table, lines=lines))
+    done = (r for rs in ordered_map(work, units, client=client,
+                                    jobs=pool_jobs(args.jobs, (f.size for f in todo
+                                                               if not compiled or f.compression != "none"),
+                                                   MIN_PARALLEL_BYTES),
+                                    weights=[sum(f.size for f in u.held or () if f.compression != "none")
+                                             for u in units])
+            for r in rs)
     kept = {id(h) for h in hits}
     for event in events:
         if not isinstance(event, tuple):

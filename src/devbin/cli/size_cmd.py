@@ -40,7 +40,10 @@ sections, at the cost of the loading thread's stack.
 
 --jobs N measures the files (a folder, several paths, the libraries of a wheel for --keep; from 8 MB
 of them) in N processes (default: one per processor; --jobs 1: this process only); the output is the
-same whatever N.
+same whatever N.  --scheduler ADDRESS measures the files on the workers of a Dask cluster instead
+(one file a task; pip install 'devbin[dask]'), the output the same as with --jobs 1 (--keep's pruning
+stays in this machine's processes).  A PATH may be a URL read through fsspec (https://..., s3://...;
+docs/API.md, "Many machines").
 
 --budget RULE (repeatable) for CI: SCOPE[:PATTERN]=SIZE with SCOPE total (all device bytes), file
 (each file's device bytes; PATTERN a glob on its path), arch (stored bytes of each architecture;
@@ -87,6 +90,7 @@ from devbin.cli.common import (
     add_jobs_option,
     add_max_segments_option,
     add_picture_option,
+    add_scheduler_option,
     arch_list,
     dump,
     max_segments,
@@ -131,6 +135,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_image_options(p, all=False)
     add_max_segments_option(p)
     add_jobs_option(p)
+    add_scheduler_option(p)
 
 
 # --------------------------------------------------------------------------- the report
@@ -152,8 +157,14 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     segments = max_segments(args.max_segments)
     if segments is not None and keep is None:
         raise BadArguments("--max-segments goes with --keep (it is prune's)")
+    from devbin.images.remote import is_url
+    if keep is not None and any(is_url(p) for p in paths):
+        raise BadArguments("--keep prunes copies of files on this machine, and a URL is not one: download it first")
     report = ScanReport()
-    files = measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES)
+    from devbin.images.units import connect
+    with connect(getattr(args, "scheduler", None)) as client:
+        files = measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES,
+                        client=client)
     if choose.active:
         files = only_images(files, choose)
         choose.check()

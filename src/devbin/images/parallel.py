@@ -33,6 +33,14 @@ It calls ``fn(item)`` for each item and returns the results in item order, exact
   seldom wait.
 
 :func:`default_jobs` is what ``--jobs`` defaults to: the processors this process may run on.
+
+**On a Dask cluster** (``client``, a ``dask.distributed.Client``; ``--scheduler ADDRESS``): the items
+go to the cluster's workers instead, one task per item, and come back with the same guarantees: in
+item order, each worker's warnings issued again here with its results, an exception raised at its
+item's turn.  Nothing is inherited there, so ``fn`` and the items are pickled (cloudpickle: a closure
+is fine) and must not hold open files or mapped views: an item is a work unit
+(:mod:`devbin.images.units`: a file, or some images of a large file, named by path or URL), which
+the worker opens itself.  Each worker has its own memory budget (the default of its process).
 """
 
 from __future__ import annotations
@@ -54,6 +62,10 @@ R = TypeVar("R")
 #: Chunks per worker: enough to even out items of different cost, few enough to keep the
 #: per-chunk round trip small.
 CHUNKS_PER_JOB = 4
+
+#: Tasks in flight per Dask worker: enough to keep it busy while the caller gathers, few enough that the
+#: results waiting to be gathered stay small.
+TASKS_PER_WORKER = 4
 
 # The work of the pool being run, set before the workers are forked (they inherit it).
 _work: tuple[Callable[[Any], Any], Sequence[Any], budget.MemoryBudget] | None = None
@@ -100,10 +112,14 @@ def effective_jobs(jobs: int, n_items: int, weights: Sequence[int] | None = None
 
 
 def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, jobs: int | None = None,
-                weights: Sequence[int] | None = None, min_items: int = 2) -> Iterator[R]:
+                weights: Sequence[int] | None = None, min_items: int = 2, client: Any = None) -> Iterator[R]:
     """``fn(item)`` for each of ``items``, in item order, in up to ``jobs`` processes (default: every
-    processor, :func:`default_jobs`); see the module docstring.  A generator: the pool starts
+    processor, :func:`default_jobs`), or on the workers of the Dask ``client`` (then ``jobs``, ``weights``
+    and ``min_items`` do not apply); see the module docstring.  A generator: the pool starts
     at the first ``next()`` and is shut down when the generator ends or is closed."""
+    if client is not None:
+        yield from _distributed(fn, items, client)
+        return
     n = effective_jobs(default_jobs() if jobs is None else jobs, len(items), weights, min_items=min_items)
     if n <= 1:
         for item in items:
@@ -159,6 +175,48 @@ def _pooled(fn: Callable[[T], R], items: Sequence[T], jobs: int) -> Iterator[R]:
                     future.cancel()
     finally:
         _work = None
+
+
+def _distributed(fn: Callable[[T], R], items: Sequence[T], client: Any) -> Iterator[R]:
+    """:func:`ordered_map` on a Dask cluster: one task per item (``pure=False``: two equal items are two
+    tasks), gathered in item order, no more than :data:`TASKS_PER_WORKER` per worker in flight (the
+    results not yet gathered wait in the workers' memory: an extract's decoded images); the futures not
+    yet gathered are cancelled when the generator ends or is closed (an error, a caller that stops
+    early)."""
+    if not items:
+        return
+    workers = max(1, len(client.scheduler_info().get("workers", {})))
+    window = workers * TASKS_PER_WORKER
+    futures: list[Any] = []
+    try:
+        for k in range(len(items)):
+            while len(futures) < min(len(items), k + window):
+                futures.append(client.submit(_run_remote, fn, items[len(futures)], pure=False))
+            result, caught, error = futures[k].result()
+            futures[k] = None  # gathered: its result goes from the worker
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            if error is not None:
+                raise error
+            yield result
+    finally:
+        client.cancel([f for f in futures if f is not None])
+
+
+def _run_remote(fn: Callable[[Any], Any], item: Any) -> tuple[Any, list[warnings.WarningMessage],
+                                                              BaseException | None]:
+    """In a Dask worker: ``fn(item)``, the warnings it issued and the exception that stopped it (raised
+    again in the caller at the item's turn, as a pool's are), under the worker's own memory budget."""
+    error: BaseException | None = None
+    result: Any = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with budget.current().unit():
+                result = fn(item)
+        except Exception as e:
+            error = e
+    return result, [_plain(w) for w in caught], error
 
 
 def _run_chunk(lo: int, hi: int) -> tuple[list[Any], list[warnings.WarningMessage], BaseException | None]:

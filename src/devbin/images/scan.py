@@ -29,6 +29,9 @@ Where images are looked for, by the first bytes of each file or member
   archive itself is not mapped whole.  A member whose first bytes are no known magic is skipped
   after reading those bytes only.
 
+**URLs** (``https://...``, ``s3://...``: :mod:`devbin.images.remote`) are files read through fsspec: a
+zip member by member with range requests, any other file whole once its first bytes name a format.
+
 **Backups are skipped** in folders: a file whose name ends in ``.devbin-backup`` (the original
 ``devbin prune --in-place`` keeps, and the hidden undo links of a folder prune in progress) is not
 one of the folder's files, so a second prune does not prune its backups and ``devbin size DIR``
@@ -62,6 +65,7 @@ import mmap
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -70,7 +74,7 @@ from devbin.binary.output import BACKUP_SUFFIX
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats import zipmember
 from devbin.formats.magic import SNIFF, is_zip
-from devbin.images.address import Address
+from devbin.images.address import Address, Member
 from devbin.images.containers import ZIP, format_of, member_frame
 from devbin.images.frame import Frame, Hit
 from devbin.images.record import Image
@@ -93,8 +97,9 @@ WHEEL_SUFFIX = ".whl"
 MAX_MEMBER_SIZE = 8 << 30
 
 Progress = Callable[[int, int], None]
-#: One file to scan: the path as displayed, the path, whether it was named explicitly (not found in a folder).
-ToScan = tuple[str, Path, bool]
+#: One file to scan: the path as displayed, the path (a str: a URL, :mod:`devbin.images.remote`), whether it was
+#: named explicitly (not found in a folder).  Plain data: it pickles (a Dask work unit, :mod:`devbin.images.units`).
+ToScan = tuple[str, Path | str, bool]
 
 
 def file_sizes(files: Iterable[ToScan]) -> list[int]:
@@ -102,6 +107,10 @@ def file_sizes(files: Iterable[ToScan]) -> list[int]:
     weights of ``--jobs`` and the units of the progress bar."""
     out = []
     for _, path, _ in files:
+        if isinstance(path, str):
+            from devbin.images.remote import url_size
+            out.append(url_size(path))
+            continue
         try:
             out.append(path.stat().st_size)
         except OSError:
@@ -212,6 +221,9 @@ class Scanner:
         #: called with each top-level zip member's compressed bytes once it is scanned (in this process only:
         #: :meth:`ByteProgress.member`)
         self.on_zip_bytes: Callable[[int], None] | None = None
+        #: the one member of a top-level zip to read (the others are passed over unread): a work unit's
+        #: images sit in it (:class:`devbin.images.units.ImageUnit`); None reads them all
+        self.only_member: Member | None = None
 
     def paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> Iterator[Hit]:
         """Every image under ``paths``; raises OSError for a top-level path that cannot be read."""
@@ -227,7 +239,11 @@ class Scanner:
         """The files under ``paths`` in scan order, folders walked (their unreadable entries are
         warnings); raises OSError for a top-level path that cannot be read."""
         files: list[ToScan] = []
+        from devbin.images.remote import is_url
         for p in paths:
+            if is_url(p):  # a file read through fsspec: opened by the scan (OSError there if it cannot be)
+                files.append((str(p), str(p), True))
+                continue
             path = Path(p)
             st = path.stat()  # raises OSError for a missing top-level path
             if stat.S_ISDIR(st.st_mode):
@@ -254,20 +270,24 @@ class Scanner:
             rep.failed.append(display)
 
     def listing(self, paths: Iterable[str | Path], progress: Progress | None = None,
-                jobs: int | None = 1, min_bytes: int = 0) -> list[Image]:
+                jobs: int | None = 1, min_bytes: int = 0, client: object = None) -> list[Image]:
         """The images under ``paths`` as records without their format objects (``native`` is None:
         facts only, nothing to decode), the files spread over ``jobs`` processes
-        (:func:`devbin.images.parallel.ordered_map`; None: every processor) with the report and the
-        order of one process; files of fewer than ``min_bytes`` in all are read in this process."""
+        (:func:`devbin.images.parallel.ordered_map`; None: every processor), or over the workers of the Dask
+        ``client`` (one file a task, :mod:`devbin.images.units`), with the report and the order of one
+        process; files of fewer than ``min_bytes`` in all are read in this process."""
         from devbin.images.parallel import default_jobs, effective_jobs, ordered_map
         files = self.expand(paths)
         sizes = file_sizes(files)
         bar = ByteProgress(progress, sizes) if progress is not None else None
         jobs = jobs_for(files, jobs, min_bytes)
         n = effective_jobs(default_jobs() if jobs is None else jobs, len(files))
-        self.on_zip_bytes = bar.member if bar is not None and n <= 1 else None  # a worker draws nothing
+        local = client is None and n <= 1
+        self.on_zip_bytes = bar.member if bar is not None and local else None  # a worker draws nothing
         out: list[Image] = []
-        for images, rep in ordered_map(self._list_one, files, jobs=n):
+        # to a Dask worker goes the scope, not this scanner (its report grows with every file merged)
+        work = self._list_one if client is None else partial(_list_file, self.all, self.follow_thin_outside)
+        for images, rep in ordered_map(work, files, jobs=n, client=client):
             out.extend(images)
             self.rep.merge(rep)
             if bar is not None:
@@ -281,9 +301,13 @@ class Scanner:
         return images, sub.rep
 
     # -- files on disk ----------------------------------------------------------
-    def file(self, path: Path, frame: Frame, depth: int = 0, *, explicit: bool = False) -> Iterator[Hit]:
+    def file(self, path: Path | str, frame: Frame, depth: int = 0, *, explicit: bool = False) -> Iterator[Hit]:
         """The images of the file at ``path``, memory-mapped (a zip is read member by member); ``explicit``:
-        named on the command line, where a damaged zip or a ``.whl`` that is no zip raises (module docstring)."""
+        named on the command line, where a damaged zip or a ``.whl`` that is no zip raises (module docstring).
+        A str is a URL (:meth:`url`)."""
+        if isinstance(path, str):
+            yield from self.url(path, frame, depth, explicit=explicit)
+            return
         with open(path, "rb") as f:
             head = f.read(SNIFF)
             zipped = is_zip(head)
@@ -306,6 +330,32 @@ class Scanner:
             # Images may still hold views into the map; then it goes with them.
             with contextlib.suppress(BufferError):
                 mm.close()
+
+    def url(self, url: str, frame: Frame, depth: int = 0, *, explicit: bool = False) -> Iterator[Hit]:
+        """The images of the file at ``url``, read through fsspec (:mod:`devbin.images.remote`): a zip member
+        by member (only the members with device code whole), any other file whole once its first bytes name
+        a format, into a buffer the memory budget is charged for."""
+        from devbin.images.remote import open_url
+        with open_url(url) as f:
+            head = f.read(SNIFF)
+            zipped = is_zip(head)
+            if depth == 0:
+                self.zip_opened = zipped
+            if explicit and url.lower().endswith(WHEEL_SUFFIX) and not zipped:
+                raise FormatError(f"not a zip file (a wheel is a zip; this one starts with "
+                                  f"{head[:4].hex() or 'nothing'})", fmt="zip", where=frame.where)
+            if zipped:
+                yield from self.walk_zip(f, None, frame, depth, strict=explicit)
+                return
+            if format_of(head) is None:
+                return
+            size = f.seek(0, os.SEEK_END)
+            f.seek(0)
+            data = budget.current().allocate(size, what="file", fmt="url", where=frame.where)
+            got = f.readinto(data)  # type: ignore[attr-defined]
+            if got != size:
+                raise OSError(f"cannot read {url}: {got} of {size} bytes came")
+        yield from self.buffer(data, frame, depth=depth)
 
     # -- any buffer --------------------------------------------------------------
     def buffer(self, data: Buffer, frame: Frame, *, depth: int = 0, disk: Path | None = None) -> Iterator[Hit]:
@@ -354,6 +404,8 @@ class Scanner:
             return
         sub = member_frame(frame, info.filename, seen, ZIP.name)
         self.rep.members += 1
+        if depth == 0 and self.only_member is not None and sub.address.steps[-1] != self.only_member:
+            return
         if not self._zip_wanted(zf, info, sub.where):
             return
         # The member is charged its size while the scan reads it (the recorded size, or what its
@@ -399,6 +451,11 @@ class Scanner:
         except Exception as e:  # zipfile/zlib/bz2/lzma errors, encryption
             self.rep.warn(where, f"cannot read zip member: {type(e).__name__}: {e}")
         return None
+
+
+def _list_file(all: bool, follow_thin_outside: bool, todo: ToScan) -> tuple[list[Image], ScanReport]:
+    """:meth:`Scanner.listing`'s work on one file in a Dask worker: what ``_list_one`` gives there."""
+    return Scanner(all=all, follow_thin_outside=follow_thin_outside)._list_one(todo)
 
 
 def jobs_for(files: list[ToScan], jobs: int | None, min_bytes: int) -> int | None:

@@ -182,22 +182,31 @@ def sorted_rows(rows: list[_Row], key: str | None, table: NvidiaTable | AmdTable
 
 
 def resources_report(paths: Sequence[str | Path], *, all: bool = False, functions: Iterable[str] | None = None,
-                     jobs: int | None = 1) -> ResourcesReport:
-    """``devbin resources --json``'s document (less ``schema``) for ``paths`` (files or folders): one record
-    per cubin and AMDGPU code object, in scan order, and the warnings.  ``all``: also the relocatable
-    ``__nv_relfatbin`` images beside ``.nv_fatbin`` ones (cuobjdump ``-all``); ``functions``: only these
-    names or globs (``--function``); ``jobs``: processes reading the images (None: every processor)."""
+                     jobs: int | None = 1, client: Any = None) -> ResourcesReport:
+    """``devbin resources --json``'s document (less ``schema``) for ``paths`` (files or folders; URLs,
+    :mod:`devbin.images.remote`): one record per cubin and AMDGPU code object, in scan order, and the
+    warnings.  ``all``: also the relocatable ``__nv_relfatbin`` images beside ``.nv_fatbin`` ones (cuobjdump
+    ``-all``); ``functions``: only these names or globs (``--function``); ``jobs``: processes reading the
+    images (None: every processor); ``client``: a ``dask.distributed.Client`` whose workers read them instead
+    (a large file's images cut into several tasks, :mod:`devbin.images.units`), the document the same."""
+    from functools import partial
+
     from devbin.images.parallel import ordered_map, pool_jobs
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
+    from devbin.images.units import image_units, run_unit, unit_parts
     from devbin.targets.registry import object_kinds
     report = ScanReport()
     kinds = object_kinds()
-    todo = [f for f, _ in Scanner(report, all=all).paths([str(p) for p in paths]) if f.kind in kinds]
+    found = [f for f, _ in Scanner(report, all=all).paths([str(p) for p in paths])]
+    todo = [f for f in found if f.kind in kinds]
+    units = image_units(found, todo, all=all, parts=unit_parts(client) if client is not None else 0)
+    results = (r for rs in ordered_map(partial(run_unit, analyse_image), units, client=client,
+                                       jobs=pool_jobs(jobs, (f.size for f in todo), MIN_PARALLEL_BYTES))
+               for r in rs)
     wanted = FunctionFilter(functions)
     images: list[NvidiaImage | AmdImage | IntelImage] = []
-    for f, r in zip(todo, ordered_map(analyse_image, todo, jobs=pool_jobs(jobs, (f.size for f in todo),
-                                                                           MIN_PARALLEL_BYTES)), strict=True):
+    for f, r in zip(todo, results, strict=True):
         if isinstance(r, Unreadable):
             report.warn(str(f.address), r.message)
         elif r is not None and r.image is not None:

@@ -484,30 +484,33 @@ def _share_out(fs: FileSize, ccob: list[ImageSize]) -> None:
 
 def measure(paths: Iterable[str | Path], *, functions: bool = True, progress: Progress | None = None,
             report: ScanReport | None = None, resources: bool = False, jobs: int | None = 1,
-            min_bytes: int = 0) -> list[FileSize]:
+            min_bytes: int = 0, client: object = None) -> list[FileSize]:
     """One :class:`FileSize` per file holding device code under ``paths``, in scan order.
 
     ``functions``: read each code object's symbols (False: images only); ``resources``: also import each
     code object for its functions' :class:`~devbin.model.resources.Resources` (``--diff``).  ``report``
     collects the scan's warnings.  ``jobs``: processes to measure the files in (1: this one; None: every
     processor; files of fewer than ``min_bytes`` in all are measured in this one); the result is the same
-    whatever ``jobs``.  ``progress(done, total)`` counts the files' bytes
-    (:class:`~devbin.images.scan.ByteProgress`: a wheel's members move it too).  Raises OSError for a
-    top-level path that cannot be read."""
+    whatever ``jobs``; ``client``: a ``dask.distributed.Client`` whose workers measure them instead, one file a
+    task (:mod:`devbin.images.units`; paths may then be URLs), the result the same.  ``progress(done, total)``
+    counts the files' bytes (:class:`~devbin.images.scan.ByteProgress`: a wheel's members move it too).  Raises
+    OSError for a top-level path that cannot be read."""
     rep = report if report is not None else ScanReport()
     files = _SizeScanner(rep).expand(paths)
     bar = ByteProgress(progress, file_sizes(files)) if progress is not None else None
     jobs = jobs_for(files, jobs, min_bytes)
     n = effective_jobs(default_jobs() if jobs is None else jobs, len(files))
-    twins = _Twins(eager=n > 1)  # one process: the digests taken at the end, where a twin turned up
+    local = n <= 1 and client is None
+    twins = _Twins(eager=not local)  # one process: the digests taken at the end, where a twin turned up
+    draw = bar.member if bar is not None and local else None  # a worker draws nothing
 
-    def one(todo: ToScan) -> tuple[list[FileSize], ScanReport]:
+    def one(todo: ToScan) -> tuple[list[FileSize], ScanReport]:  # pickled for a Dask worker: plain cells only
         sub = _SizeScanner(ScanReport())
-        sub.on_zip_bytes = bar.member if bar is not None and n <= 1 else None  # a worker draws nothing
+        sub.on_zip_bytes = draw
         return _group(sub, sub.one(todo), functions, resources, twins), sub.rep
 
     out: list[FileSize] = []
-    for sizes, sub_rep in ordered_map(one, files, jobs=n):
+    for sizes, sub_rep in ordered_map(one, files, jobs=n, client=client):
         out.extend(sizes)
         rep.merge(sub_rep)
         if bar is not None:
