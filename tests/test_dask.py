@@ -44,7 +44,12 @@ SAMPLE_NAMES = ("sample_sm90.cubin", "sample_sm90_rdc.cubin", "sample_gfx90a.o",
                 "sample_layer_top.a", "sample_link_kern.o", "sample_load_lib.so", "sample_load_user.so")
 #: Bytes of the wheel's member without device code: what a reader with range requests leaves unread.
 FILLER = 24 << 20
-
+#: Waits of the cluster and the web server (not tool runs, which take runners.TOOL_TIMEOUT): a process's exit
+#: once terminated, the client's connection, the two workers' start on a loaded machine, one poll of a port.
+STOP_S = 20
+CONNECT_S = 30
+START_S = 90
+POLL_S = 1
 
 def _needs(module: str) -> Any:
     """``module`` imported; the test skipped when it is missing, failed in CI (every package a test
@@ -70,7 +75,7 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             p.terminate()
     for p in procs:
         try:
-            p.wait(timeout=20)
+            p.wait(timeout=STOP_S)
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
@@ -107,8 +112,8 @@ or ``tests.test_dask``)."""
                 pytest.fail(f"the Dask scheduler did not start: {(d / 'cluster.log').read_text()[-2000:]}")
             time.sleep(0.2)
         address = json.loads(info.read_text())["address"]
-        with Client(address, timeout="30s") as client:
-            client.wait_for_workers(2, timeout=90)
+        with Client(address, timeout=f"{CONNECT_S}s") as client:
+            client.wait_for_workers(2, timeout=START_S)
         yield address
     finally:
         _stop(procs[1:])
@@ -143,7 +148,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     try:
         deadline = time.monotonic() + 30
         while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=POLL_S):
                 break
             if time.monotonic() > deadline or proc.poll() is not None:
                 pytest.fail(f"nginx did not start: {(base / 'error.log').read_text(errors='replace')}")
