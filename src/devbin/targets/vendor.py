@@ -35,9 +35,13 @@ What a descriptor holds (each item is the one place devbin writes that rule):
   :attr:`Vendor.load_backend`): ``devbin.link``/``devbin.load`` (layer 5) import them on use;
   this package (layer 3) never imports them (tests/test_layers.py).
 
-A descriptor module imports only its vendor's tables (``archs``, ``mach``): the image scanner
-asks a descriptor for every image it lists and must not pay for the importer, the model or
-msgpack; those are imported inside the methods that need them.
+A descriptor module is cheap to import: the registry imports every vendor's (its questions - an
+``e_machine``, an image kind, a triple - are answered by class attributes), so a file of one vendor
+must not pay for another's tables, and the image scanner asks a descriptor for every image it lists
+and must not pay for the importer, the model or msgpack.  Those are imported inside the methods
+that need them: AMD's ``mach``, ``targetid`` and ``matching``, Intel's ``devices``, every vendor's
+importer.  NVIDIA's ``archs`` comes with its descriptor (:func:`~devbin.targets.registry.guess_vendor`
+asks NVIDIA first of every architecture name).
 """
 
 from __future__ import annotations
