@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_AMDGPU
-from devbin.targets.vendor import AssemblyFacts, Device, Diag, ObjectFacts, Vendor, Verdict
+from devbin.targets.vendor import Diag, Vendor
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject
     from devbin.targets.resource_records import ImageKeys, ImageResources
     from devbin.targets.vendor import ModelSource
+    from devbin.targets.vendor_records import AssemblyFacts, Device, ObjectFacts, Verdict
 
 __all__ = ["AMD", "AmdVendor"]
 
@@ -129,6 +130,7 @@ class AmdVendor(Vendor):
     def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
         from devbin.targets.amdgpu.mach import supported_features
         from devbin.targets.amdgpu.matching import parse_device as parse_target_device
+        from devbin.targets.vendor_records import Device
 
         target = parse_target_device(text)
         unknown = [f for f in supported_features(target.processor) if target.feature(f) is None]
@@ -172,6 +174,7 @@ class AmdVendor(Vendor):
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
         from devbin.targets.amdgpu.matching import match
         from devbin.targets.amdgpu.targetid import parse_target_id
+        from devbin.targets.vendor_records import Verdict
 
         assert device.target is not None
         try:
@@ -236,6 +239,7 @@ class AmdVendor(Vendor):
         """Target ID and triple from the metadata note (else ``e_flags``), the code object version; no
         producer of its own (the ELF's ``.comment`` says)."""
         from devbin.targets.amdgpu.importer import code_object_facts
+        from devbin.targets.vendor_records import ObjectFacts
 
         facts = code_object_facts(elf, diag=lambda e: None)
         return ObjectFacts(facts.target_id, facts.triple, None, "", facts.flags.code_object_version)
@@ -246,6 +250,7 @@ class AmdVendor(Vendor):
         against the metadata note."""
         from devbin.targets.amdgpu.asminfo import merge_asm_info, parse_asm_info
         from devbin.targets.amdgpu.importer import import_amdgpu
+        from devbin.targets.vendor_records import AssemblyFacts
 
         infos = parse_asm_info(assembly)
         merged, report = merge_asm_info(import_amdgpu(elf, diag=diag), infos, diag=diag)

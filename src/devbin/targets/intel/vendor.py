@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Final
 
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_INTELGT
-from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
+from devbin.targets.vendor import Diag, Vendor
 
 if TYPE_CHECKING:
     from devbin.binary import Buffer
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject
     from devbin.targets.resource_records import ImageKeys, ImageResources
     from devbin.targets.vendor import ModelSource
+    from devbin.targets.vendor_records import Device, ObjectFacts, Verdict
 
 __all__ = ["INTEL", "JIT_TARGETS", "IntelVendor"]
 
@@ -187,6 +188,7 @@ class IntelVendor(Vendor):
         """An IP version or acronym naming one device; a generic acronym (``dg2``) is judged as the generic
         target's base device (:func:`~devbin.targets.intel.devices.selected_device`), with a note."""
         from devbin.targets.intel.devices import GENERIC_ACRONYMS, devices_named, known_names, parse_ip, selected_device
+        from devbin.targets.vendor_records import Device
 
         if parse_ip(text) is None and text not in known_names():
             hint = suggest(text)
@@ -218,6 +220,7 @@ class IntelVendor(Vendor):
         """A zebin by :func:`~devbin.targets.intel.devices.match_rank` (ranks 0-2); SPIR-V always loads,
         compiled for the device (rank 9: after every native image)."""
         from devbin.targets.intel.devices import match_rank, selected_device
+        from devbin.targets.vendor_records import Verdict
 
         d = selected_device(device.name)
         if d is None:
@@ -235,6 +238,8 @@ class IntelVendor(Vendor):
         """A refused zebin that carries its SPIR-V (a ``SHT_ZEBIN_SPIRV`` section, ``.spv``: what ``ocloc compile``
         keeps) is compiled from it (compute-runtime ``device_binary_format_zebin.cpp``: a zebin not valid for
         the target with an intermediate representation is rebuilt from it), ranked by the refusal's rank."""
+        from devbin.targets.vendor_records import Verdict
+
         if kind != self.object_kind or data is None or not refused.rank:
             return refused
         from devbin.formats.elf.reader import ElfFile
@@ -261,6 +266,7 @@ class IntelVendor(Vendor):
         fit the device (:meth:`judge`); ``generic_ir``'s SPIR-V is compiled for the device."""
         from devbin.targets.intel.devices import selected_device
         from devbin.targets.intel.fatarchive import member_filters, member_match
+        from devbin.targets.vendor_records import Verdict
 
         d = selected_device(device.name)
         if d is None:
@@ -377,6 +383,8 @@ class IntelVendor(Vendor):
     def object_facts(self, elf: ElfFile) -> ObjectFacts:
         """The arch from the notes, ``spir64_gen`` (``spir_gen`` for ELF32), and the options of
         ``.misc.buildOptions`` where IGC wrote them; no producer of its own."""
+        from devbin.targets.vendor_records import ObjectFacts
+
         sec = elf.section(_BUILD_OPTIONS)
         options = bytes(sec.data).split(b"\0", 1)[0].decode("utf-8", "backslashreplace").strip() if sec else ""
         triple = self.default_triple if elf.header.is64 else "spir_gen-unknown-unknown"

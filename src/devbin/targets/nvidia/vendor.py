@@ -32,7 +32,7 @@ from devbin.targets.nvidia.archs import (
     try_parse_arch,
 )
 from devbin.targets.nvidia.archs import parse_device as parse_cc
-from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
+from devbin.targets.vendor import Diag, Vendor
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject
     from devbin.targets.resource_records import ImageKeys, ImageResources
     from devbin.targets.vendor import ModelSource
+    from devbin.targets.vendor_records import Device, ObjectFacts, Verdict
 
 __all__ = ["NVIDIA", "NvidiaVendor"]
 
@@ -205,6 +206,8 @@ class NvidiaVendor(Vendor):
         return text.startswith("sm_") or (text[:1].isdigit() and text.count(".") < 2)
 
     def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        from devbin.targets.vendor_records import Device
+
         try:
             cc = parse_cc(text)
         except UsageError as e:
@@ -233,6 +236,8 @@ class NvidiaVendor(Vendor):
         return arch, 1
 
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        from devbin.targets.vendor_records import Verdict
+
         assert device.cc is not None
         try:
             a = parse_arch(arch)
@@ -284,6 +289,7 @@ class NvidiaVendor(Vendor):
         options from the ``.note.nv.tkinfo`` note (``""`` when it is missing or unreadable)."""
         from devbin.targets.nvidia.cubin import Cubin
         from devbin.targets.nvidia.notes import tkinfo
+        from devbin.targets.vendor_records import ObjectFacts
 
         arch = Cubin(elf).arch
         try:
