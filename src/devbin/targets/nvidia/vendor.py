@@ -48,8 +48,9 @@ if TYPE_CHECKING:
 __all__ = ["NVIDIA", "NvidiaVendor"]
 
 _NAME_PREFIXES = ("sm", "compute", "lto")
-_BARE = re.compile(r"(sm|compute|lto)?[ _-]?([1-9][0-9]+[af]?)")
-_DOTTED = re.compile(r"([1-9][0-9]?)\.([0-9])([af]?)")
+# arch_repairs' patterns, compiled (and kept by re's cache) when a name is repaired, not at every start-up.
+_BARE = r"(sm|compute|lto)?[ _-]?([1-9][0-9]+[af]?)"
+_DOTTED = r"([1-9][0-9]?)\.([0-9])([af]?)"
 
 
 @cache
@@ -114,10 +115,10 @@ class NvidiaVendor(Vendor):
         """``sm90``, ``sm-90``, a bare ``90`` (SASS unless a prefix says otherwise) -> ``sm_90``; a compute
         capability ``9.0`` -> ``sm_90``."""
         out: list[str] = []
-        m = _BARE.fullmatch(text)
+        m = re.fullmatch(_BARE, text)
         if m is not None:
             out.append(f"{m.group(1) or 'sm'}_{m.group(2)}")
-        m = _DOTTED.fullmatch(text)
+        m = re.fullmatch(_DOTTED, text)
         if m is not None:
             out.append(f"sm_{m.group(1)}{m.group(2)}{m.group(3)}")
         return out
