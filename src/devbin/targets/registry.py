@@ -22,10 +22,11 @@ from devbin.errors import UsageError
 from devbin.targets.amdgpu.vendor import AMD
 from devbin.targets.intel.vendor import INTEL
 from devbin.targets.nvidia.vendor import NVIDIA
-from devbin.targets.vendor import Device, Vendor
+from devbin.targets.vendor import Vendor
 
 if TYPE_CHECKING:
     from devbin.model import Target
+    from devbin.targets.vendor_records import Device
 
 __all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "object_kinds", "parse_target", "prune_name_matches",
            "vendor_for_kind", "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names",

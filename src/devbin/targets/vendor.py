@@ -35,16 +35,19 @@ What a descriptor holds (each item is the one place devbin writes that rule):
   :attr:`Vendor.load_backend`): ``devbin.link``/``devbin.load`` (layer 5) import them on use;
   this package (layer 3) never imports them (tests/test_layers.py).
 
-A descriptor module imports only its vendor's tables (``archs``, ``mach``): the image scanner
-asks a descriptor for every image it lists and must not pay for the importer, the model or
-msgpack; those are imported inside the methods that need them.
+A descriptor module is cheap to import: the registry imports every vendor's (its questions - an
+``e_machine``, an image kind, a triple - are answered by class attributes), so a file of one vendor
+must not pay for another's tables, and the image scanner asks a descriptor for every image it lists
+and must not pay for the importer, the model or msgpack.  Those are imported inside the methods
+that need them: AMD's ``mach``, ``targetid`` and ``matching``, Intel's ``devices``, every vendor's
+importer.  NVIDIA's ``archs`` comes with its descriptor (:func:`~devbin.targets.registry.guess_vendor`
+asks NVIDIA first of every architecture name).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -55,8 +58,8 @@ if TYPE_CHECKING:
     from devbin.errors import DeviceBinaryError
     from devbin.formats.elf.reader import ElfFile
     from devbin.model import CodeObject, Function
-    from devbin.targets.amdgpu.targetid import TargetId
     from devbin.targets.resource_records import ImageKeys, ImageResources
+    from devbin.targets.vendor_records import AssemblyFacts, Device, ObjectFacts, Verdict
 
 __all__ = ["DEVBIN_SECTIONS", "VENDOR", "AssemblyFacts", "Device", "Diag", "ModelSource", "ObjectFacts", "Vendor",
            "Verdict"]
@@ -74,69 +77,18 @@ DEVBIN_SECTIONS = "devbin-sections"
 VENDOR = "vendor"
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectFacts:
-    """What a vendor's device ELF says of itself (``devbin pack``'s facts, docs/PACK.md): its
-    architecture as the loader reads it, its triple, the producer and compile options it records
-    (``None``: the vendor keeps none of its own; the ELF's ``.comment`` then says), its code object
-    version (``None`` where the vendor has none)."""
+def __getattr__(name: str) -> Any:
+    """The records the descriptors' methods return (:class:`Device`, :class:`Verdict`, :class:`ObjectFacts`,
+    :class:`AssemblyFacts`), from :mod:`devbin.targets.vendor_records` on first use: a scan imports every
+    descriptor and asks none of them for these, so it does not pay for building their classes."""
+    if name in _RECORDS:
+        from devbin.targets import vendor_records
 
-    arch: str
-    triple: str
-    producer: str | None = None
-    compile_options: str = ""
-    code_object_version: int | None = None
+        return getattr(vendor_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class AssemblyFacts:
-    """What ``devbin cc`` learned from a compile's assembly (:meth:`Vendor.facts_from_assembly`): the
-    object's model with them added, each function's facts as JSON, the functions that gained facts
-    (``filled``), those checked against the object's own (``checked``), one line per value that
-    differs (``disagreements``) and the functions the assembly says nothing about (``missing``)."""
-
-    model: CodeObject
-    functions: dict[str, dict[str, Any]]
-    filled: tuple[str, ...]
-    checked: tuple[str, ...]
-    disagreements: tuple[str, ...]
-    missing: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Device:
-    """A GPU to select or load for, as a vendor's :meth:`Vendor.parse_device` reads its name: ``cc`` the
-    compute capability of an NVIDIA device, ``target`` the target ID of an AMD one (features it does not
-    state are unknown); ``vendor`` its vendor's canonical :attr:`Vendor.name` (``nvidia``, ``amd``,
-    ``intel``); ``description`` one line for people; ``note`` what the name left open."""
-
-    name: str
-    vendor: str
-    cc: tuple[int, int] | None = None
-    target: TargetId | None = None
-    note: str = ""
-    description: str = field(default="", compare=False)
-
-    def __str__(self) -> str:
-        return self.name
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "vendor": self.vendor,
-                "compute_capability": f"{self.cc[0]}.{self.cc[1]}" if self.cc else None,
-                "target_id": str(self.target) if self.target is not None else None, "note": self.note}
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """Whether a driver loads an image on a device (:meth:`Vendor.judge`): ``reason`` one phrase, ``rank``
-    a sort key among the images that load (smaller is better), ``jit`` compiled by the driver first.  A
-    refusal's ``rank`` is where the image would rank if the driver compiled the IR it carries instead
-    (:meth:`Vendor.refused_fallback`); empty where the driver never looks at it."""
-
-    ok: bool
-    reason: str
-    rank: tuple[int, ...] = ()
-    jit: bool = False
+_RECORDS = frozenset({"AssemblyFacts", "Device", "ObjectFacts", "Verdict"})
 
 
 class Vendor(ABC):

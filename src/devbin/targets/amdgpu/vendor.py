@@ -12,24 +12,13 @@ itself only.  The loader's rule (target-ID compatibility, generic targets) is
 
 from __future__ import annotations
 
+from functools import cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_AMDGPU
-from devbin.targets.amdgpu.mach import (
-    EF_AMDGPU_MACH,
-    FEATURES,
-    PROCESSORS,
-    FeatureSetting,
-    decode_flags,
-    mach_name,
-    supported_features,
-)
-from devbin.targets.amdgpu.matching import match
-from devbin.targets.amdgpu.matching import parse_device as parse_target_device
-from devbin.targets.amdgpu.targetid import TargetId, parse_target_id
-from devbin.targets.vendor import AssemblyFacts, Device, Diag, ObjectFacts, Vendor, Verdict
+from devbin.targets.vendor import Diag, Vendor
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -39,8 +28,18 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject
     from devbin.targets.resource_records import ImageKeys, ImageResources
     from devbin.targets.vendor import ModelSource
+    from devbin.targets.vendor_records import AssemblyFacts, Device, ObjectFacts, Verdict
 
 __all__ = ["AMD", "AmdVendor"]
+
+
+@cache
+def _processor(e_flags: int) -> str:
+    """:meth:`AmdVendor.arch_from_header`, asked for every code object a scan lists: the processor table
+    (:mod:`devbin.targets.amdgpu.mach`) imported on the first, each flags word's answer kept."""
+    from devbin.targets.amdgpu.mach import EF_AMDGPU_MACH, mach_name
+
+    return mach_name(e_flags & EF_AMDGPU_MACH)
 
 
 class AmdVendor(Vendor):
@@ -74,6 +73,8 @@ class AmdVendor(Vendor):
 
     def known_arch_names(self) -> tuple[str, ...]:
         """The ``gfx`` processors and generic targets of :data:`~devbin.targets.amdgpu.mach.PROCESSORS`."""
+        from devbin.targets.amdgpu.mach import PROCESSORS
+
         return tuple(p.name for p in PROCESSORS if p.name.startswith(self.arch_prefixes))
 
     def claims_arch(self, text: str) -> bool:
@@ -82,6 +83,9 @@ class AmdVendor(Vendor):
     def check_arch(self, text: str) -> str:
         """A target ID (:func:`~devbin.targets.amdgpu.targetid.parse_target_id`) of a known processor with
         features it has."""
+        from devbin.targets.amdgpu.mach import supported_features
+        from devbin.targets.amdgpu.targetid import parse_target_id
+
         try:
             tid = parse_target_id(text)
         except DeviceBinaryError as e:
@@ -97,7 +101,7 @@ class AmdVendor(Vendor):
 
     def arch_from_header(self, e_flags: int, ei_osabi: int, ei_abiversion: int) -> str:
         """The processor of ``EF_AMDGPU_MACH`` (unknown numbers stay raw: ``EF_AMDGPU_MACH_0x..``)."""
-        return mach_name(e_flags & EF_AMDGPU_MACH)
+        return _processor(e_flags)
 
     def option_matches(self, found: str, wanted: str) -> bool:
         return found == wanted or (":" not in wanted and found.split(":", 1)[0] == wanted)
@@ -124,6 +128,10 @@ class AmdVendor(Vendor):
         return text.startswith("gfx")
 
     def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        from devbin.targets.amdgpu.mach import supported_features
+        from devbin.targets.amdgpu.matching import parse_device as parse_target_device
+        from devbin.targets.vendor_records import Device
+
         target = parse_target_device(text)
         unknown = [f for f in supported_features(target.processor) if target.feature(f) is None]
         note = (f"{'/'.join(unknown)} not given: unknown, so images that set it load only conditionally"
@@ -135,6 +143,9 @@ class AmdVendor(Vendor):
                     ) -> tuple[str, int]:
         """The code object's target ID with its features as the loader reads them from ``e_flags`` (COV3+),
         and its generic version (``e_flags`` bits 24..31; :func:`devbin.targets.amdgpu.mach.decode_flags`)."""
+        from devbin.targets.amdgpu.mach import FeatureSetting, decode_flags
+        from devbin.targets.amdgpu.targetid import TargetId, parse_target_id
+
         if kind != self.object_kind:
             return arch, 1
         try:
@@ -161,6 +172,10 @@ class AmdVendor(Vendor):
         return str(TargetId(tid.processor, sramecc, xnack)), version
 
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        from devbin.targets.amdgpu.matching import match
+        from devbin.targets.amdgpu.targetid import parse_target_id
+        from devbin.targets.vendor_records import Verdict
+
         assert device.target is not None
         try:
             t = parse_target_id(arch)
@@ -185,6 +200,10 @@ class AmdVendor(Vendor):
         return "an earlier image is taken"
 
     def fallback_chain(self, target: str, others: Sequence[str]) -> list[str] | None:
+        from devbin.targets.amdgpu.mach import FEATURES
+        from devbin.targets.amdgpu.matching import match
+        from devbin.targets.amdgpu.targetid import parse_target_id
+
         if not self.owns_arch(target):
             return None
         try:
@@ -220,6 +239,7 @@ class AmdVendor(Vendor):
         """Target ID and triple from the metadata note (else ``e_flags``), the code object version; no
         producer of its own (the ELF's ``.comment`` says)."""
         from devbin.targets.amdgpu.importer import code_object_facts
+        from devbin.targets.vendor_records import ObjectFacts
 
         facts = code_object_facts(elf, diag=lambda e: None)
         return ObjectFacts(facts.target_id, facts.triple, None, "", facts.flags.code_object_version)
@@ -230,6 +250,7 @@ class AmdVendor(Vendor):
         against the metadata note."""
         from devbin.targets.amdgpu.asminfo import merge_asm_info, parse_asm_info
         from devbin.targets.amdgpu.importer import import_amdgpu
+        from devbin.targets.vendor_records import AssemblyFacts
 
         infos = parse_asm_info(assembly)
         merged, report = merge_asm_info(import_amdgpu(elf, diag=diag), infos, diag=diag)

@@ -36,17 +36,7 @@ from typing import TYPE_CHECKING, Final
 
 from devbin.errors import DeviceBinaryError, UsageError
 from devbin.formats.elf.constants import EM_INTELGT
-from devbin.targets.intel.devices import (
-    GENERIC_ACRONYMS,
-    device_named,
-    devices_named,
-    known_names,
-    match_rank,
-    names_overlap,
-    parse_ip,
-    selected_device,
-)
-from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
+from devbin.targets.vendor import Diag, Vendor
 
 if TYPE_CHECKING:
     from devbin.binary import Buffer
@@ -54,6 +44,7 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject
     from devbin.targets.resource_records import ImageKeys, ImageResources
     from devbin.targets.vendor import ModelSource
+    from devbin.targets.vendor_records import Device, ObjectFacts, Verdict
 
 __all__ = ["INTEL", "JIT_TARGETS", "IntelVendor"]
 
@@ -71,6 +62,8 @@ JIT_TARGETS: Final = ("spir64", "spir64-unknown-unknown")
 def _built_for(name: str) -> str:
     """The architecture a target named ``name`` is built for, as :func:`match_rank` takes it: a device's
     acronym is its IP version; a generic or family acronym and an IP version stay as they are."""
+    from devbin.targets.intel.devices import device_named
+
     d = device_named(name)
     return d.ip_version if d is not None else name.strip().lower()
 
@@ -114,26 +107,36 @@ class IntelVendor(Vendor):
 
     def owns_arch(self, arch: str) -> bool:
         """An IP version (``12.60.7``), a known acronym, or a raw ``PRODUCT_FAMILY_<n>``."""
+        from devbin.targets.intel.devices import known_names, parse_ip
+
         a = arch.strip().lower()
         return parse_ip(a) is not None or a in known_names() or a.startswith("product_family_")
 
     def known_arch_names(self) -> tuple[str, ...]:
         """Acronyms, generic and product-family acronyms, then the IP versions of :data:`DEVICES`."""
+        from devbin.targets.intel.devices import known_names
+
         return known_names()
 
     def claims_arch(self, text: str) -> bool:
         """An IP version's shape (three dotted numbers), a known name, or a name starting like an acronym."""
+        from devbin.targets.intel.devices import known_names
+
         parts = text.split(".")
         return (len(parts) == 3 and all(p.isdigit() for p in parts)) or text in known_names() \
             or text.startswith(self.arch_prefixes)
 
     def check_arch(self, text: str) -> str:
+        from devbin.targets.intel.devices import known_names, parse_ip
+
         if parse_ip(text) is not None or text in known_names():
             return text
         raise UsageError(f"no {self.title} device of that name (an IP version such as 12.60.7, or an ocloc acronym)")
 
     def arch_repairs(self, text: str) -> list[str]:
         """The letter O typed for a zero (``acm-g1o``), a space or underscore for the dash."""
+        from devbin.targets.intel.devices import known_names
+
         return [r for r in (text.replace("o", "0"), text.replace(" ", "-").replace("_", "-"))
                 if r != text and r in known_names()]
 
@@ -158,9 +161,13 @@ class IntelVendor(Vendor):
         return triple.startswith(self.triple_prefixes) or triple == "spir64" or triple.startswith("spir64-")
 
     def option_matches(self, found: str, wanted: str) -> bool:
+        from devbin.targets.intel.devices import names_overlap
+
         return names_overlap(found, wanted)
 
     def keep_matches(self, spec: str, arch: str) -> bool:
+        from devbin.targets.intel.devices import names_overlap
+
         return names_overlap(arch, spec)
 
     def function_parts(self, elf: ElfFile, rows: Sequence[int], names: Sequence[str],
@@ -180,6 +187,9 @@ class IntelVendor(Vendor):
     def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
         """An IP version or acronym naming one device; a generic acronym (``dg2``) is judged as the generic
         target's base device (:func:`~devbin.targets.intel.devices.selected_device`), with a note."""
+        from devbin.targets.intel.devices import GENERIC_ACRONYMS, devices_named, known_names, parse_ip, selected_device
+        from devbin.targets.vendor_records import Device
+
         if parse_ip(text) is None and text not in known_names():
             hint = suggest(text)
             raise UsageError(f"unknown device {text!r}" + (f"; did you mean {' or '.join(hint)}?" if hint else ""))
@@ -209,6 +219,9 @@ class IntelVendor(Vendor):
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
         """A zebin by :func:`~devbin.targets.intel.devices.match_rank` (ranks 0-2); SPIR-V always loads,
         compiled for the device (rank 9: after every native image)."""
+        from devbin.targets.intel.devices import match_rank, selected_device
+        from devbin.targets.vendor_records import Verdict
+
         d = selected_device(device.name)
         if d is None:
             return Verdict(False, f"unknown {self.device_title} device {device.name!r}")
@@ -225,6 +238,8 @@ class IntelVendor(Vendor):
         """A refused zebin that carries its SPIR-V (a ``SHT_ZEBIN_SPIRV`` section, ``.spv``: what ``ocloc compile``
         keeps) is compiled from it (compute-runtime ``device_binary_format_zebin.cpp``: a zebin not valid for
         the target with an intermediate representation is rebuilt from it), ranked by the refusal's rank."""
+        from devbin.targets.vendor_records import Verdict
+
         if kind != self.object_kind or data is None or not refused.rank:
             return refused
         from devbin.formats.elf.reader import ElfFile
@@ -249,7 +264,9 @@ class IntelVendor(Vendor):
         """The runtime's rule for a fat archive (:func:`devbin.targets.intel.fatarchive.member_match`): the
         member's name must answer one of the names it looks for (ranked by which), then a zebin's notes must
         fit the device (:meth:`judge`); ``generic_ir``'s SPIR-V is compiled for the device."""
+        from devbin.targets.intel.devices import selected_device
         from devbin.targets.intel.fatarchive import member_filters, member_match
+        from devbin.targets.vendor_records import Verdict
 
         d = selected_device(device.name)
         if d is None:
@@ -286,6 +303,8 @@ class IntelVendor(Vendor):
         ``spir64_gen`` image and takes ``spir64`` when there is none, ``urDeviceSelectBinary``, tested in
         intel/llvm ``unified-runtime/test/adapters/level_zero/urDeviceSelectBinary.cpp``).  A name of several
         devices (``dg2``) has only the SPIR-V levels."""
+        from devbin.targets.intel.devices import device_named, match_rank
+
         if not self.owns_arch(target):
             return None
         d = device_named(target)
@@ -364,6 +383,8 @@ class IntelVendor(Vendor):
     def object_facts(self, elf: ElfFile) -> ObjectFacts:
         """The arch from the notes, ``spir64_gen`` (``spir_gen`` for ELF32), and the options of
         ``.misc.buildOptions`` where IGC wrote them; no producer of its own."""
+        from devbin.targets.vendor_records import ObjectFacts
+
         sec = elf.section(_BUILD_OPTIONS)
         options = bytes(sec.data).split(b"\0", 1)[0].decode("utf-8", "backslashreplace").strip() if sec else ""
         triple = self.default_triple if elf.header.is64 else "spir_gen-unknown-unknown"

@@ -32,7 +32,7 @@ from devbin.targets.nvidia.archs import (
     try_parse_arch,
 )
 from devbin.targets.nvidia.archs import parse_device as parse_cc
-from devbin.targets.vendor import Device, Diag, ObjectFacts, Vendor, Verdict
+from devbin.targets.vendor import Diag, Vendor
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -43,12 +43,14 @@ if TYPE_CHECKING:
     from devbin.model import CodeObject
     from devbin.targets.resource_records import ImageKeys, ImageResources
     from devbin.targets.vendor import ModelSource
+    from devbin.targets.vendor_records import Device, ObjectFacts, Verdict
 
 __all__ = ["NVIDIA", "NvidiaVendor"]
 
 _NAME_PREFIXES = ("sm", "compute", "lto")
-_BARE = re.compile(r"(sm|compute|lto)?[ _-]?([1-9][0-9]+[af]?)")
-_DOTTED = re.compile(r"([1-9][0-9]?)\.([0-9])([af]?)")
+# arch_repairs' patterns, compiled (and kept by re's cache) when a name is repaired, not at every start-up.
+_BARE = r"(sm|compute|lto)?[ _-]?([1-9][0-9]+[af]?)"
+_DOTTED = r"([1-9][0-9]?)\.([0-9])([af]?)"
 
 
 @cache
@@ -113,10 +115,10 @@ class NvidiaVendor(Vendor):
         """``sm90``, ``sm-90``, a bare ``90`` (SASS unless a prefix says otherwise) -> ``sm_90``; a compute
         capability ``9.0`` -> ``sm_90``."""
         out: list[str] = []
-        m = _BARE.fullmatch(text)
+        m = re.fullmatch(_BARE, text)
         if m is not None:
             out.append(f"{m.group(1) or 'sm'}_{m.group(2)}")
-        m = _DOTTED.fullmatch(text)
+        m = re.fullmatch(_DOTTED, text)
         if m is not None:
             out.append(f"sm_{m.group(1)}{m.group(2)}{m.group(3)}")
         return out
@@ -205,6 +207,8 @@ class NvidiaVendor(Vendor):
         return text.startswith("sm_") or (text[:1].isdigit() and text.count(".") < 2)
 
     def parse_device(self, text: str, suggest: Callable[[str], list[str]]) -> Device:
+        from devbin.targets.vendor_records import Device
+
         try:
             cc = parse_cc(text)
         except UsageError as e:
@@ -233,6 +237,8 @@ class NvidiaVendor(Vendor):
         return arch, 1
 
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
+        from devbin.targets.vendor_records import Verdict
+
         assert device.cc is not None
         try:
             a = parse_arch(arch)
@@ -284,6 +290,7 @@ class NvidiaVendor(Vendor):
         options from the ``.note.nv.tkinfo`` note (``""`` when it is missing or unreadable)."""
         from devbin.targets.nvidia.cubin import Cubin
         from devbin.targets.nvidia.notes import tkinfo
+        from devbin.targets.vendor_records import ObjectFacts
 
         arch = Cubin(elf).arch
         try:
