@@ -57,7 +57,8 @@ from devbin.formats.oclelf import BUILD_OPTIONS, ET_OPENCL_OBJECTS, SHT_OPENCL_O
 from devbin.targets.intel.devices import PRODUCT_FAMILIES, IntelDevice, device_named, ip_text, parse_ip
 
 __all__ = ["GENERIC_IR", "PAD_PREFIX", "FatMember", "fat_member_name", "generic_ir", "member_filters", "member_match",
-           "member_target", "product_abbreviation", "prune_fat_archive", "read_fat_archive", "write_fat_archive"]
+           "member_target", "product_abbreviation", "prune_fat_archive", "read_fat_archive", "unique_member_names",
+           "write_fat_archive"]
 
 GENERIC_IR: Final = "generic_ir"
 PAD_PREFIX: Final = "pad_"
@@ -179,18 +180,18 @@ def generic_ir(spirv: bytes, options: bytes = b"") -> bytes:
 
 def write_fat_archive(members: Sequence[tuple[str, bytes]]) -> bytes:
     """An ``ocloc`` fat archive of ``(name, data)`` members in order, with ``pad_<n>`` members where ArEncoder
-    puts them (module docstring).  A name longer than 15 bytes, or given twice, is a UsageError."""
+    puts them (module docstring).  A name longer than 15 bytes or starting ``pad_`` is a UsageError; a name may
+    repeat (ocloc's runtime takes the first that fits), so that a pruned archive keeping every member is its input
+    again; ``pack`` refuses a repeated name in its input (:func:`unique_member_names`)."""
     from devbin.formats.ar.writer import ArMember, write_archive  # a scan imports no writer (tests/test_lean.py)
 
     out: list[ArMember] = []
-    seen: set[str] = set()
     written = 0  # bytes after the magic, as ArEncoder counts them
     pads = 0
     for name, data in members:
-        if not name or len(name.encode()) >= 16 or name in seen or name.startswith(PAD_PREFIX):
-            raise UsageError(f"an ocloc fat archive cannot hold a member named {quote(name)} (one per device, at "
-                             "most 15 bytes)")
-        seen.add(name)
+        if not name or len(name.encode()) >= 16 or name.startswith(PAD_PREFIX):
+            raise UsageError(f"an ocloc fat archive cannot hold a member named {quote(name)} (at most 15 bytes, "
+                             f"not {PAD_PREFIX}<n>)")
         if (written + AR.HEADER_SIZE) % _ALIGN:
             pad = _ALIGN - (written + 2 * AR.HEADER_SIZE) % _ALIGN
             out.append(ArMember(f"{PAD_PREFIX}{pads}", _PAD * pad, ()))
@@ -199,6 +200,15 @@ def write_fat_archive(members: Sequence[tuple[str, bytes]]) -> bytes:
         out.append(ArMember(name, data, ()))
         written += AR.HEADER_SIZE + len(data) + len(data) % 2
     return write_archive(out, symtab=False, pad_byte=b"\0")
+
+
+def unique_member_names(names: Sequence[str]) -> None:
+    """UsageError when ``pack``'s input gives a member name twice (two images for one device: ocloc writes one)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise UsageError(f"an ocloc fat archive holds one member per device; {quote(name)} is given twice")
+        seen.add(name)
 
 
 def prune_fat_archive(data: Buffer, keeps: Callable[[str, int], bool], where: str = "") -> bytes:
