@@ -53,6 +53,8 @@ from devbin.binary import Buffer, ByteView, Emitter
 from devbin.errors import UsageError, quote
 from devbin.formats.ar import ArchiveFile, Member
 from devbin.formats.ar import constants as AR
+from devbin.formats.elf import constants as EC
+from devbin.formats.elf import layout as EL
 from devbin.formats.oclelf import BUILD_OPTIONS, ET_OPENCL_OBJECTS, SHT_OPENCL_OPTIONS, SHT_OPENCL_SPIRV, SPIRV_OBJECT
 from devbin.targets.intel.devices import PRODUCT_FAMILIES, IntelDevice, device_named, ip_text, parse_ip
 
@@ -66,10 +68,6 @@ PAD_PREFIX: Final = "pad_"
 #: ``SHT_OPENCL_SPIRV`` and ``BuildOptions`` of type ``SHT_OPENCL_OPTIONS`` (the OpenCL ELF's constants:
 #: :mod:`devbin.formats.oclelf`, which the scan reads it with).
 _SHSTRTAB = ".shstrtab"
-_SHT_STRTAB = 3
-_ELF64_HEADER = 64
-_ELF64_SECTION_HEADER = 64
-_ELF64_PROGRAM_HEADER = 56
 _ALIGN = 8  # ArEncoder's member data and ElfEncoder's section data alignment
 _PAD = b" "  # what ArEncoder fills a pad_ member with
 
@@ -150,31 +148,38 @@ def fat_member_name(arch: str, bits: int) -> str:
 def generic_ir(spirv: bytes, options: bytes = b"") -> bytes:
     """The ``generic_ir`` member of a SPIR-V module, as ocloc writes it (ELF64, ``ET_OPENCL_OBJECTS``,
     sections: the null one, ``SPIRV Object``, ``BuildOptions`` when there are ``options``, ``.shstrtab``; see the
-    module docstring)."""
+    module docstring).  ElfEncoder's order (section headers before the data, ``e_phentsize`` set with no program
+    header) is not :mod:`devbin.formats.elf.writer`'s, so the records are packed here, by its layouts."""
     sections = [(SPIRV_OBJECT, SHT_OPENCL_SPIRV, spirv)] + ([(BUILD_OPTIONS, SHT_OPENCL_OPTIONS, options)]
                                                           if options else [])
     names = b"\0" + _SHSTRTAB.encode() + b"\0"
-    name_at = []
-    for name, _, _ in sections:
-        name_at.append(len(names))
-        names += name.encode() + b"\0"
+    rows = []
     count = len(sections) + 2
-    data_off = _ELF64_HEADER + count * _ELF64_SECTION_HEADER
+    at = EL.EHDR_SIZE[EC.ELFCLASS64] + count * EL.SHDR[EC.ELFCLASS64].size
+    for name, sh_type, data in [*sections, (_SHSTRTAB, EC.SHT_STRTAB, b"")]:
+        size = len(data)
+        if name == _SHSTRTAB:
+            sh_name, size = 1, len(names)
+        else:
+            sh_name = len(names)
+            names += name.encode() + b"\0"
+        rows.append(dict(sh_name=sh_name, sh_type=sh_type, sh_flags=0, sh_addr=0, sh_offset=at, sh_size=size,
+                         sh_link=0, sh_info=0, sh_addralign=_ALIGN, sh_entsize=0))
+        at += size + -size % _ALIGN
+    ehdr, shdr = EL.EHDR[EC.ELFCLASS64], EL.SHDR[EC.ELFCLASS64]
+    header = dict(e_type=ET_OPENCL_OBJECTS, e_machine=0, e_version=EC.EV_CURRENT, e_entry=0, e_phoff=0,
+                  e_shoff=EL.EHDR_SIZE[EC.ELFCLASS64], e_flags=0, e_ehsize=EL.EHDR_SIZE[EC.ELFCLASS64],
+                  e_phentsize=EL.PHDR[EC.ELFCLASS64].size, e_phnum=0, e_shentsize=shdr.size, e_shnum=count,
+                  e_shstrndx=count - 1)
     em = Emitter()
-    em.write(b"\x7fELF\x02\x01\x01" + bytes(9))
-    em.pack("HHIQQQIHHHHHH", ET_OPENCL_OBJECTS, 0, 1, 0, 0, _ELF64_HEADER, 0, _ELF64_HEADER, _ELF64_PROGRAM_HEADER,
-            0, _ELF64_SECTION_HEADER, count, count - 1)
-    em.write(bytes(_ELF64_SECTION_HEADER))
-    at = data_off
-    for (_, sh_type, data), name_offset in zip(sections, name_at, strict=True):
-        em.pack("IIQQQQIIQQ", name_offset, sh_type, 0, 0, at, len(data), 0, 0, _ALIGN, 0)
-        at += len(data) + -len(data) % _ALIGN
-    em.pack("IIQQQQIIQQ", 1, _SHT_STRTAB, 0, 0, at, len(names), 0, 0, _ALIGN, 0)
-    for _, _, data in sections:
+    em.write(EC.ELFMAG + bytes([EC.ELFCLASS64, EC.ELFDATA2LSB, EC.EV_CURRENT]) + bytes(EL.EI_NIDENT - 7))
+    em.pack(ehdr.fmt, *(header[f] for f in ehdr.fields))
+    em.write(bytes(shdr.size))
+    for row in rows:
+        em.pack(shdr.fmt, *(row[f] for f in shdr.fields))
+    for data in [*(d for _, _, d in sections), names]:
         em.write(data)
         em.write(bytes(-len(data) % _ALIGN))
-    em.write(names)
-    em.write(bytes(-len(names) % _ALIGN))
     return em.getvalue()
 
 
