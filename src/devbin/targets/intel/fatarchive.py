@@ -51,7 +51,7 @@ from typing import Final
 
 from devbin.binary import Buffer, ByteView, Emitter
 from devbin.errors import UsageError, quote
-from devbin.formats.ar import ArchiveFile, Member
+from devbin.formats.ar import ArchiveFile, Member, numbered
 from devbin.formats.ar import constants as AR
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf import layout as EL
@@ -220,24 +220,6 @@ def prune_fat_archive(data: Buffer, keeps: Callable[[str, int], bool], where: st
     """The archive ``data`` without the members ``keeps(name, n)`` refuses (``n``: the member's number among
     those of its name, from 1, as the scan counts them) and without its ``pad_`` members, written again by
     :func:`write_fat_archive` (which makes the pads for the new offsets).  FormatError from the ``ar`` reader."""
-    kept = [(m.name, bytes(m.data)) for m in _numbered(ArchiveFile(data, where=where).files) if keeps(m.name, m.n)]
+    kept = [(m.name, bytes(m.data)) for m, n in numbered(ArchiveFile(data, where=where).files)
+            if not m.name.startswith(PAD_PREFIX) and keeps(m.name, n)]
     return write_fat_archive(kept)
-
-
-@dataclass(frozen=True, slots=True)
-class _Numbered:
-    name: str
-    n: int
-    data: memoryview
-
-
-def _numbered(members: Sequence[Member]) -> list[_Numbered]:
-    """The members but the ``pad_`` ones, each with its number among those of its name."""
-    seen: dict[str, int] = {}
-    out = []
-    for m in members:
-        if m.name.startswith(PAD_PREFIX):
-            continue
-        seen[m.name] = n = seen.get(m.name, 0) + 1
-        out.append(_Numbered(m.name, n, m.data))
-    return out
