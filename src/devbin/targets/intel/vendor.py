@@ -206,6 +206,10 @@ class IntelVendor(Vendor):
         except DeviceBinaryError:
             return arch, 1
 
+    def load_label(self, kind: str, jit: bool) -> str:
+        """``SPIR-V, JIT-compiled`` (the runtime compiles it for the device); a zebin is a code object."""
+        return "SPIR-V, JIT-compiled" if jit and kind == _SPIRV else super().load_label(kind, jit)
+
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
         """A zebin by :func:`~devbin.targets.intel.devices.match_rank` (ranks 0-2); SPIR-V always loads,
         compiled for the device (rank 9: after every native image)."""
