@@ -305,3 +305,15 @@ def _mutate_headers(archives: dict[str, Path], flavour: str, multiline: list[str
             i = rng.choice(hot)
             buf[i] = rng.choice((0, 0x20, 0x2F, 0x30, 0x39, 0x0A, 0x60, 0xFF, rng.randrange(256)))
         _exercise(bytes(buf), multiline)
+
+
+def test_members_of_one_name_are_numbered_as_addresses_name_them() -> None:
+    """``numbered``: the N-th member of a name is ``;N`` (from 1), each name counted on its own, every file
+    member counted (the symbol table is no file); scan, prune and select number members through it."""
+    from devbin.formats.ar import numbered
+    from devbin.formats.ar.writer import ArMember, write_archive
+
+    data = write_archive([ArMember("k.o", b"a"), ArMember("j.o", b"b"), ArMember("k.o", b"c"), ArMember("k.o", b"d")],
+                         symtab=True)
+    got = [(m.name, n, bytes(m.data)) for m, n in numbered(ArchiveFile(data).files)]
+    assert got == [("k.o", 1, b"a"), ("j.o", 1, b"b"), ("k.o", 2, b"c"), ("k.o", 3, b"d")]

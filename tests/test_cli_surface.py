@@ -197,7 +197,7 @@ def test_schema_command_lists_and_prints(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_schema_files_state_the_major_version_commands_write() -> None:
     """Each shipped schema's ``schema`` const and ``$id`` carry the major version its command writes
-    (devbin.cli.common.SCHEMA_MAJOR; docs/JSON.md's table and changelog): select and load are at 2."""
+    (devbin.cli.common.SCHEMA_MAJOR; docs/JSON.md's table and changelog): select is at 3, load at 2."""
     from devbin.cli.common import schema_name
     for name in schema_cmd.names():
         schema = json.loads(schema_cmd.text(name))
@@ -206,7 +206,7 @@ def test_schema_files_state_the_major_version_commands_write() -> None:
         assert schema["$id"] == f"urn:devbin:schema:{name}:{major}", name
         assert f"`{schema_name(name)}`" in (ROOT / "docs" / "JSON.md").read_text(), name
     assert (schema_name("select"), schema_name("load"), schema_name("list")) == (
-        "devbin.select/2", "devbin.load/2", "devbin.list/1")
+        "devbin.select/3", "devbin.load/2", "devbin.list/1")
 
 
 def test_cc_json_follows_its_schema(tmp_path: Path) -> None:

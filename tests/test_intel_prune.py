@@ -151,6 +151,30 @@ def test_the_archive_comes_back_byte_for_byte(built: dict[str, Path], tmp_path: 
     assert all(m.offset % 8 == 0 for m in ArchiveFile(out.read_bytes()).files if not m.name.startswith("pad_"))
 
 
+def test_a_repeated_member_name_kept_twice(built: dict[str, Path], tmp_path: Path) -> None:
+    """An ocloc archive holding two members of one name (``64.12.55.8`` twice, ArEncoder's layout): keeping
+    every member gives it back byte for byte, ``--keep dg2`` keeps both copies (``ar t``), each as it was, and
+    drops the pvc zebin; ``--drop dg2 --image <archive>!64.12.55.8;2`` drops the second copy only."""
+    from devbin.formats.ar import ArchiveFile
+    from devbin.targets.intel.fatarchive import write_fat_archive
+    members = [(m.name, bytes(m.data)) for m in ArchiveFile(built["fat"].read_bytes()).files
+               if not m.name.startswith("pad_")]
+    twice = [members[0], (members[0][0], members[0][1] + b"\0" * 8), *members[1:]]
+    dup = tmp_path / "dup.ar"
+    dup.write_bytes(write_fat_archive(twice))
+    assert prune_fat_archive(dup.read_bytes(), lambda name, n: True) == dup.read_bytes()
+    out = tmp_path / "out.ar"
+    cli_ok("prune", "--keep", "dg2", str(dup), "-o", str(out))
+    assert [m for m in run_tool(["ar", "t", out]).stdout.split() if not m.startswith("pad_")] == [
+        "64.12.55.8", "64.12.55.8", "generic_ir"]
+    kept = [bytes(m.data) for m in ArchiveFile(out.read_bytes()).files if m.name == "64.12.55.8"]
+    assert kept == [twice[0][1], twice[1][1]]
+    # the second copy by its address (numbered as the scan numbers it: formats.ar.numbered), the first stays
+    cli_ok("prune", "--drop", "dg2", "--image", f"{dup}!64.12.55.8;2", str(dup), "-o", str(out))
+    assert [bytes(m.data) for m in ArchiveFile(out.read_bytes()).files if not m.name.startswith("pad_")] == [
+        twice[0][1], *(d for _, d in twice[2:])]
+
+
 def test_keep_one_device_in_a_sycl_library(library: Path, tmp_path: Path) -> None:
     """``--keep acm-g10``: the pvc zebins go from each archive (frames compressed again, the stored archive
     rewritten), the section is packed and its freed whole pages cut; the library still loads and runs,

@@ -358,8 +358,8 @@ def test_bundle_generic_version_from_eflags(amd_bundle: Path) -> None:
     _, js = cli("select", str(amd_bundle), "--device", "gfx1101", "--json")
     data = json.loads(js)
     assert data["chosen"]["generic_version"] == 1
-    # select/2: the device's vendor is the one canonical name, as its images' (select/1 said "amdgpu")
-    assert (data["schema"], data["device"]["vendor"], data["chosen"]["vendor"]) == ("devbin.select/2", "amd", "amd")
+    # since select/2: the device's vendor is the one canonical name, as its images' (select/1 said "amdgpu")
+    assert (data["schema"], data["device"]["vendor"], data["chosen"]["vendor"]) == ("devbin.select/3", "amd", "amd")
 
 
 def test_bundle_explain_and_errors(amd_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -46,13 +46,14 @@ def _pad(data: bytes, align: int = 16) -> bytes:
 
 def sycl_host(gen_images: list[bytes], jit_images: list[bytes], *, kernels: list[str], tgtimg: bool = True,
               descriptors: bool = True, level: int = 3, version: int = 3, sets: int = 1, props: int = 1,
-              extra: tuple[SectionSpec, ...] = ()) -> bytes:
+              extra: tuple[SectionSpec, ...] = (), lead: int = 0) -> bytes:
     """A host ELF as the offload wrapper lays it out: each image compressed to one zstd frame when it is
     larger than 64 bytes (else stored raw), 16-byte aligned; ``.tgtimg`` {address, decoded size}; one
     descriptor per image (``version`` 3, or 2 with its null manifest pair; pointer fields stored as values:
     no relocation table) with offload
     entries named ``kernels`` and a property set ``SYCL/misc properties`` {optLevel: 2} (``sets`` such records
-    all pointing at one array of ``props`` such properties); ``extra`` sections are added as given."""
+    all pointing at one array of ``props`` such properties); ``extra`` sections are added as given; ``lead`` zero
+    bytes come before the first spir64_gen image (which then is not 16-aligned when ``lead`` is not)."""
     rodata = bytearray()
 
     def string(s: str) -> int:
@@ -62,10 +63,12 @@ def sycl_host(gen_images: list[bytes], jit_images: list[bytes], *, kernels: list
     secs: dict[str, bytearray] = {GEN: bytearray(), JIT: bytearray()}
     placed: list[tuple[str, int, int, int]] = []  # section, address, stored end, decoded size
     for name, images in ((GEN, gen_images), (JIT, jit_images)):
+        secs[name].extend(bytes(lead if name == GEN else 0))
         for img in images:
             stored = zstandard.ZstdCompressor(level=level, write_checksum=False).compress(img) if len(img) > 64 else img
             start = ADDR[name] + len(secs[name])
-            secs[name].extend(_pad(stored))
+            secs[name].extend(stored)
+            secs[name].extend(bytes(-len(secs[name]) % 16))
             placed.append((name, start, start + len(stored), len(img)))
     data = bytearray()
     base = ADDR[".data.rel.ro"]
@@ -290,3 +293,27 @@ def test_too_many_property_value_bytes_is_a_format_error(monkeypatch: pytest.Mon
     monkeypatch.setattr(reader, "MAX_VALUE_BYTES", 32_000)
     (img,) = read_sycl_images(ElfFile(ByteView(bytes(data))))
     assert [len(p.value) for p in img.property_sets[0].properties] == [3992] * 8  # the bit length dropped
+
+
+def test_prune_keeps_an_unaligned_first_image_where_it_is() -> None:
+    """A first image 8 bytes into its section (not 16-aligned): prune rewrites it in place, the next image
+    16-aligned by address after it, and every descriptor and ``.tgtimg`` record points at the new bytes (the
+    images read back are the new ones)."""
+    import random
+
+    from devbin.formats.sycl.prune import compress_image, prune_section
+    a, b = random.Random(1).randbytes(600), random.Random(2).randbytes(500)  # frames no smaller than the data
+    host = sycl_host([a, b], [], kernels=["k"], lead=8)
+    elf = ElfFile(ByteView(host))
+    first, second = read_sycl_images(elf)
+    sec = elf.section(GEN)
+    assert sec is not None and first.offset - sec.sh_offset == 8
+    small = compress_image(a[:99])
+    buf = bytearray(host)
+    got = prune_section(elf, buf, sec, [first, second], {first.index: (small, 99)})
+    assert got.reason is None and got.freed > 0
+    after = read_sycl_images(ElfFile(ByteView(bytes(buf))))
+    assert [bytes(i.stored) for i in after] == [small, bytes(second.stored)]
+    assert [i.decoded_size for i in after] == [99, len(b)]
+    assert after[0].offset == first.offset and (after[1].offset - sec.sh_offset + sec.sh_addr) % 16 == 0
+    assert after[1].offset < second.offset

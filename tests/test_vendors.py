@@ -142,3 +142,15 @@ def test_generations_and_names() -> None:
     assert amd.generation("gfx90a") is None and amd.virtual_arch("gfx90a") == "" and not amd.is_virtual_arch("gfx90a")
     with pytest.raises(UsageError):
         amd.format_arch(90)
+
+
+def test_how_a_driver_loads_is_the_vendors_label() -> None:
+    """``load_label`` (select's text, the tour): each vendor names its machine code and its IR; an image of no
+    vendor gets the generic words."""
+    from devbin.targets.registry import load_label
+
+    assert [load_label("nvidia", "cubin", False), load_label("nvidia", "ptx", True), load_label("amd", "amdgpu", False),
+            load_label("intel", "spirv", True), load_label("intel", "zebin", False), load_label("", "spirv", True),
+            load_label("", "data", False)] == [
+        "SASS", "PTX, JIT-compiled", "code object", "SPIR-V, JIT-compiled", "code object",
+        "the IR it carries, JIT-compiled", "code object"]

@@ -53,8 +53,9 @@ EXIT_NO_DEVICE_CODE: Final = 3
 EXIT_OVER_BUDGET: Final = 4
 
 #: The major version of each command's JSON schema, 1 where not listed (docs/JSON.md: what bumps it, and
-#: its changelog): select/2 and load/2 spell an AMD device's vendor ``amd``, as every other record does.
-SCHEMA_MAJOR: Final[Mapping[str, int]] = MappingProxyType({"select": 2, "load": 2})
+#: its changelog): select/2 and load/2 spell an AMD device's vendor ``amd``, as every other record does; select/3
+#: makes Intel SPIR-V a candidate and an ocloc archive one module.
+SCHEMA_MAJOR: Final[Mapping[str, int]] = MappingProxyType({"select": 3, "load": 2})
 
 
 class BadArguments(UsageError):
@@ -67,7 +68,7 @@ def exit_status(error: DeviceBinaryError) -> int:
 
 
 def schema_name(command: str) -> str:
-    """The name and major version of a command's JSON schema: ``devbin.list/1``, ``devbin.select/2``."""
+    """The name and major version of a command's JSON schema: ``devbin.list/1``, ``devbin.select/3``."""
     return f"devbin.{command}/{SCHEMA_MAJOR.get(command, 1)}"
 
 

@@ -40,8 +40,6 @@ from typing import TextIO
 from devbin.cli.common import BadArguments, ImageFilter, add_image_options, dump, keep, no_device_code, note
 from devbin.escape.text import visible
 
-_JIT_LABEL = {"ptx": "PTX", "spirv": "SPIR-V"}
-
 HELP = "name the image a driver would pick for a device (sm_86, sm_90a, gfx90a:xnack+, gfx1101, 12.60.7, pvc)"
 
 
@@ -88,8 +86,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             if m.chosen is None:
                 continue
             c = m.chosen
-            how = f"{_JIT_LABEL.get(c.kind, 'the IR it carries')}, JIT-compiled" if c.jit \
-                else "SASS" if c.kind == "cubin" else "code object"
+            from devbin.targets.registry import load_label
+            how = load_label(c.image.vendor, c.kind, c.jit)
             out.write(f"{visible(c.name)}: {visible(c.arch or '-')} ({how})\n")
     if err is not None:
         out.flush()

@@ -216,9 +216,10 @@ class ContainerFormat:
 
 
 def member_frame(parent: Frame, name: str, seen: dict[str, int], origin: str) -> Frame:
-    """The frame of archive/zip member ``name`` (``;N`` for the N-th of that name)."""
-    seen[name] = n = seen.get(name, 0) + 1
-    return Frame(parent.address.child(Member(name, n)), origin)
+    """The frame of archive/zip member ``name`` (``;N`` for the N-th of that name:
+    :func:`devbin.formats.ar.member_number`)."""
+    from devbin.formats.ar.reader import member_number
+    return Frame(parent.address.child(Member(name, member_number(seen, name))), origin)
 
 
 def _walk_zip(s: Walker, view: ByteView, frame: Frame, depth: int, disk: Path | None) -> Iterator[Hit]:

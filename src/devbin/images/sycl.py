@@ -145,13 +145,11 @@ def _member_image(img: SyclImage, data: memoryview, start: int, size: int, addre
 
 def _archive(img: SyclImage, data: memoryview, address: Address, rep: ScanReport,
              meta: tuple[tuple[str, str], ...]) -> Iterator[Image]:
-    from devbin.formats.ar.reader import ArchiveFile
+    from devbin.formats.ar.reader import ArchiveFile, numbered
     ar = ArchiveFile(data, where=str(address), diag=lambda e: rep.warn(str(address), str(e)))
-    seen: dict[str, int] = {}
-    for m in ar.files:
-        if m.is_special or m.thin:
+    for m, n in numbered(ar.files):  # numbered as the scan numbers them, thin members counted
+        if m.thin:
             continue
-        seen[m.name] = n = seen.get(m.name, 0) + 1
         where = address.child(Member(m.name, n))
         try:
             got = _member_image(img, data, m.offset, m.size, where, meta)

@@ -135,7 +135,7 @@ from devbin.binary.mapped import Mapped, Rewritable, copy_of, release
 from devbin.binary.output import check_destination, write_file
 from devbin.errors import DeviceBinaryError, FormatError, InputClash, UsageError, short
 from devbin.formats import magic as M
-from devbin.formats.ar import ArchiveFile
+from devbin.formats.ar import ArchiveFile, numbered
 from devbin.formats.ar.writer import ArMember, write_archive
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.edit import ElfEditor
@@ -1058,9 +1058,7 @@ def _prune_archive(view: ByteView, ctx: _Ctx, at: Address, depth: int) -> bytes:
         return out
     members: list[ArMember] = []
     changed = False
-    seen: dict[str, int] = {}
-    for m in ar.files:
-        seen[m.name] = n = seen.get(m.name, 0) + 1  # as the scan counts members of one name
+    for m, n in numbered(ar.files):  # as the scan counts members of one name
         member_at = at.child(Member(m.name, n))
         data = bytes(m.data)
         if ctx.dropped_under(member_at):

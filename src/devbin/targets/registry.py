@@ -22,15 +22,15 @@ from devbin.errors import UsageError
 from devbin.targets.amdgpu.vendor import AMD
 from devbin.targets.intel.vendor import INTEL
 from devbin.targets.nvidia.vendor import NVIDIA
-from devbin.targets.vendor import Vendor
+from devbin.targets.vendor import Vendor, generic_load_label
 
 if TYPE_CHECKING:
     from devbin.model import Target
     from devbin.targets.vendor_records import Device
 
-__all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "object_kinds", "parse_target", "prune_name_matches",
-           "vendor_for_kind", "vendor_for_machine", "vendor_for_triple", "vendor_named", "vendor_names",
-           "vendor_of_device"]
+__all__ = ["VENDORS", "arch_option_matches", "guess_vendor", "load_label", "object_kinds", "parse_target",
+           "prune_name_matches", "vendor_for_kind", "vendor_for_machine", "vendor_for_triple", "vendor_named",
+           "vendor_names", "vendor_of_device"]
 
 #: Every vendor devbin knows, in the order reports list them.
 VENDORS: tuple[Vendor, ...] = (NVIDIA, AMD, INTEL)
@@ -48,6 +48,13 @@ def vendor_names() -> tuple[str, ...]:
 def vendor_named(name: str) -> Vendor | None:
     """The vendor of canonical name ``name``, or None."""
     return _BY_NAME.get(name)
+
+
+def load_label(vendor: str, kind: str, jit: bool) -> str:
+    """How the driver loads a chosen image of ``vendor`` (its :meth:`~devbin.targets.vendor.Vendor.load_label`;
+    the vendor of ``kind`` where ``vendor`` is empty)."""
+    v = _BY_NAME.get(vendor) or _BY_KIND.get(kind)
+    return v.load_label(kind, jit) if v is not None else generic_load_label(jit)
 
 
 def vendor_of_device(device: Device) -> Vendor:

@@ -62,7 +62,12 @@ if TYPE_CHECKING:
     from devbin.targets.vendor_records import AssemblyFacts, Device, ObjectFacts, Verdict
 
 __all__ = ["DEVBIN_SECTIONS", "VENDOR", "AssemblyFacts", "Device", "Diag", "ModelSource", "ObjectFacts", "Vendor",
-           "Verdict"]
+           "Verdict", "generic_load_label"]
+
+
+def generic_load_label(jit: bool) -> str:
+    """How a driver loads an image no vendor names more exactly (:meth:`Vendor.load_label`)."""
+    return "the IR it carries, JIT-compiled" if jit else "code object"
 
 #: Where an importer reports what it tolerated (a :class:`~devbin.errors.DeviceBinaryError` per finding).
 Diag = Callable[["DeviceBinaryError"], None]
@@ -306,6 +311,12 @@ class Vendor(ABC):
         (``n``: the member's number among those of its name, from 1), as the vendor's tool writes it; None
         where the vendor has no such archive (``devbin prune`` then refuses to rewrite one)."""
         return None
+
+    def load_label(self, kind: str, jit: bool) -> str:
+        """How its driver loads a chosen image of ``kind`` (select's text, the tour): the IR named and
+        ``JIT-compiled`` when ``jit``, else what the machine code is (NVIDIA: ``SASS``); the default
+        :func:`generic_load_label`."""
+        return generic_load_label(jit)
 
     def write_container(self, format: str, images: Sequence[tuple[str, str, bytes]]) -> bytes:
         """The container ``format`` (one of :attr:`pack_formats`) of ``images``, each ``(image kind, arch,

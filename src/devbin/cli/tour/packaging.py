@@ -74,7 +74,9 @@ def packaging_tour(folder: Path) -> tuple[dict[str, Any], list[str], bool]:
     lines.append("9. the image a driver would load (devbin select):")
     for dev, s in picks.items():
         c = s.chosen
-        how = "PTX, JIT-compiled" if s.jit else "SASS" if c is not None and c.kind == "cubin" else "code object"
+        from devbin.targets.registry import load_label
+        from devbin.targets.vendor import generic_load_label
+        how = load_label(c.image.vendor, c.kind, c.jit) if c is not None else generic_load_label(False)
         lines.append(f"   {dev:14} -> {c.arch if c else 'none'} ({how})")
     lines.append(f"   --explain for {archs.jit_device}:")
     lines += ["     " + line.rstrip() for line in picks[archs.jit_device].explain()]

@@ -9,9 +9,9 @@ from devbin._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from devbin.formats.ar.paths import safe_member_path
-    from devbin.formats.ar.reader import ArchiveFile, ArchiveSymbol, Member, is_archive
+    from devbin.formats.ar.reader import ArchiveFile, ArchiveSymbol, Member, is_archive, member_number, numbered
 
-__all__ = ["ArchiveFile", "ArchiveSymbol", "Member", "is_archive", "safe_member_path"]
+__all__ = ["ArchiveFile", "ArchiveSymbol", "Member", "is_archive", "member_number", "numbered", "safe_member_path"]
 
 __getattr__ = lazy_attributes(__name__, {
     "safe_member_path": "paths",
@@ -19,4 +19,6 @@ __getattr__ = lazy_attributes(__name__, {
     "ArchiveSymbol": "reader",
     "Member": "reader",
     "is_archive": "reader",
+    "member_number": "reader",
+    "numbered": "reader",
 })

@@ -36,7 +36,7 @@ Every error is a :class:`devbin.errors.FormatError` with format ``ar`` and a loc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -47,7 +47,21 @@ from devbin.formats.ar import constants as C
 
 Diag = Callable[[DeviceBinaryError], None]
 
-__all__ = ["ArchiveFile", "ArchiveSymbol", "Member", "is_archive"]
+__all__ = ["ArchiveFile", "ArchiveSymbol", "Member", "is_archive", "member_number", "numbered"]
+
+
+def member_number(seen: dict[str, int], name: str) -> int:
+    """The number of the member ``name`` now met among the members of that name, from 1, counted into ``seen``
+    (one dict per archive): an address's ``name;N`` (docs/IMAGES.md), how the scan, prune and select all
+    count an archive's (or a zip's) members, every member counted, whatever is done with it after."""
+    seen[name] = n = seen.get(name, 0) + 1
+    return n
+
+
+def numbered(members: Iterable[Member]) -> list[tuple[Member, int]]:
+    """Each of ``members`` (an archive's :attr:`ArchiveFile.files`) with its :func:`member_number`."""
+    seen: dict[str, int] = {}
+    return [(m, member_number(seen, m.name)) for m in members]
 
 
 def _raise(err: DeviceBinaryError) -> None:

@@ -9,10 +9,11 @@ fields are ``R_X86_64_RELATIVE`` (``R_AARCH64_RELATIVE``, a ``SHT_RELR`` place) 
 is the address; the linker writes the target into the field too.
 
 :func:`prune_section` gives each image its new bytes, packs the images towards the section's start at
-their 16-byte alignment (the first image stays where it is), and moves every reference with them: a
-reference to an image's start moves to its new start, one to its end (the ImageEnd field, told apart by
-its place when an end is also the next image's start) to its new end, a ``.tgtimg`` size and a symbol
-size that were the old ones become the new ones.  It refuses (returns the reason, writes nothing) when a
+their 16-byte alignment (by address; the first image stays where it is, aligned or not), and moves every
+reference with them: a reference to an image's start moves to its new start, one to its end (the ImageEnd
+field, told apart by its place when an end is also the next image's start) to its new end, a ``.tgtimg``
+start, size and a symbol size that were the old ones become the new ones (a position-dependent file's fields,
+which no relocation names, as written).  It refuses (returns the reason, writes nothing) when a
 reference points into the section anywhere else, a dynamic symbol lies in it, or the bytes between images
 are not zero.  The section's tail, freed, is zero-filled and returned, for the caller to cut its whole
 pages out of the file (:func:`devbin.formats.elf.pages.remove_pages`).
@@ -82,10 +83,12 @@ def prune_section(elf: ElfFile, buf: Rewritable, sec: Section, images: Sequence[
         return SectionPrune()
     places: list[_Place] = []
     pos = own[0].offset - base
-    for img in own:
+    for k, img in enumerate(own):
         start = img.offset - base
         data, decoded = new.get(img.index, (bytes(img.stored), img.decoded_size))
-        at = -(-pos // C.IMAGE_ALIGN) * C.IMAGE_ALIGN
+        # the first image stays where it is; each next one goes to the next 16-byte-aligned address (the
+        # wrapper's images are aligned objects: by address, whatever the section's own alignment)
+        at = pos if k == 0 else pos + -(sec.sh_addr + pos) % C.IMAGE_ALIGN
         places.append(_Place(start, start + len(img.stored), at, at + len(data), img.decoded_size, decoded,
                              img.end_slot))
         pos = at + len(data)
@@ -186,6 +189,8 @@ def _references(elf: ElfFile, buf: Rewritable, sec: Section, places: list[_Place
             at = tgt.sh_offset + k * C.TGTIMG_RECORD
             start = addends.get(tgt.sh_addr + k * C.TGTIMG_RECORD, struct.unpack_from("<Q", buf, at)[0])
             rec = starts.get(start - lo)
+            if rec is not None and struct.unpack_from("<Q", buf, at)[0] == lo + rec.old_start:
+                patches[at] = lo + rec.new_start  # the start as written (a position-dependent file: no relocation)
             if rec is not None and struct.unpack_from("<Q", buf, at + 8)[0] == rec.old_decoded:
                 patches[at + 8] = rec.new_decoded
     if elf.dynsym is not None:

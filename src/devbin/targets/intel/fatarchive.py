@@ -51,13 +51,16 @@ from typing import Final
 
 from devbin.binary import Buffer, ByteView, Emitter
 from devbin.errors import UsageError, quote
-from devbin.formats.ar import ArchiveFile, Member
+from devbin.formats.ar import ArchiveFile, Member, numbered
 from devbin.formats.ar import constants as AR
+from devbin.formats.elf import constants as EC
+from devbin.formats.elf import layout as EL
 from devbin.formats.oclelf import BUILD_OPTIONS, ET_OPENCL_OBJECTS, SHT_OPENCL_OPTIONS, SHT_OPENCL_SPIRV, SPIRV_OBJECT
 from devbin.targets.intel.devices import PRODUCT_FAMILIES, IntelDevice, device_named, ip_text, parse_ip
 
 __all__ = ["GENERIC_IR", "PAD_PREFIX", "FatMember", "fat_member_name", "generic_ir", "member_filters", "member_match",
-           "member_target", "product_abbreviation", "prune_fat_archive", "read_fat_archive", "write_fat_archive"]
+           "member_target", "product_abbreviation", "prune_fat_archive", "read_fat_archive", "unique_member_names",
+           "write_fat_archive"]
 
 GENERIC_IR: Final = "generic_ir"
 PAD_PREFIX: Final = "pad_"
@@ -65,10 +68,6 @@ PAD_PREFIX: Final = "pad_"
 #: ``SHT_OPENCL_SPIRV`` and ``BuildOptions`` of type ``SHT_OPENCL_OPTIONS`` (the OpenCL ELF's constants:
 #: :mod:`devbin.formats.oclelf`, which the scan reads it with).
 _SHSTRTAB = ".shstrtab"
-_SHT_STRTAB = 3
-_ELF64_HEADER = 64
-_ELF64_SECTION_HEADER = 64
-_ELF64_PROGRAM_HEADER = 56
 _ALIGN = 8  # ArEncoder's member data and ElfEncoder's section data alignment
 _PAD = b" "  # what ArEncoder fills a pad_ member with
 
@@ -149,48 +148,55 @@ def fat_member_name(arch: str, bits: int) -> str:
 def generic_ir(spirv: bytes, options: bytes = b"") -> bytes:
     """The ``generic_ir`` member of a SPIR-V module, as ocloc writes it (ELF64, ``ET_OPENCL_OBJECTS``,
     sections: the null one, ``SPIRV Object``, ``BuildOptions`` when there are ``options``, ``.shstrtab``; see the
-    module docstring)."""
+    module docstring).  ElfEncoder's order (section headers before the data, ``e_phentsize`` set with no program
+    header) is not :mod:`devbin.formats.elf.writer`'s, so the records are packed here, by its layouts."""
     sections = [(SPIRV_OBJECT, SHT_OPENCL_SPIRV, spirv)] + ([(BUILD_OPTIONS, SHT_OPENCL_OPTIONS, options)]
                                                           if options else [])
     names = b"\0" + _SHSTRTAB.encode() + b"\0"
-    name_at = []
-    for name, _, _ in sections:
-        name_at.append(len(names))
-        names += name.encode() + b"\0"
+    rows = []
     count = len(sections) + 2
-    data_off = _ELF64_HEADER + count * _ELF64_SECTION_HEADER
+    at = EL.EHDR_SIZE[EC.ELFCLASS64] + count * EL.SHDR[EC.ELFCLASS64].size
+    for name, sh_type, data in [*sections, (_SHSTRTAB, EC.SHT_STRTAB, b"")]:
+        size = len(data)
+        if name == _SHSTRTAB:
+            sh_name, size = 1, len(names)
+        else:
+            sh_name = len(names)
+            names += name.encode() + b"\0"
+        rows.append(dict(sh_name=sh_name, sh_type=sh_type, sh_flags=0, sh_addr=0, sh_offset=at, sh_size=size,
+                         sh_link=0, sh_info=0, sh_addralign=_ALIGN, sh_entsize=0))
+        at += size + -size % _ALIGN
+    ehdr, shdr = EL.EHDR[EC.ELFCLASS64], EL.SHDR[EC.ELFCLASS64]
+    header = dict(e_type=ET_OPENCL_OBJECTS, e_machine=0, e_version=EC.EV_CURRENT, e_entry=0, e_phoff=0,
+                  e_shoff=EL.EHDR_SIZE[EC.ELFCLASS64], e_flags=0, e_ehsize=EL.EHDR_SIZE[EC.ELFCLASS64],
+                  e_phentsize=EL.PHDR[EC.ELFCLASS64].size, e_phnum=0, e_shentsize=shdr.size, e_shnum=count,
+                  e_shstrndx=count - 1)
     em = Emitter()
-    em.write(b"\x7fELF\x02\x01\x01" + bytes(9))
-    em.pack("HHIQQQIHHHHHH", ET_OPENCL_OBJECTS, 0, 1, 0, 0, _ELF64_HEADER, 0, _ELF64_HEADER, _ELF64_PROGRAM_HEADER,
-            0, _ELF64_SECTION_HEADER, count, count - 1)
-    em.write(bytes(_ELF64_SECTION_HEADER))
-    at = data_off
-    for (_, sh_type, data), name_offset in zip(sections, name_at, strict=True):
-        em.pack("IIQQQQIIQQ", name_offset, sh_type, 0, 0, at, len(data), 0, 0, _ALIGN, 0)
-        at += len(data) + -len(data) % _ALIGN
-    em.pack("IIQQQQIIQQ", 1, _SHT_STRTAB, 0, 0, at, len(names), 0, 0, _ALIGN, 0)
-    for _, _, data in sections:
+    em.write(EC.ELFMAG + bytes([EC.ELFCLASS64, EC.ELFDATA2LSB, EC.EV_CURRENT]) + bytes(EL.EI_NIDENT - 7))
+    em.pack(ehdr.fmt, *(header[f] for f in ehdr.fields))
+    em.write(bytes(shdr.size))
+    for row in rows:
+        em.pack(shdr.fmt, *(row[f] for f in shdr.fields))
+    for data in [*(d for _, _, d in sections), names]:
         em.write(data)
         em.write(bytes(-len(data) % _ALIGN))
-    em.write(names)
-    em.write(bytes(-len(names) % _ALIGN))
     return em.getvalue()
 
 
 def write_fat_archive(members: Sequence[tuple[str, bytes]]) -> bytes:
     """An ``ocloc`` fat archive of ``(name, data)`` members in order, with ``pad_<n>`` members where ArEncoder
-    puts them (module docstring).  A name longer than 15 bytes, or given twice, is a UsageError."""
+    puts them (module docstring).  A name longer than 15 bytes or starting ``pad_`` is a UsageError; a name may
+    repeat (ocloc's runtime takes the first that fits), so that a pruned archive keeping every member is its input
+    again; ``pack`` refuses a repeated name in its input (:func:`unique_member_names`)."""
     from devbin.formats.ar.writer import ArMember, write_archive  # a scan imports no writer (tests/test_lean.py)
 
     out: list[ArMember] = []
-    seen: set[str] = set()
     written = 0  # bytes after the magic, as ArEncoder counts them
     pads = 0
     for name, data in members:
-        if not name or len(name.encode()) >= 16 or name in seen or name.startswith(PAD_PREFIX):
-            raise UsageError(f"an ocloc fat archive cannot hold a member named {quote(name)} (one per device, at "
-                             "most 15 bytes)")
-        seen.add(name)
+        if not name or len(name.encode()) >= 16 or name.startswith(PAD_PREFIX):
+            raise UsageError(f"an ocloc fat archive cannot hold a member named {quote(name)} (at most 15 bytes, "
+                             f"not {PAD_PREFIX}<n>)")
         if (written + AR.HEADER_SIZE) % _ALIGN:
             pad = _ALIGN - (written + 2 * AR.HEADER_SIZE) % _ALIGN
             out.append(ArMember(f"{PAD_PREFIX}{pads}", _PAD * pad, ()))
@@ -201,28 +207,19 @@ def write_fat_archive(members: Sequence[tuple[str, bytes]]) -> bytes:
     return write_archive(out, symtab=False, pad_byte=b"\0")
 
 
+def unique_member_names(names: Sequence[str]) -> None:
+    """UsageError when ``pack``'s input gives a member name twice (two images for one device: ocloc writes one)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise UsageError(f"an ocloc fat archive holds one member per device; {quote(name)} is given twice")
+        seen.add(name)
+
+
 def prune_fat_archive(data: Buffer, keeps: Callable[[str, int], bool], where: str = "") -> bytes:
     """The archive ``data`` without the members ``keeps(name, n)`` refuses (``n``: the member's number among
     those of its name, from 1, as the scan counts them) and without its ``pad_`` members, written again by
     :func:`write_fat_archive` (which makes the pads for the new offsets).  FormatError from the ``ar`` reader."""
-    kept = [(m.name, bytes(m.data)) for m in _numbered(ArchiveFile(data, where=where).files) if keeps(m.name, m.n)]
+    kept = [(m.name, bytes(m.data)) for m, n in numbered(ArchiveFile(data, where=where).files)
+            if not m.name.startswith(PAD_PREFIX) and keeps(m.name, n)]
     return write_fat_archive(kept)
-
-
-@dataclass(frozen=True, slots=True)
-class _Numbered:
-    name: str
-    n: int
-    data: memoryview
-
-
-def _numbered(members: Sequence[Member]) -> list[_Numbered]:
-    """The members but the ``pad_`` ones, each with its number among those of its name."""
-    seen: dict[str, int] = {}
-    out = []
-    for m in members:
-        if m.name.startswith(PAD_PREFIX):
-            continue
-        seen[m.name] = n = seen.get(m.name, 0) + 1
-        out.append(_Numbered(m.name, n, m.data))
-    return out

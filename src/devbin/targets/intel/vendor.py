@@ -216,6 +216,10 @@ class IntelVendor(Vendor):
         except DeviceBinaryError:
             return arch, 1
 
+    def load_label(self, kind: str, jit: bool) -> str:
+        """``SPIR-V, JIT-compiled`` (the runtime compiles it for the device); a zebin is a code object."""
+        return "SPIR-V, JIT-compiled" if jit and kind == _SPIRV else super().load_label(kind, jit)
+
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
         """A zebin by :func:`~devbin.targets.intel.devices.match_rank` (ranks 0-2); SPIR-V always loads,
         compiled for the device (rank 9: after every native image)."""
@@ -335,7 +339,7 @@ class IntelVendor(Vendor):
         first zebin's build options (``.misc.buildOptions``) as its ``BuildOptions``."""
         from devbin.errors import quote
         from devbin.formats.elf.reader import ElfFile
-        from devbin.targets.intel.fatarchive import GENERIC_IR, fat_member_name, generic_ir, write_fat_archive
+        from devbin.targets.intel import fatarchive as fat
 
         if format not in self.pack_formats:
             return super().write_container(format, images)
@@ -345,7 +349,7 @@ class IntelVendor(Vendor):
         for kind, arch, data in images:
             if kind == self.object_kind and arch:
                 elf = ElfFile(data)
-                members.append((fat_member_name(arch, 64 if elf.header.is64 else 32), data))
+                members.append((fat.fat_member_name(arch, 64 if elf.header.is64 else 32), data))
                 sec = elf.section(_BUILD_OPTIONS)
                 options.append(bytes(sec.data) if sec is not None else b"")
             elif kind == _SPIRV and not ir:
@@ -358,7 +362,8 @@ class IntelVendor(Vendor):
         # shared/offline_compiler/source/ocloc_fatbinary.cpp, buildFatBinary: optionsForIr), which IGC records
         # in that zebin's .misc.buildOptions
         first = options[0] if options else b""
-        return write_fat_archive([*members, *((GENERIC_IR, generic_ir(d, first)) for d in ir)])
+        fat.unique_member_names([name for name, _ in members])
+        return fat.write_fat_archive([*members, *((fat.GENERIC_IR, fat.generic_ir(d, first)) for d in ir)])
 
     def prune_archive(self, data: Buffer, keeps: Callable[[str, int], bool], where: str) -> bytes | None:
         """An ``ocloc`` archive with the kept members, ``pad_`` members made anew as compute-runtime's

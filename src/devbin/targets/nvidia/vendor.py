@@ -236,6 +236,12 @@ class NvidiaVendor(Vendor):
             return "compute_" + arch[3:], 1
         return arch, 1
 
+    def load_label(self, kind: str, jit: bool) -> str:
+        """``PTX, JIT-compiled``; ``SASS`` for a cubin (the machine code's name)."""
+        if jit and kind == "ptx":
+            return "PTX, JIT-compiled"
+        return "SASS" if kind == self.object_kind and not jit else super().load_label(kind, jit)
+
     def judge(self, kind: str, arch: str, device: Device, generic_version: int = 1) -> Verdict:
         from devbin.targets.vendor_records import Verdict
 
