@@ -134,7 +134,8 @@ class SpirvModule:
             "memory_model": self.memory_model[1] if self.memory_model is not None else None,
             "capabilities": [_named(c, CAPABILITY_NAMES) for c in self.capabilities],
             "extensions": list(self.extensions),
-            "entry_points": [{"name": e.name, **_named(e.model, EXECUTION_MODEL_NAMES)} for e in self.entry_points],
+            "entry_points": [{"name": e.name, "model": _named(e.model, EXECUTION_MODEL_NAMES)}
+                             for e in self.entry_points],
         }
 
     def summary(self) -> list[tuple[str, str]]:
