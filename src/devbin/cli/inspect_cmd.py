@@ -9,11 +9,11 @@ sections, or an ar archive (also zip/wheel files).  Each code object found
 in a container (cubins, AMDGPU code objects; as `devbin list` finds them) is
 printed after a header line naming it, exactly as if it had been extracted
 and inspected on its own; PTX, bitcode and other images are skipped with a
-note.  A skipped image that carries its producer's metadata (a SYCL
-library's SPIR-V) prints it after a header line all the same, and a SPIR-V
-module its header facts (version, generator, triple, capabilities,
-extensions, entry points; in --json each skipped entry's "metadata" and
-"spirv").  A devbin wrapped image (`devbin pack --format wrapped`) and images in
+note.  A SPIR-V module, skipped too, prints after a header line its
+producer's metadata (a SYCL library's spir64 image: the wrapper's fields
+and property sets, as its zebins do) and its header facts (version,
+generator, triple, capabilities, extensions, entry points); in --json the
+skipped entry's "metadata" and "spirv".  A devbin wrapped image (`devbin pack --format wrapped`) and images in
 an OffloadBinary print their key/value metadata first, one `key: value` per
 line, as a plugin's debug log would; so do the images of a SYCL host binary:
 the offload wrapper's fields (target, format, entries, options) and every
@@ -154,7 +154,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if i.metadata is not None:
             write_metadata(i.metadata, out)
         render_elf(i.elf, out)
-    skipped = skipped_images(images, errors)
+    unread: list[str] = []  # a SPIR-V header that cannot be read: a warning, not the command's failure
+    skipped = skipped_images(images, unread)
     if not args.json:
         for s in skipped:
             if not s.metadata and s.spirv is None:
@@ -168,9 +169,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 write_spirv(s.spirv, out)
     if args.json:
         dump("inspect", {"file": path, "images": reports, "skipped": [s.entry for s in skipped],
-                         "warnings": [*images.warnings, *errors]}, out)
-        for w in [*images.warnings, *errors]:
+                         "warnings": [*images.warnings, *errors, *unread]}, out)
+        for w in [*images.warnings, *errors, *unread]:
             warn(w)
     else:
-        write_container_tail(images, errors)
+        write_container_tail(images, [*errors, *unread])
     return 1 if errors else 0

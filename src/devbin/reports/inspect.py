@@ -242,10 +242,11 @@ def inspected(images: Images, errors: list[str]) -> Iterator[Inspected]:
 
 @dataclass(frozen=True, slots=True)
 class Skipped:
-    """An image that is no ELF code object (PTX, bitcode, SPIR-V): its producer's metadata pairs (a SYCL
-    image's wrapper fields and property sets, as a zebin of the same library shows them), a SPIR-V module's
-    header facts (:class:`devbin.formats.spirv.SpirvModule`; None for another kind), and its entry of the
-    document's ``skipped`` list (the image's keys, ``metadata`` and ``spirv`` where it has them)."""
+    """An image that is no ELF code object (PTX, bitcode, SPIR-V); for a SPIR-V module its producer's metadata
+    pairs (a SYCL image's wrapper fields and property sets, as a zebin of the same library shows them) and its
+    header facts (:class:`devbin.formats.spirv.SpirvModule`; () and None for another kind: shown as before),
+    and its entry of the document's ``skipped`` list (the image's keys, ``metadata`` and ``spirv`` where it
+    has them)."""
 
     image: Image
     metadata: tuple[tuple[str, str], ...]
@@ -253,21 +254,23 @@ class Skipped:
     entry: dict[str, Any]
 
 
-def skipped_images(images: Images, errors: list[str]) -> list[Skipped]:
+def skipped_images(images: Images, warnings: list[str]) -> list[Skipped]:
     """The facts of each skipped image of ``images``; a SPIR-V module whose header cannot be read is a
-    message in ``errors`` (its image keys and metadata still given)."""
+    message in ``warnings`` (its image keys and metadata still given; the command does not fail for it)."""
     from devbin.formats.spirv import read_spirv
     from devbin.images.containers import producer_metadata
     from devbin.images.record import SPIRV
     out = []
     for f in images.skipped:
+        if f.kind != SPIRV:  # PTX, bitcode ...: the image keys only, as before
+            out.append(Skipped(f, (), None, f.to_dict()))
+            continue
         pairs = producer_metadata(f)
         module = None
-        if f.kind == SPIRV:
-            try:
-                module = read_spirv(f.data(), where=str(f.address))
-            except DeviceBinaryError as e:
-                errors.append(str(e))
+        try:
+            module = read_spirv(f.data(), where=str(f.address))
+        except DeviceBinaryError as e:
+            warnings.append(str(e))
         entry = {**f.to_dict(), **({"metadata": dict(pairs)} if pairs else {}),
                  **({"spirv": module.to_dict()} if module is not None else {})}
         out.append(Skipped(f, pairs, module, entry))
@@ -280,5 +283,6 @@ def inspect_report(path: str, images: Images | None = None) -> InspectReport:
     chosen = container_images(path) if images is None else images
     errors: list[str] = []
     reports = [i.report for i in inspected(chosen, errors)]
-    skipped = [s.entry for s in skipped_images(chosen, errors)]
-    return {"file": path, "images": reports, "skipped": skipped, "warnings": [*chosen.warnings, *errors]}
+    unread: list[str] = []
+    skipped = [s.entry for s in skipped_images(chosen, unread)]
+    return {"file": path, "images": reports, "skipped": skipped, "warnings": [*chosen.warnings, *errors, *unread]}
