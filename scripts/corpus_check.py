@@ -45,6 +45,10 @@ sections of zstd frames; llvm-readelf-19, ar, spirv-dis, and libzstd through the
     stored bytes    devbin size's stored size of each SPIR-V image  vs  that walk's frame (raw) length
     size            devbin size: device bytes = the SYCL sections' sizes (llvm-readelf -S); its overhead is
                     at most the walk's alignment padding (a frame's padding goes to its members' shares)
+    prune           devbin prune --keep <the first zebin's device> -o: devbin list of the output holds only
+                    that device's zebins (at least one) and every SPIR-V image, the file is smaller, and
+                    readelf -a -W (GNU) and llvm-readelf -a print no warning on it (a library of SPIR-V
+                    only has no device to keep: counted on a "skipped" row)
 
 It prints one table (check, agree, disagree, first disagreement) and exits 1 when any check
 but the "skipped" row disagrees.  Only the standard library and devbin (from this checkout's src/) are used.
@@ -66,6 +70,7 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -538,6 +543,36 @@ def check_intel(lib: Path, label: str, readelf: str, spirv_dis: str | None, work
     tally("intel size: device bytes = SYCL sections (llvm-readelf -S), overhead <= alignment padding").add(
         f["device_bytes"] == total and 0 <= f["overhead"] <= padding, label,
         f"device_bytes {f['device_bytes']} vs sections {total}, overhead {f['overhead']}, padding {padding}")
+    check_intel_prune(lib, label, readelf, images, work)
+
+
+def check_intel_prune(lib: Path, label: str, readelf: str, images: list[dict[str, Any]], work: Path) -> None:
+    """``prune --keep`` the first zebin's device: listed again, only zebins of that device remain (at least one)
+    and every SPIR-V image stays (the default policy keeps them); the file is smaller; ``readelf -a -W`` (GNU)
+    and ``llvm-readelf -a`` print no warning on it.  A library of SPIR-V only has no device to keep."""
+    zebins = [i for i in images if i["kind"] == "zebin"]
+    if not zebins:
+        tally("skipped: intel prune, a library of SPIR-V only (a count)").disagree += 1
+        return
+    keep = str(zebins[0]["arch"])
+    out = work / "pruned.so"
+    devbin("prune", "--keep", keep, "-o", str(out), str(lib))
+    after = json.loads(devbin("list", "--json", str(out)).stdout)["images"]
+    kept = [str(i["arch"]) for i in after if i["kind"] == "zebin"]
+    spirv = [sum(1 for i in imgs if i["kind"] == "spirv") for imgs in (images, after)]
+    tally("intel prune --keep one device: only its zebins listed after, SPIR-V kept, libraries").add(
+        bool(kept) and set(kept) == {keep} and spirv[0] == spirv[1] and out.stat().st_size < lib.stat().st_size,
+        label, f"kept {keep}: zebins after {sorted(set(kept))} ({len(kept)} of {len(zebins)}), SPIR-V {spirv}, "
+               f"{lib.stat().st_size} -> {out.stat().st_size} bytes")
+    noisy = []
+    for tool in ("readelf", readelf):
+        if shutil.which(tool) is None and not Path(tool).exists():
+            continue
+        p = subprocess.run([tool, "-a", "-W", str(out)], capture_output=True, check=False)
+        if p.returncode or p.stderr.strip():
+            noisy.append(f"{Path(tool).name}: {p.stderr.decode(errors='replace').strip()[:120] or p.returncode}")
+    tally("intel prune: readelf -a and llvm-readelf -a silent on the pruned library, libraries").add(
+        not noisy, label, "; ".join(noisy))
 
 
 def main() -> None:

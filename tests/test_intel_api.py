@@ -6,6 +6,7 @@ runtime reads, parsed by PyYAML), ``llvm-readelf -s`` (function names and sizes)
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,24 @@ def test_inspect_shows_the_wrappers_fields_and_property_sets(intel: dict[str, Pa
     text = cli_ok("inspect", host)
     block = "Metadata:\n  target: spir64_gen\n  format: compressed\n  descriptor-version: 3\n  entries: vadd priv2\n" \
             "  SYCL/misc properties/optLevel: 2\n"
-    assert text.count(block) == len(zebins)
+    gen_ir = [s for s in doc["skipped"] if s.get("metadata", {}).get("target") == "spir64_gen"]  # generic_ir
+    assert len(gen_ir) == 1 and text.count(block) == len(zebins) + 1
+
+
+def test_inspect_shows_the_spir64_images_property_sets(intel: dict[str, Path], tmp_path: Path) -> None:
+    """The SPIR-V images are not ELF code objects (skipped), yet their wrapper fields and property sets are
+    shown as the zebins' are, with the module's header (entry points as spirv-dis gives them)."""
+    host = tmp_path / "libk.so"
+    host.write_bytes(sycl_host([intel["fat"].read_bytes()], [intel["spv"].read_bytes()], kernels=["vadd", "priv2"]))
+    doc = json.loads(cli_ok("inspect", "--json", host))
+    (jit,) = [s for s in doc["skipped"] if s["address"].endswith("@__CLANG_OFFLOAD_BUNDLE__sycl-spir64#0.0")]
+    assert jit["metadata"]["target"] == "spir64" and jit["metadata"]["SYCL/misc properties/optLevel"] == "2"
+    assert jit["metadata"]["entries"] == "vadd priv2"
+    dis = run_tool([require_tool("spirv-dis"), intel["spv"]]).stdout
+    assert [e["name"] for e in jit["spirv"]["entry_points"]] == re.findall(r'OpEntryPoint Kernel %\w+ "(\w+)"', dis)
+    text = cli_ok("inspect", host)
+    header = f"=== {jit['address']}: spirv ? ===\nMetadata:\n  target: spir64\n"
+    assert header in text and "  SYCL/misc properties/optLevel: 2\n\nSPIR-V module:\n" in text
 
 
 def test_property_values_are_shown_raw() -> None:

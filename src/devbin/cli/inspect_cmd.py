@@ -9,7 +9,11 @@ sections, or an ar archive (also zip/wheel files).  Each code object found
 in a container (cubins, AMDGPU code objects; as `devbin list` finds them) is
 printed after a header line naming it, exactly as if it had been extracted
 and inspected on its own; PTX, bitcode and other images are skipped with a
-note.  A devbin wrapped image (`devbin pack --format wrapped`) and images in
+note.  A SPIR-V module, skipped too, prints after a header line its
+producer's metadata (a SYCL library's spir64 image: the wrapper's fields
+and property sets, as its zebins do) and its header facts (version,
+generator, triple, capabilities, extensions, entry points); in --json the
+skipped entry's "metadata" and "spirv".  A devbin wrapped image (`devbin pack --format wrapped`) and images in
 an OffloadBinary print their key/value metadata first, one `key: value` per
 line, as a plugin's debug log would; so do the images of a SYCL host binary:
 the offload wrapper's fields (target, format, entries, options) and every
@@ -40,6 +44,7 @@ from devbin.cli.common import ImageFilter, add_image_options, note, warn
 from devbin.escape.text import visible
 
 if TYPE_CHECKING:
+    from devbin.formats.spirv import SpirvModule
     from devbin.images import Image
     from devbin.reports.inspect import Images
 
@@ -122,10 +127,17 @@ def write_metadata(pairs: tuple[tuple[str, str], ...], out: TextIO) -> None:
     out.write("\n")
 
 
+def write_spirv(module: SpirvModule, out: TextIO) -> None:
+    """A SPIR-V module's header facts, ``label: text`` one per line."""
+    out.write("SPIR-V module:\n")
+    for label, text in module.summary():
+        out.write(f"  {label}: {visible(text)}\n")
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.cli.common import dump, no_device_code
     from devbin.cli.render import render_elf
-    from devbin.reports.inspect import inspected
+    from devbin.reports.inspect import inspected, skipped_images
     path, images = selected_images(args)
     if images is None:
         return no_device_code([path])
@@ -142,11 +154,24 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if i.metadata is not None:
             write_metadata(i.metadata, out)
         render_elf(i.elf, out)
+    unread: list[str] = []  # a SPIR-V header that cannot be read: a warning, not the command's failure
+    skipped = skipped_images(images, unread)
+    if not args.json:
+        for s in skipped:
+            if not s.metadata and s.spirv is None:
+                continue
+            if reports or s is not skipped[0]:
+                out.write("\n")
+            out.write(image_header(s.image) + "\n")
+            if s.metadata:
+                write_metadata(s.metadata, out)
+            if s.spirv is not None:
+                write_spirv(s.spirv, out)
     if args.json:
-        dump("inspect", {"file": path, "images": reports, "skipped": [f.to_dict() for f in images.skipped],
-                         "warnings": [*images.warnings, *errors]}, out)
-        for w in [*images.warnings, *errors]:
+        dump("inspect", {"file": path, "images": reports, "skipped": [s.entry for s in skipped],
+                         "warnings": [*images.warnings, *errors, *unread]}, out)
+        for w in [*images.warnings, *errors, *unread]:
             warn(w)
     else:
-        write_container_tail(images, errors)
+        write_container_tail(images, [*errors, *unread])
     return 1 if errors else 0

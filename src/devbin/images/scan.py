@@ -28,6 +28,9 @@ Where images are looked for, by the first bytes of each file or member
   memory-mapped, then scanned as a file on disk is (:func:`devbin.formats.zipmember.load`); the
   archive itself is not mapped whole.  A member whose first bytes are no known magic is skipped
   after reading those bytes only.
+* **a SPIR-V module named explicitly** (``devbin list k.spv``): one image, kind ``spirv``, when it is compute
+  code (:mod:`devbin.images.spirvfile`); found in a folder or a zip, such a file is passed over (a folder
+  of Vulkan shaders would flood every listing).
 
 **URLs** (``https://...``, ``s3://...``: :mod:`devbin.images.remote`) are files read through fsspec: a
 zip member by member with range requests, any other file whole once its first bytes name a format.
@@ -73,7 +76,7 @@ from devbin.binary import Buffer, ByteView, budget
 from devbin.binary.output import BACKUP_SUFFIX
 from devbin.errors import DeviceBinaryError, FormatError
 from devbin.formats import zipmember
-from devbin.formats.magic import SNIFF, is_zip
+from devbin.formats.magic import SNIFF, SPIRV, image_magic, is_zip
 from devbin.images.address import Address, Member
 from devbin.images.containers import ZIP, format_of, member_frame
 from devbin.images.frame import Frame, Hit
@@ -164,6 +167,12 @@ def scan_bytes(data: Buffer, where: str, *, all: bool = False, report: ScanRepor
         yield image
 
 
+def _named_spirv(head: bytes) -> bool:
+    """Whether a file named explicitly is a bare SPIR-V module, read only then (:mod:`devbin.images.spirvfile`:
+    found in a folder or a zip, such a file is passed over, as Vulkan shaders would flood a listing)."""
+    return image_magic(head) == SPIRV
+
+
 def _walk(display: str, root: Path, rep: ScanReport) -> Iterator[tuple[str, Path]]:
     """Regular files under ``root`` in sorted order; symlinks are not followed (a link inside
     the tree leads to something walked anyway, a link out of it must not be followed), and names
@@ -224,6 +233,9 @@ class Scanner:
         #: the one member of a top-level zip to read (the others are passed over unread): a work unit's
         #: images sit in it (:class:`devbin.images.units.ImageUnit`); None reads them all
         self.only_member: Member | None = None
+        #: the address of the file named explicitly that :meth:`buffer` reads as a bare SPIR-V module
+        #: (:mod:`devbin.images.spirvfile`; a subclass's ``buffer`` sees it as any file's bytes)
+        self.named_spirv: str | None = None
 
     def paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> Iterator[Hit]:
         """Every image under ``paths``; raises OSError for a top-level path that cannot be read."""
@@ -319,12 +331,14 @@ class Scanner:
             if zipped:  # read member by member (not mapped whole: the pages an inflate reads would stay)
                 yield from self.walk_zip(f, None, frame, depth, strict=explicit)
                 return
-            if format_of(head) is None:
+            spirv = explicit and _named_spirv(head)
+            if format_of(head) is None and not spirv:
                 return
             if os.fstat(f.fileno()).st_size == 0:
                 return
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
+            self.named_spirv = frame.where if spirv else None
             yield from self.buffer(mm, frame, depth=depth, disk=path)
         finally:
             # Images may still hold views into the map; then it goes with them.
@@ -347,7 +361,8 @@ class Scanner:
             if zipped:
                 yield from self.walk_zip(f, None, frame, depth, strict=explicit)
                 return
-            if format_of(head) is None:
+            spirv = explicit and _named_spirv(head)
+            if format_of(head) is None and not spirv:
                 return
             size = f.seek(0, os.SEEK_END)
             f.seek(0)
@@ -355,6 +370,7 @@ class Scanner:
             got = f.readinto(data)  # type: ignore[attr-defined]
             if got != size:
                 raise OSError(f"cannot read {url}: {got} of {size} bytes came")
+        self.named_spirv = frame.where if spirv else None
         yield from self.buffer(data, frame, depth=depth)
 
     # -- any buffer --------------------------------------------------------------
@@ -363,6 +379,10 @@ class Scanner:
         where = frame.where
         view = ByteView(data, where=where)
         fmt = format_of(view.bytes_at(0, min(SNIFF, len(view))))
+        if fmt is None and where == self.named_spirv:
+            from devbin.images.spirvfile import spirv_file
+            yield from spirv_file(self.rep, data, frame)
+            return
         if fmt is None or fmt.walk is None:
             return
         if depth > MAX_DEPTH:

@@ -25,10 +25,12 @@ from devbin.targets.vendor import Vendor
 
 if TYPE_CHECKING:
     from devbin.formats.elf.reader import Diag
+    from devbin.formats.spirv import SpirvModule
     from devbin.images import Image
 
-__all__ = ["FileImagesReport", "Images", "InspectReport", "Inspected", "code_object_dict", "container_images",
-           "inspect_elf", "inspect_report", "inspected", "no_device_code_in", "open_image", "single_keys"]
+__all__ = ["FileImagesReport", "Images", "InspectReport", "Inspected", "Skipped", "code_object_dict",
+           "container_images", "inspect_elf", "inspect_report", "inspected", "no_device_code_in", "open_image",
+           "single_keys", "skipped_images"]
 
 
 def code_object_dict(obj: CodeObject) -> dict[str, Any]:
@@ -238,11 +240,49 @@ def inspected(images: Images, errors: list[str]) -> Iterator[Inspected]:
         yield Inspected(f, pairs or None, {**f.to_dict(), **({"metadata": dict(pairs)} if pairs else {}), **r}, r)
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """An image that is no ELF code object (PTX, bitcode, SPIR-V); for a SPIR-V module its producer's metadata
+    pairs (a SYCL image's wrapper fields and property sets, as a zebin of the same library shows them) and its
+    header facts (:class:`devbin.formats.spirv.SpirvModule`; () and None for another kind: shown as before),
+    and its entry of the document's ``skipped`` list (the image's keys, ``metadata`` and ``spirv`` where it
+    has them)."""
+
+    image: Image
+    metadata: tuple[tuple[str, str], ...]
+    spirv: SpirvModule | None
+    entry: dict[str, Any]
+
+
+def skipped_images(images: Images, warnings: list[str]) -> list[Skipped]:
+    """The facts of each skipped image of ``images``; a SPIR-V module whose header cannot be read is a
+    message in ``warnings`` (its image keys and metadata still given; the command does not fail for it)."""
+    from devbin.formats.spirv import read_spirv
+    from devbin.images.containers import producer_metadata
+    from devbin.images.record import SPIRV
+    out = []
+    for f in images.skipped:
+        if f.kind != SPIRV:  # PTX, bitcode ...: the image keys only, as before
+            out.append(Skipped(f, (), None, f.to_dict()))
+            continue
+        pairs = producer_metadata(f)
+        module = None
+        try:
+            module = read_spirv(f.data(), where=str(f.address))
+        except DeviceBinaryError as e:
+            warnings.append(str(e))
+        entry = {**f.to_dict(), **({"metadata": dict(pairs)} if pairs else {}),
+                 **({"spirv": module.to_dict()} if module is not None else {})}
+        out.append(Skipped(f, pairs, module, entry))
+    return out
+
+
 def inspect_report(path: str, images: Images | None = None) -> InspectReport:
     """``devbin inspect --json``'s document for ``path`` (its :func:`container_images`, or ``images``: a
     selection of them); an empty ``images`` list where the file holds no device code."""
     chosen = container_images(path) if images is None else images
     errors: list[str] = []
     reports = [i.report for i in inspected(chosen, errors)]
-    return {"file": path, "images": reports, "skipped": [f.to_dict() for f in chosen.skipped],
-            "warnings": [*chosen.warnings, *errors]}
+    unread: list[str] = []
+    skipped = [s.entry for s in skipped_images(chosen, unread)]
+    return {"file": path, "images": reports, "skipped": skipped, "warnings": [*chosen.warnings, *errors, *unread]}

@@ -18,7 +18,7 @@ no name for (new capabilities, execution modes) are kept as numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from devbin.binary import Buffer, ByteView
 from devbin.formats import magic as M
@@ -123,6 +123,33 @@ class SpirvModule:
     def triple(self) -> str:
         """LLVM's triple for the module's addressing model (:data:`ADDRESSING_TRIPLES`), ``""`` for another."""
         return ADDRESSING_TRIPLES.get(self.memory_model[0], "") if self.memory_model is not None else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The module-level facts as JSON (``devbin inspect``): numbers kept, names beside them where devbin
+        has one (``name`` absent otherwise); ``generator_text`` as ``spirv-dis`` prints it."""
+        return {
+            "version": self.version_text, "generator": self.generator, "generator_text": self.generator_text,
+            "bound": self.bound, "triple": self.triple,
+            "addressing_model": self.memory_model[0] if self.memory_model is not None else None,
+            "memory_model": self.memory_model[1] if self.memory_model is not None else None,
+            "capabilities": [_named(c, CAPABILITY_NAMES) for c in self.capabilities],
+            "extensions": list(self.extensions),
+            "entry_points": [{"name": e.name, "model": _named(e.model, EXECUTION_MODEL_NAMES)}
+                             for e in self.entry_points],
+        }
+
+    def summary(self) -> list[tuple[str, str]]:
+        """The same facts as ``(label, text)`` lines for a text listing."""
+        caps = " ".join(CAPABILITY_NAMES.get(c, str(c)) for c in self.capabilities)
+        entries = ", ".join(f"{e.model_name} {e.name}" for e in self.entry_points)
+        return [("version", self.version_text), ("generator", self.generator_text), ("triple", self.triple or "-"),
+                ("capabilities", caps or "-"), ("extensions", " ".join(self.extensions) or "-"),
+                ("entry points", entries or "-")]
+
+
+def _named(value: int, names: dict[int, str]) -> dict[str, Any]:
+    name = names.get(value)
+    return {"value": value, "name": name} if name is not None else {"value": value}
 
 
 def is_spirv(data: Buffer | ByteView) -> bool:

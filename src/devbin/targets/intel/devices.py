@@ -17,7 +17,19 @@ Intel names a GPU three ways, and a binary may carry any of them:
   the old patch-token program header (IGC ``inc/common/igfxfmid.h``).
 
 devbin names an Intel architecture by its IP version where the binary records one, else by the
-product family's acronym (a 2022 zebin records only the family: ``dg2``).
+product family's acronym (a 2022 zebin records only the family: ``dg2``).  That is all such a zebin
+lets one say, checked on Debian's ``ocloc`` 22.43 (``tests/test_intel_family.py``): compiled for
+``acm-g10``, ``acm-g11`` or ``acm-g12`` (IP 12.55.8, 12.56.5, 12.57.0 by its ``ocloc ids``), the zebin's
+notes are the same product family (1270), core family 0 and no ``NT_INTELGT_PRODUCT_CONFIG``; only
+``NT_INTELGT_TARGET_METADATA``'s hardware revision range differs (8..8, 5..5, 0..0: the IP version's
+revision), with its "validate revision" bit clear, so the runtime checks no revision
+(compute-runtime ``zebin_decoder.cpp``, ``validateTargetDevice``: the range is compared only when
+that bit is set) and takes the zebin on every device of the family; a revision (0 for ``acm-g12`` and
+the deprecated ``-device dg2`` alike) names no device.  The family acronym is also what ``ocloc``'s
+fat archive filter 4 and ``devbin pack --format ocloc`` name such a member (``64.dg2``,
+:mod:`devbin.targets.intel.fatarchive`), and ``dg2`` as a generic target (``ocloc`` 2023+) covers the
+same three devices.  In an ``ocloc`` fat archive the member's name (``64.12.55.8``) says which device
+``ocloc`` built it for; ``select`` applies the runtime's member filters to it.
 
 Where each row comes from: the IP versions and acronyms of the devices up to PVC are what
 ``ocloc ids <acronym>`` of Debian 12's ``intel-opencl-icd`` 22.43 prints
