@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devbin.samples
-from devbin.binary import budget
+from devbin.binary import budget, mapped
 from devbin.errors import DeviceBinaryError, FormatError, TruncatedError
 from devbin.formats import zipmember
 from devbin.images.scan import scan, scan_bytes
@@ -233,7 +233,7 @@ def _spy_spill(monkeypatch: pytest.MonkeyPatch, threshold: int) -> list[object]:
 
     def spy(*args: object, **kwargs: object) -> object:
         out = spill(*args, **kwargs)  # type: ignore[arg-type]
-        made.append(type(out))
+        made.append(type(out.data))
         return out
 
     monkeypatch.setattr(zipmember, "SPILL_BYTES", threshold)
@@ -268,13 +268,13 @@ def test_a_member_over_the_threshold_is_scanned_through_a_mapped_file(tmp_path: 
     in_memory, in_memory_reports = images(), reports()
     made = _spy_spill(monkeypatch, len(small) + 1)  # the code objects over it, the cubin under it
     assert images() == in_memory
-    assert made == [budget.Spilled, budget.Spilled]
+    assert made == [mapped.Spilled, mapped.Spilled]
     assert reports() == in_memory_reports
     assert len(made) == 6  # list and size each spilled both code objects again
     import gc
 
     gc.collect()  # a parsed image is a graph with cycles (the budget's units collect them likewise)
-    assert not budget._SPILLED  # every map let go
+    assert not mapped._SPILLED  # every map let go
 
 
 def test_a_spilled_member_is_checked_as_an_inflated_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -298,7 +298,7 @@ def test_a_spilled_member_is_checked_as_an_inflated_one(tmp_path: Path, monkeypa
     rep = ScanReport()
     found = [str(i.address) for i in scan([path], report=rep)]
     assert found == [f"{path}!d/good.cubin"]
-    assert made == [budget.Spilled]  # the good member; the others raised
+    assert made == [mapped.Spilled]  # the good member; the others raised
     assert len(rep.warnings) == 3
     bomb, bad_crc, cut_short = rep.warnings
     assert bomb == f"{path}!a/bomb.fatbin: cannot read zip member: inflates to more than the recorded 65536 bytes"

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import mmap
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
-from devbin.binary import Buffer, budget
+from devbin.binary import Buffer
+from devbin.binary.mapped import Mapped, Spilled
 from devbin.errors import FormatError, TruncatedError
 
 if TYPE_CHECKING:
@@ -161,73 +161,78 @@ def read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, whole: Buffer | None = None
 
 
 def load(zf: zipfile.ZipFile, info: zipfile.ZipInfo, whole: Buffer | None = None, *,
-         spill_bytes: int | None = None, where: str = "") -> bytearray | budget.Spilled:
+         spill_bytes: int | None = None, where: str = "") -> bytearray | Spilled:
     """The bytes of the member ``info`` of ``zf`` for a reader: :func:`read` (into the heap) when it holds
-    at most ``spill_bytes`` (default :data:`SPILL_BYTES`) once read, else :func:`spill` (a temporary file,
-    memory-mapped).  Raises as :func:`read` does."""
+    at most ``spill_bytes`` (default :data:`SPILL_BYTES`) once read, else the map of :func:`spill` (a
+    temporary file, memory-mapped; an empty member: an empty buffer).  Raises as :func:`read` does."""
     limit = SPILL_BYTES if spill_bytes is None else spill_bytes
     if most_bytes(info) <= limit or zf.fp is None:
         return read(zf, info, whole)
-    return spill(zf, info, where)
+    out = spill(zf, info, where)
+    out.close()  # the map keeps the file for as long as it lives
+    return out.data if isinstance(out.data, Spilled) else bytearray()
 
 
-def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> bytearray | budget.Spilled:
+def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> Mapped:
     """The bytes of the member ``info`` of ``zf`` written as they are inflated, :data:`SPILL_PIECE` at a
-    time, into an unnamed temporary file (:func:`tempfile.TemporaryFile`: ``O_TMPFILE`` in ``TMPDIR``, gone
-    with its last descriptor and map), then memory-mapped (:func:`devbin.binary.budget.spilled`: its pages
-    given back after every unit of work).  A deflated member is inflated with zlib from its compressed bytes
-    (:func:`raw_pieces` from the archive's file), its output never past the recorded size, the CRC-32 taken
-    as it comes and checked with the length at the end; the other methods are copied from :mod:`zipfile`
-    (which checks the CRC).  An empty member is an empty buffer.  Raises :class:`FormatError` as
+    time, into a :class:`devbin.binary.mapped.Mapped` file (unnamed, temporary), then memory-mapped (its
+    pages given back after every unit of work).  The one way a member is inflated outside the heap: the scan
+    (:func:`load`) and prune (a wheel's library, devbin.packaging.prune_packages) both read it so.  A
+    deflated member is inflated with zlib from its compressed bytes (:func:`raw_pieces` from the archive's
+    file), its output never past the recorded size (a bomb stops there), the CRC-32 taken as it comes and
+    checked with the length at the end; the other methods are copied from :mod:`zipfile` (which checks the
+    CRC).  An empty member is a Mapped of size 0 (its ``data`` ``b""``).  Raises :class:`FormatError` as
     :func:`inflate` does (a size or CRC that does not match, corrupt or truncated data), and zipfile's own
-    errors for the other methods."""
-    with tempfile.TemporaryFile(prefix="devbin-member-") as tmp:
-        n = 0
+    errors for the other methods; OSError where the temporary file cannot be written (a full disk)."""
+    out = Mapped()
+    try:
         if inflatable(info):
-            import deflate  # libdeflate's CRC-32, 4 times zlib's speed
-
-            assert zf.fp is not None
-            d = zlib.decompressobj(-zlib.MAX_WBITS)
-            crc = 0
-            try:
-                for piece in raw_pieces(zf.fp, info, where):
-                    data: bytes = piece
-                    while data:
-                        out = d.decompress(data, SPILL_PIECE)
-                        data = d.unconsumed_tail
-                        n += len(out)
-                        if n > info.file_size:
-                            break
-                        crc = deflate.crc32(out, crc)
-                        tmp.write(out)
-                    if n > info.file_size or d.eof:
-                        break
-                while not d.eof and n <= info.file_size and (out := d.decompress(b"", SPILL_PIECE)):
-                    n += len(out)
-                    crc = deflate.crc32(out, crc)
-                    tmp.write(out)
-            except zlib.error as e:
-                raise FormatError(f"corrupt deflate data ({e})", fmt="zip", where=where) from None
-            if n > info.file_size:
-                raise FormatError(f"inflates to more than the recorded {info.file_size} bytes", fmt="zip",
-                                  where=where)
-            if not d.eof:
-                raise TruncatedError(f"the deflate data ends before its last block ({n} of the recorded "
-                                     f"{info.file_size} bytes inflated)", fmt="zip", where=where)
-            if n != info.file_size:
-                raise FormatError(f"inflates to {n} bytes, not the recorded {info.file_size}", fmt="zip",
-                                  where=where)
-            if crc != info.CRC:
-                raise FormatError(f"bad CRC-32 {crc:08x} (recorded {info.CRC:08x})", fmt="zip", where=where)
+            _inflate_into(out, zf, info, where)
         else:
             with zf.open(info) as fh:
-                while n < info.file_size and (piece := fh.read(min(SPILL_PIECE, info.file_size - n))):
-                    n += len(piece)
-                    tmp.write(piece)
-        if not n:
-            return bytearray()
-        tmp.flush()
-        return budget.spilled(tmp.fileno())
+                while out.size < info.file_size and (piece := fh.read(min(SPILL_PIECE, info.file_size - out.size))):
+                    out.write(piece)
+        return out.map()
+    except BaseException:
+        out.close()
+        raise
+
+
+def _inflate_into(out: Mapped, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> None:
+    """:func:`spill`'s deflated member: inflated into ``out``, checked (its docstring)."""
+    import deflate  # libdeflate's CRC-32, 4 times zlib's speed
+
+    assert zf.fp is not None
+    d = zlib.decompressobj(-zlib.MAX_WBITS)
+    crc = n = 0
+    try:
+        for piece in raw_pieces(zf.fp, info, where):
+            data: bytes = piece
+            while data:
+                got = d.decompress(data, SPILL_PIECE)
+                data = d.unconsumed_tail
+                n += len(got)
+                if n > info.file_size:
+                    break
+                crc = deflate.crc32(got, crc)
+                out.write(got)
+            if n > info.file_size or d.eof:
+                break
+        while not d.eof and n <= info.file_size and (got := d.decompress(b"", SPILL_PIECE)):
+            n += len(got)
+            crc = deflate.crc32(got, crc)
+            out.write(got)
+    except zlib.error as e:
+        raise FormatError(f"corrupt deflate data ({e})", fmt="zip", where=where) from None
+    if n > info.file_size:
+        raise FormatError(f"inflates to more than the recorded {info.file_size} bytes", fmt="zip", where=where)
+    if not d.eof:
+        raise TruncatedError(f"the deflate data ends before its last block ({n} of the recorded "
+                             f"{info.file_size} bytes inflated)", fmt="zip", where=where)
+    if n != info.file_size:
+        raise FormatError(f"inflates to {n} bytes, not the recorded {info.file_size}", fmt="zip", where=where)
+    if crc != info.CRC:
+        raise FormatError(f"bad CRC-32 {crc:08x} (recorded {info.CRC:08x})", fmt="zip", where=where)
 
 
 def pieces(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
