@@ -326,3 +326,42 @@ def test_a_wheel_of_lying_members_is_one_line_each_from_the_command(tmp_path: Pa
         lines = [line for line in err.splitlines() if "a/bomb.fatbin" in line]
         assert len(lines) == 1 and "cannot read zip member" in lines[0]
     assert heap[:2] == spilled[:2]
+
+
+def test_the_last_spilled_member_is_given_again_not_inflated_again(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second spill of the member spilled last (prune reads a wheel's library three times) gives its kept
+    file, not a second inflate; the same member name in a rewritten archive, or another member, is inflated
+    anew; the kept file is no live map (its pages are no one's)."""
+    inflated: list[str] = []
+    inflate_into = zipmember._inflate_into
+
+    def spy(out: mapped.Mapped, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> None:
+        inflated.append(info.filename)
+        inflate_into(out, zf, info, where)
+
+    monkeypatch.setattr(zipmember, "_inflate_into", spy)
+    monkeypatch.setattr(zipmember, "_LAST", [])
+    first, second = bytes(range(256)) * 4096, bytes(reversed(range(256))) * 4096
+    path = tmp_path / "w.whl"
+    path.write_bytes(_zip([("a.so", first), ("b.so", second)]))
+
+    def spilled(name: str) -> bytes:
+        with zipfile.ZipFile(path) as zf:
+            out = zipmember.spill(zf, zf.getinfo(name), name)
+        try:
+            return bytes(out.data)
+        finally:
+            out.close()
+
+    assert spilled("a.so") == first and spilled("a.so") == first
+    assert inflated == ["a.so"]
+    import gc
+
+    gc.collect()
+    assert not mapped._SPILLED  # the kept file is not mapped
+    assert spilled("b.so") == second and spilled("a.so") == first
+    assert inflated == ["a.so", "b.so", "a.so"]
+    path.write_bytes(_zip([("a.so", second)]))  # a new file of the same name: its member inflated again
+    assert spilled("a.so") == second
+    assert inflated == ["a.so", "b.so", "a.so", "a.so"]

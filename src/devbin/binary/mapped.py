@@ -87,10 +87,17 @@ class Mapped:
     :meth:`write` before :meth:`map`; the map stays valid after :meth:`close` (the kernel keeps the file
     while it is mapped)."""
 
-    def __init__(self, folder: str | None = None) -> None:
-        self.file: IO[bytes] = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by close())
+    def __init__(self, folder: str | None = None, *, file: IO[bytes] | None = None, size: int = 0) -> None:
+        self.file: IO[bytes] = file if file is not None else tempfile.TemporaryFile(dir=folder)  # noqa: SIM115
         self.data: Spilled | bytes = b""
-        self.size = 0
+        self.size = size
+
+    def twin(self) -> Mapped:
+        """Another :class:`Mapped` of the same file, not mapped yet, with a descriptor of its own (closing
+        either leaves the other's file open): the file kept for a later reader (devbin.formats.zipmember's
+        last spilled member)."""
+        self.file.flush()
+        return Mapped(file=os.fdopen(os.dup(self.file.fileno()), "rb"), size=self.size)
 
     def write(self, piece: bytes | bytearray | memoryview) -> int:
         """Append ``piece`` to the file (before :meth:`map`)."""

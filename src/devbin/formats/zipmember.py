@@ -35,6 +35,7 @@ saying "not a zip file".
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 import zlib
 from collections.abc import Iterator
@@ -183,7 +184,16 @@ def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> Mapped
     checked with the length at the end; the other methods are copied from :mod:`zipfile` (which checks the
     CRC).  An empty member is a Mapped of size 0 (its ``data`` ``b""``).  Raises :class:`FormatError` as
     :func:`inflate` does (a size or CRC that does not match, corrupt or truncated data), and zipfile's own
-    errors for the other methods; OSError where the temporary file cannot be written (a full disk)."""
+    errors for the other methods; OSError where the temporary file cannot be written (a full disk).
+
+    The last member spilled is kept (its temporary file, not its map: :data:`_LAST`) and given again, not
+    inflated again, to the next spill of the same member of the same archive file (same device, inode, size
+    and modification time; same offset, sizes, method and CRC): prune reads a wheel's largest library three
+    times (the command's first-image check, the scan of the wheel's libraries, the prune), torch's 503 MB
+    ``libtorch_cuda.so`` inflated once instead of three times."""
+    key = _key(zf, info)
+    if key is not None and _LAST and _LAST[0][0] == key:
+        return _LAST[0][1].twin().map()
     out = Mapped()
     try:
         if inflatable(info):
@@ -192,10 +202,40 @@ def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> Mapped
             with zf.open(info) as fh:
                 while out.size < info.file_size and (piece := fh.read(min(SPILL_PIECE, info.file_size - out.size))):
                     out.write(piece)
-        return out.map()
+        out.map()
     except BaseException:
         out.close()
         raise
+    if key is not None and out.size:
+        _keep_last(key, out)
+    return out
+
+
+#: The last member :func:`spill` wrote, its key (:func:`_key`) and its file (a :class:`Mapped` not mapped).
+_LAST: list[tuple[tuple[int, ...], Mapped]] = []
+
+
+def _key(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, ...] | None:
+    """What names the member's bytes: the archive file's device, inode, size and modification time, the
+    member's offset, sizes, method and CRC-32; None for an archive that is no file (a zip in memory)."""
+    try:
+        st = os.fstat(zf.fp.fileno())  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):  # no file object, or one without a descriptor (BytesIO)
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, info.header_offset, info.compress_size,
+            info.file_size, info.compress_type, info.CRC)
+
+
+def _keep_last(key: tuple[int, ...], out: Mapped) -> None:
+    """Keep ``out``'s file as the last member spilled, in place of the one kept before (closed: its
+    temporary file is gone once no map of it is left)."""
+    try:
+        kept = out.twin()
+    except OSError:  # no descriptor left: nothing kept
+        return
+    for _, old in _LAST:
+        old.close()
+    _LAST[:] = [(key, kept)]
 
 
 def _inflate_into(out: Mapped, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> None:
