@@ -360,8 +360,12 @@ def test_the_last_spilled_member_is_given_again_not_inflated_again(tmp_path: Pat
 
     gc.collect()
     assert not mapped._SPILLED  # the kept file is not mapped
-    assert spilled("b.so") == second and spilled("a.so") == first
+    monkeypatch.setattr(zipmember, "KEEP_SPILLED", 1)
+    assert spilled("b.so") == second and spilled("a.so") == first  # one kept: b.so put a.so's away
     assert inflated == ["a.so", "b.so", "a.so"]
+    monkeypatch.setattr(zipmember, "KEEP_SPILLED", 2)
+    assert spilled("b.so") == second and spilled("a.so") == first and spilled("b.so") == second
+    assert inflated == ["a.so", "b.so", "a.so", "b.so"]
     path.write_bytes(_zip([("a.so", second)]))  # a new file of the same name: its member inflated again
     assert spilled("a.so") == second
-    assert inflated == ["a.so", "b.so", "a.so", "a.so"]
+    assert inflated == ["a.so", "b.so", "a.so", "b.so", "a.so"]

@@ -48,8 +48,8 @@ from devbin.errors import FormatError, TruncatedError
 if TYPE_CHECKING:
     import zipfile
 
-__all__ = ["CHUNK", "MAX_RATIO", "SPILL_BYTES", "data_span", "inflatable", "inflate", "is_folder", "load",
-           "most_bytes", "open_zip", "pieces", "raw_pieces", "read", "spill"]
+__all__ = ["CHUNK", "KEEP_SPILLED", "MAX_RATIO", "SPILL_BYTES", "data_span", "inflatable", "inflate", "is_folder",
+           "load", "most_bytes", "open_zip", "pieces", "raw_pieces", "read", "spill"]
 
 _LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths at 26 and 28
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -186,14 +186,19 @@ def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> Mapped
     :func:`inflate` does (a size or CRC that does not match, corrupt or truncated data), and zipfile's own
     errors for the other methods; OSError where the temporary file cannot be written (a full disk).
 
-    The last member spilled is kept (its temporary file, not its map: :data:`_LAST`) and given again, not
-    inflated again, to the next spill of the same member of the same archive file (same device, inode, size
-    and modification time; same offset, sizes, method and CRC): prune reads a wheel's largest library three
-    times (the command's first-image check, the scan of the wheel's libraries, the prune), torch's 503 MB
-    ``libtorch_cuda.so`` inflated once instead of three times."""
+    The last :data:`KEEP_SPILLED` members spilled are kept (their temporary files, not their maps:
+    :data:`_LAST`) and given again, not inflated again, to a later spill of the same member of the same
+    archive file (same device, inode, size and modification time; same offset, sizes, method and CRC):
+    ``devbin prune`` of a wheel reads its large members three times (the command's first-image check, the
+    scan of the wheel's libraries, the prune), torch 2.14.1's 446 MB ``libtorch_cpu.so`` (no device code,
+    but an ELF file the scan reads) and 503 MB ``libtorch_cuda.so`` are each inflated once instead of two
+    and three times."""
     key = _key(zf, info)
-    if key is not None and _LAST and _LAST[0][0] == key:
-        return _LAST[0][1].twin().map()
+    if key is not None:
+        for i, (k, kept) in enumerate(_LAST):
+            if k == key:
+                _LAST.append(_LAST.pop(i))  # the most recently used last
+                return kept.twin().map()
     out = Mapped()
     try:
         if inflatable(info):
@@ -211,7 +216,11 @@ def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> Mapped
     return out
 
 
-#: The last member :func:`spill` wrote, its key (:func:`_key`) and its file (a :class:`Mapped` not mapped).
+#: How many members :func:`spill` keeps for a later reader: their temporary files stay (on disk, in ``TMPDIR``;
+#: no memory of the process's) until others replace them or the process ends.
+KEEP_SPILLED = 2
+#: The members :func:`spill` keeps, least recently used first: each one's key (:func:`_key`) and its file (a
+#: :class:`Mapped` not mapped).
 _LAST: list[tuple[tuple[int, ...], Mapped]] = []
 
 
@@ -227,15 +236,15 @@ def _key(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, ...] | None:
 
 
 def _keep_last(key: tuple[int, ...], out: Mapped) -> None:
-    """Keep ``out``'s file as the last member spilled, in place of the one kept before (closed: its
-    temporary file is gone once no map of it is left)."""
+    """Keep ``out``'s file as the member spilled last, the least recently used past :data:`KEEP_SPILLED`
+    closed (its temporary file is gone once no map of it is left)."""
     try:
         kept = out.twin()
     except OSError:  # no descriptor left: nothing kept
         return
-    for _, old in _LAST:
-        old.close()
-    _LAST[:] = [(key, kept)]
+    _LAST.append((key, kept))
+    while len(_LAST) > KEEP_SPILLED:
+        _LAST.pop(0)[1].close()
 
 
 def _inflate_into(out: Mapped, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> None:
