@@ -194,11 +194,9 @@ def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> Mapped
     but an ELF file the scan reads) and 503 MB ``libtorch_cuda.so`` are each inflated once instead of two
     and three times."""
     key = _key(zf, info)
-    if key is not None:
-        for i, (k, kept) in enumerate(_LAST):
-            if k == key:
-                _LAST.append(_LAST.pop(i))  # the most recently used last
-                return kept.twin().map()
+    kept = _kept(key)
+    if kept is not None:
+        return kept.twin().map()
     out = Mapped()
     try:
         if inflatable(info):
@@ -233,6 +231,17 @@ def _key(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, ...] | None:
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, info.header_offset, info.compress_size,
             info.file_size, info.compress_type, info.CRC)
+
+
+def _kept(key: tuple[int, ...] | None) -> Mapped | None:
+    """The member :func:`spill` keeps under ``key`` (now the most recently used), or None."""
+    if key is None:
+        return None
+    for i, (k, kept) in enumerate(_LAST):
+        if k == key:
+            _LAST.append(_LAST.pop(i))
+            return kept
+    return None
 
 
 def _keep_last(key: tuple[int, ...], out: Mapped) -> None:
@@ -287,7 +296,19 @@ def _inflate_into(out: Mapped, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where
 def pieces(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
     """The bytes of the member ``info`` of ``zf``, :data:`CHUNK` at a time through :mod:`zipfile` (which
     checks the CRC-32 at the end): a member of any size costs one piece of memory.  zipfile's own errors
-    (bad CRC, corrupt data, encryption) are raised as they come."""
+    (bad CRC, corrupt data, encryption) are raised as they come.  A member :func:`spill` keeps (checked when
+    it was inflated) is read from its temporary file instead, :data:`SPILL_PIECE` at a time (pread(2): no
+    map, no pages of the process's), not inflated again: a wheel's RECORD check after the command's
+    first-image check reads torch's two large libraries so."""
+    kept = _kept(_key(zf, info))
+    if kept is not None:
+        fd = kept.file.fileno()
+        for at in range(0, kept.size, SPILL_PIECE):
+            piece = os.pread(fd, min(SPILL_PIECE, kept.size - at), at)
+            if not piece:
+                raise TruncatedError(f"the member's temporary file ends at {at} of {kept.size} bytes", fmt="zip")
+            yield piece
+        return
     with zf.open(info) as fh:
         while piece := fh.read(CHUNK):
             yield piece
