@@ -74,10 +74,9 @@ def _spilled(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes | None:
     except DeviceBinaryError:
         return None
     try:
-        return bytes(out)
+        return bytes(out.data)
     finally:
-        if not isinstance(out, bytearray):
-            out.close()
+        out.close()
 
 
 def _scan(archive: bytes) -> None:

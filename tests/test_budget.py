@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from devbin.binary import budget
+from devbin.binary import budget, mapped
 from devbin.errors import FormatError, LimitExceeded, UsageError
 from devbin.formats.bundle import open_compressed_bundle, parse_compressed_bundle, write_compressed_bundle
 from devbin.formats.fatbin import parse_fatbin
@@ -337,15 +337,15 @@ def _rss_file_kb() -> int:
 def test_the_pages_of_a_spilled_map_are_given_back_after_a_unit_and_a_long_search() -> None:
     """A Spilled map (a wheel member in a temporary file) costs the pages a unit touched: at the end of a unit,
     and every DROP_BYTES a search passes, its resident pages are dropped (the bytes stay readable)."""
-    import tempfile
 
     from devbin.binary import ByteView
 
-    size = budget.DROP_BYTES + (8 << 20)
-    with tempfile.TemporaryFile() as f:
-        f.write(bytes(size - 4) + b"NEED")
-        f.flush()
-        m = budget.spilled(f.fileno())
+    size = mapped.DROP_BYTES + (8 << 20)
+    spilled = mapped.Mapped()
+    spilled.write(bytes(size - 4) + b"NEED")
+    spilled.map().close()
+    m = spilled.data
+    assert isinstance(m, mapped.Spilled)
     try:
         base = _rss_file_kb()
         assert not any(m[i] for i in range(0, size, 4096))  # every page touched (zeros up to the last 4 bytes)
@@ -355,6 +355,6 @@ def test_the_pages_of_a_spilled_map_are_given_back_after_a_unit_and_a_long_searc
         assert _rss_file_kb() - base < 4 << 10  # KiB: given back
         assert m[size - 4:] == b"NEED"  # and still readable
         assert ByteView(m).find(b"NEED") == size - 4  # a search through it: its pages dropped as it passes
-        assert _rss_file_kb() - base < (budget.DROP_BYTES >> 10) + (12 << 10)
+        assert _rss_file_kb() - base < (mapped.DROP_BYTES >> 10) + (12 << 10)
     finally:
         m.close()

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devbin.samples
-from devbin.binary import budget
+from devbin.binary import budget, mapped
 from devbin.errors import DeviceBinaryError, FormatError, TruncatedError
 from devbin.formats import zipmember
 from devbin.images.scan import scan, scan_bytes
@@ -233,7 +233,7 @@ def _spy_spill(monkeypatch: pytest.MonkeyPatch, threshold: int) -> list[object]:
 
     def spy(*args: object, **kwargs: object) -> object:
         out = spill(*args, **kwargs)  # type: ignore[arg-type]
-        made.append(type(out))
+        made.append(type(out.data))
         return out
 
     monkeypatch.setattr(zipmember, "SPILL_BYTES", threshold)
@@ -268,13 +268,13 @@ def test_a_member_over_the_threshold_is_scanned_through_a_mapped_file(tmp_path: 
     in_memory, in_memory_reports = images(), reports()
     made = _spy_spill(monkeypatch, len(small) + 1)  # the code objects over it, the cubin under it
     assert images() == in_memory
-    assert made == [budget.Spilled, budget.Spilled]
+    assert made == [mapped.Spilled, mapped.Spilled]
     assert reports() == in_memory_reports
     assert len(made) == 6  # list and size each spilled both code objects again
     import gc
 
     gc.collect()  # a parsed image is a graph with cycles (the budget's units collect them likewise)
-    assert not budget._SPILLED  # every map let go
+    assert not mapped._SPILLED  # every map let go
 
 
 def test_a_spilled_member_is_checked_as_an_inflated_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -298,7 +298,7 @@ def test_a_spilled_member_is_checked_as_an_inflated_one(tmp_path: Path, monkeypa
     rep = ScanReport()
     found = [str(i.address) for i in scan([path], report=rep)]
     assert found == [f"{path}!d/good.cubin"]
-    assert made == [budget.Spilled]  # the good member; the others raised
+    assert made == [mapped.Spilled]  # the good member; the others raised
     assert len(rep.warnings) == 3
     bomb, bad_crc, cut_short = rep.warnings
     assert bomb == f"{path}!a/bomb.fatbin: cannot read zip member: inflates to more than the recorded 65536 bytes"
@@ -326,3 +326,49 @@ def test_a_wheel_of_lying_members_is_one_line_each_from_the_command(tmp_path: Pa
         lines = [line for line in err.splitlines() if "a/bomb.fatbin" in line]
         assert len(lines) == 1 and "cannot read zip member" in lines[0]
     assert heap[:2] == spilled[:2]
+
+
+def test_the_last_spilled_member_is_given_again_not_inflated_again(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second spill of the member spilled last (prune reads a wheel's library three times) gives its kept
+    file, not a second inflate; the same member name in a rewritten archive, or another member, is inflated
+    anew; the kept file is no live map (its pages are no one's)."""
+    inflated: list[str] = []
+    inflate_into = zipmember._inflate_into
+
+    def spy(out: mapped.Mapped, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> None:
+        inflated.append(info.filename)
+        inflate_into(out, zf, info, where)
+
+    monkeypatch.setattr(zipmember, "_inflate_into", spy)
+    monkeypatch.setattr(zipmember, "_LAST", [])
+    first, second = bytes(range(256)) * 4096, bytes(reversed(range(256))) * 4096
+    path = tmp_path / "w.whl"
+    path.write_bytes(_zip([("a.so", first), ("b.so", second)]))
+
+    def spilled(name: str) -> bytes:
+        with zipfile.ZipFile(path) as zf:
+            out = zipmember.spill(zf, zf.getinfo(name), name)
+        try:
+            return bytes(out.data)
+        finally:
+            out.close()
+
+    assert spilled("a.so") == first and spilled("a.so") == first
+    with zipfile.ZipFile(path) as zf:  # read in pieces, as the RECORD check does: from the kept file too
+        monkeypatch.setattr(zf, "open", None)
+        assert b"".join(zipmember.pieces(zf, zf.getinfo("a.so"))) == first
+    assert inflated == ["a.so"]
+    import gc
+
+    gc.collect()
+    assert not mapped._SPILLED  # the kept file is not mapped
+    monkeypatch.setattr(zipmember, "KEEP_SPILLED", 1)
+    assert spilled("b.so") == second and spilled("a.so") == first  # one kept: b.so put a.so's away
+    assert inflated == ["a.so", "b.so", "a.so"]
+    monkeypatch.setattr(zipmember, "KEEP_SPILLED", 2)
+    assert spilled("b.so") == second and spilled("a.so") == first and spilled("b.so") == second
+    assert inflated == ["a.so", "b.so", "a.so", "b.so"]
+    path.write_bytes(_zip([("a.so", second)]))  # a new file of the same name: its member inflated again
+    assert spilled("a.so") == second
+    assert inflated == ["a.so", "b.so", "a.so", "b.so", "a.so"]

@@ -31,12 +31,11 @@ time (per process).
 
 **Pages of a spilled buffer are given back after each unit of work.**  A decoded buffer too large to
 hold in the heap (a wheel's 716 MB library, :func:`devbin.formats.zipmember.load`) is written to an
-unnamed temporary file and memory-mapped: a :class:`Spilled` map, charged like a :class:`Decoded`
-buffer while its caller reads it.  The pages a reader touches count in the process's resident set
-until they are dropped, so when a unit of work ends every live :class:`Spilled` map is told
-``madvise(MADV_DONTNEED)`` (madvise(2): for a shared file mapping the bytes stay in the file, the
-next read faults them in again from the page cache): reading one costs the pages one unit touched,
-not the buffer's size.
+unnamed temporary file and memory-mapped (:mod:`devbin.binary.mapped`, the one place such bytes are
+kept), charged like a :class:`Decoded` buffer while its caller reads it.  The pages a reader touches
+count in the process's resident set until they are dropped, so when a unit of work ends the pages of
+every live map are given back (:func:`devbin.binary.mapped.drop_pages`): reading one costs the pages one
+unit touched, not the buffer's size.
 
 **One budget per command, across its processes.**  A pool's workers (forked by
 :mod:`devbin.images.parallel`) draw from the command's budget, not each from a copy of it: the
@@ -77,7 +76,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import mmap
 import os
 import re
 import threading
@@ -85,10 +83,11 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
+from devbin.binary import mapped
 from devbin.errors import LimitExceeded, UsageError
 
-__all__ = ["COLLECT_BYTES", "DEFAULT_LIMIT", "DROP_BYTES", "Decoded", "MemoryBudget", "Retry", "Shared", "Spilled",
-           "current", "drop_pages", "format_size", "limit", "pages_read", "parse_size", "spilled"]
+__all__ = ["COLLECT_BYTES", "DEFAULT_LIMIT", "Decoded", "MemoryBudget", "Retry", "Shared", "current", "format_size",
+           "limit", "parse_size"]
 
 #: Decoded bytes a command may hold at once unless told otherwise (``--max-memory``).
 DEFAULT_LIMIT = 4 << 30
@@ -120,48 +119,6 @@ class Decoded(bytearray):
     """A buffer charged to a budget until it is collected (views of it keep it alive)."""
 
     __slots__ = ("__weakref__",)
-
-
-class Spilled(mmap.mmap):
-    """Decoded bytes in an unnamed temporary file, memory-mapped read-only (see the module docstring):
-    made by :func:`spilled`, its pages given back at the end of every unit of work."""
-
-
-#: The live spilled maps, whose pages each unit of work gives back when it ends.
-_SPILLED: weakref.WeakSet[Spilled] = weakref.WeakSet()
-
-
-def spilled(fd: int) -> Spilled:
-    """The file ``fd`` (a temporary file holding decoded bytes, not empty) mapped read-only; its pages are
-    given back at the end of every :meth:`MemoryBudget.unit` (and by :func:`drop_pages`) while it lives."""
-    m = Spilled(fd, 0, access=mmap.ACCESS_READ)
-    _SPILLED.add(m)
-    return m
-
-
-#: Bytes of spilled maps a search may read (:func:`pages_read`) before their pages are given back.
-DROP_BYTES = 32 << 20
-_read = [0]
-
-
-def pages_read(n: int) -> None:
-    """Note that ``n`` bytes of a :class:`Spilled` map were read through (a search of a large section); every
-    :data:`DROP_BYTES` of them the pages are given back (:func:`drop_pages`), so a search through a member
-    larger than memory costs :data:`DROP_BYTES` of pages, not the member's size."""
-    _read[0] += n
-    if _read[0] >= DROP_BYTES:
-        _read[0] = 0
-        drop_pages()
-
-
-def drop_pages() -> None:
-    """Give back the pages of every live :class:`Spilled` map (``MADV_DONTNEED``; the bytes stay in their file)."""
-    dontneed = getattr(mmap, "MADV_DONTNEED", None)  # not on every system; there the pages stay
-    if dontneed is None:
-        return
-    for m in list(_SPILLED):
-        with contextlib.suppress(ValueError, OSError):  # closed meanwhile
-            m.madvise(dontneed)
 
 
 class Retry(BaseException):
@@ -253,13 +210,13 @@ class MemoryBudget:
         """A unit of work (an item, an image) whose decoded buffers are given back when it ends: if it
         took bytes it did not give back, the garbage cycles holding them are collected (the young
         generations; all of them from :data:`COLLECT_BYTES` kept, or in a pool, whose other processes
-        may be waiting for them); the pages of the live :class:`Spilled` maps are given back."""
+        may be waiting for them); the pages of the live spilled maps are given back
+        (:func:`devbin.binary.mapped.drop_pages`)."""
         before = self.in_use
         try:
             yield
         finally:
-            if _SPILLED:
-                drop_pages()
+            mapped.drop_pages()
             if self.in_use > before:
                 gc.collect(1)  # the unit's own objects, cheaply, where they are young still
                 if self.in_use - before >= COLLECT_BYTES or (self.in_use > before and self.shared is not None):

@@ -27,7 +27,7 @@ import struct
 from collections.abc import Iterator
 from typing import Final
 
-from devbin.binary import budget
+from devbin.binary import mapped
 from devbin.errors import FormatError, TruncatedError
 
 __all__ = ["Buffer", "ByteView", "Cursor", "format_view", "join_where"]
@@ -248,20 +248,20 @@ def _find(mv: memoryview, needle: bytes, start: int, stop: int) -> int:
     # a large view (a host library's data sections, a mapped file) is never copied, and a short
     # search (a name in a large string table) stops at its first hit.
     pattern = _pattern(needle)
-    if not isinstance(mv.obj, budget.Spilled):
+    if not isinstance(mv.obj, mapped.Spilled):
         m = pattern.search(mv, start, stop)
         return -1 if m is None else m.start()
-    # A spilled zip member (decoded bytes in a mapped temporary file): searched a window at a time, the
-    # bytes read through counted, so that its pages are given back as the search goes (budget.pages_read).
-    window = budget.DROP_BYTES
+    # A spilled file (a zip member's bytes in a mapped temporary file, devbin.binary.mapped): searched a window
+    # at a time, the bytes read through counted, so that its pages are given back as the search goes.
+    window = mapped.DROP_BYTES
     pos = start
     while pos < stop:
         end = min(stop, pos + window)
         m = pattern.search(mv, pos, min(stop, end + len(needle) - 1))
         if m is not None:
-            budget.pages_read(m.start() - pos)
+            mapped.pages_read(m.start() - pos)
             return m.start()
-        budget.pages_read(end - pos)
+        mapped.pages_read(end - pos)
         pos = end
     return -1
 

@@ -34,21 +34,23 @@ saying "not a zip file".
 
 from __future__ import annotations
 
+import atexit
 import mmap
+import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
-from devbin.binary import Buffer, budget
+from devbin.binary import Buffer
+from devbin.binary.mapped import Mapped, Spilled
 from devbin.errors import FormatError, TruncatedError
 
 if TYPE_CHECKING:
     import zipfile
 
-__all__ = ["CHUNK", "MAX_RATIO", "SPILL_BYTES", "data_span", "inflatable", "inflate", "is_folder", "load",
-           "most_bytes", "open_zip", "pieces", "raw_pieces", "read", "spill"]
+__all__ = ["CHUNK", "KEEP_SPILLED", "MAX_RATIO", "SPILL_BYTES", "data_span", "inflatable", "inflate", "is_folder",
+           "load", "most_bytes", "open_zip", "pieces", "raw_pieces", "read", "spill"]
 
 _LOCAL = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths at 26 and 28
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -161,79 +163,160 @@ def read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, whole: Buffer | None = None
 
 
 def load(zf: zipfile.ZipFile, info: zipfile.ZipInfo, whole: Buffer | None = None, *,
-         spill_bytes: int | None = None, where: str = "") -> bytearray | budget.Spilled:
+         spill_bytes: int | None = None, where: str = "") -> bytearray | Spilled:
     """The bytes of the member ``info`` of ``zf`` for a reader: :func:`read` (into the heap) when it holds
-    at most ``spill_bytes`` (default :data:`SPILL_BYTES`) once read, else :func:`spill` (a temporary file,
-    memory-mapped).  Raises as :func:`read` does."""
+    at most ``spill_bytes`` (default :data:`SPILL_BYTES`) once read, else the map of :func:`spill` (a
+    temporary file, memory-mapped; an empty member: an empty buffer).  Raises as :func:`read` does."""
     limit = SPILL_BYTES if spill_bytes is None else spill_bytes
     if most_bytes(info) <= limit or zf.fp is None:
         return read(zf, info, whole)
-    return spill(zf, info, where)
+    out = spill(zf, info, where)
+    out.close()  # the map keeps the file for as long as it lives
+    return out.data if isinstance(out.data, Spilled) else bytearray()
 
 
-def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> bytearray | budget.Spilled:
+def spill(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str = "") -> Mapped:
     """The bytes of the member ``info`` of ``zf`` written as they are inflated, :data:`SPILL_PIECE` at a
-    time, into an unnamed temporary file (:func:`tempfile.TemporaryFile`: ``O_TMPFILE`` in ``TMPDIR``, gone
-    with its last descriptor and map), then memory-mapped (:func:`devbin.binary.budget.spilled`: its pages
-    given back after every unit of work).  A deflated member is inflated with zlib from its compressed bytes
-    (:func:`raw_pieces` from the archive's file), its output never past the recorded size, the CRC-32 taken
-    as it comes and checked with the length at the end; the other methods are copied from :mod:`zipfile`
-    (which checks the CRC).  An empty member is an empty buffer.  Raises :class:`FormatError` as
+    time, into a :class:`devbin.binary.mapped.Mapped` file (unnamed, temporary), then memory-mapped (its
+    pages given back after every unit of work).  The one way a member is inflated outside the heap: the scan
+    (:func:`load`) and prune (a wheel's library, devbin.packaging.prune_packages) both read it so.  A
+    deflated member is inflated with zlib from its compressed bytes (:func:`raw_pieces` from the archive's
+    file), its output never past the recorded size (a bomb stops there), the CRC-32 taken as it comes and
+    checked with the length at the end; the other methods are copied from :mod:`zipfile` (which checks the
+    CRC).  An empty member is a Mapped of size 0 (its ``data`` ``b""``).  Raises :class:`FormatError` as
     :func:`inflate` does (a size or CRC that does not match, corrupt or truncated data), and zipfile's own
-    errors for the other methods."""
-    with tempfile.TemporaryFile(prefix="devbin-member-") as tmp:
-        n = 0
-        if inflatable(info):
-            import deflate  # libdeflate's CRC-32, 4 times zlib's speed
+    errors for the other methods; OSError where the temporary file cannot be written (a full disk).
 
-            assert zf.fp is not None
-            d = zlib.decompressobj(-zlib.MAX_WBITS)
-            crc = 0
-            try:
-                for piece in raw_pieces(zf.fp, info, where):
-                    data: bytes = piece
-                    while data:
-                        out = d.decompress(data, SPILL_PIECE)
-                        data = d.unconsumed_tail
-                        n += len(out)
-                        if n > info.file_size:
-                            break
-                        crc = deflate.crc32(out, crc)
-                        tmp.write(out)
-                    if n > info.file_size or d.eof:
-                        break
-                while not d.eof and n <= info.file_size and (out := d.decompress(b"", SPILL_PIECE)):
-                    n += len(out)
-                    crc = deflate.crc32(out, crc)
-                    tmp.write(out)
-            except zlib.error as e:
-                raise FormatError(f"corrupt deflate data ({e})", fmt="zip", where=where) from None
-            if n > info.file_size:
-                raise FormatError(f"inflates to more than the recorded {info.file_size} bytes", fmt="zip",
-                                  where=where)
-            if not d.eof:
-                raise TruncatedError(f"the deflate data ends before its last block ({n} of the recorded "
-                                     f"{info.file_size} bytes inflated)", fmt="zip", where=where)
-            if n != info.file_size:
-                raise FormatError(f"inflates to {n} bytes, not the recorded {info.file_size}", fmt="zip",
-                                  where=where)
-            if crc != info.CRC:
-                raise FormatError(f"bad CRC-32 {crc:08x} (recorded {info.CRC:08x})", fmt="zip", where=where)
+    The last :data:`KEEP_SPILLED` members spilled are kept (their temporary files, not their maps:
+    :data:`_LAST`) and given again, not inflated again, to a later spill of the same member of the same
+    archive file (same device, inode, size and modification time; same offset, sizes, method and CRC):
+    ``devbin prune`` of a wheel reads its large members three times (the command's first-image check, the
+    scan of the wheel's libraries, the prune), torch 2.14.1's 446 MB ``libtorch_cpu.so`` (no device code,
+    but an ELF file the scan reads) and 503 MB ``libtorch_cuda.so`` are each inflated once instead of two
+    and three times."""
+    key = _key(zf, info)
+    kept = _kept(key)
+    if kept is not None:
+        return kept.twin().map()
+    out = Mapped()
+    try:
+        if inflatable(info):
+            _inflate_into(out, zf, info, where)
         else:
             with zf.open(info) as fh:
-                while n < info.file_size and (piece := fh.read(min(SPILL_PIECE, info.file_size - n))):
-                    n += len(piece)
-                    tmp.write(piece)
-        if not n:
-            return bytearray()
-        tmp.flush()
-        return budget.spilled(tmp.fileno())
+                while out.size < info.file_size and (piece := fh.read(min(SPILL_PIECE, info.file_size - out.size))):
+                    out.write(piece)
+        out.map()
+    except BaseException:
+        out.close()
+        raise
+    if key is not None and out.size:
+        _keep_last(key, out)
+    return out
+
+
+#: How many members :func:`spill` keeps for a later reader: their temporary files stay (on disk, in ``TMPDIR``;
+#: no memory of the process's) until others replace them or the process ends.
+KEEP_SPILLED = 2
+#: The members :func:`spill` keeps, least recently used first: each one's key (:func:`_key`) and its file (a
+#: :class:`Mapped` not mapped).
+_LAST: list[tuple[tuple[int, ...], Mapped]] = []
+
+
+def _key(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, ...] | None:
+    """What names the member's bytes: the archive file's device, inode, size and modification time, the
+    member's offset, sizes, method and CRC-32; None for an archive that is no file (a zip in memory)."""
+    try:
+        st = os.fstat(zf.fp.fileno())  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):  # no file object, or one without a descriptor (BytesIO)
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, info.header_offset, info.compress_size,
+            info.file_size, info.compress_type, info.CRC)
+
+
+def _kept(key: tuple[int, ...] | None) -> Mapped | None:
+    """The member :func:`spill` keeps under ``key`` (now the most recently used), or None."""
+    if key is None:
+        return None
+    for i, (k, kept) in enumerate(_LAST):
+        if k == key:
+            _LAST.append(_LAST.pop(i))
+            return kept
+    return None
+
+
+@atexit.register
+def _forget() -> None:
+    """Close the kept members' files (at exit: no unclosed-file warning)."""
+    while _LAST:
+        _LAST.pop()[1].close()
+
+
+def _keep_last(key: tuple[int, ...], out: Mapped) -> None:
+    """Keep ``out``'s file as the member spilled last, the least recently used past :data:`KEEP_SPILLED`
+    closed (its temporary file is gone once no map of it is left)."""
+    try:
+        kept = out.twin()
+    except OSError:  # no descriptor left: nothing kept
+        return
+    _LAST.append((key, kept))
+    while len(_LAST) > KEEP_SPILLED:
+        _LAST.pop(0)[1].close()
+
+
+def _inflate_into(out: Mapped, zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> None:
+    """:func:`spill`'s deflated member: inflated into ``out``, checked (its docstring)."""
+    import deflate  # libdeflate's CRC-32, 4 times zlib's speed
+
+    assert zf.fp is not None
+    d = zlib.decompressobj(-zlib.MAX_WBITS)
+    crc = n = 0
+    try:
+        for piece in raw_pieces(zf.fp, info, where):
+            data: bytes = piece
+            while data:
+                got = d.decompress(data, SPILL_PIECE)
+                data = d.unconsumed_tail
+                n += len(got)
+                if n > info.file_size:
+                    break
+                crc = deflate.crc32(got, crc)
+                out.write(got)
+            if n > info.file_size or d.eof:
+                break
+        while not d.eof and n <= info.file_size and (got := d.decompress(b"", SPILL_PIECE)):
+            n += len(got)
+            crc = deflate.crc32(got, crc)
+            out.write(got)
+    except zlib.error as e:
+        raise FormatError(f"corrupt deflate data ({e})", fmt="zip", where=where) from None
+    if n > info.file_size:
+        raise FormatError(f"inflates to more than the recorded {info.file_size} bytes", fmt="zip", where=where)
+    if not d.eof:
+        raise TruncatedError(f"the deflate data ends before its last block ({n} of the recorded "
+                             f"{info.file_size} bytes inflated)", fmt="zip", where=where)
+    if n != info.file_size:
+        raise FormatError(f"inflates to {n} bytes, not the recorded {info.file_size}", fmt="zip", where=where)
+    if crc != info.CRC:
+        raise FormatError(f"bad CRC-32 {crc:08x} (recorded {info.CRC:08x})", fmt="zip", where=where)
 
 
 def pieces(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
     """The bytes of the member ``info`` of ``zf``, :data:`CHUNK` at a time through :mod:`zipfile` (which
     checks the CRC-32 at the end): a member of any size costs one piece of memory.  zipfile's own errors
-    (bad CRC, corrupt data, encryption) are raised as they come."""
+    (bad CRC, corrupt data, encryption) are raised as they come.  A member :func:`spill` keeps (checked when
+    it was inflated) is read from its temporary file instead, :data:`SPILL_PIECE` at a time (pread(2): no
+    map, no pages of the process's), not inflated again: a wheel's RECORD check after the command's
+    first-image check reads torch's two large libraries so."""
+    kept = _kept(_key(zf, info))
+    if kept is not None:
+        fd = kept.file.fileno()
+        for at in range(0, kept.size, SPILL_PIECE):
+            piece = os.pread(fd, min(SPILL_PIECE, kept.size - at), at)
+            if not piece:
+                raise TruncatedError(f"the member's temporary file ends at {at} of {kept.size} bytes", fmt="zip")
+            yield piece
+        return
     with zf.open(info) as fh:
         while piece := fh.read(CHUNK):
             yield piece

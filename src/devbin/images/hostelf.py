@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from devbin.binary import ByteView, budget
+from devbin.binary import ByteView, mapped
 from devbin.errors import DeviceBinaryError
 from devbin.formats.elf import constants as EC
 from devbin.formats.elf.reader import ElfFile, Section
@@ -187,7 +187,7 @@ class HostElf:
         self.seen[(sec.index, offset)] = ver
         self.counts[sec.name] = index + 1
         found = list(fatbin_images(fb, self.frame, sec.name, index, sec.sh_offset + offset, ver))
-        budget.pages_read(fb.size)  # a spilled zip member's pages given back as its fatbins are passed
+        mapped.pages_read(fb.size)  # a spilled zip member's pages given back as its fatbins are passed
         return found
 
     @staticmethod

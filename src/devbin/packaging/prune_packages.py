@@ -67,7 +67,7 @@ from typing import IO, TypeVar
 
 from devbin.binary import Buffer
 from devbin.binary.lock import exclusive, refuse_if_held
-from devbin.binary.mapped import release, spill
+from devbin.binary.mapped import release
 from devbin.binary.output import BACKUP_SUFFIX, Output, Sink, atomic_output, check_destination
 from devbin.errors import UsageError
 from devbin.formats import wheel, zipmember
@@ -380,14 +380,15 @@ def _prune_member(wheel_path: Path, name: str, at: Address, sel: Selection,
                   parent: int) -> tuple[int, PruneResult, bool]:
     """The member ``name`` of ``wheel_path`` pruned (where ``jobs`` puts it): its size, the detached result and
     whether its bytes changed.  The member is inflated a piece at a time into an unnamed temporary file and
-    pruned mapped from there (devbin.binary.mapped), so that neither it nor the pruned library is ever held
-    whole in this process's memory: the result's :attr:`~PruneResult.mapped` holds the new bytes, read back a
-    piece at a time as they are written into the wheel.  A worker process (not ``parent``) sends the new
-    bytes back instead (a mapped file does not cross processes)."""
+    pruned mapped from there (:func:`devbin.formats.zipmember.spill`, as the scan reads a large member: its
+    size and CRC-32 checked as it comes), so that neither it nor the pruned library is ever held whole in
+    this process's memory: the result's :attr:`~PruneResult.mapped` holds the new bytes, read back a piece at
+    a time as they are written into the wheel.  A worker process (not ``parent``) sends the new bytes back
+    instead (a mapped file does not cross processes)."""
     with zipfile.ZipFile(wheel_path) as zf:
         info = zf.getinfo(name)
         try:
-            source = spill(zipmember.pieces(zf, info))
+            source = zipmember.spill(zf, info, str(at))
         except OSError:  # no room for the temporary file (a full disk, a file-size limit): in memory
             data = bytes(zipmember.read(zf, info))
             r = prune(data, keep=sel.keep, drop=sel.drop, at=at, require_match=False, ptx=sel.ptx, spirv=sel.spirv,

@@ -51,7 +51,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from devbin.binary import Buffer, ByteView, budget
+from devbin.binary import Buffer, ByteView, budget, mapped
 from devbin.errors import DeviceBinaryError
 from devbin.formats import magic as M
 from devbin.formats.elf import constants as EC
@@ -366,7 +366,7 @@ class _Twins:
     def _keep(self, data: Buffer) -> bool:
         """A window on a file mapped as it is (a spilled zip member is decoded bytes: digested at once)."""
         return (not self.eager and isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap)
-                and not isinstance(data.obj, budget.Spilled))
+                and not isinstance(data.obj, mapped.Spilled))
 
     def image(self, size: ImageSize, stored: Buffer, hasher: _Hasher,
               pending: list[tuple[ImageSize, Future[bytes]]]) -> None:
