@@ -104,6 +104,7 @@ from devbin.cli.common import (
     keep,
     no_device_code,
     note,
+    scheduler_client,
     warn,
 )
 from devbin.cli.progress import progress_bar
@@ -226,8 +227,7 @@ def _no_device_code(paths: list[str]) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.images.units import connect
-    with connect(args.scheduler) as client:
+    with scheduler_client(args.scheduler) as client:
         return _run(args, out, client)
 
 
