@@ -80,17 +80,18 @@ def build_sm100_library(cache: Path, curand: Path, cuobjdump: str) -> Path:
     fatbinary, objcopy, gcc = find_tool("fatbinary"), shutil.which("objcopy"), shutil.which("gcc")
     if fatbinary is None or objcopy is None or gcc is None:
         raise SystemExit("bench: fatbinary, objcopy and gcc are needed to build the 10 MB library")
-    work = Path(tempfile.mkdtemp(prefix="devbin-bench-sm100-"))
-    subprocess.run([cuobjdump, "-xelf", "all", str(curand)], cwd=work, check=True, capture_output=True)
-    images = [f"--image3=kind=elf,sm=100,file={f.name}" for f in sorted(work.glob("*.sm_100.cubin"))]
-    subprocess.run([fatbinary, "--create=sm100.fatbin", "-64", *images], cwd=work, check=True, capture_output=True)
-    subprocess.run([objcopy, "-I", "binary", "-O", "elf64-x86-64", "-B", "i386:x86-64", "--rename-section",
-                    ".data=.nv_fatbin,alloc,load,readonly,data,contents", "--set-section-alignment", ".nv_fatbin=8",
-                    "sm100.fatbin", "fatbin.o"], cwd=work, check=True, capture_output=True)
-    subprocess.run([gcc, "-shared", "-Wl,-z,noexecstack", "-o", lib.name, "fatbin.o"], cwd=work, check=True,
-                   capture_output=True)
-    shutil.move(work / lib.name, lib)
-    shutil.rmtree(work, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="devbin-bench-sm100-") as tmp:
+        work = Path(tmp)
+        subprocess.run([cuobjdump, "-xelf", "all", str(curand)], cwd=work, check=True, capture_output=True)
+        images = [f"--image3=kind=elf,sm=100,file={f.name}" for f in sorted(work.glob("*.sm_100.cubin"))]
+        subprocess.run([fatbinary, "--create=sm100.fatbin", "-64", *images], cwd=work, check=True,
+                       capture_output=True)
+        subprocess.run([objcopy, "-I", "binary", "-O", "elf64-x86-64", "-B", "i386:x86-64", "--rename-section",
+                        ".data=.nv_fatbin,alloc,load,readonly,data,contents", "--set-section-alignment",
+                        ".nv_fatbin=8", "sm100.fatbin", "fatbin.o"], cwd=work, check=True, capture_output=True)
+        subprocess.run([gcc, "-shared", "-Wl,-z,noexecstack", "-o", lib.name, "fatbin.o"], cwd=work, check=True,
+                       capture_output=True)
+        shutil.move(work / lib.name, lib)
     return lib
 
 
@@ -138,19 +139,19 @@ class Result:
 def rounds(cmds: dict[str, tuple[list[str], dict[str, str] | None]], repeat: int, fresh: Path | None) -> Result:
     """Each command in turn per round (one warm-up round); ``fresh``: each runs in a new empty folder
     under it (kept for the checks: the last round's)."""
-    metrics = Path(tempfile.mkstemp(prefix="devbin-bench-time-")[1])
     runs: dict[str, list[One]] = {k: [] for k in cmds}
-    for i in range(repeat + 1):
-        for who, (cmd, env) in cmds.items():
-            cwd = None
-            if fresh is not None:
-                cwd = fresh / who
-                shutil.rmtree(cwd, ignore_errors=True)
-                cwd.mkdir(parents=True)
-            one = run_once(cmd, env, cwd, metrics)
-            if i:
-                runs[who].append(one)
-    metrics.unlink()
+    with tempfile.TemporaryDirectory(prefix="devbin-bench-time-") as tmp:
+        metrics = Path(tmp) / "time"
+        for i in range(repeat + 1):
+            for who, (cmd, env) in cmds.items():
+                cwd = None
+                if fresh is not None:
+                    cwd = fresh / who
+                    shutil.rmtree(cwd, ignore_errors=True)
+                    cwd.mkdir(parents=True)
+                one = run_once(cmd, env, cwd, metrics)
+                if i:
+                    runs[who].append(one)
     return Result(runs)
 
 
@@ -178,14 +179,20 @@ def main() -> None:
               "10mb": build_sm100_library(cache, curand, cuobjdump)}
     if args.only:
         inputs = {k: v for k, v in inputs.items() if k in args.only.split(",")}
-    pycache = Path(tempfile.mkdtemp(prefix="devbin-bench-pyc-"))
+    with tempfile.TemporaryDirectory(prefix="devbin-bench-pyc-") as pyc, \
+            tempfile.TemporaryDirectory(prefix="devbin-bench-") as tmp:
+        compare(args, cuobjdump, inputs, Path(pyc), Path(tmp))
+
+
+def compare(args: argparse.Namespace, cuobjdump: str, inputs: dict[str, Path], pycache: Path, scratch: Path) -> None:
+    """The timed rounds of every operation on ``inputs`` and the table (bytecode cached in ``pycache``, the
+    extracted files in ``scratch``: both temporary folders of the caller, removed whatever happens)."""
     srcs = {"new": SRC} | ({"base": Path(args.base).resolve()} if args.base else {})
     envs = {}
     for who, src in srcs.items():
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "DEVBIN_PURE_PYTHON")}
         envs[who] = env | {"PYTHONPATH": str(src), "PYTHONPYCACHEPREFIX": str(pycache)}
         subprocess.run([sys.executable, "-m", "devbin", "--version"], env=envs[who], check=True, capture_output=True)
-    scratch = Path(tempfile.mkdtemp(prefix="devbin-bench-"))
     rows: list[tuple[str, str, str, Result]] = []
 
     def op(name: str, lib: str, argv: list[str], peer: list[str], key: str, fresh: bool,
@@ -241,8 +248,6 @@ def main() -> None:
         print(f"| {lib} | `{name}` | {res.med('new', 'cpu'):.3f} ({res.med('new', 'wall'):.3f}) | {before} | "
               f"{res.med('peer', 'cpu'):.3f} ({res.med('peer', 'wall'):.3f}) | {res.ratio('new', key):.2f} ({key}) | "
               f"{bratio} | {res.peak('new'):.0f} / {res.peak('peer'):.0f} |")
-    shutil.rmtree(scratch, ignore_errors=True)
-    shutil.rmtree(pycache, ignore_errors=True)
 
 
 if __name__ == "__main__":
