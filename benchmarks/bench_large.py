@@ -80,17 +80,18 @@ def build_sm100_library(cache: Path, curand: Path, cuobjdump: str) -> Path:
     fatbinary, objcopy, gcc = find_tool("fatbinary"), shutil.which("objcopy"), shutil.which("gcc")
     if fatbinary is None or objcopy is None or gcc is None:
         raise SystemExit("bench: fatbinary, objcopy and gcc are needed to build the 10 MB library")
-    work = Path(tempfile.mkdtemp(prefix="devbin-bench-sm100-"))
-    subprocess.run([cuobjdump, "-xelf", "all", str(curand)], cwd=work, check=True, capture_output=True)
-    images = [f"--image3=kind=elf,sm=100,file={f.name}" for f in sorted(work.glob("*.sm_100.cubin"))]
-    subprocess.run([fatbinary, "--create=sm100.fatbin", "-64", *images], cwd=work, check=True, capture_output=True)
-    subprocess.run([objcopy, "-I", "binary", "-O", "elf64-x86-64", "-B", "i386:x86-64", "--rename-section",
-                    ".data=.nv_fatbin,alloc,load,readonly,data,contents", "--set-section-alignment", ".nv_fatbin=8",
-                    "sm100.fatbin", "fatbin.o"], cwd=work, check=True, capture_output=True)
-    subprocess.run([gcc, "-shared", "-Wl,-z,noexecstack", "-o", lib.name, "fatbin.o"], cwd=work, check=True,
-                   capture_output=True)
-    shutil.move(work / lib.name, lib)
-    shutil.rmtree(work, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="devbin-bench-sm100-") as tmp:
+        work = Path(tmp)
+        subprocess.run([cuobjdump, "-xelf", "all", str(curand)], cwd=work, check=True, capture_output=True)
+        images = [f"--image3=kind=elf,sm=100,file={f.name}" for f in sorted(work.glob("*.sm_100.cubin"))]
+        subprocess.run([fatbinary, "--create=sm100.fatbin", "-64", *images], cwd=work, check=True,
+                       capture_output=True)
+        subprocess.run([objcopy, "-I", "binary", "-O", "elf64-x86-64", "-B", "i386:x86-64", "--rename-section",
+                        ".data=.nv_fatbin,alloc,load,readonly,data,contents", "--set-section-alignment",
+                        ".nv_fatbin=8", "sm100.fatbin", "fatbin.o"], cwd=work, check=True, capture_output=True)
+        subprocess.run([gcc, "-shared", "-Wl,-z,noexecstack", "-o", lib.name, "fatbin.o"], cwd=work, check=True,
+                       capture_output=True)
+        shutil.move(work / lib.name, lib)
     return lib
 
 
@@ -138,19 +139,19 @@ class Result:
 def rounds(cmds: dict[str, tuple[list[str], dict[str, str] | None]], repeat: int, fresh: Path | None) -> Result:
     """Each command in turn per round (one warm-up round); ``fresh``: each runs in a new empty folder
     under it (kept for the checks: the last round's)."""
-    metrics = Path(tempfile.mkstemp(prefix="devbin-bench-time-")[1])
     runs: dict[str, list[One]] = {k: [] for k in cmds}
-    for i in range(repeat + 1):
-        for who, (cmd, env) in cmds.items():
-            cwd = None
-            if fresh is not None:
-                cwd = fresh / who
-                shutil.rmtree(cwd, ignore_errors=True)
-                cwd.mkdir(parents=True)
-            one = run_once(cmd, env, cwd, metrics)
-            if i:
-                runs[who].append(one)
-    metrics.unlink()
+    with tempfile.TemporaryDirectory(prefix="devbin-bench-time-") as tmp:
+        metrics = Path(tmp) / "time"
+        for i in range(repeat + 1):
+            for who, (cmd, env) in cmds.items():
+                cwd = None
+                if fresh is not None:
+                    cwd = fresh / who
+                    shutil.rmtree(cwd, ignore_errors=True)
+                    cwd.mkdir(parents=True)
+                one = run_once(cmd, env, cwd, metrics)
+                if i:
+                    runs[who].append(one)
     return Result(runs)
 
 
@@ -166,6 +167,9 @@ def main() -> None:
     ap.add_argument("--wheels", help="a folder of already downloaded wheels to take the pinned cuFFT wheel from")
     ap.add_argument("--base", help="another devbin checkout's src folder (the code before a change), timed alike")
     ap.add_argument("--only", help="comma-separated inputs to run: curand, cufft, 10mb (default: all)")
+    ap.add_argument("--pass", dest="pass_", action="store_true",
+                    help="instead: in one process, the compiled pass against the readers, copy_file_range against "
+                         "write, and -X importtime's top entries (pass_mode)")
     args = ap.parse_args()
     from devbin.tools import find_tool
 
@@ -178,14 +182,23 @@ def main() -> None:
               "10mb": build_sm100_library(cache, curand, cuobjdump)}
     if args.only:
         inputs = {k: v for k, v in inputs.items() if k in args.only.split(",")}
-    pycache = Path(tempfile.mkdtemp(prefix="devbin-bench-pyc-"))
+    if args.pass_:
+        pass_mode(inputs, args.repeat)
+        return
+    with tempfile.TemporaryDirectory(prefix="devbin-bench-pyc-") as pyc, \
+            tempfile.TemporaryDirectory(prefix="devbin-bench-") as tmp:
+        compare(args, cuobjdump, inputs, Path(pyc), Path(tmp))
+
+
+def compare(args: argparse.Namespace, cuobjdump: str, inputs: dict[str, Path], pycache: Path, scratch: Path) -> None:
+    """The timed rounds of every operation on ``inputs`` and the table (bytecode cached in ``pycache``, the
+    extracted files in ``scratch``: both temporary folders of the caller, removed whatever happens)."""
     srcs = {"new": SRC} | ({"base": Path(args.base).resolve()} if args.base else {})
     envs = {}
     for who, src in srcs.items():
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "DEVBIN_PURE_PYTHON")}
         envs[who] = env | {"PYTHONPATH": str(src), "PYTHONPYCACHEPREFIX": str(pycache)}
         subprocess.run([sys.executable, "-m", "devbin", "--version"], env=envs[who], check=True, capture_output=True)
-    scratch = Path(tempfile.mkdtemp(prefix="devbin-bench-"))
     rows: list[tuple[str, str, str, Result]] = []
 
     def op(name: str, lib: str, argv: list[str], peer: list[str], key: str, fresh: bool,
@@ -241,8 +254,96 @@ def main() -> None:
         print(f"| {lib} | `{name}` | {res.med('new', 'cpu'):.3f} ({res.med('new', 'wall'):.3f}) | {before} | "
               f"{res.med('peer', 'cpu'):.3f} ({res.med('peer', 'wall'):.3f}) | {res.ratio('new', key):.2f} ({key}) | "
               f"{bratio} | {res.peak('new'):.0f} / {res.peak('peer'):.0f} |")
-    shutil.rmtree(scratch, ignore_errors=True)
-    shutil.rmtree(pycache, ignore_errors=True)
+
+
+def pass_mode(inputs: dict[str, Path], repeat: int) -> None:
+    """``--pass``: what the README's analysis quotes, measured in this one process (medians of ``repeat``,
+    after one warm-up, the files' pages already mapped and read):
+
+    * each library's cubins (those stored compressed decoded first) through ``resources --format cuobjdump``'s
+      two paths:
+      the compiled pass (:func:`devbin.targets.nvidia.resources.usage_lines`) and the readers
+      (``format_cuobjdump(usage(Cubin(ElfFile(data), records=False)))``), their lines checked equal;
+    * libcurand's cubins written as ``extract`` writes them, 143 files: ``os.write`` from the mapping against
+      ``os.copy_file_range`` from the input file (into a temporary folder, each round a fresh one);
+    * ``python -X importtime -m devbin resources --format cuobjdump`` on libcurand: the ten largest
+      cumulative import times (one run; the interpreter's own start is not in them)."""
+    from devbin.formats.elf.reader import ElfFile
+    from devbin.images.scan import Scanner
+    from devbin.targets.nvidia.cubin import Cubin
+    from devbin.targets.nvidia.resources import format_cuobjdump, usage, usage_lines
+
+    def med(fn: Callable[[], object]) -> float:
+        fn()
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return statistics.median(times)
+
+    for name, lib in inputs.items():
+        found = [f for f, _ in Scanner().paths([lib]) if f.kind == "cubin"]
+        # compressed ones decoded before the clock starts (cuFFT's all are): the two paths read the same bytes
+        views = [f.data() if f.compression == "none" else bytes(f.data()) for f in found]
+        plain = sum(f.compression == "none" for f in found)
+        compiled = [usage_lines(v) for v in views]
+        need(all(c is not None for c in compiled), f"{name}: the compiled pass is not built or declined a cubin")
+        readers = [format_cuobjdump(usage(Cubin(ElfFile(v), records=False))) for v in views]
+        need(compiled == readers, f"{name}: the compiled pass and the readers differ")
+        fast = med(lambda views=views: [usage_lines(v) for v in views])
+        slow = med(lambda views=views: [format_cuobjdump(usage(Cubin(ElfFile(v), records=False))) for v in views])
+        print(f"{name}: {len(views)} cubins ({plain} stored plain), readers {slow:.3f} s, compiled pass "
+              f"{fast:.4f} s ({slow / max(fast, 1e-9):.0f}x)", flush=True)
+    if "curand" in inputs:
+        lib = inputs["curand"]
+        views = [f.data() for f, _ in Scanner().paths([lib]) if f.kind == "cubin" and f.compression == "none"]
+        places, at = [], 0
+        with open(lib, "rb") as src:
+            import mmap
+            mm = mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ)
+            for v in views:  # each cubin's offset in the file (they lie in file order)
+                at = mm.find(bytes(v), at)
+                need(at >= 0, "a cubin not found in its file")
+                places.append((at, len(v)))
+                at += len(v)
+            mm.close()
+            with tempfile.TemporaryDirectory(prefix="devbin-bench-pass-") as tmp:
+                rounds_done = [0]
+
+                def written(copy: bool) -> None:
+                    rounds_done[0] += 1
+                    d = Path(tmp) / str(rounds_done[0])
+                    d.mkdir()
+                    for i, ((off, n), v) in enumerate(zip(places, views, strict=True)):
+                        fd = os.open(d / f"{i}.cubin", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                        try:
+                            if copy:
+                                done = 0
+                                while done < n:
+                                    done += os.copy_file_range(src.fileno(), fd, n - done, off + done)
+                            else:
+                                os.write(fd, v)
+                        finally:
+                            os.close(fd)
+                    shutil.rmtree(d)
+                w = med(lambda: written(False))
+                c = med(lambda: written(True))
+        print(f"curand: {len(views)} cubins ({sum(n for _, n in places) >> 20} MB) written: os.write from the "
+              f"mapping {w:.3f} s, copy_file_range {c:.3f} s", flush=True)
+        env = {k: v for k, v in os.environ.items() if k != "DEVBIN_PURE_PYTHON"} | {"PYTHONPATH": str(SRC)}
+        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "devbin", "resources", "--format", "cuobjdump",
+                            "--jobs", "1", str(lib)], env=env, capture_output=True, text=True, check=True)
+        rows = []
+        for line in p.stderr.splitlines():
+            if line.startswith("import time:") and "|" in line and "cumulative" not in line:
+                _, cum, pkg = line.removeprefix("import time:").split("|")
+                rows.append((int(cum), pkg.rstrip()))
+        total = sum(c for c, pkg in rows if not pkg.startswith("  "))  # " name": top level; nested are indented
+        print(f"-X importtime (resources --format cuobjdump, libcurand): top-level imports {total / 1e6:.3f} s; "
+              "largest cumulative:", flush=True)
+        for cum, pkg in sorted(rows, reverse=True)[:10]:
+            print(f"  {cum / 1e3:7.1f} ms  {pkg.strip()}")
 
 
 if __name__ == "__main__":

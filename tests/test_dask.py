@@ -29,14 +29,14 @@ from typing import Any
 import pytest
 
 from devbin.cli import list_cmd
-from devbin.errors import FormatError, FormatWarning
+from devbin.errors import FormatError, FormatWarning, UsageError
 from devbin.images import parallel, units
 from devbin.images.parallel import ordered_map
 from devbin.images.scan import Scanner
 from devbin.samples import __file__ as samples_init
 
 from tests.conftest import in_ci, require_tool
-from tests.runners import ROOT, cli_err
+from tests.runners import ROOT, cli_err, run_devbin
 
 SAMPLES = Path(samples_init).parent
 #: The samples every comparison reads: cubins, an AMDGPU object, archives of objects, shared libraries.
@@ -254,6 +254,25 @@ def test_a_changed_file_is_an_error_not_another_image(tmp_path: Path) -> None:
         list(units.ImageUnit(unit.file, unit.all, unit.places).images())
 
 
+def _twice(inputs: Path) -> list[list[Path]]:
+    """Inputs that scan a file twice, one scan after the other: a library without members named twice, and
+    the folder with its last file named again after it."""
+    last = Scanner().expand([inputs])[-1][1]
+    assert isinstance(last, Path)
+    return [[inputs / "sample_load_lib.so"] * 2, [inputs, last]]
+
+
+def test_a_file_scanned_twice_is_two_runs_of_units(inputs: Path, cut: list[list[Any]]) -> None:
+    import pickle
+    for paths in _twice(inputs):
+        found = [f for f, _ in Scanner().paths(paths)]
+        assert len({str(f.address) for f in found}) < len(found)  # some image found twice, at one address
+        split = units.image_units(found, found, all=False, parts=4)
+        assert all(u.places[0][0] == 0 for u in split if str(u.file[1]) == str(paths[-1]))  # each scan from 0
+        again = [f for u in split for f in pickle.loads(pickle.dumps(u)).images()]
+        assert [f.to_dict() for f in again] == [f.to_dict() for f in found]
+
+
 # --------------------------------------------------------------------------- the commands
 
 
@@ -272,6 +291,16 @@ def test_the_output_on_the_cluster_is_that_of_one_process(command: list[str], in
         assert all(isinstance(u, units.ImageUnit) and u.held is not None for u in items) and len(items) > files
     else:
         assert [Path(t[1]).name for t in items] == sorted([*SAMPLE_NAMES, "pkg-1.0-py3-none-any.whl"])
+
+
+def test_a_file_named_twice_on_the_cluster_is_that_of_one_process(inputs: Path, scheduler: str,
+                                                                  cut: list[list[Any]]) -> None:
+    # (extract takes one PATH: a file is scanned twice only by the commands that take several)
+    for paths in _twice(inputs):
+        for command in (["resources"], ["resources", "--json"], ["resources", "--format", "cuobjdump"]):
+            one = cli_err(*command, "--jobs", "1", *paths)
+            assert one[0] == 0 and (one[1] or command[-1] == "cuobjdump")  # cuobjdump's lines: NVIDIA's only
+            assert cli_err(*command, "--scheduler", scheduler, *paths) == one, (command, paths)
 
 
 def test_extract_on_the_cluster_writes_the_same_files(inputs: Path, scheduler: str, cut: list[list[Any]],
@@ -365,6 +394,24 @@ def test_a_scheduler_out_of_reach_is_one_line() -> None:
     code, out, err = cli_err("list", "--scheduler", f"tcp://127.0.0.1:{_free_port()}",
                              str(SAMPLES / "sample_sm90.cubin"))
     assert (code, out) == (1, "") and "cannot reach the Dask scheduler" in err
+
+
+@pytest.mark.parametrize("address", ["garbage", "tcp://127.0.0.1", "tcp://:8786", "tcp://127.0.0.1:99999",
+                                     "nope://127.0.0.1:8786"])
+def test_a_malformed_scheduler_address_is_one_line_and_exit_2(address: str) -> None:
+    _needs("distributed")
+    cubin = str(SAMPLES / "sample_sm90.cubin")
+    for command in ("list", "resources", "size", "extract"):
+        code, out, err = cli_err(command, "--scheduler", address, cubin)
+        assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1, (command, err)
+        assert err.startswith(f"devbin: error: --scheduler {address!r}: not a Dask scheduler address"), err
+    with pytest.raises(UsageError, match="not a Dask scheduler address"):
+        units.check_address(address)
+    # in a process of its own: no client was made, none hangs at exit (a half-made one waited ~20 s there)
+    start = time.monotonic()
+    proc = run_devbin("list", "--scheduler", address, cubin)
+    assert (proc.returncode, proc.stdout, len(proc.stderr.splitlines())) == (2, "", 1), proc.stderr
+    assert time.monotonic() - start < 10
 
 
 def test_the_library_takes_a_client(inputs: Path, scheduler: str, cut: list[list[Any]]) -> None:

@@ -307,8 +307,8 @@ done:
 
 /* ------------------------------------------------------------------------------------------------------------
  * cubin_usage_lines(buf) -> str | None: the lines ``cuobjdump -res-usage`` prints for one cubin (from its empty
- * line on), the twin of devbin.targets.nvidia.resources.usage_lines_py: format_cuobjdump(usage(Cubin(ElfFile(buf),
- * records=False))).  One pass over the section headers, the symbol table's two fields it needs (st_name,
+ * line on), what the readers give as devbin.targets.nvidia.resources.format_cuobjdump(usage(Cubin(ElfFile(buf),
+ * records=False))) (called from devbin.targets.nvidia.resources.usage_lines).  One pass over the section headers, the symbol table's two fields it needs (st_name,
  * st_other) and the global .nv.info stack/register records; no Python object per function or record.
  *
  * It answers only the plain case and returns None for everything else, where the reader's own path gives the

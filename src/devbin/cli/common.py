@@ -42,6 +42,8 @@ from devbin.errors import DeviceBinaryError, UsageError
 from devbin.escape.text import visible
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from devbin.images import Address, Image
 
 #: The exit statuses of every command.
@@ -150,6 +152,18 @@ def add_scheduler_option(p: argparse.ArgumentParser) -> None:
                    help="run the work on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786; "
                         "pip install 'devbin[dask]'); the output is the same as with --jobs 1; a PATH may be a URL "
                         "(https://, s3://: read through fsspec by whichever process reads the file)")
+
+
+def scheduler_client(address: str | None) -> AbstractContextManager[Any]:
+    """:func:`devbin.images.units.connect` for ``--scheduler ADDRESS``; a malformed address is
+    :class:`BadArguments` (one line, exit 2), raised before any client is made."""
+    from devbin.images.units import check_address, connect
+    if address is not None:
+        try:
+            check_address(address)
+        except UsageError as e:
+            raise BadArguments(e.message) from None
+    return connect(address)
 
 
 def add_max_segments_option(p: argparse.ArgumentParser) -> None:

@@ -92,6 +92,7 @@ from devbin.cli.common import (
     dump,
     keep,
     no_device_code,
+    scheduler_client,
     warn,
 )
 from devbin.cli.progress import progress_bar
@@ -192,8 +193,7 @@ def _image_bytes(f: Image, max_size: int) -> bytes:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.images.units import connect
-    with connect(args.scheduler) as client:
+    with scheduler_client(args.scheduler) as client:
         return _run(args, out, client)
 
 

@@ -50,6 +50,7 @@ from devbin.cli.common import (
     dump,
     keep,
     no_device_code,
+    scheduler_client,
     warn,
 )
 from devbin.cli.progress import progress_bar
@@ -106,12 +107,11 @@ def identifier(image: Image) -> str:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from devbin.images.scan import Scanner
     from devbin.images.scanreport import ScanReport
-    from devbin.images.units import connect
     choose = ImageFilter(args)
     paths = choose.paths(args.paths)
     report = ScanReport()
     # files spread over --jobs processes or the --scheduler's workers, in order
-    with connect(args.scheduler) as client, progress_bar("scanning") as progress:
+    with scheduler_client(args.scheduler) as client, progress_bar("scanning") as progress:
         found = Scanner(report, all=args.all or choose.all).listing(paths, progress, jobs=args.jobs,
                                                                     min_bytes=MIN_PARALLEL_BYTES, client=client)
     if not found and not report.warnings:

@@ -70,9 +70,9 @@ Scope as cuobjdump's: where a host ELF holds executable images in
 (cuobjdump -all), which prints them after the .nv_fatbin ones, as
 `cuobjdump -all -res-usage` does.
 
---jobs N reads the images (from 8 MB of them; for --format cuobjdump,
-where a compiled pass reads a plain cubin in about 0.1 ms, from 8 MB of
-them to decompress) in N processes (default: one per processor; --jobs 1:
+--jobs N reads the images (from 8 MB of them; for --format cuobjdump
+without --function and --json, where a compiled pass reads a plain cubin
+in about 0.1 ms, from 8 MB of them to decompress) in N processes (default: one per processor; --jobs 1:
 this process only); the output is the same whatever N.  --scheduler
 ADDRESS reads them on the workers of a Dask cluster instead (pip install
 'devbin[dask]'): this process scans, the workers decode the images, a
@@ -104,6 +104,7 @@ from devbin.cli.common import (
     keep,
     no_device_code,
     note,
+    scheduler_client,
     warn,
 )
 from devbin.cli.progress import progress_bar
@@ -226,8 +227,7 @@ def _no_device_code(paths: list[str]) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from devbin.images.units import connect
-    with connect(args.scheduler) as client:
+    with scheduler_client(args.scheduler) as client:
         return _run(args, out, client)
 
 

@@ -96,6 +96,7 @@ from devbin.cli.common import (
     max_segments,
     no_device_code,
     picture_output,
+    scheduler_client,
     warn,
 )
 from devbin.cli.progress import progress_bar
@@ -161,8 +162,7 @@ def size_doc(args: argparse.Namespace, progress: Callable[[int, int], None] | No
     if keep is not None and any(is_url(p) for p in paths):
         raise BadArguments("--keep prunes copies of files on this machine, and a URL is not one: download it first")
     report = ScanReport()
-    from devbin.images.units import connect
-    with connect(getattr(args, "scheduler", None)) as client:
+    with scheduler_client(getattr(args, "scheduler", None)) as client:
         files = measure(paths, progress=progress, report=report, jobs=args.jobs, min_bytes=MIN_PARALLEL_BYTES,
                         client=client)
     if choose.active:

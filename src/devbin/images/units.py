@@ -44,7 +44,7 @@ from devbin.images.scanreport import ScanReport
 if TYPE_CHECKING:
     from devbin.images.record import Image
 
-__all__ = ["ImageUnit", "connect", "image_units", "run_unit", "unit_parts"]
+__all__ = ["ImageUnit", "check_address", "connect", "image_units", "run_unit", "unit_parts"]
 
 R = TypeVar("R")
 
@@ -139,10 +139,19 @@ def image_units(found: Sequence[Image], chosen: Sequence[Image], *, all: bool, p
     from devbin.images.remote import is_url
     wanted = {id(f) for f in chosen}
     groups: list[tuple[ToScan, Member | None, list[tuple[int, Image]]]] = []
-    current: tuple[str, Member | None] | None = None
+    # A group is one member's images in one scan of one file.  A file named twice (or found in a folder and
+    # named again after it) is scanned twice, its images one after the other under one path: its second
+    # scan starts where an address of the scan so far comes again (one scan's addresses are distinct), and
+    # its places count from 0 again, as a worker's scan of that file counts them.
+    current: tuple[int, Member | None] | None = None
+    scans, path, seen = 0, None, set[str]()
     place = 0
     for f in found:
-        key = (f.address.path, _member(f))
+        address = str(f.address)
+        if f.address.path != path or address in seen:
+            scans, path, seen = scans + 1, f.address.path, set()
+        seen.add(address)
+        key = (scans, _member(f))
         if key != current:
             current, place = key, 0
             groups.append((_file_of(f), key[1], []))
@@ -183,11 +192,42 @@ def unit_parts(client: Any) -> int:
     return max(1, len(client.scheduler_info().get("workers", {}))) * UNITS_PER_WORKER
 
 
+#: The schemes of Dask's comm backends whose addresses are ``host:port``
+#: (https://distributed.dask.org/en/stable/communications.html); the others (``inproc``, ``ucx``) are left to
+#: the client to judge.
+HOST_PORT_SCHEMES = frozenset({"tcp", "tls", "ws", "wss"})
+
+
+def check_address(address: str) -> None:
+    """Raise :class:`~devbin.errors.UsageError` (one line) unless ``address`` is a scheduler's address as
+    Dask reads it (``distributed.comm.addressing``): a known scheme (none: ``tcp``) and, for the
+    ``host:port`` schemes, a host and a port from 1 to 65535.  Nothing is checked where Dask is not
+    installed (:func:`connect` says so)."""
+    try:
+        from distributed.comm.addressing import parse_address, parse_host_port
+        from distributed.comm.registry import get_backend
+    except ImportError:
+        return
+    expected = "expected tcp://HOST:PORT, such as tcp://127.0.0.1:8786"
+    try:
+        scheme, location = parse_address(address)
+        get_backend(scheme)  # ValueError naming the known schemes
+        if scheme in HOST_PORT_SCHEMES:
+            host, port = parse_host_port(location)
+            if not host:
+                raise ValueError("no host")
+            if not 0 < int(port) < 65536:
+                raise ValueError(f"port {port} is not one of 1-65535")
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"--scheduler {address!r}: not a Dask scheduler address ({e}); {expected}") from None
+
+
 @contextlib.contextmanager
 def connect(address: str | None) -> Iterator[Any]:
     """The ``dask.distributed.Client`` of the scheduler at ``address`` (``tcp://host:port``), closed on
     leaving; None for None (work in this machine's pool).  Raises :class:`~devbin.errors.UsageError` when
-    Dask is not installed (one line naming the extra ``devbin[dask]``) or the scheduler cannot be reached."""
+    Dask is not installed (one line naming the extra ``devbin[dask]``), the address is malformed
+    (:func:`check_address`) or the scheduler cannot be reached."""
     if address is None:
         yield None
         return
@@ -195,6 +235,7 @@ def connect(address: str | None) -> Iterator[Any]:
         from distributed import Client as _Client
     except ImportError:
         raise UsageError("--scheduler needs Dask: pip install 'devbin[dask]' (dask, distributed, fsspec)") from None
+    check_address(address)  # a Client made for a malformed one raises ValueError, then hangs in __del__
     try:
         make: Any = _Client  # typed loosely by distributed
         client = make(address, timeout="10s", set_as_default=False)

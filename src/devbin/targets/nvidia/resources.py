@@ -74,7 +74,8 @@ def usage_lines(data: Buffer) -> str | None:
     """What :func:`format_cuobjdump` prints for the :func:`usage` of cubin ``data`` (an image's bytes), from
     one compiled pass over them (``devbin.binary._cdecode.cubin_usage_lines``: the section headers, the two
     symbol fields it needs and the global ``.nv.info`` stack and register records, no Python object per
-    function or record: 21x faster than the reader on cuFFT's 7,745 cubins).  None where the pass is not
+    function or record: 15x faster than the readers on cuFFT's 4,620 cubins, 9x on libcurand's 143,
+    ``benchmarks/bench_large.py --pass``).  None where the pass is not
     built or is turned off (``DEVBIN_PURE_PYTHON``), and for any cubin but the plain well-formed case (the
     pass declines what the reader would report, and anything it does not handle, e.g. names the text rule
     escapes): the reader's path (:func:`resources_tables`) then gives the lines or the error.  Both give the
