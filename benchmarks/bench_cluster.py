@@ -16,7 +16,7 @@ Each command runs, in one session, alternately (one warm-up each, ``--repeat`` t
 
 * ``devbin CMD --jobs 1 DIR``: one process;
 * ``devbin CMD DIR``: the local process pool (``--jobs`` default: one per processor), except for the
-  commands of ``--no-pool`` (default ``size``: see its help);
+  commands of ``--no-pool``;
 * ``devbin CMD --scheduler ADDR DIR``: the cluster's workers;
 * ``devbin CMD --scheduler ADDR URL...``: the cluster's workers reading the wheels from nginx (range requests);
   the bytes nginx sent are printed beside the folder's bytes.
@@ -232,9 +232,8 @@ def main() -> None:
     ap.add_argument("--generated", type=int, default=24)
     ap.add_argument("--commands", default="list,size,resources")
     ap.add_argument("--no-http", action="store_true")
-    ap.add_argument("--no-pool", default="size", metavar="CMDS",
-                    help="commands whose local-pool run is left out (default size: in a pool of this version each "
-                         "image's budget unit ends with a full garbage collection, minutes on this folder)")
+    ap.add_argument("--no-pool", default="", metavar="CMDS",
+                    help="commands whose local-pool run is left out (default: none)")
     args = ap.parse_args()
     cache = Path(args.cache)
     wheels = fetch_wheels(Path(args.wheels) if args.wheels else cache / "wheels")

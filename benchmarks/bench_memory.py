@@ -6,7 +6,9 @@ Inputs: pinned wheels downloaded into the cache folder when not there (``pip dow
 
 * ``nvidia-cufft-cu12==11.4.1.4`` (201 MB; ``libcufft.so.11`` 290 MB, 24 k images in ``.ldata`` fatbins),
 * ``nvidia-curand-cu12==10.3.10.19`` (68 MB; ``libcurand.so.10`` 167 MB),
-* ``nvidia-cublas-cu12==12.8.4.1`` (594 MB; ``libcublasLt.so.12`` and ``libcublas.so.12``, 0.9 GB together).
+* ``nvidia-cublas-cu12==12.8.4.1`` (594 MB; ``libcublasLt.so.12`` and ``libcublas.so.12``, 0.9 GB together),
+* ``torch==2.14.1`` (554 MB, the CPython 3.11 manylinux_2_28 wheel; ``size --json`` prints 200 MB: every
+  function of ``libtorch_cuda.so``).
 
 Each of ``devbin list WHEEL``, ``devbin list --json WHEEL``, ``devbin size WHEEL`` and ``devbin size --json
 WHEEL`` (``--keep ARCH`` adds ``devbin size --keep ARCH --json WHEEL``) runs once, a fresh
@@ -44,6 +46,7 @@ WHEELS = (
     ("nvidia-cufft-cu12==11.4.1.4", "nvidia_cufft_cu12-11.4.1.4-"),
     ("nvidia-curand-cu12==10.3.10.19", "nvidia_curand_cu12-10.3.10.19-"),
     ("nvidia-cublas-cu12==12.8.4.1", "nvidia_cublas_cu12-12.8.4.1-"),
+    ("torch==2.14.1", "torch-2.14.1-cp311-"),
 )
 GOAL_MB = {"list": 300, "size": 600}
 INTERVAL = 0.005

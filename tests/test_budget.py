@@ -358,3 +358,41 @@ def test_the_pages_of_a_spilled_map_are_given_back_after_a_unit_and_a_long_searc
         assert _rss_file_kb() - base < (mapped.DROP_BYTES >> 10) + (12 << 10)
     finally:
         m.close()
+
+
+def test_a_pool_collects_all_generations_only_where_it_can_matter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a pool an image's unit that keeps live bytes (a buffer a hashing thread holds) runs no full collection
+    (it did after every image: minutes for `size` of a folder of wheels); the item's unit, one over
+    COLLECT_BYTES, and one while another process waits for room do."""
+    calls: list[int] = []
+    real = gc.collect
+
+    def counting(generation: int = 2) -> int:
+        calls.append(generation)
+        return real(generation)
+
+    monkeypatch.setattr(gc, "collect", counting)
+    b = budget.MemoryBudget(1 << 30)
+    kept = []
+    with budget.limit(b), b.share(2) as shared:
+        with b.unit():  # an item
+            for _ in range(50):
+                with b.unit():  # an image: 1 KiB of it stays alive past the unit
+                    kept.append(b.allocate(1024))
+            assert calls.count(2) == 0 and calls.count(1) == 50
+        assert calls.count(2) == 1  # the item's end: the worker may stay idle after it
+        calls.clear()
+        with b.unit():
+            with b.unit():
+                kept.append(b.allocate(budget.COLLECT_BYTES))
+            assert calls.count(2) == 1  # kept bytes over COLLECT_BYTES
+            calls.clear()
+            shared._waiting[1] = 1  # another process waits for room
+            with b.unit():
+                kept.append(b.allocate(1024))
+            assert calls.count(2) == 1
+            shared._waiting[1] = 0
+    calls.clear()
+    with budget.limit(b), b.unit():  # one process: the outermost unit under COLLECT_BYTES runs none
+        kept.append(b.allocate(1024))
+    assert calls == [1]

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from conftest import require_tool
 from devbin.escape.csvcell import FORMULA_STARTS
 from devbin.escape.csvcell import cell as csv_cell
-from devbin.escape.jsontext import dumps
+from devbin.escape.jsontext import Stream, dumps, write
 from devbin.escape.markdown import code_cell
 from devbin.escape.markup import text as markup
 from devbin.escape.text import VisibleWriter, visible, visible_tree
@@ -184,6 +184,22 @@ def test_json_rule_keeps_the_true_strings_and_always_encodes(d: dict[str, str]) 
         text.encode("utf-8")
         assert _bad(text, keep="\n") == []
         assert json.loads(text) == d
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.dictionaries(ANY_TEXT, ANY_TEXT | st.integers()), max_size=150), max_size=4),
+       st.sampled_from(["", "é", "\u202e", "\x01", "\udcff"]))
+def test_a_streamed_document_is_written_as_dumps_writes_it(files: list[list[dict[str, object]]], late: str) -> None:
+    """write() of a document whose arrays are Streams (size --json: files, each file's images) gives the bytes
+    dumps() gives of the whole, whatever text comes first or last (spooled, escaped or not)."""
+    files = [*files, [{"name": "f" + late}]]
+    plain = {"schema": "x", "files": [{"path": str(k), "images": images} for k, images in enumerate(files)],
+             "warnings": [late]}
+    streamed = {**plain, "files": Stream(lambda: ({"path": str(k), "images": Stream(lambda i=images: iter(i))}
+                                                  for k, images in enumerate(files)))}
+    out = io.StringIO()
+    write(streamed, out)
+    assert out.getvalue() == dumps(plain, indent=None)
 
 
 def test_json_of_a_non_utf8_path_gives_the_byte_back() -> None:

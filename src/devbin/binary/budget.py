@@ -138,6 +138,7 @@ class MemoryBudget:
         self.peak = 0
         self._lock = threading.Lock()
         self.shared: Shared | None = None
+        self._depth = 0  # units open (:meth:`unit`) in this process
 
     def _fail(self, size: int, what: str, fmt: str, where: str, offset: int | None, *,
               taken: int = 0) -> LimitExceeded:
@@ -208,18 +209,28 @@ class MemoryBudget:
     @contextlib.contextmanager
     def unit(self) -> Iterator[None]:
         """A unit of work (an item, an image) whose decoded buffers are given back when it ends: if it
-        took bytes it did not give back, the garbage cycles holding them are collected (the young
-        generations; all of them from :data:`COLLECT_BYTES` kept, or in a pool, whose other processes
-        may be waiting for them); the pages of the live spilled maps are given back
-        (:func:`devbin.binary.mapped.drop_pages`)."""
+        took bytes it did not give back, the garbage cycles holding them are collected: the young
+        generations always; all of them (a full collection, whose cost grows with the heap) only where
+        it can matter: from :data:`COLLECT_BYTES` kept, and in a pool where another process waits for
+        room or where the unit is the outermost one (an item, after which the worker may stay idle: what
+        an idle worker holds is never given back, :meth:`Shared.take`).  An image's unit inside an item
+        may keep bytes that are alive (a buffer whose digest a second thread takes, a window kept for a
+        twin): a full collection after every one of those cost minutes on a folder of wheels in a pool
+        (``size``: 0.12 s each, behind every other image).  The pages of the live spilled maps are given
+        back (:func:`devbin.binary.mapped.drop_pages`)."""
         before = self.in_use
+        self._depth += 1
         try:
             yield
         finally:
+            self._depth -= 1
             mapped.drop_pages()
             if self.in_use > before:
                 gc.collect(1)  # the unit's own objects, cheaply, where they are young still
-                if self.in_use - before >= COLLECT_BYTES or (self.in_use > before and self.shared is not None):
+                kept = self.in_use - before
+                shared = self.shared
+                if kept >= COLLECT_BYTES or (kept > 0 and shared is not None
+                                             and (not self._depth or shared.waited_for())):
                     gc.collect()
 
     @contextlib.contextmanager
@@ -272,6 +283,7 @@ class Shared:
         """In a worker, once, before its first item: claim a slot; ``budget`` (the worker's copy of the
         caller's) gets a lock of its own (the inherited one may have been held by a thread at fork)."""
         budget._lock = threading.Lock()
+        budget._depth = 0  # the caller's open units are not this worker's: each item is an outermost unit
         pid = os.getpid()
         with self._cond:
             for i in range(1, len(self._pid)):
@@ -323,6 +335,11 @@ class Shared:
                 self._waiting[me] = 0
                 if not me:
                     self._item[0] = self.IDLE
+
+    def waited_for(self) -> bool:
+        """Whether another process of the pool waits for room now (read without the lock: a hint; one that
+        begins to wait after is served by the next unit's end, or the item's)."""
+        return any(self._waiting[i] for i in range(len(self._waiting)) if i != self.slot)
 
     def give(self, size: int) -> None:
         with self._cond:

@@ -77,9 +77,13 @@ def schema_name(command: str) -> str:
 def dump(command: str, doc: dict[str, Any], out: TextIO, *, indent: int | None = 2) -> None:
     """Write a command's JSON: one object, its ``schema`` key first.  ``indent=None``: on one line, for
     outputs that can be very large (``size``: every function of a whole environment), which the C
-    encoder writes many times faster."""
-    from devbin.escape.jsontext import dumps  # the JSON rule: no raw surrogate or control ever written
-    out.write(dumps({"schema": schema_name(command), **doc}, indent=indent))
+    encoder writes many times faster; its large arrays may be :class:`~devbin.escape.jsontext.Stream` values,
+    written item by item)."""
+    from devbin.escape.jsontext import dumps, write  # the JSON rule: no raw surrogate or control ever written
+    if indent is None:
+        write({"schema": schema_name(command), **doc}, out)
+    else:
+        out.write(dumps({"schema": schema_name(command), **doc}, indent=indent))
     out.write("\n")
 
 

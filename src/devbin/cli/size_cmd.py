@@ -402,7 +402,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return _run_diff(args, rules, out)
     measured: list[FileSize] = []
     with progress_bar("measuring") as progress:
-        doc, failed = size_doc(args, progress, measured.extend, detail=bool(args.json or args.csv or args.html_out))
+        # --json writes each file's images as it goes (report.streamed): the document is not held whole
+        doc, failed = size_doc(args, progress, measured.extend, detail=bool(args.csv or args.html_out))
     for m in doc["warnings"]:
         warn(m)
     if not doc["files"] and not doc["warnings"]:
@@ -413,7 +414,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.html_out:
         _write_html(args, doc)
     if args.json:
-        dump("size", dict(doc), out, indent=None)
+        from devbin.size.report import streamed
+        dump("size", streamed(doc, measured), out, indent=None)
     elif args.csv:
         render_csv(doc, out)
     else:

@@ -21,8 +21,9 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from devbin.binary import Buffer
 from devbin.errors import DeviceBinaryError
@@ -463,6 +464,22 @@ def report_dict(files: Sequence[FileSize], *, keep: Sequence[str] | None = None,
         doc["savings"]["packages"] += [folder_savings(os.fspath(p), saved["files"]) for p in paths
                                        if os.path.isdir(p)]
     return doc
+
+
+def streamed(doc: SizeReport, files: Sequence[FileSize]) -> dict[str, Any]:
+    """``doc`` (:func:`report_dict` of ``files``, with or without ``detail``) for
+    :func:`devbin.escape.jsontext.write`: the files and each file's images made as they are written, so a
+    document of every function of a framework wheel (200 MB) is never held whole; the same bytes."""
+    from devbin.escape.jsontext import Stream
+
+    def entries() -> Iterator[dict[str, Any]]:
+        for entry, f in zip(doc["files"], files, strict=True):
+            yield {**entry, "images": Stream(partial(_image_dicts, f))}
+    return {**doc, "files": Stream(entries)}
+
+
+def _image_dicts(f: FileSize) -> Iterator[dict[str, object]]:
+    return (i.to_dict() for i in f.images)
 
 
 def size_report(paths: Iterable[str | Path], *, keep: Sequence[str] | None = None, functions: bool = True,
