@@ -229,32 +229,22 @@ def _walk_zip(s: Walker, view: ByteView, frame: Frame, depth: int, disk: Path | 
 
 
 def _walk_ar(s: Walker, view: ByteView, frame: Frame, depth: int, disk: Path | None) -> Iterator[Hit]:
-    """Every member of an ``ar`` archive (regular, BSD, thin), recursively; thin members from disk only
-    inside the archive's folder (``follow_thin_outside`` lifts that)."""
-    from devbin.formats.ar.reader import ArchiveFile
+    """Every member of an ``ar`` archive (regular, BSD, thin: :func:`devbin.images.armembers.ar_members`),
+    recursively; thin members from disk only inside the archive's folder (``follow_thin_outside`` lifts that)."""
+    from devbin.images.armembers import ar_members
     rep = s.rep
-    ar = ArchiveFile(view, where=frame.where, diag=lambda e: rep.warn(frame.where, str(e)))
-    seen: dict[str, int] = {}
-    for m in ar.files:
-        sub = member_frame(frame, m.name, seen, AR.name)
+    for at, _m, source in ar_members(rep, view, frame.address, disk, outside=s.follow_thin_outside):
+        sub = Frame(at, AR.name)
         rep.members += 1
         if s.on_member is not None:
             s.on_member(sub)
-        if not m.thin:
-            yield from s.buffer(m.data, sub, depth=depth + 1)
-            continue
-        if disk is None:
-            rep.warn(sub.where, "thin archive member: its data is outside the archive and cannot be read here")
-            continue
-        try:
-            target = ar.thin_member_path(m, disk, allow_outside=s.follow_thin_outside)
-        except DeviceBinaryError as e:
-            rep.warn(sub.where, f"{e}; not followed")
-            continue
-        try:
-            yield from s.file(target, sub, depth=depth + 1)
-        except OSError as e:
-            rep.warn(sub.where, f"cannot read thin member {str(target)!r}: {e}")
+        if isinstance(source, Path):
+            try:
+                yield from s.file(source, sub, depth=depth + 1)
+            except OSError as e:
+                rep.warn(sub.where, f"cannot read thin member {str(source)!r}: {e}")
+        elif source is not None:
+            yield from s.buffer(source, sub, depth=depth + 1)
 
 
 def _walk_elf(s: Walker, view: ByteView, frame: Frame, depth: int, disk: Path | None) -> Iterator[Hit]:

@@ -36,6 +36,7 @@ from devbin.formats.fatbin import constants as FC
 from devbin.formats.sycl.constants import PROP_BYTE_ARRAY, SECTION_PREFIX
 from devbin.formats.sycl.reader import Property, SyclImage, read_sycl_images
 from devbin.images.address import Address, Entry, Member, SectionStep
+from devbin.images.armembers import ar_members
 from devbin.images.frame import Frame, Hit
 from devbin.images.record import DATA, HOST, SPIRV, BareElf, Image
 from devbin.images.scanreport import ScanReport
@@ -145,12 +146,12 @@ def _member_image(img: SyclImage, data: memoryview, start: int, size: int, addre
 
 def _archive(img: SyclImage, data: memoryview, address: Address, rep: ScanReport,
              meta: tuple[tuple[str, str], ...]) -> Iterator[Image]:
-    from devbin.formats.ar.reader import ArchiveFile, numbered
-    ar = ArchiveFile(data, where=str(address), diag=lambda e: rep.warn(str(address), str(e)))
-    for m, n in numbered(ar.files):  # numbered as the scan numbers them, thin members counted
-        if m.thin:
+    """The device images among the members of the regular archive ``data`` (the scan's one walk over an
+    archive's members: :func:`devbin.images.armembers.ar_members`; only a thin archive has members whose
+    bytes are elsewhere, and one is not opened here: its magic is not :data:`devbin.formats.magic.AR`)."""
+    for where, m, source in ar_members(rep, data, address):
+        if not isinstance(source, memoryview):
             continue
-        where = address.child(Member(m.name, n))
         try:
             got = _member_image(img, data, m.offset, m.size, where, meta)
         except DeviceBinaryError as e:
