@@ -253,6 +253,8 @@ class ZipWriter:
         zip64 = e.size * 1.05 > ZIP64_LIMIT
         start = self._out.tell()
         self._local(e, zip64)
+        import deflate  # libdeflate's CRC-32, 4 times zlib's speed (as zipmember's inflate takes it)
+
         crc = 0
         seen = 0
         if method == _DEFLATED:
@@ -261,13 +263,13 @@ class ZipWriter:
                 given = iter([b"".join(given)])
             for chunk, out in deflate_chunks(given, 1 if size <= CHUNK else self._threads):
                 seen += len(chunk)
-                crc = zlib.crc32(chunk, crc)
+                crc = deflate.crc32(chunk, crc)
                 e.compressed += len(out)
                 self._out.write(out)
         else:
             for piece in pieces:
                 seen += len(piece)
-                crc = zlib.crc32(piece, crc)
+                crc = deflate.crc32(piece, crc)
                 e.compressed += len(piece)
                 self._out.write(piece)
         if seen != size:
