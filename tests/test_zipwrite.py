@@ -223,3 +223,19 @@ def test_a_member_over_the_real_chunk_size() -> None:
     assert made[0] == made[1]
     with zipfile.ZipFile(io.BytesIO(made[0])) as z:
         assert z.read("big.so") == data
+
+
+@pytest.mark.parametrize("size", [0, 2999, 3000, 3001, 12345])
+def test_deflated_size_is_what_the_writer_writes(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deflated_size (what size --keep predicts of a pruned library in a wheel) is the compressed size of the
+    member the writer makes, on either side of CHUNK (3000 here)."""
+    monkeypatch.setattr(zipwrite, "CHUNK", 3000)
+    data = _text(size, 9)
+    info = zipfile.ZipInfo("lib/libx.so", date_time=DATE)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    buf = io.BytesIO()
+    zw = zipwrite.ZipWriter(buf, threads=2)
+    zw.add(info, data)
+    zw.close()
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as z:
+        assert zipwrite.deflated_size(data) == z.getinfo("lib/libx.so").compress_size

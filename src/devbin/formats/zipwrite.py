@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
     from devbin.binary import Buffer
 
-__all__ = ["CHUNK", "ZIP64_LIMIT", "ZipWriter", "deflate_chunks"]
+__all__ = ["CHUNK", "ZIP64_LIMIT", "ZipWriter", "deflate_chunks", "deflated_size"]
 
 #: zipfile's limit for 4-byte sizes and offsets: past it, zip64 fields (zipfile.ZIP64_LIMIT).
 ZIP64_LIMIT = (1 << 31) - 1
@@ -138,6 +138,24 @@ def deflate_chunks(chunks: Iterable[bytes], threads: int | None = None) -> Itera
             while len(pending) > workers or (pending and current is None):
                 chunk, done = pending.popleft()
                 yield chunk, done.result()
+
+
+def _deflated(pieces: Iterable[bytes | bytearray | memoryview], size: int,
+              threads: int | None) -> Iterator[tuple[bytes, bytes]]:
+    """The chunks of the ``size`` bytes ``pieces`` gives and their deflate bytes, as :meth:`ZipWriter.add_pieces`
+    writes a deflated member: one zlib stream up to :data:`CHUNK` bytes, else :func:`deflate_chunks`."""
+    given = _chunks(pieces)
+    if size <= CHUNK:  # one chunk: one zlib stream, as zipfile writes it, without a thread
+        return deflate_chunks(iter([b"".join(given)]), 1)
+    return deflate_chunks(given, threads)
+
+
+def deflated_size(data: Buffer, threads: int | None = None) -> int:
+    """How many bytes ``data`` takes as a deflated member that :class:`ZipWriter` writes (what ``size --keep``
+    predicts of a pruned library in a wheel)."""
+    view = memoryview(data).cast("B")
+    pieces = (view[at:at + PIECE] for at in range(0, len(view), PIECE))
+    return sum(len(out) for _, out in _deflated(pieces, len(view), threads))
 
 
 class _Inline:
@@ -258,10 +276,7 @@ class ZipWriter:
         crc = 0
         seen = 0
         if method == _DEFLATED:
-            given = _chunks(pieces)
-            if size <= CHUNK:  # one chunk: one zlib stream, without a thread
-                given = iter([b"".join(given)])
-            for chunk, out in deflate_chunks(given, 1 if size <= CHUNK else self._threads):
+            for chunk, out in _deflated(pieces, size, self._threads):
                 seen += len(chunk)
                 crc = deflate.crc32(chunk, crc)
                 e.compressed += len(out)
