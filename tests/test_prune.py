@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections import Counter
@@ -435,3 +436,30 @@ def test_fatbin_in_data_section_pruned(nv_build: Path, section: str) -> None:
             p.unlink()
         run_tool([cuobjdump, "-xelf", "all", pruned.name], out)
         assert [p.read_bytes() for p in out.glob(f"p_{name}*.cubin")] == [want90]
+
+
+def test_kept_images_compared_by_their_stored_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check of a pruned linked file (_check_kept) compares a kept zstd entry by its stored payload, its
+    compression and the size it decodes to, without decoding it: equal for the same entry wherever it sits,
+    different for another payload or the same image stored plain; a plain entry by its bytes."""
+    from devbin.formats.fatbin import compress
+    from devbin.packaging import pruning
+
+    cubin = (FIXTURES / "sample_sm90.cubin").read_bytes()
+    other = bytearray(cubin)
+    other[-1] ^= 1
+    blob = write_fatbin([FatbinImage(FC.KIND_ELF, 90, cubin, compression="zstd"),
+                         FatbinImage(FC.KIND_ELF, 90, bytes(other), compression="zstd"),
+                         FatbinImage(FC.KIND_ELF, 90, cubin)])
+    moved = write_fatbin([FatbinImage(FC.KIND_ELF, 90, cubin, compression="zstd")])  # alone: another offset
+    plain_decoded = [bytes(i.data()) for i in scan_bytes(blob, "f.fatbin", all=True)]
+
+    def no_decoding(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(compress, "decompress", no_decoding)
+    z, z_other, plain = (pruning._kept_as(i) for i in scan_bytes(blob, "f.fatbin", all=True))
+    (z_moved,) = (pruning._kept_as(i) for i in scan_bytes(moved, "g.bin", all=True))
+    assert z == z_moved
+    assert len({z, z_other, plain}) == 3
+    assert plain[2] == hashlib.sha256(plain_decoded[2]).digest()

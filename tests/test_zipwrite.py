@@ -1,5 +1,6 @@
 """devbin's zip writer (:mod:`devbin.formats.zipwrite`): the members it makes have the bytes zipfile gave
-them, the members it copies keep their compressed bytes, zip64 records where zipfile puts them."""
+them (up to CHUNK bytes; larger ones deflated in chunks on threads, the same bytes on any number), the
+members it copies keep their compressed bytes, zip64 records where zipfile puts them."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import io
 import itertools
 import random
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from devbin.errors import FormatError, TruncatedError
 from devbin.formats import zipmember, zipwrite
@@ -149,3 +153,89 @@ def test_copy_of_members_with_data_descriptors(tmp_path: Path) -> None:
             zw.copy(info, f, str(src))
     zw.close()
     assert buf.getvalue() == _by_zipfile(_members())
+
+
+def _inflated(data: bytes) -> bytes:
+    d = zlib.decompressobj(-15)
+    out = d.decompress(data) + d.flush()
+    assert d.eof and not d.unused_data  # one stream, ended by its final block
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.integers(0, 5 * 3000 + 17), seed=st.integers(0, 3), threads=st.integers(2, 5))
+def test_chunked_deflate_is_the_same_on_any_number_of_threads(size: int, seed: int, threads: int) -> None:
+    """deflate_chunks (a member over CHUNK bytes, here 3000 so that back-references cross chunks): one raw
+    deflate stream of the input, the same bytes on 1 thread as on several, each chunk's output a sync-flushed
+    piece (not final) but the last."""
+    data = (_text(size, seed) if seed % 2 else random.Random(seed).randbytes(size // 3) * 3)[:size]
+    chunks = [data[at:at + 3000] for at in range(0, len(data), 3000)] or [b""]
+    one = list(zipwrite.deflate_chunks(chunks, 1))
+    many = list(zipwrite.deflate_chunks(chunks, threads))
+    assert one == many
+    assert [c for c, _ in one] == chunks
+    stream = b"".join(out for _, out in one)
+    assert _inflated(stream) == data
+    for _, out in one[:-1]:
+        assert out.endswith(b"\x00\x00\xff\xff")  # the sync flush's empty stored block (RFC 1951 3.2.4)
+
+
+@pytest.mark.parametrize("size", [3000, 3001, 9000, 9001, 20000])
+def test_members_over_a_chunk_are_deflated_in_chunks(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member of more than CHUNK bytes (3000 here): the same zip on 1 and 4 threads, read back by zipfile
+    (CRC-32 checked) as the bytes given; up to CHUNK bytes, still zipfile's bytes; over it, the chunks'
+    dictionaries make the member smaller than chunks deflated alone would be."""
+    monkeypatch.setattr(zipwrite, "CHUNK", 3000)
+    data = _text(size, 7)
+    info = zipfile.ZipInfo("lib/libx.so", date_time=DATE)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    made = []
+    for threads in (1, 4):
+        buf = io.BytesIO()
+        zw = zipwrite.ZipWriter(buf, threads=threads)
+        zw.add_pieces(info, (data[at:at + 700] for at in range(0, size, 700)), size)
+        zw.close()
+        made.append(buf.getvalue())
+    assert made[0] == made[1]
+    with zipfile.ZipFile(io.BytesIO(made[0])) as z:
+        assert z.testzip() is None
+        assert z.read("lib/libx.so") == data
+        compressed = z.getinfo("lib/libx.so").compress_size
+    if size <= 3000:
+        assert made[0] == _by_zipfile([(info, data)])
+    elif size % 3000 == 0 or size > 3000 * 5:  # no one-byte last chunk, whose flush costs more than it saves
+        alone = sum(len(zlib.compress(data[at:at + 3000], 6, -15)) for at in range(0, size, 3000))
+        assert compressed < alone
+
+
+def test_a_member_over_the_real_chunk_size() -> None:
+    """With the real CHUNK (4 MiB): a 9 MiB member (three chunks) read back whole, the same on 1 and 3 threads."""
+    data = _text(9 << 20, 5)
+    info = zipfile.ZipInfo("big.so", date_time=DATE)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    made = []
+    for threads in (1, 3):
+        buf = io.BytesIO()
+        zw = zipwrite.ZipWriter(buf, threads=threads)
+        zw.add(info, data)
+        zw.close()
+        made.append(buf.getvalue())
+    assert made[0] == made[1]
+    with zipfile.ZipFile(io.BytesIO(made[0])) as z:
+        assert z.read("big.so") == data
+
+
+@pytest.mark.parametrize("size", [0, 2999, 3000, 3001, 12345])
+def test_deflated_size_is_what_the_writer_writes(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deflated_size (what size --keep predicts of a pruned library in a wheel) is the compressed size of the
+    member the writer makes, on either side of CHUNK (3000 here)."""
+    monkeypatch.setattr(zipwrite, "CHUNK", 3000)
+    data = _text(size, 9)
+    info = zipfile.ZipInfo("lib/libx.so", date_time=DATE)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    buf = io.BytesIO()
+    zw = zipwrite.ZipWriter(buf, threads=2)
+    zw.add(info, data)
+    zw.close()
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as z:
+        assert zipwrite.deflated_size(data) == z.getinfo("lib/libx.so").compress_size

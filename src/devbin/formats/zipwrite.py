@@ -26,14 +26,28 @@ makes has the very bytes :func:`zipfile.ZipFile.writestr` gave it (PKWARE APPNOT
   the count, size or offset of the central directory needs them, and the end of central directory
   record (4.3.16).
 
+A member of more than :data:`CHUNK` bytes is deflated in :data:`CHUNK`-byte chunks on threads (zlib releases
+the GIL while it compresses), as pigz does (Mark Adler's pigz.c, https://github.com/madler/pigz: "Use
+deflateSetDictionary() to make use of history"): each chunk is deflated on its own, level 6, with the last
+32 KiB (deflate's window, RFC 1951 3.2.5) of the chunk before it as preset dictionary, and every chunk but
+the last ends with a sync flush (an empty stored block, RFC 1951 3.2.4: byte-aligned, not final), so the
+chunks' outputs laid end to end are one raw deflate stream that any inflater reads (the dictionary only
+gives the compressor the history the inflater has anyway).  A chunk's bytes depend on it and the 32 KiB
+before it only: the member's bytes are the same whatever the number of threads (:func:`deflate_chunks`),
+but they are not those of one zlib stream (:mod:`zipfile`'s), which a member of at most :data:`CHUNK` bytes
+still gets.  At most ``threads + 1`` chunks are in flight: memory grows by a few chunks, not the member.
+
 Nothing depends on the clock or the machine: the same members give the same bytes.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Protocol
 
@@ -45,7 +59,7 @@ if TYPE_CHECKING:
 
     from devbin.binary import Buffer
 
-__all__ = ["ZIP64_LIMIT", "ZipWriter"]
+__all__ = ["CHUNK", "ZIP64_LIMIT", "ZipWriter", "deflate_chunks", "deflated_size"]
 
 #: zipfile's limit for 4-byte sizes and offsets: past it, zip64 fields (zipfile.ZIP64_LIMIT).
 ZIP64_LIMIT = (1 << 31) - 1
@@ -62,6 +76,102 @@ _LOCATOR = struct.Struct("<4sLQL")
 _END = struct.Struct("<4s4H2LH")
 #: Bytes compressed or copied at a time.
 PIECE = 1 << 20
+#: Bytes of a member deflated as one chunk on one thread (:func:`deflate_chunks`).
+CHUNK = 4 << 20
+#: Deflate's window: the history a chunk's compressor is given (RFC 1951 3.2.5).
+_WINDOW = 1 << 15
+#: The most threads a member is deflated on by default.
+_MAX_THREADS = 8
+
+
+def _threads() -> int:
+    """The processors this process may run on (at most :data:`_MAX_THREADS`)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, _MAX_THREADS))
+
+
+def _deflate_chunk(history: bytes, chunk: bytes, last: bool) -> bytes:
+    """``chunk`` as raw deflate (level 6), ``history`` (up to 32 KiB of input before it) its preset
+    dictionary; ended by the final block when ``last``, else by a sync flush."""
+    c = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15, zdict=history) if history else \
+        zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+    return c.compress(chunk) + c.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+def _chunks(pieces: Iterable[bytes | bytearray | memoryview]) -> Iterator[bytes]:
+    """The bytes ``pieces`` gives regrouped into :data:`CHUNK`-byte chunks (the last shorter)."""
+    held: list[bytes] = []
+    n = 0
+    for piece in pieces:
+        view = memoryview(piece).cast("B")
+        while len(view):
+            take = min(len(view), CHUNK - n)
+            held.append(bytes(view[:take]))
+            n += take
+            view = view[take:]
+            if n == CHUNK:
+                yield b"".join(held)
+                held, n = [], 0
+    if held:
+        yield b"".join(held)
+
+
+def deflate_chunks(chunks: Iterable[bytes], threads: int | None = None) -> Iterator[tuple[bytes, bytes]]:
+    """Each of ``chunks`` (the last one ends the stream) and its raw deflate bytes, in order, deflated on up to
+    ``threads`` threads (None: :func:`_threads`): the chunks' deflate bytes end to end are one raw deflate
+    stream of the chunks' bytes, the same whatever ``threads`` (module docstring).  At most ``threads + 1``
+    chunks are held at a time."""
+    workers = threads or _threads()
+    it = iter(chunks)
+    history = b""
+    pending: deque[tuple[bytes, Future[bytes]]] = deque()
+    with ThreadPoolExecutor(workers) if workers > 1 else _Inline() as pool:
+        current = next(it, None)
+        while current is not None:
+            after = next(it, None)
+            pending.append((current, pool.submit(_deflate_chunk, history, current, after is None)))
+            history = current[-_WINDOW:]
+            current = after
+            while len(pending) > workers or (pending and current is None):
+                chunk, done = pending.popleft()
+                yield chunk, done.result()
+
+
+def _deflated(pieces: Iterable[bytes | bytearray | memoryview], size: int,
+              threads: int | None) -> Iterator[tuple[bytes, bytes]]:
+    """The chunks of the ``size`` bytes ``pieces`` gives and their deflate bytes, as :meth:`ZipWriter.add_pieces`
+    writes a deflated member: one zlib stream up to :data:`CHUNK` bytes, else :func:`deflate_chunks`."""
+    given = _chunks(pieces)
+    if size <= CHUNK:  # one chunk: one zlib stream, as zipfile writes it, without a thread
+        return deflate_chunks(iter([b"".join(given)]), 1)
+    return deflate_chunks(given, threads)
+
+
+def deflated_size(data: Buffer, threads: int | None = None) -> int:
+    """How many bytes ``data`` takes as a deflated member that :class:`ZipWriter` writes (what ``size --keep``
+    predicts of a pruned library in a wheel)."""
+    view = memoryview(data).cast("B")
+    pieces = (view[at:at + PIECE] for at in range(0, len(view), PIECE))
+    return sum(len(out) for _, out in _deflated(pieces, len(view), threads))
+
+
+class _Inline:
+    """An executor that runs each call at once (one thread: no pool to start)."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn: object, *args: object) -> Future[bytes]:
+        done: Future[bytes] = Future()
+        assert callable(fn)
+        done.set_result(fn(*args))
+        return done
 
 
 class _Out(Protocol):
@@ -103,8 +213,11 @@ def _name(info: zipfile.ZipInfo) -> tuple[bytes, int]:
 class ZipWriter:
     """A new zip written to ``out`` (write/tell/seek) member by member; :meth:`close` writes the directory."""
 
-    def __init__(self, out: _Out | IO[bytes]) -> None:
+    def __init__(self, out: _Out | IO[bytes], threads: int | None = None) -> None:
+        """``threads``: how many threads a member of more than :data:`CHUNK` bytes is deflated on (None: the
+        processors this process may use, at most 8); the bytes written do not depend on it."""
         self._out = out
+        self._threads = threads
         self._entries: list[_Entry] = []
 
     def _entry(self, info: zipfile.ZipInfo, flags: int, method: int) -> _Entry:
@@ -146,7 +259,8 @@ class ZipWriter:
 
     def add_pieces(self, info: zipfile.ZipInfo, pieces: Iterable[bytes | bytearray | memoryview], size: int) -> None:
         """The ``size`` bytes ``pieces`` gives, one after another, as a member (:meth:`add`): compressed piece
-        by piece as they come, so a member streamed from a file costs a piece of memory.  FormatError when
+        by piece as they come, so a member streamed from a file costs a few :data:`CHUNK` of memory (deflate:
+        :func:`deflate_chunks`, one zlib stream as zipfile writes it up to :data:`CHUNK` bytes).  FormatError when
         the pieces do not hold ``size`` bytes (the local header's zip64 field was chosen by it)."""
         method = info.compress_type
         if method not in (_STORED, _DEFLATED):
@@ -157,21 +271,24 @@ class ZipWriter:
         zip64 = e.size * 1.05 > ZIP64_LIMIT
         start = self._out.tell()
         self._local(e, zip64)
-        compress = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15) if method else None
+        import deflate  # libdeflate's CRC-32, 4 times zlib's speed (as zipmember's inflate takes it)
+
         crc = 0
         seen = 0
-        for piece in pieces:
-            seen += len(piece)
-            crc = zlib.crc32(piece, crc)
-            out = compress.compress(piece) if compress else piece
-            e.compressed += len(out)
-            self._out.write(out)
+        if method == _DEFLATED:
+            for chunk, out in _deflated(pieces, size, self._threads):
+                seen += len(chunk)
+                crc = deflate.crc32(chunk, crc)
+                e.compressed += len(out)
+                self._out.write(out)
+        else:
+            for piece in pieces:
+                seen += len(piece)
+                crc = deflate.crc32(piece, crc)
+                e.compressed += len(piece)
+                self._out.write(piece)
         if seen != size:
             raise FormatError(f"{seen} bytes given for a member of {size}", fmt="zip", where=info.filename)
-        if compress:
-            tail = compress.flush()
-            e.compressed += len(tail)
-            self._out.write(tail)
         if not zip64 and e.compressed > ZIP64_LIMIT:
             raise FormatError(f"{e.compressed} compressed bytes need zip64, which its size did not ask for",
                               fmt="zip", where=info.filename)

@@ -9,7 +9,8 @@ with :func:`devbin.packaging.pruning.prune` and writes a new wheel:
 * every other member is copied as it is, its compressed bytes, CRC-32, sizes, name, date, permissions and
   compression method (:class:`devbin.formats.zipwrite.ZipWriter`: never inflated nor deflated again), in
   pieces: no member but a pruned library is ever held whole; the pruned libraries and RECORD are deflated
-  as they are written, with the bytes :mod:`zipfile` gave them (:meth:`~devbin.formats.zipwrite.ZipWriter.add`).
+  as they are written (:meth:`~devbin.formats.zipwrite.ZipWriter.add`: zipfile's bytes up to 4 MiB, past
+  that in chunks on threads, the same bytes whatever the threads).
   A copied member's CRC is not checked again: :func:`devbin.formats.wheel.verify` read every member, CRC
   checked, just before;
 * ``*.dist-info/RECORD`` is regenerated as ``wheel pack`` does (pypa/wheel,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -191,8 +190,9 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
     prune refuses (the selection would leave it no device image, a format it cannot rewrite) saves 0
     and says why under ``refused``.  ``member``: the zip entry the file is (a wheel's library): then
     ``wheel_bytes`` is what the zip saves, the entry's compressed size less the pruned bytes compressed
-    as ``devbin prune`` writes them (:mod:`zipfile`, the entry's method at zlib's default level; only for
-    stored and deflated entries, the methods of wheels, PEP 427).  ``max_segments``: prune's."""
+    as ``devbin prune`` writes them (:func:`devbin.formats.zipwrite.deflated_size`: zlib's default level, in
+    chunks past :data:`~devbin.formats.zipwrite.CHUNK` bytes; only for stored and deflated entries, the
+    methods of wheels, PEP 427).  ``max_segments``: prune's."""
     from devbin.packaging.pruning import prune  # the capability, only when --keep asks for it
 
     # the path is an address (``lib.a!k.o``, ``pkg.whl!lib/libk.so``, ``lib%40k.so``): prune names it the same way
@@ -209,9 +209,10 @@ def file_savings(path: str, keep: Sequence[str], data: bytes | None = None,
                         "unloadable_containers": result.unloadable_containers}
     if member is not None and member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         size = len(result.data)
-        if member.compress_type == zipfile.ZIP_DEFLATED:  # what zipfile's writer makes of it
-            z = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
-            size = len(z.compress(result.data)) + len(z.flush())
+        if member.compress_type == zipfile.ZIP_DEFLATED:  # what prune's zip writer makes of it
+            from devbin.formats.zipwrite import deflated_size
+
+            size = deflated_size(result.data)
         out["wheel_bytes"] = member.compress_size - size
     return out
 
