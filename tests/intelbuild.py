@@ -33,7 +33,7 @@ SOURCES = Path(__file__).resolve().parent / "sources" / "intel"
 ZEBIN = ["-internal_options", "-ze-allow-zebin"]
 
 
-def _compile(ocloc: str, out: Path, source: Path | str, device: str, name: str, *extra: str,
+def compile_cl(ocloc: str, out: Path, source: Path | str, device: str, name: str, *extra: str,
              env: dict[str, str] | None = None) -> Path:
     """``ocloc compile`` into ``out/<name>``: the single output file, renamed (ocloc adds suffixes)."""
     work = out / f".{name}"
@@ -52,17 +52,17 @@ def build_intel(out: Path) -> dict[str, Path]:
     ocloc = require_tool("ocloc")
     k = SOURCES / "kernels.cl"
     paths = {
-        "zebin": _compile(ocloc, out, k, "acm-g10", "kernels.acm-g10.zebin", *ZEBIN),
-        "zebin_pvc": _compile(ocloc, out, k, "pvc", "kernels.pvc.zebin", *ZEBIN),
-        "spill": _compile(ocloc, out, SOURCES / "spill.cl", "acm-g10", "spill.acm-g10.zebin", *ZEBIN),
-        "calls": _compile(ocloc, out, SOURCES / "calls.cl", "acm-g10", "calls.acm-g10.zebin", *ZEBIN,
+        "zebin": compile_cl(ocloc, out, k, "acm-g10", "kernels.acm-g10.zebin", *ZEBIN),
+        "zebin_pvc": compile_cl(ocloc, out, k, "pvc", "kernels.pvc.zebin", *ZEBIN),
+        "spill": compile_cl(ocloc, out, SOURCES / "spill.cl", "acm-g10", "spill.acm-g10.zebin", *ZEBIN),
+        "calls": compile_cl(ocloc, out, SOURCES / "calls.cl", "acm-g10", "calls.acm-g10.zebin", *ZEBIN,
                           env={"IGC_FunctionControl": "3"}),
-        "patchtoken": _compile(ocloc, out, k, "acm-g10", "kernels.acm-g10.pt", "--format", "patchtokens"),
-        "patchtoken_spill": _compile(ocloc, out, SOURCES / "spill.cl", "acm-g10", "spill.acm-g10.pt", "--format",
+        "patchtoken": compile_cl(ocloc, out, k, "acm-g10", "kernels.acm-g10.pt", "--format", "patchtokens"),
+        "patchtoken_spill": compile_cl(ocloc, out, SOURCES / "spill.cl", "acm-g10", "spill.acm-g10.pt", "--format",
                                      "patchtokens"),
-        "spv": _compile(ocloc, out, k, "acm-g10", "kernels.spv", "-spv_only"),
+        "spv": compile_cl(ocloc, out, k, "acm-g10", "kernels.spv", "-spv_only"),
     }
-    paths["fat"] = _compile(ocloc, out, paths["spv"], "acm-g10,pvc", "kernels.fat.ar", "-spirv_input", *ZEBIN)
+    paths["fat"] = compile_cl(ocloc, out, paths["spv"], "acm-g10,pvc", "kernels.fat.ar", "-spirv_input", *ZEBIN)
     return paths
 
 

@@ -16,8 +16,7 @@ from devbin.formats.elf.reader import open_elf
 from devbin.targets.intel.vendor import INTEL
 
 from tests.conftest import require_tool
-from tests.intelbuild import SOURCES, build_intel
-from tests.intelbuild import _compile as compile_intel
+from tests.intelbuild import SOURCES, build_intel, compile_cl
 from tests.runners import cli, cli_err, cli_ok, run_tool
 
 
@@ -26,7 +25,7 @@ def intel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """build_intel's files and ``calls_spv``: calls.cl as SPIR-V (a kernel no pvc zebin here has)."""
     out = tmp_path_factory.mktemp("intel")
     paths = build_intel(out)
-    paths["calls_spv"] = compile_intel(require_tool("ocloc"), out, SOURCES / "calls.cl", "pvc", "calls.spv",
+    paths["calls_spv"] = compile_cl(require_tool("ocloc"), out, SOURCES / "calls.cl", "pvc", "calls.spv",
                                        "-spv_only")
     return paths
 

@@ -15,7 +15,7 @@ from devbin.formats.elf.reader import ElfFile
 from devbin.targets.intel.notes import COMPAT_SECTION, read_compat_notes
 
 from tests.conftest import require_tool
-from tests.intelbuild import SOURCES, ZEBIN, _compile
+from tests.intelbuild import SOURCES, ZEBIN, compile_cl
 from tests.runners import cli_ok, run_tool
 
 DG2 = ("acm-g10", "acm-g11", "acm-g12")
@@ -25,7 +25,7 @@ DG2 = ("acm-g10", "acm-g11", "acm-g12")
 def dg2(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("dg2")
     ocloc = require_tool("ocloc")
-    return {d: _compile(ocloc, out, SOURCES / "kernels.cl", d, f"k.{d}.zebin", *ZEBIN) for d in DG2}
+    return {d: compile_cl(ocloc, out, SOURCES / "kernels.cl", d, f"k.{d}.zebin", *ZEBIN) for d in DG2}
 
 
 def _ocloc_ip(device: str) -> tuple[int, int, int]:
